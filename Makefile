@@ -1,0 +1,32 @@
+# Quick start: `make demo` (lint the bundled example suite) and `make test` (run the tests).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test install install-test lint clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+
+install-test: $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[test]'
+
+demo: install
+	@echo "== gpu-test-lint check examples/ (every rule, exit 1 means violations found)"
+	-$(BIN)/gpu-test-lint check examples/
+	@echo "== gpu-test-lint check --diff examples/ (what --fix would change)"
+	-$(BIN)/gpu-test-lint check --diff examples/
+
+test: install-test
+	$(BIN)/python -m pytest -q
+
+lint: install-test
+	$(BIN)/ruff check .
+	$(BIN)/gpu-test-lint check lint_gpu_tests codemods tests --exclude tests/fixtures
+
+clean:
+	rm -rf $(VENV) build *.egg-info .gpu-test-lint-cache

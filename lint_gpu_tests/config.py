@@ -1,0 +1,211 @@
+"""Configuration: ``[tool.gpu-test-lint]`` in ``pyproject.toml`` or ``.gpu-test-lint.toml``.
+
+Keys are spelled as ruff spells its own (kebab-case). Unknown keys are an error that
+names the key. Config files are found by walking up from the first path checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+DEFAULT_ENGINE_CLASSES = ("vllm.LLM", "vllm.entrypoints.llm.LLM")
+DEFAULT_ISOLATION_DECORATORS = (
+    "create_new_process_for_each_test",
+    "fork_new_process_for_each_test",
+    "spawn_new_process_for_each_test",
+)
+TARGETS = ("bundled", "vllm")
+
+
+class ConfigError(Exception):
+    """A configuration file is unreadable, malformed, or has an unknown key or bad value."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """Resolved settings for one run.
+
+    Attributes:
+        select: code prefixes to report (``"GPU"`` = all rules).
+        ignore: code prefixes never reported.
+        extend_select: prefixes added to ``select``.
+        per_file_ignores: gitignore-style pattern -> code prefixes ignored in matching files.
+        exclude: gitignore-style patterns replacing the default excludes.
+        extend_exclude: patterns added to ``exclude``.
+        target: which runner fixes target, ``"bundled"`` or ``"vllm"`` (SPEC §4).
+        engine_classes: qualified names of engine classes (default ``vllm.LLM``).
+        runner_fixture: name of the runner fixture (default ``vllm_runner``).
+        runner_classes: names of runner classes (default ``VllmRunner``).
+        runner_attribute: attribute of a runner holding the engine (``llm``; ``model`` in
+            older copies such as vllm-ascend's).
+        isolation_decorators: decorator names whose tests run in their own process.
+        cleanup_functions: extra call names GPU004 treats as manual cleanup.
+        test_roots: directories whose ``*.py`` files count as test modules.
+        root: directory the config was found in (for relative patterns).
+    """
+
+    select: tuple[str, ...] = ("GPU",)
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exclude: tuple[str, ...] = ()
+    extend_exclude: tuple[str, ...] = ()
+    target: str = "bundled"
+    engine_classes: tuple[str, ...] = DEFAULT_ENGINE_CLASSES
+    runner_fixture: str = "vllm_runner"
+    runner_classes: tuple[str, ...] = ("VllmRunner",)
+    runner_attribute: str = "llm"
+    isolation_decorators: tuple[str, ...] = DEFAULT_ISOLATION_DECORATORS
+    cleanup_functions: tuple[str, ...] = ()
+    test_roots: tuple[str, ...] = ()
+    root: str = field(default=".", compare=False)
+
+    def is_code_enabled(self, code: str) -> bool:
+        """Return True when ``code`` is selected and not ignored (longest prefix wins, as ruff)."""
+        best_sel = max((len(p) for p in self.select + self.extend_select if code.startswith(p)),
+                       default=-1)
+        best_ign = max((len(p) for p in self.ignore if code.startswith(p)), default=-1)
+        return best_sel >= 0 and best_sel > best_ign
+
+    def fingerprint(self) -> str:
+        """Stable hash of every setting that changes results (for the cache)."""
+        data = dataclasses.asdict(self)
+        data.pop("root", None)
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    def with_overrides(self, **changes: Any) -> Config:
+        """Return a copy with the given fields replaced (CLI flags win over files)."""
+        return dataclasses.replace(self, **changes)
+
+
+_LIST_KEYS = {
+    "select": "select",
+    "ignore": "ignore",
+    "extend-select": "extend_select",
+    "exclude": "exclude",
+    "extend-exclude": "extend_exclude",
+    "engine-classes": "engine_classes",
+    "runner-classes": "runner_classes",
+    "isolation-decorators": "isolation_decorators",
+    "cleanup-functions": "cleanup_functions",
+    "test-roots": "test_roots",
+}
+_STR_KEYS = {
+    "target": "target",
+    "runner-fixture": "runner_fixture",
+    "runner-attribute": "runner_attribute",
+}
+KNOWN_KEYS = frozenset(_LIST_KEYS) | frozenset(_STR_KEYS) | {"per-file-ignores"}
+
+
+def _str_list(key: str, value: object, source: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{source}: `{key}` must be a list of strings")
+    return tuple(value)
+
+
+def config_from_table(table: Mapping[str, object], source: str, root: str = ".") -> Config:
+    """Build a :class:`Config` from a parsed ``[tool.gpu-test-lint]`` table.
+
+    Args:
+        table: the table's keys and values, as ``tomllib`` returns them.
+        source: file name used in error messages.
+        root: directory that relative patterns are anchored to.
+
+    Raises:
+        ConfigError: for an unknown key (named in the message) or a value of the wrong type.
+    """
+    kwargs: dict[str, Any] = {"root": root}
+    for key, value in table.items():
+        if key in _LIST_KEYS:
+            kwargs[_LIST_KEYS[key]] = _str_list(key, value, source)
+        elif key in _STR_KEYS:
+            if not isinstance(value, str):
+                raise ConfigError(f"{source}: `{key}` must be a string")
+            kwargs[_STR_KEYS[key]] = value
+        elif key == "per-file-ignores":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{source}: `per-file-ignores` must be a table")
+            kwargs["per_file_ignores"] = tuple(
+                (pattern, _str_list(f"per-file-ignores.{pattern}", codes, source))
+                for pattern, codes in value.items()
+            )
+        else:
+            raise ConfigError(f"{source}: unknown key `{key}` in [tool.gpu-test-lint]")
+    if kwargs.get("target", "bundled") not in TARGETS:
+        raise ConfigError(
+            f"{source}: `target` must be one of {', '.join(TARGETS)}, got {kwargs['target']!r}"
+        )
+    return Config(**kwargs)
+
+
+def load_config_file(path: Path) -> Config:
+    """Load settings from ``path`` (a ``pyproject.toml`` or ``.gpu-test-lint.toml``).
+
+    In ``pyproject.toml`` the settings live under ``[tool.gpu-test-lint]``; in
+    ``.gpu-test-lint.toml`` at the top level (a ``[tool.gpu-test-lint]`` table is accepted too).
+
+    Raises:
+        ConfigError: when the file cannot be read or parsed, or has a bad key or value.
+    """
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    tool = data.get("tool", {})
+    if path.name == "pyproject.toml":
+        table = tool.get("gpu-test-lint", {}) if isinstance(tool, dict) else {}
+    else:
+        table = tool.get("gpu-test-lint", data) if isinstance(tool, dict) and tool else data
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.gpu-test-lint] must be a table")
+    return config_from_table(table, str(path), root=str(path.parent))
+
+
+def find_config_file(start: Path) -> Path | None:
+    """Walk up from ``start`` to the first ``.gpu-test-lint.toml``, or ``pyproject.toml``
+    holding ``[tool.gpu-test-lint]``; return it or ``None``."""
+    here = start.resolve()
+    if here.is_file() or not here.exists():
+        here = here.parent
+    for directory in (here, *here.parents):
+        dedicated = directory / ".gpu-test-lint.toml"
+        if dedicated.is_file():
+            return dedicated
+        pyproject = directory / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                text = pyproject.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            if "gpu-test-lint" in text:
+                return pyproject
+    return None
+
+
+def resolve_config(paths: Sequence[str], config_file: str | None = None) -> Config:
+    """Return the config for a run over ``paths``: ``config_file`` if given, else the one
+    found by walking up from the first path (or the working directory), else defaults.
+
+    Raises:
+        ConfigError: as :func:`load_config_file`.
+    """
+    if config_file is not None:
+        return load_config_file(Path(config_file))
+    start = Path(paths[0]) if paths else Path.cwd()
+    found = find_config_file(start)
+    return load_config_file(found) if found else Config(root=str(Path.cwd()))

@@ -1,0 +1,97 @@
+"""Data types that cross module boundaries: violations, fixes, edits, applicability."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Applicability(enum.Enum):
+    """How safe a violation's fix is, as in ruff.
+
+    ``SAFE`` fixes keep behaviour and are applied by ``--fix``; ``UNSAFE`` fixes may
+    change behaviour (SPEC §4) and need ``--unsafe-fixes``; ``NONE`` means no fix exists.
+    """
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class FixInfo:
+    """What the checker knows of a violation's fix before any rewriting happens.
+
+    Attributes:
+        applicability: safe, unsafe or none.
+        title: short fix title shown to users, e.g. "Wrap in `with vllm_runner(...)`".
+        reason: why the fix is unsafe or missing ("" for a safe fix).
+    """
+
+    applicability: Applicability
+    title: str
+    reason: str = ""
+
+    @property
+    def available(self) -> bool:
+        """True when some fix (safe or unsafe) exists."""
+        return self.applicability is not Applicability.NONE
+
+
+@dataclass(frozen=True, order=True)
+class Location:
+    """A position in a file: 1-based ``row``, 1-based ``column`` (as ruff and flake8 print)."""
+
+    row: int
+    column: int
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One reported problem.
+
+    Attributes:
+        code: rule code such as ``"GPU001"`` (``"GPU900"`` for a parse error).
+        name: rule name such as ``"engine-outside-runner"``.
+        message: human-readable message.
+        path: the file path as given by the user (not resolved).
+        location: start, 1-based row and column.
+        end_location: end, 1-based row and column (exclusive column).
+        fix: fix information, or ``None`` when the rule offers no fix at all.
+    """
+
+    code: str
+    name: str
+    message: str
+    path: str
+    location: Location
+    end_location: Location
+    fix: FixInfo | None = None
+
+    @property
+    def fixable(self) -> bool:
+        """True when a fix of any applicability exists."""
+        return self.fix is not None and self.fix.available
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        """Key that orders violations by path, position and code."""
+        return (self.path, self.location.row, self.location.column, self.code)
+
+
+@dataclass
+class FileResult:
+    """Outcome of checking (and maybe fixing) one file.
+
+    Attributes:
+        path: the file path as given.
+        violations: violations left after any fixing, sorted.
+        fixed: violations that fixes removed (for ``--show-fixes`` and statistics).
+        new_source: the fixed text when a fix changed the file, else ``None``.
+        error: an internal-error or I/O message for this file, else ``None``.
+    """
+
+    path: str
+    violations: list[Violation] = field(default_factory=list)
+    fixed: list[Violation] = field(default_factory=list)
+    new_source: bytes | None = None
+    error: str | None = None

@@ -1,0 +1,100 @@
+"""The rule base class: one subclass per module under :mod:`lint_gpu_tests.rules`.
+
+A rule carries everything about itself in one place, as Fixit and ruff do: its code,
+kebab-case name, message, documentation sections, fix title and its own bad (``INVALID``)
+and good (``VALID``) examples. The test suite runs every example; ``gpu-test-lint rule``
+and ``docs/rules.md`` render the same text, so docs cannot drift.
+
+In an ``INVALID`` example each line that must be reported ends with a marker comment
+``# error: GPU00N`` (several codes separated by commas); no other line may be reported.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from lint_gpu_tests.analysis import ModuleAnalysis
+    from lint_gpu_tests.ftypes import FixInfo
+
+MARKER_RE = re.compile(r"\s*# error: (?P<codes>GPU\d{3}(?:,\s*GPU\d{3})*)\s*$")
+
+
+@dataclass(frozen=True)
+class Example:
+    """A source snippet used as a rule example.
+
+    Attributes:
+        source: a complete Python module (dedented).
+        title: one line saying what the example shows.
+        path: the file name the example is checked as (rules only look at test modules).
+        config: ``[tool.gpu-test-lint]``-style overrides as a TOML-like dict, or ``None``.
+    """
+
+    source: str
+    title: str = ""
+    path: str = "tests/test_example.py"
+    config: tuple[tuple[str, object], ...] = ()
+
+    def expected(self) -> list[tuple[int, str]]:
+        """Return ``(line, code)`` pairs marked with ``# error:`` comments, sorted."""
+        found: list[tuple[int, str]] = []
+        for number, line in enumerate(self.source.splitlines(), start=1):
+            match = MARKER_RE.search(line)
+            if match:
+                for code in match.group("codes").split(","):
+                    found.append((number, code.strip()))
+        return sorted(found)
+
+    def clean_source(self) -> str:
+        """The source without the ``# error:`` markers (for documentation)."""
+        return "\n".join(MARKER_RE.sub("", line) for line in self.source.splitlines()) + "\n"
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A raw finding from a rule, before noqa, selection and path are applied.
+
+    Attributes:
+        node_line, node_col: 1-based line and 0-based UTF-8 byte column of the start (as ``ast``).
+        end_line, end_col: the same for the end.
+        message: the message, already formatted.
+        fix: fix information, or ``None`` when the rule has no fix for this hit.
+    """
+
+    node_line: int
+    node_col: int
+    end_line: int
+    end_col: int
+    message: str
+    fix: FixInfo | None = None
+
+
+class Rule:
+    """Base class of every rule. Subclasses set the class attributes and ``check``.
+
+    Class attributes:
+        code: ``"GPU001"`` ...; name: kebab-case name; summary: one-line message.
+        what_it_does, why_bad, fix_safety: documentation sections (Markdown).
+        fix_title: short title of the fix, or ``""`` for a rule without a fix.
+        INVALID / VALID: examples that must / must not be reported.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    what_it_does: ClassVar[str]
+    why_bad: ClassVar[str]
+    fix_title: ClassVar[str] = ""
+    fix_safety: ClassVar[str] = ""
+    options: ClassVar[tuple[str, ...]] = ()
+    references: ClassVar[tuple[str, ...]] = ()
+    INVALID: ClassVar[tuple[Example, ...]] = ()
+    VALID: ClassVar[tuple[Example, ...]] = ()
+
+    def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
+        """Yield every hit of this rule in the analysed module."""
+        raise NotImplementedError
