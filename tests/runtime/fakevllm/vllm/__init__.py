@@ -1,0 +1,105 @@
+"""Stand-in for ``vllm``, used only by gpu-test-lint's runtime tests (never installed).
+
+Like a real V1 engine, ``LLM`` starts a child process as its engine core and talks to it
+through a pipe; ``llm.llm_engine.engine_core.shutdown()`` ends that process, and so does
+the garbage collector finalising the client (a ``weakref.finalize``, as vLLM's client
+has). The client keeps a reference cycle, so ``del llm`` alone frees nothing until
+``gc.collect()`` runs, as with the real one.
+
+``hold_gib`` (stand-in only): the engine core allocates that many GiB on ``cuda`` with
+torch and holds them until it exits. 0 (the default) allocates nothing (CPU tests).
+``fail_shutdown`` (stand-in only): ``shutdown()`` raises after recording itself, without
+stopping the child (the finalizer still does, at collection).
+
+``EVENTS`` records, in order, what the stand-in saw.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import weakref
+from multiprocessing.connection import Connection
+from typing import Any
+
+EVENTS: list[str] = []
+GIB = 1 << 30
+
+
+def _engine_core_main(conn: Connection, hold_gib: float) -> None:
+    held: Any = None
+    if hold_gib > 0:
+        import torch
+
+        held = torch.empty(int(hold_gib * GIB), dtype=torch.uint8, device="cuda")
+        held.zero_()
+        torch.cuda.synchronize()
+    conn.send(("ready", os.getpid()))
+    try:
+        conn.recv()  # "stop", or EOF when the client side goes away
+    except EOFError:
+        pass
+    del held
+
+
+def _stop(process: Any, conn: Connection, timeout: float | None) -> None:
+    try:
+        conn.send("stop")
+    except (OSError, ValueError):
+        pass
+    process.join(timeout)
+    if process.is_alive():
+        process.kill()
+        process.join()
+    conn.close()
+
+
+class EngineCoreClient:
+    """Client side of the engine-core process."""
+
+    def __init__(self, hold_gib: float, fail_shutdown: bool, start_method: str) -> None:
+        ctx = multiprocessing.get_context(start_method)
+        conn, child_conn = ctx.Pipe()
+        self.process = ctx.Process(
+            target=_engine_core_main, args=(child_conn, hold_gib), daemon=True
+        )
+        self.process.start()
+        child_conn.close()
+        _, self.pid = conn.recv()
+        self._conn = conn
+        self.fail_shutdown = fail_shutdown
+        self._finalizer = weakref.finalize(self, _stop, self.process, conn, 60.0)
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        EVENTS.append("engine_core.shutdown")
+        if self.fail_shutdown:
+            raise RuntimeError("stand-in engine core refused to shut down")
+        self._finalizer.detach()
+        _stop(self.process, self._conn, timeout)
+
+
+class LLMEngine:
+    def __init__(self, engine_core: EngineCoreClient) -> None:
+        self.engine_core = engine_core
+
+
+class LLM:
+    """``LLM(model, **kwargs)``; records its arguments in ``self.kwargs``."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        hold_gib: float = 0.0,
+        fail_shutdown: bool = False,
+        start_method: str = "fork",
+        **kwargs: Any,
+    ) -> None:
+        EVENTS.append("LLM.__init__")
+        self.model = model
+        self.kwargs = kwargs
+        self.llm_engine = LLMEngine(EngineCoreClient(hold_gib, fail_shutdown, start_method))
+        self._cycle = {"llm": self}  # a reference cycle, as in the real client
+
+    def generate(self, prompts: list[str]) -> list[str]:
+        return [p.upper() for p in prompts]

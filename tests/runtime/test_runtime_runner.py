@@ -1,0 +1,267 @@
+"""VllmRunner and VllmRunnerFactory against the stand-in vllm (a real child process each)."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import types
+import warnings
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from runtime_fakes import FakeMemoryReader
+
+from lint_gpu_tests.runtime import (
+    EngineClosedError,
+    GpuMemoryLeakWarning,
+    RunnerTeardownWarning,
+    VllmRunner,
+    VllmRunnerFactory,
+)
+from lint_gpu_tests.runtime.memory import GIB
+
+pytestmark = pytest.mark.usefixtures("fake_vllm")
+
+
+class QuietRunner(VllmRunner):
+    """No device-memory wait (no GPU here); tests that need one set a fake reader."""
+
+    memory_wait_timeout_s = 0.0
+
+
+def _core(llm: Any) -> Any:
+    return llm.llm_engine.engine_core
+
+
+def test_builds_llm_with_kwargs_untouched(fake_vllm: types.ModuleType) -> None:
+    with QuietRunner("some/model", enforce_eager=True, seed=7, tokenizer_name="tok") as runner:
+        assert isinstance(runner.llm, fake_vllm.LLM)
+        assert runner.llm.model == "some/model"
+        assert runner.llm.kwargs == {"enforce_eager": True, "seed": 7, "tokenizer": "tok"}
+        assert runner.model is runner.llm  # alias for older code
+
+
+def test_exit_ends_the_engine_core_process_and_frees_the_engine() -> None:
+    with QuietRunner("m") as runner:
+        process = _core(runner.llm).process
+        ref = weakref.ref(runner.llm)
+        assert process.is_alive()
+    assert not process.is_alive()
+    assert process.exitcode == 0  # stopped by shutdown(), not killed
+    assert ref() is None  # the cycle was collected: nothing keeps the engine
+    assert runner.closed
+    with pytest.raises(EngineClosedError):
+        runner.llm  # noqa: B018
+
+
+def test_teardown_order(fake_vllm: types.ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    events: list[str] = fake_vllm.EVENTS
+    fake_torch = types.ModuleType("torch")
+    fake_dynamo = types.ModuleType("torch._dynamo")
+    fake_dynamo.reset = lambda: events.append("dynamo.reset")  # type: ignore[attr-defined]
+    fake_torch.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
+        is_initialized=lambda: True, empty_cache=lambda: events.append("cuda.empty_cache")
+    )
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setitem(sys.modules, "torch._dynamo", fake_dynamo)
+    recording = [False]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if recording[0] and phase == "start":
+            events.append("gc.collect")
+
+    class Runner(VllmRunner):
+        memory_reader = FakeMemoryReader(events=events)
+
+    runner = Runner("m")
+    events.clear()
+    gc.callbacks.append(on_gc)
+    recording[0] = True
+    try:
+        runner.__exit__(None, None, None)
+    finally:
+        recording[0] = False
+        gc.callbacks.remove(on_gc)
+    # collapse repeated gc starts (cleanup helpers may collect more than once)
+    seen = [e for i, e in enumerate(events) if i == 0 or e != events[i - 1]]
+    assert seen == [
+        "engine_core.shutdown",
+        "dynamo.reset",
+        "cleanup_dist_env_and_memory",
+        "gc.collect",
+        "cuda.empty_cache",
+        "memory.read",
+    ]
+    assert [s.name for s in runner.teardown_steps] == [
+        "shutdown_engine_core",
+        "drop_reference",
+        "dynamo_reset",
+        "cleanup_dist_env_and_memory",
+        "gc_collect",
+        "empty_cache",
+        "wait_for_memory",
+    ]
+    assert {s.status for s in runner.teardown_steps} == {"ok"}
+
+
+def test_steps_for_libraries_never_imported_are_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.delitem(sys.modules, "torch._dynamo", raising=False)
+    with QuietRunner("m") as runner:
+        pass
+    status = {s.name: s.status for s in runner.teardown_steps}
+    assert status["dynamo_reset"] == "skipped"
+    assert status["empty_cache"] == "skipped"
+    assert status["wait_for_memory"] == "skipped"
+    assert status["shutdown_engine_core"] == "ok"
+    assert "torch" not in sys.modules  # the runner never imports torch itself
+
+
+def test_body_exception_propagates_and_teardown_still_runs(fake_vllm: types.ModuleType) -> None:
+    with pytest.raises(ValueError, match="from the test body"):
+        with QuietRunner("m") as runner:
+            process = _core(runner.llm).process
+            raise ValueError("from the test body")
+    assert not process.is_alive()
+    assert "cleanup_dist_env_and_memory" in fake_vllm.EVENTS
+
+
+def test_failing_shutdown_does_not_skip_later_steps_nor_hide_body_error(
+    fake_vllm: types.ModuleType,
+) -> None:
+    with pytest.warns(RunnerTeardownWarning, match="shutdown_engine_core"):
+        with pytest.raises(KeyError, match="body"):
+            with QuietRunner("m", fail_shutdown=True) as runner:
+                process = _core(runner.llm).process
+                ref = weakref.ref(runner.llm)
+                raise KeyError("body")
+    status = {s.name: s.status for s in runner.teardown_steps}
+    assert status["shutdown_engine_core"] == "failed"
+    assert "refused to shut down" in runner.teardown_steps[0].detail
+    assert status["cleanup_dist_env_and_memory"] == "ok"
+    assert status["gc_collect"] == "ok"
+    assert fake_vllm.EVENTS[-2:] == ["engine_core.shutdown", "cleanup_dist_env_and_memory"]
+    # the failed shutdown kept no frame alive: the collector still freed the engine,
+    # and its finalizer stopped the child process
+    assert ref() is None
+    process.join()
+    assert not process.is_alive()
+
+
+def test_failing_shutdown_warns_when_the_body_passed() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with QuietRunner("m", fail_shutdown=True):
+            pass
+    assert [w.category for w in caught] == [RunnerTeardownWarning]
+
+
+def test_second_exit_is_a_no_op(fake_vllm: types.ModuleType) -> None:
+    runner = QuietRunner("m")
+    with runner:
+        pass
+    steps = list(runner.teardown_steps)
+    events = list(fake_vllm.EVENTS)
+    runner.__exit__(None, None, None)
+    runner.close()
+    assert runner.teardown_steps == steps
+    assert fake_vllm.EVENTS == events
+
+
+def test_engine_factory_is_pluggable() -> None:
+    built: list[tuple[str, dict[str, Any]]] = []
+
+    class OtherEngine:
+        def __init__(self, model: str, **kwargs: Any) -> None:
+            built.append((model, kwargs))
+            self.stopped = False
+
+        def shutdown(self) -> None:
+            self.stopped = True
+
+    with QuietRunner("x", engine_factory=OtherEngine, dtype="half") as runner:
+        engine = runner.llm
+    assert built == [("x", {"dtype": "half"})]
+    assert engine.stopped  # no engine_core: falls back to engine.shutdown()
+
+    class Subclassed(QuietRunner):
+        engine_factory = OtherEngine
+
+    with Subclassed("y"):
+        pass
+    assert built[-1] == ("y", {})
+
+
+def test_shutdown_timeout_is_passed_where_accepted() -> None:
+    calls: list[dict[str, Any]] = []
+
+    class Core:
+        def shutdown(self, timeout: float | None = None) -> None:
+            calls.append({"timeout": timeout})
+
+    class Engine:
+        def __init__(self, model: str) -> None:
+            self.llm_engine = types.SimpleNamespace(engine_core=Core())
+
+    class Runner(QuietRunner):
+        shutdown_timeout_s = 12.5
+
+    with Runner("m", engine_factory=Engine):
+        pass
+    assert calls == [{"timeout": 12.5}]
+
+
+def test_memory_not_back_warns_with_device_figures() -> None:
+    reader = FakeMemoryReader(used=[GIB])
+
+    def hog(model: str) -> Any:
+        reader.used[0] = 30 * GIB  # "allocates" and never gives it back
+        return types.SimpleNamespace()
+
+    class Runner(VllmRunner):
+        memory_reader = reader
+        memory_wait_timeout_s = 1e-9
+
+    with pytest.warns(GpuMemoryLeakWarning, match=r"device 0 \(fake 0\): 30.00/80.00 GiB"):
+        with Runner("m", engine_factory=hog):
+            pass
+
+
+@pytest.fixture
+def shared_reader() -> Iterator[FakeMemoryReader]:
+    yield FakeMemoryReader(used=[0])
+
+
+def test_factory_defers_the_memory_wait_until_the_last_engine_exits(
+    fake_vllm: types.ModuleType, shared_reader: FakeMemoryReader
+) -> None:
+    class Runner(VllmRunner):
+        memory_reader = shared_reader
+
+    factory = VllmRunnerFactory(Runner)
+    with factory("a") as a, factory("b") as b:
+        first, second = _core(a.llm).process, _core(b.llm).process
+        assert factory.open_runners == (a, b)
+        reads_before_exit = shared_reader.reads
+    # b exits first: its own wait deferred; a exits last: one wait for both
+    assert [s.status for s in b.teardown_steps if s.name == "wait_for_memory"] == ["skipped"]
+    assert "deferred" in b.teardown_steps[-1].detail
+    assert [s.status for s in a.teardown_steps if s.name == "wait_for_memory"] == ["ok"]
+    assert shared_reader.reads == reads_before_exit + 1
+    assert not first.is_alive() and not second.is_alive()
+    assert factory.open_runners == ()
+
+
+def test_factory_close_exits_runners_left_open(fake_vllm: types.ModuleType) -> None:
+    class Runner(QuietRunner):
+        pass
+
+    factory = VllmRunnerFactory(Runner)
+    a, b = factory("a"), factory("b")
+    processes = [_core(a.llm).process, _core(b.llm).process]
+    factory.close()
+    assert a.closed and b.closed
+    assert not any(p.is_alive() for p in processes)
+    assert fake_vllm.EVENTS.count("engine_core.shutdown") == 2
