@@ -3,8 +3,21 @@
 from __future__ import annotations
 
 from lint_gpu_tests.rule import Rule
+from lint_gpu_tests.rules.gpu001_engine_outside_runner import EngineOutsideRunner
+from lint_gpu_tests.rules.gpu002_fixture_yields_engine import FixtureYieldsEngine
+from lint_gpu_tests.rules.gpu003_finalizer_shutdown import FinalizerShutdown
+from lint_gpu_tests.rules.gpu004_manual_engine_cleanup import ManualEngineCleanup
+from lint_gpu_tests.rules.gpu005_runner_without_with import RunnerWithoutWith
+from lint_gpu_tests.rules.gpu006_strong_engine_alias import StrongEngineAlias
 
-ALL_RULES: list[type[Rule]] = []
+ALL_RULES: list[type[Rule]] = [
+    EngineOutsideRunner,
+    FixtureYieldsEngine,
+    FinalizerShutdown,
+    ManualEngineCleanup,
+    RunnerWithoutWith,
+    StrongEngineAlias,
+]
 
 
 def rule_by_code(code: str) -> type[Rule] | None:

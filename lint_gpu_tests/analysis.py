@@ -1,0 +1,696 @@
+"""The shared analysis every rule reads: imports, functions, engines, runners, cleanup.
+
+One pass over a module's stdlib ``ast`` tree (SPEC §2: detection never needs LibCST)
+collects the facts the rules GPU001–GPU006 report on:
+
+* which names refer to an engine class (``vllm.LLM`` however imported) and which to a
+  runner (``vllm_runner`` fixture, ``VllmRunner`` class);
+* each function's kind (test, fixture with its scope, helper, method), whether it runs in
+  its own process (an isolation decorator), and what it owns: engines it builds, runners
+  it holds, engine fixtures it receives;
+* every engine construction with its context (``pytest.raises`` body, ``__main__`` guard,
+  runner class, module level), and the statements and names around it that a fix needs.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from lint_gpu_tests.config import Config
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+#: Device modules whose ``empty_cache()`` is manual cleanup (torch.cuda, torch.npu, ...).
+CACHE_DEVICES = frozenset({"cuda", "npu", "xpu", "hpu", "mps", "accelerator", "musa", "mlu"})
+
+#: Cleanup helpers from vLLM and its plugins, matched by their last name segment
+#: (vllm/distributed/parallel_state.py, tests/utils.py of vLLM).
+CLEANUP_FUNCTIONS = frozenset(
+    {
+        "cleanup_dist_env_and_memory",
+        "destroy_model_parallel",
+        "destroy_distributed_environment",
+        "wait_for_gpu_memory_to_clear",
+    }
+)
+
+FIXTURE_DECORATORS = frozenset({"fixture", "yield_fixture"})
+TEST_FILE_PREFIX = "test_"
+TEST_FILE_SUFFIX = "_test.py"
+
+
+def dotted_name(node: ast.AST) -> str | None:
+    """Return ``a.b.c`` for a Name/Attribute chain, else ``None``."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def last_name(node: ast.AST) -> str | None:
+    """Return the final identifier of a Name/Attribute/Call chain (``pytest.fixture`` -> ``fixture``)."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def names_in(node: ast.AST) -> set[str]:
+    """Every identifier loaded anywhere inside ``node``."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def is_test_module_path(path: str, config: Config) -> bool:
+    """True when ``path`` names a test module by its file name or lies under a test root."""
+    base = os.path.basename(path)
+    if base == "conftest.py" or base.endswith(TEST_FILE_SUFFIX):
+        return True
+    if base.startswith(TEST_FILE_PREFIX) and base.endswith(".py"):
+        return True
+    if config.test_roots:
+        full = os.path.abspath(path)
+        for root in config.test_roots:
+            root_abs = os.path.abspath(os.path.join(config.root, root))
+            if full == root_abs or full.startswith(root_abs.rstrip(os.sep) + os.sep):
+                return True
+    return False
+
+
+@dataclass
+class FunctionInfo:
+    """Facts about one function definition.
+
+    Attributes:
+        node: the ``def``.
+        kind: ``"test"``, ``"fixture"``, ``"helper"`` (module-level or nested function) or
+            ``"method"`` (inside a class that is not a test class).
+        fixture_scope: ``"function"`` ... ``"session"`` for fixtures, else ``None``;
+            ``"dynamic"`` when the scope is not a literal.
+        isolated: decorated with a process-isolation decorator.
+        class_name: enclosing class, if any.
+        params: parameter names, in order.
+        parent: the enclosing function, for nested functions.
+    """
+
+    node: FunctionNode
+    kind: str
+    fixture_scope: str | None = None
+    isolated: bool = False
+    class_name: str | None = None
+    params: list[str] = field(default_factory=list)
+    parent: FunctionInfo | None = None
+    in_runner_class: bool = False
+
+    @property
+    def name(self) -> str:
+        """The function's name."""
+        return self.node.name
+
+
+@dataclass
+class EngineSite:
+    """One engine construction (a call of a configured engine class).
+
+    Attributes:
+        call: the ``Call`` node.
+        function: enclosing function, or ``None`` at module or class level.
+        statement: the statement holding the call.
+        bound_name: ``x`` for ``x = LLM(...)`` (plain, single target), else ``None``.
+        in_raises: the statement is directly in a ``with pytest.raises(...)`` body.
+        under_main_guard: inside ``if __name__ == "__main__":``.
+        in_runner_class: inside a class that is itself a runner (its ``__exit__`` tears
+            the engine down).
+        class_name: enclosing class, if any.
+    """
+
+    call: ast.Call
+    function: FunctionInfo | None
+    statement: ast.stmt
+    bound_name: str | None
+    in_raises: bool = False
+    under_main_guard: bool = False
+    in_runner_class: bool = False
+    class_name: str | None = None
+
+
+@dataclass
+class RunnerCall:
+    """A call of the runner fixture or a runner class, with how it is used.
+
+    ``context`` is ``"with"`` (a with-item's context expression), ``"enter_context"``
+    (argument of ``ExitStack.enter_context``), ``"returned"`` (returned from a helper:
+    a factory whose caller manages it) or ``"bare"`` (anything else).
+    """
+
+    call: ast.Call
+    function: FunctionInfo | None
+    context: str
+    under_main_guard: bool = False
+
+
+@dataclass
+class ModuleAnalysis:
+    """Everything the rules need to know about one module.
+
+    Build it with :meth:`build`; rules read its lists and helper methods only.
+    """
+
+    tree: ast.Module
+    text: str
+    path: str
+    config: Config
+    in_scope: bool = True
+    imports: dict[str, str] = field(default_factory=dict)
+    functions: list[FunctionInfo] = field(default_factory=list)
+    engines: list[EngineSite] = field(default_factory=list)
+    runner_calls: list[RunnerCall] = field(default_factory=list)
+    engine_fixtures: set[str] = field(default_factory=set)
+    runner_classes_local: set[str] = field(default_factory=set)
+    local_shadowed: set[str] = field(default_factory=set)
+    main_guard_nodes: set[int] = field(default_factory=set)
+    parents: dict[int, ast.AST] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def build(cls, tree: ast.Module, text: str, path: str, config: Config) -> ModuleAnalysis:
+        """Analyse ``tree`` (parsed from ``text``) for ``path`` under ``config``."""
+        module = cls(tree=tree, text=text, path=path, config=config)
+        module._index_parents()
+        module._collect_imports()
+        module.in_scope = is_test_module_path(path, config) or module._defines_pytest_items()
+        if not module.in_scope:
+            return module
+        module._collect_runner_classes()
+        _Walker(module).visit(tree)
+        module._collect_engine_fixtures()
+        return module
+
+    def _index_parents(self) -> None:
+        for parent in ast.walk(self.tree):
+            for child in ast.iter_child_nodes(parent):
+                self.parents[id(child)] = parent
+
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        """The syntactic parent of ``node`` (``None`` for the module)."""
+        return self.parents.get(id(node))
+
+    def _collect_imports(self) -> None:
+        """Map local names to qualified names; a local def/class/assignment shadows."""
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        self.imports[alias.asname] = alias.name
+                    else:
+                        top = alias.name.split(".")[0]
+                        self.imports[top] = top
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    if alias.name != "*":
+                        self.imports[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        for stmt in self.tree.body:
+            shadow: list[str] = []
+            if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                shadow.append(stmt.name)
+            elif isinstance(stmt, ast.Assign):
+                shadow.extend(t.id for t in stmt.targets if isinstance(t, ast.Name))
+            for name in shadow:
+                self.local_shadowed.add(name)
+                self.imports.pop(name, None)
+
+    def _defines_pytest_items(self) -> bool:
+        for stmt in self.tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if stmt.name.startswith("test") or fixture_decorator(stmt) is not None:
+                    return True
+        return False
+
+    def _collect_runner_classes(self) -> None:
+        """Classes that are runners: named in ``runner-classes``, or that build an engine and
+        tear it down in ``__exit__``/``__aexit__`` (a project's own ``VllmRunner``)."""
+        for node in ast.walk(self.tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            if node.name in self.config.runner_classes:
+                self.runner_classes_local.add(node.name)
+                continue
+            for item in node.body:
+                if (
+                    isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and item.name in ("__exit__", "__aexit__")
+                    and self._tears_down(item)
+                ):
+                    self.runner_classes_local.add(node.name)
+
+    def _tears_down(self, func: FunctionNode) -> bool:
+        for node in ast.walk(func):
+            if isinstance(node, ast.Delete):
+                return True
+            if isinstance(node, ast.Call) and (
+                self.cleanup_call_kind(node) is not None or last_name(node.func) == "shutdown"
+            ):
+                return True
+        return False
+
+    def _collect_engine_fixtures(self) -> None:
+        """Fixtures of this module that provide an engine (or a runner's engine)."""
+        for info in self.functions:
+            if info.kind != "fixture":
+                continue
+            for node in walk_function(info.node):
+                if isinstance(node, (ast.Yield, ast.Return)) and node.value is not None:
+                    if self.provides_engine(node.value, info):
+                        self.engine_fixtures.add(info.name)
+
+    # ------------------------------------------------------------------ queries
+    def qualified(self, node: ast.AST) -> str | None:
+        """The qualified name an expression refers to through imports (``vllm.LLM``)."""
+        dotted = dotted_name(node)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        if head not in self.imports:
+            return None
+        base = self.imports[head]
+        return f"{base}.{rest}" if rest else base
+
+    def is_engine_call(self, node: ast.AST) -> bool:
+        """True for a call of a configured engine class (``vllm.LLM(...)`` however imported)."""
+        if not isinstance(node, ast.Call):
+            return False
+        qualified = self.qualified(node.func)
+        return qualified is not None and qualified in self.config.engine_classes
+
+    def is_runner_call(self, node: ast.AST) -> bool:
+        """True for ``vllm_runner(...)`` or ``VllmRunner(...)`` (configured names)."""
+        if not isinstance(node, ast.Call):
+            return False
+        name = last_name(node.func)
+        if name is None:
+            return False
+        return name == self.config.runner_fixture or name in self.config.runner_classes
+
+    def is_engine_call_stmt(self, stmt: ast.stmt) -> bool:
+        """True when ``stmt`` (at any depth) builds an engine or a runner."""
+        return any(
+            isinstance(n, ast.Call) and (self.is_engine_call(n) or self.is_runner_call(n))
+            for n in ast.walk(stmt)
+        )
+
+    def engine_names(self, func: FunctionInfo) -> set[str]:
+        """Every name ``func`` binds to an engine."""
+        return set(self.function_bindings(func).engines)
+
+    def runner_attributes(self) -> frozenset[str]:
+        """Attributes of a runner that hold its engine (``llm``, ``model``, configured)."""
+        return frozenset({self.config.runner_attribute, "llm", "model"})
+
+    def cleanup_call_kind(self, call: ast.Call) -> str | None:
+        """Name the manual cleanup a call performs, or ``None``.
+
+        Recognised: ``gc.collect()``, ``torch.<device>.empty_cache()``, vLLM's cleanup
+        helpers (``cleanup_dist_env_and_memory`` ...), configured ``cleanup-functions``,
+        and a direct ``....engine_core.shutdown()``.
+        """
+        func = call.func
+        qualified = self.qualified(func)
+        if qualified == "gc.collect":
+            return "gc.collect()"
+        if qualified is not None:
+            parts = qualified.split(".")
+            if parts[-1] == "empty_cache" and (
+                (parts[0] == "torch" and len(parts) >= 3 and parts[1] in CACHE_DEVICES)
+                or (len(parts) >= 2 and parts[-2] == "current_platform")
+            ):
+                return f"{'.'.join(parts[-3:])}()"
+        name = last_name(func)
+        if name in CLEANUP_FUNCTIONS or (name and name in self.config.cleanup_functions):
+            return f"{name}()"
+        if name == "shutdown" and isinstance(func, ast.Attribute):
+            target = dotted_name(func.value) or ""
+            if target.endswith("engine_core"):
+                return "engine_core.shutdown()"
+        return None
+
+    def provides_engine(self, value: ast.AST, func: FunctionInfo) -> bool:
+        """True when ``value`` (a yield/return value) is an engine, ``runner.llm``, or an
+        alias of either, not wrapped in ``weakref.proxy``."""
+        return self.engine_expr_kind(value, func) is not None
+
+    def engine_expr_kind(self, value: ast.AST, func: FunctionInfo) -> str | None:
+        """Classify an expression that hands out an engine: ``"engine"`` (a construction
+        or a name bound to one), ``"runner-attr"`` (``runner.llm`` or an alias of it), or
+        ``None`` (anything else, a ``weakref.proxy`` included)."""
+        if self.is_engine_call(value):
+            return "engine"
+        names = self.function_bindings(func)
+        if isinstance(value, ast.Attribute) and value.attr in self.runner_attributes():
+            if isinstance(value.value, ast.Name) and value.value.id in names.runners:
+                return "runner-attr"
+        if isinstance(value, ast.Name):
+            if value.id in names.engines:
+                return "engine"
+            if value.id in names.strong_aliases:
+                return "runner-attr"
+        return None
+
+    def function_bindings(self, func: FunctionInfo) -> Bindings:
+        """Names a function binds to engines, runners and strong runner aliases (cached)."""
+        key = id(func.node)
+        cached = self._bindings_cache.get(key)
+        if cached is None:
+            cached = Bindings.collect(self, func)
+            self._bindings_cache[key] = cached
+        return cached
+
+    def owns_engine(self, func: FunctionInfo) -> bool:
+        """True when ``func`` builds an engine, holds a runner, or receives an engine or
+        runner fixture (SPEC §3, GPU004)."""
+        names = self.function_bindings(func)
+        if names.engines or names.runners or names.built_engine:
+            return True
+        if self.config.runner_fixture in func.params:
+            return True
+        return any(param in self.engine_fixtures for param in func.params)
+
+    def in_main_guard(self, node: ast.AST) -> bool:
+        """True when ``node`` lies under ``if __name__ == "__main__":``."""
+        current: ast.AST | None = node
+        while current is not None:
+            if id(current) in self.main_guard_nodes:
+                return True
+            current = self.parent(current)
+        return False
+
+    def enclosing_function(self, node: ast.AST) -> FunctionInfo | None:
+        """The innermost function whose body holds ``node`` (lambdas are transparent)."""
+        current = self.parent(node)
+        while current is not None:
+            if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return self._info_by_node.get(id(current))
+            current = self.parent(current)
+        return None
+
+    _bindings_cache: dict[int, Bindings] = field(default_factory=dict)
+    _info_by_node: dict[int, FunctionInfo] = field(default_factory=dict)
+
+
+def walk_function(func: FunctionNode) -> Iterator[ast.AST]:
+    """Walk ``func``'s body without descending into nested functions or classes
+    (lambdas are walked: they run in the function's scope of references)."""
+    stack: list[ast.AST] = list(reversed(func.body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def fixture_decorator(func: FunctionNode) -> ast.expr | None:
+    """Return the ``@pytest.fixture``/``@pytest.fixture(...)`` decorator, else ``None``."""
+    for deco in func.decorator_list:
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        if last_name(target) in FIXTURE_DECORATORS:
+            return deco
+    return None
+
+
+def fixture_scope(deco: ast.expr) -> str:
+    """The literal ``scope=`` of a fixture decorator (``"function"`` when absent)."""
+    if isinstance(deco, ast.Call):
+        for kw in deco.keywords:
+            if kw.arg == "scope":
+                if isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                    return kw.value.value
+                return "dynamic"
+    return "function"
+
+
+@dataclass
+class Bindings:
+    """Names one function binds (assignment, with-item, for-target, parameter).
+
+    Attributes:
+        engines: names assigned an engine construction (``llm = LLM(...)``), or aliases of one.
+        runners: names bound to a runner (``with vllm_runner(...) as r``, ``r = VllmRunner(...)``).
+        strong_aliases: names bound to ``runner.llm`` without ``weakref.proxy``.
+        built_engine: the function constructs an engine somewhere (bound or not).
+    """
+
+    engines: set[str] = field(default_factory=set)
+    runners: set[str] = field(default_factory=set)
+    strong_aliases: set[str] = field(default_factory=set)
+    built_engine: bool = False
+
+    @classmethod
+    def collect(cls, module: ModuleAnalysis, func: FunctionInfo) -> Bindings:
+        """Collect the bindings of ``func`` (body only, nested functions excluded)."""
+        out = cls()
+        nodes = list(walk_function(func.node))
+        for node in nodes:
+            if isinstance(node, ast.Call) and module.is_engine_call(node):
+                out.built_engine = True
+            if isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if module.is_runner_call(item.context_expr) and isinstance(
+                        item.optional_vars, ast.Name
+                    ):
+                        out.runners.add(item.optional_vars.id)
+        # Two rounds so an alias defined before its source in walk order still resolves.
+        for _ in range(2):
+            for node in nodes:
+                if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+                    continue
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [t.id for t in targets if isinstance(t, ast.Name)]
+                if not names:
+                    continue
+                value = node.value
+                if module.is_engine_call(value):
+                    out.engines.update(names)
+                elif module.is_runner_call(value) or _enter_context_arg(module, value):
+                    out.runners.update(names)
+                elif isinstance(value, ast.Attribute) and (
+                    value.attr in module.runner_attributes()
+                    and isinstance(value.value, ast.Name)
+                    and value.value.id in out.runners
+                ):
+                    out.strong_aliases.update(names)
+                elif isinstance(value, ast.Name):
+                    if value.id in out.engines:
+                        out.engines.update(names)
+                    elif value.id in out.strong_aliases:
+                        out.strong_aliases.update(names)
+        return out
+
+
+def _enter_context_arg(module: ModuleAnalysis, value: ast.AST) -> bool:
+    """True for ``stack.enter_context(vllm_runner(...))`` (and ``enter_async_context``)."""
+    return (
+        isinstance(value, (ast.Call, ast.Await))
+        and isinstance(call := (value.value if isinstance(value, ast.Await) else value), ast.Call)
+        and last_name(call.func) in ("enter_context", "enter_async_context")
+        and bool(call.args)
+        and module.is_runner_call(call.args[0])
+    )
+
+
+def is_main_guard(node: ast.If) -> bool:
+    """True for ``if __name__ == "__main__":`` (either operand order)."""
+    test = node.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    has_name = any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
+    has_main = any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
+    return has_name and has_main
+
+
+def is_raises_with(node: ast.With | ast.AsyncWith) -> bool:
+    """True for ``with pytest.raises(...)`` (any item)."""
+    return any(
+        isinstance(item.context_expr, ast.Call) and last_name(item.context_expr.func) == "raises"
+        for item in node.items
+    )
+
+
+class _Walker(ast.NodeVisitor):
+    """Collects functions, engine sites and runner calls with their context."""
+
+    def __init__(self, module: ModuleAnalysis) -> None:
+        self.module = module
+        self.func_stack: list[FunctionInfo] = []
+        self.class_stack: list[ast.ClassDef] = []
+        self.raises_bodies: set[int] = set()
+        self.main_depth = 0
+
+    # functions and classes ---------------------------------------------------
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.class_stack.append(node)
+        self.generic_visit(node)
+        self.class_stack.pop()
+
+    def _visit_function(self, node: FunctionNode) -> None:
+        module = self.module
+        config = module.config
+        deco = fixture_decorator(node)
+        cls = self.class_stack[-1] if self.class_stack else None
+        # A def directly in a class body is a method of that class.
+        direct_in_class = cls is not None and node in cls.body
+        if deco is not None:
+            kind = "fixture"
+        elif node.name.startswith("test") and (
+            not self.func_stack and (cls is None or cls.name.startswith("Test"))
+        ):
+            kind = "test"
+        elif direct_in_class:
+            kind = "method"
+        else:
+            kind = "helper"
+        isolated = any(
+            last_name(d.func if isinstance(d, ast.Call) else d) in config.isolation_decorators
+            for d in node.decorator_list
+        )
+        info = FunctionInfo(
+            node=node,
+            kind=kind,
+            fixture_scope=fixture_scope(deco) if deco is not None else None,
+            isolated=isolated,
+            class_name=cls.name if cls is not None else None,
+            params=[a.arg for a in (*node.args.posonlyargs, *node.args.args,
+                                    *node.args.kwonlyargs)],
+            parent=self.func_stack[-1] if self.func_stack else None,
+            in_runner_class=cls is not None and cls.name in module.runner_classes_local,
+        )
+        module.functions.append(info)
+        module._info_by_node[id(node)] = info
+        self.func_stack.append(info)
+        saved = self.class_stack
+        self.class_stack = saved if direct_in_class else []
+        self.generic_visit(node)
+        self.class_stack = saved
+        self.func_stack.pop()
+
+    visit_FunctionDef = _visit_function
+    visit_AsyncFunctionDef = _visit_function
+
+    # context -----------------------------------------------------------------
+    def visit_If(self, node: ast.If) -> None:
+        if is_main_guard(node):
+            self.module.main_guard_nodes.add(id(node))
+            self.main_depth += 1
+            for child in node.body:
+                self.visit(child)
+            self.main_depth -= 1
+            for child in node.orelse:
+                self.visit(child)
+            self.visit(node.test)
+            return
+        self.generic_visit(node)
+
+    def _visit_with(self, node: ast.With | ast.AsyncWith) -> None:
+        if is_raises_with(node):
+            for stmt in node.body:
+                self.raises_bodies.add(id(stmt))
+        for item in node.items:
+            if self.module.is_runner_call(item.context_expr):
+                self._record_runner(item.context_expr, "with")  # type: ignore[arg-type]
+                self._visit_call_children(item.context_expr)  # type: ignore[arg-type]
+            else:
+                self.visit(item.context_expr)
+            if item.optional_vars is not None:
+                self.visit(item.optional_vars)
+        for stmt in node.body:
+            self.visit(stmt)
+
+    visit_With = _visit_with
+    visit_AsyncWith = _visit_with
+
+    def _visit_call_children(self, node: ast.Call) -> None:
+        self.visit(node.func)
+        for arg in node.args:
+            self.visit(arg)
+        for kw in node.keywords:
+            self.visit(kw.value)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        module = self.module
+        if last_name(node.func) in ("enter_context", "enter_async_context") and node.args:
+            first = node.args[0]
+            if module.is_runner_call(first):
+                self._record_runner(first, "enter_context")  # type: ignore[arg-type]
+                self.visit(node.func)
+                self._visit_call_children(first)  # type: ignore[arg-type]
+                for arg in node.args[1:]:
+                    self.visit(arg)
+                return
+        if module.is_engine_call(node):
+            self._record_engine(node)
+        elif module.is_runner_call(node):
+            parent = module.parent(node)
+            func = self.func_stack[-1] if self.func_stack else None
+            returned = (
+                isinstance(parent, ast.Return)
+                and func is not None
+                and func.kind != "fixture"
+            )
+            self._record_runner(node, "returned" if returned else "bare")
+        self.generic_visit(node)
+
+    def _record_runner(self, node: ast.Call, context: str) -> None:
+        self.module.runner_calls.append(
+            RunnerCall(
+                call=node,
+                function=self.func_stack[-1] if self.func_stack else None,
+                context=context,
+                under_main_guard=self.main_depth > 0,
+            )
+        )
+
+    def _record_engine(self, node: ast.Call) -> None:
+        module = self.module
+        statement = self._statement_of(node)
+        bound: str | None = None
+        if (
+            isinstance(statement, (ast.Assign, ast.AnnAssign))
+            and statement.value is node
+        ):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                bound = targets[0].id
+        cls = self.class_stack[-1] if self.class_stack else None
+        func = self.func_stack[-1] if self.func_stack else None
+        in_runner_class = (cls is not None and cls.name in module.runner_classes_local) or (
+            func is not None and func.in_runner_class
+        )
+        module.engines.append(
+            EngineSite(
+                call=node,
+                function=func,
+                statement=statement,
+                bound_name=bound,
+                in_raises=id(statement) in self.raises_bodies,
+                under_main_guard=self.main_depth > 0,
+                in_runner_class=in_runner_class,
+                class_name=cls.name if cls is not None else (func.class_name if func else None),
+            )
+        )
+
+    def _statement_of(self, node: ast.AST) -> ast.stmt:
+        current: ast.AST = node
+        while not isinstance(current, ast.stmt):
+            parent = self.module.parent(current)
+            assert parent is not None
+            current = parent
+        return current

@@ -1,0 +1,198 @@
+"""GPU001 engine-outside-runner: an engine built by hand instead of by the runner."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from lint_gpu_tests.analysis import ModuleAnalysis, dotted_name
+from lint_gpu_tests.fixplan import WrapPlan, planner_for
+from lint_gpu_tests.rule import Example, Hit, Rule
+from lint_gpu_tests.rules._common import hit_at, is_isolated
+
+
+class EngineOutsideRunner(Rule):
+    """Flags ``vllm.LLM(...)`` built in a test module outside the runner."""
+
+    code = "GPU001"
+    name = "engine-outside-runner"
+    summary = "Engine `{engine}(...)` built outside `with {runner}(...)`"
+    fix_title = "Wrap in `with vllm_runner(...)`"
+    what_it_does = (
+        "Checks for engines (`vllm.LLM` however imported, or the classes in "
+        "`engine-classes`) constructed in a test, fixture, helper function, helper class or "
+        "at module level of a test module, instead of through the runner's with-statement."
+    )
+    why_bad = (
+        "An engine owns a child process (EngineCore) holding the weights and KV cache on the "
+        "GPU. Built by hand, that memory is released only when the garbage collector "
+        "finalizes the engine client; pytest's fixture cache, tracebacks, local aliases and "
+        "reference cycles delay that, and the next test starts on a full GPU (\"Available "
+        "KV cache memory: -0.45 GiB\"). `with vllm_runner(...)` shuts the engine down at the "
+        "end of the block, every time."
+    )
+    fix_safety = (
+        "The fix wraps the engine's live range (construction to last use) in "
+        "`with vllm_runner(...) as runner:`, binds the old name to `weakref.proxy(runner.llm)`, "
+        "deletes the manual cleanup (GPU003, GPU004) and adds the `vllm_runner` parameter. "
+        "Helpers, which cannot request fixtures, use the runner class. Keyword arguments are "
+        "mapped (`model=` becomes the first argument, `tokenizer=` becomes `tokenizer_name=`); "
+        "with `target = \"vllm\"` every default in which vLLM's runner differs from `LLM` is "
+        "spelled out, so the engine is configured exactly as before. The fix is unsafe when "
+        "the engine escapes the block (passed to a thread, captured by a closure, compared by "
+        "identity) or lives in a module- or session-scoped fixture; there is no fix when it is "
+        "returned, stored on `self`, in a container or a global, or used outside the block "
+        "that builds it."
+    )
+    options = ("engine-classes", "runner-fixture", "runner-classes", "runner-attribute",
+               "isolation-decorators", "target")
+    references = ("SPEC §3 and §4",
+                  "vLLM tests/conftest.py: `VllmRunner` and the `vllm_runner` fixture")
+    INVALID = (
+        Example(
+            title="A test builds the engine and cleans up by hand",
+            source='''\
+import gc
+
+from vllm import LLM, SamplingParams
+
+
+def test_greedy():
+    llm = LLM("facebook/opt-125m", enforce_eager=True)  # error: GPU001
+    outputs = llm.generate(["Hello"], SamplingParams(temperature=0))
+    assert outputs[0].outputs[0].text
+    del llm  # error: GPU004
+    gc.collect()  # error: GPU004
+''',
+        ),
+        Example(
+            title="`import vllm` and an aliased import resolve to the same engine",
+            source='''\
+import vllm
+from vllm.entrypoints.llm import LLM as Engine
+
+
+def test_two_engines():
+    first = vllm.LLM("facebook/opt-125m")  # error: GPU001
+    first.generate(["a"])
+    second = Engine(model="facebook/opt-125m")  # error: GPU001
+    second.generate(["b"])
+''',
+        ),
+        Example(
+            title="A helper function and module level of a test module",
+            source='''\
+from vllm import LLM
+
+ENGINE = LLM("facebook/opt-125m")  # error: GPU001
+
+
+def run(prompts):
+    llm = LLM("facebook/opt-125m")  # error: GPU001
+    outputs = llm.generate(prompts)
+    return [o.outputs[0].text for o in outputs]
+
+
+def test_run():
+    assert run(["hi"])
+''',
+        ),
+    )
+    VALID = (
+        Example(
+            title="The managed form",
+            source='''\
+import weakref
+
+
+def test_greedy(vllm_runner):
+    with vllm_runner("facebook/opt-125m", enforce_eager=True) as runner:
+        llm = weakref.proxy(runner.llm)
+        assert llm.generate(["Hello"])
+''',
+        ),
+        Example(
+            title="A construction expected to fail, not bound",
+            source='''\
+import pytest
+from vllm import LLM
+
+
+def test_bad_model():
+    with pytest.raises(ValueError):
+        LLM("no/such-model", max_model_len=-1)
+''',
+        ),
+        Example(
+            title="Process isolation frees everything at process exit",
+            source='''\
+from vllm import LLM
+
+from tests.utils import create_new_process_for_each_test
+
+
+@create_new_process_for_each_test()
+def test_isolated():
+    llm = LLM("facebook/opt-125m")
+    assert llm.generate(["x"])
+''',
+        ),
+        Example(
+            title="A local class named LLM is not vLLM's; script code under the main guard",
+            source='''\
+class LLM:
+    def __init__(self, name):
+        self.name = name
+
+
+def test_fake():
+    assert LLM("x").name == "x"
+
+
+if __name__ == "__main__":
+    from vllm import LLM as Real
+
+    Real("facebook/opt-125m")
+''',
+        ),
+        Example(
+            title="A project's own runner class builds the engine and tears it down",
+            path="tests/conftest.py",
+            source='''\
+import pytest
+from vllm import LLM
+
+
+class VllmRunner:
+    def __init__(self, model_name, **kwargs):
+        self.llm = LLM(model_name, **kwargs)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.llm.llm_engine.engine_core.shutdown()
+        del self.llm
+
+
+@pytest.fixture
+def vllm_runner():
+    return VllmRunner
+''',
+        ),
+    )
+
+    def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
+        planner = planner_for(module)
+        runner = module.config.runner_fixture
+        for site in module.engines:
+            if site.under_main_guard or site.in_runner_class or is_isolated(site.function):
+                continue
+            if site.in_raises and site.bound_name is None and isinstance(
+                site.statement, ast.Expr
+            ):
+                continue
+            plan = planner.engine_plan(site)
+            fix = plan.fix_info(self.fix_title) if isinstance(plan, WrapPlan) else plan
+            engine = dotted_name(site.call.func) or "LLM"
+            yield hit_at(site.call, self.summary.format(engine=engine, runner=runner), fix)

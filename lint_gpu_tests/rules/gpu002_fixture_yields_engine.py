@@ -1,0 +1,128 @@
+"""GPU002 fixture-yields-engine: a fixture hands out a strong reference to an engine."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from lint_gpu_tests.analysis import ModuleAnalysis, walk_function
+from lint_gpu_tests.fixplan import WrapPlan, planner_for
+from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.rule import Example, Hit, Rule
+from lint_gpu_tests.rules._common import hit_at, none_fix
+
+
+class FixtureYieldsEngine(Rule):
+    """Flags fixtures that yield or return an engine instead of a weak proxy of it."""
+
+    code = "GPU002"
+    name = "fixture-yields-engine"
+    summary = "Fixture `{fixture}` hands out the engine itself; yield `weakref.proxy(...)` of it"
+    fix_title = "Yield `weakref.proxy(runner.llm)`"
+    what_it_does = (
+        "Checks for fixtures that `yield` or `return` an engine, the runner's engine "
+        "(`runner.llm`), or a name bound to either, instead of `weakref.proxy(...)` of it."
+    )
+    why_bad = (
+        "pytest keeps a fixture's value in its cache until the fixture's teardown has "
+        "finished, and tests keep it in locals and tracebacks. A strong reference there keeps "
+        "the engine object, and everything it holds, alive after the runner has shut it down. "
+        "A `weakref.proxy` behaves like the engine for the test but lets it be freed."
+    )
+    fix_safety = (
+        "Safe for a fixture that yields inside the runner's with-block: the value becomes "
+        "`weakref.proxy(...)`. A name bound to `runner.llm` is rebound to the proxy instead. "
+        "Returning the engine from inside the with-block is turned into a yield, which changes "
+        "when the engine is torn down, so that fix is unsafe. An engine built by hand in the "
+        "fixture is fixed together with GPU001."
+    )
+    INVALID = (
+        Example(
+            title="The runner's engine yielded as is",
+            source='''\
+import pytest
+
+
+@pytest.fixture
+def llm(vllm_runner):
+    with vllm_runner("facebook/opt-125m") as runner:
+        yield runner.llm  # error: GPU002
+''',
+        ),
+        Example(
+            title="A fixture that builds and yields the engine",
+            source='''\
+import pytest
+from vllm import LLM
+
+
+@pytest.fixture
+def llm():
+    engine = LLM("facebook/opt-125m")  # error: GPU001
+    yield engine  # error: GPU002
+''',
+        ),
+    )
+    VALID = (
+        Example(
+            title="A weak proxy",
+            source='''\
+import weakref
+
+import pytest
+
+
+@pytest.fixture
+def llm(vllm_runner):
+    with vllm_runner("facebook/opt-125m") as runner:
+        yield weakref.proxy(runner.llm)
+''',
+        ),
+        Example(
+            title="A fixture yielding the runner class or a runner is not an engine",
+            source='''\
+import pytest
+
+
+@pytest.fixture
+def runner_cls(vllm_runner):
+    return vllm_runner
+''',
+        ),
+    )
+
+    def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
+        planner = planner_for(module)
+        for func in module.functions:
+            if func.kind != "fixture":
+                continue
+            names = module.function_bindings(func)
+            for node in walk_function(func.node):
+                if not isinstance(node, (ast.Yield, ast.Return)) or node.value is None:
+                    continue
+                value = node.value
+                kind = module.engine_expr_kind(value, func)
+                if kind is None:
+                    continue
+                fix: FixInfo
+                if kind == "engine":
+                    fix = none_fix(self.fix_title, "the engine is not built in this fixture")
+                    for site in module.engines:
+                        if site.function is func and (
+                            site.call is value
+                            or (isinstance(value, ast.Name) and site.bound_name is not None
+                                and value.id in names.engines)
+                        ):
+                            plan = planner.engine_plan(site)
+                            fix = (plan.fix_info("Wrap in `with vllm_runner(...)` and yield a "
+                                                 "proxy") if isinstance(plan, WrapPlan) else plan)
+                            break
+                elif isinstance(value, ast.Name):
+                    fix = FixInfo(Applicability.SAFE, f"Bind `{value.id}` to a weak proxy")
+                elif isinstance(node, ast.Return):
+                    fix = FixInfo(Applicability.UNSAFE, self.fix_title,
+                                  "a `return` inside the runner's block becomes a `yield`, "
+                                  "which changes when the engine is torn down")
+                else:
+                    fix = FixInfo(Applicability.SAFE, self.fix_title)
+                yield hit_at(value, self.summary.format(fixture=func.name), fix)

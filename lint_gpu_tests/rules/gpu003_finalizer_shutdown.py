@@ -1,0 +1,128 @@
+"""GPU003 finalizer-shutdown: an engine torn down by a finalizer or try/finally."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from lint_gpu_tests.analysis import ModuleAnalysis, names_in, walk_function
+from lint_gpu_tests.fixplan import planner_for
+from lint_gpu_tests.rule import Example, Hit, Rule
+from lint_gpu_tests.rules._common import (
+    hit_at,
+    is_isolated,
+    none_fix,
+    plan_covering,
+    unfixable_engine_reason,
+)
+
+
+class FinalizerShutdown(Rule):
+    """Flags hand-written engine teardown through finalizers and try/finally."""
+
+    code = "GPU003"
+    name = "finalizer-shutdown"
+    summary = "Engine shut down by {how}; let `with vllm_runner(...)` tear it down"
+    fix_title = "Remove the finalizer (part of the GPU001 rewrite)"
+    what_it_does = (
+        "Checks for `request.addfinalizer(...)`, `atexit.register(...)` or "
+        "`ExitStack.callback(...)` registering an engine's shutdown, and for a `try/finally` "
+        "whose `finally` does nothing but shut an engine down and clean up after it."
+    )
+    why_bad = (
+        "Each hand-written teardown covers one engine and one path: it runs late (atexit), "
+        "misses steps (`torch._dynamo.reset()`, the distributed groups, the allocator cache) "
+        "or keeps a reference to the engine alive in the finalizer itself. The runner's "
+        "`__exit__` does the full teardown, in order, every time."
+    )
+    fix_safety = (
+        "Removed as part of the GPU001 rewrite of the engine it shuts down, with the same "
+        "safety; the `request` parameter is dropped when nothing else uses it. A finalizer "
+        "for an engine the fix cannot rewrite has no fix."
+    )
+    INVALID = (
+        Example(
+            title="A finalizer registered on the fixture request",
+            source='''\
+import pytest
+from vllm import LLM
+
+
+@pytest.fixture
+def llm(request):
+    engine = LLM("facebook/opt-125m")  # error: GPU001
+    request.addfinalizer(engine.llm_engine.engine_core.shutdown)  # error: GPU003
+    yield engine  # error: GPU002
+''',
+        ),
+        Example(
+            title="try/finally that only tears the engine down",
+            source='''\
+from vllm import LLM
+
+
+def test_generate():
+    llm = LLM("facebook/opt-125m")  # error: GPU001
+    try:  # error: GPU003
+        assert llm.generate(["hi"])
+    finally:
+        llm.llm_engine.engine_core.shutdown()  # error: GPU004
+''',
+        ),
+    )
+    VALID = (
+        Example(
+            title="A finally that does other work too",
+            source='''\
+import weakref
+
+
+def test_events(vllm_runner, subscriber):
+    with vllm_runner("facebook/opt-125m") as runner:
+        llm = weakref.proxy(runner.llm)
+        try:
+            assert llm.generate(["hi"])
+        finally:
+            subscriber.close()
+''',
+        ),
+        Example(
+            title="A finalizer that is not about an engine",
+            source='''\
+import pytest
+
+
+@pytest.fixture
+def workdir(request, tmp_path):
+    request.addfinalizer(lambda: print("done"))
+    return tmp_path
+''',
+        ),
+    )
+
+    def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
+        planner = planner_for(module)
+        for func in module.functions:
+            if is_isolated(func) or func.in_runner_class:
+                continue
+            engines = module.engine_names(func)
+            if not engines:
+                continue
+            for node in walk_function(func.node):
+                if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and (
+                    planner.finalizer_engine(node.value, engines)
+                ):
+                    call = node.value
+                    how = f"`{ast.unparse(call.func)}(...)`"
+                    plan = plan_covering(module, func, node.lineno)
+                    fix = plan.fix_info(self.fix_title) if plan else none_fix(
+                        self.fix_title, unfixable_engine_reason(module, func))
+                    yield hit_at(call, self.summary.format(how=how), fix)
+                elif isinstance(node, ast.Try) and planner.finally_only_cleans(node, engines) \
+                        and any(names_in(s) & engines or "engine_core" in ast.unparse(s)
+                                for s in node.finalbody):
+                    plan = plan_covering(module, func, node.lineno, try_line=True)
+                    fix = plan.fix_info(self.fix_title) if plan else none_fix(
+                        self.fix_title, unfixable_engine_reason(module, func))
+                    yield Hit(node.lineno, node.col_offset, node.lineno, node.col_offset + 3,
+                              self.summary.format(how="`try/finally`"), fix)

@@ -1,0 +1,129 @@
+"""GPU004 manual-engine-cleanup: hand-written cleanup in a function that owns an engine."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from lint_gpu_tests.analysis import ModuleAnalysis, walk_function
+from lint_gpu_tests.fixplan import _stmt_block
+from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.rule import Example, Hit, Rule
+from lint_gpu_tests.rules._common import (
+    function_plans,
+    hit_at,
+    is_isolated,
+    none_fix,
+    plan_covering,
+    unfixable_engine_reason,
+)
+
+
+class ManualEngineCleanup(Rule):
+    """Flags ``del llm``, ``gc.collect()``, ``empty_cache()`` ... next to an engine."""
+
+    code = "GPU004"
+    name = "manual-engine-cleanup"
+    summary = "Manual cleanup `{what}` in a function that owns an engine"
+    fix_title = "Remove the manual cleanup"
+    what_it_does = (
+        "In a function that owns an engine (builds one, holds a runner, or receives the "
+        "`vllm_runner` fixture or an engine fixture of the same module), checks for "
+        "`del <engine>`, `gc.collect()`, `torch.cuda/npu/xpu/hpu/accelerator.empty_cache()`, "
+        "`current_platform.empty_cache()`, `cleanup_dist_env_and_memory()`, "
+        "`destroy_model_parallel()`, `destroy_distributed_environment()`, "
+        "`wait_for_gpu_memory_to_clear(...)`, a direct `engine_core.shutdown()`, and the "
+        "names in `cleanup-functions`."
+    )
+    why_bad = (
+        "`del llm` + `gc.collect()` was measured to leave 5.1 GiB free of 80 GiB while an "
+        "explicit engine-core shutdown left 78.7 GiB: partial cleanup looks like it works and "
+        "does not. It is also skipped when the test fails before it. The runner's teardown "
+        "does all of these steps, in order, even on failure."
+    )
+    fix_safety = (
+        "Removed as part of the GPU001 rewrite of the engine, with the same safety. In a "
+        "function that already uses the runner, removing a leftover cleanup call is unsafe: "
+        "it changes when memory is freed within the test."
+    )
+    options = ("cleanup-functions", "isolation-decorators")
+    INVALID = (
+        Example(
+            title="Leftover cleanup after the runner block",
+            source='''\
+import gc
+import weakref
+
+import torch
+
+
+def test_chat(vllm_runner):
+    with vllm_runner("facebook/opt-125m") as runner:
+        llm = weakref.proxy(runner.llm)
+        assert llm.chat([{"role": "user", "content": "hi"}])
+    gc.collect()  # error: GPU004
+    torch.cuda.empty_cache()  # error: GPU004
+''',
+        ),
+    )
+    VALID = (
+        Example(
+            title="A kernel test with no engine",
+            source='''\
+import torch
+
+
+def test_matmul():
+    a = torch.ones(4, 4)
+    assert (a @ a).sum() == 64
+    torch.cuda.empty_cache()
+''',
+        ),
+        Example(
+            title="The definition of a shared cleanup helper",
+            source='''\
+import gc
+
+import torch
+
+
+def cleanup_dist_env_and_memory():
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def test_uses_helper():
+    cleanup_dist_env_and_memory()
+''',
+        ),
+    )
+
+    def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
+        for func in module.functions:
+            if is_isolated(func) or func.in_runner_class or not module.owns_engine(func):
+                continue
+            names = module.function_bindings(func)
+            deletable = names.engines | names.runners | names.strong_aliases
+            plans = function_plans(module, func)
+            for node in walk_function(func.node):
+                what: str | None = None
+                if isinstance(node, ast.Delete):
+                    targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+                    if targets and any(t in deletable for t in targets):
+                        what = f"del {', '.join(targets)}"
+                elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                    what = module.cleanup_call_kind(node.value)
+                if what is None:
+                    continue
+                plan = plan_covering(module, func, node.lineno)
+                fix: FixInfo
+                if plan is not None:
+                    fix = plan.fix_info(self.fix_title)
+                elif plans:
+                    fix = none_fix(self.fix_title, unfixable_engine_reason(module, func))
+                elif _stmt_block(module, node) is not None:
+                    fix = FixInfo(Applicability.UNSAFE, self.fix_title,
+                                  "removing it changes when memory is freed within the test")
+                else:
+                    fix = none_fix(self.fix_title, "not a statement of its own")
+                yield hit_at(node, self.summary.format(what=what), fix)

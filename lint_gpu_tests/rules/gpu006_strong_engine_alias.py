@@ -1,0 +1,99 @@
+"""GPU006 strong-engine-alias: a local name bound to the runner's engine."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from lint_gpu_tests.analysis import ModuleAnalysis, walk_function
+from lint_gpu_tests.fixplan import planner_for
+from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.rule import Example, Hit, Rule
+from lint_gpu_tests.rules._common import hit_at
+
+
+class StrongEngineAlias(Rule):
+    """Flags ``llm = runner.llm`` (a strong reference) inside a test."""
+
+    code = "GPU006"
+    name = "strong-engine-alias"
+    summary = "`{name} = {expr}` keeps the engine alive after the with-block; use a weak proxy"
+    fix_title = "Bind to `weakref.proxy(...)`"
+    what_it_does = (
+        "Checks for a name bound to the runner's engine (`runner.llm`, `runner.model`, or "
+        "the configured `runner-attribute`) without `weakref.proxy`."
+    )
+    why_bad = (
+        "The runner shuts the engine down at the end of its block, but a local name still "
+        "holding the engine object keeps it, and what it references, alive until the frame "
+        "dies: in a failing test, until pytest drops the traceback."
+    )
+    fix_safety = (
+        "Safe: the name is bound to `weakref.proxy(runner.llm)`, which behaves like the engine "
+        "inside the block. Unsafe when the name is compared by identity, passed to a thread, "
+        "or escapes the function, since a proxy is not the engine and dies with the block."
+    )
+    options = ("runner-attribute",)
+    INVALID = (
+        Example(
+            title="A strong alias in a test",
+            source='''\
+def test_chat(vllm_runner):
+    with vllm_runner("facebook/opt-125m") as runner:
+        llm = runner.llm  # error: GPU006
+        assert llm.chat([{"role": "user", "content": "hi"}])
+''',
+        ),
+    )
+    VALID = (
+        Example(
+            title="A weak proxy",
+            source='''\
+import weakref
+
+
+def test_chat(vllm_runner):
+    with vllm_runner("facebook/opt-125m") as runner:
+        llm = weakref.proxy(runner.llm)
+        assert llm.chat([{"role": "user", "content": "hi"}])
+''',
+        ),
+    )
+
+    def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
+        planner = planner_for(module)
+        attrs = module.runner_attributes()
+        for func in module.functions:
+            names = module.function_bindings(func)
+            if not names.runners:
+                continue
+            handed_out: set[str] = set()
+            if func.kind == "fixture":
+                for node in walk_function(func.node):
+                    if isinstance(node, (ast.Yield, ast.Return)) and isinstance(
+                        node.value, ast.Name
+                    ):
+                        handed_out.add(node.value.id)
+            for node in walk_function(func.node):
+                if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+                    continue
+                value = node.value
+                if not (
+                    isinstance(value, ast.Attribute)
+                    and value.attr in attrs
+                    and isinstance(value.value, ast.Name)
+                    and value.value.id in names.runners
+                ):
+                    continue
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                bound = [t.id for t in targets if isinstance(t, ast.Name)]
+                if not bound or set(bound) & handed_out:
+                    continue
+                escape = None
+                for stmt in func.node.body:
+                    escape = escape or planner._escape(stmt, set(bound),
+                                                       func.kind == "fixture")
+                fix = FixInfo(Applicability.SAFE, self.fix_title) if escape is None else FixInfo(
+                    Applicability.UNSAFE, self.fix_title, escape.removeprefix("none:"))
+                yield hit_at(value, self.summary.format(name=bound[0],
+                                                        expr=ast.unparse(value)), fix)
