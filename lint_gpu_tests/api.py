@@ -1,0 +1,373 @@
+"""The library surface: check (and fix) files and trees.
+
+The CLI is a thin layer over :func:`check_paths`; the flake8 plugin calls the engine
+directly. Everything a user can do from the command line can be done from here::
+
+    from lint_gpu_tests.api import check_paths, resolve_config
+    config = resolve_config(["tests"])
+    result = check_paths(["tests"], config)
+    for violation in result.violations:
+        print(violation.path, violation.location.row, violation.code)
+
+How a run goes: :func:`~lint_gpu_tests.discovery.discover_files` lists the files; each file's
+bytes are read and hashed; the cache (:mod:`lint_gpu_tests.cache`) answers for files it has
+seen with the same bytes and config; the rest are checked, in worker processes when there are
+many of them. Before parsing, a byte-level prefilter (:func:`needles`) lets files through that
+cannot hold a rule violation: those are only parsed, to report ``GPU900`` for a syntax error,
+and never analysed. Fixing imports LibCST, and only for files that have something to fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir
+from lint_gpu_tests.config import Config, ConfigError, resolve_config
+from lint_gpu_tests.discovery import Discovery, PathNotFoundError, Problem, discover_files
+from lint_gpu_tests.engine import (
+    PARSE_ERROR_CODE,
+    FixOutcome,
+    InternalError,
+    check_source,
+    decode_source,
+    fix_source,
+    parse_source,
+    wanted_fixes,
+)
+from lint_gpu_tests.ftypes import FileResult, Violation
+from lint_gpu_tests.writer import atomic_write
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "FileResult",
+    "InternalError",
+    "PathNotFoundError",
+    "Problem",
+    "RunResult",
+    "Violation",
+    "check_file",
+    "check_paths",
+    "check_source",
+    "fix_source",
+    "needles",
+    "may_hold_violation",
+    "resolve_config",
+]
+
+PARALLEL_THRESHOLD = 64
+"""Below this many files to analyse, a run stays in one process (a pool costs more)."""
+
+
+def default_jobs() -> int:
+    """The number of CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+# --------------------------------------------------------------------------- prefilter
+
+
+def needles(config: Config) -> tuple[bytes, ...]:
+    """Byte strings of which every file that can hold a rule violation contains at least one.
+
+    Every rule starts from an engine construction or a runner (see
+    :mod:`lint_gpu_tests.analysis`): an engine is a call of a configured engine class, and
+    however it is imported (``from vllm import LLM as E``, ``import vllm; vllm.LLM(...)``,
+    ``from vllm.entrypoints.llm import LLM``) the class's own name appears in the file; a
+    runner is a call or parameter named after the runner fixture or a runner class, and an
+    engine fixture (GPU004's "receives an engine") is one defined in the same module, so
+    one of these names is in the file too. Cleanup, isolation and attribute names are not
+    needed: they only matter in a function that owns an engine or holds a runner.
+    ``tests/test_api.py`` checks this on every rule example.
+    """
+    names: set[str] = {cls.rsplit(".", 1)[-1] for cls in config.engine_classes}
+    names.update(config.runner_classes)
+    names.add(config.runner_fixture)
+    return tuple(sorted(n.encode("utf-8") for n in names if n))
+
+
+def may_hold_violation(source: bytes, found: Sequence[bytes]) -> bool:
+    """Return False only when ``source`` cannot hold a rule violation.
+
+    Conservative: a file with any non-ASCII byte (an identifier can be spelled in other
+    Unicode forms that normalise to ``LLM``) or an encoding declaration (its bytes may not
+    mean what they look like) always passes, as does one holding any of ``found``
+    (see :func:`needles`).
+    """
+    if not source.isascii() or b"coding" in source:
+        return True
+    return any(needle in source for needle in found)
+
+
+def _check_bytes(source: bytes, path: str, config: Config, prefilter: bool) -> list[Violation]:
+    """Check one file's bytes, skipping the analysis when the prefilter allows it.
+
+    A skipped file is still parsed (when ``GPU900`` is enabled) so that a syntax error is
+    reported exactly as without the prefilter.
+    """
+    if prefilter and not may_hold_violation(source, needles(config)):
+        if not config.is_code_enabled(PARSE_ERROR_CODE):
+            return []
+        _, _, error = parse_source(source, path)
+        return [error] if error is not None else []
+    return check_source(source, path, config)
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class RunResult:
+    """Outcome of :func:`check_paths`.
+
+    Attributes:
+        files: one :class:`FileResult` per file checked, in path order.
+        problems: trouble met while discovering files (see :class:`Problem`).
+        diffs: path -> unified diff text, in ``diff`` mode, for files a fix would change.
+        cache_hits: how many files the cache answered for.
+    """
+
+    files: list[FileResult] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    diffs: dict[str, str] = field(default_factory=dict)
+    cache_hits: int = 0
+
+    @property
+    def violations(self) -> list[Violation]:
+        """Violations left in every file, sorted by path and position."""
+        return [v for result in self.files for v in result.violations]
+
+    @property
+    def fixed(self) -> list[Violation]:
+        """Violations that fixes removed (or would remove, in ``diff`` mode)."""
+        return [v for result in self.files for v in result.fixed]
+
+    @property
+    def errors(self) -> list[tuple[str, str]]:
+        """``(path, message)`` for each file whose check or fix failed."""
+        return [(r.path, r.error) for r in self.files if r.error is not None]
+
+    @property
+    def has_fatal_problem(self) -> bool:
+        """True when an internal error or an unreadable directory makes the run exit 2."""
+        return bool(self.errors) or any(p.fatal for p in self.problems)
+
+
+@dataclass(frozen=True)
+class _Mode:
+    fix: bool
+    unsafe: bool
+    diff: bool
+    prefilter: bool
+    verbose: bool
+
+
+@dataclass
+class _Outcome:
+    result: FileResult
+    digest: str | None = None
+    cacheable: list[Violation] | None = None
+    diff: str | None = None
+
+
+def _error_text(path: str, exc: BaseException, verbose: bool) -> str:
+    text = str(exc) if isinstance(exc, InternalError) else f"{type(exc).__name__}: {exc}"
+    if verbose:
+        text += "\n" + "".join(traceback.format_exception(exc)).rstrip()
+    return text
+
+
+def unified_diff(path: str, old: bytes, new: bytes) -> str:
+    """Return a unified diff (``--- path`` / ``+++ path``) between two versions of a file."""
+
+    def lines(data: bytes) -> list[str]:
+        try:
+            text = decode_source(data)
+        except SyntaxError:
+            text = data.decode("utf-8", "replace")
+        return text.splitlines(keepends=True)
+
+    out: list[str] = []
+    for line in difflib.unified_diff(lines(old), lines(new), fromfile=path, tofile=path):
+        out.append(line)
+        if not line.endswith(("\n", "\r")):
+            out.append("\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def _process(path: str, source: bytes | None, config: Config, mode: _Mode) -> _Outcome:
+    """Check (and maybe fix) one file; never raises."""
+    if source is None:
+        try:
+            source = Path(path).read_bytes()
+        except OSError as exc:
+            return _Outcome(FileResult(path, error=f"cannot read file: {exc.strerror or exc}"))
+    digest = content_hash(source)
+    try:
+        violations = _check_bytes(source, path, config, mode.prefilter)
+    except Exception as exc:  # noqa: BLE001 - reported for this file, the run goes on
+        return _Outcome(FileResult(path, error=_error_text(path, exc, mode.verbose)), digest)
+    if not (mode.fix or mode.diff) or not wanted_fixes(violations, mode.unsafe):
+        return _Outcome(FileResult(path, violations), digest, violations)
+    return _fix(path, source, digest, violations, config, mode)
+
+
+def _fix(path: str, source: bytes, digest: str, violations: list[Violation], config: Config,
+         mode: _Mode) -> _Outcome:
+    try:
+        outcome: FixOutcome = fix_source(source, path, config, unsafe=mode.unsafe)
+    except Exception as exc:  # noqa: BLE001 - reported for this file, the run goes on
+        return _Outcome(FileResult(path, violations, error=_error_text(path, exc, mode.verbose)),
+                        digest, violations)
+    result = FileResult(path, outcome.remaining, outcome.fixed, outcome.new_source,
+                        outcome.error)
+    if outcome.new_source is None:
+        return _Outcome(result, digest, outcome.remaining if outcome.error is None else None)
+    if mode.diff:
+        return _Outcome(result, digest, violations,
+                        diff=unified_diff(path, source, outcome.new_source))
+    try:
+        atomic_write(path, outcome.new_source)
+    except OSError as exc:
+        result = FileResult(path, violations, [], None, f"cannot write fixed file: {exc}")
+        return _Outcome(result, digest, violations)
+    new_digest = content_hash(outcome.new_source)
+    return _Outcome(result, new_digest, outcome.remaining if outcome.error is None else None)
+
+
+_WORKER: tuple[Config, _Mode] | None = None
+
+
+def _init_worker(config: Config, mode: _Mode) -> None:
+    global _WORKER
+    _WORKER = (config, mode)
+
+
+def _work(path: str) -> _Outcome:
+    assert _WORKER is not None
+    return _process(path, None, *_WORKER)
+
+
+def _run_parallel(paths: Sequence[str], config: Config, mode: _Mode, jobs: int
+                  ) -> Iterator[_Outcome]:
+    chunksize = max(1, min(64, len(paths) // (jobs * 8)))
+    with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
+                             initargs=(config, mode)) as pool:
+        yield from pool.map(_work, paths, chunksize=chunksize)
+
+
+def check_file(path: str, config: Config, *, fix: bool = False, unsafe_fixes: bool = False
+               ) -> FileResult:
+    """Check (and with ``fix``, fix in place) one file, without the cache.
+
+    Returns:
+        Its :class:`FileResult`; a read failure or internal error is in ``error``.
+    """
+    mode = _Mode(fix=fix, unsafe=unsafe_fixes, diff=False, prefilter=True, verbose=False)
+    return _process(path, None, config, mode).result
+
+
+def check_paths(
+    paths: Sequence[str],
+    config: Config,
+    *,
+    fix: bool = False,
+    unsafe_fixes: bool = False,
+    diff: bool = False,
+    jobs: int | None = None,
+    cache: bool = True,
+    cache_dir: str | None = None,
+    force_exclude: bool = False,
+    respect_gitignore: bool = True,
+    prefilter: bool = True,
+    verbose: bool = False,
+    parallel_threshold: int = PARALLEL_THRESHOLD,
+    progress: Callable[[int], None] | None = None,
+    on_discovered: Callable[[Discovery], None] | None = None,
+) -> RunResult:
+    """Check every file under ``paths``; with ``fix``, rewrite the fixable ones in place.
+
+    Args:
+        paths: files and directories as the user named them (``[]`` means ``["."]``).
+        config: the run's settings (see :func:`~lint_gpu_tests.config.resolve_config`).
+        fix: apply fixes and write changed files atomically (keeping mode, encoding, BOM and
+            line endings).
+        unsafe_fixes: apply unsafe fixes too (with ``fix`` or ``diff``).
+        diff: compute fixes but write nothing; diffs land in :attr:`RunResult.diffs`.
+        jobs: worker processes (default: the CPU count); one means in-process.
+        cache: use and update the result cache.
+        cache_dir: cache directory (default ``$GPU_TEST_LINT_CACHE_DIR`` or
+            ``<config root>/.gpu-test-lint-cache``).
+        force_exclude: apply excludes to explicitly named files as well.
+        respect_gitignore: honour ``.gitignore`` files while walking.
+        prefilter: skip the analysis of files that cannot hold a violation.
+        verbose: put full tracebacks in internal-error messages.
+        parallel_threshold: fewest files to analyse for which worker processes are used.
+        progress: called with the number of files just finished, as the run goes.
+        on_discovered: called once with the discovered files, before checking starts.
+
+    Returns:
+        A :class:`RunResult`. Per-file failures are in :attr:`RunResult.errors`; the run
+        never stops for one file.
+
+    Raises:
+        PathNotFoundError: when a named path does not exist.
+    """
+    found = discover_files(paths, config, respect_gitignore=respect_gitignore,
+                           force_exclude=force_exclude)
+    if on_discovered is not None:
+        on_discovered(found)
+    mode = _Mode(fix=fix, unsafe=unsafe_fixes, diff=diff, prefilter=prefilter, verbose=verbose)
+    store = ResultCache(default_cache_dir(config.root, cache_dir), config.fingerprint()) \
+        if cache else None
+    run = RunResult(problems=found.problems)
+    done: dict[str, _Outcome] = {}
+    todo: list[str] = []
+    sources: dict[str, bytes] = {}
+    for path in found.files:
+        if store is None:
+            todo.append(path)
+            continue
+        try:
+            source = Path(path).read_bytes()
+        except OSError:
+            todo.append(path)  # reported by the worker
+            continue
+        cached = store.lookup(path, content_hash(source))
+        if cached is not None and (not (fix or diff) or not wanted_fixes(cached, unsafe_fixes)):
+            done[path] = _Outcome(FileResult(path, cached))
+            run.cache_hits += 1
+            if progress is not None:
+                progress(1)
+        else:
+            todo.append(path)
+            if len(todo) <= parallel_threshold:
+                sources[path] = source
+    workers = jobs if jobs is not None else default_jobs()
+    if workers > 1 and len(todo) > parallel_threshold:
+        sources.clear()
+        outcomes: Iterator[_Outcome] = _run_parallel(todo, config, mode, workers)
+    else:
+        outcomes = (_process(p, sources.pop(p, None), config, mode) for p in todo)
+    for outcome in outcomes:
+        path = outcome.result.path
+        done[path] = outcome
+        if store is not None and outcome.digest is not None and outcome.cacheable is not None:
+            store.store(path, outcome.digest, outcome.cacheable)
+        if outcome.diff:
+            run.diffs[path] = outcome.diff
+        if progress is not None:
+            progress(1)
+    if store is not None:
+        store.save()
+    run.files = [done[path].result for path in found.files]
+    return run

@@ -1,0 +1,158 @@
+"""Content-hash result cache, laid out like ruff's.
+
+The cache lives in ``.gpu-test-lint-cache/`` at the config root (or ``--cache-dir``, or the
+``GPU_TEST_LINT_CACHE_DIR`` environment variable). Inside it, one JSON file per package
+version and config fingerprint, ``<version>/<fingerprint>.json``, maps a file's absolute path
+to the BLAKE2 hash of its bytes and the violations found in those bytes. An entry is used only
+when the hash of the file's current bytes matches, so an edit, a config change (another
+fingerprint) or an upgrade (another version) can never serve stale results.
+
+Concurrent runs are safe: a cache file is written to a temporary file in the same directory and
+moved into place with :func:`os.replace`, so readers see either the old or the new file, never a
+torn one; entries written by another run in the meantime are merged, not dropped. A corrupt,
+truncated or foreign cache file is treated as empty. Nothing here raises on I/O trouble: a cache
+that cannot be read or written just makes the run slower.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lint_gpu_tests import __version__
+from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation
+from lint_gpu_tests.writer import atomic_write
+
+CACHE_DIR_NAME = ".gpu-test-lint-cache"
+CACHE_DIR_ENV = "GPU_TEST_LINT_CACHE_DIR"
+_FORMAT = 1
+
+
+def content_hash(data: bytes) -> str:
+    """Return the hex digest that keys a file's bytes in the cache."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def default_cache_dir(config_root: str, override: str | None = None) -> Path:
+    """Return the cache directory: ``override``, else ``$GPU_TEST_LINT_CACHE_DIR``, else
+    ``<config_root>/.gpu-test-lint-cache``."""
+    chosen = override or os.environ.get(CACHE_DIR_ENV)
+    return Path(chosen) if chosen else Path(config_root) / CACHE_DIR_NAME
+
+
+def encode_violation(violation: Violation) -> list[Any]:
+    """Encode a violation as a compact JSON-able list (without its path)."""
+    fix = violation.fix
+    return [
+        violation.code,
+        violation.name,
+        violation.message,
+        violation.location.row,
+        violation.location.column,
+        violation.end_location.row,
+        violation.end_location.column,
+        None if fix is None else [fix.applicability.value, fix.title, fix.reason],
+    ]
+
+
+def decode_violation(data: Sequence[Any], path: str) -> Violation:
+    """Inverse of :func:`encode_violation`, for the file at ``path``.
+
+    Raises:
+        ValueError, TypeError, IndexError: when ``data`` is not a valid encoding.
+    """
+    code, name, message, row, col, end_row, end_col, fix = data
+    return Violation(
+        code=str(code),
+        name=str(name),
+        message=str(message),
+        path=path,
+        location=Location(int(row), int(col)),
+        end_location=Location(int(end_row), int(end_col)),
+        fix=None if fix is None else FixInfo(Applicability(fix[0]), str(fix[1]), str(fix[2])),
+    )
+
+
+class ResultCache:
+    """Results of earlier runs for one (version, config fingerprint) pair.
+
+    Use :meth:`lookup` before checking a file and :meth:`store` after, then :meth:`save`
+    once at the end of the run.
+    """
+
+    def __init__(self, directory: Path, fingerprint: str) -> None:
+        """Open (lazily create) the cache for ``fingerprint`` under ``directory``."""
+        self.directory = directory
+        self.file = directory / __version__ / f"{fingerprint}.json"
+        self._entries: dict[str, list[Any]] = self._read()
+        self._dirty: dict[str, list[Any]] = {}
+
+    def _read(self) -> dict[str, list[Any]]:
+        try:
+            data = json.loads(self.file.read_bytes())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict) or data.get("format") != _FORMAT:
+            return {}
+        entries = data.get("entries")
+        return entries if isinstance(entries, dict) else {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def lookup(self, path: str, digest: str) -> list[Violation] | None:
+        """Return the cached violations of ``path`` if its bytes still hash to ``digest``.
+
+        Args:
+            path: the file's path as it will be reported (the key is its absolute form).
+            digest: :func:`content_hash` of the file's current bytes.
+        """
+        entry = self._entries.get(os.path.abspath(path))
+        if not isinstance(entry, list) or len(entry) != 2 or entry[0] != digest:
+            return None
+        try:
+            return [decode_violation(item, path) for item in entry[1]]
+        except (ValueError, TypeError, IndexError, KeyError):
+            return None
+
+    def store(self, path: str, digest: str, violations: Sequence[Violation]) -> None:
+        """Remember that bytes hashing to ``digest`` at ``path`` gave ``violations``."""
+        entry = [digest, [encode_violation(v) for v in violations]]
+        key = os.path.abspath(path)
+        if self._entries.get(key) != entry:
+            self._entries[key] = entry
+            self._dirty[key] = entry
+
+    def save(self) -> None:
+        """Write new entries, merged over whatever another run saved meanwhile.
+
+        Never raises for I/O errors (a read-only checkout simply runs uncached).
+        """
+        if not self._dirty:
+            return
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            _mark_cache_dir(self.directory)
+            merged = self._read()
+            merged.update(self._dirty)
+            payload = json.dumps({"format": _FORMAT, "version": __version__, "entries": merged},
+                                 separators=(",", ":")).encode()
+            atomic_write(self.file, payload)
+        except OSError:
+            return
+        self._entries = merged
+        self._dirty = {}
+
+
+def _mark_cache_dir(directory: Path) -> None:
+    """Add a ``.gitignore`` and a ``CACHEDIR.TAG`` as ruff does, once."""
+    gitignore = directory / ".gitignore"
+    if not gitignore.exists():
+        atomic_write(gitignore, b"# Automatically created by gpu-test-lint.\n*\n")
+    tag = directory / "CACHEDIR.TAG"
+    if not tag.exists():
+        atomic_write(tag, b"Signature: 8a477f597d28d172789f06886806bc55\n")

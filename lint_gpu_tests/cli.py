@@ -1,0 +1,328 @@
+"""The ``gpu-test-lint`` command line: a thin click layer over :mod:`lint_gpu_tests.api`.
+
+``check`` is the default command, so ``gpu-test-lint tests/`` checks ``tests/`` (to check a
+directory named like a command, spell it out: ``gpu-test-lint check rules``). Exit codes are
+ruff's: 0 nothing left to report, 1 violations left (or fixed, with
+``--exit-non-zero-on-fix``; or a non-empty ``--diff``), 2 a usage, configuration or internal
+error. Errors are one ``error: ...`` line on stderr; tracebacks only with ``--verbose``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import click
+
+from lint_gpu_tests import __version__
+from lint_gpu_tests.config import TARGETS, Config, ConfigError, resolve_config
+from lint_gpu_tests.output import (
+    OutputFormat,
+    RenderOptions,
+    render,
+    show_fixes_lines,
+    statistics_lines,
+    summary_lines,
+)
+
+PROGRESS_MIN_FILES = 500
+"""Fewest files for which a progress bar is drawn (on a terminal only)."""
+
+_CODE_RE = re.compile(r"^[A-Z]+[0-9]*$")
+
+
+class DefaultCommandGroup(click.Group):
+    """A group that runs ``check`` when the first argument is not a subcommand."""
+
+    default_command = "check"
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Insert the default command unless a subcommand or a group option comes first."""
+        if not args or (args[0] not in self.commands
+                        and args[0] not in ("--help", "-h", "--version")):
+            args = [self.default_command, *args]
+        return super().parse_args(ctx, args)
+
+
+def fail(message: str) -> NoReturn:
+    """Print ``error: message`` on stderr and exit with status 2."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(2)
+
+
+def _codes(option: str, values: Sequence[str]) -> tuple[str, ...] | None:
+    """Split comma-separated code lists; ``None`` when the option was not given."""
+    if not values:
+        return None
+    out: list[str] = []
+    for value in values:
+        for item in value.split(","):
+            item = item.strip().upper()
+            if not item:
+                continue
+            if item == "ALL":
+                item = "GPU"
+            if not _CODE_RE.match(item):
+                fail(f"invalid value for `{option}`: `{item}` is not a rule code or prefix")
+            out.append(item)
+    return tuple(out)
+
+
+def _patterns(values: Sequence[str]) -> tuple[str, ...] | None:
+    if not values:
+        return None
+    return tuple(p.strip() for v in values for p in v.split(",") if p.strip())
+
+
+def _use_color() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+class _Progress:
+    """A click progress bar on stderr, drawn only for long runs on a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+
+    def start(self, count: int) -> None:
+        if self.enabled and count >= PROGRESS_MIN_FILES and sys.stderr.isatty():
+            self.bar = click.progressbar(length=count, label="Checking", file=sys.stderr,
+                                         show_pos=True)
+            self.bar.__enter__()
+
+    def step(self, count: int) -> None:
+        if self.bar is not None:
+            self.bar.update(count)
+
+    def finish(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+@click.group(cls=DefaultCommandGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gpu-test-lint")
+def cli() -> None:
+    """Find (and fix) vLLM engines that GPU tests manage by hand.
+
+    Commands: check (the default), rule CODE, rules.
+    """
+
+
+@cli.command("check")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--fix", is_flag=True, help="Apply safe fixes, writing files in place.")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply (or count) unsafe fixes.")
+@click.option("--diff", is_flag=True,
+              help="Print the changes fixes would make; write nothing (exit 1 if any).")
+@click.option("--show-fixes", is_flag=True, help="List the violations that were fixed.")
+@click.option("--select", multiple=True, metavar="CODES",
+              help="Comma-separated codes or prefixes to report (replaces the config's).")
+@click.option("--ignore", multiple=True, metavar="CODES",
+              help="Comma-separated codes or prefixes to ignore (replaces the config's).")
+@click.option("--extend-select", multiple=True, metavar="CODES",
+              help="Comma-separated codes or prefixes added to the selection.")
+@click.option("--output-format", type=click.Choice([f.value for f in OutputFormat]),
+              default=OutputFormat.CONCISE.value, show_default=True)
+@click.option("--statistics", is_flag=True, help="Print counts per code instead of violations.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when violations are found.")
+@click.option("--exit-non-zero-on-fix", is_flag=True,
+              help="Exit 1 when anything was fixed, even if nothing is left.")
+@click.option("-q", "--quiet", is_flag=True, help="Print violations only, no summary.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="Cache directory [env GPU_TEST_LINT_CACHE_DIR; default: "
+                   ".gpu-test-lint-cache at the config root].")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Worker processes [default: the CPU count].")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="Config file (pyproject.toml or .gpu-test-lint.toml) instead of the "
+                   "nearest one.")
+@click.option("--target", type=click.Choice(TARGETS), default=None,
+              help="Runner that fixes target (overrides the config).")
+@click.option("--exclude", multiple=True, metavar="PATTERNS",
+              help="Gitignore-style patterns to skip (replaces the config's and the defaults).")
+@click.option("--extend-exclude", multiple=True, metavar="PATTERNS",
+              help="Gitignore-style patterns to skip in addition.")
+@click.option("--force-exclude", is_flag=True,
+              help="Apply excludes to files named on the command line too (for pre-commit).")
+@click.option("--respect-gitignore/--no-respect-gitignore", default=True, show_default=True,
+              help="Skip files that .gitignore files ignore.")
+@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of internal errors.")
+def check_command(
+    paths: tuple[str, ...],
+    fix: bool,
+    unsafe_fixes: bool,
+    diff: bool,
+    show_fixes: bool,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    output_format: str,
+    statistics: bool,
+    exit_zero: bool,
+    exit_non_zero_on_fix: bool,
+    quiet: bool,
+    no_cache: bool,
+    cache_dir: str | None,
+    jobs: int | None,
+    config_file: str | None,
+    target: str | None,
+    exclude: tuple[str, ...],
+    extend_exclude: tuple[str, ...],
+    force_exclude: bool,
+    respect_gitignore: bool,
+    verbose: bool,
+) -> None:
+    """Check PATHS (default: the current directory) for hand-managed engines."""
+    try:
+        config = resolve_config(list(paths), config_file)
+    except ConfigError as exc:
+        fail(str(exc))
+    overrides: dict[str, Any] = {}
+    for key, value in (("select", _codes("--select", select)),
+                       ("ignore", _codes("--ignore", ignore)),
+                       ("extend_select", _codes("--extend-select", extend_select)),
+                       ("exclude", _patterns(exclude)),
+                       ("extend_exclude", _patterns(extend_exclude))):
+        if value is not None:
+            if key == "extend_select":
+                value = config.extend_select + value
+            elif key == "extend_exclude":
+                value = config.extend_exclude + value
+            overrides[key] = value
+    if target is not None:
+        overrides["target"] = target
+    if overrides:
+        config = config.with_overrides(**overrides)
+    fmt = OutputFormat(output_format)
+    try:
+        code = _run_check(list(paths), config, fmt, fix=fix, unsafe_fixes=unsafe_fixes,
+                          diff=diff, show_fixes=show_fixes, statistics=statistics,
+                          exit_zero=exit_zero, exit_non_zero_on_fix=exit_non_zero_on_fix,
+                          quiet=quiet, cache=not no_cache, cache_dir=cache_dir, jobs=jobs,
+                          force_exclude=force_exclude, respect_gitignore=respect_gitignore,
+                          verbose=verbose)
+    except Exception as exc:  # noqa: BLE001 - one line unless --verbose
+        if verbose:
+            traceback.print_exc()
+        fail(f"internal error: {type(exc).__name__}: {exc}")
+    sys.exit(code)
+
+
+def _run_check(paths: list[str], config: Config, fmt: OutputFormat, *, fix: bool,
+               unsafe_fixes: bool, diff: bool, show_fixes: bool, statistics: bool,
+               exit_zero: bool, exit_non_zero_on_fix: bool, quiet: bool, cache: bool,
+               cache_dir: str | None, jobs: int | None, force_exclude: bool,
+               respect_gitignore: bool, verbose: bool) -> int:
+    """Run the check and print its report; return the exit status."""
+    from lint_gpu_tests.api import PathNotFoundError, check_paths
+
+    progress = _Progress(enabled=not quiet)
+    try:
+        result = check_paths(
+            paths, config, fix=fix and not diff, unsafe_fixes=unsafe_fixes, diff=diff,
+            jobs=jobs, cache=cache, cache_dir=cache_dir, force_exclude=force_exclude,
+            respect_gitignore=respect_gitignore, verbose=verbose,
+            progress=progress.step, on_discovered=lambda found: progress.start(len(found.files)),
+        )
+    except PathNotFoundError as exc:
+        fail(str(exc))
+    finally:
+        progress.finish()
+
+    for problem in result.problems:
+        level = "error" if problem.fatal else "warning"
+        click.echo(f"{level}: {problem.path}: {problem.message}", err=True)
+    for path, message in result.errors:
+        click.echo(f"error: failed to check {path}: {message}", err=True)
+    if result.errors and not verbose:
+        click.echo("hint: run with --verbose to see the traceback", err=True)
+
+    color = _use_color() and fmt.is_text
+    options = RenderOptions(unsafe_fixes=unsafe_fixes, color=color, cwd=os.getcwd())
+    remaining = result.violations
+    fatal = result.has_fatal_problem
+
+    if diff:
+        for path in sorted(result.diffs):
+            click.echo(result.diffs[path], nl=False)
+        fixes = len(result.fixed)
+        if not quiet:
+            if fixes:
+                click.echo(f"Would fix {fixes} violation{'' if fixes == 1 else 's'}.", err=True)
+            else:
+                click.echo("No violations would be fixed.", err=True)
+        if fatal:
+            return 2
+        return 1 if result.diffs and not exit_zero else 0
+
+    if statistics:
+        for line in statistics_lines([*remaining, *result.fixed] if fix else remaining,
+                                     unsafe_fixes):
+            click.echo(line, color=color)
+    else:
+        text = render(remaining, fmt, options)
+        if text:
+            click.echo(text, nl=False, color=color)
+        if fmt.is_text:
+            if show_fixes:
+                lines = show_fixes_lines(result.fixed)
+                if lines:
+                    click.echo(("\n" if remaining else "") + "\n".join(lines), color=color)
+            if not quiet:
+                for line in summary_lines(remaining, len(result.fixed),
+                                          unsafe_fixes=unsafe_fixes, fix_mode=fix):
+                    click.echo(line, color=color)
+    if fatal:
+        return 2
+    if exit_zero:
+        return 0
+    if remaining:
+        return 1
+    if exit_non_zero_on_fix and result.fixed:
+        return 1
+    return 0
+
+
+@cli.command("rule")
+@click.argument("code", required=False)
+@click.option("--all", "show_all", is_flag=True, help="Explain every rule.")
+def rule_command(code: str | None, show_all: bool) -> None:
+    """Explain rule CODE (What it does, Why is this bad?, Example, Use instead, ...)."""
+    from lint_gpu_tests.docs import render_rule
+    from lint_gpu_tests.rules import ALL_RULES, rule_by_code
+
+    if show_all:
+        click.echo("\n".join(render_rule(rule) for rule in ALL_RULES), nl=False)
+        return
+    if code is None:
+        fail("give a rule code, e.g. `gpu-test-lint rule GPU001`, or --all")
+    rule = rule_by_code(code)
+    if rule is None:
+        fail(f"unknown rule code `{code}` (see `gpu-test-lint rules`)")
+    click.echo(render_rule(rule), nl=False)
+
+
+@cli.command("rules")
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown"]), default="table",
+              show_default=True, help="`markdown` prints docs/rules.md.")
+def rules_command(fmt: str) -> None:
+    """List every rule: code, name, whether it has a fix, summary."""
+    from lint_gpu_tests.docs import render_rules_markdown, render_rules_table
+
+    click.echo(render_rules_table() if fmt == "table" else render_rules_markdown(), nl=False)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point (``gpu-test-lint``)."""
+    cli.main(args=list(argv) if argv is not None else None, prog_name="gpu-test-lint")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

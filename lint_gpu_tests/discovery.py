@@ -1,0 +1,302 @@
+"""File discovery: turn the paths a user names into the sorted list of files to check.
+
+Directories are walked for ``*.py`` files. Skipped while walking:
+
+* the default excludes (:data:`DEFAULT_EXCLUDES`: ``.git``, virtualenv folders, ``build``,
+  ``dist``, ``__pycache__``, ``.tox``, ``.nox``, ``node_modules``, ``*.egg-info``, ...), which the
+  config key ``exclude`` replaces and ``extend-exclude`` extends, both gitignore-style and
+  relative to the config's directory, as ruff spells them;
+* any directory holding a ``pyvenv.cfg`` (a virtualenv, whatever its name; always on);
+* whatever ``.gitignore`` files ignore: the ones of the enclosing git checkout above the
+  walked directory, ``.git/info/exclude``, and every nested ``.gitignore`` below it.
+
+A file named explicitly is always checked, even when excluded or not ending in ``.py``,
+unless ``force_exclude`` is set (as ruff's ``--force-exclude``, for pre-commit hooks).
+A named path that does not exist raises :class:`PathNotFoundError`. Trouble met while
+walking (a symlink loop, a dangling link, an unreadable directory) is recorded in
+:attr:`Discovery.problems` and the walk goes on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import pathspec
+
+from lint_gpu_tests.config import Config
+
+DEFAULT_EXCLUDES: tuple[str, ...] = (
+    ".git/",
+    ".hg/",
+    ".svn/",
+    ".bzr/",
+    ".venv/",
+    "venv/",
+    ".tox/",
+    ".nox/",
+    "build/",
+    "dist/",
+    "__pycache__/",
+    "node_modules/",
+    "*.egg-info/",
+    ".eggs/",
+    ".mypy_cache/",
+    ".pytest_cache/",
+    ".ruff_cache/",
+    ".gpu-test-lint-cache/",
+    "__pypackages__/",
+)
+"""Gitignore-style patterns skipped while walking unless ``exclude`` replaces them."""
+
+PYTHON_SUFFIXES = (".py",)
+
+
+class PathNotFoundError(Exception):
+    """A path named by the user does not exist (the message names it)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something met while walking that did not stop the run.
+
+    Attributes:
+        path: the path concerned, as it would be printed.
+        message: what went wrong, e.g. ``"symlink loop"``.
+        fatal: True when files may have gone unchecked (an unreadable directory), which
+            makes the run exit with status 2; False for a mere warning.
+    """
+
+    path: str
+    message: str
+    fatal: bool = False
+
+
+@dataclass
+class Discovery:
+    """Result of :func:`discover_files`.
+
+    Attributes:
+        files: paths to check, as the user spelled their roots, deduplicated and sorted.
+        problems: trouble met while walking.
+    """
+
+    files: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _spec(lines: Iterable[str]) -> pathspec.PathSpec:
+    return pathspec.GitIgnoreSpec.from_lines(list(lines))
+
+
+@dataclass
+class _Ignore:
+    """A ``.gitignore`` (or exclude list) anchored at ``base`` (an absolute directory)."""
+
+    base: str
+    spec: pathspec.PathSpec
+
+    def check(self, abspath: str, is_dir: bool) -> bool | None:
+        """True ignored, False re-included (``!pattern``), None when no pattern matches."""
+        rel = os.path.relpath(abspath, self.base)
+        if rel.startswith(".."):
+            return None
+        rel = rel.replace(os.sep, "/")
+        if is_dir:
+            rel += "/"
+        return self.spec.check_file(rel).include
+
+
+def _read_gitignore(directory: str) -> _Ignore | None:
+    path = os.path.join(directory, ".gitignore")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    return _Ignore(directory, _spec(lines)) if lines else None
+
+
+def _git_root(start: str) -> str | None:
+    for directory in (start, *_parents(start)):
+        if os.path.exists(os.path.join(directory, ".git")):
+            return directory
+    return None
+
+
+def _parents(path: str) -> list[str]:
+    out: list[str] = []
+    while True:
+        parent = os.path.dirname(path)
+        if parent == path:
+            return out
+        out.append(parent)
+        path = parent
+
+
+def _inherited_gitignores(start: str) -> list[_Ignore]:
+    """The ignore files that apply to ``start`` from above: those between the git root
+    (if any) and ``start``'s parent, plus ``.git/info/exclude``; outermost first."""
+    root = _git_root(start)
+    if root is None:
+        return []
+    chain: list[_Ignore] = []
+    info = os.path.join(root, ".git", "info", "exclude")
+    try:
+        with open(info, encoding="utf-8", errors="replace") as handle:
+            chain.append(_Ignore(root, _spec(handle.read().splitlines())))
+    except OSError:
+        pass
+    above = [d for d in reversed(_parents(start)) if d.startswith(root)] if start != root else []
+    for directory in above:
+        found = _read_gitignore(directory)
+        if found:
+            chain.append(found)
+    return chain
+
+
+def _ignored_by(chain: Sequence[_Ignore], abspath: str, is_dir: bool) -> bool:
+    """Git semantics: the deepest ignore file with a matching pattern decides."""
+    for ignore in reversed(chain):
+        verdict = ignore.check(abspath, is_dir)
+        if verdict is not None:
+            return verdict
+    return False
+
+
+def _exclude_spec(config: Config) -> _Ignore:
+    patterns = list(config.exclude) if config.exclude else list(DEFAULT_EXCLUDES)
+    patterns.extend(config.extend_exclude)
+    return _Ignore(os.path.abspath(config.root), _spec(patterns))
+
+
+def _excluded(exclude: _Ignore, abspath: str, is_dir: bool, walk_root: str) -> bool:
+    verdict = exclude.check(abspath, is_dir)
+    if verdict is None and not abspath.startswith(exclude.base + os.sep):
+        # Outside the config root: anchor the patterns at the directory being walked.
+        verdict = _Ignore(walk_root, exclude.spec).check(abspath, is_dir)
+    return bool(verdict)
+
+
+def _file_excluded(absolute: str, exclude: _Ignore, respect_gitignore: bool) -> bool:
+    """Whether an explicitly named file would have been skipped by a walk from the config
+    root (used only with ``force_exclude``)."""
+    parent = os.path.dirname(absolute)
+    if _excluded(exclude, absolute, False, parent):
+        return True
+    if any(_excluded(exclude, d, True, parent) for d in _parents(absolute)
+           if d.startswith(exclude.base + os.sep)):
+        return True
+    if respect_gitignore:
+        chain = _inherited_gitignores(parent)
+        own = _read_gitignore(parent)
+        return _ignored_by([*chain, own] if own else chain, absolute, False)
+    return False
+
+
+def _display(given: str, rel_parts: Sequence[str]) -> str:
+    return os.path.normpath(os.path.join(given, *rel_parts))
+
+
+def discover_files(
+    paths: Sequence[str],
+    config: Config,
+    *,
+    respect_gitignore: bool = True,
+    force_exclude: bool = False,
+) -> Discovery:
+    """Expand ``paths`` (files and directories) into the files to check.
+
+    Args:
+        paths: files or directories, as the user typed them; ``[]`` means ``["."]``.
+        config: supplies ``exclude``/``extend-exclude`` and the root they are relative to.
+        respect_gitignore: honour ``.gitignore`` files (default True).
+        force_exclude: apply the excludes to explicitly named files too.
+
+    Returns:
+        A :class:`Discovery` whose ``files`` are normalised (``./a/../b.py`` -> ``b.py``),
+        deduplicated by real location and sorted.
+
+    Raises:
+        PathNotFoundError: when a named path does not exist (a dangling link included).
+    """
+    exclude = _exclude_spec(config)
+    result = Discovery()
+    seen: dict[str, str] = {}
+    for given in paths or ["."]:
+        if not os.path.lexists(given) or not os.path.exists(given):
+            kind = "is a dangling symlink" if os.path.lexists(given) else "does not exist"
+            raise PathNotFoundError(f"{given}: path {kind}")
+        absolute = os.path.abspath(given)
+        if not os.path.isdir(given):
+            if force_exclude and _file_excluded(absolute, exclude, respect_gitignore):
+                continue
+            seen.setdefault(absolute, os.path.normpath(given))
+            continue
+        chain = _inherited_gitignores(absolute) if respect_gitignore else []
+        _walk(given, absolute, [], chain, exclude, respect_gitignore, seen, result,
+              {os.path.realpath(absolute)})
+    result.files = sorted(set(seen.values()))
+    return result
+
+
+def _walk(
+    given: str,
+    directory: str,
+    rel_parts: list[str],
+    chain: list[_Ignore],
+    exclude: _Ignore,
+    respect_gitignore: bool,
+    seen: dict[str, str],
+    result: Discovery,
+    active: set[str],
+) -> None:
+    """Depth-first walk of ``directory``; ``active`` holds the real paths of the
+    directories on the current path, to detect symlink loops."""
+    if respect_gitignore:
+        own = _read_gitignore(directory)
+        if own is not None:
+            chain = [*chain, own]
+    walk_root = os.path.abspath(given)
+    try:
+        with os.scandir(directory) as entries:
+            listing = sorted(entries, key=lambda e: e.name)
+    except OSError as exc:
+        result.problems.append(Problem(_display(given, rel_parts),
+                                       f"cannot read directory: {exc.strerror or exc}",
+                                       fatal=True))
+        return
+    for entry in listing:
+        path = entry.path
+        parts = [*rel_parts, entry.name]
+        try:
+            is_dir = entry.is_dir()  # follows symlinks
+            is_file = not is_dir and entry.is_file()
+        except OSError as exc:
+            result.problems.append(Problem(_display(given, parts), f"cannot stat: {exc}"))
+            continue
+        if not is_dir and not is_file:
+            if entry.is_symlink():
+                result.problems.append(Problem(_display(given, parts), "dangling symlink"))
+            continue
+        if is_dir:
+            if _excluded(exclude, path, True, walk_root) or (
+                chain and _ignored_by(chain, path, True)
+            ):
+                continue
+            if os.path.exists(os.path.join(path, "pyvenv.cfg")):
+                continue
+            real = os.path.realpath(path)
+            if real in active:
+                result.problems.append(Problem(_display(given, parts), "symlink loop"))
+                continue
+            active.add(real)
+            _walk(given, path, parts, chain, exclude, respect_gitignore, seen, result, active)
+            active.discard(real)
+        elif entry.name.endswith(PYTHON_SUFFIXES):
+            if _excluded(exclude, path, False, walk_root) or (
+                chain and _ignored_by(chain, path, False)
+            ):
+                continue
+            seen.setdefault(os.path.abspath(path), _display(given, parts))

@@ -1,0 +1,123 @@
+"""Rule documentation, rendered from the rule classes (the only source of truth).
+
+``gpu-test-lint rule CODE`` prints :func:`render_rule`; ``gpu-test-lint rules`` prints
+:func:`render_rules_table`; ``docs/rules.md`` is :func:`render_rules_markdown`, regenerated with::
+
+    python -m lint_gpu_tests.docs > docs/rules.md
+
+and a test fails when the committed file differs from what this module renders.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from lint_gpu_tests.rule import Example, Rule
+
+GENERATED_NOTE = (
+    "<!-- Generated from the rule classes by `python -m lint_gpu_tests.docs > docs/rules.md`; "
+    "do not edit by hand. -->"
+)
+
+
+def _rules() -> list[type[Rule]]:
+    from lint_gpu_tests.rules import ALL_RULES
+
+    return list(ALL_RULES)
+
+
+def fix_availability(rule: type[Rule]) -> str:
+    """One sentence saying whether the rule has a fix, and its title."""
+    if rule.fix_title:
+        return f"Fix is available: {rule.fix_title}."
+    return "Fix is not available."
+
+
+def _example_block(example: Example) -> str:
+    title = f"{example.title.strip()}\n\n" if example.title.strip() else ""
+    return f"{title}```python\n{example.clean_source().rstrip()}\n```"
+
+
+def _sections(rule: type[Rule]) -> list[tuple[str, str]]:
+    sections: list[tuple[str, str]] = [
+        ("What it does", rule.what_it_does.strip()),
+        ("Why is this bad?", rule.why_bad.strip()),
+    ]
+    if rule.INVALID:
+        sections.append(("Example", _example_block(rule.INVALID[0])))
+    if rule.VALID:
+        sections.append(("Use instead", _example_block(rule.VALID[0])))
+    if rule.fix_safety.strip():
+        sections.append(("Fix safety", rule.fix_safety.strip()))
+    if rule.options:
+        sections.append(("Options", "\n".join(f"- `{option}`" for option in rule.options)))
+    if rule.references:
+        sections.append(("References", "\n".join(f"- {ref}" for ref in rule.references)))
+    return sections
+
+
+def render_rule(rule: type[Rule], *, level: int = 1) -> str:
+    """The rule's explanation in ruff's sections (Markdown), as ``gpu-test-lint rule`` prints.
+
+    Args:
+        rule: a rule class.
+        level: heading level of the title; sections are one level below.
+    """
+    head = "#" * level
+    sub = "#" * (level + 1)
+    parts = [f"{head} {rule.name} ({rule.code})", fix_availability(rule)]
+    parts += [f"{sub} {title}\n{body}" for title, body in _sections(rule)]
+    return "\n\n".join(parts) + "\n"
+
+
+def render_rules_table(rules: Sequence[type[Rule]] | None = None) -> str:
+    """Plain-text table: code, name, fix availability, summary (``gpu-test-lint rules``)."""
+    rules = _rules() if rules is None else list(rules)
+    rows = [("Code", "Name", "Fix", "Summary")]
+    rows += [(r.code, r.name, "yes" if r.fix_title else "no", r.summary) for r in rules]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    return "".join(
+        f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}"
+        .rstrip() + "\n"
+        for row in rows
+    )
+
+
+def render_rules_markdown(rules: Sequence[type[Rule]] | None = None) -> str:
+    """The whole of ``docs/rules.md``: a table of rules, then each rule's sections under an
+    ``#gpuNNN`` anchor (the ``url`` of JSON output and SARIF ``helpUri`` point there)."""
+    from lint_gpu_tests.engine import PARSE_ERROR_CODE, PARSE_ERROR_NAME
+
+    rules = _rules() if rules is None else list(rules)
+    out = ["# Rules", "", GENERATED_NOTE, "",
+           "`[*]` in the fix column: `gpu-test-lint check --fix` can rewrite the code "
+           "(see each rule's *Fix safety*).", "",
+           "| Code | Name | Fix | Summary |", "| --- | --- | --- | --- |"]
+    for rule in rules:
+        fix = "[*]" if rule.fix_title else ""
+        out.append(f"| [{rule.code}](#{rule.code.lower()}) | {rule.name} | {fix} | "
+                   f"{rule.summary} |")
+    out.append(f"| [{PARSE_ERROR_CODE}](#{PARSE_ERROR_CODE.lower()}) | {PARSE_ERROR_NAME} | | "
+               "The file does not parse |")
+    out.append("")
+    for rule in rules:
+        out += [f'<a id="{rule.code.lower()}"></a>', "", render_rule(rule, level=2)]
+    out += [
+        f'<a id="{PARSE_ERROR_CODE.lower()}"></a>', "",
+        f"## {PARSE_ERROR_NAME} ({PARSE_ERROR_CODE})", "",
+        "A file that is not valid Python (or cannot be decoded) is reported with the "
+        "parser's line, column and message. It is never rewritten, and the rest of the run "
+        "goes on. The flake8 plugin leaves this to flake8's own `E999`.", "",
+    ]
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Print ``docs/rules.md`` to stdout (``python -m lint_gpu_tests.docs``)."""
+    sys.stdout.write(render_rules_markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

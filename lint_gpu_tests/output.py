@@ -1,0 +1,439 @@
+"""Output formats, as ruff prints them: concise, full, json, sarif, github, junit.
+
+Every renderer takes the violations (already sorted) and a :class:`RenderOptions`, and
+returns the text to print; none of them prints or reads files except ``full``, which reads
+the source lines it shows. Summary lines (``Found N violations.``), ``--statistics`` and
+``--show-fixes`` live here too, so the CLI only chooses and prints.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape, quoteattr
+
+from lint_gpu_tests import __version__
+from lint_gpu_tests.ftypes import Applicability, Violation
+
+TOOL_NAME = "gpu-test-lint"
+INFORMATION_URI = "https://github.com/gpu-test-lint/gpu-test-lint"
+DOCS_URL = INFORMATION_URI + "/blob/main/docs/rules.md"
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+class OutputFormat(enum.Enum):
+    """The ``--output-format`` choices."""
+
+    CONCISE = "concise"
+    FULL = "full"
+    JSON = "json"
+    SARIF = "sarif"
+    GITHUB = "github"
+    JUNIT = "junit"
+
+    @property
+    def is_text(self) -> bool:
+        """Human formats get summary lines; machine formats are printed alone."""
+        return self in (OutputFormat.CONCISE, OutputFormat.FULL)
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """How to render.
+
+    Attributes:
+        unsafe_fixes: ``--unsafe-fixes`` is on, so unsafe fixes count as applicable.
+        color: emit ANSI colours (only for text formats).
+        cwd: directory that relative paths in JSON/SARIF are resolved against.
+    """
+
+    unsafe_fixes: bool = False
+    color: bool = False
+    cwd: str = "."
+
+
+def rule_url(code: str) -> str:
+    """Documentation URL of a rule (an anchor in ``docs/rules.md``)."""
+    return f"{DOCS_URL}#{code.lower()}"
+
+
+def applicable(violation: Violation, unsafe_fixes: bool) -> bool:
+    """True when ``--fix`` (with ``--unsafe-fixes`` when given) would fix ``violation``."""
+    fix = violation.fix
+    if fix is None:
+        return False
+    return fix.applicability is Applicability.SAFE or (
+        unsafe_fixes and fix.applicability is Applicability.UNSAFE
+    )
+
+
+def _hidden(violation: Violation, unsafe_fixes: bool) -> bool:
+    fix = violation.fix
+    return not unsafe_fixes and fix is not None and fix.applicability is Applicability.UNSAFE
+
+
+def _style(text: str, color: bool, **styles: Any) -> str:
+    if not color:
+        return text
+    import click
+
+    return click.style(text, **styles)
+
+
+# --------------------------------------------------------------------------- concise / full
+
+
+def format_concise_line(violation: Violation, options: RenderOptions) -> str:
+    """``path:line:col: CODE [*] message`` (``[*]`` only when ``--fix`` would fix it)."""
+    color = options.color
+    loc = violation.location
+    mark = " " + _style("[*]", color, fg="cyan") if applicable(violation, options.unsafe_fixes) \
+        else ""
+    return (
+        f"{_style(violation.path, color, bold=True)}{_style(':', color, fg='cyan')}"
+        f"{loc.row}{_style(':', color, fg='cyan')}{loc.column}{_style(':', color, fg='cyan')} "
+        f"{_style(violation.code, color, fg='red', bold=True)}{mark} {violation.message}"
+    )
+
+
+def render_concise(violations: Sequence[Violation], options: RenderOptions) -> str:
+    """One line per violation."""
+    return "".join(format_concise_line(v, options) + "\n" for v in violations)
+
+
+def _source_lines(path: str, cache: dict[str, list[str]]) -> list[str]:
+    if path not in cache:
+        from lint_gpu_tests.engine import decode_source
+
+        try:
+            data = Path(path).read_bytes()
+            try:
+                text = decode_source(data)
+            except SyntaxError:
+                text = data.decode("utf-8", "replace")
+            cache[path] = text.splitlines()
+        except OSError:
+            cache[path] = []
+    return cache[path]
+
+
+FULL_CONTEXT = 2
+
+
+def render_full(violations: Sequence[Violation], options: RenderOptions) -> str:
+    """ruff's ``full`` format: header, source lines around the range, carets, fix hint."""
+    color = options.color
+    sources: dict[str, list[str]] = {}
+    blocks: list[str] = []
+    for v in violations:
+        mark = " " + _style("[*]", color, fg="cyan") if applicable(v, options.unsafe_fixes) \
+            else ""
+        out = [f"{_style(v.code, color, fg='red', bold=True)}{mark} {v.message}",
+               f" {_style('-->', color, fg='blue')} {v.path}:{v.location.row}:{v.location.column}"]
+        lines = _source_lines(v.path, sources)
+        row = v.location.row
+        if 1 <= row <= len(lines):
+            first = max(1, row - FULL_CONTEXT)
+            last = min(len(lines), row + FULL_CONTEXT)
+            width = len(str(last))
+            gutter = _style(" " * width + " |", color, fg="blue")
+            out.append(gutter)
+            for number in range(first, last + 1):
+                text = lines[number - 1].expandtabs(4) if number != row else lines[number - 1]
+                out.append(f"{_style(f'{number:>{width}} |', color, fg='blue')} {text}".rstrip())
+                if number == row:
+                    line = lines[row - 1]
+                    start = max(0, v.location.column - 1)
+                    end = v.end_location.column - 1 if v.end_location.row == row else len(line)
+                    carets = "^" * max(1, end - start)
+                    prefix = "".join("\t" if ch == "\t" else " " for ch in line[:start])
+                    out.append(f"{gutter} {prefix}{_style(carets, color, fg='red', bold=True)}")
+            out.append(gutter)
+        if v.fix is not None and v.fix.title:
+            help_text = v.fix.title
+            if v.fix.applicability is Applicability.UNSAFE:
+                help_text += " (unsafe fix)"
+            elif v.fix.applicability is Applicability.NONE and v.fix.reason:
+                help_text += f" (no automatic fix: {v.fix.reason})"
+            out.append(f"{_style('help:', color, bold=True)} {help_text}")
+        blocks.append("\n".join(out) + "\n")
+    return "\n".join(blocks)
+
+
+# --------------------------------------------------------------------------- json
+
+
+def _absolute(path: str, cwd: str) -> str:
+    return os.path.normpath(os.path.join(cwd, path))
+
+
+def violation_json(violation: Violation, options: RenderOptions) -> dict[str, Any]:
+    """One violation as ruff's JSON object (keys in ruff's order)."""
+    fix: dict[str, Any] | None = None
+    if violation.fix is not None and violation.fix.available:
+        fix = {
+            "applicability": violation.fix.applicability.value,
+            "edits": [],
+            "message": violation.fix.title,
+        }
+    return {
+        "cell": None,
+        "code": violation.code,
+        "end_location": {"column": violation.end_location.column,
+                         "row": violation.end_location.row},
+        "filename": _absolute(violation.path, options.cwd),
+        "fix": fix,
+        "location": {"column": violation.location.column, "row": violation.location.row},
+        "message": violation.message,
+        "name": violation.name,
+        "noqa_row": violation.location.row,
+        "severity": "error",
+        "url": rule_url(violation.code),
+    }
+
+
+def render_json(violations: Sequence[Violation], options: RenderOptions) -> str:
+    """A JSON list of violations in ruff's shape."""
+    return json.dumps([violation_json(v, options) for v in violations], indent=2) + "\n"
+
+
+# --------------------------------------------------------------------------- sarif
+
+
+def _sarif_uri(path: str, cwd: str) -> str:
+    absolute = _absolute(path, cwd)
+    rel = os.path.relpath(absolute, cwd)
+    if rel.startswith(".."):
+        return Path(absolute).as_uri()
+    return rel.replace(os.sep, "/")
+
+
+def sarif_rules() -> list[dict[str, Any]]:
+    """``tool.driver.rules`` entries for every rule, plus the parse-error pseudo-rule."""
+    from lint_gpu_tests.docs import render_rule
+    from lint_gpu_tests.engine import PARSE_ERROR_CODE, PARSE_ERROR_NAME
+    from lint_gpu_tests.rules import ALL_RULES
+
+    out: list[dict[str, Any]] = []
+    for rule in ALL_RULES:
+        text = render_rule(rule)
+        out.append({
+            "id": rule.code,
+            "name": rule.name,
+            "shortDescription": {"text": rule.summary},
+            "fullDescription": {"text": rule.what_it_does.strip()},
+            "help": {"text": text, "markdown": text},
+            "helpUri": rule_url(rule.code),
+            "properties": {"tags": ["gpu", "resource-leak"]},
+        })
+    out.append({
+        "id": PARSE_ERROR_CODE,
+        "name": PARSE_ERROR_NAME,
+        "shortDescription": {"text": "The file does not parse"},
+        "fullDescription": {"text": "The file is not valid Python; it is reported and never "
+                                    "rewritten."},
+        "help": {"text": "Fix the syntax error.", "markdown": "Fix the syntax error."},
+        "helpUri": rule_url(PARSE_ERROR_CODE),
+    })
+    return out
+
+
+def render_sarif(violations: Sequence[Violation], options: RenderOptions) -> str:
+    """A SARIF 2.1.0 log with one run, every rule described, one result per violation."""
+    rules = sarif_rules()
+    index = {rule["id"]: i for i, rule in enumerate(rules)}
+    results = []
+    for v in violations:
+        result: dict[str, Any] = {
+            "ruleId": v.code,
+            "level": "error",
+            "message": {"text": v.message},
+            "locations": [{
+                "physicalLocation": {
+                    "artifactLocation": {"uri": _sarif_uri(v.path, options.cwd)},
+                    "region": {
+                        "startLine": v.location.row,
+                        "startColumn": v.location.column,
+                        "endLine": v.end_location.row,
+                        "endColumn": v.end_location.column,
+                    },
+                }
+            }],
+        }
+        if v.code in index:
+            result["ruleIndex"] = index[v.code]
+        results.append(result)
+    log = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": TOOL_NAME,
+                "informationUri": INFORMATION_URI,
+                "version": __version__,
+                "rules": rules,
+            }},
+            "results": results,
+        }],
+    }
+    return json.dumps(log, indent=2) + "\n"
+
+
+# --------------------------------------------------------------------------- github
+
+
+def _gh_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_prop(text: str) -> str:
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(violations: Sequence[Violation], options: RenderOptions) -> str:
+    """GitHub Actions workflow commands, one ``::error`` annotation per violation."""
+    lines = []
+    for v in violations:
+        props = (
+            f"title={_gh_prop(f'{TOOL_NAME} ({v.code})')},file={_gh_prop(v.path)},"
+            f"line={v.location.row},col={v.location.column},"
+            f"endLine={v.end_location.row},endColumn={v.end_location.column}"
+        )
+        lines.append(f"::error {props}::{_gh_data(f'{v.code} {v.message}')}\n")
+    return "".join(lines)
+
+
+# --------------------------------------------------------------------------- junit
+
+
+def render_junit(violations: Sequence[Violation], options: RenderOptions) -> str:
+    """JUnit XML like ruff's: a testsuite per file, a failed testcase per violation."""
+    by_file: dict[str, list[Violation]] = {}
+    for v in violations:
+        by_file.setdefault(v.path, []).append(v)
+    total = len(violations)
+    out = ['<?xml version="1.0" encoding="UTF-8"?>',
+           f'<testsuites name="{TOOL_NAME}" tests="{max(total, 1)}" skipped="0" '
+           f'failures="{total}" errors="0">']
+    if not by_file:
+        out += [f'    <testsuite name="{TOOL_NAME}" tests="1" skipped="0" errors="0" '
+                f'failures="0" package="org.{TOOL_NAME}">',
+                f'        <testcase name="No errors found" classname="{TOOL_NAME}"/>',
+                "    </testsuite>"]
+    for path, items in by_file.items():
+        classname = path[:-3] if path.endswith(".py") else path
+        out.append(f"    <testsuite name={quoteattr(path)} tests=\"{len(items)}\" skipped=\"0\" "
+                   f"errors=\"0\" failures=\"{len(items)}\" package=\"org.{TOOL_NAME}\">")
+        for v in items:
+            row, col = v.location.row, v.location.column
+            out += [
+                f"        <testcase name=\"org.{TOOL_NAME}.{v.code}\" "
+                f"classname={quoteattr(classname)} line=\"{row}\" column=\"{col}\">",
+                f"            <failure message={quoteattr(v.message)}>"
+                f"line {row}, col {col}, {escape(v.message)}</failure>",
+                "        </testcase>",
+            ]
+        out.append("    </testsuite>")
+    out.append("</testsuites>")
+    return "\n".join(out) + "\n"
+
+
+RENDERERS: dict[OutputFormat, Callable[[Sequence[Violation], RenderOptions], str]] = {
+    OutputFormat.CONCISE: render_concise,
+    OutputFormat.FULL: render_full,
+    OutputFormat.JSON: render_json,
+    OutputFormat.SARIF: render_sarif,
+    OutputFormat.GITHUB: render_github,
+    OutputFormat.JUNIT: render_junit,
+}
+
+
+def render(violations: Sequence[Violation], fmt: OutputFormat, options: RenderOptions) -> str:
+    """Render ``violations`` in ``fmt``; machine formats render even an empty list."""
+    return RENDERERS[fmt](violations, options)
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def summary_lines(
+    remaining: Sequence[Violation],
+    fixed_count: int,
+    *,
+    unsafe_fixes: bool,
+    fix_mode: bool,
+) -> list[str]:
+    """ruff's closing lines: ``Found N violations.``, the fixable count and hidden fixes.
+
+    Args:
+        remaining: violations still reported.
+        fixed_count: violations that ``--fix`` removed.
+        unsafe_fixes: ``--unsafe-fixes`` is on.
+        fix_mode: ``--fix`` was given (changes the ``Found`` line as ruff does).
+
+    Returns:
+        The lines to print (no trailing newlines); ``["All checks passed!"]`` when nothing
+        was found.
+    """
+    total = len(remaining) + fixed_count
+    if total == 0:
+        return ["All checks passed!"]
+    if fix_mode and fixed_count:
+        lines = [f"Found {_plural(total, 'violation')} ({fixed_count} fixed, "
+                 f"{len(remaining)} remaining)."]
+    else:
+        lines = [f"Found {_plural(total, 'violation')}."]
+    fixable = sum(1 for v in remaining if applicable(v, unsafe_fixes))
+    hidden = sum(1 for v in remaining if _hidden(v, unsafe_fixes))
+    hint = (f" ({hidden} hidden fix{'' if hidden == 1 else 'es'} can be enabled with the "
+            "`--unsafe-fixes` option)") if hidden else ""
+    if fixable:
+        lines.append(f"[*] {fixable} fixable with the `--fix` option{hint}.")
+    elif hidden:
+        lines.append(f"No fixes available{hint}.")
+    return lines
+
+
+def statistics_lines(violations: Sequence[Violation], unsafe_fixes: bool) -> list[str]:
+    """``--statistics``: one row per code, most frequent first, as ruff prints it:
+    ``count<TAB>code<TAB>[*] name`` (``[ ]`` when no occurrence is fixable)."""
+    counts = Counter(v.code for v in violations)
+    names = {v.code: v.name for v in violations}
+    fixable = {v.code for v in violations if applicable(v, unsafe_fixes)}
+    if not counts:
+        return []
+    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    width = max(len(str(n)) for n in counts.values())
+    code_width = max(len(code) for code in counts)
+    return [
+        f"{count:>{width}}\t{code:<{code_width}}\t{'[*]' if code in fixable else '[ ]'} "
+        f"{names[code]}"
+        for code, count in rows
+    ]
+
+
+def show_fixes_lines(fixed: Sequence[Violation]) -> list[str]:
+    """``--show-fixes``: the fixed violations per file, as ruff prints them."""
+    if not fixed:
+        return []
+    by_file: dict[str, Counter[tuple[str, str]]] = {}
+    for v in fixed:
+        by_file.setdefault(v.path, Counter())[(v.code, v.name)] += 1
+    lines = [f"Fixed {_plural(len(fixed), 'violation')}:"]
+    for path in sorted(by_file):
+        lines.append(f"- {path}:")
+        counter = by_file[path]
+        width = max(len(str(n)) for n in counter.values())
+        for (code, name), count in sorted(counter.items()):
+            lines.append(f"    {count:>{width}} × {code} ({name})")
+    return lines
