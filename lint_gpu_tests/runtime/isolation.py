@@ -92,7 +92,12 @@ def _capture_outcome(func: Callable[..., Any], args: Any, kwargs: Any) -> dict[s
         return {
             "outcome": "failed",
             "summary": "".join(traceback.format_exception_only(type(exc), exc)).strip(),
-            "traceback": traceback.format_exc(),
+            # skip this function's own frame: the child's traceback starts at the test
+            "traceback": "".join(
+                traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next)
+                if exc.__traceback__ is not None
+                else traceback.format_exception_only(type(exc), exc)
+            ),
             "exception": exception,
         }
     return {"outcome": "passed"}

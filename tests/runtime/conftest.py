@@ -54,3 +54,10 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
         for name in _vllm_modules():
             del sys.modules[name]
         sys.modules.update(saved)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # `pytest_plugins = ["pytester"]` is refused in a conftest below the rootdir; load it
+    # here instead (a no-op when `-p pytester` is given or a top-level conftest loads it).
+    if not config.pluginmanager.has_plugin("pytester"):
+        config.pluginmanager.import_plugin("pytester")

@@ -1,0 +1,305 @@
+"""The pytest plugin: fixtures, overrides, factory, opt-in cleanup, leak report, import cost."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, plugin_args
+
+RUNTIME = REPO_ROOT / "lint_gpu_tests" / "runtime"
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_inprocess(*plugin_args(), "-p", "no:cacheprovider", *args)
+
+
+def test_vllm_runner_fixture_returns_the_class(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        from lint_gpu_tests.runtime import VllmRunner
+
+        def test_it(vllm_runner):
+            assert vllm_runner is VllmRunner
+        """
+    )
+    run(pytester).assert_outcomes(passed=1)
+
+
+def test_a_project_conftest_fixture_of_the_same_name_wins(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        import pytest
+
+        class ProjectRunner:
+            pass
+
+        @pytest.fixture
+        def vllm_runner():
+            return ProjectRunner
+        """
+    )
+    pytester.makepyfile(
+        """
+        def test_it(vllm_runner):
+            assert vllm_runner.__name__ == "ProjectRunner"
+        """
+    )
+    run(pytester).assert_outcomes(passed=1)
+
+
+@pytest.mark.usefixtures("fake_vllm")
+def test_runner_through_the_fixture_frees_the_engine(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import weakref
+
+        REFS = []
+
+        def test_uses_runner(vllm_runner):
+            vllm_runner.memory_wait_timeout_s  # class attribute is there
+            with vllm_runner("some/model", seed=0) as runner:
+                llm = weakref.proxy(runner.llm)
+                assert llm.generate(["hi"]) == ["HI"]
+                REFS.append((weakref.ref(runner.llm), runner.llm.llm_engine.engine_core.process))
+
+        def test_engine_of_previous_test_is_gone():
+            ref, process = REFS[0]
+            assert ref() is None
+            assert not process.is_alive()
+        """
+    )
+    run(pytester).assert_outcomes(passed=2)
+
+
+@pytest.mark.usefixtures("fake_vllm")
+def test_factory_fixture_closes_what_the_test_left_open(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import vllm
+
+        PROCESSES = []
+
+        def test_two_engines(vllm_runner_factory):
+            a = vllm_runner_factory("a")
+            with vllm_runner_factory("b") as b:
+                PROCESSES.extend(
+                    r.llm.llm_engine.engine_core.process for r in (a, b)
+                )
+                assert all(p.is_alive() for p in PROCESSES)
+            assert vllm_runner_factory.open_runners == (a,)
+
+        def test_after():
+            assert not any(p.is_alive() for p in PROCESSES)
+            assert vllm.EVENTS.count("engine_core.shutdown") == 2
+        """
+    )
+    run(pytester).assert_outcomes(passed=2)
+
+
+CLEAN_SUITE = """
+import sys, types
+
+EVENTS = []
+
+def test_installs_fake_torch():
+    torch = types.ModuleType("torch")
+    dynamo = types.ModuleType("torch._dynamo")
+    dynamo.reset = lambda: EVENTS.append("dynamo.reset")
+    torch.cuda = types.SimpleNamespace(
+        is_initialized=lambda: True, empty_cache=lambda: EVENTS.append("empty_cache")
+    )
+    sys.modules["torch"], sys.modules["torch._dynamo"] = torch, dynamo
+
+def test_sees_cleanup_after_previous_test():
+    try:
+        assert EVENTS == {expected!r}
+    finally:
+        del sys.modules["torch"], sys.modules["torch._dynamo"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "expected"),
+    [
+        ((), "", []),
+        (("--gpu-clean-between-tests",), "", ["dynamo.reset", "empty_cache"]),
+        ((), "gpu_clean_between_tests = true", ["dynamo.reset", "empty_cache"]),
+    ],
+    ids=["off-by-default", "option", "ini"],
+)
+def test_clean_between_tests_is_opt_in(
+    pytester: pytest.Pytester, args: tuple[str, ...], ini: str, expected: list[str]
+) -> None:
+    pytester.makeini(f"[pytest]\n{ini}\n")
+    pytester.makepyfile(CLEAN_SUITE.format(expected=expected))
+    run(pytester, *args).assert_outcomes(passed=2)
+
+
+LEAK_CONFTEST = """
+from lint_gpu_tests.runtime.memory import DeviceMemory
+
+GIB = 1 << 30
+USED = [GIB // 2, GIB // 2]  # two devices, what the fake "GPU" holds now
+
+class Reader:
+    name = "fake"
+    def device_count(self):
+        return len(USED)
+    def read(self, index):
+        return DeviceMemory(index, USED[index], 80 * GIB, f"fake {index}")
+
+def pytest_gpu_memory_reader(config):
+    return Reader()
+"""
+
+LEAK_SUITE = """
+import conftest
+
+def test_clean():
+    pass
+
+def test_small_leak():
+    conftest.USED[0] += conftest.GIB // 2  # below the 1 GiB threshold
+
+def test_leaky():
+    conftest.USED[1] += 40 * conftest.GIB
+
+def test_after_the_leak():
+    pass
+"""
+
+
+def test_leak_report_names_the_test_that_leaked(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(LEAK_CONFTEST)
+    pytester.makepyfile(test_leaks=LEAK_SUITE)
+    result = run(pytester, "--gpu-leak-report", "--gpu-leak-settle-s=0")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(
+        [
+            "*GPU memory leak report*",
+            "baseline: device 0 (fake 0): 0.50/80.00 GiB used",
+            "baseline: device 1 (fake 1): 0.50/80.00 GiB used",
+            "2 of 4 tests left more than 1.00 GiB above the baseline after teardown:",
+            "  test_leaks.py::test_leaky: +40.50 GiB above baseline (+40.00 GiB new in this test;"
+            " device 0: +0.50 GiB, device 1: +40.00 GiB)  <- leaked here",
+            "  test_leaks.py::test_after_the_leak: +40.50 GiB above baseline (+0.00 GiB new*",
+        ]
+    )
+    assert "test_clean:" not in result.stdout.str()
+    assert "test_small_leak:" not in result.stdout.str()
+
+
+def test_leak_threshold_option(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(LEAK_CONFTEST)
+    pytester.makepyfile(test_leaks=LEAK_SUITE)
+    result = run(
+        pytester, "--gpu-leak-report", "--gpu-leak-settle-s=0", "--gpu-leak-threshold-gib=50"
+    )
+    result.stdout.fnmatch_lines(
+        ["no test left more than 50.00 GiB above the baseline (4 tests measured)"]
+    )
+
+
+def test_leak_report_without_a_reader_says_so(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lint_gpu_tests.runtime import memory
+
+    monkeypatch.setattr(memory, "default_memory_reader", lambda **_: None)
+    pytester.makepyfile("def test_it(): pass")
+    result = run(pytester, "--gpu-leak-report")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["not measured: no memory reader (install nvidia-ml-py*"])
+
+
+def test_plugin_does_nothing_unless_asked(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_it(request):
+            names = {name for name, _ in request.config.pluginmanager.list_name_plugin()}
+            assert not [n for n in names if n.startswith("gpu_test_lint-")], names
+        """
+    )
+    result = run(pytester)
+    result.assert_outcomes(passed=1)
+    assert "GPU memory leak report" not in result.stdout.str()
+
+
+def test_options_are_documented_in_help(pytester: pytest.Pytester) -> None:
+    result = run(pytester, "--help")
+    result.stdout.fnmatch_lines(
+        [
+            "*--gpu-clean-between-tests*",
+            "*--gpu-leak-report*",
+            "*--gpu-leak-threshold-gib=GIB*",
+            "*gpu_clean_between_tests*",
+        ]
+    )
+
+
+HEAVY = ["torch", "vllm", "pynvml", "amdsmi", "libcst", "numpy"]
+
+
+def test_importing_the_plugin_loads_nothing_heavy() -> None:
+    code = (
+        "import sys, json; import lint_gpu_tests.runtime.plugin, lint_gpu_tests.runtime; "
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO_ROOT,
+        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
+    ).stdout
+    loaded = set(json.loads(out))
+    assert not [m for m in loaded if m.split(".")[0] in HEAVY]
+    linter = [
+        m
+        for m in loaded
+        if m.startswith("lint_gpu_tests.") and not m.startswith("lint_gpu_tests.runtime")
+    ]
+    assert linter == [], "lint_gpu_tests/__init__.py must stay light: it loads " + str(linter)
+
+
+def _imports(path: Path) -> list[str]:
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            names.append(str(node.args[0].value))
+    return names
+
+
+@pytest.mark.parametrize("path", sorted(RUNTIME.glob("*.py")), ids=lambda p: p.name)
+def test_runtime_never_imports_the_linter_or_libcst(path: Path) -> None:
+    for name in _imports(path):
+        top = name.split(".")[0]
+        assert top != "libcst", f"{path.name} imports {name}"
+        if top == "lint_gpu_tests":
+            assert name.startswith("lint_gpu_tests.runtime"), f"{path.name} imports {name}"
+
+
+def test_public_names_resolve_and_have_docstrings() -> None:
+    import lint_gpu_tests.runtime as runtime
+
+    for name in runtime.__all__:
+        value = getattr(runtime, name)
+        assert getattr(value, "__doc__", None), name
+    assert isinstance(runtime, types.ModuleType)
