@@ -182,11 +182,37 @@ def _wait_for_exit(pid: int, timeout_s: float | None) -> bool:
     return True
 
 
-def _kill_group(pgid: int) -> None:
+def _group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of group ``pgid``, read from ``/proc`` (Linux)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as file:
+                fields = file.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(entry))
+    return members
+
+
+def _kill_group(pgid: int, wait_s: float = 5.0) -> None:
+    """SIGKILL the group; on Linux, wait (at most ``wait_s``) until its members are gone,
+    so that the memory they held is being released when the test returns."""
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        pass
+        return
+    if not os.path.isdir("/proc/self"):
+        return
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        # the child itself is still unreaped (waitid WNOWAIT) and shows as a zombie
+        if not _group_members(pgid):
+            return
+        time.sleep(0.005)
 
 
 def _describe_status(status: int) -> str:

@@ -100,6 +100,10 @@ class LLM:
         self.kwargs = kwargs
         self.llm_engine = LLMEngine(EngineCoreClient(hold_gib, fail_shutdown, start_method))
         self._cycle = {"llm": self}  # a reference cycle, as in the real client
+        # A tokenizer's worth of small objects: building it runs the collector's young
+        # generations, so the engine, like a real one, ends up in the oldest generation,
+        # which is collected rarely: after `del llm` nothing frees it for a while.
+        self.vocab = [[i] for i in range(20_000)]
 
     def generate(self, prompts: list[str]) -> list[str]:
         return [p.upper() for p in prompts]
