@@ -1,0 +1,160 @@
+"""The library surface: prefilter soundness, parallel runs, per-file errors, fix writes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import fake_rules
+import pytest
+
+from lint_gpu_tests import api
+from lint_gpu_tests.config import Config, config_from_table
+from lint_gpu_tests.engine import check_source, fix_source
+from lint_gpu_tests.rules import ALL_RULES
+
+SAMPLE = 'from vllm import LLM\n\ndef test_x():\n    llm = LLM("m")\n    llm.generate("hi")\n'
+
+
+def example_cases() -> list[tuple[str, str, Config]]:
+    cases = []
+    for rule in ALL_RULES:
+        for example in (*rule.INVALID, *rule.VALID):
+            config = config_from_table(dict(example.config), "example") if example.config \
+                else Config()
+            cases.append((example.path, example.source, config))
+    return cases
+
+
+@pytest.mark.parametrize(("path", "source", "config"), example_cases())
+def test_prefilter_keeps_every_file_that_has_a_violation(path: str, source: str,
+                                                         config: Config) -> None:
+    data = source.encode()
+    assert api._check_bytes(data, path, config, prefilter=True) == check_source(data, path, config)
+    if check_source(data, path, config):
+        assert api.may_hold_violation(data, api.needles(config))
+
+
+def test_needles_follow_config() -> None:
+    assert api.needles(Config()) == (b"LLM", b"VllmRunner", b"vllm_runner")
+    custom = Config(engine_classes=("vllm_omni.Omni",), runner_classes=("OmniRunner",),
+                    runner_fixture="omni_runner")
+    assert api.needles(custom) == (b"Omni", b"OmniRunner", b"omni_runner")
+
+
+@pytest.mark.parametrize(("source", "passes"), [
+    (b"def test_x():\n    assert 1\n", False),
+    (b"import vllm\nvllm.LLM('m')\n", True),
+    (b"def test(vllm_runner):\n    pass\n", True),
+    ("x = 'é'\n".encode(), True),                      # non-ASCII: never skipped
+    (b"# -*- coding: latin-1 -*-\nx = 1\n", True),     # encoding cookie: never skipped
+])
+def test_may_hold_violation(source: bytes, passes: bool) -> None:
+    assert api.may_hold_violation(source, api.needles(Config())) is passes
+
+
+def test_prefiltered_file_still_reports_syntax_error() -> None:
+    source = b"def f(:\n    pass\n"
+    assert not api.may_hold_violation(source, api.needles(Config()))
+    [violation] = api._check_bytes(source, "tests/test_x.py", Config(), prefilter=True)
+    assert (violation.code, violation.location.row, violation.location.column) == ("GPU900", 1, 7)
+    assert api._check_bytes(source, "t.py", Config(ignore=("GPU900",)), prefilter=True) == []
+
+
+def _tree(root: Path, count: int) -> None:
+    (root / "tests").mkdir()
+    for index in range(count):
+        body = SAMPLE if index % 3 == 0 else "def test_ok():\n    pass\n"
+        (root / "tests" / f"test_{index:03d}.py").write_text(body)
+    (root / "tests" / "test_broken.py").write_text("def f(:\n")
+
+
+def test_parallel_run_equals_serial_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path, 40)
+    config = Config(root=str(tmp_path))
+    serial = api.check_paths(["tests"], config, jobs=1, cache=False)
+    parallel = api.check_paths(["tests"], config, jobs=2, cache=False, parallel_threshold=4)
+    assert serial.violations == parallel.violations
+    assert [r.path for r in serial.files] == [r.path for r in parallel.files]
+    assert [(v.code, v.path) for v in serial.violations][:2] == [
+        ("GPU001", "tests/test_000.py"), ("GPU001", "tests/test_003.py")]
+    assert len([v for v in serial.violations if v.code == "GPU001"]) == 14
+    assert serial.violations[-1].code == "GPU900"
+
+
+def test_internal_error_in_worker_is_per_file(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path, 10)
+    fake_rules.install(monkeypatch)
+
+    class Boom(fake_rules.FakeSafe):
+        def check(self, module):  # type: ignore[no-untyped-def, override]
+            if module.path.endswith("test_003.py"):
+                raise RuntimeError("bad")
+            yield from super().check(module)
+
+    import lint_gpu_tests.rules as rules
+
+    monkeypatch.setattr(rules, "ALL_RULES", [Boom])
+    result = api.check_paths(["tests"], Config(root=str(tmp_path)), jobs=2, cache=False,
+                             parallel_threshold=2)
+    assert result.errors == [("tests/test_003.py", "GPU091 (fake-safe): RuntimeError: bad")]
+    assert result.has_fatal_problem
+    assert {v.path for v in result.violations} == {
+        "tests/test_000.py", "tests/test_006.py", "tests/test_009.py", "tests/test_broken.py"}
+
+
+def test_unreadable_file_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("test_a.py").write_text(SAMPLE)
+    real = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        if self.name == "test_a.py":
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    result = api.check_paths(["test_a.py"], Config(root=str(tmp_path)), cache=False)
+    assert result.errors == [("test_a.py", "cannot read file: Permission denied")]
+
+
+@pytest.mark.parametrize("prefix, newline", [(b"", b"\n"), (b"\xef\xbb\xbf", b"\r\n")])
+def test_fix_writes_exactly_what_fix_source_returns(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    prefix: bytes, newline: bytes) -> None:
+    monkeypatch.chdir(tmp_path)
+    source = prefix + SAMPLE.encode().replace(b"\n", newline)
+    target = tmp_path / "test_a.py"
+    target.write_bytes(source)
+    os.chmod(target, 0o600)
+    expected = fix_source(source, "test_a.py", Config(root=str(tmp_path)))
+    if expected.new_source is None:
+        pytest.skip("no fix for the sample yet")
+    result = api.check_paths(["test_a.py"], Config(root=str(tmp_path)), fix=True)
+    assert target.read_bytes() == expected.new_source
+    assert target.read_bytes().startswith(prefix)
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert [v.code for v in result.fixed] == [v.code for v in expected.fixed]
+    assert result.violations == expected.remaining
+    again = api.check_paths(["test_a.py"], Config(root=str(tmp_path)), fix=True)
+    assert again.fixed == []
+    assert target.read_bytes() == expected.new_source
+
+
+def test_diff_mode_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("test_a.py").write_text(SAMPLE)
+    result = api.check_paths(["test_a.py"], Config(root=str(tmp_path)), diff=True)
+    assert Path("test_a.py").read_text() == SAMPLE
+    if result.diffs:
+        diff = result.diffs["test_a.py"]
+        assert diff.startswith("--- test_a.py\n+++ test_a.py\n@@ ")
+        assert '-    llm = LLM("m")\n' in diff
+
+
+def test_check_file() -> None:
+    result = api.check_file(str(Path(__file__).parent / "fake_rules.py"), Config())
+    assert result.error is None

@@ -1,0 +1,55 @@
+"""Rule docs come from the rule classes: docs/rules.md must be current, and every rule
+renders every section ruff's docs have."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lint_gpu_tests import cli, docs
+from lint_gpu_tests.rule import MARKER_RE
+from lint_gpu_tests.rules import ALL_RULES
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "rules.md"
+
+
+def test_docs_rules_md_is_current() -> None:
+    assert DOCS.read_text(encoding="utf-8") == docs.render_rules_markdown(), (
+        "docs/rules.md is stale: run `python -m lint_gpu_tests.docs > docs/rules.md`")
+
+
+def test_cli_markdown_matches_docs_module() -> None:
+    result = CliRunner().invoke(cli.cli, ["rules", "--format", "markdown"])
+    assert result.exit_code == 0
+    assert result.stdout == docs.render_rules_markdown()
+
+
+def test_every_rule_has_an_anchor_and_table_row() -> None:
+    text = docs.render_rules_markdown()
+    for rule in ALL_RULES:
+        anchor = rule.code.lower()
+        assert f'<a id="{anchor}"></a>' in text
+        assert f"| [{rule.code}](#{anchor}) | {rule.name} |" in text
+    assert '<a id="gpu900"></a>' in text
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.code)
+def test_rule_page_sections(rule: type) -> None:
+    text = CliRunner().invoke(cli.cli, ["rule", rule.code]).stdout
+    assert text == docs.render_rule(rule)
+    assert text.startswith(f"# {rule.name} ({rule.code})\n\n")
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings[:4] == ["## What it does", "## Why is this bad?", "## Example",
+                            "## Use instead"]
+    if rule.fix_title:
+        assert "## Fix safety" in headings
+    assert not any(MARKER_RE.search(line) for line in text.splitlines())
+    assert "# error:" not in text
+
+
+def test_rule_all_prints_every_rule() -> None:
+    text = CliRunner().invoke(cli.cli, ["rule", "--all"]).stdout
+    assert [line for line in text.splitlines() if line.startswith("# ")] == [
+        f"# {rule.name} ({rule.code})" for rule in ALL_RULES]
