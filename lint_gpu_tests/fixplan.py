@@ -370,7 +370,8 @@ class Planner:
                              "`VllmRunner` lives in its tests/conftest.py", title)
         yield_proxy = False
         if is_fixture and bound:
-            uses = [s for s in segment[1:] if any(_loads(s, n) for n in names)]
+            uses = [s for s in segment[1:] if s.lineno not in remove
+                    and any(_loads(s, n) for n in names)]
             if len(uses) == 1 and _is_plain_handout(uses[0], bound):
                 yield_proxy = True
         if is_fixture and any(isinstance(s, ast.Return) for s in segment[1:]) and not yield_proxy:

@@ -1,0 +1,154 @@
+"""Common base of the codemod commands: analysis of the module, plan selection, imports.
+
+Each command is a LibCST ``VisitorBasedCodemodCommand`` runnable on its own
+(``python -m libcst.tool codemod wrap_engine_in_runner.WrapEngineInRunner tests/``), in
+which case it checks the module itself with the default (or nearest) configuration and
+applies the safe fixes of its rules. Driven by ``gpu-test-lint --fix``, it receives the
+run's configuration and the violations that may be fixed (selection, ``# noqa`` and
+``--unsafe-fixes`` already applied).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+import libcst as cst
+from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from codemods._imports import add_stdlib_import, restore_section_breaks
+from lint_gpu_tests.analysis import CLEANUP_FUNCTIONS, ModuleAnalysis
+from lint_gpu_tests.config import Config
+from lint_gpu_tests.fixplan import WrapPlan
+from lint_gpu_tests.ftypes import Violation
+
+#: Import lines each need adds, as (module, object) for ``AddImportsVisitor``.
+IMPORTS = {
+    "weakref": ("weakref", None),
+    "VllmRunner": ("lint_gpu_tests.runtime", "VllmRunner"),
+    "CompilationConfig": ("vllm.config", "CompilationConfig"),
+}
+
+
+class GpuCodemod(VisitorBasedCodemodCommand):
+    """Base class: subclasses set ``CODES`` and implement :meth:`rewrite`."""
+
+    CODES: frozenset[str] = frozenset()
+
+    def __init__(
+        self,
+        context: CodemodContext,
+        config: Config | None = None,
+        violations: Iterable[Violation] | None = None,
+    ) -> None:
+        super().__init__(context)
+        self.config = config or Config()
+        self._violations = list(violations) if violations is not None else None
+
+    def violations(self, code_text: str) -> list[Violation]:
+        """The violations this command may fix in ``code_text``."""
+        if self._violations is not None:
+            return [v for v in self._violations if v.code in self.CODES]
+        from lint_gpu_tests.engine import check_source, wanted_fixes
+
+        path = self.context.filename or "tests/test_codemod.py"
+        found = check_source(code_text.encode("utf-8"), path, self.config)
+        return [v for v in wanted_fixes(found, unsafe=False) if v.code in self.CODES]
+
+    def analysis(self, text: str) -> ModuleAnalysis:
+        """Analyse the module's current text (the plans' line numbers refer to it)."""
+        path = self.context.filename or "tests/test_codemod.py"
+        return ModuleAnalysis.build(ast.parse(text), text, path, self.config)
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        text = tree.code
+        todo = self.violations(text)
+        if not todo:
+            return tree
+        module = self.analysis(text)
+        return self.rewrite(tree, module, todo)
+
+    def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
+                todo: list[Violation]) -> cst.Module:
+        """Return the rewritten tree for the violations in ``todo``."""
+        raise NotImplementedError
+
+    def apply_plans(self, tree: cst.Module, module: ModuleAnalysis,
+                    plans: list[WrapPlan]) -> cst.Module:
+        """Apply with-block plans (at most one per function) and schedule imports."""
+        from codemods._wrap import WrapTransformer
+
+        if not plans:
+            return tree
+        wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
+        positions = wrapper.resolve(PositionProvider)
+        transformer = WrapTransformer(plans, self.config, positions,  # type: ignore[arg-type]
+                                      engine_locals(module))
+        new_tree = wrapper.module.visit(transformer)
+        if not transformer.changed:
+            return tree
+        self.add_imports(transformer.needs)
+        self.remove_unused(module)
+        return new_tree
+
+    # ------------------------------------------------------------------ imports
+    def add_imports(self, needs: Iterable[str]) -> None:
+        """Schedule the imports named in ``needs`` (keys of :data:`IMPORTS`); stdlib ones
+        are placed by :func:`codemods._imports.add_stdlib_import` after the rewrite."""
+        for need in sorted(needs):
+            module, obj = IMPORTS[need]
+            if obj is None:
+                self._stdlib_imports.add(module)
+            else:
+                AddImportsVisitor.add_needed_import(self.context, module, obj)
+
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        """Rewrite, run LibCST's import visitors, then place stdlib imports and keep
+        import sections apart."""
+        self._stdlib_imports: set[str] = set()
+        new = super().transform_module(tree)
+        if new is tree or new.code == tree.code:
+            return new
+        for name in sorted(self._stdlib_imports):
+            new = add_stdlib_import(new, name)
+        return restore_section_breaks(tree, new)
+
+    def remove_unused(self, module: ModuleAnalysis) -> None:
+        """Schedule removal of imports the rewrite may have left unused: the engine class,
+        ``gc``, ``torch``, ``atexit`` and the cleanup helpers. Only names the module used
+        before are considered, so an import that was already unused is left alone."""
+        used_before = {n.id for n in ast.walk(module.tree) if isinstance(n, ast.Name)}
+        candidates = {"gc", "torch", "atexit", "vllm", *CLEANUP_FUNCTIONS,
+                      *self.config.cleanup_functions}
+        engine_classes = set(self.config.engine_classes)
+        for local, qualified in module.imports.items():
+            if local not in used_before:
+                continue
+            if not (local in candidates or qualified in engine_classes):
+                continue
+            if qualified == local:
+                RemoveImportsVisitor.remove_unused_import(self.context, local)
+            elif "." in qualified:
+                mod, obj = qualified.rsplit(".", 1)
+                asname = local if local != obj else None
+                if module.imports.get(local) == qualified and _is_from_import(module, local):
+                    RemoveImportsVisitor.remove_unused_import(self.context, mod, obj, asname)
+                else:
+                    RemoveImportsVisitor.remove_unused_import(self.context, qualified,
+                                                              asname=local)
+
+
+def _is_from_import(module: ModuleAnalysis, local: str) -> bool:
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.ImportFrom):
+            if any((a.asname or a.name) == local for a in node.names):
+                return True
+    return False
+
+
+def engine_locals(module: ModuleAnalysis) -> set[str]:
+    """Local names (and attribute names) that refer to configured engine classes."""
+    names = {local for local, q in module.imports.items() if q in module.config.engine_classes}
+    return names | {q.rsplit(".", 1)[-1] for q in module.config.engine_classes}

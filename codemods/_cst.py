@@ -1,0 +1,152 @@
+"""LibCST building blocks shared by the codemods: call rewriting, parameters, blocks.
+
+Nothing here decides *whether* to fix: :mod:`lint_gpu_tests.fixplan` does that on the
+``ast`` tree. These helpers only build nodes, keeping the original formatting of every
+node they do not replace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from lint_gpu_tests.fixplan import RENAMED_KWARGS, VLLM_TARGET_DEFAULTS
+
+FALSY_LITERALS = frozenset({"None", "{}", "dict()", "0", "False", '""', "''"})
+
+
+def _comma() -> cst.Comma:
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+
+
+def reorder_args(original: Sequence[cst.Arg], new: list[cst.Arg]) -> list[cst.Arg]:
+    """Give ``new`` (a rearrangement of ``original`` plus added args) the commas of
+    ``original`` position by position, so line breaks and a trailing comma survive."""
+    if not new:
+        return new
+    commas: list[cst.Comma | cst.MaybeSentinel] = [a.comma for a in original]
+    last_comma: cst.Comma | cst.MaybeSentinel = commas[-1] if commas else cst.MaybeSentinel.DEFAULT
+    out: list[cst.Arg] = []
+    for i, arg in enumerate(new):
+        is_last = i == len(new) - 1
+        if is_last:
+            comma = last_comma
+        elif i < len(commas) - 1:
+            comma = commas[i]
+        elif len(commas) >= 2 and isinstance(commas[-2], cst.Comma):
+            comma = commas[-2]
+        else:
+            comma = _comma()
+        if not is_last and not isinstance(comma, cst.Comma):
+            comma = _comma()
+        out.append(arg.with_changes(comma=comma))
+    return out
+
+
+def runner_call(
+    call: cst.Call, func_name: str, *, target: str, map_arguments: bool = True
+) -> tuple[cst.Call, bool]:
+    """Turn an engine call into a runner call (SPEC §4 argument mapping).
+
+    ``LLM(model=x, ...)`` becomes ``func_name(x, ...)``; ``tokenizer=`` becomes
+    ``tokenizer_name=``; ``**kwargs`` and positional arguments are kept. With
+    ``target="vllm"`` each default in which vLLM's ``VllmRunner`` differs from ``LLM`` is
+    added when not set, before any ``**kwargs``, and a falsy ``compilation_config`` is
+    replaced by ``CompilationConfig()``.
+
+    Returns:
+        The new call, and whether ``CompilationConfig`` is now referenced.
+    """
+    args = list(call.args)
+    if map_arguments:
+        model = next((a for a in args if a.keyword is not None and a.keyword.value == "model"),
+                     None)
+        if model is not None:
+            args.remove(model)
+            positional = [a for a in args if a.keyword is None and a.star == ""]
+            insert_at = len(positional)
+            args.insert(insert_at, model.with_changes(
+                keyword=None, equal=cst.MaybeSentinel.DEFAULT))
+        renamed: list[cst.Arg] = []
+        for arg in args:
+            if arg.keyword is not None and arg.keyword.value in RENAMED_KWARGS:
+                arg = arg.with_changes(keyword=cst.Name(RENAMED_KWARGS[arg.keyword.value]))
+            renamed.append(arg)
+        args = renamed
+    uses_compilation_config = False
+    if target == "vllm":
+        given = {a.keyword.value for a in args if a.keyword is not None}
+        star_at = next((i for i, a in enumerate(args) if a.star == "**"), len(args))
+        extra: list[cst.Arg] = []
+        for key, default in VLLM_TARGET_DEFAULTS:
+            if key not in given:
+                extra.append(cst.Arg(
+                    keyword=cst.Name(key),
+                    value=cst.parse_expression(default),
+                    equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                          whitespace_after=cst.SimpleWhitespace("")),
+                ))
+                uses_compilation_config |= key == "compilation_config"
+        fixed: list[cst.Arg] = []
+        for arg in args:
+            if arg.keyword is not None and arg.keyword.value == "compilation_config":
+                code = cst.Module([]).code_for_node(arg.value).strip()
+                if code in FALSY_LITERALS:
+                    arg = arg.with_changes(value=cst.parse_expression("CompilationConfig()"))
+                    uses_compilation_config = True
+            fixed.append(arg)
+        args = fixed[:star_at] + extra + fixed[star_at:]
+    new_args = reorder_args(call.args, args)
+    return call.with_changes(func=cst.parse_expression(func_name), args=new_args), \
+        uses_compilation_config
+
+
+def add_param(params: cst.Parameters, name: str) -> cst.Parameters:
+    """Append a positional-or-keyword parameter ``name`` after the existing ones, in the
+    layout of the list: on its own line when the parameters are one per line, and with the
+    trailing comma and closing-bracket spacing the last parameter had."""
+    existing = list(params.params)
+    new = cst.Param(name=cst.Name(name))
+    more_after = (
+        params.star_arg != cst.MaybeSentinel.DEFAULT
+        or bool(params.kwonly_params)
+        or params.star_kwarg is not None
+    )
+    if not existing:
+        if more_after:
+            new = new.with_changes(comma=_comma())
+        return params.with_changes(params=[new])
+    last = existing[-1]
+    separator: cst.Comma = _comma()
+    if len(existing) >= 2 and isinstance(existing[-2].comma, cst.Comma):
+        separator = existing[-2].comma
+    elif isinstance(last.comma, cst.Comma) and isinstance(
+            last.comma.whitespace_after, cst.ParenthesizedWhitespace) and not more_after:
+        separator = last.comma
+    new = new.with_changes(comma=last.comma, whitespace_after_param=last.whitespace_after_param)
+    existing[-1] = last.with_changes(comma=separator,
+                                     whitespace_after_param=cst.SimpleWhitespace(""))
+    return params.with_changes(params=[*existing, new])
+
+
+def drop_param(params: cst.Parameters, name: str) -> cst.Parameters:
+    """Remove the parameter ``name``, keeping the others' commas and layout."""
+    existing = list(params.params)
+    index = next((i for i, p in enumerate(existing) if p.name.value == name), None)
+    if index is None:
+        return params
+    removed = existing.pop(index)
+    if existing and index == len(existing):
+        existing[-1] = existing[-1].with_changes(comma=removed.comma)
+    return params.with_changes(params=existing)
+
+
+def statement_code(node: cst.CSTNode) -> str:
+    """Source of a node, for comparisons."""
+    return cst.Module([]).code_for_node(node)
+
+
+def proxy_of(expr: cst.BaseExpression) -> cst.Call:
+    """``weakref.proxy(expr)``."""
+    return cst.Call(func=cst.parse_expression("weakref.proxy"), args=[cst.Arg(value=expr)])

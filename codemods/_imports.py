@@ -1,0 +1,148 @@
+"""Import placement in the module's own style (isort-like sections).
+
+LibCST's ``AddImportsVisitor`` appends new imports after the last import of the top
+block; a stdlib ``import weakref`` belongs with the other stdlib imports instead, and
+removing an import must not glue two sections together.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import libcst as cst
+
+STDLIB = frozenset(sys.stdlib_module_names)
+
+
+def _top_module(stmt: cst.BaseStatement) -> tuple[str, bool] | None:
+    """``(top-level module, is_plain_import)`` of an import statement line, else ``None``."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    small = stmt.body[0]
+    if isinstance(small, cst.Import):
+        name = cst.Module([]).code_for_node(small.names[0].name)
+        return name.split(".")[0], True
+    if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+        name = cst.Module([]).code_for_node(small.module)
+        return name.split(".")[0], False
+    return None
+
+
+def _is_docstring(stmt: cst.BaseStatement) -> bool:
+    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+            and isinstance(stmt.body[0], cst.Expr)
+            and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
+
+
+def _blank() -> cst.EmptyLine:
+    return cst.EmptyLine()
+
+
+def has_blank(stmt: cst.BaseStatement) -> bool:
+    """True when the statement is preceded by a blank line."""
+    return any(line.comment is None for line in stmt.leading_lines)
+
+
+def add_stdlib_import(module: cst.Module, name: str) -> cst.Module:
+    """Add ``import name`` (a stdlib module) among the module's stdlib imports.
+
+    Placed alphabetically among the plain stdlib ``import`` lines of the top import block;
+    when there are none, before the first import, separated from a third-party section by a
+    blank line. Nothing is added when ``import name`` already exists at top level.
+    """
+    body = list(module.body)
+    for stmt in body:
+        info = _top_module(stmt)
+        if info == (name, True) and isinstance(stmt, cst.SimpleStatementLine):
+            small = stmt.body[0]
+            if isinstance(small, cst.Import) and any(
+                cst.Module([]).code_for_node(a.name) == name and a.asname is None
+                for a in small.names
+            ):
+                return module
+    new_stmt = cst.SimpleStatementLine(body=[cst.Import(names=[cst.ImportAlias(
+        name=cst.Name(name))])])
+    start = 0
+    while start < len(body) and (_is_docstring(body[start]) or (
+        (info := _top_module(body[start])) is not None and info[0] == "__future__")):
+        start += 1
+    end = start
+    while end < len(body) and _top_module(body[end]) is not None:
+        end += 1
+    block = body[start:end]
+    stdlib = [(i + start, info) for i, s in enumerate(block)
+              if (info := _top_module(s)) is not None and info[0] in STDLIB]
+    if stdlib:
+        plain = [(i, info) for i, info in stdlib if info[1]]
+        if plain:
+            after = [i for i, info in plain if info[0] > name]
+            index = after[0] if after else plain[-1][0] + 1
+        else:
+            index = stdlib[0][0]
+        if index < len(body) and index in [i for i, _ in stdlib] and has_blank(body[index]) \
+                and index != start:
+            pass
+        target = body[index] if index < len(body) else None
+        if target is not None and index == stdlib[0][0]:
+            # Take over the leading lines of the first stdlib import (comments, spacing).
+            new_stmt = new_stmt.with_changes(leading_lines=target.leading_lines)
+            body[index] = target.with_changes(leading_lines=[])
+        body.insert(index, new_stmt)
+        return module.with_changes(body=body)
+    if block:
+        first = body[start]
+        new_stmt = new_stmt.with_changes(leading_lines=first.leading_lines)
+        body[start] = first.with_changes(leading_lines=[_blank()])
+        body.insert(start, new_stmt)
+    else:
+        if start < len(body):
+            body[start] = body[start].with_changes(
+                leading_lines=[_blank(), _blank(), *body[start].leading_lines]
+            ) if not has_blank(body[start]) else body[start]
+        new_stmt = new_stmt.with_changes(leading_lines=[_blank()] if start else [])
+        body.insert(start, new_stmt)
+    return module.with_changes(body=body)
+
+
+def _key(stmt: cst.BaseStatement) -> tuple[str, str] | None:
+    """Identity of an import line that survives edits of its names: kind and module."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return None
+    small = stmt.body[0]
+    if isinstance(small, cst.Import):
+        return ("import", ",".join(cst.Module([]).code_for_node(a.name) for a in small.names))
+    if isinstance(small, cst.ImportFrom) and small.module is not None:
+        dots = "." * len(small.relative)
+        return ("from", dots + cst.Module([]).code_for_node(small.module))
+    return None
+
+
+def restore_section_breaks(before: cst.Module, after: cst.Module) -> cst.Module:
+    """Keep blank lines that separated import sections when an import is removed.
+
+    A removed import line takes its leading blank line with it; the next surviving import
+    gets that blank line back, so sections stay apart. Also separates a stdlib import
+    from a following third-party one when they became adjacent.
+    """
+    old = [(k, has_blank(s)) for s in before.body if (k := _key(s)) is not None]
+    old_index = {k: i for i, (k, _) in enumerate(old)}
+    body = list(after.body)
+    survivors = {k for s in body if (k := _key(s)) is not None}
+    changed = False
+    for i, stmt in enumerate(body):
+        key = _key(stmt)
+        if key is None or key not in old_index or has_blank(stmt) or i == 0:
+            continue
+        j = old_index[key] - 1
+        blank = False
+        while j >= 0 and old[j][0] not in survivors:
+            blank = blank or old[j][1]
+            j -= 1
+        prev, cur = _top_module(body[i - 1]), _top_module(stmt)
+        glued = (prev is not None and cur is not None and prev[0] in STDLIB
+                 and prev[0] != "__future__" and cur[0] not in STDLIB
+                 and _key(body[i - 1]) not in old_index)
+        if (blank and j + 1 < old_index[key]) or glued:
+            body[i] = stmt.with_changes(leading_lines=[_blank(), *stmt.leading_lines])
+            changed = True
+    return after.with_changes(body=body) if changed else after

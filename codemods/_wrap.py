@@ -1,0 +1,316 @@
+"""The with-block rewrite shared by GPU001 (engines) and GPU005 (bare runners).
+
+:class:`WrapTransformer` applies :class:`lint_gpu_tests.fixplan.WrapPlan` objects to a
+LibCST module. Plans address statements by the 1-based line where they start, as the
+``ast`` tree they were made from reports them; the transformer reads the same lines from
+LibCST's ``PositionProvider`` on the unmodified tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+from libcst.metadata import PositionProvider
+
+from codemods._cst import add_param, drop_param, proxy_of, runner_call
+from lint_gpu_tests.config import Config
+from lint_gpu_tests.fixplan import WrapPlan
+
+Stmt = cst.BaseStatement | cst.BaseSmallStatement
+
+
+class WrapTransformer(cst.CSTTransformer):
+    """Rewrites each plan's statement range into a with-block.
+
+    After ``transform``, ``needs`` holds what the module must import (``weakref``,
+    ``VllmRunner``, ``CompilationConfig``).
+    """
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, plans: Sequence[WrapPlan], config: Config,
+                 positions: dict[cst.CSTNode, object], engine_locals: set[str]) -> None:
+        super().__init__()
+        self.engine_locals = engine_locals
+        self.skip_blocks: set[int] = set()
+        self.with_stack: list[str] = []
+        self.plans = list(plans)
+        self.config = config
+        self.positions = positions
+        self.by_site = {p.site_line: p for p in plans}
+        self.by_function = {p.function_line: p for p in plans}
+        self.remove = set().union(*(p.remove_lines for p in plans)) if plans else set()
+        self.unwrap = set().union(*(p.unwrap_try_lines for p in plans)) if plans else set()
+        self.needs: set[str] = set()
+        self.runner_names: dict[int, str] = {}
+        self.changed = False
+
+    # ------------------------------------------------------------------ helpers
+    def _line(self, node: cst.CSTNode) -> int:
+        return self.positions[node].start.line  # type: ignore[attr-defined,no-any-return]
+
+    def _flatten(
+        self, originals: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement]
+    ) -> list[tuple[int, cst.BaseStatement]]:
+        """Pair each statement with its start line, unwrapping planned try statements."""
+        out: list[tuple[int, cst.BaseStatement]] = []
+        for orig, new in zip(originals, updated):
+            line = self._line(orig)
+            if line in self.unwrap and isinstance(orig, cst.Try) and isinstance(new, cst.Try):
+                inner_orig = orig.body.body
+                inner_new = new.body.body  # type: ignore[union-attr]
+                first = True
+                for pair in self._flatten(inner_orig, inner_new):  # type: ignore[arg-type]
+                    stmt = pair[1]
+                    if first:
+                        stmt = stmt.with_changes(
+                            leading_lines=[*new.leading_lines, *stmt.leading_lines])
+                        first = False
+                    out.append((pair[0], stmt))
+                self.changed = True
+                continue
+            out.append((line, new))
+        return out
+
+    def _rewrite_block(
+        self, originals: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement]
+    ) -> list[cst.BaseStatement]:
+        pairs = self._flatten(originals, updated)
+        kept: list[tuple[int, cst.BaseStatement]] = []
+        for line, stmt in pairs:
+            if line in self.remove:
+                self.changed = True
+                continue
+            kept.append((line, stmt))
+        out: list[cst.BaseStatement] = []
+        i = 0
+        while i < len(kept):
+            line, stmt = kept[i]
+            plan = self.by_site.get(line)
+            if plan is None:
+                out.append(stmt)
+                i += 1
+                continue
+            j = i
+            while j + 1 < len(kept) and kept[j + 1][0] <= plan.end_line:
+                j += 1
+            out.append(self._build_with(plan, stmt, [s for _, s in kept[i + 1: j + 1]]))
+            self.changed = True
+            i = j + 1
+        return out
+
+    def _runner_name(self, plan: WrapPlan) -> str:
+        return self.runner_names.get(plan.site_line, "runner")
+
+    def _engine_ref(self, plan: WrapPlan) -> cst.BaseExpression:
+        return cst.parse_expression(f"{self._runner_name(plan)}.{self.config.runner_attribute}")
+
+    def _build_with(
+        self, plan: WrapPlan, site: cst.BaseStatement, rest: list[cst.BaseStatement]
+    ) -> cst.With:
+        assert isinstance(site, cst.SimpleStatementLine) and len(site.body) == 1
+        small = site.body[0]
+        finder = _CallFinder(self.config, self.engine_locals)
+        small.visit(finder)
+        call = finder.found
+        assert call is not None, "planned statement holds no engine or runner call"
+        runner = self._runner_name(plan)
+        if plan.kind == "engine":
+            if plan.use_class:
+                func_name = self.config.runner_classes[0] if self.config.runner_classes \
+                    else "VllmRunner"
+                if self.config.target == "bundled":
+                    self.needs.add("VllmRunner")
+            else:
+                func_name = self.config.runner_fixture
+            new_call, uses_cc = runner_call(call, func_name, target=self.config.target)
+            if uses_cc:
+                self.needs.add("CompilationConfig")
+        else:
+            new_call = call
+        body: list[cst.BaseStatement] = []
+        as_name = runner
+        if plan.bound_name is not None and isinstance(small, (cst.Assign, cst.AnnAssign)):
+            if plan.kind == "runner":
+                as_name = plan.bound_name
+            elif not plan.yield_proxy:
+                self.needs.add("weakref")
+                body.append(cst.SimpleStatementLine(body=[cst.Assign(
+                    targets=[cst.AssignTarget(target=cst.Name(plan.bound_name))],
+                    value=proxy_of(self._engine_ref(plan)),
+                )]))
+        elif isinstance(small, cst.Expr) and small.value is call:
+            # A construction whose result is dropped: build it, tear it down.
+            body.append(cst.SimpleStatementLine(body=[cst.Pass()]))
+            as_name = ""
+        else:
+            replacement: cst.BaseExpression
+            if plan.kind == "engine":
+                replacement = self._engine_ref(plan)
+            else:
+                replacement = cst.Name(runner)
+            new_small = _replace_node(small, call, replacement)
+            if isinstance(new_small, cst.Return) or (
+                isinstance(new_small, cst.Expr) and isinstance(new_small.value, cst.Yield)
+            ):
+                value = replacement
+                if plan.kind == "engine":
+                    self.needs.add("weakref")
+                    value = proxy_of(replacement)
+                new_small = cst.Expr(cst.Yield(value=value))
+            body.append(site.with_changes(body=[new_small], leading_lines=[]))
+        for stmt in rest:
+            if plan.yield_proxy and plan.bound_name is not None:
+                stmt = self._proxy_handout(plan, stmt)
+            body.append(stmt)
+        if not body:
+            body.append(cst.SimpleStatementLine(body=[cst.Pass()]))
+        return cst.With(
+            items=[cst.WithItem(item=new_call, asname=cst.AsName(name=cst.Name(as_name))
+                                if as_name else None)],
+            body=cst.IndentedBlock(body=body, header=site.trailing_whitespace),
+            leading_lines=site.leading_lines,
+        )
+
+    def _proxy_handout(self, plan: WrapPlan, stmt: cst.BaseStatement) -> cst.BaseStatement:
+        """``yield llm``/``return llm`` -> ``yield weakref.proxy(runner.llm)``."""
+        if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
+            return stmt
+        small = stmt.body[0]
+        value: cst.BaseExpression | None = None
+        if isinstance(small, cst.Return):
+            value = small.value
+        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield):
+            value = small.value.value  # type: ignore[assignment]
+        if isinstance(value, cst.Name) and value.value == plan.bound_name:
+            self.needs.add("weakref")
+            return stmt.with_changes(
+                body=[cst.Expr(cst.Yield(value=proxy_of(self._engine_ref(plan))))])
+        return stmt
+
+    # ------------------------------------------------------------------ visitors
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        plan = self.by_function.get(self._line(node))
+        if plan is not None and plan.kind == "engine":
+            collector = _FreeNameCollector(self.positions, plan.site_line, self.config)
+            node.visit(collector)
+            name, k = "runner", 2
+            while name in collector.used:
+                name = f"runner{k}"
+                k += 1
+            self.runner_names[plan.site_line] = name
+        return True
+
+    def visit_Try(self, node: cst.Try) -> bool:
+        if self._line(node) in self.unwrap:
+            self.skip_blocks.add(id(node.body))
+        return True
+
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        plan = self.by_function.get(self._line(original_node))
+        if plan is None:
+            return updated_node
+        params = updated_node.params
+        for name in sorted(plan.drop_params):
+            params = drop_param(params, name)
+        if plan.add_param:
+            params = add_param(params, plan.add_param)
+        return updated_node.with_changes(params=params)
+
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        if id(original_node) in self.skip_blocks:
+            return updated_node
+        body = self._rewrite_block(original_node.body, updated_node.body)
+        if not body:
+            body = [cst.SimpleStatementLine(body=[cst.Pass()])]
+        return updated_node.with_changes(body=body)
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        return updated_node.with_changes(
+            body=self._rewrite_block(original_node.body, updated_node.body))
+
+
+class _CallFinder(cst.CSTVisitor):
+    """Finds the first engine-or-runner-looking call in a statement (outermost first)."""
+
+    def __init__(self, config: Config, engine_locals: set[str]) -> None:
+        super().__init__()
+        self.config = config
+        self.found: cst.Call | None = None
+        self.engine_names = {q.rsplit(".", 1)[-1] for q in config.engine_classes} | engine_locals
+        self.runner_names = {config.runner_fixture, *config.runner_classes}
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        if self.found is not None:
+            return False
+        func = node.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else (
+            func.value if isinstance(func, cst.Name) else None)
+        if name is not None and (name in self.runner_names or name in self.engine_names):
+            self.found = node
+            return False
+        return True
+
+
+class _FreeNameCollector(cst.CSTVisitor):
+    """Names a new ``runner`` binding could clash with: every name in the function except
+    inside runner with-blocks that do not enclose the site (their ``runner`` is dead by
+    then)."""
+
+    def __init__(self, positions: dict[cst.CSTNode, object], site_line: int,
+                 config: Config) -> None:
+        super().__init__()
+        self.positions = positions
+        self.site_line = site_line
+        self.runner_callables = {config.runner_fixture, *config.runner_classes}
+        self.used: set[str] = set()
+
+    def visit_With(self, node: cst.With) -> bool:
+        pos = self.positions[node]
+        encloses = pos.start.line <= self.site_line <= pos.end.line  # type: ignore[attr-defined]
+        if encloses:
+            return True
+        for item in node.items:
+            call = item.item
+            if not isinstance(call, cst.Call):
+                return True
+            func = call.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else (
+                func.value if isinstance(func, cst.Name) else None)
+            if name not in self.runner_callables:
+                return True
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.used.add(node.value)
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+
+class _Replace(cst.CSTTransformer):
+    def __init__(self, target: cst.CSTNode, replacement: cst.BaseExpression) -> None:
+        super().__init__()
+        self.target = target
+        self.replacement = replacement
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def, override]
+        if original_node is self.target:
+            return self.replacement
+        return updated_node
+
+
+def _replace_node(
+    small: cst.BaseSmallStatement, target: cst.CSTNode, replacement: cst.BaseExpression
+) -> cst.BaseSmallStatement:
+    return small.visit(_Replace(target, replacement))  # type: ignore[return-value]

@@ -1,0 +1,61 @@
+"""Applies one codemod per pass to a file's bytes (the engine's ``fix_source`` loops).
+
+Order: runners into with-statements (GPU005), engines into runners (GPU001 with its
+GPU003/GPU004), weak proxies (GPU002/GPU006), leftover cleanup (GPU004). Only one command
+runs per pass so fixes never overlap; ``fix_source`` re-checks and calls again.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+
+from codemods._base import GpuCodemod
+from codemods.proxy_engine_reference import ProxyEngineReference
+from codemods.remove_manual_cleanup import RemoveManualCleanup
+from codemods.wrap_engine_in_runner import WrapEngineInRunner
+from codemods.wrap_runner_in_with import WrapRunnerInWith
+from lint_gpu_tests.config import Config
+from lint_gpu_tests.ftypes import Violation
+
+ORDER: tuple[type[GpuCodemod], ...] = (
+    WrapRunnerInWith,
+    WrapEngineInRunner,
+    ProxyEngineReference,
+    RemoveManualCleanup,
+)
+
+
+class RoundTripError(Exception):
+    """LibCST cannot reproduce the file byte for byte, so it is not rewritten."""
+
+
+def apply_fixes(source: bytes, path: str, config: Config,
+                violations: list[Violation]) -> bytes | None:
+    """Run the first codemod that changes the file and return the new bytes.
+
+    Args:
+        source: the file's bytes (encoding, BOM and line endings are kept by LibCST).
+        path: used for the codemod context.
+        config: the run's settings.
+        violations: the violations whose fixes may be applied.
+
+    Returns:
+        New bytes, or ``None`` when no codemod changed anything.
+
+    Raises:
+        RoundTripError: when ``parse_module(source).bytes != source``.
+        libcst.ParserSyntaxError: when LibCST cannot parse the file.
+    """
+    module = cst.parse_module(source)
+    if module.bytes != source:
+        raise RoundTripError("LibCST cannot round-trip this file byte for byte")
+    codes = {v.code for v in violations}
+    for command in ORDER:
+        if not (command.CODES & codes):
+            continue
+        context = CodemodContext(filename=path)
+        new = command(context, config=config, violations=violations).transform_module(module)
+        if new.bytes != source:
+            return new.bytes
+    return None

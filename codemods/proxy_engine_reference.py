@@ -1,0 +1,90 @@
+"""Codemod for GPU006 and GPU002: hand out ``weakref.proxy(runner.llm)``, not the engine."""
+
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from codemods._base import GpuCodemod
+from codemods._cst import proxy_of
+from lint_gpu_tests.analysis import ModuleAnalysis, walk_function
+from lint_gpu_tests.ftypes import Violation
+
+
+class ProxyEngineReference(GpuCodemod):
+    """``llm = runner.llm`` -> ``llm = weakref.proxy(runner.llm)``; a fixture's
+    ``yield runner.llm`` -> ``yield weakref.proxy(runner.llm)`` (``return`` becomes
+    ``yield``)."""
+
+    DESCRIPTION = "Bind and yield weak proxies of the runner's engine (GPU002, GPU006)."
+    CODES = frozenset({"GPU002", "GPU006"})
+
+    def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
+                todo: list[Violation]) -> cst.Module:
+        lines: set[int] = set()
+        for v in todo:
+            lines.add(v.location.row)
+            if v.code == "GPU002":
+                lines |= self._alias_lines(module, v.location.row)
+        wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
+        transformer = _Proxy(lines, wrapper.resolve(PositionProvider),  # type: ignore[arg-type]
+                             module.runner_attributes())
+        new_tree = wrapper.module.visit(transformer)
+        if not transformer.changed:
+            return tree
+        self.add_imports({"weakref"})
+        return new_tree
+
+    def _alias_lines(self, module: ModuleAnalysis, row: int) -> set[int]:
+        """Lines of ``x = runner.llm`` aliases that a fixture yields at ``row``."""
+        out: set[int] = set()
+        for func in module.functions:
+            names = module.function_bindings(func)
+            for node in walk_function(func.node):
+                if isinstance(node, (ast.Yield, ast.Return)) and node.lineno == row and \
+                        isinstance(node.value, ast.Name) and node.value.id in names.strong_aliases:
+                    for stmt in walk_function(func.node):
+                        if isinstance(stmt, ast.Assign) and any(
+                            isinstance(t, ast.Name) and t.id == node.value.id
+                            for t in stmt.targets
+                        ) and isinstance(stmt.value, ast.Attribute):
+                            out.add(stmt.lineno)
+        return out
+
+
+class _Proxy(cst.CSTTransformer):
+    def __init__(self, lines: set[int], positions: dict[cst.CSTNode, object],
+                 attrs: frozenset[str]) -> None:
+        super().__init__()
+        self.lines = lines
+        self.positions = positions
+        self.attrs = attrs
+        self.changed = False
+
+    def _is_engine_attr(self, node: cst.BaseExpression | None) -> bool:
+        return (isinstance(node, cst.Attribute) and node.attr.value in self.attrs
+                and isinstance(node.value, cst.Name))
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        if self.positions[original_node].start.line not in self.lines:  # type: ignore[attr-defined]
+            return updated_node
+        body: list[cst.BaseSmallStatement] = []
+        for small in updated_node.body:
+            if isinstance(small, (cst.Assign, cst.AnnAssign)) and self._is_engine_attr(
+                    small.value):
+                small = small.with_changes(value=proxy_of(small.value))  # type: ignore[arg-type]
+                self.changed = True
+            elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield) and \
+                    self._is_engine_attr(small.value.value):  # type: ignore[arg-type]
+                small = small.with_changes(value=small.value.with_changes(
+                    value=proxy_of(small.value.value)))  # type: ignore[arg-type]
+                self.changed = True
+            elif isinstance(small, cst.Return) and self._is_engine_attr(small.value):
+                small = cst.Expr(cst.Yield(value=proxy_of(small.value)))  # type: ignore[arg-type]
+                self.changed = True
+            body.append(small)
+        return updated_node.with_changes(body=body)

@@ -1,0 +1,55 @@
+"""Codemod for GPU004 outside an engine rewrite: delete leftover manual cleanup."""
+
+from __future__ import annotations
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from codemods._base import GpuCodemod
+from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.ftypes import Violation
+
+
+class RemoveManualCleanup(GpuCodemod):
+    """Delete ``gc.collect()``, ``empty_cache()``, ``del runner`` ... in functions that
+    already use the runner (an unsafe fix: it changes when memory is freed)."""
+
+    DESCRIPTION = "Remove manual engine cleanup the runner already does (GPU004)."
+    CODES = frozenset({"GPU004"})
+
+    def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
+                todo: list[Violation]) -> cst.Module:
+        lines = {v.location.row for v in todo if v.fix is not None and
+                 v.fix.title == "Remove the manual cleanup" and "GPU001" not in v.fix.title}
+        wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
+        transformer = _Remove(lines, wrapper.resolve(PositionProvider))  # type: ignore[arg-type]
+        new_tree = wrapper.module.visit(transformer)
+        if not transformer.changed:
+            return tree
+        self.remove_unused(module)
+        return new_tree
+
+
+class _Remove(cst.CSTTransformer):
+    def __init__(self, lines: set[int], positions: dict[cst.CSTNode, object]) -> None:
+        super().__init__()
+        self.lines = lines
+        self.positions = positions
+        self.changed = False
+
+    def _filter(self, original: list[cst.BaseStatement],
+                updated: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        out = []
+        for orig, new in zip(original, updated):
+            if isinstance(orig, cst.SimpleStatementLine) and \
+                    self.positions[orig].start.line in self.lines:  # type: ignore[attr-defined]
+                self.changed = True
+                continue
+            out.append(new)
+        return out
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
+                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        body = self._filter(list(original_node.body), list(updated_node.body))
+        return updated_node.with_changes(
+            body=body or [cst.SimpleStatementLine(body=[cst.Pass()])])

@@ -1,0 +1,33 @@
+"""Codemod for GPU005: a runner built outside ``with`` becomes a with-statement."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from codemods._base import GpuCodemod
+from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.fixplan import WrapPlan, planner_for
+from lint_gpu_tests.ftypes import Violation
+
+
+class WrapRunnerInWith(GpuCodemod):
+    """``runner = vllm_runner(...)`` + uses -> ``with vllm_runner(...) as runner:``."""
+
+    DESCRIPTION = "Enter runners built outside a with-statement in one (GPU005)."
+    CODES = frozenset({"GPU005"})
+
+    def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
+                todo: list[Violation]) -> cst.Module:
+        planner = planner_for(module)
+        rows = {v.location.row for v in todo}
+        plans: list[WrapPlan] = []
+        seen: set[int] = set()
+        for call in module.runner_calls:
+            if call.context != "bare" or call.call.lineno not in rows:
+                continue
+            plan = planner.runner_plan(call)
+            if not isinstance(plan, WrapPlan) or plan.function_line in seen:
+                continue
+            seen.add(plan.function_line)
+            plans.append(plan)
+        return self.apply_plans(tree, module, plans)
