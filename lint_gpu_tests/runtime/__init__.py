@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     )
     from .memory import (
         DeviceMemory,
+        GpuMemoryLeakWarning,
         GpuMemoryTimeoutError,
         MemoryReader,
         default_memory_reader,
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     )
     from .runner import (
         EngineClosedError,
-        GpuMemoryLeakWarning,
         RunnerTeardownWarning,
         VllmRunner,
         VllmRunnerFactory,
@@ -49,7 +49,7 @@ _EXPORTS: dict[str, str] = {
     "wait_for_gpu_memory_to_clear": "memory",
     "wait_for_memory_to_return": "memory",
     "EngineClosedError": "runner",
-    "GpuMemoryLeakWarning": "runner",
+    "GpuMemoryLeakWarning": "memory",
     "RunnerTeardownWarning": "runner",
     "VllmRunner": "runner",
     "VllmRunnerFactory": "runner",

@@ -30,11 +30,20 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
 from ._platform import default_start_method
+from .memory import (
+    GIB,
+    DeviceMemory,
+    GpuMemoryLeakWarning,
+    GpuMemoryTimeoutError,
+    read_baseline,
+    wait_for_memory_to_return,
+)
 
 __all__ = [
     "IsolatedTestError",
@@ -337,6 +346,19 @@ def _report(
     raise exception from remote
 
 
+def _wait_for_release(baseline: list[DeviceMemory], timeout_s: float, slack: int) -> None:
+    try:
+        wait_for_memory_to_return(baseline, slack_bytes=slack, timeout_s=timeout_s)
+    except GpuMemoryTimeoutError as exc:
+        warnings.warn(
+            f"device memory not released after the isolated test's processes ended: {exc}",
+            GpuMemoryLeakWarning,
+            stacklevel=3,
+        )
+    except Exception:  # the reader broke: nothing to wait with
+        pass
+
+
 def _read_outcome(path: str) -> dict[str, Any] | None:
     try:
         with open(path, "rb") as file:
@@ -347,17 +369,31 @@ def _read_outcome(path: str) -> dict[str, Any] | None:
 
 
 @overload
-def create_new_process_for_each_test(method: F, *, timeout_s: float | None = None) -> F: ...
+def create_new_process_for_each_test(
+    method: F,
+    *,
+    timeout_s: float | None = None,
+    memory_wait_timeout_s: float = 60.0,
+    memory_slack_bytes: int = GIB,
+) -> F: ...
 
 
 @overload
 def create_new_process_for_each_test(
-    method: StartMethod | None = None, *, timeout_s: float | None = None
+    method: StartMethod | None = None,
+    *,
+    timeout_s: float | None = None,
+    memory_wait_timeout_s: float = 60.0,
+    memory_slack_bytes: int = GIB,
 ) -> Callable[[F], F]: ...
 
 
 def create_new_process_for_each_test(
-    method: StartMethod | Callable[..., Any] | None = None, *, timeout_s: float | None = None
+    method: StartMethod | Callable[..., Any] | None = None,
+    *,
+    timeout_s: float | None = None,
+    memory_wait_timeout_s: float = 60.0,
+    memory_slack_bytes: int = GIB,
 ) -> Any:
     """Decorator: run the test function in a new child process.
 
@@ -370,6 +406,15 @@ def create_new_process_for_each_test(
             torch is not imported to decide).
         timeout_s: kill the child's process group and fail the test after this many
             seconds; ``None``: no limit.
+        memory_wait_timeout_s: after the child's group is gone, wait up to this many
+            seconds until every visible device is back within ``memory_slack_bytes`` of
+            what it used before the child started (the driver frees a dead process's
+            memory a moment after it exits: about 0.1 s was seen on an H200), so the next
+            test starts on a clean device; at the timeout a
+            :class:`~lint_gpu_tests.runtime.memory.GpuMemoryLeakWarning`. 0 disables it;
+            it is skipped where memory cannot be read (no NVML/amdsmi; torch is never
+            initialised for it).
+        memory_slack_bytes: bytes a device may stay above its pre-test reading (1 GiB).
 
     The wrapper keeps the function's name and signature (``functools.wraps``), so pytest
     still injects fixtures. In the parent: a pass is a pass; ``pytest.skip``/``xfail``
@@ -385,8 +430,13 @@ def create_new_process_for_each_test(
     Raises:
         ValueError: ``method`` is neither ``"fork"`` nor ``"spawn"``.
     """
+    options: dict[str, Any] = {
+        "timeout_s": timeout_s,
+        "memory_wait_timeout_s": memory_wait_timeout_s,
+        "memory_slack_bytes": memory_slack_bytes,
+    }
     if callable(method):
-        return create_new_process_for_each_test(None, timeout_s=timeout_s)(method)
+        return create_new_process_for_each_test(None, **options)(method)
     if method not in (None, "fork", "spawn"):
         raise ValueError(f"method must be 'fork', 'spawn' or None, not {method!r}")
     chosen: StartMethod | None = method
@@ -399,6 +449,7 @@ def create_new_process_for_each_test(
                 func(*args, **kwargs)
                 return
             start: StartMethod = chosen or default_start_method()
+            baseline = read_baseline() if memory_wait_timeout_s > 0 else None
             fd, result_path = tempfile.mkstemp(prefix="gpu-test-lint-outcome-")
             os.close(fd)
             try:
@@ -407,6 +458,8 @@ def create_new_process_for_each_test(
                 outcome = _read_outcome(result_path) if finished else None
             finally:
                 os.unlink(result_path)
+            if baseline:
+                _wait_for_release(baseline, memory_wait_timeout_s, memory_slack_bytes)
             _report(outcome, pid, start, finished, how, timeout_s)
 
         setattr(wrapper, _ORIGINAL_ATTR, func)

@@ -33,11 +33,13 @@ __all__ = [
     "GIB",
     "AmdSmiMemoryReader",
     "DeviceMemory",
+    "GpuMemoryLeakWarning",
     "GpuMemoryTimeoutError",
     "MemoryReader",
     "NvmlMemoryReader",
     "TorchMemoryReader",
     "default_memory_reader",
+    "read_baseline",
     "parse_visible_devices",
     "read_all",
     "wait_for_gpu_memory_to_clear",
@@ -96,6 +98,11 @@ class MemoryReader(Protocol):
     def device_count(self) -> int: ...
 
     def read(self, index: int) -> DeviceMemory: ...
+
+
+class GpuMemoryLeakWarning(RuntimeWarning):
+    """Device memory was not back within the slack of its baseline after a teardown
+    (:class:`~lint_gpu_tests.runtime.runner.VllmRunner` exit, or an isolated test's end)."""
 
 
 class GpuMemoryTimeoutError(TimeoutError):
@@ -320,6 +327,18 @@ def read_all(reader: MemoryReader, devices: Sequence[int] | None = None) -> list
     """Read ``devices`` (logical indices; ``None``: every visible device) with ``reader``."""
     indices = range(reader.device_count()) if devices is None else devices
     return [reader.read(i) for i in indices]
+
+
+def read_baseline(reader: MemoryReader | None = None) -> list[DeviceMemory] | None:
+    """Every visible device's reading, or ``None`` when memory cannot be read here
+    (no reader available, or reading failed). Never raises."""
+    try:
+        if reader is None:
+            reader = default_memory_reader()
+        return None if reader is None else read_all(reader)
+    except Exception as exc:
+        logger.debug("cannot read device memory: %r", exc)
+        return None
 
 
 def wait_for_gpu_memory_to_clear(

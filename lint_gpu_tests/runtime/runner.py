@@ -31,10 +31,11 @@ from typing import Any, ClassVar, Literal
 from .memory import (
     GIB,
     DeviceMemory,
+    GpuMemoryLeakWarning,
     GpuMemoryTimeoutError,
     MemoryReader,
     default_memory_reader,
-    read_all,
+    read_baseline,
     wait_for_memory_to_return,
 )
 
@@ -55,10 +56,6 @@ StepStatus = Literal["ok", "skipped", "failed"]
 
 class RunnerTeardownWarning(RuntimeWarning):
     """A teardown step raised; the remaining steps still ran."""
-
-
-class GpuMemoryLeakWarning(RuntimeWarning):
-    """Device memory was not back within the slack of its baseline after teardown."""
 
 
 class EngineClosedError(RuntimeError):
@@ -347,12 +344,7 @@ class VllmRunner:
         """Every visible device's reading, or ``None`` when memory cannot be read."""
         if cls.memory_wait_timeout_s <= 0:
             return None
-        try:
-            reader = cls._reader()
-            return None if reader is None else read_all(reader)
-        except Exception as exc:
-            logger.debug("cannot read device memory: %r", exc)
-            return None
+        return read_baseline(cls._reader())
 
     @classmethod
     def _wait_for_memory(cls, baseline: list[DeviceMemory] | None) -> list[GpuMemoryTimeoutError]:

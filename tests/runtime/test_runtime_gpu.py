@@ -67,6 +67,9 @@ def record(key, value, overwrite=True):
     with open(path, "w") as f:
         json.dump(data, f, indent=1, sort_keys=True)
 
+def read(key):
+    return json.load(open(os.environ["GPU_RESULTS_JSON"]))[key]
+
 def above():
     return used_gib() - BASELINE
 
@@ -175,9 +178,10 @@ def test_c3_innocent():
 """
 
 ISOLATION = """
+import time
 import vllm
 from lint_gpu_tests.runtime import create_new_process_for_each_test
-from conftest import GIB, HOLD_GIB, above, record, seconds_until_back
+from conftest import GIB, HOLD_GIB, above, read, record, seconds_until_back
 
 KEEP = []
 
@@ -186,12 +190,14 @@ def hog(method):
     KEEP.append(vllm.LLM("fake/model", hold_gib=HOLD_GIB))  # leaked on purpose
     KEEP.append(torch.ones(10 * GIB, dtype=torch.uint8, device="cuda"))  # and this
     record(f"isolated_{method}.during_gib", above())
+    record(f"isolated_{method}.child_done_at", time.time())
 
 @create_new_process_for_each_test("fork")
 def test_d1_fork():
     hog("fork")
 
 def test_d2_after_fork(at_setup):
+    record("isolated_fork.s_child_done_to_next_test", time.time() - read("isolated_fork.child_done_at"))
     record("isolated_fork.seconds_until_back", seconds_until_back())
 
 @create_new_process_for_each_test("spawn")
@@ -199,6 +205,7 @@ def test_d3_spawn():
     hog("spawn")
 
 def test_d4_after_spawn(at_setup):
+    record("isolated_spawn.s_child_done_to_next_test", time.time() - read("isolated_spawn.child_done_at"))
     record("isolated_spawn.seconds_until_back", seconds_until_back())
 """
 

@@ -9,6 +9,7 @@ import pytest
 
 from lint_gpu_tests.runtime import create_new_process_for_each_test
 from lint_gpu_tests.runtime.isolation import _in_isolated_child
+from lint_gpu_tests.runtime.memory import GIB
 
 OUTCOMES = """
 import os
@@ -175,3 +176,36 @@ def test_this_suite_runs_isolated_itself(tmp_path: Path) -> None:
 
     assert isolation._in_isolated_child
     assert not _in_isolated_child  # the name imported in the parent is a copy of the flag
+
+
+def test_waits_for_device_memory_after_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtime_fakes import FakeMemoryReader
+
+    from lint_gpu_tests.runtime import memory
+
+    # before the child: 1 GiB; after: the driver still shows 41 GiB once, then 1 GiB
+    reader = FakeMemoryReader(script=[GIB, 41 * GIB, GIB])
+    monkeypatch.setattr(memory, "default_memory_reader", lambda **_: reader)
+
+    @create_new_process_for_each_test("fork")
+    def body() -> None:
+        pass
+
+    body()
+    assert reader.reads == 3  # baseline, one reading above, one back within the slack
+
+
+def test_memory_not_back_after_the_child_warns(monkeypatch: pytest.MonkeyPatch) -> None:
+    from runtime_fakes import FakeMemoryReader
+
+    from lint_gpu_tests.runtime import GpuMemoryLeakWarning, memory
+
+    reader = FakeMemoryReader(script=[GIB, 41 * GIB])
+    monkeypatch.setattr(memory, "default_memory_reader", lambda **_: reader)
+
+    @create_new_process_for_each_test("fork", memory_wait_timeout_s=1e-9)
+    def body() -> None:
+        pass
+
+    with pytest.warns(GpuMemoryLeakWarning, match=r"41.00/80.00 GiB used"):
+        body()

@@ -155,7 +155,10 @@ def test_failing_shutdown_warns_when_the_body_passed() -> None:
         warnings.simplefilter("always")
         with QuietRunner("m", fail_shutdown=True):
             pass
-    assert [w.category for w in caught] == [RunnerTeardownWarning]
+    # (Python 3.12 adds a DeprecationWarning for fork() in a threaded process; NVML starts
+    # threads, so on a GPU machine the stand-in's fork can add one)
+    ours = [w.category for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert ours == [RunnerTeardownWarning]
 
 
 def test_second_exit_is_a_no_op(fake_vllm: types.ModuleType) -> None:
