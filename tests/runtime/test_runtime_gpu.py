@@ -197,7 +197,8 @@ def test_d1_fork():
     hog("fork")
 
 def test_d2_after_fork(at_setup):
-    record("isolated_fork.s_child_done_to_next_test", time.time() - read("isolated_fork.child_done_at"))
+    done = read("isolated_fork.child_done_at")
+    record("isolated_fork.s_child_done_to_next_test", time.time() - done)
     record("isolated_fork.seconds_until_back", seconds_until_back())
 
 @create_new_process_for_each_test("spawn")
@@ -205,7 +206,8 @@ def test_d3_spawn():
     hog("spawn")
 
 def test_d4_after_spawn(at_setup):
-    record("isolated_spawn.s_child_done_to_next_test", time.time() - read("isolated_spawn.child_done_at"))
+    done = read("isolated_spawn.child_done_at")
+    record("isolated_spawn.s_child_done_to_next_test", time.time() - done)
     record("isolated_spawn.seconds_until_back", seconds_until_back())
 """
 
