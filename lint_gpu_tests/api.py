@@ -23,7 +23,6 @@ import difflib
 import os
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -259,6 +258,8 @@ def _work(path: str) -> _Outcome:
 
 def _run_parallel(paths: Sequence[str], config: Config, mode: _Mode, jobs: int
                   ) -> Iterator[_Outcome]:
+    from concurrent.futures import ProcessPoolExecutor  # imported only for parallel runs
+
     chunksize = max(1, min(64, len(paths) // (jobs * 8)))
     with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
                              initargs=(config, mode)) as pool:

@@ -19,7 +19,9 @@ walking (a symlink loop, a dangling link, an unreadable directory) is recorded i
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -90,19 +92,65 @@ def _spec(lines: Iterable[str]) -> pathspec.PathSpec:
     return pathspec.GitIgnoreSpec.from_lines(list(lines))
 
 
+def _is_simple(pattern: str) -> bool:
+    """A pattern that matches by base name alone: no slash but a trailing one, no ``**``,
+    no escape. (Git matches a slash-free pattern against the name at any depth.)"""
+    body = pattern[:-1] if pattern.endswith("/") else pattern
+    return bool(body) and "/" not in body and "**" not in body and "\\" not in body
+
+
+def _names_regex(patterns: Sequence[str]) -> re.Pattern[str] | None:
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
+
+
 @dataclass
 class _Ignore:
-    """A ``.gitignore`` (or exclude list) anchored at ``base`` (an absolute directory)."""
+    """A ``.gitignore`` (or exclude list) anchored at ``base`` (an absolute directory).
+
+    Speed matters here (every walked entry is checked against every applicable list):
+    slash-free patterns become one base-name regex; only the others go through pathspec
+    with a relative path. A list with a negation (``!pattern``) goes wholly through
+    pathspec, so git's last-match-wins order is kept exactly.
+    """
 
     base: str
-    spec: pathspec.PathSpec
+    spec: pathspec.PathSpec | None
+    names_any: re.Pattern[str] | None = None
+    names_dir: re.Pattern[str] | None = None
+
+    @classmethod
+    def from_lines(cls, base: str, lines: Iterable[str]) -> _Ignore:
+        patterns = [line.rstrip() for line in lines]
+        patterns = [p for p in patterns if p and not p.startswith("#")]
+        if any(p.startswith("!") for p in patterns):
+            return cls(base, _spec(patterns))
+        simple = [p for p in patterns if _is_simple(p)]
+        rest = [p for p in patterns if not _is_simple(p)]
+        return cls(
+            base,
+            _spec(rest) if rest else None,
+            _names_regex([p for p in simple if not p.endswith("/")]),
+            _names_regex([p[:-1] for p in simple if p.endswith("/")]),
+        )
+
+    def rebased(self, base: str) -> _Ignore:
+        """The same patterns anchored at another directory."""
+        return _Ignore(base, self.spec, self.names_any, self.names_dir)
 
     def check(self, abspath: str, is_dir: bool) -> bool | None:
         """True ignored, False re-included (``!pattern``), None when no pattern matches."""
-        rel = os.path.relpath(abspath, self.base)
-        if rel.startswith(".."):
+        name = os.path.basename(abspath)
+        if self.names_any is not None and self.names_any.match(name):
+            return True
+        if is_dir and self.names_dir is not None and self.names_dir.match(name):
+            return True
+        if self.spec is None:
             return None
-        rel = rel.replace(os.sep, "/")
+        if not abspath.startswith(self.base + os.sep):
+            return None
+        rel = abspath[len(self.base) + 1:].replace(os.sep, "/")
         if is_dir:
             rel += "/"
         return self.spec.check_file(rel).include
@@ -115,7 +163,7 @@ def _read_gitignore(directory: str) -> _Ignore | None:
             lines = handle.read().splitlines()
     except OSError:
         return None
-    return _Ignore(directory, _spec(lines)) if lines else None
+    return _Ignore.from_lines(directory, lines) if lines else None
 
 
 def _git_root(start: str) -> str | None:
@@ -145,7 +193,7 @@ def _inherited_gitignores(start: str) -> list[_Ignore]:
     info = os.path.join(root, ".git", "info", "exclude")
     try:
         with open(info, encoding="utf-8", errors="replace") as handle:
-            chain.append(_Ignore(root, _spec(handle.read().splitlines())))
+            chain.append(_Ignore.from_lines(root, handle.read().splitlines()))
     except OSError:
         pass
     above = [d for d in reversed(_parents(start)) if d.startswith(root)] if start != root else []
@@ -168,14 +216,14 @@ def _ignored_by(chain: Sequence[_Ignore], abspath: str, is_dir: bool) -> bool:
 def _exclude_spec(config: Config) -> _Ignore:
     patterns = list(config.exclude) if config.exclude else list(DEFAULT_EXCLUDES)
     patterns.extend(config.extend_exclude)
-    return _Ignore(os.path.abspath(config.root), _spec(patterns))
+    return _Ignore.from_lines(os.path.abspath(config.root), patterns)
 
 
 def _excluded(exclude: _Ignore, abspath: str, is_dir: bool, walk_root: str) -> bool:
     verdict = exclude.check(abspath, is_dir)
     if verdict is None and not abspath.startswith(exclude.base + os.sep):
         # Outside the config root: anchor the patterns at the directory being walked.
-        verdict = _Ignore(walk_root, exclude.spec).check(abspath, is_dir)
+        verdict = exclude.rebased(walk_root).check(abspath, is_dir)
     return bool(verdict)
 
 

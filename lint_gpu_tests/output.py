@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape, quoteattr
 
 from lint_gpu_tests import __version__
 from lint_gpu_tests.ftypes import Applicability, Violation
@@ -310,6 +309,17 @@ def render_github(violations: Sequence[Violation], options: RenderOptions) -> st
 
 
 # --------------------------------------------------------------------------- junit
+
+
+def escape(text: str) -> str:
+    """Escape XML character data (``xml.sax.saxutils`` would pull in ``urllib``: slow start)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def quoteattr(text: str) -> str:
+    """An XML attribute value with its double quotes."""
+    escaped = escape(text).replace('"', "&quot;").replace("\n", "&#10;").replace("\r", "&#13;")
+    return f'"{escaped.replace(chr(9), "&#9;")}"'
 
 
 def render_junit(violations: Sequence[Violation], options: RenderOptions) -> str:

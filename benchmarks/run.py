@@ -1,0 +1,211 @@
+"""Benchmark gpu-test-lint against ruff and flake8 (run by hand; not part of the tests).
+
+Usage (from the repository root, after ``make install-test``)::
+
+    .venv/bin/python benchmarks/run.py --tree /path/to/vllm-gaudi/tests \\
+        --tree /path/to/vllm-spyre/tests --generated 20000 --rounds 5
+
+What it times, in one process and alternating (round 1 runs every command once, then round 2,
+...), so that drifting machine load hits every command alike:
+
+* ``gpu-test-lint check`` cold (cache directory emptied first) and warm (cache filled);
+* ``ruff check --select E9,F`` cold and warm (its own cache, emptied the same way);
+* flake8 with the gpu-test-lint plugin (``--extend-select GPU``) and without it (the plugin
+  dropped from flake8's plugin list by ``benchmarks/flake8_toggle.py``), both with flake8's
+  default checks, so the difference is the plugin's cost.
+
+The real trees are copied into a scratch directory first (their own caches and configs stay
+untouched); the generated tree (``benchmarks/gen_tree.py``) is written there too. For each
+command it reports the median wall time, the ratio to its baseline, and the peak resident
+memory of the largest process (``os.wait4``'s ``ru_maxrss``: for a run with worker processes
+that is the largest worker or the parent, not their sum; ``--jobs 1`` rows give the
+single-process figure). With ``--scaling`` it also times cold single-process runs on the first
+quarter, half and all of the generated tree to show the growth is linear.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+
+
+@dataclass
+class Command:
+    """One timed command: ``argv`` run in ``cwd``; ``setup`` runs untimed before each run."""
+
+    label: str
+    argv: list[str]
+    cwd: Path
+    clear: Path | None = None
+    times: list[float] = field(default_factory=list)
+    peak_kib: int = 0
+
+    def run(self) -> None:
+        if self.clear is not None:
+            shutil.rmtree(self.clear, ignore_errors=True)
+        start = time.perf_counter()
+        proc = subprocess.Popen(self.argv, cwd=self.cwd, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"{self.label}: exit {proc.returncode}: {' '.join(self.argv)}")
+        self.times.append(elapsed)
+        self.peak_kib = max(self.peak_kib, usage.ru_maxrss)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+
+def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
+                 flake8: bool, jobs1: bool) -> list[Command]:
+    gpu_cache = scratch / f"gpu-cache-{label}"
+    ruff_cache = scratch / f"ruff-cache-{label}"
+    gpu = [str(BIN / "gpu-test-lint"), "check", "--exit-zero", "-q", "--cache-dir",
+           str(gpu_cache), *paths]
+    ruff = [str(BIN / "ruff"), "check", "--select", "E9,F", "--exit-zero", "-q",
+            "--cache-dir", str(ruff_cache), *paths]
+    out = [
+        Command(f"{label}: gpu-test-lint cold", gpu, cwd, clear=gpu_cache),
+        Command(f"{label}: ruff cold", ruff, cwd, clear=ruff_cache),
+        Command(f"{label}: gpu-test-lint warm", gpu, cwd),
+        Command(f"{label}: ruff warm", ruff, cwd),
+    ]
+    if jobs1:
+        out.append(Command(f"{label}: gpu-test-lint cold --jobs 1",
+                           [*gpu[:2], "--jobs", "1", *gpu[2:]], cwd, clear=gpu_cache))
+    if flake8:
+        toggle = [sys.executable, str(HERE / "flake8_toggle.py")]
+        out += [
+            Command(f"{label}: flake8 + GPU plugin",
+                    [*toggle, "on", "--extend-select", "GPU", "--exit-zero", *paths], cwd),
+            Command(f"{label}: flake8 without plugin",
+                    [*toggle, "off", "--exit-zero", *paths], cwd),
+        ]
+    return out
+
+
+def report(commands: Sequence[Command], label: str) -> list[str]:
+    by = {c.label.split(": ", 1)[1]: c for c in commands if c.label.startswith(label + ":")}
+
+    def ratio(a: str, b: str) -> str:
+        if a in by and b in by:
+            return f"{by[a].median / by[b].median:.2f}x"
+        return "-"
+
+    lines = [f"### {label}", "",
+             "| command | median s | runs | peak RSS MiB (largest process) |",
+             "| --- | ---: | ---: | ---: |"]
+    for name, command in by.items():
+        lines.append(f"| {name} | {command.median:.3f} | {len(command.times)} | "
+                     f"{command.peak_kib / 1024:.0f} |")
+    lines += [
+        "",
+        f"- cold ratio gpu-test-lint / ruff: {ratio('gpu-test-lint cold', 'ruff cold')}"
+        " (target <= 3x)",
+        f"- warm ratio gpu-test-lint / ruff: {ratio('gpu-test-lint warm', 'ruff warm')}"
+        " (target <= 1.5x)",
+        f"- flake8 with plugin / without: "
+        f"{ratio('flake8 + GPU plugin', 'flake8 without plugin')} (target <= 1.10x)",
+        "",
+    ]
+    return lines
+
+
+def scaling(tree: Path, scratch: Path, rounds: int) -> list[str]:
+    files = sorted(str(p.relative_to(tree)) for p in tree.rglob("*.py"))
+    lines = ["### scaling (generated tree, cold, --jobs 1, --no-cache)", "",
+             "| files | median s | ms per file | peak RSS MiB |", "| ---: | ---: | ---: | ---: |"]
+    for fraction in (4, 2, 1):
+        subset = files[: len(files) // fraction]
+        listing = scratch / f"subset-{fraction}"
+        listing.mkdir(exist_ok=True)
+        for name in subset:
+            target = listing / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists():
+                os.link(tree / name, target)
+        cmd = Command(f"scale {len(subset)}", [str(BIN / "gpu-test-lint"), "check", "-q",
+                                               "--exit-zero", "--no-cache", "--jobs", "1", "."],
+                      listing)
+        for _ in range(rounds):
+            cmd.run()
+        lines.append(f"| {len(subset)} | {cmd.median:.2f} | "
+                     f"{1000 * cmd.median / len(subset):.3f} | {cmd.peak_kib / 1024:.0f} |")
+    return [*lines, ""]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tree", action="append", default=[], type=Path,
+                        help="a real tests/ tree (repeatable); copied into the scratch dir")
+    parser.add_argument("--generated", type=int, default=20000,
+                        help="files in the generated tree (0: none)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--generated-rounds", type=int, default=3)
+    parser.add_argument("--no-flake8-generated", action="store_true",
+                        help="skip flake8 on the generated tree (slow)")
+    parser.add_argument("--scaling", action="store_true")
+    parser.add_argument("--out", type=Path, help="also write the Markdown report here")
+    args = parser.parse_args(argv)
+
+    lines = [f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
+             f"{subprocess.check_output([str(BIN / 'ruff'), '--version'], text=True).strip()}, "
+             f"flake8 {subprocess.check_output([sys.executable, '-m', 'flake8', '--version'], text=True).split()[0]}",  # noqa: E501
+             ""]
+    with tempfile.TemporaryDirectory(prefix="gtl-bench-") as tmp:
+        scratch = Path(tmp)
+        groups: list[tuple[str, list[Command], int]] = []
+        if args.tree:
+            real = scratch / "real"
+            names = []
+            for tree in args.tree:
+                name = f"{tree.parent.name}-{tree.name}"
+                shutil.copytree(tree, real / name)
+                names.append(name)
+            count = sum(1 for _ in real.rglob("*.py"))
+            label = f"real trees ({', '.join(names)}; {count} files)"
+            groups.append((label, commands_for(label, names, real, scratch, True, True),
+                           args.rounds))
+        if args.generated:
+            gen = scratch / "generated"
+            subprocess.run([sys.executable, str(HERE / "gen_tree.py"), str(gen),
+                            str(args.generated)], check=True)
+            label = f"generated tree ({args.generated} files)"
+            groups.append((label, commands_for(label, ["."], gen, scratch,
+                                               not args.no_flake8_generated, True),
+                           args.generated_rounds))
+        for label, commands, rounds in groups:
+            for command in commands:  # warm-up: fills caches for the warm rows
+                command.run()
+                command.times.clear()
+            for _ in range(rounds):
+                for command in commands:
+                    command.run()
+            lines += report(commands, label)
+            print("\n".join(report(commands, label)), flush=True)
+        if args.scaling and args.generated:
+            rows = scaling(scratch / "generated", scratch, max(1, args.generated_rounds))
+            lines += rows
+            print("\n".join(rows), flush=True)
+    if args.out:
+        args.out.write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
