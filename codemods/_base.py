@@ -18,7 +18,12 @@ from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from codemods._imports import add_stdlib_import, restore_section_breaks
+from codemods._imports import (
+    add_from_import,
+    add_stdlib_import,
+    has_from_import,
+    restore_section_breaks,
+)
 from lint_gpu_tests.analysis import CLEANUP_FUNCTIONS, ModuleAnalysis
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan import WrapPlan
@@ -102,17 +107,27 @@ class GpuCodemod(VisitorBasedCodemodCommand):
             if obj is None:
                 self._stdlib_imports.add(module)
             else:
-                AddImportsVisitor.add_needed_import(self.context, module, obj)
+                self._from_imports.add((module, obj))
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
         """Rewrite, run LibCST's import visitors, then place stdlib imports and keep
         import sections apart."""
         self._stdlib_imports: set[str] = set()
+        self._from_imports: set[tuple[str, str]] = set()
         new = super().transform_module(tree)
         if new is tree or new.code == tree.code:
             return new
         for name in sorted(self._stdlib_imports):
             new = add_stdlib_import(new, name)
+        merge = False
+        for mod, obj in sorted(self._from_imports):
+            if has_from_import(new, mod):
+                AddImportsVisitor.add_needed_import(self.context, mod, obj)
+                merge = True
+            else:
+                new = add_from_import(new, mod, obj)
+        if merge:
+            new = AddImportsVisitor(self.context).transform_module(new)
         return restore_section_breaks(tree, new)
 
     def remove_unused(self, module: ModuleAnalysis) -> None:

@@ -43,6 +43,16 @@ def has_blank(stmt: cst.BaseStatement) -> bool:
     return any(line.comment is None for line in stmt.leading_lines)
 
 
+def _lead(stmt: cst.BaseStatement, index: int) -> list[cst.EmptyLine]:
+    """Leading lines to move onto a new first import: at the top of the module, blank
+    lines are dropped (a removed first import leaves its successor's spacing behind)."""
+    lines = list(stmt.leading_lines)
+    if index == 0:
+        while lines and lines[0].comment is None:
+            lines.pop(0)
+    return lines
+
+
 def add_stdlib_import(module: cst.Module, name: str) -> cst.Module:
     """Add ``import name`` (a stdlib module) among the module's stdlib imports.
 
@@ -85,13 +95,13 @@ def add_stdlib_import(module: cst.Module, name: str) -> cst.Module:
         target = body[index] if index < len(body) else None
         if target is not None and index == stdlib[0][0]:
             # Take over the leading lines of the first stdlib import (comments, spacing).
-            new_stmt = new_stmt.with_changes(leading_lines=target.leading_lines)
+            new_stmt = new_stmt.with_changes(leading_lines=_lead(target, index))
             body[index] = target.with_changes(leading_lines=[])
         body.insert(index, new_stmt)
         return module.with_changes(body=body)
     if block:
         first = body[start]
-        new_stmt = new_stmt.with_changes(leading_lines=first.leading_lines)
+        new_stmt = new_stmt.with_changes(leading_lines=_lead(first, start))
         body[start] = first.with_changes(leading_lines=[_blank()])
         body.insert(start, new_stmt)
     else:
@@ -115,6 +125,44 @@ def _key(stmt: cst.BaseStatement) -> tuple[str, str] | None:
         dots = "." * len(small.relative)
         return ("from", dots + cst.Module([]).code_for_node(small.module))
     return None
+
+
+def has_from_import(module: cst.Module, mod: str) -> bool:
+    """True when the module has a top-level ``from mod import ...``."""
+    return any(_key(s) == ("from", mod) for s in module.body)
+
+
+def add_from_import(module: cst.Module, mod: str, name: str) -> cst.Module:
+    """Add ``from mod import name`` (a third-party module) in isort order: among the
+    third-party ``from`` imports of the top block, sorted by module; after the whole block,
+    as a new section, when there is no third-party import."""
+    body = list(module.body)
+    new_stmt = cst.parse_statement(f"from {mod} import {name}")
+    start = 0
+    while start < len(body) and (_is_docstring(body[start]) or (
+        (info := _top_module(body[start])) is not None and info[0] == "__future__")):
+        start += 1
+    end = start
+    while end < len(body) and _top_module(body[end]) is not None:
+        end += 1
+    third = [i for i in range(start, end)
+             if (info := _top_module(body[i])) is not None and info[0] not in STDLIB]
+    if third:
+        froms = [i for i in third if _key(body[i])[0] == "from"]  # type: ignore[index]
+        later = [i for i in froms if _key(body[i])[1] > mod]  # type: ignore[index]
+        if later:
+            index = later[0]
+            target = body[index]
+            if index == third[0]:
+                new_stmt = new_stmt.with_changes(leading_lines=target.leading_lines)
+                body[index] = target.with_changes(leading_lines=[])
+        else:
+            index = (froms[-1] if froms else third[-1]) + 1
+        body.insert(index, new_stmt)
+    else:
+        new_stmt = new_stmt.with_changes(leading_lines=[_blank()] if end > start else [])
+        body.insert(end, new_stmt)
+    return module.with_changes(body=body)
 
 
 def restore_section_breaks(before: cst.Module, after: cst.Module) -> cst.Module:

@@ -55,7 +55,7 @@ class WrapTransformer(cst.CSTTransformer):
     ) -> list[tuple[int, cst.BaseStatement]]:
         """Pair each statement with its start line, unwrapping planned try statements."""
         out: list[tuple[int, cst.BaseStatement]] = []
-        for orig, new in zip(originals, updated):
+        for orig, new in zip(originals, updated, strict=True):
             line = self._line(orig)
             if line in self.unwrap and isinstance(orig, cst.Try) and isinstance(new, cst.Try):
                 inner_orig = orig.body.body

@@ -40,7 +40,7 @@ class _Remove(cst.CSTTransformer):
     def _filter(self, original: list[cst.BaseStatement],
                 updated: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
         out = []
-        for orig, new in zip(original, updated):
+        for orig, new in zip(original, updated, strict=True):
             if isinstance(orig, cst.SimpleStatementLine) and \
                     self.positions[orig].start.line in self.lines:  # type: ignore[attr-defined]
                 self.changed = True

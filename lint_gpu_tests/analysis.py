@@ -55,7 +55,8 @@ def dotted_name(node: ast.AST) -> str | None:
 
 
 def last_name(node: ast.AST) -> str | None:
-    """Return the final identifier of a Name/Attribute/Call chain (``pytest.fixture`` -> ``fixture``)."""
+    """Return the last identifier of a Name/Attribute/Call chain (``pytest.fixture`` ->
+    ``fixture``)."""
     if isinstance(node, ast.Call):
         node = node.func
     if isinstance(node, ast.Attribute):
@@ -509,7 +510,8 @@ def _enter_context_arg(module: ModuleAnalysis, value: ast.AST) -> bool:
 def is_main_guard(node: ast.If) -> bool:
     """True for ``if __name__ == "__main__":`` (either operand order)."""
     test = node.test
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq)):
         return False
     sides = [test.left, test.comparators[0]]
     has_name = any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)

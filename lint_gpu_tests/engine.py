@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation
+from lint_gpu_tests.ftypes import Applicability, Location, Violation
 
 PARSE_ERROR_CODE = "GPU900"
 PARSE_ERROR_NAME = "syntax-error"

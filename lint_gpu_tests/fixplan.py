@@ -140,7 +140,8 @@ class Planner:
                     return bool(names_in(call.func) & names)
                 args_names = set().union(*(names_in(a) for a in call.args)) if call.args else set()
                 return not args_names or bool(args_names & names)
-            if last_name(call.func) == "shutdown" and isinstance(call.func, ast.Attribute):
+            if last_name(call.func) in ("shutdown", "__exit__") and isinstance(
+                    call.func, ast.Attribute):
                 return isinstance(call.func.value, ast.Name) and call.func.value.id in names
             if self.finalizer_engine(call, names):
                 return True
@@ -248,6 +249,9 @@ class Planner:
                  and (module.is_engine_call(n) or module.is_runner_call(n))]
         if len(sites) != 1:
             return _none("several engines are built in one statement", title)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is call and not bound:
+            return _none("the engine is stored in an attribute or container and outlives "
+                         "the block", title)
         is_fixture = func.kind == "fixture"
         is_return_value = isinstance(stmt, ast.Return) or (
             isinstance(stmt, ast.Expr) and isinstance(stmt.value, (ast.Yield, ast.YieldFrom))
@@ -278,6 +282,12 @@ class Planner:
                     and later.value.id in names:
                 names.update(t.id for t in later.targets if isinstance(t, ast.Name))
 
+        # A nested function that captures the engine uses it wherever it is called.
+        use_names = set(names)
+        for later in block[index + 1:]:
+            if isinstance(later, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                    names_in(later) & names:
+                use_names.add(later.name)
         # Segment: from the construction to the last statement using the engine, stopping
         # before the next top-level rebinding of its name. Generic cleanup (gc.collect(),
         # empty_cache(), ...) belongs to this engine up to the next construction.
@@ -309,13 +319,28 @@ class Planner:
                     unwrap.add(later.lineno)
                     end = j
                     continue
-            if any(_loads(later, n) for n in names):
+            if any(_loads(later, n) for n in use_names) or (
+                    isinstance(later, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and later.name in use_names):
                 end = j
                 for node in ast.walk(later):
                     if isinstance(node, ast.Try):
                         for s in node.finalbody:
                             if self.is_cleanup_statement(s, names):
                                 remove.add(s.lineno)
+        # An engine built inside the range must be torn down first: the range grows to
+        # cover its uses too (nested with-blocks).
+        grown = True
+        while grown:
+            grown = False
+            for j in range(index + 1, end + 1):
+                inner = block[j]
+                inner_names = {t.id for t in _stores_top(inner)} if isinstance(
+                    inner, ast.Assign) and module.is_engine_call(inner.value) else set()
+                for k in range(len(block) - 1, end, -1):
+                    if inner_names and any(_loads(block[k], n) for n in inner_names):
+                        end, grown = k, True
+                        break
         segment = block[index: end + 1]
         # Every use of the engine must lie in the segment.
         func_node = func.node
@@ -346,6 +371,8 @@ class Planner:
                 reasons.append(reason)
 
         for s in segment:
+            if s.lineno in remove:
+                continue
             escape = self._escape(s, names, is_fixture)
             if escape is not None:
                 if escape.startswith("none:"):
@@ -358,6 +385,7 @@ class Planner:
             pass
         use_class = func.kind in ("helper", "method") or (
             is_fixture and func.fixture_scope not in (None, "function")
+            and config.target == "bundled"
         ) or kind == "runner" and last_name(call.func) in config.runner_classes
         if kind == "engine":
             arg_problem = self._argument_problem(call)
@@ -393,7 +421,7 @@ class Planner:
             kind=kind,
             site_line=stmt.lineno,
             function_line=func_node.lineno,
-            end_line=block[end].lineno,
+            end_line=block[end].end_lineno or block[end].lineno,
             bound_name=bound,
             remove_lines=remove,
             unwrap_try_lines=unwrap,
