@@ -212,3 +212,75 @@ def test_wait_for_memory_to_return_compares_each_device_to_its_baseline() -> Non
         )
     reader.used = [10 * GIB + GIB // 2, 30 * GIB + GIB]
     wait_for_memory_to_return(baseline, timeout_s=1, reader=reader, clock=clock, sleep=clock.sleep)
+
+
+def test_amdsmi_reader_converts_mib_and_honours_hip_visible_devices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = SimpleNamespace(
+        amdsmi_init=lambda: None,
+        amdsmi_get_processor_handles=lambda: ["h0", "h1", "h2"],
+        amdsmi_get_gpu_vram_usage=lambda h: {"vram_used": 1024 * int(h[1]), "vram_total": 196608},
+    )
+    monkeypatch.setitem(sys.modules, "amdsmi", fake)
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "2,1")
+    reader = memory.AmdSmiMemoryReader()
+    assert reader.device_count() == 2
+    first = reader.read(0)
+    assert (first.used_bytes, first.total_bytes, first.label) == (2 * GIB, 192 * GIB, "physical 2")
+
+
+def test_torch_fallback_only_when_the_backend_is_already_initialised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("pynvml", "amdsmi"):
+        monkeypatch.setitem(sys.modules, name, None)
+    initialised = [False]
+    cuda = SimpleNamespace(
+        is_initialized=lambda: initialised[0],
+        device_count=lambda: 1,
+        mem_get_info=lambda i: (30 * GIB, 80 * GIB),
+    )
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=cuda))
+    assert memory.default_memory_reader(refresh=True) is None  # would create a context
+    initialised[0] = True
+    reader = memory.default_memory_reader(refresh=True)
+    assert isinstance(reader, memory.TorchMemoryReader)
+    assert reader.read(0).used_bytes == 50 * GIB
+
+
+@pytest.mark.parametrize(
+    ("torch_version", "env", "expected"),
+    [
+        ("2.5.1+rocm6.2", {}, "spawn"),
+        ("2.7.0+xpu", {}, "spawn"),
+        ("2.7.0+cu126", {}, "fork"),
+        (None, {"ROCM_PATH": "/opt/rocm"}, "spawn"),
+        (None, {}, "fork"),
+    ],
+)
+def test_default_start_method_without_importing_torch(
+    monkeypatch: pytest.MonkeyPatch,
+    torch_version: str | None,
+    env: dict[str, str],
+    expected: str,
+) -> None:
+    import importlib.metadata
+    import importlib.util
+
+    from lint_gpu_tests.runtime import _platform
+
+    def version(name: str) -> str:
+        if torch_version is None:
+            raise importlib.metadata.PackageNotFoundError(name)
+        return torch_version
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    for key in ("ROCM_PATH", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ONEAPI_ROOT"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert _platform.default_start_method() == expected
+    assert "torch" not in sys.modules
