@@ -193,4 +193,12 @@ def restore_section_breaks(before: cst.Module, after: cst.Module) -> cst.Module:
         if (blank and j + 1 < old_index[key]) or glued:
             body[i] = stmt.with_changes(leading_lines=[_blank(), *stmt.leading_lines])
             changed = True
+    # The first import keeps the spacing the original first import had after a docstring.
+    old_first = next((s for s in before.body if _key(s) is not None), None)
+    new_first = next((i for i, s in enumerate(body) if _key(s) is not None), None)
+    if old_first is not None and new_first and has_blank(old_first) and \
+            not has_blank(body[new_first]):
+        body[new_first] = body[new_first].with_changes(
+            leading_lines=[_blank(), *body[new_first].leading_lines])
+        changed = True
     return after.with_changes(body=body) if changed else after

@@ -273,8 +273,10 @@ class Planner:
             k = next(i for i, s in enumerate(outer) if s is parent)
             block = [*outer[:k], *parent.body, *outer[k + 1:]]
             unwrap_parent: int | None = parent.lineno
+            remove_finally = {s.lineno for s in parent.finalbody}
         else:
             unwrap_parent = None
+            remove_finally = set()
         index = next(i for i, s in enumerate(block) if s is stmt)
         # Aliases bound later in the block (``engine = llm``) count as the same engine.
         for later in block[index + 1:]:
@@ -302,7 +304,7 @@ class Planner:
             if module.is_engine_call_stmt(block[j]):
                 next_site = j
                 break
-        remove: set[int] = set()
+        remove: set[int] = set(remove_finally)
         unwrap: set[int] = {unwrap_parent} if unwrap_parent is not None else set()
         end = index
         for j in range(index + 1, stop):
@@ -317,6 +319,7 @@ class Planner:
                     later, all_engines):
                 if any(_loads(s, n) for s in later.body for n in names):
                     unwrap.add(later.lineno)
+                    remove.update(s.lineno for s in later.finalbody)
                     end = j
                     continue
             if any(_loads(later, n) for n in use_names) or (

@@ -115,7 +115,8 @@ def test_fixture_directories_are_complete():
 def test_check_reports_expected(case: Case):
     found = positions(engine.check_source(case.before, case.path, case.config))
     assert found == case.expected, (
-        f"{case.name}: missing {sorted(case.expected - found)}, unexpected {sorted(found - case.expected)}"
+        f"{case.name}: missing {sorted(case.expected - found)}, "
+        f"unexpected {sorted(found - case.expected)}"
     )
 
 

@@ -32,9 +32,13 @@ def hit_at(node: ast.AST, message: str, fix: FixInfo | None) -> Hit:
 
 
 def function_plans(module: ModuleAnalysis, func: FunctionInfo) -> list[WrapPlan | FixInfo]:
-    """The GPU001 plans of every engine built directly in ``func``."""
+    """The GPU001 plans of every engine, and the GPU005 plans of every bare runner, built
+    directly in ``func``."""
     planner = planner_for(module)
-    return [planner.engine_plan(site) for site in module.engines if site.function is func]
+    plans = [planner.engine_plan(site) for site in module.engines if site.function is func]
+    plans += [planner.runner_plan(call) for call in module.runner_calls
+              if call.function is func and call.context == "bare"]
+    return plans
 
 
 def plan_covering(
