@@ -517,8 +517,9 @@ class Planner:
                 return "none:the model name is hidden in `**kwargs`"
             if has_star:
                 return "`**kwargs` may already set a default the fix adds"
-        elif not has_model and has_star:
-            return None
+        elif len(call.args) > 1:
+            return "none:positional engine arguments after the model do not map onto the " \
+                   "runner's keyword arguments"
         return None
 
 

@@ -241,7 +241,7 @@ class VllmRunner:
 
     def __init__(
         self,
-        model_name: str,
+        model_name: str | None = None,
         *,
         engine_factory: Callable[..., Any] | None = None,
         _group: VllmRunnerFactory | None = None,
@@ -250,14 +250,23 @@ class VllmRunner:
         """Build the engine.
 
         Args:
-            model_name: the model, passed as ``LLM``'s first positional argument.
+            model_name: the model, passed as ``LLM``'s first positional argument. May be
+                given as ``model=`` instead, as ``LLM(**kwargs)`` calls do (the fixer keeps
+                ``**kwargs`` that carry the model).
             engine_factory: overrides the class attribute of the same name.
             llm_kwargs: passed to the engine untouched (``tokenizer_name`` becomes
                 ``tokenizer``).
 
         Raises:
+            TypeError: neither ``model_name`` nor ``model=`` is given, or both are.
             Whatever building the engine raises; nothing is left to tear down then.
         """
+        if "model" in llm_kwargs:
+            if model_name is not None:
+                raise TypeError("VllmRunner() got the model both as model_name and as model=")
+            model_name = llm_kwargs.pop("model")
+        if model_name is None:
+            raise TypeError("VllmRunner() needs a model: pass model_name (or model=)")
         self.model_name = model_name
         self.teardown_steps: list[StepResult] = []
         self._closed = False

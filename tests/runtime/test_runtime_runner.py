@@ -43,6 +43,17 @@ def test_builds_llm_with_kwargs_untouched(fake_vllm: types.ModuleType) -> None:
         assert runner.model is runner.llm  # alias for older code
 
 
+def test_model_may_come_as_keyword_as_in_llm_kwargs_calls(fake_vllm: types.ModuleType) -> None:
+    kwargs = {"model": "some/model", "enforce_eager": True}
+    with QuietRunner(**kwargs) as runner:
+        assert runner.llm.model == "some/model"
+        assert runner.llm.kwargs == {"enforce_eager": True}
+    with pytest.raises(TypeError, match="both"):
+        QuietRunner("a", model="b")
+    with pytest.raises(TypeError, match="needs a model"):
+        QuietRunner(enforce_eager=True)
+
+
 def test_exit_ends_the_engine_core_process_and_frees_the_engine() -> None:
     with QuietRunner("m") as runner:
         process = _core(runner.llm).process
