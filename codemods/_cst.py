@@ -150,3 +150,26 @@ def statement_code(node: cst.CSTNode) -> str:
 def proxy_of(expr: cst.BaseExpression) -> cst.Call:
     """``weakref.proxy(expr)``."""
     return cst.Call(func=cst.parse_expression("weakref.proxy"), args=[cst.Arg(value=expr)])
+
+
+#: Width past which a rewritten with-header is split one argument per line (black/ruff).
+LINE_LENGTH = 88
+
+
+def explode_args(call: cst.Call, indent: str = "    ") -> cst.Call:
+    """Put each argument of ``call`` on its own line, with a trailing comma, the closing
+    parenthesis back at the statement's indentation (black's style)."""
+    if not call.args:
+        return call
+
+    def break_(extra: str) -> cst.ParenthesizedWhitespace:
+        return cst.ParenthesizedWhitespace(
+            first_line=cst.TrailingWhitespace(), empty_lines=[], indent=True,
+            last_line=cst.SimpleWhitespace(extra))
+
+    args = []
+    for i, arg in enumerate(call.args):
+        last = i == len(call.args) - 1
+        comma = cst.Comma(whitespace_after=break_("" if last else indent))
+        args.append(arg.with_changes(comma=comma))
+    return call.with_changes(whitespace_before_args=break_(indent), args=args)

@@ -13,7 +13,15 @@ from collections.abc import Sequence
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from codemods._cst import add_param, drop_param, proxy_of, runner_call
+from codemods._cst import (
+    LINE_LENGTH,
+    add_param,
+    drop_param,
+    explode_args,
+    proxy_of,
+    runner_call,
+    statement_code,
+)
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan import WrapPlan
 
@@ -35,6 +43,7 @@ class WrapTransformer(cst.CSTTransformer):
         self.engine_locals = engine_locals
         self.skip_blocks: set[int] = set()
         self.with_stack: list[str] = []
+        self.columns: dict[int, int] = {}
         self.plans = list(plans)
         self.config = config
         self.positions = positions
@@ -57,6 +66,7 @@ class WrapTransformer(cst.CSTTransformer):
         out: list[tuple[int, cst.BaseStatement]] = []
         for orig, new in zip(originals, updated, strict=True):
             line = self._line(orig)
+            self.columns[line] = self.positions[orig].start.column  # type: ignore[attr-defined]
             if line in self.unwrap and isinstance(orig, cst.Try) and isinstance(new, cst.Try):
                 inner_orig = orig.body.body
                 inner_new = new.body.body  # type: ignore[union-attr]
@@ -166,12 +176,20 @@ class WrapTransformer(cst.CSTTransformer):
             body.append(stmt)
         if not body:
             body.append(cst.SimpleStatementLine(body=[cst.Pass()]))
-        return cst.With(
+        node = cst.With(
             items=[cst.WithItem(item=new_call, asname=cst.AsName(name=cst.Name(as_name))
                                 if as_name else None)],
             body=cst.IndentedBlock(body=body, header=site.trailing_whitespace),
             leading_lines=site.leading_lines,
         )
+        header = statement_code(node).splitlines()[0] if not site.leading_lines else \
+            statement_code(node.with_changes(leading_lines=[])).splitlines()[0]
+        column = self.columns.get(plan.site_line, 0)
+        if new_call is not call and "\n" not in statement_code(call) and \
+                column + len(header) > LINE_LENGTH:
+            node = node.with_changes(items=[node.items[0].with_changes(
+                item=explode_args(new_call))])
+        return node
 
     def _proxy_handout(self, plan: WrapPlan, stmt: cst.BaseStatement) -> cst.BaseStatement:
         """``yield llm``/``return llm`` -> ``yield weakref.proxy(runner.llm)``."""
