@@ -292,6 +292,18 @@ class ModuleAnalysis:
         qualified = self.qualified(node.func)
         return qualified is not None and qualified in self.config.engine_classes
 
+    def builds_engine(self, node: ast.AST) -> bool:
+        """True for an engine class call or one of its ``from_*`` factory classmethods."""
+        return self.is_engine_call(node) or self.is_engine_factory_call(node)
+
+    def is_engine_factory_call(self, node: ast.AST) -> bool:
+        """True for a factory classmethod of an engine class (``LLM.from_engine_args(...)``)."""
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            return False
+        owner = self.qualified(node.func.value)
+        return (owner is not None and owner in self.config.engine_classes
+                and node.func.attr.startswith("from_"))
+
     def is_runner_call(self, node: ast.AST) -> bool:
         """True for ``vllm_runner(...)`` or ``VllmRunner(...)`` (configured names)."""
         if not isinstance(node, ast.Call):
@@ -304,7 +316,7 @@ class ModuleAnalysis:
     def is_engine_call_stmt(self, stmt: ast.stmt) -> bool:
         """True when ``stmt`` (at any depth) builds an engine or a runner."""
         return any(
-            isinstance(n, ast.Call) and (self.is_engine_call(n) or self.is_runner_call(n))
+            isinstance(n, ast.Call) and (self.builds_engine(n) or self.is_runner_call(n))
             for n in ast.walk(stmt)
         )
 
@@ -352,7 +364,7 @@ class ModuleAnalysis:
         """Classify an expression that hands out an engine: ``"engine"`` (a construction
         or a name bound to one), ``"runner-attr"`` (``runner.llm`` or an alias of it), or
         ``None`` (anything else, a ``weakref.proxy`` included)."""
-        if self.is_engine_call(value):
+        if self.builds_engine(value):
             return "engine"
         names = self.function_bindings(func)
         if isinstance(value, ast.Attribute) and value.attr in self.runner_attributes():
@@ -460,7 +472,7 @@ class Bindings:
         out = cls()
         nodes = list(walk_function(func.node))
         for node in nodes:
-            if isinstance(node, ast.Call) and module.is_engine_call(node):
+            if isinstance(node, ast.Call) and module.builds_engine(node):
                 out.built_engine = True
             if isinstance(node, (ast.With, ast.AsyncWith)):
                 for item in node.items:
@@ -478,7 +490,7 @@ class Bindings:
                 if not names:
                     continue
                 value = node.value
-                if module.is_engine_call(value):
+                if module.builds_engine(value):
                     out.engines.update(names)
                 elif module.is_runner_call(value) or _enter_context_arg(module, value):
                     out.runners.update(names)
@@ -637,7 +649,7 @@ class _Walker(ast.NodeVisitor):
                 for arg in node.args[1:]:
                     self.visit(arg)
                 return
-        if module.is_engine_call(node):
+        if module.is_engine_call(node) or module.is_engine_factory_call(node):
             self._record_engine(node)
         elif module.is_runner_call(node):
             parent = module.parent(node)

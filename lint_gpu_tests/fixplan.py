@@ -245,8 +245,10 @@ class Planner:
             return _none("built inside a compound statement header", title)
         if self._inside_deferred(call, stmt):
             return _none("built inside a lambda or comprehension", title)
+        if not module.is_engine_call(call) and kind == "engine":
+            return _none("built by a factory method the runner cannot call", title)
         sites = [n for n in ast.walk(stmt) if isinstance(n, ast.Call)
-                 and (module.is_engine_call(n) or module.is_runner_call(n))]
+                 and (module.builds_engine(n) or module.is_runner_call(n))]
         if len(sites) != 1:
             return _none("several engines are built in one statement", title)
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is call and not bound:
@@ -256,6 +258,12 @@ class Planner:
         is_return_value = isinstance(stmt, ast.Return) or (
             isinstance(stmt, ast.Expr) and isinstance(stmt.value, (ast.Yield, ast.YieldFrom))
         )
+        handed = stmt.value if isinstance(stmt, ast.Return) else (
+            stmt.value.value if isinstance(stmt, ast.Expr) and isinstance(
+                stmt.value, (ast.Yield, ast.YieldFrom)) else None)
+        if is_return_value and is_fixture and handed is not call:
+            return _none("the fixture hands out something derived from the engine, which "
+                         "would outlive the runner's block", title)
         if is_return_value and not is_fixture:
             return _none("the engine is returned to the caller, so it must outlive this "
                          "function", title)
@@ -339,7 +347,7 @@ class Planner:
             for j in range(index + 1, end + 1):
                 inner = block[j]
                 inner_names = {t.id for t in _stores_top(inner)} if isinstance(
-                    inner, ast.Assign) and module.is_engine_call(inner.value) else set()
+                    inner, ast.Assign) and module.builds_engine(inner.value) else set()
                 for k in range(len(block) - 1, end, -1):
                     if inner_names and any(_loads(block[k], n) for n in inner_names):
                         end, grown = k, True
