@@ -80,10 +80,12 @@ class WrapPlan:
     yield_proxy: bool = False
     applicability: Applicability = Applicability.SAFE
     reason: str = ""
+    title: str = ""
 
-    def fix_info(self, title: str) -> FixInfo:
-        """The :class:`FixInfo` for violations this plan fixes."""
-        return FixInfo(self.applicability, title, self.reason)
+    def fix_info(self, title: str | None = None) -> FixInfo:
+        """The :class:`FixInfo` for violations this plan fixes (``title`` overrides the
+        plan's own, e.g. for GPU004 "Remove the manual cleanup")."""
+        return FixInfo(self.applicability, title or self.title, self.reason)
 
 
 def _none(reason: str, title: str) -> FixInfo:
@@ -212,9 +214,11 @@ class Planner:
             current = parent
         return current
 
-    def _title(self, kind: str, func: FunctionInfo | None) -> str:
+    def _title(self, kind: str, func: FunctionInfo | None, use_class: bool = False) -> str:
         runner = self.module.config.runner_fixture
-        if kind == "runner" or (func is not None and func.kind in ("helper", "method")):
+        if kind == "runner":
+            return "Wrap in a with-statement"
+        if use_class or (func is not None and func.kind in ("helper", "method")):
             runner = self.module.config.runner_classes[0] if self.module.config.runner_classes \
                 else runner
         return WRAP_TITLE.format(runner=runner)
@@ -442,6 +446,7 @@ class Planner:
             yield_proxy=yield_proxy,
             applicability=applicability,
             reason="; ".join(reasons),
+            title=self._title(kind, func, use_class),
         )
 
     def _in_removed(self, node: ast.AST, block: list[ast.stmt], remove: set[int]) -> bool:

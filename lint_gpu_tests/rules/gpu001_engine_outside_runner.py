@@ -193,6 +193,6 @@ def vllm_runner():
             ):
                 continue
             plan = planner.engine_plan(site)
-            fix = plan.fix_info(self.fix_title) if isinstance(plan, WrapPlan) else plan
+            fix = plan.fix_info() if isinstance(plan, WrapPlan) else plan
             engine = dotted_name(site.call.func) or "LLM"
             yield hit_at(site.call, self.summary.format(engine=engine, runner=runner), fix)
