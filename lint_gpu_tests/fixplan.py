@@ -21,7 +21,6 @@ from lint_gpu_tests.analysis import (
     RunnerCall,
     last_name,
     names_in,
-    walk_function,
 )
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 
@@ -388,7 +387,7 @@ class Planner:
         for s in segment:
             if s.lineno in remove:
                 continue
-            escape = self._escape(s, names, is_fixture)
+            escape = self.escape(s, names, is_fixture)
             if escape is not None:
                 if escape.startswith("none:"):
                     return _none(escape[5:], title)
@@ -396,8 +395,6 @@ class Planner:
         if is_fixture and func.fixture_scope not in (None, "function"):
             unsafe(f"a {func.fixture_scope}-scoped fixture: the engine's lifetime follows the "
                    "fixture's scope and the runner must allow it")
-        if func.kind == "fixture" and not bound and not is_return_value:
-            pass
         use_class = func.kind in ("helper", "method") or (
             is_fixture and func.fixture_scope not in (None, "function")
             and config.target == "bundled"
@@ -474,7 +471,7 @@ class Planner:
             current = self.module.parent(current)
         return False
 
-    def _escape(self, stmt: ast.stmt, names: set[str], is_fixture: bool) -> str | None:
+    def escape(self, stmt: ast.stmt, names: set[str], is_fixture: bool) -> str | None:
         """Why using the engine in ``stmt`` makes the fix unsafe (``"none:..."`` when it
         rules the fix out), or ``None``."""
         if not names:
@@ -572,8 +569,3 @@ def planner_for(module: ModuleAnalysis) -> Planner:
         planner = Planner(module)
         module._planner = planner  # type: ignore[attr-defined]
     return planner
-
-
-def walk_statements(func: FunctionInfo) -> list[ast.stmt]:
-    """Every statement in ``func``'s body (nested functions excluded)."""
-    return [n for n in walk_function(func.node) if isinstance(n, ast.stmt)]

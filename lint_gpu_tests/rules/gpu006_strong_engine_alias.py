@@ -91,7 +91,7 @@ def test_chat(vllm_runner):
                     continue
                 escape = None
                 for stmt in func.node.body:
-                    escape = escape or planner._escape(stmt, set(bound),
+                    escape = escape or planner.escape(stmt, set(bound),
                                                        func.kind == "fixture")
                 fix = FixInfo(Applicability.SAFE, self.fix_title) if escape is None else FixInfo(
                     Applicability.UNSAFE, self.fix_title, escape.removeprefix("none:"))
