@@ -1,0 +1,109 @@
+"""Configuration that changes what the rules see: engine classes, runner names and
+attribute, cleanup functions, isolation decorators, test roots, target."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from lint_gpu_tests.config import Config, ConfigError, config_from_table
+from lint_gpu_tests.engine import check_source, fix_source
+
+
+def found(source: str, config: Config, path: str = "tests/test_x.py") -> list[tuple[int, int, str]]:
+    src = textwrap.dedent(source).encode()
+    return [(v.location.row, v.location.column, v.code) for v in check_source(src, path, config)]
+
+
+def test_engine_classes_other_engine() -> None:
+    source = """\
+        from vllm_omni import Omni
+        from vllm import LLM
+
+
+        def test_omni():
+            omni = Omni("Qwen/Qwen2.5-Omni-3B")
+            assert omni.generate(["hi"])
+        """
+    config = config_from_table({"engine-classes": ["vllm_omni.Omni"]}, "t")
+    assert found(source, config) == [(6, 12, "GPU001")]
+    assert found(source, Config()) == []
+
+
+def test_runner_attribute_model_and_custom_runner_names() -> None:
+    source = """\
+        def test_chat(npu_runner):
+            with npu_runner("m") as runner:
+                model = runner.model
+                assert model.chat([])
+            bare = npu_runner("m")
+            assert bare
+        """
+    config = config_from_table(
+        {"runner-fixture": "npu_runner", "runner-attribute": "model"}, "t")
+    assert found(source, config) == [(3, 17, "GPU006"), (5, 12, "GPU005")]
+    assert found(source, Config()) == []
+
+
+def test_cleanup_functions_are_reported_and_removed() -> None:
+    source = """\
+        from llm_cache_util import force_engine_shutdown
+        from vllm import LLM
+
+
+        def test_generate():
+            llm = LLM("m")
+            assert llm.generate(["x"])
+            force_engine_shutdown(llm)
+        """
+    config = config_from_table({"cleanup-functions": ["force_engine_shutdown"]}, "t")
+    assert found(source, config) == [(6, 11, "GPU001"), (8, 5, "GPU004")]
+    assert found(source, Config()) == [(6, 11, "GPU001")]
+    outcome = fix_source(textwrap.dedent(source).encode(), "tests/test_x.py", config)
+    assert outcome.new_source == textwrap.dedent("""\
+        import weakref
+
+
+        def test_generate(vllm_runner):
+            with vllm_runner("m") as runner:
+                llm = weakref.proxy(runner.llm)
+                assert llm.generate(["x"])
+        """).encode()
+
+
+def test_isolation_decorators_configurable() -> None:
+    source = """\
+        from vllm import LLM
+
+        from tests.utils import fork_required
+
+
+        @fork_required
+        def test_generate():
+            llm = LLM("m")
+            assert llm.generate(["x"])
+        """
+    config = config_from_table({"isolation-decorators": ["fork_required"]}, "t")
+    assert found(source, config) == []
+    assert found(source, Config()) == [(8, 11, "GPU001")]
+
+
+def test_test_roots_bring_helper_modules_in_scope(tmp_path: Path) -> None:
+    helper = tmp_path / "tests" / "llm_util.py"
+    helper.parent.mkdir()
+    helper.write_text("from vllm import LLM\n\n\ndef make():\n    return LLM('m')\n")
+    config = config_from_table({"test-roots": ["tests"]}, "t", root=str(tmp_path))
+    assert found(helper.read_text(), config, str(helper)) == [(5, 12, "GPU001")]
+    assert found(helper.read_text(), Config(), str(helper)) == []
+
+
+def test_target_must_be_known() -> None:
+    with pytest.raises(ConfigError, match="`target` must be one of bundled, vllm"):
+        config_from_table({"target": "ascend"}, "pyproject.toml")
+
+
+def test_unknown_key_named() -> None:
+    with pytest.raises(ConfigError, match="unknown key `runner-atribute`"):
+        config_from_table({"runner-atribute": "model"}, "pyproject.toml")
