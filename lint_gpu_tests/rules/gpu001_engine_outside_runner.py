@@ -97,8 +97,46 @@ def test_run():
     assert run(["hi"])
 ''',
         ),
+        Example(
+            title="A wrapper class that builds an engine and never tears it down",
+            source='''\
+from vllm import LLM
+
+
+class Generator:
+    def __init__(self, model):
+        self.llm = LLM(model)  # error: GPU001
+
+    def run(self, prompts):
+        return self.llm.generate(prompts)
+
+
+def test_generator():
+    assert Generator("facebook/opt-125m").run(["hi"])
+''',
+        ),
     )
     VALID = (
+        Example(
+            title="A script under tests/ (not a test module) is out of scope",
+            path="tests/full_tests/generate.py",
+            source='''\
+import argparse
+
+from vllm import LLM
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model")
+    llm = LLM(parser.parse_args().model)
+    print(llm.generate(["hi"]))
+
+
+if __name__ == "__main__":
+    main()
+''',
+        ),
         Example(
             title="The managed form",
             source='''\
