@@ -39,14 +39,16 @@ def write_sample_tree(root: Path) -> None:
                 (tests / name).write_text(example.source)
 
 
-def cli_triples(root: Path, paths: list[str]) -> set[Triple]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "lint_gpu_tests.cli", "check", "--no-cache", "-q",
-         "--output-format", "concise", *paths],
-        cwd=root, capture_output=True, text=True, check=False)
+def _run(root: Path, argv: list[str]) -> list[str]:
+    proc = subprocess.run([sys.executable, "-m", *argv], cwd=root, capture_output=True,
+                          text=True, check=False)
     assert proc.returncode in (0, 1), proc.stderr
+    return proc.stdout.splitlines()
+
+
+def cli_triples(root: Path, paths: list[str]) -> set[Triple]:
     out: set[Triple] = set()
-    for line in proc.stdout.splitlines():
+    for line in _run(root, ["lint_gpu_tests.cli", "check", "--no-cache", "-q", *paths]):
         location, rest = line.split(": ", 1)
         path, row, _col = location.rsplit(":", 2)
         out.add((os.path.normpath(path), int(row), rest.split()[0]))
@@ -54,16 +56,9 @@ def cli_triples(root: Path, paths: list[str]) -> set[Triple]:
 
 
 def flake8_triples(root: Path, paths: list[str]) -> set[Triple]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "flake8", "--select", "GPU", "--isolated",
-         "--format", "%(path)s|%(row)d|%(code)s", *paths],
-        cwd=root, capture_output=True, text=True, check=False)
-    assert proc.returncode in (0, 1), proc.stderr
-    out: set[Triple] = set()
-    for line in proc.stdout.splitlines():
-        path, row, code = line.split("|")
-        out.add((os.path.normpath(path), int(row), code))
-    return out
+    lines = _run(root, ["flake8", "--select", "GPU", "--isolated",
+                        "--format", "%(path)s|%(row)d|%(code)s", *paths])
+    return {(os.path.normpath(p), int(r), c) for p, r, c in (ln.split("|") for ln in lines)}
 
 
 def test_same_reports_as_cli_on_sample_tree(tmp_path: Path) -> None:
