@@ -28,6 +28,26 @@ from lint_gpu_tests.fixplan import WrapPlan
 Stmt = cst.BaseStatement | cst.BaseSmallStatement
 
 
+
+class _NameFinder(cst.CSTVisitor):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.found = False
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # ``x.llm``: the attribute name is not a use of ``llm``
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.found = self.found or node.value == self.name
+
+
+def _mentions(node: cst.CSTNode, name: str) -> bool:
+    """Whether the identifier ``name`` occurs anywhere inside ``node``."""
+    finder = _NameFinder(name)
+    node.visit(finder)
+    return finder.found
+
 class WrapTransformer(cst.CSTTransformer):
     """Rewrites each plan's statement range into a with-block.
 
@@ -144,6 +164,9 @@ class WrapTransformer(cst.CSTTransformer):
         if plan.bound_name is not None and isinstance(small, (cst.Assign, cst.AnnAssign)):
             if plan.kind == "runner":
                 as_name = plan.bound_name
+            elif not any(_mentions(stmt, plan.bound_name) for stmt in rest):
+                # Only cleanup used the name (``llm = LLM(...); del llm``): build, tear down.
+                as_name = ""
             elif not plan.yield_proxy:
                 self.needs.add("weakref")
                 body.append(cst.SimpleStatementLine(body=[cst.Assign(

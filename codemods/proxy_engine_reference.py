@@ -9,7 +9,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codemods._base import GpuCodemod
 from codemods._cst import proxy_of
-from lint_gpu_tests.analysis import ModuleAnalysis, walk_function
+from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.ftypes import Violation
 
 
@@ -42,10 +42,10 @@ class ProxyEngineReference(GpuCodemod):
         out: set[int] = set()
         for func in module.functions:
             names = module.function_bindings(func)
-            for node in walk_function(func.node):
+            for node in module.nodes_of(func):
                 if isinstance(node, (ast.Yield, ast.Return)) and node.lineno == row and \
                         isinstance(node.value, ast.Name) and node.value.id in names.strong_aliases:
-                    for stmt in walk_function(func.node):
+                    for stmt in module.nodes_of(func):
                         if isinstance(stmt, ast.Assign) and any(
                             isinstance(t, ast.Name) and t.id == node.value.id
                             for t in stmt.targets

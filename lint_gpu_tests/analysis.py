@@ -186,7 +186,6 @@ class ModuleAnalysis:
     def build(cls, tree: ast.Module, text: str, path: str, config: Config) -> ModuleAnalysis:
         """Analyse ``tree`` (parsed from ``text``) for ``path`` under ``config``."""
         module = cls(tree=tree, text=text, path=path, config=config)
-        module._index_parents()
         module._collect_imports()
         module.in_scope = is_test_module_path(path, config) or module._defines_pytest_items()
         if not module.in_scope:
@@ -202,12 +201,19 @@ class ModuleAnalysis:
                 self.parents[id(child)] = parent
 
     def parent(self, node: ast.AST) -> ast.AST | None:
-        """The syntactic parent of ``node`` (``None`` for the module)."""
+        """The syntactic parent of ``node`` (``None`` for the module). The index is built on
+        first use: only modules with something to plan a fix for need it."""
+        if not self.parents:
+            self._index_parents()
         return self.parents.get(id(node))
 
     def _collect_imports(self) -> None:
-        """Map local names to qualified names; a local def/class/assignment shadows."""
-        for node in ast.walk(self.tree):
+        """Map local names to qualified names; a local def/class/assignment shadows.
+        Also remembers the module's classes for :meth:`_collect_runner_classes`."""
+        for node in iter_statements(self.tree.body):
+            if isinstance(node, ast.ClassDef):
+                self._classes.append(node)
+                continue
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname:
@@ -239,9 +245,7 @@ class ModuleAnalysis:
     def _collect_runner_classes(self) -> None:
         """Classes that are runners: named in ``runner-classes``, or that build an engine and
         tear it down in ``__exit__``/``__aexit__`` (a project's own ``VllmRunner``)."""
-        for node in ast.walk(self.tree):
-            if not isinstance(node, ast.ClassDef):
-                continue
+        for node in self._classes:
             if node.name in self.config.runner_classes:
                 self.runner_classes_local.add(node.name)
                 continue
@@ -268,7 +272,7 @@ class ModuleAnalysis:
         for info in self.functions:
             if info.kind != "fixture":
                 continue
-            for node in walk_function(info.node):
+            for node in self.nodes_of(info):
                 if isinstance(node, (ast.Yield, ast.Return)) and node.value is not None:
                     if self.provides_engine(node.value, info):
                         self.engine_fixtures.add(info.name)
@@ -382,9 +386,26 @@ class ModuleAnalysis:
         key = id(func.node)
         cached = self._bindings_cache.get(key)
         if cached is None:
+            if self._busy_functions is None:
+                # Only functions that build an engine or call a runner can bind one.
+                self._busy_functions = {id(site.function.node) for site in self.engines
+                                        if site.function is not None}
+                self._busy_functions |= {id(call.function.node) for call in self.runner_calls
+                                         if call.function is not None}
+            if key not in self._busy_functions:
+                return _EMPTY_BINDINGS
             cached = Bindings.collect(self, func)
             self._bindings_cache[key] = cached
         return cached
+
+    def nodes_of(self, func: FunctionInfo) -> list[ast.AST]:
+        """Every node of ``func``'s body, nested functions and classes excluded (cached: the
+        rules walk the same functions many times)."""
+        key = id(func.node)
+        nodes = self._nodes_cache.get(key)
+        if nodes is None:
+            nodes = self._nodes_cache[key] = list(walk_function(func.node))
+        return nodes
 
     def owns_engine(self, func: FunctionInfo) -> bool:
         """True when ``func`` builds an engine, holds a runner, or receives an engine or
@@ -416,6 +437,32 @@ class ModuleAnalysis:
 
     _bindings_cache: dict[int, Bindings] = field(default_factory=dict)
     _info_by_node: dict[int, FunctionInfo] = field(default_factory=dict)
+    _classes: list[ast.ClassDef] = field(default_factory=list)
+    _nodes_cache: dict[int, list[ast.AST]] = field(default_factory=dict)
+    _busy_functions: set[int] | None = None
+
+
+_STATEMENT_LISTS = ("body", "orelse", "finalbody")
+
+
+def iter_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement in ``body`` and in the statement lists nested in it (functions and
+    classes included), without visiting expressions: much cheaper than ``ast.walk`` for
+    finding imports and definitions."""
+    stack: list[ast.stmt] = list(reversed(body))
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        nested: list[ast.stmt] = []
+        for attr in _STATEMENT_LISTS:
+            block = getattr(stmt, attr, None)
+            if isinstance(block, list):
+                nested.extend(block)
+        for handler in getattr(stmt, "handlers", ()) or ():
+            nested.extend(handler.body)
+        for case in getattr(stmt, "cases", ()) or ():
+            nested.extend(case.body)
+        stack.extend(reversed(nested))
 
 
 def walk_function(func: FunctionNode) -> Iterator[ast.AST]:
@@ -470,7 +517,7 @@ class Bindings:
     def collect(cls, module: ModuleAnalysis, func: FunctionInfo) -> Bindings:
         """Collect the bindings of ``func`` (body only, nested functions excluded)."""
         out = cls()
-        nodes = list(walk_function(func.node))
+        nodes = module.nodes_of(func)
         for node in nodes:
             if isinstance(node, ast.Call) and module.builds_engine(node):
                 out.built_engine = True
@@ -506,6 +553,9 @@ class Bindings:
                     elif value.id in out.strong_aliases:
                         out.strong_aliases.update(names)
         return out
+
+
+_EMPTY_BINDINGS = Bindings()
 
 
 def _enter_context_arg(module: ModuleAnalysis, value: ast.AST) -> bool:

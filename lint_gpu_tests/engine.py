@@ -9,13 +9,14 @@ and only when a file has something to fix.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.ftypes import Applicability, Location, Violation
+from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation
 
 PARSE_ERROR_CODE = "GPU900"
 PARSE_ERROR_NAME = "syntax-error"
@@ -153,9 +154,10 @@ def check_tree(
     module = ModuleAnalysis.build(tree, text, path, config)
     if not module.in_scope:
         return []
-    lines = text.splitlines()
-    noqa = noqa_map(text) if apply_noqa else {}
+    lines: list[str] | None = None
+    noqa: dict[int, frozenset[str] | None] | None = None
     out: list[Violation] = []
+    depends: dict[int, tuple[str, int]] = {}
     for rule_cls in codes:
         rule = rule_cls()
         try:
@@ -164,10 +166,17 @@ def check_tree(
             raise InternalError(f"{rule.code} ({rule.name}): source nests too deeply") from exc
         except Exception as exc:  # noqa: BLE001 - reported per file, run goes on
             raise InternalError(f"{rule.code} ({rule.name}): {type(exc).__name__}: {exc}") from exc
+        if hits and lines is None:
+            lines = text.splitlines()
+            wants_noqa = apply_noqa and "noqa" in text.lower()
+            noqa = noqa_map(text) if wants_noqa else {}
         for hit in hits:
+            assert lines is not None and noqa is not None
             suppressed = noqa.get(hit.node_line, False)
             if suppressed is None or (suppressed and rule.code in suppressed):
                 continue
+            if hit.depends_on is not None and hit.fix is not None:
+                depends[len(out)] = hit.depends_on
             out.append(
                 Violation(
                     code=rule.code,
@@ -181,7 +190,26 @@ def check_tree(
                     fix=hit.fix,
                 )
             )
+    if depends:
+        out = _drop_orphan_fixes(out, depends)
     return sorted(set(out), key=Violation.sort_key)
+
+
+def _drop_orphan_fixes(out: list[Violation], depends: dict[int, tuple[str, int]]
+                       ) -> list[Violation]:
+    """A fix that rides on another violation's rewrite (GPU003/GPU004 removed by GPU001's)
+    cannot be applied when that violation is not reported (``# noqa``, not selected):
+    report it without a fix, saying why, rather than promise a fix that never comes."""
+    reported = {(v.code, v.location.row) for v in out}
+    for index, (code, row) in depends.items():
+        violation = out[index]
+        if (code, row) in reported or violation.fix is None:
+            continue
+        out[index] = dataclasses.replace(violation, fix=FixInfo(
+            Applicability.NONE, violation.fix.title,
+            f"it is fixed by the {code} rewrite of line {row}, which is suppressed or not "
+            "selected"))
+    return out
 
 
 def per_file_ignored_codes(path: str, config: Config) -> tuple[str, ...]:

@@ -64,6 +64,8 @@ class WrapPlan:
         yield_proxy: the single use is ``yield``/``return`` of the engine in a fixture:
             emit ``yield weakref.proxy(runner.llm)``.
         applicability / reason: fix safety and why.
+        call_line: line of the engine (runner) call that GPU001 (GPU005) reports; the
+            fixes of GPU002-GPU004 that ride on this rewrite depend on that report.
     """
 
     kind: str
@@ -80,6 +82,12 @@ class WrapPlan:
     applicability: Applicability = Applicability.SAFE
     reason: str = ""
     title: str = ""
+    call_line: int = 0
+
+    @property
+    def anchor(self) -> tuple[str, int]:
+        """``(code, row)`` of the violation whose fix this plan is (GPU001 or GPU005)."""
+        return ("GPU001" if self.kind == "engine" else "GPU005", self.call_line)
 
     def fix_info(self, title: str | None = None) -> FixInfo:
         """The :class:`FixInfo` for violations this plan fixes (``title`` overrides the
@@ -358,16 +366,16 @@ class Planner:
         segment = block[index: end + 1]
         # Every use of the engine must lie in the segment.
         func_node = func.node
-        for name in names:
-            for load in _loads(func_node, name):
-                if not any(_contains(s, load) for s in segment) and not self._in_removed(
-                    load, block, remove):
-                    return _none(f"`{name}` is used outside the block that builds it", title)
-            for store in _stores(func_node, name):
-                if any(_contains(s, store) for s in segment) or self._is_top_rebinding(
-                        store, block):
-                    continue
-                return _none(f"`{name}` is rebound elsewhere in the function", title)
+        inside = {id(n) for s in segment for n in ast.walk(s)}
+        inside |= {id(n) for s in block if s.lineno in remove for n in ast.walk(s)}
+        top_rebindings = {id(n) for s in block for n in _stores_top(s)}
+        for node in ast.walk(func_node):
+            if not (isinstance(node, ast.Name) and node.id in names) or id(node) in inside:
+                continue
+            if isinstance(node.ctx, ast.Load):
+                return _none(f"`{node.id}` is used outside the block that builds it", title)
+            if isinstance(node.ctx, ast.Store) and id(node) not in top_rebindings:
+                return _none(f"`{node.id}` is rebound elsewhere in the function", title)
         for s in segment:
             if s.lineno != stmt.lineno and self._shares_line(s):
                 return _none("a statement in its range shares its line with another", title)
@@ -444,13 +452,8 @@ class Planner:
             applicability=applicability,
             reason="; ".join(reasons),
             title=self._title(kind, func, use_class),
+            call_line=call.lineno,
         )
-
-    def _in_removed(self, node: ast.AST, block: list[ast.stmt], remove: set[int]) -> bool:
-        return any(s.lineno in remove and _contains(s, node) for s in block)
-
-    def _is_top_rebinding(self, store: ast.Name, block: list[ast.stmt]) -> bool:
-        return any(store in _stores_top(s) for s in block)
 
     def _shares_line(self, stmt: ast.stmt) -> bool:
         block = _stmt_block(self.module, stmt)

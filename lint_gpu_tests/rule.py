@@ -63,6 +63,9 @@ class Hit:
         end_line, end_col: the same for the end.
         message: the message, already formatted.
         fix: fix information, or ``None`` when the rule has no fix for this hit.
+        depends_on: ``(code, row)`` of another violation whose fix also fixes this one
+            (GPU003/GPU004 removed by the GPU001 rewrite); when that one is not reported
+            (``# noqa``, not selected), this hit's fix cannot be applied.
     """
 
     node_line: int
@@ -71,6 +74,7 @@ class Hit:
     end_col: int
     message: str
     fix: FixInfo | None = None
+    depends_on: tuple[str, int] | None = None
 
 
 class Rule:

@@ -19,8 +19,9 @@ def is_isolated(func: FunctionInfo | None) -> bool:
     return False
 
 
-def hit_at(node: ast.AST, message: str, fix: FixInfo | None) -> Hit:
-    """A :class:`Hit` spanning ``node``."""
+def hit_at(node: ast.AST, message: str, fix: FixInfo | None,
+           plan: WrapPlan | FixInfo | None = None) -> Hit:
+    """A :class:`Hit` spanning ``node``; ``plan`` is the rewrite whose fix ``fix`` rides on."""
     return Hit(
         node_line=node.lineno,  # type: ignore[attr-defined]
         node_col=node.col_offset,  # type: ignore[attr-defined]
@@ -28,6 +29,7 @@ def hit_at(node: ast.AST, message: str, fix: FixInfo | None) -> Hit:
         end_col=getattr(node, "end_col_offset", None) or node.col_offset,  # type: ignore[attr-defined]
         message=message,
         fix=fix,
+        depends_on=plan.anchor if isinstance(plan, WrapPlan) else None,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import ModuleAnalysis, walk_function
+from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan import WrapPlan, planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.rule import Example, Hit, Rule
@@ -97,7 +97,7 @@ def runner_cls(vllm_runner):
             if func.kind != "fixture":
                 continue
             names = module.function_bindings(func)
-            for node in walk_function(func.node):
+            for node in module.nodes_of(func):
                 if not isinstance(node, (ast.Yield, ast.Return)) or node.value is None:
                     continue
                 value = node.value
@@ -105,6 +105,7 @@ def runner_cls(vllm_runner):
                 if kind is None:
                     continue
                 fix: FixInfo
+                plan: WrapPlan | FixInfo | None = None
                 if kind == "engine":
                     fix = none_fix(self.fix_title, "the engine is not built in this fixture")
                     for site in module.engines:
@@ -125,4 +126,4 @@ def runner_cls(vllm_runner):
                                   "which changes when the engine is torn down")
                 else:
                     fix = FixInfo(Applicability.SAFE, self.fix_title)
-                yield hit_at(value, self.summary.format(fixture=func.name), fix)
+                yield hit_at(value, self.summary.format(fixture=func.name), fix, plan)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import ModuleAnalysis, names_in, walk_function
+from lint_gpu_tests.analysis import ModuleAnalysis, names_in
 from lint_gpu_tests.fixplan import planner_for
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
@@ -108,7 +108,7 @@ def workdir(request, tmp_path):
             engines = module.engine_names(func)
             if not engines:
                 continue
-            for node in walk_function(func.node):
+            for node in module.nodes_of(func):
                 if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and (
                     planner.finalizer_engine(node.value, engines)
                 ):
@@ -117,7 +117,7 @@ def workdir(request, tmp_path):
                     plan = plan_covering(module, func, node.lineno)
                     fix = plan.fix_info(self.fix_title) if plan else none_fix(
                         self.fix_title, unfixable_engine_reason(module, func))
-                    yield hit_at(call, self.summary.format(how=how), fix)
+                    yield hit_at(call, self.summary.format(how=how), fix, plan)
                 elif isinstance(node, ast.Try) and planner.finally_only_cleans(node, engines) \
                         and any(names_in(s) & engines or "engine_core" in ast.unparse(s)
                                 for s in node.finalbody):
@@ -125,4 +125,5 @@ def workdir(request, tmp_path):
                     fix = plan.fix_info(self.fix_title) if plan else none_fix(
                         self.fix_title, unfixable_engine_reason(module, func))
                     yield Hit(node.lineno, node.col_offset, node.lineno, node.col_offset + 3,
-                              self.summary.format(how="`try/finally`"), fix)
+                              self.summary.format(how="`try/finally`"), fix,
+                              plan.anchor if plan else None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import ModuleAnalysis, walk_function
+from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan import _stmt_block
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.rule import Example, Hit, Rule
@@ -105,7 +105,7 @@ def test_uses_helper():
             names = module.function_bindings(func)
             deletable = names.engines | names.runners | names.strong_aliases
             plans = function_plans(module, func)
-            for node in walk_function(func.node):
+            for node in module.nodes_of(func):
                 what: str | None = None
                 if isinstance(node, ast.Delete):
                     targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
@@ -126,4 +126,4 @@ def test_uses_helper():
                                   "removing it changes when memory is freed within the test")
                 else:
                     fix = none_fix(self.fix_title, "not a statement of its own")
-                yield hit_at(node, self.summary.format(what=what), fix)
+                yield hit_at(node, self.summary.format(what=what), fix, plan)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import ModuleAnalysis, walk_function
+from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.rule import Example, Hit, Rule
@@ -69,12 +69,12 @@ def test_chat(vllm_runner):
                 continue
             handed_out: set[str] = set()
             if func.kind == "fixture":
-                for node in walk_function(func.node):
+                for node in module.nodes_of(func):
                     if isinstance(node, (ast.Yield, ast.Return)) and isinstance(
                         node.value, ast.Name
                     ):
                         handed_out.add(node.value.id)
-            for node in walk_function(func.node):
+            for node in module.nodes_of(func):
                 if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
                     continue
                 value = node.value
