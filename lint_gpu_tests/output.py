@@ -157,7 +157,8 @@ def render_full(violations: Sequence[Violation], options: RenderOptions) -> str:
         if v.fix is not None and v.fix.title:
             help_text = v.fix.title
             if v.fix.applicability is Applicability.UNSAFE:
-                help_text += " (unsafe fix)"
+                help_text += f" (unsafe fix: {v.fix.reason})" if v.fix.reason else \
+                    " (unsafe fix)"
             elif v.fix.applicability is Applicability.NONE and v.fix.reason:
                 help_text += f" (no automatic fix: {v.fix.reason})"
             out.append(f"{_style('help:', color, bold=True)} {help_text}")

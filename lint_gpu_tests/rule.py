@@ -81,7 +81,8 @@ class Rule:
     """Base class of every rule. Subclasses set the class attributes and ``check``.
 
     Class attributes:
-        code: ``"GPU001"`` ...; name: kebab-case name; summary: one-line message.
+        code: ``"GPU001"`` ...; name: kebab-case name; summary: one plain line for tables
+        and SARIF; message: the violation message template (``str.format`` fields).
         what_it_does, why_bad, fix_safety: documentation sections (Markdown).
         fix_title: short title of the fix, or ``""`` for a rule without a fix.
         INVALID / VALID: examples that must / must not be reported.
@@ -90,6 +91,7 @@ class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
     summary: ClassVar[str]
+    message: ClassVar[str]
     what_it_does: ClassVar[str]
     why_bad: ClassVar[str]
     fix_title: ClassVar[str] = ""

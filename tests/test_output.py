@@ -226,3 +226,16 @@ def test_statistics_and_show_fixes() -> None:
         "- tests/test_a.py:",
         "    2 × GPU091 (fake-safe)",
     ]
+
+
+def test_full_help_says_why_a_fix_is_unsafe_or_missing() -> None:
+    unsafe = Violation("GPU092", "fake-unsafe", "m", "t.py", Location(1, 1), Location(1, 2),
+                       FixInfo(Applicability.UNSAFE, "Wrap", "the engine is passed to a thread"))
+    missing = Violation("GPU093", "fake-nofix", "m", "t.py", Location(1, 1), Location(1, 2),
+                        FixInfo(Applicability.NONE, "Wrap", "the engine is returned"))
+    text = render([unsafe, missing], OutputFormat.FULL, RenderOptions())
+    helps = [line for line in text.split("\n") if line.startswith("help:")]
+    assert helps == [
+        "help: Wrap (unsafe fix: the engine is passed to a thread)",
+        "help: Wrap (no automatic fix: the engine is returned)",
+    ]

@@ -16,7 +16,8 @@ class EngineOutsideRunner(Rule):
 
     code = "GPU001"
     name = "engine-outside-runner"
-    summary = "Engine `{engine}(...)` built outside `with {runner}(...)`"
+    summary = "An engine built by hand instead of by the runner's with-statement"
+    message = "Engine `{engine}(...)` built outside `with {runner}(...)`"
     fix_title = "Wrap in `with vllm_runner(...)`"
     what_it_does = (
         "Checks for engines (`vllm.LLM` however imported, or the classes in "
@@ -233,4 +234,4 @@ def vllm_runner():
             plan = planner.engine_plan(site)
             fix = plan.fix_info() if isinstance(plan, WrapPlan) else plan
             engine = dotted_name(site.call.func) or "LLM"
-            yield hit_at(site.call, self.summary.format(engine=engine, runner=runner), fix)
+            yield hit_at(site.call, self.message.format(engine=engine, runner=runner), fix)

@@ -17,7 +17,8 @@ class FixtureYieldsEngine(Rule):
 
     code = "GPU002"
     name = "fixture-yields-engine"
-    summary = "Fixture `{fixture}` hands out the engine itself; yield `weakref.proxy(...)` of it"
+    summary = "A fixture hands out the engine itself instead of a weak proxy"
+    message = "Fixture `{fixture}` hands out the engine itself; yield `weakref.proxy(...)` of it"
     fix_title = "Yield `weakref.proxy(runner.llm)`"
     what_it_does = (
         "Checks for fixtures that `yield` or `return` an engine, the runner's engine "
@@ -126,4 +127,4 @@ def runner_cls(vllm_runner):
                                   "which changes when the engine is torn down")
                 else:
                     fix = FixInfo(Applicability.SAFE, self.fix_title)
-                yield hit_at(value, self.summary.format(fixture=func.name), fix, plan)
+                yield hit_at(value, self.message.format(fixture=func.name), fix, plan)

@@ -22,7 +22,8 @@ class FinalizerShutdown(Rule):
 
     code = "GPU003"
     name = "finalizer-shutdown"
-    summary = "Engine shut down by {how}; let `with vllm_runner(...)` tear it down"
+    summary = "An engine torn down by a finalizer or a try/finally"
+    message = "Engine shut down by {how}; let `with vllm_runner(...)` tear it down"
     fix_title = "Remove the finalizer (part of the GPU001 rewrite)"
     what_it_does = (
         "Checks for `request.addfinalizer(...)`, `atexit.register(...)` or "
@@ -117,7 +118,7 @@ def workdir(request, tmp_path):
                     plan = plan_covering(module, func, node.lineno)
                     fix = plan.fix_info(self.fix_title) if plan else none_fix(
                         self.fix_title, unfixable_engine_reason(module, func))
-                    yield hit_at(call, self.summary.format(how=how), fix, plan)
+                    yield hit_at(call, self.message.format(how=how), fix, plan)
                 elif isinstance(node, ast.Try) and planner.finally_only_cleans(node, engines) \
                         and any(names_in(s) & engines or "engine_core" in ast.unparse(s)
                                 for s in node.finalbody):
@@ -125,5 +126,5 @@ def workdir(request, tmp_path):
                     fix = plan.fix_info(self.fix_title) if plan else none_fix(
                         self.fix_title, unfixable_engine_reason(module, func))
                     yield Hit(node.lineno, node.col_offset, node.lineno, node.col_offset + 3,
-                              self.summary.format(how="`try/finally`"), fix,
+                              self.message.format(how="`try/finally`"), fix,
                               plan.anchor if plan else None)

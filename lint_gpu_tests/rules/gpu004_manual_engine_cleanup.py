@@ -24,7 +24,8 @@ class ManualEngineCleanup(Rule):
 
     code = "GPU004"
     name = "manual-engine-cleanup"
-    summary = "Manual cleanup `{what}` in a function that owns an engine"
+    summary = "Manual cleanup in a function that owns an engine"
+    message = "Manual cleanup `{what}` in a function that owns an engine"
     fix_title = "Remove the manual cleanup"
     what_it_does = (
         "In a function that owns an engine (builds one, holds a runner, or receives the "
@@ -126,4 +127,4 @@ def test_uses_helper():
                                   "removing it changes when memory is freed within the test")
                 else:
                     fix = none_fix(self.fix_title, "not a statement of its own")
-                yield hit_at(node, self.summary.format(what=what), fix, plan)
+                yield hit_at(node, self.message.format(what=what), fix, plan)

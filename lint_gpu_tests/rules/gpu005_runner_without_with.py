@@ -15,7 +15,8 @@ class RunnerWithoutWith(Rule):
 
     code = "GPU005"
     name = "runner-without-with"
-    summary = "`{runner}(...)` used outside a with-statement; its teardown may never run"
+    summary = "A runner used outside a with-statement"
+    message = "`{runner}(...)` used outside a with-statement; its teardown may never run"
     fix_title = "Wrap in a with-statement"
     what_it_does = (
         "Checks for calls of the runner fixture or a runner class that are not the context "
@@ -74,4 +75,4 @@ def test_all(vllm_runner):
             plan = planner.runner_plan(call)
             fix = plan.fix_info(self.fix_title) if isinstance(plan, WrapPlan) else plan
             name = last_name(call.call.func) or "vllm_runner"
-            yield hit_at(call.call, self.summary.format(runner=name), fix)
+            yield hit_at(call.call, self.message.format(runner=name), fix)

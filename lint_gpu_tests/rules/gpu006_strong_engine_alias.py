@@ -17,7 +17,8 @@ class StrongEngineAlias(Rule):
 
     code = "GPU006"
     name = "strong-engine-alias"
-    summary = "`{name} = {expr}` keeps the engine alive after the with-block; use a weak proxy"
+    summary = "A name holds the runner's engine strongly"
+    message = "`{name} = {expr}` keeps the engine alive after the with-block; use a weak proxy"
     fix_title = "Bind to `weakref.proxy(...)`"
     what_it_does = (
         "Checks for a name bound to the runner's engine (`runner.llm`, `runner.model`, or "
@@ -95,5 +96,5 @@ def test_chat(vllm_runner):
                                                        func.kind == "fixture")
                 fix = FixInfo(Applicability.SAFE, self.fix_title) if escape is None else FixInfo(
                     Applicability.UNSAFE, self.fix_title, escape.removeprefix("none:"))
-                yield hit_at(value, self.summary.format(name=bound[0],
+                yield hit_at(value, self.message.format(name=bound[0],
                                                         expr=ast.unparse(value)), fix)
