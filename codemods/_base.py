@@ -137,11 +137,10 @@ class GpuCodemod(VisitorBasedCodemodCommand):
         used_before = {n.id for n in ast.walk(module.tree) if isinstance(n, ast.Name)}
         candidates = {"gc", "torch", "atexit", "vllm", *CLEANUP_FUNCTIONS,
                       *self.config.cleanup_functions}
-        engine_classes = set(self.config.engine_classes)
         for local, qualified in module.imports.items():
             if local not in used_before:
                 continue
-            if not (local in candidates or qualified in engine_classes):
+            if not (local in candidates or module.is_engine_class(qualified)):
                 continue
             if qualified == local:
                 RemoveImportsVisitor.remove_unused_import(self.context, local)
@@ -165,5 +164,5 @@ def _is_from_import(module: ModuleAnalysis, local: str) -> bool:
 
 def engine_locals(module: ModuleAnalysis) -> set[str]:
     """Local names (and attribute names) that refer to configured engine classes."""
-    names = {local for local, q in module.imports.items() if q in module.config.engine_classes}
+    names = {local for local, q in module.imports.items() if module.is_engine_class(q)}
     return names | {q.rsplit(".", 1)[-1] for q in module.config.engine_classes}

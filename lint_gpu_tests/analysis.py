@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from lint_gpu_tests.config import Config
+from lint_gpu_tests.config import REEXPORTS, Config
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -294,7 +294,12 @@ class ModuleAnalysis:
         if not isinstance(node, ast.Call):
             return False
         qualified = self.qualified(node.func)
-        return qualified is not None and qualified in self.config.engine_classes
+        return qualified is not None and self.is_engine_class(qualified)
+
+    def is_engine_class(self, qualified: str) -> bool:
+        """True when a qualified name is a configured engine class, re-exports included."""
+        classes = self.config.engine_classes
+        return qualified in classes or REEXPORTS.get(qualified) in classes
 
     def builds_engine(self, node: ast.AST) -> bool:
         """True for an engine class call or one of its ``from_*`` factory classmethods."""
@@ -305,7 +310,7 @@ class ModuleAnalysis:
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
             return False
         owner = self.qualified(node.func.value)
-        return (owner is not None and owner in self.config.engine_classes
+        return (owner is not None and self.is_engine_class(owner)
                 and node.func.attr.startswith("from_"))
 
     def is_runner_call(self, node: ast.AST) -> bool:

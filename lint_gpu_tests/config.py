@@ -20,7 +20,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-DEFAULT_ENGINE_CLASSES = ("vllm.LLM", "vllm.entrypoints.llm.LLM")
+DEFAULT_ENGINE_CLASSES = ("vllm.LLM",)
+#: Where vLLM defines what it re-exports: a name imported from the defining module is the
+#: same class as the public one (vllm/__init__.py re-exports vllm/entrypoints/llm.py's LLM).
+REEXPORTS = {"vllm.entrypoints.llm.LLM": "vllm.LLM", "vllm.entrypoints.LLM": "vllm.LLM"}
 DEFAULT_ISOLATION_DECORATORS = (
     "create_new_process_for_each_test",
     "fork_new_process_for_each_test",

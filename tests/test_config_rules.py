@@ -107,3 +107,18 @@ def test_target_must_be_known() -> None:
 def test_unknown_key_named() -> None:
     with pytest.raises(ConfigError, match="unknown key `runner-atribute`"):
         config_from_table({"runner-atribute": "model"}, "pyproject.toml")
+
+
+def test_engine_classes_default_covers_the_defining_module() -> None:
+    source = """\
+        from vllm.entrypoints.llm import LLM as Engine
+
+
+        def test_alias():
+            engine = Engine("m")
+            assert engine.generate(["x"])
+        """
+    assert Config().engine_classes == ("vllm.LLM",)
+    assert found(source, Config()) == [(5, 14, "GPU001")]
+    config = config_from_table({"engine-classes": ["vllm.LLM", "vllm_omni.Omni"]}, "t")
+    assert found(source, config) == [(5, 14, "GPU001")]
