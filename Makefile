@@ -26,7 +26,7 @@ test: install-test
 
 lint: install-test
 	$(BIN)/ruff check .
-	$(BIN)/gpu-test-lint check lint_gpu_tests codemods tests --exclude tests/fixtures
+	$(BIN)/gpu-test-lint check .
 
 clean:
 	rm -rf $(VENV) build *.egg-info .gpu-test-lint-cache
