@@ -27,7 +27,7 @@ from codemods._imports import (
 from lint_gpu_tests.analysis import CLEANUP_FUNCTIONS, ModuleAnalysis
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan import WrapPlan
-from lint_gpu_tests.ftypes import Violation
+from lint_gpu_tests.ftypes import FixInfo, Violation
 
 #: Import lines each need adds, as (module, object) for ``AddImportsVisitor``.
 IMPORTS = {
@@ -81,10 +81,17 @@ class GpuCodemod(VisitorBasedCodemodCommand):
         raise NotImplementedError
 
     def apply_plans(self, tree: cst.Module, module: ModuleAnalysis,
-                    plans: list[WrapPlan]) -> cst.Module:
+                    candidates: Iterable[WrapPlan | FixInfo]) -> cst.Module:
         """Apply with-block plans (at most one per function) and schedule imports."""
         from codemods._wrap import WrapTransformer
 
+        # One plan per function per pass: plans of one function would overlap.
+        plans: list[WrapPlan] = []
+        seen: set[int] = set()
+        for plan in candidates:
+            if isinstance(plan, WrapPlan) and plan.function_line not in seen:
+                seen.add(plan.function_line)
+                plans.append(plan)
         if not plans:
             return tree
         wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)

@@ -34,6 +34,19 @@ def _is_docstring(stmt: cst.BaseStatement) -> bool:
             and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
 
 
+def _import_block(body: list[cst.BaseStatement]) -> tuple[int, int]:
+    """``(start, end)`` indices of the top import block, after any docstring and
+    ``__future__`` imports."""
+    start = 0
+    while start < len(body) and (_is_docstring(body[start]) or (
+        (info := _top_module(body[start])) is not None and info[0] == "__future__")):
+        start += 1
+    end = start
+    while end < len(body) and _top_module(body[end]) is not None:
+        end += 1
+    return start, end
+
+
 def _blank() -> cst.EmptyLine:
     return cst.EmptyLine()
 
@@ -72,13 +85,7 @@ def add_stdlib_import(module: cst.Module, name: str) -> cst.Module:
                 return module
     new_stmt = cst.SimpleStatementLine(body=[cst.Import(names=[cst.ImportAlias(
         name=cst.Name(name))])])
-    start = 0
-    while start < len(body) and (_is_docstring(body[start]) or (
-        (info := _top_module(body[start])) is not None and info[0] == "__future__")):
-        start += 1
-    end = start
-    while end < len(body) and _top_module(body[end]) is not None:
-        end += 1
+    start, end = _import_block(body)
     block = body[start:end]
     stdlib = [(i + start, info) for i, s in enumerate(block)
               if (info := _top_module(s)) is not None and info[0] in STDLIB]
@@ -138,13 +145,7 @@ def add_from_import(module: cst.Module, mod: str, name: str) -> cst.Module:
     as a new section, when there is no third-party import."""
     body = list(module.body)
     new_stmt = cst.parse_statement(f"from {mod} import {name}")
-    start = 0
-    while start < len(body) and (_is_docstring(body[start]) or (
-        (info := _top_module(body[start])) is not None and info[0] == "__future__")):
-        start += 1
-    end = start
-    while end < len(body) and _top_module(body[end]) is not None:
-        end += 1
+    start, end = _import_block(body)
     third = [i for i in range(start, end)
              if (info := _top_module(body[i])) is not None and info[0] not in STDLIB]
     if third:

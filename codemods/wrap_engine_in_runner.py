@@ -7,7 +7,7 @@ import libcst as cst
 
 from codemods._base import GpuCodemod
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.fixplan import WrapPlan, planner_for
+from lint_gpu_tests.fixplan import planner_for
 from lint_gpu_tests.ftypes import Violation
 
 
@@ -24,14 +24,5 @@ class WrapEngineInRunner(GpuCodemod):
                 todo: list[Violation]) -> cst.Module:
         planner = planner_for(module)
         rows = {v.location.row for v in todo}
-        plans: list[WrapPlan] = []
-        seen_functions: set[int] = set()
-        for site in module.engines:
-            if site.call.lineno not in rows:
-                continue
-            plan = planner.engine_plan(site)
-            if not isinstance(plan, WrapPlan) or plan.function_line in seen_functions:
-                continue
-            seen_functions.add(plan.function_line)
-            plans.append(plan)
-        return self.apply_plans(tree, module, plans)
+        return self.apply_plans(tree, module, (planner.engine_plan(site) for site in module.engines
+                                               if site.call.lineno in rows))

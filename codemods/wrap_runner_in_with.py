@@ -6,7 +6,7 @@ import libcst as cst
 
 from codemods._base import GpuCodemod
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.fixplan import WrapPlan, planner_for
+from lint_gpu_tests.fixplan import planner_for
 from lint_gpu_tests.ftypes import Violation
 
 
@@ -20,14 +20,6 @@ class WrapRunnerInWith(GpuCodemod):
                 todo: list[Violation]) -> cst.Module:
         planner = planner_for(module)
         rows = {v.location.row for v in todo}
-        plans: list[WrapPlan] = []
-        seen: set[int] = set()
-        for call in module.runner_calls:
-            if call.context != "bare" or call.call.lineno not in rows:
-                continue
-            plan = planner.runner_plan(call)
-            if not isinstance(plan, WrapPlan) or plan.function_line in seen:
-                continue
-            seen.add(plan.function_line)
-            plans.append(plan)
-        return self.apply_plans(tree, module, plans)
+        return self.apply_plans(tree, module, (
+            planner.runner_plan(call) for call in module.runner_calls
+            if call.context == "bare" and call.call.lineno in rows))

@@ -422,6 +422,15 @@ class ModuleAnalysis:
             return True
         return any(param in self.engine_fixtures for param in func.params)
 
+    def statement_of(self, node: ast.AST) -> ast.stmt:
+        """The innermost statement holding ``node``."""
+        current: ast.AST = node
+        while not isinstance(current, ast.stmt):
+            parent = self.parent(current)
+            assert parent is not None, "node is not inside a statement"
+            current = parent
+        return current
+
     def in_main_guard(self, node: ast.AST) -> bool:
         """True when ``node`` lies under ``if __name__ == "__main__":``."""
         current: ast.AST | None = node
@@ -729,7 +738,7 @@ class _Walker(ast.NodeVisitor):
 
     def _record_engine(self, node: ast.Call) -> None:
         module = self.module
-        statement = self._statement_of(node)
+        statement = self.module.statement_of(node)
         bound: str | None = None
         if (
             isinstance(statement, (ast.Assign, ast.AnnAssign))
@@ -756,10 +765,3 @@ class _Walker(ast.NodeVisitor):
             )
         )
 
-    def _statement_of(self, node: ast.AST) -> ast.stmt:
-        current: ast.AST = node
-        while not isinstance(current, ast.stmt):
-            parent = self.module.parent(current)
-            assert parent is not None
-            current = parent
-        return current

@@ -204,7 +204,7 @@ class Planner:
         """Plan the GPU005 rewrite of a runner built outside a ``with`` (cached)."""
         key = id(call.call)
         if key not in self._runner_plans:
-            stmt = self._statement_of(call.call)
+            stmt = self.module.statement_of(call.call)
             bound = None
             if isinstance(stmt, ast.Assign) and stmt.value is call.call and len(stmt.targets) == 1:
                 if isinstance(stmt.targets[0], ast.Name):
@@ -212,14 +212,6 @@ class Planner:
             self._runner_plans[key] = self._plan_site(call.call, stmt, call.function, bound,
                                                       "runner")
         return self._runner_plans[key]
-
-    def _statement_of(self, node: ast.AST) -> ast.stmt:
-        current: ast.AST = node
-        while not isinstance(current, ast.stmt):
-            parent = self.module.parent(current)
-            assert parent is not None
-            current = parent
-        return current
 
     def _title(self, kind: str, func: FunctionInfo | None, use_class: bool = False) -> str:
         runner = self.module.config.runner_fixture
