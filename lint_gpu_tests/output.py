@@ -182,6 +182,8 @@ def violation_json(violation: Violation, options: RenderOptions) -> dict[str, An
             "edits": [],
             "message": violation.fix.title,
         }
+        if violation.fix.reason:
+            fix["reason"] = violation.fix.reason  # why it is unsafe (not in ruff's shape)
     return {
         "cell": None,
         "code": violation.code,
@@ -195,6 +197,9 @@ def violation_json(violation: Violation, options: RenderOptions) -> dict[str, An
         "noqa_row": violation.location.row,
         "severity": "error",
         "url": rule_url(violation.code),
+        **({"no_fix_reason": violation.fix.reason}
+           if violation.fix is not None and not violation.fix.available and violation.fix.reason
+           else {}),
     }
 
 

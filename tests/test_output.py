@@ -239,3 +239,16 @@ def test_full_help_says_why_a_fix_is_unsafe_or_missing() -> None:
         "help: Wrap (unsafe fix: the engine is passed to a thread)",
         "help: Wrap (no automatic fix: the engine is returned)",
     ]
+
+
+def test_json_says_why_a_fix_is_unsafe_or_missing() -> None:
+    unsafe = Violation("GPU092", "fake-unsafe", "m", "t.py", Location(1, 1), Location(1, 2),
+                       FixInfo(Applicability.UNSAFE, "Wrap", "the engine is passed to a thread"))
+    missing = Violation("GPU093", "fake-nofix", "m", "t.py", Location(2, 1), Location(2, 2),
+                        FixInfo(Applicability.NONE, "Wrap", "the engine is returned"))
+    first, second = json.loads(render([unsafe, missing], OutputFormat.JSON, OPTIONS))
+    assert first["fix"] == {"applicability": "unsafe", "edits": [], "message": "Wrap",
+                            "reason": "the engine is passed to a thread"}
+    assert "no_fix_reason" not in first
+    assert second["fix"] is None
+    assert second["no_fix_reason"] == "the engine is returned"
