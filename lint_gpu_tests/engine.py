@@ -31,6 +31,13 @@ class InternalError(Exception):
     """A rule or codemod raised unexpectedly on one file; the message names which."""
 
 
+class SourceTooDeep(InternalError):
+    """The module parses but nests deeper than the analysis can recurse."""
+
+
+TOO_DEEP_TO_ANALYSE = "source nests too deeply to analyse"
+
+
 def decode_source(source: bytes) -> str:
     """Decode Python source bytes as the interpreter would (PEP 263 cookie, BOM, UTF-8).
 
@@ -123,7 +130,8 @@ def parse_source(source: bytes, path: str) -> tuple[ast.Module | None, str, Viol
         col = (exc.offset or 1) if exc.offset and exc.offset > 0 else 1
         return None, text, _parse_error(path, exc.msg, line, col)
     except (ValueError, RecursionError, MemoryError) as exc:
-        msg = "source nests too deeply to parse" if isinstance(exc, RecursionError) else str(exc)
+        # CPython reports a parser stack overflow as a bare MemoryError.
+        msg = str(exc) if isinstance(exc, ValueError) else "source nests too deeply to parse"
         return None, text, _parse_error(path, msg, 1, 1)
     return tree, text, None
 
@@ -151,7 +159,10 @@ def check_tree(
     codes = [rule for rule in codes if not any(rule.code.startswith(p) for p in ignored)]
     if not codes:
         return []
-    module = ModuleAnalysis.build(tree, text, path, config)
+    try:
+        module = ModuleAnalysis.build(tree, text, path, config)
+    except RecursionError as exc:
+        raise SourceTooDeep(TOO_DEEP_TO_ANALYSE) from exc
     if not module.in_scope:
         return []
     lines: list[str] | None = None
@@ -163,7 +174,7 @@ def check_tree(
         try:
             hits = list(rule.check(module))
         except RecursionError as exc:
-            raise InternalError(f"{rule.code} ({rule.name}): source nests too deeply") from exc
+            raise SourceTooDeep(f"{rule.code} ({rule.name}): {TOO_DEEP_TO_ANALYSE}") from exc
         except Exception as exc:  # noqa: BLE001 - reported per file, run goes on
             raise InternalError(f"{rule.code} ({rule.name}): {type(exc).__name__}: {exc}") from exc
         if hits and lines is None:
@@ -243,16 +254,20 @@ def check_source(source: bytes, path: str, config: Config) -> list[Violation]:
 
     Returns:
         Violations after selection and ``# noqa``. A file that does not parse yields a single
-        ``GPU900`` violation with the parser's line and message (never an exception).
+        ``GPU900`` violation with the parser's line and message (never an exception); so
+        does one that parses but nests too deeply for the analysis to walk.
 
     Raises:
         InternalError: when a rule fails unexpectedly on this file.
     """
     tree, text, error = parse_source(source, path)
-    if error is not None:
-        return [error] if config.is_code_enabled(PARSE_ERROR_CODE) else []
-    assert tree is not None
-    return check_tree(tree, text, path, config)
+    if error is None:
+        assert tree is not None
+        try:
+            return check_tree(tree, text, path, config)
+        except SourceTooDeep:
+            error = _parse_error(path, TOO_DEEP_TO_ANALYSE, 1, 1)
+    return [error] if config.is_code_enabled(PARSE_ERROR_CODE) else []
 
 
 @dataclass

@@ -328,7 +328,8 @@ class Planner:
                 continue
             if isinstance(later, ast.Try) and names and self.finally_only_cleans(
                     later, all_engines):
-                if any(_loads(s, n) for s in later.body for n in names):
+                if any(_loads(s, n) for s in later.body for n in names) or any(
+                        names_in(s) & names for s in later.finalbody):
                     unwrap.add(later.lineno)
                     remove.update(s.lineno for s in later.finalbody)
                     end = j
@@ -364,7 +365,7 @@ class Planner:
         for node in ast.walk(func_node):
             if not (isinstance(node, ast.Name) and node.id in names) or id(node) in inside:
                 continue
-            if isinstance(node.ctx, ast.Load):
+            if isinstance(node.ctx, (ast.Load, ast.Del)):
                 return _none(f"`{node.id}` is used outside the block that builds it", title)
             if isinstance(node.ctx, ast.Store) and id(node) not in top_rebindings:
                 return _none(f"`{node.id}` is rebound elsewhere in the function", title)
