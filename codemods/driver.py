@@ -16,6 +16,7 @@ from codemods.remove_manual_cleanup import RemoveManualCleanup
 from codemods.wrap_engine_in_runner import WrapEngineInRunner
 from codemods.wrap_runner_in_with import WrapRunnerInWith
 from lint_gpu_tests.config import Config
+from lint_gpu_tests.engine import InternalError
 from lint_gpu_tests.ftypes import Violation
 
 ORDER: tuple[type[GpuCodemod], ...] = (
@@ -46,6 +47,7 @@ def apply_fixes(source: bytes, path: str, config: Config,
     Raises:
         RoundTripError: when ``parse_module(source).bytes != source``.
         libcst.ParserSyntaxError: when LibCST cannot parse the file.
+        InternalError: when a codemod raises; the message names it and its codes.
     """
     module = cst.parse_module(source)
     if module.bytes != source:
@@ -55,7 +57,15 @@ def apply_fixes(source: bytes, path: str, config: Config,
         if not (command.CODES & codes):
             continue
         context = CodemodContext(filename=path)
-        new = command(context, config=config, violations=violations).transform_module(module)
+        try:
+            new = command(context, config=config,
+                          violations=violations).transform_module(module)
+        except RecursionError as exc:
+            raise InternalError(f"{'/'.join(sorted(command.CODES))} ({command.__name__}): "
+                                "source nests too deeply to rewrite") from exc
+        except Exception as exc:
+            raise InternalError(f"{'/'.join(sorted(command.CODES))} ({command.__name__}): "
+                                f"{type(exc).__name__}: {exc}") from exc
         if new.bytes != source:
             return new.bytes
     return None

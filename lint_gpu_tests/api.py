@@ -227,8 +227,10 @@ def _fix(path: str, source: bytes, digest: str, violations: list[Violation], con
     except Exception as exc:  # noqa: BLE001 - reported for this file, the run goes on
         return _Outcome(FileResult(path, violations, error=_error_text(path, exc, mode.verbose)),
                         digest, violations)
-    result = FileResult(path, outcome.remaining, outcome.fixed, outcome.new_source,
-                        outcome.error)
+    error = outcome.error
+    if error is not None and outcome.exception is not None and mode.verbose:
+        error += "\n" + "".join(traceback.format_exception(outcome.exception)).rstrip()
+    result = FileResult(path, outcome.remaining, outcome.fixed, outcome.new_source, error)
     if outcome.new_source is None:
         return _Outcome(result, digest, outcome.remaining if outcome.error is None else None)
     if mode.diff:

@@ -279,12 +279,14 @@ class FixOutcome:
         fixed: violations the fix removed.
         remaining: violations left in the (fixed) file.
         error: an internal-error message when a fix pass was thrown away.
+        exception: the exception that made a codemod fail, for ``--verbose``.
     """
 
     new_source: bytes | None
     fixed: list[Violation]
     remaining: list[Violation]
     error: str | None = None
+    exception: BaseException | None = None
 
 
 MAX_FIX_PASSES = 10
@@ -323,6 +325,7 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
 
     current = source
     error: str | None = None
+    failure: BaseException | None = None
     for _ in range(MAX_FIX_PASSES):
         violations = check_source(current, path, config)
         todo = wanted_fixes(violations, unsafe)
@@ -331,7 +334,10 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
         try:
             candidate = apply_fixes(current, path, config, todo)
         except Exception as exc:  # noqa: BLE001 - a failed pass is reported, file kept
-            error = f"fix failed ({type(exc).__name__}: {exc}); file left as it was"
+            detail = str(exc) if isinstance(exc, InternalError) else \
+                f"{type(exc).__name__}: {exc}"
+            error = f"fix failed: {detail}; pass discarded"
+            failure = exc
             break
         if candidate is None or candidate == current:
             break
@@ -343,4 +349,4 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
     remaining = check_source(current, path, config)
     key = {(v.code, v.message) for v in remaining}
     fixed = [v for v in original if (v.code, v.message) not in key] if current != source else []
-    return FixOutcome(current if current != source else None, fixed, remaining, error)
+    return FixOutcome(current if current != source else None, fixed, remaining, error, failure)
