@@ -12,7 +12,9 @@ so a red build is reproducible.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 _SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
@@ -23,3 +25,12 @@ settings.register_profile("ci", max_examples=100, deadline=None, derandomize=Tru
 settings.register_profile("long", max_examples=3000, deadline=None,
                           suppress_health_check=_SUPPRESSED, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty project with a ``tests/`` directory; the working directory is its root."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GPU_TEST_LINT_CACHE_DIR", raising=False)
+    (tmp_path / "tests").mkdir()
+    return tmp_path

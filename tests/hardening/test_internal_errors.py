@@ -22,14 +22,10 @@ FIXED = ('import weakref\n\n\ndef test_x(vllm_runner):\n    with vllm_runner("m"
 HINT = "hint: run with --verbose to see the traceback"
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("GPU_TEST_LINT_CACHE_DIR", raising=False)
-    (tmp_path / "tests").mkdir()
+@pytest.fixture(autouse=True)
+def files(project: Path) -> None:
     for name in ("test_a.py", "test_boom.py", "test_z.py"):
-        (tmp_path / "tests" / name).write_text(ENGINE)
-    return tmp_path
+        (project / "tests" / name).write_text(ENGINE)
 
 
 def run(*args: str) -> Result:

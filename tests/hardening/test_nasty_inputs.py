@@ -18,14 +18,6 @@ GPU001 = "GPU001 [*] Engine `LLM(...)` built outside `with vllm_runner(...)`"
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("GPU_TEST_LINT_CACHE_DIR", raising=False)
-    (tmp_path / "tests").mkdir()
-    return tmp_path
-
-
 def run(*args: str) -> Result:
     result = CliRunner().invoke(cli.cli, ["check", "--no-cache", *args])
     assert "Traceback" not in result.stdout + result.stderr

@@ -27,14 +27,6 @@ UNFIXABLE = 'from vllm import LLM\n\n\ndef build_{n}():\n    return LLM("m{n}")\
 OLD = 1_000_000_000  # an mtime far in the past: any write would move it
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("GPU_TEST_LINT_CACHE_DIR", raising=False)
-    (tmp_path / "tests").mkdir()
-    return tmp_path
-
-
 def run(*args: str) -> Result:
     result = CliRunner().invoke(cli.cli, ["check", *args])
     assert result.exception is None or isinstance(result.exception, SystemExit)
