@@ -183,9 +183,16 @@ class ModuleAnalysis:
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def build(cls, tree: ast.Module, text: str, path: str, config: Config) -> ModuleAnalysis:
-        """Analyse ``tree`` (parsed from ``text``) for ``path`` under ``config``."""
+    def build(cls, tree: ast.Module, text: str, path: str, config: Config,
+              conftest_fixtures: frozenset[str] = frozenset()) -> ModuleAnalysis:
+        """Analyse ``tree`` (parsed from ``text``) for ``path`` under ``config``.
+
+        ``conftest_fixtures`` names engine fixtures defined in the conftests pytest loads for
+        this module (see :mod:`lint_gpu_tests.conftest_index`); a fixture of the same name
+        in the module itself overrides them, as in pytest.
+        """
         module = cls(tree=tree, text=text, path=path, config=config)
+        module._conftest_fixtures = conftest_fixtures
         module._collect_imports()
         module.in_scope = is_test_module_path(path, config) or module._defines_pytest_items()
         if not module.in_scope:
@@ -268,7 +275,10 @@ class ModuleAnalysis:
         return False
 
     def _collect_engine_fixtures(self) -> None:
-        """Fixtures of this module that provide an engine (or a runner's engine)."""
+        """Fixtures that provide an engine (or a runner's engine): this module's, and the
+        conftests' ones this module does not override."""
+        local = {info.name for info in self.functions if info.kind == "fixture"}
+        self.engine_fixtures |= self._conftest_fixtures - local
         for info in self.functions:
             if info.kind != "fixture":
                 continue
@@ -414,7 +424,7 @@ class ModuleAnalysis:
 
     def owns_engine(self, func: FunctionInfo) -> bool:
         """True when ``func`` builds an engine, holds a runner, or receives an engine or
-        runner fixture (SPEC §3, GPU004)."""
+        runner fixture, from this module or a conftest (SPEC §3, GPU004)."""
         names = self.function_bindings(func)
         if names.engines or names.runners or names.built_engine:
             return True
@@ -453,6 +463,7 @@ class ModuleAnalysis:
     _info_by_node: dict[int, FunctionInfo] = field(default_factory=dict)
     _classes: list[ast.ClassDef] = field(default_factory=list)
     _nodes_cache: dict[int, list[ast.AST]] = field(default_factory=dict)
+    _conftest_fixtures: frozenset[str] = frozenset()
     _busy_functions: set[int] | None = None
 
 

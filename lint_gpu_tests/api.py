@@ -28,6 +28,7 @@ from pathlib import Path
 
 from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir
 from lint_gpu_tests.config import Config, ConfigError, resolve_config
+from lint_gpu_tests.conftest_index import conftest_engine_fixtures
 from lint_gpu_tests.discovery import Discovery, PathNotFoundError, Problem, discover_files
 from lint_gpu_tests.engine import (
     PARSE_ERROR_CODE,
@@ -83,8 +84,9 @@ def needles(config: Config) -> tuple[bytes, ...]:
     however it is imported (``from vllm import LLM as E``, ``import vllm; vllm.LLM(...)``,
     ``from vllm.entrypoints.llm import LLM``) the class's own name appears in the file; a
     runner is a call or parameter named after the runner fixture or a runner class, and an
-    engine fixture (GPU004's "receives an engine") is one defined in the same module, so
-    one of these names is in the file too. Cleanup, isolation and attribute names are not
+    engine fixture (GPU004's "receives an engine") is defined in the same module, so one of
+    these names is in the file too, or in a conftest (:func:`conftest_needles` adds those
+    names per file). Cleanup, isolation and attribute names are not
     needed: they only matter in a function that owns an engine or holds a runner.
     ``tests/test_api.py`` checks this on every rule example.
     """
@@ -92,6 +94,19 @@ def needles(config: Config) -> tuple[bytes, ...]:
     names.update(config.runner_classes)
     names.add(config.runner_fixture)
     return tuple(sorted(n.encode("utf-8") for n in names if n))
+
+
+def conftest_needles(path: str, config: Config) -> tuple[bytes, ...]:
+    """Names of engine fixtures from the conftests of ``path``: a test receiving one owns
+    an engine (GPU004), so a file naming one may hold a violation."""
+    return tuple(sorted(n.encode("utf-8") for n in conftest_engine_fixtures(path, config)))
+
+
+def file_digest(path: str, source: bytes, config: Config) -> str:
+    """Cache key of a file's results: its bytes plus the conftest engine fixtures it may
+    receive (a conftest change can change a test module's violations)."""
+    extra = conftest_needles(path, config)
+    return content_hash(source + b"\0" + b",".join(extra) if extra else source)
 
 
 def may_hold_violation(source: bytes, found: Sequence[bytes]) -> bool:
@@ -113,7 +128,8 @@ def _check_bytes(source: bytes, path: str, config: Config, prefilter: bool) -> l
     A skipped file is still parsed (when ``GPU900`` is enabled) so that a syntax error is
     reported exactly as without the prefilter.
     """
-    if prefilter and not may_hold_violation(source, needles(config)):
+    if prefilter and not may_hold_violation(
+            source, needles(config) + conftest_needles(path, config)):
         if not config.is_code_enabled(PARSE_ERROR_CODE):
             return []
         _, _, error = parse_source(source, path)
@@ -210,7 +226,7 @@ def _process(path: str, source: bytes | None, config: Config, mode: _Mode) -> _O
             source = Path(path).read_bytes()
         except OSError as exc:
             return _Outcome(FileResult(path, error=f"cannot read file: {exc.strerror or exc}"))
-    digest = content_hash(source)
+    digest = file_digest(path, source, config)
     try:
         violations = _check_bytes(source, path, config, mode.prefilter)
     except Exception as exc:  # noqa: BLE001 - reported for this file, the run goes on
@@ -241,7 +257,7 @@ def _fix(path: str, source: bytes, digest: str, violations: list[Violation], con
     except OSError as exc:
         result = FileResult(path, violations, [], None, f"cannot write fixed file: {exc}")
         return _Outcome(result, digest, violations)
-    new_digest = content_hash(outcome.new_source)
+    new_digest = file_digest(path, outcome.new_source, config)
     return _Outcome(result, new_digest, outcome.remaining if outcome.error is None else None)
 
 
@@ -345,7 +361,7 @@ def check_paths(
         except OSError:
             todo.append(path)  # reported by the worker
             continue
-        cached = store.lookup(path, content_hash(source))
+        cached = store.lookup(path, file_digest(path, source, config))
         if cached is not None and (not (fix or diff) or not wanted_fixes(cached, unsafe_fixes)):
             done[path] = _Outcome(FileResult(path, cached))
             run.cache_hits += 1

@@ -16,6 +16,7 @@ that cannot be read or written just makes the run slower.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -35,6 +36,24 @@ _FORMAT = 1
 def content_hash(data: bytes) -> str:
     """Return the hex digest that keys a file's bytes in the cache."""
     return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def code_stamp() -> str:
+    """Short hash of the checker's own sources (names, sizes, modification times), so that
+    results cached by one build of the rules are never served to another, also between
+    releases (an editable install, a patched rule)."""
+    package = Path(__file__).resolve().parent
+    parts: list[str] = []
+    for source in sorted(package.rglob("*.py")):
+        if "runtime" in source.relative_to(package).parts:
+            continue
+        try:
+            stat = source.stat()
+        except OSError:
+            continue
+        parts.append(f"{source.relative_to(package)}:{stat.st_size}:{stat.st_mtime_ns}")
+    return hashlib.blake2b("\n".join(parts).encode(), digest_size=6).hexdigest()
 
 
 def default_cache_dir(config_root: str, override: str | None = None) -> Path:
@@ -87,7 +106,7 @@ class ResultCache:
     def __init__(self, directory: Path, fingerprint: str) -> None:
         """Open (lazily create) the cache for ``fingerprint`` under ``directory``."""
         self.directory = directory
-        self.file = directory / __version__ / f"{fingerprint}.json"
+        self.file = directory / __version__ / f"{fingerprint}-{code_stamp()}.json"
         self._entries: dict[str, list[Any]] = self._read()
         self._dirty: dict[str, list[Any]] = {}
 

@@ -152,6 +152,7 @@ def check_tree(
         InternalError: when a rule raises; the message names the rule and the error.
     """
     from lint_gpu_tests.analysis import ModuleAnalysis
+    from lint_gpu_tests.conftest_index import conftest_engine_fixtures
     from lint_gpu_tests.rules import ALL_RULES
 
     codes = [rule for rule in ALL_RULES if config.is_code_enabled(rule.code)]
@@ -160,7 +161,8 @@ def check_tree(
     if not codes:
         return []
     try:
-        module = ModuleAnalysis.build(tree, text, path, config)
+        module = ModuleAnalysis.build(tree, text, path, config,
+                                      conftest_engine_fixtures(path, config))
     except RecursionError as exc:
         raise SourceTooDeep(TOO_DEEP_TO_ANALYSE) from exc
     if not module.in_scope:

@@ -1,0 +1,94 @@
+"""GPU004 in a test that receives an engine from a conftest fixture (SPEC §3: "receives one
+from a fixture"), through the library, the CLI's cache and the flake8 plugin."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from lint_gpu_tests.api import check_paths
+from lint_gpu_tests.config import Config
+from lint_gpu_tests.conftest_index import conftest_engine_fixtures, conftest_files
+from lint_gpu_tests.engine import check_source
+
+CONFTEST = """\
+import pytest
+from vllm import LLM
+
+
+@pytest.fixture(scope="module")
+def llm():
+    engine = LLM("facebook/opt-125m")
+    yield engine
+"""
+
+TEST = """\
+import gc
+
+
+def test_generate(llm):
+    assert llm.generate(["hi"])
+    gc.collect()
+
+
+def test_no_engine(tmp_path):
+    gc.collect()
+"""
+
+
+def make_project(tmp_path: Path) -> Path:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    tests = tmp_path / "tests" / "unit"
+    tests.mkdir(parents=True)
+    (tmp_path / "tests" / "conftest.py").write_text(CONFTEST)
+    (tests / "test_gen.py").write_text(TEST)
+    return tests / "test_gen.py"
+
+
+def codes(path: Path, config: Config) -> list[tuple[int, int, str]]:
+    return [(v.location.row, v.location.column, v.code)
+            for v in check_source(path.read_bytes(), str(path), config)]
+
+
+def test_conftest_engine_fixture_makes_the_test_own_an_engine(tmp_path: Path) -> None:
+    test = make_project(tmp_path)
+    assert conftest_files(str(test)) == [str(tmp_path / "tests" / "conftest.py")]
+    assert conftest_engine_fixtures(str(test), Config()) == frozenset({"llm"})
+    assert codes(test, Config()) == [(6, 5, "GPU004")]
+
+
+def test_a_local_fixture_of_the_same_name_overrides_the_conftest(tmp_path: Path) -> None:
+    test = make_project(tmp_path)
+    test.write_text("import gc\n\nimport pytest\n\n\n@pytest.fixture\ndef llm():\n"
+                    "    return object()\n\n\n" + TEST.split("\n\n\n", 1)[1])
+    assert codes(test, Config()) == []
+
+
+def test_search_stops_at_the_project_root(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("")
+    (project / "test_gen.py").write_text(TEST)
+    assert conftest_files(str(project / "test_gen.py")) == []
+    assert codes(project / "test_gen.py", Config()) == []
+
+
+def test_cached_results_follow_a_conftest_change(tmp_path: Path) -> None:
+    test = make_project(tmp_path)
+    first = check_paths([str(test.parent)], Config(root=str(tmp_path)), jobs=1)
+    assert [v.code for f in first.files for v in f.violations] == ["GPU004"]
+    conftest = tmp_path / "tests" / "conftest.py"
+    conftest.write_text(CONFTEST.replace("def llm():", "def other():"))
+    second = check_paths([str(test.parent)], Config(root=str(tmp_path)), jobs=1)
+    assert second.cache_hits == 0
+    assert [v.code for f in second.files for v in f.violations] == []
+
+
+def test_flake8_reports_the_same(tmp_path: Path) -> None:
+    test = make_project(tmp_path)
+    out = subprocess.run([sys.executable, "-m", "flake8", "--select", "GPU", str(test)],
+                         capture_output=True, text=True, cwd=tmp_path, check=False)
+    message = "Manual cleanup `gc.collect()` in a function that owns an engine"
+    assert out.stdout.splitlines() == [f"{test}:6:5: GPU004 {message}"]
