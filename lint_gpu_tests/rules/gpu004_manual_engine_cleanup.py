@@ -29,7 +29,8 @@ class ManualEngineCleanup(Rule):
     fix_title = "Remove the manual cleanup"
     what_it_does = (
         "In a function that owns an engine (builds one, holds a runner, or receives the "
-        "`vllm_runner` fixture or an engine fixture of the same module), checks for "
+        "`vllm_runner` fixture or an engine fixture defined in the module or in a "
+        "`conftest.py` pytest loads for it), checks for "
         "`del <engine>`, `gc.collect()`, `torch.cuda/npu/xpu/hpu/accelerator.empty_cache()`, "
         "`current_platform.empty_cache()`, `cleanup_dist_env_and_memory()`, "
         "`destroy_model_parallel()`, `destroy_distributed_environment()`, "
