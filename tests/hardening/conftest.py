@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, settings
 
 _SUPPRESSED = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 
-settings.register_profile("ci", max_examples=100, deadline=None, derandomize=True,
+settings.register_profile("ci", max_examples=60, deadline=None, derandomize=True,
                           database=None,
                           suppress_health_check=_SUPPRESSED, print_blob=True)
-settings.register_profile("long", max_examples=3000, deadline=None,
+settings.register_profile("long", max_examples=1000, deadline=None,
                           suppress_health_check=_SUPPRESSED, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 

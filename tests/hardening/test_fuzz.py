@@ -26,6 +26,7 @@ from collections import Counter
 import hypothesmith
 import pyflakes.api
 import pyflakes.reporter
+import pytest
 from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
@@ -67,11 +68,13 @@ def _check_arbitrary(code: str, unsafe: bool) -> None:
         assert _parses(outcome.new_source)
 
 
+@pytest.mark.filterwarnings("ignore::SyntaxWarning")  # hypothesmith compiles
 @given(code=hypothesmith.from_grammar(), prelude=st.booleans(), unsafe=st.booleans())
 def test_grammar_programs_never_crash(code: str, prelude: bool, unsafe: bool) -> None:
     _check_arbitrary((ENGINE_PRELUDE if prelude else "") + code, unsafe)
 
 
+@pytest.mark.filterwarnings("ignore::SyntaxWarning")  # hypothesmith compiles
 @given(code=hypothesmith.from_node(), prelude=st.booleans(), unsafe=st.booleans())
 def test_libcst_node_programs_never_crash(code: str, prelude: bool, unsafe: bool) -> None:
     _check_arbitrary((ENGINE_PRELUDE if prelude else "") + code, unsafe)
