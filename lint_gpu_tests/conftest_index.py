@@ -24,19 +24,22 @@ def conftest_files(path: str) -> list[str]:
     first (``path`` itself excluded). Empty for a path that is not a file on disk."""
     if not os.path.isfile(path):
         return []
-    found: list[str] = []
-    directory = os.path.dirname(os.path.abspath(path))
-    for _ in range(MAX_LEVELS):
-        candidate = os.path.join(directory, "conftest.py")
-        if os.path.isfile(candidate) and not os.path.samefile(candidate, path):
-            found.append(candidate)
-        if any(os.path.exists(os.path.join(directory, m)) for m in ROOT_MARKERS):
-            break
-        parent = os.path.dirname(directory)
-        if parent == directory:
-            break
-        directory = parent
-    return found
+    absolute = os.path.abspath(path)
+    return [c for c in _conftests_from(os.path.dirname(absolute)) if c != absolute]
+
+
+@lru_cache(maxsize=4096)
+def _conftests_from(directory: str) -> tuple[str, ...]:
+    """``conftest.py`` files in ``directory`` and its parents up to the project root (memoised
+    per directory: a run asks once per directory, not once per file)."""
+    here = (os.path.join(directory, "conftest.py"),) if os.path.isfile(
+        os.path.join(directory, "conftest.py")) else ()
+    parent = os.path.dirname(directory)
+    at_root = parent == directory or any(
+        os.path.exists(os.path.join(directory, m)) for m in ROOT_MARKERS)
+    if at_root or directory.count(os.sep) > MAX_LEVELS:
+        return here
+    return here + _conftests_from(parent)
 
 
 def conftest_engine_fixtures(path: str, config: Config) -> frozenset[str]:
