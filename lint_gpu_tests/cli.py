@@ -10,7 +10,6 @@ error. Errors are one ``error: ...`` line on stderr; tracebacks only with ``--ve
 from __future__ import annotations
 
 import os
-import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -19,7 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from lint_gpu_tests import __version__
-from lint_gpu_tests.config import TARGETS, Config, ConfigError, resolve_config
+from lint_gpu_tests.config import TARGETS, Config, ConfigError, resolve_config, selector_problem
 from lint_gpu_tests.output import (
     OutputFormat,
     RenderOptions,
@@ -32,7 +31,6 @@ from lint_gpu_tests.output import (
 PROGRESS_MIN_FILES = 500
 """Fewest files for which a progress bar is drawn (on a terminal only)."""
 
-_CODE_RE = re.compile(r"^[A-Z]+[0-9]*$")
 
 
 class DefaultCommandGroup(click.Group):
@@ -66,8 +64,9 @@ def _codes(option: str, values: Sequence[str]) -> tuple[str, ...] | None:
                 continue
             if item == "ALL":
                 item = "GPU"
-            if not _CODE_RE.match(item):
-                fail(f"invalid value for `{option}`: `{item}` is not a rule code or prefix")
+            problem = selector_problem(item)
+            if problem is not None:
+                fail(f"invalid value for `{option}`: {problem}")
             out.append(item)
     return tuple(out)
 

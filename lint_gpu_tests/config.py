@@ -7,6 +7,7 @@ names the key. Config files are found by walking up from the first path checked.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import json
 import sys
@@ -30,6 +31,7 @@ DEFAULT_ISOLATION_DECORATORS = (
     "spawn_new_process_for_each_test",
 )
 TARGETS = ("bundled", "vllm")
+SELECTOR_KEYS = ("select", "ignore", "extend-select")
 
 
 class ConfigError(Exception):
@@ -113,6 +115,33 @@ _STR_KEYS = {
 KNOWN_KEYS = frozenset(_LIST_KEYS) | frozenset(_STR_KEYS) | {"per-file-ignores"}
 
 
+def known_codes() -> tuple[str, ...]:
+    """Every code the checker can report: the rules' codes and ``GPU900`` (parse error)."""
+    from lint_gpu_tests import rules  # the registry, read at call time
+
+    return (*(rule.code for rule in rules.ALL_RULES), "GPU900")
+
+
+def selector_problem(selector: str) -> str | None:
+    """Why ``selector`` (a code or code prefix such as ``GPU00``) selects nothing, or
+    ``None`` when it names at least one known code. ``ALL`` selects everything."""
+    known = known_codes()
+    if selector.upper() == "ALL" or any(code.startswith(selector.upper()) for code in known):
+        return None
+    close = difflib.get_close_matches(selector.upper(), known, n=1, cutoff=0.85)
+    hint = f" (did you mean `{close[0]}`?)" if close else ""
+    return f"`{selector}` is not a rule code or prefix{hint}"
+
+
+def _selectors(key: str, value: object, source: str) -> tuple[str, ...]:
+    codes = _str_list(key, value, source)
+    for code in codes:
+        problem = selector_problem(code)
+        if problem is not None:
+            raise ConfigError(f"{source}: `{key}`: {problem}")
+    return tuple("GPU" if c.upper() == "ALL" else c.upper() for c in codes)
+
+
 def _str_list(key: str, value: object, source: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{source}: `{key}` must be a list of strings")
@@ -132,7 +161,9 @@ def config_from_table(table: Mapping[str, object], source: str, root: str = ".")
     """
     kwargs: dict[str, Any] = {"root": root}
     for key, value in table.items():
-        if key in _LIST_KEYS:
+        if key in SELECTOR_KEYS:
+            kwargs[_LIST_KEYS[key]] = _selectors(key, value, source)
+        elif key in _LIST_KEYS:
             kwargs[_LIST_KEYS[key]] = _str_list(key, value, source)
         elif key in _STR_KEYS:
             if not isinstance(value, str):
@@ -142,11 +173,13 @@ def config_from_table(table: Mapping[str, object], source: str, root: str = ".")
             if not isinstance(value, dict):
                 raise ConfigError(f"{source}: `per-file-ignores` must be a table")
             kwargs["per_file_ignores"] = tuple(
-                (pattern, _str_list(f"per-file-ignores.{pattern}", codes, source))
+                (pattern, _selectors(f"per-file-ignores.{pattern}", codes, source))
                 for pattern, codes in value.items()
             )
         else:
-            raise ConfigError(f"{source}: unknown key `{key}` in [tool.gpu-test-lint]")
+            close = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1)
+            hint = f" (did you mean `{close[0]}`?)" if close else ""
+            raise ConfigError(f"{source}: unknown key `{key}` in [tool.gpu-test-lint]{hint}")
     if kwargs.get("target", "bundled") not in TARGETS:
         raise ConfigError(
             f"{source}: `target` must be one of {', '.join(TARGETS)}, got {kwargs['target']!r}"

@@ -300,6 +300,23 @@ def wanted_fixes(violations: Iterable[Violation], unsafe: bool) -> list[Violatio
     return [v for v in violations if v.fix is not None and v.fix.applicability in allowed]
 
 
+def _fixed_violations(original: list[Violation], remaining: list[Violation]) -> list[Violation]:
+    """The original violations that fixing removed. Positions move when code is rewritten,
+    so violations are matched by code and message, counting repeats (three identical GPU001
+    messages with one left means two fixed)."""
+    from collections import Counter
+
+    left = Counter((v.code, v.message) for v in remaining)
+    fixed: list[Violation] = []
+    for v in original:
+        key = (v.code, v.message)
+        if left[key] > 0:
+            left[key] -= 1
+        else:
+            fixed.append(v)
+    return fixed
+
+
 def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False) -> FixOutcome:
     """Check ``source`` and apply fixes until nothing changes (at most 10 passes).
 
@@ -349,6 +366,5 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
             break
         current = candidate
     remaining = check_source(current, path, config)
-    key = {(v.code, v.message) for v in remaining}
-    fixed = [v for v in original if (v.code, v.message) not in key] if current != source else []
+    fixed = _fixed_violations(original, remaining) if current != source else []
     return FixOutcome(current if current != source else None, fixed, remaining, error, failure)

@@ -295,12 +295,17 @@ class Planner:
                     and later.value.id in names:
                 names.update(t.id for t in later.targets if isinstance(t, ast.Name))
 
-        # A nested function that captures the engine uses it wherever it is called.
+        # A nested function that captures the engine uses it wherever it is called, and so
+        # does whatever holds such a closure or the engine (``t = Thread(target=lambda:
+        # llm.generate(...))`` uses the engine at ``t.start()`` and ``t.join()``).
         use_names = set(names)
         for later in block[index + 1:]:
             if isinstance(later, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                    names_in(later) & names:
+                    names_in(later) & use_names:
                 use_names.add(later.name)
+            elif isinstance(later, (ast.Assign, ast.AnnAssign)) and later.value is not None \
+                    and _holds_reference(later.value, use_names):
+                use_names.update(n.id for n in _stores_top(later))
         # Segment: from the construction to the last statement using the engine, stopping
         # before the next top-level rebinding of its name. Generic cleanup (gc.collect(),
         # empty_cache(), ...) belongs to this engine up to the next construction.
@@ -536,6 +541,20 @@ def _stores_top(stmt: ast.stmt) -> list[ast.Name]:
     if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) and isinstance(stmt.target, ast.Name):
         return [stmt.target]
     return []
+
+
+def _holds_reference(value: ast.AST, names: set[str]) -> bool:
+    """True when ``value`` keeps one of ``names`` reachable after the statement: a closure
+    over it, or a call that receives it (an object built around the engine)."""
+    for node in ast.walk(value):
+        if isinstance(node, ast.Lambda) and names_in(node) & names:
+            return True
+        if isinstance(node, ast.Call) and any(
+            isinstance(arg, ast.Name) and arg.id in names
+            for arg in (*node.args, *(k.value for k in node.keywords))
+        ) and last_name(node.func) in THREAD_CALLS | {"partial"}:
+            return True
+    return False
 
 
 def _contains(outer: ast.AST, inner: ast.AST) -> bool:

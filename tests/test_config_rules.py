@@ -122,3 +122,17 @@ def test_engine_classes_default_covers_the_defining_module() -> None:
     assert found(source, Config()) == [(5, 14, "GPU001")]
     config = config_from_table({"engine-classes": ["vllm.LLM", "vllm_omni.Omni"]}, "t")
     assert found(source, config) == [(5, 14, "GPU001")]
+
+
+def test_unknown_codes_are_errors_with_a_suggestion() -> None:
+    with pytest.raises(ConfigError, match=r"`select`: `GPU01` is not a rule code or prefix "
+                                          r"\(did you mean `GPU001`\?\)"):
+        config_from_table({"select": ["GPU01"]}, "pyproject.toml")
+    with pytest.raises(ConfigError, match="`per-file-ignores.tests/\\*`: `XYZ` is not"):
+        config_from_table({"per-file-ignores": {"tests/*": ["XYZ"]}}, "pyproject.toml")
+    assert config_from_table({"select": ["gpu00", "ALL"]}, "t").select == ("GPU00", "GPU")
+
+
+def test_unknown_key_suggests_the_known_one() -> None:
+    with pytest.raises(ConfigError, match=r"unknown key `traget` .*\(did you mean `target`\?\)"):
+        config_from_table({"traget": "vllm"}, "pyproject.toml")
