@@ -208,8 +208,13 @@ class WrapTransformer(cst.CSTTransformer):
         header = statement_code(node).splitlines()[0] if not site.leading_lines else \
             statement_code(node.with_changes(leading_lines=[])).splitlines()[0]
         column = self.columns.get(plan.site_line, 0)
-        if new_call is not call and "\n" not in statement_code(call) and \
-                column + len(header) > LINE_LENGTH:
+        multi_line = "\n" in statement_code(call)
+        # Continuation lines aligned with the old opening parenthesis would be misaligned
+        # under the new one: such a call is laid out one argument per line too.
+        aligned = multi_line and not isinstance(call.whitespace_before_args,
+                                                cst.ParenthesizedWhitespace)
+        if new_call is not call and (aligned or (
+                not multi_line and column + len(header) > LINE_LENGTH)):
             node = node.with_changes(items=[node.items[0].with_changes(
                 item=explode_args(new_call))])
         return node
