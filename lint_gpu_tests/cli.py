@@ -207,11 +207,21 @@ def check_command(
                           quiet=quiet, cache=not no_cache, cache_dir=cache_dir, jobs=jobs,
                           force_exclude=force_exclude, respect_gitignore=respect_gitignore,
                           verbose=verbose)
+    except BrokenPipeError:
+        _quiet_broken_pipe()
     except Exception as exc:  # noqa: BLE001 - one line unless --verbose
         if verbose:
             traceback.print_exc()
         fail(f"internal error: {type(exc).__name__}: {exc}")
     sys.exit(code)
+
+
+def _quiet_broken_pipe() -> NoReturn:
+    """The reader of stdout went away (``gpu-test-lint ... | head``): stop quietly, as
+    command-line tools do, with the exit status a pipe-closed writer gets (1)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(1)
 
 
 def _run_check(paths: list[str], config: Config, fmt: OutputFormat, *, fix: bool,

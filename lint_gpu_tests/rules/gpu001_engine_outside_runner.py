@@ -47,8 +47,8 @@ class EngineOutsideRunner(Rule):
     )
     options = ("engine-classes", "runner-fixture", "runner-classes", "runner-attribute",
                "isolation-decorators", "target")
-    references = ("SPEC §3 and §4",
-                  "vLLM tests/conftest.py: `VllmRunner` and the `vllm_runner` fixture")
+    references = ("vLLM tests/conftest.py: `VllmRunner` and the `vllm_runner` fixture",
+                  "docs/gpu-runtime.md: memory held by hand-managed engines, measured on an H200")
     INVALID = (
         Example(
             title="A test builds the engine and cleans up by hand",
@@ -119,6 +119,18 @@ def test_generator():
     )
     VALID = (
         Example(
+            title="The managed form",
+            source='''\
+import weakref
+
+
+def test_greedy(vllm_runner):
+    with vllm_runner("facebook/opt-125m", enforce_eager=True) as runner:
+        llm = weakref.proxy(runner.llm)
+        assert llm.generate(["Hello"])
+''',
+        ),
+        Example(
             title="A script under tests/ (not a test module) is out of scope",
             path="tests/full_tests/generate.py",
             source='''\
@@ -136,18 +148,6 @@ def main():
 
 if __name__ == "__main__":
     main()
-''',
-        ),
-        Example(
-            title="The managed form",
-            source='''\
-import weakref
-
-
-def test_greedy(vllm_runner):
-    with vllm_runner("facebook/opt-125m", enforce_eager=True) as runner:
-        llm = weakref.proxy(runner.llm)
-        assert llm.generate(["Hello"])
 ''',
         ),
         Example(

@@ -116,8 +116,7 @@ def runner_cls(vllm_runner):
                                 and value.id in names.engines)
                         ):
                             plan = planner.engine_plan(site)
-                            fix = (plan.fix_info("Wrap in `with vllm_runner(...)` and yield a "
-                                                 "proxy") if isinstance(plan, WrapPlan) else plan)
+                            fix = plan.fix_info() if isinstance(plan, WrapPlan) else plan
                             break
                 elif isinstance(value, ast.Name):
                     fix = FixInfo(Applicability.SAFE, f"Bind `{value.id}` to a weak proxy")
