@@ -16,10 +16,10 @@ install-test: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 
 demo: install
-	@echo "== gpu-test-lint check examples/ (every rule, exit 1 means violations found)"
-	-$(BIN)/gpu-test-lint check examples/
-	@echo "== gpu-test-lint check --diff examples/ (what --fix would change)"
-	-$(BIN)/gpu-test-lint check --diff examples/
+	@echo "== gpu-test-lint check examples/ (every rule; exit status 1 means violations found)"
+	@$(BIN)/gpu-test-lint check examples/ || test $$? -eq 1
+	@echo "== gpu-test-lint check --diff examples/ (what --fix would change; nothing is written)"
+	@$(BIN)/gpu-test-lint check --diff examples/ || test $$? -eq 1
 
 test: install-test
 	$(BIN)/python -m pytest -q
