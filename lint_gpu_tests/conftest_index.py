@@ -65,6 +65,10 @@ def _fixtures_of(conftest: str, size: int, mtime_ns: int, config: Config) -> fro
             source = handle.read()
     except OSError:
         return frozenset()
+    names = {c.rsplit(".", 1)[-1] for c in config.engine_classes}
+    names |= {config.runner_fixture, *config.runner_classes}
+    if source.isascii() and not any(n.encode() in source for n in names if n):
+        return frozenset()  # no engine nor runner named: nothing to parse (warm runs stay fast)
     tree, text, error = parse_source(source, conftest)
     if error is not None or tree is None:
         return frozenset()
