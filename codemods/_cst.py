@@ -95,6 +95,14 @@ def runner_call(
                 if code in FALSY_LITERALS:
                     arg = arg.with_changes(value=cst.parse_expression("CompilationConfig()"))
                     uses_compilation_config = True
+                elif not isinstance(arg.value, (cst.Dict, cst.Call)):
+                    # A value only known at run time may be falsy, and vLLM's runner then
+                    # injects its own graph sizes: spell out LLM's default for that case.
+                    arg = arg.with_changes(value=cst.parse_expression(
+                        f"({code}) or CompilationConfig()"
+                        if not isinstance(arg.value, (cst.Name, cst.Attribute))
+                        else f"{code} or CompilationConfig()"))
+                    uses_compilation_config = True
             fixed.append(arg)
         args = fixed[:star_at] + extra + fixed[star_at:]
     new_args = reorder_args(call.args, args)
@@ -108,6 +116,12 @@ def add_param(params: cst.Parameters, name: str) -> cst.Parameters:
     trailing comma and closing-bracket spacing the last parameter had."""
     existing = list(params.params)
     new = cst.Param(name=cst.Name(name))
+    first_default = next((i for i, p in enumerate(existing) if p.default is not None), None)
+    if first_default is not None:
+        # A parameter without a default cannot follow one with a default: the fixture goes
+        # before them (pytest passes fixtures by name, so the order does not matter).
+        existing.insert(first_default, new.with_changes(comma=_comma()))
+        return params.with_changes(params=existing)
     more_after = (
         params.star_arg != cst.MaybeSentinel.DEFAULT
         or bool(params.kwonly_params)

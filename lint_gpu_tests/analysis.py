@@ -111,6 +111,7 @@ class FunctionInfo:
     params: list[str] = field(default_factory=list)
     parent: FunctionInfo | None = None
     in_runner_class: bool = False
+    in_base_class: bool = False
 
     @property
     def name(self) -> str:
@@ -266,7 +267,10 @@ class ModuleAnalysis:
 
     def _tears_down(self, func: FunctionNode) -> bool:
         for node in ast.walk(func):
-            if isinstance(node, ast.Delete):
+            if isinstance(node, ast.Delete) and any(
+                isinstance(t, ast.Attribute) and t.attr in self.runner_attributes()
+                for t in node.targets
+            ):
                 return True
             if isinstance(node, ast.Call) and (
                 self.cleanup_call_kind(node) is not None or last_name(node.func) == "shutdown"
@@ -284,7 +288,11 @@ class ModuleAnalysis:
                 continue
             for node in self.nodes_of(info):
                 if isinstance(node, (ast.Yield, ast.Return)) and node.value is not None:
-                    if self.provides_engine(node.value, info):
+                    value = node.value
+                    if isinstance(value, ast.Call) and self.qualified(value.func) == \
+                            "weakref.proxy" and value.args:
+                        value = value.args[0]  # a proxy of the engine is still the engine
+                    if self.provides_engine(value, info):
                         self.engine_fixtures.add(info.name)
 
     # ------------------------------------------------------------------ queries
@@ -432,6 +440,13 @@ class ModuleAnalysis:
             return True
         return any(param in self.engine_fixtures for param in func.params)
 
+    @property
+    def lines(self) -> list[str]:
+        """The source lines (computed once)."""
+        if self._lines is None:
+            self._lines = self.text.splitlines()
+        return self._lines
+
     def statement_of(self, node: ast.AST) -> ast.stmt:
         """The innermost statement holding ``node``."""
         current: ast.AST = node
@@ -464,6 +479,7 @@ class ModuleAnalysis:
     _classes: list[ast.ClassDef] = field(default_factory=list)
     _nodes_cache: dict[int, list[ast.AST]] = field(default_factory=dict)
     _conftest_fixtures: frozenset[str] = frozenset()
+    _lines: list[str] | None = None
     _busy_functions: set[int] | None = None
 
 
@@ -661,6 +677,9 @@ class _Walker(ast.NodeVisitor):
                                     *node.args.kwonlyargs)],
             parent=self.func_stack[-1] if self.func_stack else None,
             in_runner_class=cls is not None and cls.name in module.runner_classes_local,
+            # unittest.TestCase and other based classes: pytest injects no fixtures there.
+            in_base_class=cls is not None and any(
+                not (isinstance(b, ast.Name) and b.id == "object") for b in cls.bases),
         )
         module.functions.append(info)
         module._info_by_node[id(node)] = info

@@ -240,7 +240,7 @@ class Planner:
         block = _stmt_block(module, stmt)
         if block is None:
             return _none("built inside an expression the fix cannot restructure", title)
-        if self._shares_line(stmt):
+        if self.shares_line(stmt) or self.on_header_line(stmt):
             return _none("the statement shares its line with another statement", title)
         # The call must be a direct part of a simple statement, not inside a lambda or
         # comprehension, and alone of its kind in the statement.
@@ -267,6 +267,10 @@ class Planner:
         if is_return_value and is_fixture and handed is not call:
             return _none("the fixture hands out something derived from the engine, which "
                          "would outlive the runner's block", title)
+        if is_fixture and isinstance(stmt, ast.Return) and sum(
+                isinstance(n, ast.Return) for n in module.nodes_of(func)) > 1:
+            return _none("the fixture returns on other paths too: turning this return into a "
+                         "yield would leave those paths without a value", title)
         if is_return_value and not is_fixture:
             return _none("the engine is returned to the caller, so it must outlive this "
                          "function", title)
@@ -277,7 +281,7 @@ class Planner:
         all_engines = names | module.engine_names(func)
         parent = module.parent(stmt)
         if isinstance(parent, ast.Try) and any(s is stmt for s in parent.body) and \
-                self.finally_only_cleans(parent, all_engines):
+                self.finally_only_cleans(parent, all_engines) and self._unwrappable(parent):
             outer = _stmt_block(module, parent)
             if outer is None:
                 return _none("built inside an expression the fix cannot restructure", title)
@@ -295,11 +299,19 @@ class Planner:
                     and later.value.id in names:
                 names.update(t.id for t in later.targets if isinstance(t, ast.Name))
 
+        # A reference taken from the engine (``gen = llm.generate``, ``core = llm.llm_engine``,
+        # ``llm = vllm_runner("m").llm``) uses it wherever that reference is used.
+        derived: set[str] = set()
+        if bound is None and isinstance(stmt, ast.Assign) and _attribute_of(stmt.value, call):
+            derived.update(n.id for n in _stores_top(stmt))
         # A nested function that captures the engine uses it wherever it is called, and so
         # does whatever holds such a closure or the engine (``t = Thread(target=lambda:
         # llm.generate(...))`` uses the engine at ``t.start()`` and ``t.join()``).
-        use_names = set(names)
+        use_names = set(names) | derived
         for later in block[index + 1:]:
+            if isinstance(later, ast.Assign) and _attribute_chain_root(later.value) in use_names:
+                use_names.update(n.id for n in _stores_top(later))
+                continue
             if isinstance(later, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
                     names_in(later) & use_names:
                 use_names.add(later.name)
@@ -325,14 +337,15 @@ class Planner:
         end = index
         for j in range(index + 1, stop):
             later = block[j]
-            if self.is_cleanup_statement(later, all_engines if names else set()):
+            if not self.shares_line(later) and self.is_cleanup_statement(
+                    later, all_engines if names else set()):
                 mine = bool(names_in(later) & names)
                 generic = not (names_in(later) & all_engines)
                 if mine or (generic and j < next_site):
                     remove.add(later.lineno)
                 continue
             if isinstance(later, ast.Try) and names and self.finally_only_cleans(
-                    later, all_engines):
+                    later, all_engines) and self._unwrappable(later):
                 if any(_loads(s, n) for s in later.body for n in names) or any(
                         names_in(s) & names for s in later.finalbody):
                     unwrap.add(later.lineno)
@@ -346,7 +359,8 @@ class Planner:
                 for node in ast.walk(later):
                     if isinstance(node, ast.Try):
                         for s in node.finalbody:
-                            if self.is_cleanup_statement(s, names):
+                            if self.is_cleanup_statement(s, names) and not \
+                                    self.on_header_line(s) and not self.shares_line(s):
                                 remove.add(s.lineno)
         # An engine built inside the range must be torn down first: the range grows to
         # cover its uses too (nested with-blocks).
@@ -365,6 +379,10 @@ class Planner:
         # Every use of the engine must lie in the segment.
         func_node = func.node
         inside = {id(n) for s in segment for n in ast.walk(s)}
+        inside |= {id(n) for s in block[stop:] for n in ast.walk(s)}
+        if not isinstance(module.parent(stmt), (ast.For, ast.AsyncFor, ast.While)):
+            # Earlier statements of the block see an earlier binding of the name.
+            inside |= {id(n) for s in block[:index] for n in ast.walk(s)}
         inside |= {id(n) for s in block if s.lineno in remove for n in ast.walk(s)}
         top_rebindings = {id(n) for s in block for n in _stores_top(s)}
         for node in ast.walk(func_node):
@@ -375,7 +393,7 @@ class Planner:
             if isinstance(node.ctx, ast.Store) and id(node) not in top_rebindings:
                 return _none(f"`{node.id}` is rebound elsewhere in the function", title)
         for s in segment:
-            if s.lineno != stmt.lineno and self._shares_line(s):
+            if s.lineno != stmt.lineno and self.shares_line(s):
                 return _none("a statement in its range shares its line with another", title)
             for node in ast.walk(s):
                 if isinstance(node, (ast.Global, ast.Nonlocal)) and set(node.names) & names:
@@ -401,7 +419,7 @@ class Planner:
         if is_fixture and func.fixture_scope not in (None, "function"):
             unsafe(f"a {func.fixture_scope}-scoped fixture: the engine's lifetime follows the "
                    "fixture's scope and the runner must allow it")
-        use_class = func.kind in ("helper", "method") or (
+        use_class = func.kind in ("helper", "method") or func.in_base_class or (
             is_fixture and func.fixture_scope not in (None, "function")
             and config.target == "bundled"
         ) or kind == "runner" and last_name(call.func) in config.runner_classes
@@ -411,7 +429,7 @@ class Planner:
                 if arg_problem.startswith("none:"):
                     return _none(arg_problem[5:], title)
                 unsafe(arg_problem)
-            if use_class and func.kind in ("helper", "method") and config.target == "vllm":
+            if use_class and config.target == "vllm":
                 return _none("a helper cannot request the `vllm_runner` fixture and vLLM's "
                              "`VllmRunner` lives in its tests/conftest.py", title)
         yield_proxy = False
@@ -420,7 +438,8 @@ class Planner:
                     and any(_loads(s, n) for n in names)]
             if len(uses) == 1 and _is_plain_handout(uses[0], bound):
                 yield_proxy = True
-        if is_fixture and any(isinstance(s, ast.Return) for s in segment[1:]) and not yield_proxy:
+        if is_fixture and not yield_proxy and any(
+                isinstance(n, ast.Return) for s in segment[1:] for n in ast.walk(s)):
             return _none("the fixture returns inside the engine's range", title)
         drop: set[str] = set()
         if "request" in func.params:
@@ -453,7 +472,21 @@ class Planner:
             call_line=call.lineno,
         )
 
-    def _shares_line(self, stmt: ast.stmt) -> bool:
+    def on_header_line(self, stmt: ast.stmt) -> bool:
+        """True for a statement that does not start its line: written after a compound
+        header (``with pytest.raises(E): llm = LLM(...)``, ``finally: x``) or a ``;``."""
+        lines = self.module.lines
+        if not 1 <= stmt.lineno <= len(lines):
+            return False
+        return bool(lines[stmt.lineno - 1].encode("utf-8")[:stmt.col_offset].strip())
+
+    @staticmethod
+    def _unwrappable(node: ast.Try) -> bool:
+        """A ``try`` whose body sits on lines of its own can be replaced by its body."""
+        return bool(node.body) and node.body[0].lineno != node.lineno
+
+    def shares_line(self, stmt: ast.stmt) -> bool:
+        """True when ``stmt`` shares its line with another statement of its block."""
         block = _stmt_block(self.module, stmt)
         if block is None:
             return False
@@ -541,6 +574,25 @@ def _stores_top(stmt: ast.stmt) -> list[ast.Name]:
     if isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) and isinstance(stmt.target, ast.Name):
         return [stmt.target]
     return []
+
+
+def _attribute_chain_root(value: ast.AST) -> str | None:
+    """``llm`` for ``llm.generate`` or ``llm.llm_engine.engine_core`` (no call on the way),
+    else ``None``."""
+    if not isinstance(value, ast.Attribute):
+        return None
+    while isinstance(value, ast.Attribute):
+        value = value.value
+    return value.id if isinstance(value, ast.Name) else None
+
+
+def _attribute_of(value: ast.AST, call: ast.Call) -> bool:
+    """True when ``value`` is an attribute chain on ``call`` (``vllm_runner("m").llm``)."""
+    if not isinstance(value, ast.Attribute):
+        return False
+    while isinstance(value, ast.Attribute):
+        value = value.value
+    return value is call
 
 
 def _holds_reference(value: ast.AST, names: set[str]) -> bool:

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.fixplan import _stmt_block
+from lint_gpu_tests.fixplan import _stmt_block, planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
@@ -123,7 +123,12 @@ def test_uses_helper():
                     fix = plan.fix_info(self.fix_title)
                 elif plans:
                     fix = none_fix(self.fix_title, unfixable_engine_reason(module, func))
-                elif _stmt_block(module, node) is not None:
+                elif _stmt_block(module, node) is not None and not planner_for(
+                        module).shares_line(node) and not planner_for(
+                        module).on_header_line(node) and not (
+                        isinstance(node, ast.Delete) and not all(
+                            isinstance(t, ast.Name) and t.id in deletable
+                            for t in node.targets)):
                     fix = FixInfo(Applicability.UNSAFE, self.fix_title,
                                   "removing it changes when memory is freed within the test")
                 else:

@@ -94,7 +94,27 @@ def test_chat(vllm_runner):
                 for stmt in func.node.body:
                     escape = escape or planner.escape(stmt, set(bound),
                                                        func.kind == "fixture")
+                block = _enclosing_with(module, node, value.value.id)
+                if escape is None and block is not None and any(
+                    isinstance(n, ast.Name) and n.id in bound and isinstance(n.ctx, ast.Load)
+                    and id(n) not in block for n in module.nodes_of(func)
+                ):
+                    escape = f"`{bound[0]}` is used after the runner's block, where a proxy " \
+                             "is dead"
                 fix = FixInfo(Applicability.SAFE, self.fix_title) if escape is None else FixInfo(
                     Applicability.UNSAFE, self.fix_title, escape.removeprefix("none:"))
                 yield hit_at(value, self.message.format(name=bound[0],
                                                         expr=ast.unparse(value)), fix)
+
+
+def _enclosing_with(module: ModuleAnalysis, node: ast.AST, runner: str) -> set[int] | None:
+    """Ids of every node inside the with-statement that binds ``runner`` around ``node``."""
+    current = module.parent(node)
+    while current is not None:
+        if isinstance(current, (ast.With, ast.AsyncWith)) and any(
+            isinstance(item.optional_vars, ast.Name) and item.optional_vars.id == runner
+            for item in current.items
+        ):
+            return {id(n) for n in ast.walk(current)}
+        current = module.parent(current)
+    return None
