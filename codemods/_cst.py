@@ -45,7 +45,7 @@ def reorder_args(original: Sequence[cst.Arg], new: list[cst.Arg]) -> list[cst.Ar
 
 
 def runner_call(
-    call: cst.Call, func_name: str, *, target: str, map_arguments: bool = True
+    call: cst.Call, func_name: str, *, target: str
 ) -> tuple[cst.Call, bool]:
     """Turn an engine call into a runner call (SPEC §4 argument mapping).
 
@@ -59,21 +59,20 @@ def runner_call(
         The new call, and whether ``CompilationConfig`` is now referenced.
     """
     args = list(call.args)
-    if map_arguments:
-        model = next((a for a in args if a.keyword is not None and a.keyword.value == "model"),
-                     None)
-        if model is not None:
-            args.remove(model)
-            positional = [a for a in args if a.keyword is None and a.star == ""]
-            insert_at = len(positional)
-            args.insert(insert_at, model.with_changes(
-                keyword=None, equal=cst.MaybeSentinel.DEFAULT))
-        renamed: list[cst.Arg] = []
-        for arg in args:
-            if arg.keyword is not None and arg.keyword.value in RENAMED_KWARGS:
-                arg = arg.with_changes(keyword=cst.Name(RENAMED_KWARGS[arg.keyword.value]))
-            renamed.append(arg)
-        args = renamed
+    model = next((a for a in args if a.keyword is not None and a.keyword.value == "model"),
+                 None)
+    if model is not None:
+        args.remove(model)
+        positional = [a for a in args if a.keyword is None and a.star == ""]
+        insert_at = len(positional)
+        args.insert(insert_at, model.with_changes(
+            keyword=None, equal=cst.MaybeSentinel.DEFAULT))
+    renamed: list[cst.Arg] = []
+    for arg in args:
+        if arg.keyword is not None and arg.keyword.value in RENAMED_KWARGS:
+            arg = arg.with_changes(keyword=cst.Name(RENAMED_KWARGS[arg.keyword.value]))
+        renamed.append(arg)
+    args = renamed
     uses_compilation_config = False
     if target == "vllm":
         given = {a.keyword.value for a in args if a.keyword is not None}

@@ -62,7 +62,6 @@ class WrapTransformer(cst.CSTTransformer):
         super().__init__()
         self.engine_locals = engine_locals
         self.skip_blocks: set[int] = set()
-        self.with_stack: list[str] = []
         self.columns: dict[int, int] = {}
         self.plans = list(plans)
         self.config = config

@@ -20,7 +20,7 @@ class RemoveManualCleanup(GpuCodemod):
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
                 todo: list[Violation]) -> cst.Module:
         lines = {v.location.row for v in todo if v.fix is not None and
-                 v.fix.title == "Remove the manual cleanup" and "GPU001" not in v.fix.title}
+                 v.fix.title == "Remove the manual cleanup"}
         wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
         transformer = _Remove(lines, wrapper.resolve(PositionProvider))  # type: ignore[arg-type]
         new_tree = wrapper.module.visit(transformer)

@@ -98,7 +98,6 @@ class FunctionInfo:
         fixture_scope: ``"function"`` ... ``"session"`` for fixtures, else ``None``;
             ``"dynamic"`` when the scope is not a literal.
         isolated: decorated with a process-isolation decorator.
-        class_name: enclosing class, if any.
         params: parameter names, in order.
         parent: the enclosing function, for nested functions.
     """
@@ -107,7 +106,6 @@ class FunctionInfo:
     kind: str
     fixture_scope: str | None = None
     isolated: bool = False
-    class_name: str | None = None
     params: list[str] = field(default_factory=list)
     parent: FunctionInfo | None = None
     in_runner_class: bool = False
@@ -132,7 +130,6 @@ class EngineSite:
         under_main_guard: inside ``if __name__ == "__main__":``.
         in_runner_class: inside a class that is itself a runner (its ``__exit__`` tears
             the engine down).
-        class_name: enclosing class, if any.
     """
 
     call: ast.Call
@@ -142,7 +139,6 @@ class EngineSite:
     in_raises: bool = False
     under_main_guard: bool = False
     in_runner_class: bool = False
-    class_name: str | None = None
 
 
 @dataclass
@@ -179,7 +175,6 @@ class ModuleAnalysis:
     engine_fixtures: set[str] = field(default_factory=set)
     runner_classes_local: set[str] = field(default_factory=set)
     local_shadowed: set[str] = field(default_factory=set)
-    main_guard_nodes: set[int] = field(default_factory=set)
     parents: dict[int, ast.AST] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ building
@@ -456,26 +451,7 @@ class ModuleAnalysis:
             current = parent
         return current
 
-    def in_main_guard(self, node: ast.AST) -> bool:
-        """True when ``node`` lies under ``if __name__ == "__main__":``."""
-        current: ast.AST | None = node
-        while current is not None:
-            if id(current) in self.main_guard_nodes:
-                return True
-            current = self.parent(current)
-        return False
-
-    def enclosing_function(self, node: ast.AST) -> FunctionInfo | None:
-        """The innermost function whose body holds ``node`` (lambdas are transparent)."""
-        current = self.parent(node)
-        while current is not None:
-            if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                return self._info_by_node.get(id(current))
-            current = self.parent(current)
-        return None
-
     _bindings_cache: dict[int, Bindings] = field(default_factory=dict)
-    _info_by_node: dict[int, FunctionInfo] = field(default_factory=dict)
     _classes: list[ast.ClassDef] = field(default_factory=list)
     _nodes_cache: dict[int, list[ast.AST]] = field(default_factory=dict)
     _conftest_fixtures: frozenset[str] = frozenset()
@@ -672,7 +648,6 @@ class _Walker(ast.NodeVisitor):
             kind=kind,
             fixture_scope=fixture_scope(deco) if deco is not None else None,
             isolated=isolated,
-            class_name=cls.name if cls is not None else None,
             params=[a.arg for a in (*node.args.posonlyargs, *node.args.args,
                                     *node.args.kwonlyargs)],
             parent=self.func_stack[-1] if self.func_stack else None,
@@ -682,7 +657,6 @@ class _Walker(ast.NodeVisitor):
                 not (isinstance(b, ast.Name) and b.id == "object") for b in cls.bases),
         )
         module.functions.append(info)
-        module._info_by_node[id(node)] = info
         self.func_stack.append(info)
         saved = self.class_stack
         self.class_stack = saved if direct_in_class else []
@@ -696,7 +670,6 @@ class _Walker(ast.NodeVisitor):
     # context -----------------------------------------------------------------
     def visit_If(self, node: ast.If) -> None:
         if is_main_guard(node):
-            self.module.main_guard_nodes.add(id(node))
             self.main_depth += 1
             for child in node.body:
                 self.visit(child)
@@ -791,7 +764,6 @@ class _Walker(ast.NodeVisitor):
                 in_raises=id(statement) in self.raises_bodies,
                 under_main_guard=self.main_depth > 0,
                 in_runner_class=in_runner_class,
-                class_name=cls.name if cls is not None else (func.class_name if func else None),
             )
         )
 

@@ -121,11 +121,6 @@ def _loads(node: ast.AST, name: str) -> list[ast.Name]:
             and isinstance(n.ctx, ast.Load)]
 
 
-def _stores(node: ast.AST, name: str) -> list[ast.Name]:
-    return [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name
-            and isinstance(n.ctx, ast.Store)]
-
-
 class Planner:
     """Builds and caches fix plans for one analysed module."""
 
