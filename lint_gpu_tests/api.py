@@ -239,7 +239,8 @@ def _process(path: str, source: bytes | None, config: Config, mode: _Mode) -> _O
 def _fix(path: str, source: bytes, digest: str, violations: list[Violation], config: Config,
          mode: _Mode) -> _Outcome:
     try:
-        outcome: FixOutcome = fix_source(source, path, config, unsafe=mode.unsafe)
+        outcome: FixOutcome = fix_source(source, path, config, unsafe=mode.unsafe,
+                                         violations=violations)
     except Exception as exc:  # noqa: BLE001 - reported for this file, the run goes on
         return _Outcome(FileResult(path, violations, error=_error_text(path, exc, mode.verbose)),
                         digest, violations)

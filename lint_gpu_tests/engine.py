@@ -317,7 +317,8 @@ def _fixed_violations(original: list[Violation], remaining: list[Violation]) -> 
     return fixed
 
 
-def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False) -> FixOutcome:
+def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False,
+               violations: list[Violation] | None = None) -> FixOutcome:
     """Check ``source`` and apply fixes until nothing changes (at most 10 passes).
 
     Each pass runs the codemods on the current text; a pass whose output does not parse
@@ -329,6 +330,8 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
         path: path used for reports and scope.
         config: the run's settings.
         unsafe: apply unsafe fixes too (``--unsafe-fixes``).
+        violations: ``check_source(source, path, config)`` when the caller has it already
+            (saves checking the same bytes again).
 
     Returns:
         A :class:`FixOutcome`; ``new_source`` keeps the original encoding, BOM and
@@ -337,17 +340,17 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
     Raises:
         InternalError: when a rule fails unexpectedly.
     """
-    original = check_source(source, path, config)
+    original = violations if violations is not None else check_source(source, path, config)
     if not wanted_fixes(original, unsafe):
         return FixOutcome(None, [], original)
     from codemods.driver import apply_fixes  # imports libcst
 
     current = source
+    current_violations = original
     error: str | None = None
     failure: BaseException | None = None
     for _ in range(MAX_FIX_PASSES):
-        violations = check_source(current, path, config)
-        todo = wanted_fixes(violations, unsafe)
+        todo = wanted_fixes(current_violations, unsafe)
         if not todo:
             break
         try:
@@ -365,6 +368,7 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
             error = f"fix produced invalid code ({parse_error.message}); pass discarded"
             break
         current = candidate
-    remaining = check_source(current, path, config)
+        current_violations = check_source(current, path, config)
+    remaining = current_violations
     fixed = _fixed_violations(original, remaining) if current != source else []
     return FixOutcome(current if current != source else None, fixed, remaining, error, failure)

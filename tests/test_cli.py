@@ -209,8 +209,9 @@ def test_internal_error_wins_over_exit_zero(tree: Path, monkeypatch: pytest.Monk
 FIXED_SAMPLE = fake_rules.SAMPLE.replace('llm = LLM("m")', 'llm = runner_llm("m")')
 
 
-def fake_fix_source(source: bytes, path: str, config, *, unsafe: bool = False) -> FixOutcome:  # type: ignore[no-untyped-def]
-    before = check_source(source, path, config)
+def fake_fix_source(source: bytes, path: str, config, *, unsafe: bool = False,  # type: ignore[no-untyped-def]
+                    violations: list | None = None) -> FixOutcome:
+    before = violations if violations is not None else check_source(source, path, config)
     new = source.replace(b'llm = LLM("m")', b'llm = runner_llm("m")')
     if new == source:
         return FixOutcome(None, [], before)
