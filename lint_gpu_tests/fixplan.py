@@ -297,7 +297,7 @@ class Planner:
         # A reference taken from the engine (``gen = llm.generate``, ``core = llm.llm_engine``,
         # ``llm = vllm_runner("m").llm``) uses it wherever that reference is used.
         derived: set[str] = set()
-        if bound is None and isinstance(stmt, ast.Assign) and _attribute_of(stmt.value, call):
+        if bound is None and isinstance(stmt, ast.Assign) and _attribute_base(stmt.value) is call:
             derived.update(n.id for n in _stores_top(stmt))
         # A nested function that captures the engine uses it wherever it is called, and so
         # does whatever holds such a closure or the engine (``t = Thread(target=lambda:
@@ -571,23 +571,21 @@ def _stores_top(stmt: ast.stmt) -> list[ast.Name]:
     return []
 
 
-def _attribute_chain_root(value: ast.AST) -> str | None:
-    """``llm`` for ``llm.generate`` or ``llm.llm_engine.engine_core`` (no call on the way),
-    else ``None``."""
+def _attribute_base(value: ast.AST) -> ast.AST | None:
+    """The node an attribute chain hangs from (``llm`` in ``llm.llm_engine.engine_core``,
+    the call in ``vllm_runner("m").llm``), or ``None`` when ``value`` is no attribute."""
     if not isinstance(value, ast.Attribute):
         return None
     while isinstance(value, ast.Attribute):
         value = value.value
-    return value.id if isinstance(value, ast.Name) else None
+    return value
 
 
-def _attribute_of(value: ast.AST, call: ast.Call) -> bool:
-    """True when ``value`` is an attribute chain on ``call`` (``vllm_runner("m").llm``)."""
-    if not isinstance(value, ast.Attribute):
-        return False
-    while isinstance(value, ast.Attribute):
-        value = value.value
-    return value is call
+def _attribute_chain_root(value: ast.AST) -> str | None:
+    """``llm`` for ``llm.generate`` or ``llm.llm_engine.engine_core`` (no call on the way),
+    else ``None``."""
+    base = _attribute_base(value)
+    return base.id if isinstance(base, ast.Name) else None
 
 
 def _holds_reference(value: ast.AST, names: set[str]) -> bool:

@@ -43,24 +43,20 @@ def function_plans(module: ModuleAnalysis, func: FunctionInfo) -> list[WrapPlan 
     return plans
 
 
-def plan_covering(
-    module: ModuleAnalysis, func: FunctionInfo, line: int, *, try_line: bool = False
-) -> WrapPlan | None:
-    """The engine plan in ``func`` that removes (or unwraps, with ``try_line``) ``line``."""
-    for plan in function_plans(module, func):
+def covering_fix(
+    plans: list[WrapPlan | FixInfo], line: int, title: str, *, try_line: bool = False
+) -> tuple[WrapPlan | None, FixInfo]:
+    """The plan among a function's ``plans`` (see :func:`function_plans`) that removes (or
+    unwraps, with ``try_line``) the statement at ``line``, and the fix it gives that
+    statement: the plan's own, or none with the reason the function's engine has no fix."""
+    for plan in plans:
         if isinstance(plan, WrapPlan):
             lines = plan.unwrap_try_lines if try_line else plan.remove_lines
             if line in lines:
-                return plan
-    return None
-
-
-def unfixable_engine_reason(module: ModuleAnalysis, func: FunctionInfo) -> str:
-    """Why the engines of ``func`` have no fix (first reason), for dependent rules."""
-    for plan in function_plans(module, func):
-        if isinstance(plan, FixInfo):
-            return plan.reason
-    return "the engine is not built in this function"
+                return plan, plan.fix_info(title)
+    reason = next((p.reason for p in plans if isinstance(p, FixInfo)),
+                  "the engine is not built in this function")
+    return None, none_fix(title, reason)
 
 
 def none_fix(title: str, reason: str) -> FixInfo:

@@ -9,11 +9,10 @@ from lint_gpu_tests.analysis import ModuleAnalysis, names_in
 from lint_gpu_tests.fixplan import planner_for
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
+    covering_fix,
+    function_plans,
     hit_at,
     is_isolated,
-    none_fix,
-    plan_covering,
-    unfixable_engine_reason,
 )
 
 
@@ -109,22 +108,19 @@ def workdir(request, tmp_path):
             engines = module.engine_names(func)
             if not engines:
                 continue
+            plans = function_plans(module, func)
             for node in module.nodes_of(func):
                 if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and (
                     planner.finalizer_engine(node.value, engines)
                 ):
                     call = node.value
                     how = f"`{ast.unparse(call.func)}(...)`"
-                    plan = plan_covering(module, func, node.lineno)
-                    fix = plan.fix_info(self.fix_title) if plan else none_fix(
-                        self.fix_title, unfixable_engine_reason(module, func))
+                    plan, fix = covering_fix(plans, node.lineno, self.fix_title)
                     yield hit_at(call, self.message.format(how=how), fix, plan)
                 elif isinstance(node, ast.Try) and planner.finally_only_cleans(node, engines) \
                         and any(names_in(s) & engines or "engine_core" in ast.unparse(s)
                                 for s in node.finalbody):
-                    plan = plan_covering(module, func, node.lineno, try_line=True)
-                    fix = plan.fix_info(self.fix_title) if plan else none_fix(
-                        self.fix_title, unfixable_engine_reason(module, func))
+                    plan, fix = covering_fix(plans, node.lineno, self.fix_title, try_line=True)
                     yield Hit(node.lineno, node.col_offset, node.lineno, node.col_offset + 3,
                               self.message.format(how="`try/finally`"), fix,
                               plan.anchor if plan else None)

@@ -6,16 +6,15 @@ import ast
 from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.fixplan import _stmt_block, planner_for
+from lint_gpu_tests.fixplan import WrapPlan, _stmt_block, planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
+    covering_fix,
     function_plans,
     hit_at,
     is_isolated,
     none_fix,
-    plan_covering,
-    unfixable_engine_reason,
 )
 
 
@@ -117,20 +116,24 @@ def test_uses_helper():
                     what = module.cleanup_call_kind(node.value)
                 if what is None:
                     continue
-                plan = plan_covering(module, func, node.lineno)
+                plan: WrapPlan | None = None
                 fix: FixInfo
-                if plan is not None:
-                    fix = plan.fix_info(self.fix_title)
-                elif plans:
-                    fix = none_fix(self.fix_title, unfixable_engine_reason(module, func))
-                elif _stmt_block(module, node) is not None and not planner_for(
-                        module).shares_line(node) and not planner_for(
-                        module).on_header_line(node) and not (
-                        isinstance(node, ast.Delete) and not all(
-                            isinstance(t, ast.Name) and t.id in deletable
-                            for t in node.targets)):
+                if plans:
+                    plan, fix = covering_fix(plans, node.lineno, self.fix_title)
+                elif _removable_alone(module, node, deletable):
                     fix = FixInfo(Applicability.UNSAFE, self.fix_title,
                                   "removing it changes when memory is freed within the test")
                 else:
                     fix = none_fix(self.fix_title, "not a statement of its own")
                 yield hit_at(node, self.message.format(what=what), fix, plan)
+
+
+def _removable_alone(module: ModuleAnalysis, node: ast.stmt, deletable: set[str]) -> bool:
+    """True when the cleanup statement can be deleted by itself: a statement of a block, alone
+    on its line, and (for ``del``) deleting nothing but engines, runners and their aliases."""
+    planner = planner_for(module)
+    if _stmt_block(module, node) is None or planner.shares_line(node) or \
+            planner.on_header_line(node):
+        return False
+    return not isinstance(node, ast.Delete) or all(
+        isinstance(t, ast.Name) and t.id in deletable for t in node.targets)
