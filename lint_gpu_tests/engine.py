@@ -343,7 +343,7 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
     original = violations if violations is not None else check_source(source, path, config)
     if not wanted_fixes(original, unsafe):
         return FixOutcome(None, [], original)
-    from codemods.driver import apply_fixes  # imports libcst
+    from lint_gpu_tests.codemods.driver import apply_fixes  # imports libcst
 
     current = source
     current_violations = original

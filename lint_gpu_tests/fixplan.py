@@ -4,7 +4,7 @@ The checker decides here, without LibCST, whether each violation has a safe, uns
 no fix (SPEC §4), and records *what* the rewrite must do as a :class:`WrapPlan`: the
 block and the range of statements the ``with`` covers (construction to last use), the
 cleanup statements to delete, the parameters to add or drop. The codemods in
-``codemods/`` apply plans mechanically, locating statements by their line numbers, so
+``lint_gpu_tests/codemods/`` apply plans mechanically, locating statements by their line numbers, so
 the decision lives in one place and ``check`` can print ``[*]`` before anything is
 rewritten.
 """

@@ -89,8 +89,8 @@ def test_check_hook_fails_on_violation(repo: Path) -> None:
 
 
 def test_fix_hook_rewrites_then_check_hook_passes(repo: Path) -> None:
-    if importlib.util.find_spec("codemods.driver") is None:
-        pytest.skip("codemods.driver not in the tree yet")
+    if importlib.util.find_spec("lint_gpu_tests.codemods.driver") is None:
+        pytest.skip("lint_gpu_tests.codemods.driver not in the tree yet")
     (repo / "tests" / "test_new.py").write_text(SAMPLE)
     git(repo, "add", ".")
     fixed = run_hook(repo, "gpu-test-lint-fix")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from codemods.wrap_engine_in_runner import WrapEngineInRunner
+from lint_gpu_tests.codemods.wrap_engine_in_runner import WrapEngineInRunner
 from lint_gpu_tests import cli
 from lint_gpu_tests.rules.gpu004_manual_engine_cleanup import ManualEngineCleanup
 

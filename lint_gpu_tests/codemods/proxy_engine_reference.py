@@ -7,8 +7,8 @@ import ast
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from codemods._base import GpuCodemod
-from codemods._cst import proxy_of
+from lint_gpu_tests.codemods._base import GpuCodemod
+from lint_gpu_tests.codemods._cst import proxy_of
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.ftypes import Violation
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import libcst as cst
 from libcst.codemod import CodemodContext
 
-from codemods._base import GpuCodemod
-from codemods.proxy_engine_reference import ProxyEngineReference
-from codemods.remove_manual_cleanup import RemoveManualCleanup
-from codemods.wrap_engine_in_runner import WrapEngineInRunner
-from codemods.wrap_runner_in_with import WrapRunnerInWith
+from lint_gpu_tests.codemods._base import GpuCodemod
+from lint_gpu_tests.codemods.proxy_engine_reference import ProxyEngineReference
+from lint_gpu_tests.codemods.remove_manual_cleanup import RemoveManualCleanup
+from lint_gpu_tests.codemods.wrap_engine_in_runner import WrapEngineInRunner
+from lint_gpu_tests.codemods.wrap_runner_in_with import WrapRunnerInWith
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import InternalError
 from lint_gpu_tests.ftypes import Violation

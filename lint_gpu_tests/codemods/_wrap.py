@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from codemods._cst import (
+from lint_gpu_tests.codemods._cst import (
     LINE_LENGTH,
     add_param,
     drop_param,

@@ -18,7 +18,7 @@ from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from codemods._imports import (
+from lint_gpu_tests.codemods._imports import (
     add_from_import,
     add_stdlib_import,
     has_from_import,
@@ -83,7 +83,7 @@ class GpuCodemod(VisitorBasedCodemodCommand):
     def apply_plans(self, tree: cst.Module, module: ModuleAnalysis,
                     candidates: Iterable[WrapPlan | FixInfo]) -> cst.Module:
         """Apply with-block plans (at most one per function) and schedule imports."""
-        from codemods._wrap import WrapTransformer
+        from lint_gpu_tests.codemods._wrap import WrapTransformer
 
         # One plan per function per pass: plans of one function would overlap.
         plans: list[WrapPlan] = []
@@ -108,7 +108,7 @@ class GpuCodemod(VisitorBasedCodemodCommand):
     # ------------------------------------------------------------------ imports
     def add_imports(self, needs: Iterable[str]) -> None:
         """Schedule the imports named in ``needs`` (keys of :data:`IMPORTS`); stdlib ones
-        are placed by :func:`codemods._imports.add_stdlib_import` after the rewrite."""
+        are placed by :func:`lint_gpu_tests.codemods._imports.add_stdlib_import` after the rewrite."""
         for need in sorted(needs):
             module, obj = IMPORTS[need]
             if obj is None:
