@@ -1,0 +1,204 @@
+"""The differential harness: run a corpus of hand-managed test modules on real vLLM, fix a
+copy with ``gpu-test-lint check --fix`` (and another with ``--unsafe-fixes``), run again and
+compare what each test did (``recorder.py`` records it).
+
+A safe fix must give, per test id, the same outcome, the same resolved engine configurations,
+the same generated texts, and leave no engine process alive at any test's start that no
+active fixture accounts for. The corpus's ``MANIFEST.toml`` says, per module, which tests leak
+before the fix (so the harness shows the leak the fix exists for) and where an unsafe fix may
+differ, with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+E2E_DIR = Path(__file__).resolve().parent
+CORPUS = E2E_DIR / "suites"
+FIELDS = ("outcome", "engines", "texts")
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One behaviour difference between two runs of the same test id.
+
+    Attributes:
+        test: the pytest node id (``test_x.py::test_y``) or ``<import>::test_x.py``.
+        field: ``outcome``, ``engines``, ``texts`` or ``leaked_at_start``.
+        before: the value in the first run (``None`` when the test was missing there).
+        after: the value in the second run.
+    """
+
+    test: str
+    field: str
+    before: Any
+    after: Any
+
+
+@dataclass
+class Run:
+    """One inner pytest session over a tree of suite modules.
+
+    Attributes:
+        records: the recorder's JSON, by test id.
+        seconds: wall time of the pytest process.
+        returncode: pytest's exit status.
+        log: path of the captured stdout/stderr.
+    """
+
+    records: dict[str, dict[str, Any]]
+    seconds: float
+    returncode: int
+    log: Path
+
+
+@dataclass
+class Manifest:
+    """``suites/MANIFEST.toml``: per module, ``leaks_before`` (test names whose start sees a
+    leaked engine before the fix) and ``unsafe_differs`` (test name -> list of fields an
+    unsafe fix may change, with ``reason``)."""
+
+    modules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path = CORPUS / "MANIFEST.toml") -> Manifest:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+        return cls(dict(data.get("modules", {})), list(data.get("order", [])))
+
+    def leaks_before(self, module: str) -> list[str]:
+        return list(self.modules.get(module, {}).get("leaks_before", []))
+
+    def unsafe_may_change(self, module: str, test: str) -> set[str]:
+        entry = self.modules.get(module, {}).get("unsafe_differs", {}).get(test, {})
+        return set(entry.get("fields", []))
+
+
+def copy_corpus(destination: Path, source: Path = CORPUS) -> list[str]:
+    """Copy the corpus's ``test_*.py`` and ``conftest.py`` into ``destination`` with a
+    ``pytest.ini`` of its own (so no outer configuration applies); returns the module names."""
+    destination.mkdir(parents=True, exist_ok=True)
+    modules = []
+    for path in sorted(source.glob("*.py")):
+        shutil.copy2(path, destination / path.name)
+        if path.name.startswith("test_"):
+            modules.append(path.name)
+    (destination / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
+    return modules
+
+
+def gpu_test_lint() -> list[str]:
+    """The command line of the installed ``gpu-test-lint`` of this interpreter."""
+    script = Path(sys.executable).with_name("gpu-test-lint")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from lint_gpu_tests.cli import main; main()"]
+
+
+def apply_fix(tree: Path, *, unsafe: bool) -> subprocess.CompletedProcess[str]:
+    """Run ``gpu-test-lint check --fix [--unsafe-fixes] --no-cache`` over ``tree``.
+
+    Raises:
+        AssertionError: when the tool exits with 2 (an internal or usage error).
+    """
+    cmd = [*gpu_test_lint(), "check", "--fix", "--no-cache", "--show-fixes", "--exit-zero"]
+    if unsafe:
+        cmd.append("--unsafe-fixes")
+    proc = subprocess.run([*cmd, "."], cwd=tree, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}\n"
+                             f"{proc.stderr}")
+    return proc
+
+
+def check_report(tree: Path) -> list[dict[str, Any]]:
+    """``gpu-test-lint check --output-format json`` over ``tree``: what is left after a fix."""
+    proc = subprocess.run([*gpu_test_lint(), "check", "--no-cache", "--output-format", "json",
+                           "--exit-zero", "."], cwd=tree, capture_output=True, text=True,
+                          timeout=300)
+    return list(json.loads(proc.stdout or "[]"))
+
+
+def run_suites(tree: Path, modules: list[str], *, timeout_s: float = 1200) -> Run:
+    """Run ``modules`` of ``tree`` in one pytest process with the recorder.
+
+    Args:
+        tree: a folder made by :func:`copy_corpus` (possibly fixed since).
+        modules: file names inside it, run in this order.
+        timeout_s: wall-clock limit in seconds for the whole session.
+
+    Returns:
+        The run; ``records`` is empty when pytest died before writing them.
+    """
+    record = tree / ".record.json"
+    log = tree / ".pytest.log"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(E2E_DIR), env.get("PYTHONPATH")]))
+    env["GPU_TEST_LINT_RECORD"] = str(record)
+    cmd = [sys.executable, "-m", "pytest", "-p", "recorder", "-p", "no:randomly",
+           "-rA", "--tb=short", *modules]
+    start = time.monotonic()
+    with open(log, "w", encoding="utf-8") as out:
+        proc = subprocess.run(cmd, cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT,
+                              timeout=timeout_s)
+    seconds = time.monotonic() - start
+    records = json.loads(record.read_text()) if record.exists() else {}
+    return Run(records, seconds, proc.returncode, log)
+
+
+def module_of(test_id: str) -> str:
+    """``test_a.py`` for ``test_a.py::TestX::test_y[p]`` and ``<import>::test_a.py``."""
+    if test_id.startswith("<import>::"):
+        return test_id.split("::", 1)[1]
+    return test_id.split("::", 1)[0]
+
+
+def test_name(test_id: str) -> str:
+    """``TestX::test_y[p]`` for ``test_a.py::TestX::test_y[p]``; ``<import>`` for imports."""
+    if test_id.startswith("<import>::"):
+        return "<import>"
+    return test_id.split("::", 1)[1]
+
+
+def compare(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]],
+            module: str) -> list[Difference]:
+    """Behaviour differences of ``module``'s tests between two runs, leaks after included.
+
+    The fields compared are the outcome, the resolved engine configurations and the texts;
+    ``leaked_at_start`` must be 0 in ``after`` (an engine alive that no fixture accounts for).
+    """
+    diffs: list[Difference] = []
+    ids = sorted({t for t in (*before, *after) if module_of(t) == module})
+    for test_id in ids:
+        b, a = before.get(test_id), after.get(test_id)
+        if b is None or a is None:
+            diffs.append(Difference(test_id, "present", b is not None, a is not None))
+            continue
+        for name in FIELDS:
+            if b[name] != a[name]:
+                diffs.append(Difference(test_id, name, b[name], a[name]))
+        if a.get("leaked_at_start"):
+            diffs.append(Difference(test_id, "leaked_at_start", b.get("leaked_at_start"),
+                                    a["leaked_at_start"]))
+    return diffs
+
+
+def leaked_tests(records: dict[str, dict[str, Any]], module: str) -> list[str]:
+    """Names of ``module``'s tests that started with a leaked engine alive."""
+    return [test_name(t) for t, r in sorted(records.items())
+            if module_of(t) == module and r.get("leaked_at_start")]
+
+
+def engines_built(records: dict[str, dict[str, Any]], module: str) -> int:
+    """How many engines ``module``'s tests (and its import) built."""
+    return sum(len(r["engines"]) for t, r in records.items() if module_of(t) == module)

@@ -1,0 +1,162 @@
+"""pytest plugin for the differential runs: what each test did with real engines.
+
+Loaded in the inner pytest runs with ``-p recorder`` (``tests/e2e`` on ``PYTHONPATH``), the
+same way before and after a fix, and written as JSON to ``$GPU_TEST_LINT_RECORD`` when the
+session ends. Per test id it records:
+
+- ``outcome``: ``passed``, ``failed``, ``skipped``, ``xfailed``, ``xpassed``, or ``error``
+  (set-up or teardown raised), from pytest's reports;
+- ``engines``: the configuration every engine built during the test (set-up included)
+  really resolved, read off ``llm.llm_engine.vllm_config`` after ``LLM.__init__`` returns
+  (not the keyword arguments: a rewrite that changes a default shows here);
+- ``texts``: the generated texts of every ``LLM.generate`` call, in call order;
+- ``cores_at_start`` / ``leaked_at_start``: ``VLLM::EngineCore`` processes alive when the
+  test's set-up starts, and how many of them no active fixture accounts for (an engine a
+  still-cached module fixture holds is the fixture's, not a leak).
+
+Engines built at import time (module-level engines) are recorded under
+``<import>::<module file>``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import weakref
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+from engine_procs import engine_processes
+from vllm_test_runner import config_summary
+
+RECORD_ENV = "GPU_TEST_LINT_RECORD"
+
+
+def resolved_config(llm: Any) -> dict[str, Any]:
+    """What ``llm`` really resolved (``llm.llm_engine.vllm_config``, vLLM 0.32's
+    ``VllmConfig``): the fields of :func:`vllm_test_runner.config_summary` and the model's
+    folder name."""
+    config = llm.llm_engine.vllm_config
+    return {"model": os.path.basename(str(config.model_config.model)),
+            **config_summary(config)}
+
+
+class Recorder:
+    """Collects per-test records; see the module docstring for what each holds."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.records: dict[str, dict[str, Any]] = {}
+        self.current: str | None = None
+        # (fixture name, weak reference to its engine) for fixtures set up and not yet
+        # finalised: their engines are expected to be alive.
+        self.active_fixture_engines: dict[int, tuple[str, weakref.ref[Any]]] = {}
+        self.creating_fixture: str | None = None
+        self._orig_init: Any = None
+        self._orig_generate: Any = None
+
+    # -- engine hooks -------------------------------------------------------------------
+
+    def install(self) -> None:
+        """Wrap ``vllm.LLM.__init__`` and ``vllm.LLM.generate`` (the class, not a name,
+        so ``from vllm import LLM`` and the runner's own import are both seen)."""
+        import vllm
+
+        recorder = self
+        orig_init = vllm.LLM.__init__
+        orig_generate = vllm.LLM.generate
+
+        def __init__(llm: Any, *args: Any, **kwargs: Any) -> None:
+            orig_init(llm, *args, **kwargs)
+            recorder._entry()["engines"].append(resolved_config(llm))
+            if recorder.creating_fixture is not None:
+                recorder.active_fixture_engines[id(llm)] = (
+                    recorder.creating_fixture, weakref.ref(llm))
+
+        def generate(llm: Any, *args: Any, **kwargs: Any) -> Any:
+            outputs = orig_generate(llm, *args, **kwargs)
+            recorder._entry()["texts"].append([o.outputs[0].text for o in outputs])
+            return outputs
+
+        vllm.LLM.__init__ = __init__  # type: ignore[method-assign]
+        vllm.LLM.generate = generate  # type: ignore[method-assign]
+
+    def _entry(self, nodeid: str | None = None) -> dict[str, Any]:
+        key = nodeid or self.current or "<import>"
+        return self.records.setdefault(key, {
+            "outcome": None, "engines": [], "texts": [],
+            "cores_at_start": None, "leaked_at_start": None,
+        })
+
+    # -- pytest hooks -------------------------------------------------------------------
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_make_collect_report(self, collector: Any) -> Generator[None, None, None]:
+        # Modules are imported when their collector collects; engines built then are the
+        # module's, not a test's.
+        path = getattr(collector, "path", None)
+        if isinstance(collector, pytest.Module) and path is not None:
+            self.current = f"<import>::{os.path.basename(str(path))}"
+        yield
+        self.current = None
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Any
+                                ) -> Generator[None, None, None]:
+        self.current = item.nodeid
+        entry = self._entry(item.nodeid)
+        cores = [p for p in engine_processes() if "EngineCore" in _name(p)]
+        expected = sum(1 for _, ref in self.active_fixture_engines.values()
+                       if ref() is not None)
+        entry["cores_at_start"] = len(cores)
+        entry["leaked_at_start"] = max(0, len(cores) - expected)
+        yield
+        self.current = None
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: Any, request: Any
+                             ) -> Generator[None, None, None]:
+        previous = self.creating_fixture
+        self.creating_fixture = fixturedef.argname
+        yield
+        self.creating_fixture = previous
+
+    def pytest_fixture_post_finalizer(self, fixturedef: Any, request: Any) -> None:
+        for key, (name, _) in list(self.active_fixture_engines.items()):
+            if name == fixturedef.argname:
+                del self.active_fixture_engines[key]
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        entry = self._entry(report.nodeid)
+        if report.when == "call" or (report.when == "setup" and not report.passed):
+            if hasattr(report, "wasxfail"):
+                entry["outcome"] = "xfailed" if report.skipped else "xpassed"
+            elif report.when == "setup" and report.failed:
+                entry["outcome"] = "error"
+            else:
+                entry["outcome"] = report.outcome
+        elif report.when == "teardown" and report.failed:
+            entry["outcome"] = f"{entry['outcome']}+teardown-error"
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        tmp = f"{self.path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.records, f, indent=1, sort_keys=True)
+        os.replace(tmp, self.path)
+
+
+def _name(process: Any) -> str:
+    try:
+        return str(process.name())
+    except Exception:
+        return ""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = os.environ.get(RECORD_ENV)
+    if not path:
+        return
+    recorder = Recorder(path)
+    recorder.install()
+    config.pluginmanager.register(recorder, "gpu-test-lint-recorder")
