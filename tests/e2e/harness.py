@@ -17,10 +17,11 @@ import shutil
 import subprocess
 import sys
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 E2E_DIR = Path(__file__).resolve().parent
 CORPUS = E2E_DIR / "suites"
