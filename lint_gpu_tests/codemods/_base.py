@@ -18,13 +18,13 @@ from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from lint_gpu_tests.analysis import CLEANUP_FUNCTIONS, ModuleAnalysis
 from lint_gpu_tests.codemods._imports import (
     add_from_import,
     add_stdlib_import,
     has_from_import,
     restore_section_breaks,
 )
-from lint_gpu_tests.analysis import CLEANUP_FUNCTIONS, ModuleAnalysis
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan import WrapPlan
 from lint_gpu_tests.ftypes import FixInfo, Violation
@@ -108,7 +108,8 @@ class GpuCodemod(VisitorBasedCodemodCommand):
     # ------------------------------------------------------------------ imports
     def add_imports(self, needs: Iterable[str]) -> None:
         """Schedule the imports named in ``needs`` (keys of :data:`IMPORTS`); stdlib ones
-        are placed by :func:`lint_gpu_tests.codemods._imports.add_stdlib_import` after the rewrite."""
+        are placed by :func:`lint_gpu_tests.codemods._imports.add_stdlib_import` after the
+        rewrite."""
         for need in sorted(needs):
             module, obj = IMPORTS[need]
             if obj is None:

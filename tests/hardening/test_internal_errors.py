@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from lint_gpu_tests.codemods.wrap_engine_in_runner import WrapEngineInRunner
 from lint_gpu_tests import cli
+from lint_gpu_tests.codemods.wrap_engine_in_runner import WrapEngineInRunner
 from lint_gpu_tests.rules.gpu004_manual_engine_cleanup import ManualEngineCleanup
 
 ENGINE = ('import gc\n\nfrom vllm import LLM\n\n\ndef test_x():\n    llm = LLM("m")\n'
