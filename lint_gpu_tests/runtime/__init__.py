@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     )
     from .runner import (
         EngineClosedError,
+        EngineProcessKilledWarning,
         RunnerTeardownWarning,
         VllmRunner,
         VllmRunnerFactory,
@@ -49,6 +50,7 @@ _EXPORTS: dict[str, str] = {
     "wait_for_gpu_memory_to_clear": "memory",
     "wait_for_memory_to_return": "memory",
     "EngineClosedError": "runner",
+    "EngineProcessKilledWarning": "runner",
     "GpuMemoryLeakWarning": "memory",
     "RunnerTeardownWarning": "runner",
     "VllmRunner": "runner",
@@ -59,6 +61,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "DeviceMemory",
     "EngineClosedError",
+    "EngineProcessKilledWarning",
     "GpuMemoryLeakWarning",
     "GpuMemoryTimeoutError",
     "IsolatedTestError",
