@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .isolation import (
+        ForkAfterCudaWarning,
         IsolatedTestError,
         IsolatedTestTimeoutError,
         create_new_process_for_each_test,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS: dict[str, str] = {
+    "ForkAfterCudaWarning": "isolation",
     "IsolatedTestError": "isolation",
     "IsolatedTestTimeoutError": "isolation",
     "create_new_process_for_each_test": "isolation",
@@ -62,6 +64,7 @@ __all__ = [
     "DeviceMemory",
     "EngineClosedError",
     "EngineProcessKilledWarning",
+    "ForkAfterCudaWarning",
     "GpuMemoryLeakWarning",
     "GpuMemoryTimeoutError",
     "IsolatedTestError",
