@@ -101,7 +101,7 @@ def _start_method(chosen: StartMethod | None) -> StartMethod:
         _warned_fork_after_cuda = True
         warnings.warn(
             f"create_new_process_for_each_test: {reason}; a forked child could not use "
-            "CUDA (\"Cannot re-initialize CUDA in forked subprocess\"), so isolated tests "
+            'CUDA ("Cannot re-initialize CUDA in forked subprocess"), so isolated tests '
             "in this process use spawn instead of fork (said once)",
             ForkAfterCudaWarning,
             stacklevel=3,

@@ -82,11 +82,13 @@ class StepResult:
         status: ``"ok"``, ``"skipped"`` (nothing to do) or ``"failed"``.
         detail: why it was skipped, or the formatted exception when it failed. Text only:
             keeping the exception would keep its traceback's frames, and with them the engine.
+        seconds: how long the step took (``time.monotonic()``), in seconds.
     """
 
     name: str
     status: StepStatus
     detail: str = ""
+    seconds: float = 0.0
 
 
 class _Skip(Exception):
@@ -94,13 +96,14 @@ class _Skip(Exception):
 
 
 def _run_step(name: str, step: Callable[[], None], results: list[StepResult]) -> None:
+    started = time.monotonic()
     try:
         step()
     except _Skip as skip:
-        results.append(StepResult(name, "skipped", str(skip)))
+        results.append(StepResult(name, "skipped", str(skip), time.monotonic() - started))
     except Exception:
         detail = traceback.format_exc()
-        results.append(StepResult(name, "failed", detail))
+        results.append(StepResult(name, "failed", detail, time.monotonic() - started))
         # Format to text: exc_info on a log record would keep the frames (and the engine).
         logger.warning("VllmRunner teardown step %s failed:\n%s", name, detail)
         warnings.warn(
@@ -109,7 +112,7 @@ def _run_step(name: str, step: Callable[[], None], results: list[StepResult]) ->
             stacklevel=2,
         )
     else:
-        results.append(StepResult(name, "ok"))
+        results.append(StepResult(name, "ok", seconds=time.monotonic() - started))
 
 
 def _accepts_keyword(func: Callable[..., Any], name: str) -> bool:
@@ -373,6 +376,11 @@ class VllmRunner:
     def model(self) -> Any:
         """Alias of :attr:`llm` (older runners, e.g. vllm-ascend's, call it ``model``)."""
         return self.llm
+
+    @property
+    def teardown_seconds(self) -> float:
+        """Seconds the teardown took (the sum of :attr:`teardown_steps`); 0 before exit."""
+        return sum(step.seconds for step in self.teardown_steps)
 
     @property
     def closed(self) -> bool:

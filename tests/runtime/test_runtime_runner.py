@@ -295,6 +295,7 @@ def test_factory_close_exits_runners_left_open(fake_vllm: types.ModuleType) -> N
 def test_engine_ignoring_sigterm_is_killed_after_the_grace_and_named() -> None:
     """vLLM 0.32's CPU EngineCore outlived SIGTERM: with ``timeout=60`` the exit took 61 s.
     The runner kills the engine's processes once ``shutdown_grace_s`` has passed."""
+
     class Runner(QuietRunner):
         shutdown_grace_s = 0.5
         shutdown_timeout_s = 3600.0  # the stand-in's own kill would come an hour later
@@ -346,3 +347,15 @@ def test_processes_are_killed_also_when_shutdown_raises() -> None:
     assert [s.status for s in runner.teardown_steps][:2] == ["failed", "ok"]
     assert alive(processes) == []
 
+
+def test_each_teardown_step_is_timed() -> None:
+    class Runner(QuietRunner):
+        shutdown_grace_s = 0.3
+
+    runner = Runner("m", ignore_sigterm=True)
+    assert runner.teardown_seconds == 0.0
+    with pytest.warns(EngineProcessKilledWarning):
+        runner.close()
+    shutdown = runner.teardown_steps[0]
+    assert shutdown.name == "shutdown_engine_core" and 0.3 <= shutdown.seconds
+    assert runner.teardown_seconds == sum(s.seconds for s in runner.teardown_steps)

@@ -61,8 +61,7 @@ def _engine_core_main(
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     ctx = multiprocessing.get_context("fork")
     children = [
-        ctx.Process(target=_worker_main, args=(os.getpid(), ignore_sigterm))
-        for _ in range(workers)
+        ctx.Process(target=_worker_main, args=(os.getpid(), ignore_sigterm)) for _ in range(workers)
     ]
     for child in children:
         child.start()
@@ -154,9 +153,9 @@ class LLM:
         EVENTS.append("LLM.__init__")
         self.model = model
         self.kwargs = kwargs
-        self.llm_engine = LLMEngine(EngineCoreClient(
-            hold_gib, fail_shutdown, start_method, ignore_sigterm, workers
-        ))
+        self.llm_engine = LLMEngine(
+            EngineCoreClient(hold_gib, fail_shutdown, start_method, ignore_sigterm, workers)
+        )
         self._cycle = {"llm": self}  # a reference cycle, as in the real client
         # A tokenizer's worth of small objects: building it runs the collector's young
         # generations, so the engine, like a real one, ends up in the oldest generation,
