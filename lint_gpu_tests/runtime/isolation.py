@@ -385,7 +385,10 @@ def _report(
     if kind == "passed":
         return
     if kind == "skipped":
-        pytest.skip(outcome["message"])
+        # reported at the test's own location, not at this helper (hidden from tracebacks)
+        skip = pytest.skip.Exception(outcome["message"])
+        skip._use_item_location = True
+        raise skip
     if kind == "xfailed":
         pytest.xfail(outcome["message"])
     remote = RemoteTraceback(f"(in isolated child process {pid}, {method})\n{outcome['traceback']}")
