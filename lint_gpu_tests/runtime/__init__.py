@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .isolation import (
+        ForkAfterCudaWarning,
         IsolatedTestError,
         IsolatedTestTimeoutError,
         create_new_process_for_each_test,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     )
     from .runner import (
         EngineClosedError,
+        EngineProcessKilledWarning,
         RunnerTeardownWarning,
         VllmRunner,
         VllmRunnerFactory,
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS: dict[str, str] = {
+    "ForkAfterCudaWarning": "isolation",
     "IsolatedTestError": "isolation",
     "IsolatedTestTimeoutError": "isolation",
     "create_new_process_for_each_test": "isolation",
@@ -49,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "wait_for_gpu_memory_to_clear": "memory",
     "wait_for_memory_to_return": "memory",
     "EngineClosedError": "runner",
+    "EngineProcessKilledWarning": "runner",
     "GpuMemoryLeakWarning": "memory",
     "RunnerTeardownWarning": "runner",
     "VllmRunner": "runner",
@@ -59,6 +63,8 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "DeviceMemory",
     "EngineClosedError",
+    "EngineProcessKilledWarning",
+    "ForkAfterCudaWarning",
     "GpuMemoryLeakWarning",
     "GpuMemoryTimeoutError",
     "IsolatedTestError",

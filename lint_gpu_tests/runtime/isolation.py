@@ -46,6 +46,7 @@ from .memory import (
 )
 
 __all__ = [
+    "ForkAfterCudaWarning",
     "IsolatedTestError",
     "IsolatedTestTimeoutError",
     "RemoteTraceback",
@@ -59,11 +60,64 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _ORIGINAL_ATTR = "__gpu_test_lint_isolated__"
 _in_isolated_child = False
+_warned_fork_after_cuda = False
+
+
+def _cuda_initialised_here() -> str | None:
+    """Why forking now would break CUDA in the child, or ``None``.
+
+    Only asks torch when it is already imported (never imports it): ``torch.cuda
+    .is_initialized()`` (this process holds a CUDA context) or ``torch.cuda
+    ._is_in_bad_fork()`` (this process is itself a child forked after CUDA was
+    initialised). A torch whose ``cuda`` module raises counts as not initialised.
+    """
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    for probe, reason in (
+        ("is_initialized", "torch.cuda.is_initialized() is True in this process"),
+        ("_is_in_bad_fork", "torch.cuda._is_in_bad_fork() is True in this process"),
+    ):
+        function = getattr(cuda, probe, None)
+        try:
+            if callable(function) and function():
+                return reason
+        except Exception:
+            continue
+    return None
+
+
+def _start_method(chosen: StartMethod | None) -> StartMethod:
+    """The start method to use now: ``chosen`` (or the platform's default), except that
+    ``fork`` becomes ``spawn`` when CUDA is initialised here, with a
+    :class:`ForkAfterCudaWarning` the first time."""
+    global _warned_fork_after_cuda
+    start: StartMethod = chosen or default_start_method()
+    if start != "fork":
+        return start
+    reason = _cuda_initialised_here()
+    if reason is None:
+        return start
+    if not _warned_fork_after_cuda:
+        _warned_fork_after_cuda = True
+        warnings.warn(
+            f"create_new_process_for_each_test: {reason}; a forked child could not use "
+            'CUDA ("Cannot re-initialize CUDA in forked subprocess"), so isolated tests '
+            "in this process use spawn instead of fork (said once)",
+            ForkAfterCudaWarning,
+            stacklevel=3,
+        )
+    return "spawn"
 
 
 class IsolatedTestError(Exception):
     """The isolated child failed and its exception could not be re-raised as itself
     (it did not pickle), or the child died without reporting an outcome (crash, signal)."""
+
+
+class ForkAfterCudaWarning(RuntimeWarning):
+    """CUDA was already initialised in the parent, so isolation used ``spawn`` instead of
+    ``fork`` (a forked child cannot use CUDA: "Cannot re-initialize CUDA in forked
+    subprocess"). Given once per process."""
 
 
 class IsolatedTestTimeoutError(TimeoutError):
@@ -331,7 +385,10 @@ def _report(
     if kind == "passed":
         return
     if kind == "skipped":
-        pytest.skip(outcome["message"])
+        # reported at the test's own location, not at this helper (hidden from tracebacks)
+        skip = pytest.skip.Exception(outcome["message"])
+        skip._use_item_location = True
+        raise skip
     if kind == "xfailed":
         pytest.xfail(outcome["message"])
     remote = RemoteTraceback(f"(in isolated child process {pid}, {method})\n{outcome['traceback']}")
@@ -427,6 +484,11 @@ def create_new_process_for_each_test(
 
     Inside an isolated child, a nested isolated call runs in place.
 
+    Never forks after CUDA is initialised: when torch is already imported and
+    ``torch.cuda.is_initialized()`` (or ``torch.cuda._is_in_bad_fork()``) is true, ``fork``
+    (asked for or the default) becomes ``spawn``, with a :class:`ForkAfterCudaWarning` the
+    first time in the process. torch is never imported to decide.
+
     Raises:
         ValueError: ``method`` is neither ``"fork"`` nor ``"spawn"``.
     """
@@ -448,7 +510,7 @@ def create_new_process_for_each_test(
             if _in_isolated_child:
                 func(*args, **kwargs)
                 return
-            start: StartMethod = chosen or default_start_method()
+            start = _start_method(chosen)
             baseline = read_baseline() if memory_wait_timeout_s > 0 else None
             fd, result_path = tempfile.mkstemp(prefix="gpu-test-lint-outcome-")
             os.close(fd)

@@ -9,23 +9,27 @@ pytest and the standard library, and does nothing unless asked:
 * ``--gpu-clean-between-tests`` (or ini ``gpu_clean_between_tests = true``): after each
   test's teardown, ``torch._dynamo.reset()``, ``cleanup_dist_env_and_memory()``,
   ``gc.collect()`` and ``empty_cache()``, each only if its library was already imported;
-* ``--gpu-leak-report``: device memory is read at session start (the baseline) and after
-  each test's teardown; the terminal summary names every test after which memory stayed
-  more than ``--gpu-leak-threshold-gib`` (default 1 GiB) above the baseline, and marks the
-  test where the excess appeared. ``--gpu-leak-settle-s`` (default 3 s) is how long to let
-  memory come back before a reading counts (a child process takes a moment to exit).
+* ``--gpu-leak-report``: after each test's teardown, ``gc.collect()``, then the engine
+  processes (``VLLM::*`` descendants, with psutil: no GPU needed) still alive and the device
+  memory above the session's baseline; the terminal summary names the test after which
+  each engine process or each excess first stayed (``<- leaked here``), once, with a hint of
+  what holds it. See :class:`_LeakReport`.
 """
 
 from __future__ import annotations
 
+import gc
+import sys
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
     from .memory import DeviceMemory, MemoryReader
+    from .procs import EngineProcess
     from .runner import VllmRunner, VllmRunnerFactory
 
 __all__ = ["vllm_runner", "vllm_runner_factory"]
@@ -33,6 +37,7 @@ __all__ = ["vllm_runner", "vllm_runner_factory"]
 _GIB = 1 << 30
 _CLEAN_NAME = "gpu_test_lint-clean-between-tests"
 _LEAK_NAME = "gpu_test_lint-leak-report"
+_XDIST_KEY = "gpu_test_lint_leak_report"
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -54,8 +59,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--gpu-leak-report",
         action="store_true",
         default=False,
-        help="read device memory after each test and name the tests that left memory "
-        "above the session's baseline",
+        help="after each test: gc.collect(), then count engine processes (VLLM::*) still "
+        "alive and read device memory; name the test after which each first stayed",
     )
     group.addoption(
         "--gpu-leak-threshold-gib",
@@ -69,8 +74,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=float,
         default=3.0,
         metavar="SECONDS",
-        help="with --gpu-leak-report: wait up to this long for memory to come back before "
-        "reading it (default 3)",
+        help="with --gpu-leak-report: wait up to this long for engine processes to end and "
+        "memory to come back before a reading counts (default 3)",
     )
     parser.addini(
         "gpu_clean_between_tests",
@@ -129,30 +134,124 @@ class _CleanBetweenTests:
         release_process_state()
 
 
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    return not _is_xdist_worker(config) and config.pluginmanager.has_plugin("dsession")
+
+
+def _cuda_initialised() -> bool:
+    """Whether this process holds a CUDA context (asks torch only if it is imported)."""
+    cuda = getattr(sys.modules.get("torch"), "cuda", None)
+    try:
+        return bool(cuda.is_initialized()) if cuda is not None else False
+    except Exception:
+        return False
+
+
+def _cuda_reserved_bytes() -> int:
+    """Bytes torch's caching allocator holds on all CUDA devices of this process."""
+    cuda = sys.modules["torch"].cuda
+    try:
+        return sum(int(cuda.memory_reserved(i)) for i in range(int(cuda.device_count())))
+    except Exception:
+        return 0
+
+
+@dataclass
+class _ProcessLeak:
+    """Engine processes first seen alive after ``nodeid``'s teardown."""
+
+    nodeid: str
+    processes: list[EngineProcess]
+    holder: str
+    ended_after: dict[int, str] = field(default_factory=dict)  # pid -> nodeid
+
+
 @dataclass(frozen=True)
-class _Leak:
+class _MemoryLeak:
     nodeid: str
     excess_bytes: int
     increase_bytes: int
     per_device: tuple[tuple[int, int], ...]
 
 
+def _module_globals_holding_an_engine(item: pytest.Item) -> list[str]:
+    """Names in the test's module whose value looks like an engine (has ``llm_engine``)."""
+    module = getattr(item, "module", None)
+    names = []
+    for name, value in vars(module).items() if module is not None else ():
+        try:
+            if hasattr(value, "llm_engine") and not isinstance(value, type):
+                names.append(name)
+        except Exception:
+            continue
+    return names
+
+
 class _LeakReport:
-    """Registered only with ``--gpu-leak-report``."""
+    """Registered only with ``--gpu-leak-report``.
+
+    After each test's teardown (outermost: after every fixture and
+    ``--gpu-clean-between-tests``):
+
+    1. engine processes (:func:`~lint_gpu_tests.runtime.procs.engine_processes`) not seen
+       before are read; those still alive after a short wait are noted, then
+       ``gc.collect()`` runs and they get ``--gpu-leak-settle-s`` to end. Those that end
+       now were held by a reference cycle (listed apart: they end at the next collection,
+       which in a real suite may come many tests later); those still alive are a leak of
+       this test, reported once, with what probably holds them (the failed test's
+       traceback, a module global, else "a reference: global, fixture cache, alias");
+       when they end is recorded too.
+    2. device memory is compared with the session-start baseline (when a reader exists,
+       and not under pytest-xdist: the workers share the devices, so a reading cannot be
+       pinned on one test). A test is named when the memory above the baseline grew by
+       more than the threshold during it. The first CUDA context this process creates is
+       not a leak: at the reading after which ``torch.cuda.is_initialized()`` first turns
+       true, the growth less torch's reserved bytes is added to the baseline (and said).
+
+    Under pytest-xdist each worker measures its own engine processes and sends its lines to
+    the controller (``workeroutput``); the controller's summary prints them per worker and
+    says which workers sent nothing.
+    """
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.threshold_bytes = int(float(config.getoption("gpu_leak_threshold_gib")) * _GIB)
         self.settle_s = max(0.0, float(config.getoption("gpu_leak_settle_s")))
+        self.worker = _is_xdist_worker(config)
         self.reader: MemoryReader | None = None
         self.baseline: list[DeviceMemory] | None = None
         self.unavailable = ""
         self.measured = 0
         self.previous_excess = 0
-        self.leaks: list[_Leak] = []
+        self.allowance_bytes = 0
+        self.cuda_seen = _cuda_initialised()
+        self.context_note = ""
+        self.memory_leaks: list[_MemoryLeak] = []
+        self.known: dict[tuple[int, float], _ProcessLeak] = {}
+        self.process_leaks: list[_ProcessLeak] = []
+        self.cycle_held: list[tuple[str, list[EngineProcess]]] = []
+        self.failed: set[str] = set()
+        self.preexisting: list[EngineProcess] = []
+        self.worker_reports: dict[str, list[str]] = {}
+        self.workers_down: list[str] = []
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if _is_xdist_controller(self.config):
+            return
+        from .procs import engine_processes
+
+        self.preexisting = engine_processes()
+        if self.worker:
+            self.unavailable = (
+                "not measured under pytest-xdist: the workers share the devices, so a "
+                "reading cannot be pinned on one test (engine processes are counted per worker)"
+            )
+            return
         from .memory import default_memory_reader, read_all
 
         try:
@@ -160,28 +259,84 @@ class _LeakReport:
             if reader is None:
                 reader = default_memory_reader()
             if reader is None:
-                self.unavailable = "no memory reader (install nvidia-ml-py, or amdsmi on ROCm)"
+                self.unavailable = (
+                    "not measured: no memory reader (install nvidia-ml-py, or amdsmi on ROCm)"
+                )
                 return
             self.baseline = read_all(reader)
             self.reader = reader
         except Exception as exc:
-            self.unavailable = f"reading device memory failed: {exc!r}"
+            self.unavailable = f"not measured: reading device memory failed: {exc!r}"
 
-    # tryfirst: the outermost wrapper, so this reads memory after every other
-    # teardown step (fixtures, --gpu-clean-between-tests) has run.
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed and report.when == "call":
+            self.failed.add(report.nodeid)
+
+    # tryfirst: the outermost wrapper, so this reads after every other teardown step
+    # (fixtures, --gpu-clean-between-tests) has run.
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
         yield
-        if self.reader is None or self.baseline is None:
-            return
+        self.measured += 1
+        self._read_processes(item)
+        if self.reader is not None and self.baseline is not None:
+            self._read_memory(item)
+
+    # -- engine processes -----------------------------------------------------------
+    def _read_processes(self, item: pytest.Item) -> None:
+        from .procs import alive, engine_processes
+
+        seen = {p.key for p in self.preexisting} | set(self.known)
+        new = [p for p in engine_processes() if p.key not in seen]
+        # already on their way out (a shutdown in progress): a moment, without collecting
+        new = self._wait_for_end(new, min(1.0, self.settle_s))
+        gc.collect()
+        left = self._wait_for_end(new, self.settle_s)
+        freed = [p for p in new if p not in left]
+        if freed:
+            self.cycle_held.append((item.nodeid, freed))
+        for key, earlier in list(self.known.items()):
+            if not alive([p for p in earlier.processes if p.key == key]):
+                earlier.ended_after[key[0]] = item.nodeid
+                del self.known[key]
+        if left:
+            leak = _ProcessLeak(item.nodeid, left, self._holder(item))
+            self.process_leaks.append(leak)
+            self.known.update((p.key, leak) for p in left)
+
+    @staticmethod
+    def _wait_for_end(processes: list[EngineProcess], timeout_s: float) -> list[EngineProcess]:
+        from .procs import alive
+
+        deadline = time.monotonic() + timeout_s
+        left = alive(processes)
+        while left and time.monotonic() < deadline:
+            time.sleep(0.05)
+            left = alive(left)
+        return left
+
+    def _holder(self, item: pytest.Item) -> str:
+        if item.nodeid in self.failed:
+            return (
+                "the test failed: pytest keeps its traceback (sys.last_traceback), whose "
+                "frames hold the engine, until the next test's call begins"
+            )
+        names = _module_globals_holding_an_engine(item)
+        if names:
+            return "module global(s) " + ", ".join(repr(n) for n in names) + " of the test file"
+        return "a reference that survived gc.collect(): a global, a fixture cache, an alias"
+
+    # -- device memory --------------------------------------------------------------
+    def _read_memory(self, item: pytest.Item) -> None:
         from .memory import GpuMemoryTimeoutError, read_all, wait_for_memory_to_return
 
+        assert self.reader is not None and self.baseline is not None
         devices = [m.index for m in self.baseline]
         if self.settle_s > 0:
             try:
                 wait_for_memory_to_return(
                     self.baseline,
-                    slack_bytes=self.threshold_bytes,
+                    slack_bytes=self.threshold_bytes + self.allowance_bytes,
                     timeout_s=self.settle_s,
                     reader=self.reader,
                 )
@@ -192,39 +347,127 @@ class _LeakReport:
             (after.index, max(0, after.used_bytes - before.used_bytes))
             for before, after in zip(self.baseline, now, strict=True)
         )
-        excess = sum(delta for _, delta in per_device)
-        increase = excess - self.previous_excess
+        increase = sum(delta for _, delta in per_device) - self.allowance_bytes
+        increase -= self.previous_excess
+        if not self.cuda_seen and _cuda_initialised():
+            self.cuda_seen = True
+            context = min(max(0, increase), max(0, increase - _cuda_reserved_bytes()))
+            self.allowance_bytes += context
+            increase -= context
+            self.context_note = (
+                f"the first CUDA context of this process, created during {item.nodeid}: "
+                f"+{context / _GIB:.2f} GiB, not counted as a leak"
+            )
+        excess = self.previous_excess + increase
         self.previous_excess = excess
-        self.measured += 1
-        if excess > self.threshold_bytes:
-            self.leaks.append(_Leak(item.nodeid, excess, increase, per_device))
+        if increase > self.threshold_bytes:
+            self.memory_leaks.append(_MemoryLeak(item.nodeid, excess, increase, per_device))
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        write = terminalreporter.write_line
-        terminalreporter.section("GPU memory leak report")
+    # -- the report -----------------------------------------------------------------
+    def _lines(self) -> list[str]:
+        from .procs import alive, describe_processes
+
+        lines = []
+        if self.process_leaks:
+            lines.append(
+                f"engine processes (VLLM::*, psutil): {len(self.process_leaks)} of "
+                f"{self.measured} tests left engine processes alive after their teardown "
+                "and gc.collect():"
+            )
+            for leak in self.process_leaks:
+                lines.append(
+                    f"  {leak.nodeid}: {describe_processes(leak.processes)}  <- leaked here"
+                )
+                lines.append(f"      held by: {leak.holder}")
+                ended = sorted(set(leak.ended_after.values()))
+                still = alive(leak.processes)
+                for nodeid in ended:
+                    pids = [str(pid) for pid, at in leak.ended_after.items() if at == nodeid]
+                    lines.append(f"      pid {', '.join(pids)} ended after {nodeid}")
+                if still:
+                    pids = ", ".join(str(p.pid) for p in still)
+                    lines.append(f"      pid {pids} still alive at the end of the session")
+        else:
+            lines.append(
+                "engine processes (VLLM::*, psutil): none stayed alive after any test's "
+                f"teardown and gc.collect() ({self.measured} tests measured)"
+            )
+        if self.cycle_held:
+            lines.append(
+                "engine processes that ended only when the report's gc.collect() ran "
+                "(held by a reference cycle; without a collection they outlive the test):"
+            )
+            for nodeid, processes in self.cycle_held:
+                lines.append(f"  {nodeid}: {describe_processes(processes)}")
+        if self.preexisting:
+            lines.append(
+                "engine processes alive before the first test (not counted): "
+                + describe_processes(self.preexisting)
+            )
+        lines.extend(self._memory_lines())
+        return lines
+
+    def _memory_lines(self) -> list[str]:
         threshold = self.threshold_bytes / _GIB
         if self.baseline is None:
-            write(f"not measured: {self.unavailable}")
-            return
-        for m in self.baseline:
-            write(f"baseline: {m.describe()}")
-        if not self.leaks:
-            write(
-                f"no test left more than {threshold:.2f} GiB above the baseline "
-                f"({self.measured} tests measured)"
+            return [f"device memory: {self.unavailable}"]
+        lines = [f"device memory: baseline {m.describe()}" for m in self.baseline]
+        if self.context_note:
+            lines.append(f"device memory: {self.context_note}")
+        if not self.memory_leaks:
+            lines.append(
+                f"device memory: no test added more than {threshold:.2f} GiB to the memory "
+                f"above the baseline ({self.measured} tests measured)"
             )
-            return
-        write(
-            f"{len(self.leaks)} of {self.measured} tests left more than {threshold:.2f} GiB "
-            "above the baseline after teardown:"
+            return lines
+        lines.append(
+            f"device memory: {len(self.memory_leaks)} of {self.measured} tests added more than "
+            f"{threshold:.2f} GiB to the memory above the baseline:"
         )
-        for leak in self.leaks:
+        for leak in self.memory_leaks:
             devices = ", ".join(
                 f"device {index}: +{delta / _GIB:.2f} GiB" for index, delta in leak.per_device
             )
-            here = "  <- leaked here" if leak.increase_bytes > self.threshold_bytes else ""
-            write(
-                f"  {leak.nodeid}: +{leak.excess_bytes / _GIB:.2f} GiB above baseline "
-                f"(+{max(0, leak.increase_bytes) / _GIB:.2f} GiB new in this test; "
-                f"{devices}){here}"
+            lines.append(
+                f"  {leak.nodeid}: +{leak.increase_bytes / _GIB:.2f} GiB new, "
+                f"+{leak.excess_bytes / _GIB:.2f} GiB above baseline ({devices})  <- leaked here"
             )
+        lines.append(
+            f"device memory: +{max(0, self.previous_excess) / _GIB:.2f} GiB above the baseline "
+            "after the last test"
+        )
+        return lines
+
+    # -- pytest-xdist ---------------------------------------------------------------
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.worker:
+            self.config.workeroutput[_XDIST_KEY] = self._lines()  # type: ignore[attr-defined]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        workerid = str(getattr(node, "workerinput", {}).get("workerid", node))
+        lines = getattr(node, "workeroutput", {}).get(_XDIST_KEY)
+        if lines is None:
+            self.workers_down.append(workerid)
+        else:
+            self.worker_reports[workerid] = list(lines)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        write = terminalreporter.write_line
+        terminalreporter.section("GPU leak report")
+        if not _is_xdist_controller(self.config):
+            for line in self._lines():
+                write(line)
+            return
+        write("pytest-xdist: each worker measured the tests it ran:")
+        for workerid in sorted(self.worker_reports):
+            write(f"worker {workerid}:")
+            for line in self.worker_reports[workerid]:
+                write(f"  {line}")
+        for workerid in sorted(self.workers_down):
+            write(
+                f"worker {workerid}: not measured: it sent no findings (it crashed, or "
+                "ran without --gpu-leak-report)"
+            )
+        if not self.worker_reports and not self.workers_down:
+            write("not measured: no worker reported back")

@@ -21,6 +21,8 @@ import importlib
 import inspect
 import logging
 import sys
+import threading
+import time
 import traceback
 import warnings
 from collections.abc import Callable
@@ -38,9 +40,11 @@ from .memory import (
     read_baseline,
     wait_for_memory_to_return,
 )
+from .procs import EngineProcess, alive, engine_processes, kill
 
 __all__ = [
     "EngineClosedError",
+    "EngineProcessKilledWarning",
     "GpuMemoryLeakWarning",
     "RunnerTeardownWarning",
     "StepResult",
@@ -58,6 +62,11 @@ class RunnerTeardownWarning(RuntimeWarning):
     """A teardown step raised; the remaining steps still ran."""
 
 
+class EngineProcessKilledWarning(RunnerTeardownWarning):
+    """An engine process was still alive when the shutdown grace ran out and was killed;
+    the message names it (title and pid)."""
+
+
 class EngineClosedError(RuntimeError):
     """``runner.llm`` was read after the runner's block ended."""
 
@@ -73,11 +82,13 @@ class StepResult:
         status: ``"ok"``, ``"skipped"`` (nothing to do) or ``"failed"``.
         detail: why it was skipped, or the formatted exception when it failed. Text only:
             keeping the exception would keep its traceback's frames, and with them the engine.
+        seconds: how long the step took (``time.monotonic()``), in seconds.
     """
 
     name: str
     status: StepStatus
     detail: str = ""
+    seconds: float = 0.0
 
 
 class _Skip(Exception):
@@ -85,13 +96,14 @@ class _Skip(Exception):
 
 
 def _run_step(name: str, step: Callable[[], None], results: list[StepResult]) -> None:
+    started = time.monotonic()
     try:
         step()
     except _Skip as skip:
-        results.append(StepResult(name, "skipped", str(skip)))
+        results.append(StepResult(name, "skipped", str(skip), time.monotonic() - started))
     except Exception:
         detail = traceback.format_exc()
-        results.append(StepResult(name, "failed", detail))
+        results.append(StepResult(name, "failed", detail, time.monotonic() - started))
         # Format to text: exc_info on a log record would keep the frames (and the engine).
         logger.warning("VllmRunner teardown step %s failed:\n%s", name, detail)
         warnings.warn(
@@ -100,7 +112,7 @@ def _run_step(name: str, step: Callable[[], None], results: list[StepResult]) ->
             stacklevel=2,
         )
     else:
-        results.append(StepResult(name, "ok"))
+        results.append(StepResult(name, "ok", seconds=time.monotonic() - started))
 
 
 def _accepts_keyword(func: Callable[..., Any], name: str) -> bool:
@@ -124,6 +136,61 @@ def _shutdown_engine(llm: Any, timeout_s: float) -> None:
         shutdown(timeout=timeout_s)
     else:
         shutdown()
+
+
+def _reap(processes: list[EngineProcess], deadline: float) -> list[EngineProcess]:
+    """Wait until ``deadline`` (``time.monotonic()``) for ``processes`` to end, then SIGKILL
+    those left and wait (at most 2 s) until they are gone; returns the ones killed."""
+    left = alive(processes)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = alive(left)
+    killed = [process for process in left if kill(process)]
+    settle = time.monotonic() + 2.0
+    while alive(killed) and time.monotonic() < settle:
+        time.sleep(0.02)
+    return killed
+
+
+def _shutdown_with_grace(
+    llm: Any, processes: list[EngineProcess], grace_s: float, timeout_s: float
+) -> None:
+    """Step 1: shut the engine core down; give its processes ``grace_s`` seconds from now
+    to end, then kill them, and warn naming each one killed.
+
+    A watchdog thread kills at the deadline even while ``shutdown()`` still blocks (vLLM's
+    own shutdown sends SIGTERM and joins for ``timeout=``, 5 s when none is given); after
+    ``shutdown()`` returns (or raises), processes still alive get the rest of the grace.
+
+    Raises:
+        Whatever ``shutdown()`` raises (the processes are reaped all the same).
+    """
+    deadline = time.monotonic() + grace_s
+    killed: list[EngineProcess] = []
+    done = threading.Event()
+
+    def watchdog() -> None:
+        if not done.wait(grace_s):
+            killed.extend(_reap(processes, deadline))
+
+    thread = threading.Thread(target=watchdog, name="VllmRunner-shutdown-grace", daemon=True)
+    if processes:
+        thread.start()
+    try:
+        _shutdown_engine(llm, timeout_s)
+    finally:
+        done.set()
+        if processes:
+            thread.join()
+            killed.extend(_reap(processes, deadline))
+        if killed:
+            names = ", ".join(f"{p.name} (pid {p.pid})" for p in killed)
+            message = (
+                f"VllmRunner: engine process(es) {names} still alive {grace_s:g} s after "
+                "shutdown began (SIGTERM ignored or teardown hung); killed with SIGKILL"
+            )
+            logger.warning(message)
+            warnings.warn(message, EngineProcessKilledWarning, stacklevel=4)
 
 
 def _dynamo_reset() -> None:
@@ -206,7 +273,10 @@ class VllmRunner:
     :class:`RunnerTeardownWarning`; see :attr:`teardown_steps`):
 
     1. ``llm.llm_engine.engine_core.shutdown()`` (``timeout=`` passed where accepted;
-       ``llm.shutdown()`` for engines without an engine core);
+       ``llm.shutdown()`` for engines without an engine core); the engine processes the
+       build started (``VLLM::*`` descendants that were not there before) get
+       ``shutdown_grace_s`` seconds from the start of this step to end, then are killed,
+       and an :class:`EngineProcessKilledWarning` names each one killed;
     2. the runner's reference to the engine is dropped;
     3. ``torch._dynamo.reset()``; 4. ``vllm.distributed.parallel_state
        .cleanup_dist_env_and_memory()``; 5. ``gc.collect()``; 6. ``empty_cache()``
@@ -223,7 +293,11 @@ class VllmRunner:
     Attributes:
         engine_factory: callable building the engine from ``(model_name, **llm_kwargs)``;
             ``None`` means ``vllm.LLM`` (imported on first use).
-        shutdown_timeout_s: passed as ``timeout=`` to a shutdown that accepts one (seconds).
+        shutdown_grace_s: seconds the engine's processes get to end after shutdown begins
+            before the runner kills them (10 s: a healthy vLLM 0.32 CPU engine ended 6.7 s
+            after SIGTERM, its worker in 4 s, so vLLM's own 5 s default kills it mid-teardown).
+        shutdown_timeout_s: passed as ``timeout=`` to a shutdown that accepts one (seconds);
+            vLLM's own kill after SIGTERM, a backstop behind ``shutdown_grace_s``.
         memory_wait_timeout_s: bound of step 7, in seconds (0 disables the wait).
         memory_slack_bytes: how far above its baseline a device may stay (bytes; 1 GiB).
         memory_reader: a :class:`~lint_gpu_tests.runtime.memory.MemoryReader`; ``None``
@@ -233,7 +307,8 @@ class VllmRunner:
     """
 
     engine_factory: ClassVar[Callable[..., Any] | None] = None
-    shutdown_timeout_s: ClassVar[float] = 60.0
+    shutdown_grace_s: ClassVar[float] = 10.0
+    shutdown_timeout_s: ClassVar[float] = 15.0
     memory_wait_timeout_s: ClassVar[float] = 60.0
     memory_slack_bytes: ClassVar[int] = GIB
     memory_reader: ClassVar[MemoryReader | None] = None
@@ -278,7 +353,12 @@ class VllmRunner:
         self._baseline: list[DeviceMemory] | None = None
         if _group is None:
             self._baseline = self._read_memory()
+        before = {p.key for p in engine_processes()}
         self._llm = factory(model_name, **llm_kwargs)
+        self.engine_processes: list[EngineProcess] = [
+            p for p in engine_processes() if p.key not in before
+        ]
+        """The ``VLLM::*`` processes the build started (read with psutil), oldest first."""
 
     # -- the engine -----------------------------------------------------------------
     @property
@@ -296,6 +376,11 @@ class VllmRunner:
     def model(self) -> Any:
         """Alias of :attr:`llm` (older runners, e.g. vllm-ascend's, call it ``model``)."""
         return self.llm
+
+    @property
+    def teardown_seconds(self) -> float:
+        """Seconds the teardown took (the sum of :attr:`teardown_steps`); 0 before exit."""
+        return sum(step.seconds for step in self.teardown_steps)
 
     @property
     def closed(self) -> bool:
@@ -324,8 +409,14 @@ class VllmRunner:
             return
         self._closed = True
         steps = self.teardown_steps
-        timeout_s = type(self).shutdown_timeout_s
-        _run_step("shutdown_engine_core", lambda: _shutdown_engine(self._llm, timeout_s), steps)
+        cls = type(self)
+        _run_step(
+            "shutdown_engine_core",
+            lambda: _shutdown_with_grace(
+                self._llm, self.engine_processes, cls.shutdown_grace_s, cls.shutdown_timeout_s
+            ),
+            steps,
+        )
         _run_step("drop_reference", self._drop_reference, steps)
         steps.extend(release_process_state())
         group, self._group = self._group, None

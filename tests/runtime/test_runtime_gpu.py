@@ -10,7 +10,9 @@ and record what they saw in a JSON file; the outer test checks the figures:
 (b) with ``VllmRunner`` (and the factory) memory is back within 1 GiB of the baseline
     within 10 s of the block's exit, also when the body fails;
 (c) ``--gpu-leak-report`` names the test that leaked;
-(d) process isolation (fork and spawn) frees everything when the child exits.
+(d) process isolation (fork and spawn) frees everything when the child exits;
+(e) with CUDA initialised in the parent at import, isolation spawns instead of forking
+    (said once), and the children use CUDA.
 
 Set ``GPU_RESULTS_DIR`` to keep the JSON figures (docs/gpu-runtime.md quotes them).
 """
@@ -284,14 +286,19 @@ def test_c_leak_report_names_the_leaking_test(
     out = result.stdout.str()
     result.stdout.fnmatch_lines(
         [
-            "*GPU memory leak report*",
-            "2 of 3 tests left more than 1.00 GiB above the baseline after teardown:",
+            "*GPU leak report*",
+            "engine processes (VLLM::*, psutil): 1 of 3 tests left engine processes alive "
+            "after their teardown and gc.collect():",
+            "  test_leak_report.py::test_c2_caches_engine_in_module: VLLM::EngineCor pid *"
+            "  <- leaked here",
+            "device memory: 1 of 3 tests added more than 1.00 GiB to the memory above the "
+            "baseline:",
             "  test_leak_report.py::test_c2_caches_engine_in_module: +*<- leaked here",
-            "  test_leak_report.py::test_c3_innocent: +*",
         ]
     )
-    assert "test_c1_uses_runner:" not in out
-    assert "test_c3_innocent: +" in out and out.count("<- leaked here") == 1
+    # named where it appeared, once per kind: not the runner's test, not the next one
+    assert "test_c1_uses_runner:" not in out and "test_c3_innocent:" not in out
+    assert out.count("<- leaked here") == 2
 
 
 def test_d_isolation_frees_everything_on_exit(
@@ -304,3 +311,56 @@ def test_d_isolation_frees_everything_on_exit(
         assert f[f"isolated_{method}.seconds_until_back"] is not None
         assert f[f"isolated_{method}.seconds_until_back"] < 10
         assert f[f"{next_test}.at_setup_gib"] <= SLACK_GIB
+
+
+FORK_GUARD = """
+import os
+import warnings
+
+import torch
+
+CAPABILITY = torch.cuda.get_device_capability()  # initialises CUDA in this process, at import
+PARENT_PID = os.getpid()  # evaluated again in a spawned child, inherited by a forked one
+
+from lint_gpu_tests.runtime import create_new_process_for_each_test
+
+
+def use_cuda():
+    assert not torch.cuda._is_in_bad_fork()
+    x = torch.ones(1 << 20, device="cuda")
+    assert int(x.sum().item()) == 1 << 20
+    assert PARENT_PID == os.getpid(), "forked: the module was not imported again"
+
+
+@create_new_process_for_each_test("fork")
+def test_e1_fork_asked_for_after_cuda_init():
+    use_cuda()
+
+
+@create_new_process_for_each_test()
+def test_e2_default_method_after_cuda_init():
+    use_cuda()
+
+
+def test_e3_parent_holds_cuda():
+    assert torch.cuda.is_initialized()
+"""
+
+
+def test_e_never_forks_after_cuda_is_initialised(pytester: pytest.Pytester) -> None:
+    """On an H200 before the guard, every forked child died with "Cannot re-initialize
+    CUDA in forked subprocess"."""
+    pytester.makepyfile(test_fork_guard=FORK_GUARD)
+    result = pytester.runpytest_subprocess(
+        *plugin_args(), "-p", "no:cacheprovider", "-rA", "-W", "default", timeout=300
+    )
+    result.assert_outcomes(passed=3)
+    out = result.stdout.str()
+    assert (
+        out.count(
+            "ForkAfterCudaWarning: create_new_process_for_each_test: "
+            "torch.cuda.is_initialized() is True in this process"
+        )
+        == 1
+    )
+    assert "Cannot re-initialize CUDA" not in out

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
+import types
+import warnings
 from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests.runtime import create_new_process_for_each_test
+from lint_gpu_tests.runtime import create_new_process_for_each_test, isolation
 from lint_gpu_tests.runtime.isolation import _in_isolated_child
 from lint_gpu_tests.runtime.memory import GIB
 
@@ -84,7 +87,8 @@ def test_child_outcomes_become_parent_outcomes(pytester: pytest.Pytester, method
     assert "in isolated child process" in out
     assert 'raise ValueError("boom from the child")' in out
     assert "in inner" in out  # a frame only the child had
-    result.stdout.fnmatch_lines(["SKIPPED *no GPU in the child*"])
+    # at the test's own location (the line of its decorator), not inside the runtime
+    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_outcomes.py:*: no GPU in the child"])
     result.stdout.fnmatch_lines(["XFAIL *known bug in the child*"])
 
 
@@ -209,3 +213,60 @@ def test_memory_not_back_after_the_child_warns(monkeypatch: pytest.MonkeyPatch) 
 
     with pytest.warns(GpuMemoryLeakWarning, match=r"41.00/80.00 GiB used"):
         body()
+
+
+def _report_start(path: str) -> None:
+    """Isolated body for the fork-guard tests: records whether the fake torch (in the
+    parent's sys.modules, never importable) reached the child: it does only by fork."""
+    Path(path).write_text(f"{os.getpid()} {'torch' in sys.modules}")
+
+
+def _fake_torch(**cuda: object) -> types.ModuleType:
+    torch = types.ModuleType("torch")
+    torch.cuda = types.SimpleNamespace(**cuda)  # type: ignore[attr-defined]
+    return torch
+
+
+@pytest.mark.parametrize(
+    ("cuda", "reason"),
+    [
+        ({"is_initialized": lambda: True}, "torch.cuda.is_initialized() is True"),
+        (
+            {"is_initialized": lambda: False, "_is_in_bad_fork": lambda: True},
+            "torch.cuda._is_in_bad_fork() is True",
+        ),
+    ],
+)
+def test_never_forks_after_cuda_is_initialised(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cuda: dict[str, object], reason: str
+) -> None:
+    monkeypatch.setattr(isolation, "_warned_fork_after_cuda", False)
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(**cuda))
+    isolated = create_new_process_for_each_test("fork", memory_wait_timeout_s=0)(_report_start)
+    with pytest.warns(isolation.ForkAfterCudaWarning) as caught:
+        isolated(str(tmp_path / "first"))
+        isolated(str(tmp_path / "second"))  # said once
+    assert len(caught) == 1
+    assert str(caught[0].message) == (
+        f"create_new_process_for_each_test: {reason} in this process; a forked child could "
+        'not use CUDA ("Cannot re-initialize CUDA in forked subprocess"), so isolated tests '
+        "in this process use spawn instead of fork (said once)"
+    )
+    for name in ("first", "second"):
+        pid, torch_in_child = (tmp_path / name).read_text().split()
+        assert int(pid) != os.getpid() and torch_in_child == "False"  # spawned
+
+
+def test_forks_when_torch_is_imported_but_cuda_is_not_initialised(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(isolation, "_warned_fork_after_cuda", False)
+    fake = _fake_torch(is_initialized=lambda: False, _is_in_bad_fork=lambda: False)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    isolated = create_new_process_for_each_test("fork", memory_wait_timeout_s=0)(_report_start)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", isolation.ForkAfterCudaWarning)
+        isolated(str(tmp_path / "out"))
+    pid, torch_in_child = (tmp_path / "out").read_text().split()
+    assert int(pid) != os.getpid() and torch_in_child == "True"  # forked
+    assert isolation._warned_fork_after_cuda is False

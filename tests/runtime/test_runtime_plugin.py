@@ -182,17 +182,22 @@ def test_leak_report_names_the_test_that_leaked(pytester: pytest.Pytester) -> No
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(
         [
-            "*GPU memory leak report*",
-            "baseline: device 0 (fake 0): 0.50/80.00 GiB used",
-            "baseline: device 1 (fake 1): 0.50/80.00 GiB used",
-            "2 of 4 tests left more than 1.00 GiB above the baseline after teardown:",
-            "  test_leaks.py::test_leaky: +40.50 GiB above baseline (+40.00 GiB new in this test;"
-            " device 0: +0.50 GiB, device 1: +40.00 GiB)  <- leaked here",
-            "  test_leaks.py::test_after_the_leak: +40.50 GiB above baseline (+0.00 GiB new*",
+            "*GPU leak report*",
+            "engine processes (VLLM::*, psutil): none stayed alive after any test's teardown "
+            "and gc.collect() (4 tests measured)",
+            "device memory: baseline device 0 (fake 0): 0.50/80.00 GiB used",
+            "device memory: baseline device 1 (fake 1): 0.50/80.00 GiB used",
+            "device memory: 1 of 4 tests added more than 1.00 GiB to the memory above the "
+            "baseline:",
+            "  test_leaks.py::test_leaky: +40.00 GiB new, +40.50 GiB above baseline "
+            "(device 0: +0.50 GiB, device 1: +40.00 GiB)  <- leaked here",
+            "device memory: +40.50 GiB above the baseline after the last test",
         ]
     )
-    assert "test_clean:" not in result.stdout.str()
-    assert "test_small_leak:" not in result.stdout.str()
+    out = result.stdout.str()
+    # named once, where it appeared: not again for the test after it, nor the small one
+    assert "test_after_the_leak" not in out and "test_small_leak" not in out
+    assert "test_clean" not in out
 
 
 def test_leak_threshold_option(pytester: pytest.Pytester) -> None:
@@ -202,7 +207,10 @@ def test_leak_threshold_option(pytester: pytest.Pytester) -> None:
         pytester, "--gpu-leak-report", "--gpu-leak-settle-s=0", "--gpu-leak-threshold-gib=50"
     )
     result.stdout.fnmatch_lines(
-        ["no test left more than 50.00 GiB above the baseline (4 tests measured)"]
+        [
+            "device memory: no test added more than 50.00 GiB to the memory above the "
+            "baseline (4 tests measured)"
+        ]
     )
 
 
@@ -215,7 +223,9 @@ def test_leak_report_without_a_reader_says_so(
     pytester.makepyfile("def test_it(): pass")
     result = run(pytester, "--gpu-leak-report")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["not measured: no memory reader (install nvidia-ml-py*"])
+    result.stdout.fnmatch_lines(
+        ["device memory: not measured: no memory reader (install nvidia-ml-py*"]
+    )
 
 
 def test_plugin_does_nothing_unless_asked(pytester: pytest.Pytester) -> None:
@@ -228,7 +238,7 @@ def test_plugin_does_nothing_unless_asked(pytester: pytest.Pytester) -> None:
     )
     result = run(pytester)
     result.assert_outcomes(passed=1)
-    assert "GPU memory leak report" not in result.stdout.str()
+    assert "GPU leak report" not in result.stdout.str()
 
 
 def test_options_are_documented_in_help(pytester: pytest.Pytester) -> None:
@@ -303,3 +313,202 @@ def test_public_names_resolve_and_have_docstrings() -> None:
         value = getattr(runtime, name)
         assert getattr(value, "__doc__", None), name
     assert isinstance(runtime, types.ModuleType)
+
+
+PROCESS_LEAKS = """
+import gc, sys
+import vllm
+
+ENGINE = None
+
+def test_a_fails_holding_an_engine():
+    llm = vllm.LLM("m", workers=1)
+    assert llm is None  # fails: pytest keeps the traceback, the frame keeps llm
+
+def test_b_innocent():
+    pass
+
+def test_c_module_global():
+    global ENGINE
+    ENGINE = vllm.LLM("m")
+
+def test_d_cycle():
+    llm = vllm.LLM("m")  # the stand-in's engine sits in a reference cycle
+    del llm
+
+def test_e_runner(vllm_runner):
+    with vllm_runner("m", workers=1) as runner:
+        assert runner.llm.generate(["x"]) == ["X"]
+
+def test_f_release():
+    global ENGINE
+    ENGINE = None
+    sys.last_type = sys.last_value = sys.last_traceback = None
+    gc.collect()
+"""
+
+
+@pytest.mark.usefixtures("fake_vllm")
+def test_leak_report_names_the_test_after_which_engine_processes_stayed(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_procs=PROCESS_LEAKS)
+    # in a subprocess: pytester's in-process hook recorder would keep the failed test's
+    # traceback (and so its engine) after the suite released it
+    result = pytester.runpytest_subprocess(
+        *plugin_args(), "-p", "no:cacheprovider", "--gpu-leak-report", "--gpu-leak-settle-s=2"
+    )
+    result.assert_outcomes(passed=5, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*GPU leak report*",
+            "engine processes (VLLM::*, psutil): 2 of 6 tests left engine processes alive "
+            "after their teardown and gc.collect():",
+            "  test_procs.py::test_a_fails_holding_an_engine: VLLM::EngineCor pid *, * GiB RSS;"
+            " VLLM::Worker pid *, * GiB RSS  <- leaked here",
+            "      held by: the test failed: pytest keeps its traceback (sys.last_traceback), "
+            "whose frames hold the engine, until the next test's call begins",
+            "      pid *, * ended after test_procs.py::test_b_innocent",
+            "  test_procs.py::test_c_module_global: VLLM::EngineCor pid *, * GiB RSS"
+            "  <- leaked here",
+            "      held by: module global(s) 'ENGINE' of the test file",
+            "      pid * ended after test_procs.py::test_f_release",
+            "engine processes that ended only when the report's gc.collect() ran (held by a "
+            "reference cycle; without a collection they outlive the test):",
+            "  test_procs.py::test_d_cycle: VLLM::EngineCor pid *, * GiB RSS",
+            "device memory: *",
+        ]
+    )
+    out = result.stdout.str()
+    assert out.count("<- leaked here") == 2  # once each, not again for later tests
+    for innocent in ("test_b_innocent:", "test_e_runner:", "test_f_release:"):
+        assert innocent not in out
+
+
+CUDA_CONTEXT = """
+import sys, types
+import conftest
+
+def test_a_first_cuda_context():
+    torch = types.ModuleType("torch")
+    torch.cuda = types.SimpleNamespace(
+        is_initialized=lambda: True, device_count=lambda: 1,
+        memory_reserved=lambda i: conftest.RESERVED[0],
+    )
+    sys.modules["torch"] = torch
+    conftest.USED[0] += conftest.GIB // 2  # the context
+    conftest.USED[0] += {tensor_gib} * conftest.GIB  # a tensor the test keeps
+    conftest.RESERVED[0] += {tensor_gib} * conftest.GIB
+
+def test_b_keeps_a_tensor():
+    conftest.USED[0] += conftest.GIB // 2
+    conftest.RESERVED[0] += conftest.GIB // 2
+
+def test_c_done():
+    del sys.modules["torch"]
+"""
+
+
+@pytest.mark.parametrize("tensor_gib", [0, 0.5])
+def test_the_first_cuda_context_is_not_a_leak(pytester: pytest.Pytester, tensor_gib: float) -> None:
+    pytester.makeconftest(
+        LEAK_CONFTEST.replace("USED = [GIB // 2, GIB // 2]", "USED = [0]") + "RESERVED = [0]\n"
+    )
+    pytester.makepyfile(test_cuda=CUDA_CONTEXT.format(tensor_gib=tensor_gib))
+    result = run(
+        pytester, "--gpu-leak-report", "--gpu-leak-settle-s=0", "--gpu-leak-threshold-gib=0.25"
+    )
+    result.assert_outcomes(passed=3)
+    lines = [
+        "device memory: the first CUDA context of this process, created during "
+        "test_cuda.py::test_a_first_cuda_context: +0.50 GiB, not counted as a leak",
+    ]
+    if tensor_gib:
+        lines += [
+            "device memory: 2 of 3 tests added more than 0.25 GiB to the memory above the "
+            "baseline:",
+            "  test_cuda.py::test_a_first_cuda_context: +0.50 GiB new, +0.50 GiB above "
+            "baseline (device 0: +1.00 GiB)  <- leaked here",
+            "  test_cuda.py::test_b_keeps_a_tensor: +0.50 GiB new, +1.00 GiB above baseline "
+            "(device 0: +1.50 GiB)  <- leaked here",
+        ]
+    else:
+        lines += [
+            "device memory: 1 of 3 tests added more than 0.25 GiB to the memory above the "
+            "baseline:",
+            "  test_cuda.py::test_b_keeps_a_tensor: +0.50 GiB new, +0.50 GiB above baseline "
+            "(device 0: +1.00 GiB)  <- leaked here",
+        ]
+    result.stdout.fnmatch_lines(lines)
+
+
+XDIST_WORKER_CONFTEST = """
+import json, os
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    config.workerinput = {"workerid": "gw3"}  # what pytest-xdist gives a worker
+    config.workeroutput = {}
+
+def pytest_unconfigure(config):
+    with open(os.environ["WORKEROUTPUT_JSON"], "w") as f:
+        json.dump(config.workeroutput, f)
+"""
+
+
+def test_an_xdist_worker_sends_its_findings_and_measures_no_memory(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    out = tmp_path / "workeroutput.json"
+    monkeypatch.setenv("WORKEROUTPUT_JSON", str(out))
+    pytester.makeconftest(XDIST_WORKER_CONFTEST)
+    pytester.makepyfile("def test_it(): pass")
+    run(pytester, "--gpu-leak-report", "--gpu-leak-settle-s=0").assert_outcomes(passed=1)
+    assert json.loads(out.read_text()) == {
+        "gpu_test_lint_leak_report": [
+            "engine processes (VLLM::*, psutil): none stayed alive after any test's teardown "
+            "and gc.collect() (1 tests measured)",
+            "device memory: not measured under pytest-xdist: the workers share the devices, "
+            "so a reading cannot be pinned on one test (engine processes are counted per "
+            "worker)",
+        ]
+    }
+
+
+XDIST_CONTROLLER_CONFTEST = """
+import types
+import pytest
+
+def pytest_configure(config):
+    config.pluginmanager.register(object(), "dsession")  # as pytest-xdist's controller
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_terminal_summary(config):
+    report = config.pluginmanager.get_plugin("gpu_test_lint-leak-report")
+    report.pytest_testnodedown(types.SimpleNamespace(
+        workerinput={"workerid": "gw0"},
+        workeroutput={"gpu_test_lint_leak_report": ["engine processes: a line from gw0"]},
+    ), None)
+    report.pytest_testnodedown(types.SimpleNamespace(
+        workerinput={"workerid": "gw1"}, workeroutput={}), "crashed")
+"""
+
+
+def test_the_xdist_controller_prints_each_workers_findings_and_who_sent_none(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeconftest(XDIST_CONTROLLER_CONFTEST)
+    pytester.makepyfile("def test_it(): pass")
+    result = run(pytester, "--gpu-leak-report", "--gpu-leak-settle-s=0")
+    result.stdout.fnmatch_lines(
+        [
+            "*GPU leak report*",
+            "pytest-xdist: each worker measured the tests it ran:",
+            "worker gw0:",
+            "  engine processes: a line from gw0",
+            "worker gw1: not measured: it sent no findings (it crashed, or ran without "
+            "--gpu-leak-report)",
+        ]
+    )
+    assert "none stayed alive" not in result.stdout.str()  # no all-clear of its own

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import time
 import types
 import warnings
 import weakref
@@ -15,12 +16,14 @@ from runtime_fakes import FakeMemoryReader
 
 from lint_gpu_tests.runtime import (
     EngineClosedError,
+    EngineProcessKilledWarning,
     GpuMemoryLeakWarning,
     RunnerTeardownWarning,
     VllmRunner,
     VllmRunnerFactory,
 )
 from lint_gpu_tests.runtime.memory import GIB
+from lint_gpu_tests.runtime.procs import alive
 
 pytestmark = pytest.mark.usefixtures("fake_vllm")
 
@@ -29,6 +32,13 @@ class QuietRunner(VllmRunner):
     """No device-memory wait (no GPU here); tests that need one set a fake reader."""
 
     memory_wait_timeout_s = 0.0
+
+
+class ShortGraceRunner(QuietRunner):
+    """Kills the stand-in's processes 0.2 s after shutdown began (a failed shutdown leaves
+    them running)."""
+
+    shutdown_grace_s = 0.2
 
 
 def _core(llm: Any) -> Any:
@@ -142,20 +152,21 @@ def test_body_exception_propagates_and_teardown_still_runs(fake_vllm: types.Modu
 def test_failing_shutdown_does_not_skip_later_steps_nor_hide_body_error(
     fake_vllm: types.ModuleType,
 ) -> None:
-    with pytest.warns(RunnerTeardownWarning, match="shutdown_engine_core"):
-        with pytest.raises(KeyError, match="body"):
-            with QuietRunner("m", fail_shutdown=True) as runner:
-                process = _core(runner.llm).process
-                ref = weakref.ref(runner.llm)
-                raise KeyError("body")
+    with pytest.warns(EngineProcessKilledWarning, match="VLLM::EngineCor"):
+        with pytest.warns(RunnerTeardownWarning, match="shutdown_engine_core"):
+            with pytest.raises(KeyError, match="body"):
+                with ShortGraceRunner("m", fail_shutdown=True) as runner:
+                    process = _core(runner.llm).process
+                    ref = weakref.ref(runner.llm)
+                    raise KeyError("body")
     status = {s.name: s.status for s in runner.teardown_steps}
     assert status["shutdown_engine_core"] == "failed"
     assert "refused to shut down" in runner.teardown_steps[0].detail
     assert status["cleanup_dist_env_and_memory"] == "ok"
     assert status["gc_collect"] == "ok"
     assert fake_vllm.EVENTS[-2:] == ["engine_core.shutdown", "cleanup_dist_env_and_memory"]
-    # the failed shutdown kept no frame alive: the collector still freed the engine,
-    # and its finalizer stopped the child process
+    # the failed shutdown kept no frame alive: the collector still freed the engine;
+    # the child, which the failed shutdown left running, was killed after the grace
     assert ref() is None
     process.join()
     assert not process.is_alive()
@@ -164,12 +175,12 @@ def test_failing_shutdown_does_not_skip_later_steps_nor_hide_body_error(
 def test_failing_shutdown_warns_when_the_body_passed() -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with QuietRunner("m", fail_shutdown=True):
+        with ShortGraceRunner("m", fail_shutdown=True):
             pass
     # (Python 3.12 adds a DeprecationWarning for fork() in a threaded process; NVML starts
     # threads, so on a GPU machine the stand-in's fork can add one)
     ours = [w.category for w in caught if issubclass(w.category, RuntimeWarning)]
-    assert ours == [RunnerTeardownWarning]
+    assert ours == [EngineProcessKilledWarning, RunnerTeardownWarning]
 
 
 def test_second_exit_is_a_no_op(fake_vllm: types.ModuleType) -> None:
@@ -279,3 +290,72 @@ def test_factory_close_exits_runners_left_open(fake_vllm: types.ModuleType) -> N
     assert a.closed and b.closed
     assert not any(p.is_alive() for p in processes)
     assert fake_vllm.EVENTS.count("engine_core.shutdown") == 2
+
+
+def test_engine_ignoring_sigterm_is_killed_after_the_grace_and_named() -> None:
+    """vLLM 0.32's CPU EngineCore outlived SIGTERM: with ``timeout=60`` the exit took 61 s.
+    The runner kills the engine's processes once ``shutdown_grace_s`` has passed."""
+
+    class Runner(QuietRunner):
+        shutdown_grace_s = 0.5
+        shutdown_timeout_s = 3600.0  # the stand-in's own kill would come an hour later
+
+    runner = Runner("m", ignore_sigterm=True, workers=1)
+    core_pid = _core(runner.llm).pid
+    assert [(p.name, p.pid == core_pid) for p in runner.engine_processes] == [
+        ("VLLM::EngineCor", True),  # /proc/<pid>/comm keeps 15 characters
+        ("VLLM::Worker", False),
+    ]
+    processes = list(runner.engine_processes)
+    worker_pid = processes[1].pid
+    started = time.monotonic()
+    with pytest.warns(EngineProcessKilledWarning) as caught:
+        runner.close()
+    elapsed = time.monotonic() - started
+    assert len(caught) == 1
+    assert str(caught[0].message) == (
+        f"VllmRunner: engine process(es) VLLM::EngineCor (pid {core_pid}), VLLM::Worker "
+        f"(pid {worker_pid}) still alive 0.5 s after shutdown began (SIGTERM ignored or "
+        "teardown hung); killed with SIGKILL"
+    )
+    assert elapsed < 30  # not the hour of shutdown_timeout_s
+    assert alive(processes) == []  # gone, or a zombie waiting for its parent
+    assert [s.status for s in runner.teardown_steps][:2] == ["ok", "ok"]
+
+
+def test_engine_that_stops_in_time_is_not_killed() -> None:
+    class Runner(QuietRunner):
+        shutdown_grace_s = 30.0
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EngineProcessKilledWarning)
+        with Runner("m", workers=1) as runner:
+            processes = list(runner.engine_processes)
+    assert len(processes) == 2
+    assert alive(processes) == []
+
+
+def test_processes_are_killed_also_when_shutdown_raises() -> None:
+    class Runner(QuietRunner):
+        shutdown_grace_s = 0.3
+
+    runner = Runner("m", fail_shutdown=True, ignore_sigterm=True)
+    processes = list(runner.engine_processes)
+    with pytest.warns(EngineProcessKilledWarning, match=r"VLLM::EngineCor \(pid \d+\)"):
+        with pytest.warns(RunnerTeardownWarning, match="refused to shut down"):
+            runner.close()
+    assert [s.status for s in runner.teardown_steps][:2] == ["failed", "ok"]
+    assert alive(processes) == []
+
+
+def test_each_teardown_step_is_timed() -> None:
+    class Runner(QuietRunner):
+        shutdown_grace_s = 0.3
+
+    runner = Runner("m", ignore_sigterm=True)
+    assert runner.teardown_seconds == 0.0
+    with pytest.warns(EngineProcessKilledWarning):
+        runner.close()
+    shutdown = runner.teardown_steps[0]
+    assert shutdown.name == "shutdown_engine_core" and 0.3 <= shutdown.seconds
+    assert runner.teardown_seconds == sum(s.seconds for s in runner.teardown_steps)

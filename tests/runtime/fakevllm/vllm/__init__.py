@@ -10,6 +10,15 @@ has). The client keeps a reference cycle, so ``del llm`` alone frees nothing unt
 torch and holds them until it exits. 0 (the default) allocates nothing (CPU tests).
 ``fail_shutdown`` (stand-in only): ``shutdown()`` raises after recording itself, without
 stopping the child (the finalizer still does, at collection).
+``ignore_sigterm`` (stand-in only): the engine core ignores SIGTERM and the stop message,
+as vLLM 0.32's CPU EngineCore did for longer than vLLM's 5 s grace (it had to be killed).
+``workers`` (stand-in only): the engine core starts that many ``VLLM::Worker`` children,
+which end when their parent does (vLLM's workers watch their parent the same way).
+
+Like vLLM's, the processes title themselves ``VLLM::EngineCore`` and ``VLLM::Worker``
+(written to ``/proc/self/comm``, which keeps 15 characters), and ``shutdown(timeout)``
+asks the core to stop, sends SIGTERM, joins for ``timeout`` seconds (5 when ``None``, as
+vLLM) and then kills.
 
 ``EVENTS`` records, in order, what the stand-in saw.
 """
@@ -18,6 +27,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+import time
 import weakref
 from multiprocessing.connection import Connection
 from typing import Any
@@ -26,7 +37,34 @@ EVENTS: list[str] = []
 GIB = 1 << 30
 
 
-def _engine_core_main(conn: Connection, hold_gib: float) -> None:
+def _set_title(title: str) -> None:
+    try:
+        with open("/proc/self/comm", "w") as file:
+            file.write(title)
+    except OSError:
+        pass
+
+
+def _worker_main(parent: int, ignore_sigterm: bool) -> None:
+    _set_title("VLLM::Worker")
+    if ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    while os.getppid() == parent:
+        time.sleep(0.02)
+
+
+def _engine_core_main(
+    conn: Connection, hold_gib: float, ignore_sigterm: bool, workers: int
+) -> None:
+    _set_title("VLLM::EngineCore")
+    if ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ctx = multiprocessing.get_context("fork")
+    children = [
+        ctx.Process(target=_worker_main, args=(os.getpid(), ignore_sigterm)) for _ in range(workers)
+    ]
+    for child in children:
+        child.start()
     held: Any = None
     if hold_gib > 0:
         import torch
@@ -39,7 +77,10 @@ def _engine_core_main(conn: Connection, hold_gib: float) -> None:
         conn.recv()  # "stop", or EOF when the client side goes away
     except EOFError:
         pass
+    while ignore_sigterm:
+        time.sleep(1)
     del held
+    os._exit(0)  # like a killed parent: the workers see it and end
 
 
 def _stop(process: Any, conn: Connection, timeout: float | None) -> None:
@@ -47,7 +88,10 @@ def _stop(process: Any, conn: Connection, timeout: float | None) -> None:
         conn.send("stop")
     except (OSError, ValueError):
         pass
-    process.join(timeout)
+    process.join(0.5)
+    if process.is_alive():
+        process.terminate()
+        process.join(5.0 if timeout is None else timeout)
     if process.is_alive():
         process.kill()
         process.join()
@@ -57,11 +101,20 @@ def _stop(process: Any, conn: Connection, timeout: float | None) -> None:
 class EngineCoreClient:
     """Client side of the engine-core process."""
 
-    def __init__(self, hold_gib: float, fail_shutdown: bool, start_method: str) -> None:
+    def __init__(
+        self,
+        hold_gib: float,
+        fail_shutdown: bool,
+        start_method: str,
+        ignore_sigterm: bool = False,
+        workers: int = 0,
+    ) -> None:
         ctx = multiprocessing.get_context(start_method)
         conn, child_conn = ctx.Pipe()
         self.process = ctx.Process(
-            target=_engine_core_main, args=(child_conn, hold_gib), daemon=True
+            target=_engine_core_main,
+            args=(child_conn, hold_gib, ignore_sigterm, workers),
+            daemon=not workers,  # a daemonic process may not have children
         )
         self.process.start()
         child_conn.close()
@@ -93,12 +146,16 @@ class LLM:
         hold_gib: float = 0.0,
         fail_shutdown: bool = False,
         start_method: str = "fork",
+        ignore_sigterm: bool = False,
+        workers: int = 0,
         **kwargs: Any,
     ) -> None:
         EVENTS.append("LLM.__init__")
         self.model = model
         self.kwargs = kwargs
-        self.llm_engine = LLMEngine(EngineCoreClient(hold_gib, fail_shutdown, start_method))
+        self.llm_engine = LLMEngine(
+            EngineCoreClient(hold_gib, fail_shutdown, start_method, ignore_sigterm, workers)
+        )
         self._cycle = {"llm": self}  # a reference cycle, as in the real client
         # A tokenizer's worth of small objects: building it runs the collector's young
         # generations, so the engine, like a real one, ends up in the oldest generation,
