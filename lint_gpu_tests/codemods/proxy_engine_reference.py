@@ -7,9 +7,9 @@ import ast
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.codemods._cst import proxy_of
-from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.ftypes import Violation
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.ftypes import Violation
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.fixplan import planner_for
 from lint_gpu_tests.ftypes import Violation
 

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.fixplan import planner_for
+from lint_gpu_tests.fixplan import planner_for, value_flow
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at
@@ -90,13 +90,17 @@ def test_chat(vllm_runner):
                 bound = [t.id for t in targets if isinstance(t, ast.Name)]
                 if not bound or set(bound) & handed_out:
                     continue
-                escape = None
+                # Every value that can reach the alias (containers, bound methods, ...)
+                # must die with the runner's block too.
+                flow = value_flow(func.node, func.node.body, set(bound), None)
+                escape = flow.problem or flow.unfollowed_call(func.node.body)
                 for stmt in func.node.body:
-                    escape = escape or planner.escape(stmt, set(bound),
+                    escape = escape or planner.escape(stmt, set(bound), flow.tainted,
                                                        func.kind == "fixture")
                 block = _enclosing_with(module, node, value.value.id)
                 if escape is None and block is not None and any(
-                    isinstance(n, ast.Name) and n.id in bound and isinstance(n.ctx, ast.Load)
+                    isinstance(n, ast.Name) and n.id in flow.tainted
+                    and isinstance(n.ctx, ast.Load)
                     and id(n) not in block for n in module.nodes_of(func)
                 ):
                     escape = f"`{bound[0]}` is used after the runner's block, where a proxy " \
