@@ -138,6 +138,7 @@ class Planner:
     def __init__(self, module: ModuleAnalysis) -> None:
         self.module = module
         self._engine_plans: dict[int, WrapPlan | FixInfo] = {}
+        self.helpers = module_helpers(module.tree)
         self._runner_plans: dict[int, WrapPlan | FixInfo] = {}
 
     # ---------------------------------------------------------------- cleanup
@@ -315,7 +316,7 @@ class Planner:
                 break
         in_loop = isinstance(module.parent(stmt), (ast.For, ast.AsyncFor, ast.While))
         flow = value_flow(func.node, block[index:stop], names, None if bound else call,
-                          loop_body=in_loop)
+                          loop_body=in_loop, helpers=self.helpers)
         if flow.problem is not None and flow.problem.startswith("none:"):
             return _none(flow.problem[5:], title)
         use_names = flow.tainted
@@ -336,11 +337,11 @@ class Planner:
                     later, all_engines if names else set()):
                 mine = bool(names_in(later) & names)
                 generic = not (names_in(later) & all_engines)
-                if isinstance(later, ast.Delete) and self._del_uses_earlier_binding(
+                if mine and self._del_uses_earlier_binding(
                         func.node, stmt, block[index + 1:stop], names):
-                    # ``x = ...; ...; x = LLM(); del x``: the ``del`` is the only use of
+                    # ``x = ...; ...; x = LLM(); del x``: the cleanup is the only use of
                     # the name, and what uses its earlier binding as pyflakes sees it: it
-                    # stays, inside the block, deleting the engine's proxy.
+                    # stays, inside the block, on the engine's proxy.
                     end = j
                     continue
                 if mine or (generic and j < next_site):
@@ -375,7 +376,8 @@ class Planner:
                     inner, ast.Assign) and module.builds_engine(inner.value) else set()
                 if not inner_names:
                     continue
-                inner_names = value_flow(func.node, block[j:], inner_names, None).tainted
+                inner_names = value_flow(func.node, block[j:], inner_names, None,
+                                         helpers=self.helpers).tainted
                 for k in range(len(block) - 1, end, -1):
                     if _touches(block[k], inner_names):
                         end, grown = k, True
@@ -495,7 +497,7 @@ class Planner:
             yield_proxy=yield_proxy,
             aliases=set(names),
             compilation_config=compilation,
-            weak_calls=_weak_calls(module, segment, names) if names and not yield_proxy
+            weak_calls=weak_calls(module, segment, names) if names and not yield_proxy
             else set(),
             applicability=applicability,
             reason="; ".join(reasons),
@@ -529,15 +531,15 @@ class Planner:
                         and n.id in use_names and id(n) not in inside), default=0)
         return {c.lineno for c in candidates if c.lineno > last_use}
 
-    @staticmethod
-    def _del_uses_earlier_binding(func: ast.AST, site: ast.stmt, rest: list[ast.stmt],
+    def _del_uses_earlier_binding(self, func: ast.AST, site: ast.stmt, rest: list[ast.stmt],
                                   names: set[str]) -> bool:
         """True when the engine's name was bound before ``site`` and nothing after the site
-        reads it: deleting it is then what uses that earlier binding."""
+        but cleanup reads it: the cleanup is then what uses that earlier binding."""
         earlier = any(isinstance(n, ast.Name) and n.id in names
                       and isinstance(n.ctx, ast.Store) and n.lineno < site.lineno
                       for n in ast.walk(func))
-        return earlier and not any(_loads(s, n) for s in rest for n in names)
+        return earlier and not any(_loads(s, n) for s in rest for n in names
+                                   if not self.is_cleanup_statement(s, names))
 
     def _in_loop(self, node: ast.AST, top: ast.stmt) -> bool:
         """True when ``node`` sits in a loop inside ``top`` (it runs between uses)."""
@@ -591,7 +593,7 @@ class Planner:
             return None
         for node in ast.walk(stmt):
             if isinstance(node, ast.Return) and node.value is not None and not is_fixture:
-                if names_in(node.value) & names:
+                if names_in(node.value) & tainted:
                     return "none:the engine is returned to the caller, so it must outlive " \
                            "this function"
             if isinstance(node, ast.Call):
@@ -792,9 +794,11 @@ WEAK_CALLABLES = frozenset({"weakref.proxy", "weakref.ref", "weakref.finalize",
                             "weakref.WeakMethod"})
 
 
-def _weak_calls(module: ModuleAnalysis, segment: list[ast.stmt],
+def weak_calls(module: ModuleAnalysis, segment: list[ast.stmt],
                 names: set[str]) -> set[tuple[int, str]]:
-    """``(line, callee spelling)`` of weak-reference calls on one of ``names``."""
+    """``(line, callee spelling)`` of the weak-reference calls (``weakref.proxy``,
+    ``weakref.ref``, ``weakref.finalize``, ``weakref.WeakMethod``) in ``segment`` whose
+    first argument is one of ``names``."""
     out: set[tuple[int, str]] = set()
     for stmt in segment:
         for node in ast.walk(stmt):
@@ -901,6 +905,8 @@ class _FlowState:
         self.data_functions: set[str] = set()
         #: Local containers the engine was put into (``box.append(llm)``, ``box[k] = llm``).
         self.mutated: set[str] = set()
+        #: The module's own functions, followed into (:func:`summarize_helper`).
+        self.helpers: Helpers = Helpers()
         self.seed = seed
         self.local_names = local_names
         self.declared = declared
@@ -963,7 +969,18 @@ class _FlowState:
             return False
         if name in EAGER_CALLS:
             return any(self.elements_carry(a, scope) for a in args)
+        summary = self.helper_summary(func)
+        if summary is not None and not summary.returns:
+            return False  # a helper of this module whose results hold nothing it was given
         return any(self.carries(a, scope) for a in args)
+
+    def helper_summary(self, func: ast.AST) -> HelperSummary | None:
+        """The summary of a module-level function of this module called by plain name
+        (not rebound in the calling function), or ``None``."""
+        if not isinstance(func, ast.Name) or func.id in self.local_names \
+                or func.id in self.tainted:
+            return None
+        return summarize_helper(func.id, self.helpers) if func.id in self.helpers else None
 
     def elements_carry(self, node: ast.AST, scope: frozenset[str]) -> bool:
         """Whether the elements of an iterable ``node`` may hold the engine."""
@@ -1068,7 +1085,7 @@ class _FlowState:
             elif last_name(func) == "setattr" and any(self.carries(a) for a in args[2:]):
                 self.lose("none:the engine is stored with `setattr` and outlives the block")
 
-    def check_calls(self, nodes: list[ast.AST]) -> str | None:
+    def check_calls(self, nodes: list[ast.AST]) -> str | None:  # noqa: C901
         """A value derived from the engine handed to a call the analysis cannot see into
         may be kept by it past the block: the fix becomes unsafe."""
         for node in nodes:
@@ -1078,6 +1095,14 @@ class _FlowState:
             name = last_name(func)
             if self.carries(func) or name in FOLLOWED_CALLS or name in STORE_METHODS \
                     or name in THREAD_CALLS or name in IDENTITY_CALLS:
+                continue
+            summary = self.helper_summary(func)
+            if summary is not None:
+                # A helper of this module: followed into, whatever it is given.
+                if summary.keeps and any(self.carries(a) for a in (
+                        *node.args, *(k.value for k in node.keywords))):
+                    return (f"`{name}()` keeps what it is given past the call (in a global, "
+                            "an attribute or a container), the engine included")
                 continue
             for arg in (*node.args, *(k.value for k in node.keywords)):
                 if self.carries(arg) and not self.direct(arg):
@@ -1122,6 +1147,77 @@ def _fresh_containers(func: ast.AST) -> set[str]:
     return built - other
 
 
+@dataclass
+class HelperSummary:
+    """What a module-level function does with its arguments, for callers' value flow.
+
+    Attributes:
+        returns: a return value (or, for a generator, the generator) may hold an argument.
+        keeps: an argument may outlive the call (stored in a global, an attribute or a
+            parameter's container, or handed to a call the analysis does not follow).
+    """
+
+    returns: bool
+    keeps: bool
+
+
+_CONSERVATIVE = HelperSummary(returns=True, keeps=True)
+
+
+class Helpers(dict[str, "ast.FunctionDef | ast.AsyncFunctionDef"]):
+    """A module's own functions by name, with their :class:`HelperSummary` once computed
+    (the cache lives as long as the module's planner)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.summaries: dict[str, HelperSummary] = {}
+
+
+def summarize_helper(name: str, helpers: Helpers) -> HelperSummary:
+    """Follow the parameters of helper ``name`` through its body with :func:`value_flow`
+    (cached; a recursive call is taken as keeping and returning everything)."""
+    if name in helpers.summaries:
+        return helpers.summaries[name]
+    node = helpers[name]
+    helpers.summaries[name] = _CONSERVATIVE  # recursion guard
+    params = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
+                              *(x for x in (node.args.vararg, node.args.kwarg) if x))}
+    own = _own_nodes(node)
+    lazy = isinstance(node, ast.AsyncFunctionDef) or any(
+        isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own)
+    flow = value_flow(node, node.body, params, None, helpers=helpers)
+    returns = lazy or any(isinstance(n, ast.Return) and flow.state.carries(n.value)
+                          for n in own)
+    keeps = flow.problem is not None or flow.unfollowed_call(node.body) is not None or any(
+        isinstance(n, ast.Call) and last_name(n.func) in THREAD_CALLS | FINALIZER_CALLS
+        and any(flow.state.carries(a) for a in (*n.args, *(k.value for k in n.keywords)))
+        for n in own)
+    summary = HelperSummary(returns=returns, keeps=keeps)
+    helpers.summaries[name] = summary
+    return summary
+
+
+def module_helpers(tree: ast.Module) -> Helpers:
+    """Module-level functions by name (the last definition of a name wins; a name also
+    bound otherwise at module level is left out)."""
+    out = Helpers()
+    other: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and not \
+                stmt.decorator_list:
+            out[stmt.name] = stmt
+        else:
+            other.update(n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)
+                         and isinstance(n.ctx, ast.Store))
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                other.add(stmt.name)
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                other.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+    for name in other:
+        out.pop(name, None)
+    return out
+
+
 def _definition_parts(node: ast.AST) -> list[ast.AST]:
     """The parts of a nested ``def``/``class`` that capture outer names (body, defaults,
     decorators)."""
@@ -1133,7 +1229,8 @@ def _definition_parts(node: ast.AST) -> list[ast.AST]:
 
 
 def value_flow(func: ast.AST, region: list[ast.stmt], aliases: set[str],
-               seed: ast.AST | None, loop_body: bool = False) -> ValueFlow:
+               seed: ast.AST | None, loop_body: bool = False,
+               helpers: Helpers | None = None) -> ValueFlow:
     """Follow the engine through ``region`` (the statements from its construction on).
 
     Args:
@@ -1146,6 +1243,9 @@ def value_flow(func: ast.AST, region: list[ast.stmt], aliases: set[str],
             LLM(...)}``), so that values built around it are followed too.
         loop_body: the region is a loop's body: a rebinding does not end a name's life
             there (the next iteration reads the earlier statements again).
+        helpers: the module's own functions (:func:`module_helpers`): a call of one is
+            followed into its body (:func:`summarize_helper`) instead of being assumed to
+            keep and return what it is given.
 
     Returns:
         The :class:`ValueFlow`; flow-insensitive within the region (a name that may hold
@@ -1158,6 +1258,7 @@ def value_flow(func: ast.AST, region: list[ast.stmt], aliases: set[str],
     declared = {name for n in ast.walk(func) if isinstance(n, (ast.Global, ast.Nonlocal))
                 for name in n.names}
     state = _FlowState(aliases, seed, _fresh_containers(func) - params - declared, declared)
+    state.helpers = helpers if helpers is not None else Helpers()
     state.data_functions = {
         n.name for n in nodes if isinstance(n, ast.FunctionDef)
         and not any(isinstance(m, (ast.Yield, ast.YieldFrom)) for m in _own_nodes(n))}

@@ -116,10 +116,66 @@ def test_unknown_flow_fixture_reasons() -> None:
     found = check_source(FIXTURE.read_bytes(), "tests/test_case.py", Config())
     assert [(v.code, v.location.row, v.fix.applicability.value, v.fix.reason)
             for v in found if v.fix is not None] == [
-        ("GPU001", 12, "unsafe",
-         "`remember()` receives `pair`, which holds the engine, and may keep it after the "
-         "block"),
-        ("GPU001", 19, "none", "the engine is stored in `request.node`, which outlives the "
+        ("GPU001", 8, "unsafe",
+         "`registry.remember()` receives `pair`, which holds the engine, and may keep it "
+         "after the block"),
+        ("GPU001", 15, "none", "the engine is stored in `request.node`, which outlives the "
                                "block"),
+        ("GPU001", 26, "unsafe",
+         "`keep()` keeps what it is given past the call (in a global, an attribute or a "
+         "container), the engine included"),
     ]
     assert fix_source(FIXTURE.read_bytes(), "tests/test_case.py", Config()).new_source is None
+
+
+HELPERS = """\
+from vllm import LLM
+
+KEPT = []
+
+
+def texts(llm):
+    return [o.outputs[0].text for o in llm.generate(["x"])]
+
+
+def wrap(llm):
+    return (llm, 1)
+
+
+def lazy(llm):
+    yield from llm.generate(["x"])
+
+
+def keep(llm):
+    KEPT.append(llm)
+
+
+def test_x():
+    llm = LLM("m")
+    a = texts(llm)
+    b = wrap(llm)
+    c = lazy(llm)
+    keep(llm)
+"""
+
+
+def test_module_helpers_are_followed() -> None:
+    """A call of a function of the same module is followed into its body: a result that
+    holds nothing of the engine is data, one that may (a tuple, a generator) holds it, and
+    a helper that stores its argument makes the fix unsafe."""
+    from lint_gpu_tests.fixplan import module_helpers, summarize_helper
+
+    tree = ast.parse(HELPERS)
+    helpers = module_helpers(tree)
+    assert sorted(helpers) == ["keep", "lazy", "test_x", "texts", "wrap"]
+    assert [(n, summarize_helper(n, helpers).returns, summarize_helper(n, helpers).keeps)
+            for n in ("texts", "wrap", "lazy", "keep")] == [
+        ("texts", False, False), ("wrap", True, False), ("lazy", True, False),
+        ("keep", False, True)]
+    func = tree.body[-1]
+    assert isinstance(func, ast.FunctionDef)
+    flow = value_flow(func, func.body, {"llm"}, None, helpers=helpers)
+    assert flow.tainted == {"llm", "b", "c"}
+    assert flow.unfollowed_call(func.body) == (
+        "`keep()` keeps what it is given past the call (in a global, an attribute or a "
+        "container), the engine included")

@@ -171,6 +171,17 @@ def statement_code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
 
+def weak_referent(call: cst.Call, engine: cst.BaseExpression) -> cst.BaseExpression:
+    """A weak-reference call on an alias that is now ``weakref.proxy(engine)``: a proxy
+    cannot be weakly referenced, so ``weakref.proxy(alias)`` becomes ``alias`` itself (it
+    already is the proxy) and ``weakref.ref(alias, ...)`` takes ``engine``."""
+    first = call.args[0]
+    if statement_code(call.func).endswith("proxy") and len(call.args) == 1:
+        return first.value.with_changes(  # type: ignore[no-any-return]
+            lpar=call.lpar, rpar=call.rpar) if call.lpar else first.value
+    return call.with_changes(args=[first.with_changes(value=engine), *call.args[1:]])
+
+
 def proxy_of(expr: cst.BaseExpression) -> cst.Call:
     """``weakref.proxy(expr)``."""
     return cst.Call(func=cst.parse_expression("weakref.proxy"), args=[cst.Arg(value=expr)])

@@ -21,6 +21,7 @@ from lint_gpu_tests.codemods._cst import (
     proxy_of,
     runner_call,
     statement_code,
+    weak_referent,
 )
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan import WrapPlan
@@ -243,9 +244,11 @@ class WrapTransformer(cst.CSTTransformer):
         return stmt
 
     # ------------------------------------------------------------------ visitors
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
-        """``weakref.proxy(llm)`` on an alias that becomes a proxy: the referent becomes
-        ``runner.llm`` (a proxy cannot be weakly referenced)."""
+    def leave_Call(self, original_node: cst.Call,
+                   updated_node: cst.Call) -> cst.BaseExpression:
+        """A weak reference to an alias that becomes a proxy (a proxy cannot be weakly
+        referenced): ``weakref.proxy(llm)`` becomes ``llm``, ``weakref.ref(llm)`` becomes
+        ``weakref.ref(runner.llm)``."""
         plan = next((p for p in reversed(self.plan_stack) if p is not None), None)
         if plan is None or not plan.weak_calls or not updated_node.args:
             return updated_node
@@ -253,9 +256,7 @@ class WrapTransformer(cst.CSTTransformer):
         key = (self._line(original_node), statement_code(updated_node.func))
         if key in plan.weak_calls and isinstance(first.value, cst.Name) and \
                 first.value.value in plan.aliases:
-            return updated_node.with_changes(
-                args=[first.with_changes(value=self._engine_ref(plan)),
-                      *updated_node.args[1:]])
+            return weak_referent(updated_node, self._engine_ref(plan))
         return updated_node
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
