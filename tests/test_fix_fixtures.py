@@ -50,7 +50,7 @@ class Case:
         config_file = self.dir / "config.toml"
         if config_file.is_file():
             table = tomllib.loads(config_file.read_text())["tool"]["gpu-test-lint"]
-            self.config = config_from_table(table, str(config_file))
+            self.config = config_from_table(table, str(config_file), root=str(self.dir))
         else:
             self.config = Config()
         self.expected = self._read_positions("expected.txt")

@@ -25,7 +25,8 @@ CASES: dict[str, tuple[str, list[tuple[str, int, str]]]] = {
     "a3": ("`return LLM(...)` on one path of a fixture: no return->yield",
            [("GPU001", 8, "none"), ("GPU002", 8, "none")]),
     "a4": ("a unittest.TestCase method cannot take fixtures: the runner class", []),
-    "a5": ("target vllm: a run-time `compilation_config` keeps LLM's default when falsy", []),
+    "a5": ("target vllm: a run-time `compilation_config` keeps the meaning of None, ints "
+           "and dicts (0 stays compilation off); unsafe, as other falsy values cannot", []),
     "a6": ("a strong alias used after the block: the proxy fix is unsafe", []),
     "b1": ("parameters with defaults: the fixture goes before them", []),
     "b2": ("a construction on a `with` header line: no fix (was a crash)",
@@ -61,6 +62,16 @@ def test_fix_matches_and_leaves_exactly(case: str) -> None:
 
 def test_every_case_file_is_listed() -> None:
     assert sorted(p.stem for p in HERE.glob("*.py")) == sorted(CASES)
+
+
+def test_runtime_compilation_config_needs_unsafe_fixes() -> None:
+    before = (HERE / "a5.py").read_bytes()
+    safe_only = fix_source(before, PATH, Config(target="vllm"))
+    assert safe_only.new_source is None
+    (engine,) = safe_only.remaining
+    assert engine.code == "GPU001" and engine.fix is not None
+    assert engine.fix.applicability.value == "unsafe"
+    assert engine.fix.reason.startswith("`compilation_config=cc` is only known at run time")
 
 
 def test_unsafe_alias_fix_needs_unsafe_fixes() -> None:

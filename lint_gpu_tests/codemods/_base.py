@@ -22,8 +22,11 @@ from lint_gpu_tests.analysis import CLEANUP_FUNCTIONS, ModuleAnalysis
 from lint_gpu_tests.codemods._imports import (
     add_from_import,
     add_stdlib_import,
+    first_party_packages,
     has_from_import,
+    keep_import_comments,
     restore_section_breaks,
+    strip_top_blank,
 )
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan import WrapPlan
@@ -125,6 +128,8 @@ class GpuCodemod(VisitorBasedCodemodCommand):
         new = super().transform_module(tree)
         if new is tree or new.code == tree.code:
             return new
+        new = keep_import_comments(tree, new)
+        first_party = first_party_packages(self.context.filename or ".", self.config.root)
         for name in sorted(self._stdlib_imports):
             new = add_stdlib_import(new, name)
         merge = False
@@ -133,10 +138,10 @@ class GpuCodemod(VisitorBasedCodemodCommand):
                 AddImportsVisitor.add_needed_import(self.context, mod, obj)
                 merge = True
             else:
-                new = add_from_import(new, mod, obj)
+                new = add_from_import(new, mod, obj, first_party)
         if merge:
             new = AddImportsVisitor(self.context).transform_module(new)
-        return restore_section_breaks(tree, new)
+        return strip_top_blank(tree, restore_section_breaks(tree, new))
 
     def remove_unused(self, module: ModuleAnalysis) -> None:
         """Schedule removal of imports the rewrite may have left unused: the engine class,

@@ -13,8 +13,6 @@ import libcst as cst
 
 from lint_gpu_tests.fixplan import RENAMED_KWARGS, VLLM_TARGET_DEFAULTS
 
-FALSY_LITERALS = frozenset({"None", "{}", "dict()", "0", "False", '""', "''"})
-
 
 def _comma() -> cst.Comma:
     return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
@@ -45,15 +43,16 @@ def reorder_args(original: Sequence[cst.Arg], new: list[cst.Arg]) -> list[cst.Ar
 
 
 def runner_call(
-    call: cst.Call, func_name: str, *, target: str
+    call: cst.Call, func_name: str, *, target: str, compilation_config: str | None = None
 ) -> tuple[cst.Call, bool]:
     """Turn an engine call into a runner call (SPEC §4 argument mapping).
 
     ``LLM(model=x, ...)`` becomes ``func_name(x, ...)``; ``tokenizer=`` becomes
     ``tokenizer_name=``; ``**kwargs`` and positional arguments are kept. With
     ``target="vllm"`` each default in which vLLM's ``VllmRunner`` differs from ``LLM`` is
-    added when not set, before any ``**kwargs``, and a falsy ``compilation_config`` is
-    replaced by ``CompilationConfig()``.
+    added when not set, before any ``**kwargs``, and a given ``compilation_config`` is
+    replaced by ``compilation_config`` (source of the planner's equivalent,
+    :func:`lint_gpu_tests.fixplan.compilation_config_equivalent`) unless that is ``None``.
 
     Returns:
         The new call, and whether ``CompilationConfig`` is now referenced.
@@ -89,19 +88,11 @@ def runner_call(
                 uses_compilation_config |= key == "compilation_config"
         fixed: list[cst.Arg] = []
         for arg in args:
-            if arg.keyword is not None and arg.keyword.value == "compilation_config":
-                code = cst.Module([]).code_for_node(arg.value).strip()
-                if code in FALSY_LITERALS:
-                    arg = arg.with_changes(value=cst.parse_expression("CompilationConfig()"))
-                    uses_compilation_config = True
-                elif not isinstance(arg.value, (cst.Dict, cst.Call)):
-                    # A value only known at run time may be falsy, and vLLM's runner then
-                    # injects its own graph sizes: spell out LLM's default for that case.
-                    arg = arg.with_changes(value=cst.parse_expression(
-                        f"({code}) or CompilationConfig()"
-                        if not isinstance(arg.value, (cst.Name, cst.Attribute))
-                        else f"{code} or CompilationConfig()"))
-                    uses_compilation_config = True
+            if arg.keyword is not None and arg.keyword.value == "compilation_config" and \
+                    compilation_config is not None:
+                # The planner's explicit equivalent of a falsy or run-time value.
+                arg = arg.with_changes(value=cst.parse_expression(compilation_config))
+                uses_compilation_config |= "CompilationConfig" in compilation_config
             fixed.append(arg)
         args = fixed[:star_at] + extra + fixed[star_at:]
     new_args = reorder_args(call.args, args)
@@ -109,17 +100,34 @@ def runner_call(
         uses_compilation_config
 
 
-def add_param(params: cst.Parameters, name: str) -> cst.Parameters:
+def add_param(params: cst.Parameters, name: str,
+              opening: cst.BaseParenthesizableWhitespace | None = None) -> cst.Parameters:
     """Append a positional-or-keyword parameter ``name`` after the existing ones, in the
-    layout of the list: on its own line when the parameters are one per line, and with the
-    trailing comma and closing-bracket spacing the last parameter had."""
+    layout of the list: on its own line, at the other parameters' indentation, when they
+    are one per line, and with the trailing comma and closing-bracket spacing the last
+    parameter had.
+
+    ``opening`` is the whitespace after the ``def``'s opening parenthesis
+    (``FunctionDef.whitespace_before_params``): in a signature broken after ``(``, its last
+    line is the parameters' indentation, which a parameter put on a new line takes (a new
+    line at column 0 is flake8's E122).
+    """
     existing = list(params.params)
     new = cst.Param(name=cst.Name(name))
+    broken = isinstance(opening, cst.ParenthesizedWhitespace)
     first_default = next((i for i, p in enumerate(existing) if p.default is not None), None)
     if first_default is not None:
         # A parameter without a default cannot follow one with a default: the fixture goes
-        # before them (pytest passes fixtures by name, so the order does not matter).
-        existing.insert(first_default, new.with_changes(comma=_comma()))
+        # before them (pytest passes fixtures by name, so the order does not matter), on a
+        # line of its own when the parameter it precedes starts one.
+        comma: cst.Comma | cst.MaybeSentinel = _comma()
+        if first_default > 0:
+            comma = existing[first_default - 1].comma
+        elif broken:
+            comma = cst.Comma(whitespace_after=opening)  # type: ignore[arg-type]
+        if not isinstance(comma, cst.Comma):
+            comma = _comma()
+        existing.insert(first_default, new.with_changes(comma=comma))
         return params.with_changes(params=existing)
     more_after = (
         params.star_arg != cst.MaybeSentinel.DEFAULT
@@ -135,8 +143,11 @@ def add_param(params: cst.Parameters, name: str) -> cst.Parameters:
     if len(existing) >= 2 and isinstance(existing[-2].comma, cst.Comma):
         separator = existing[-2].comma
     elif isinstance(last.comma, cst.Comma) and isinstance(
-            last.comma.whitespace_after, cst.ParenthesizedWhitespace) and not more_after:
-        separator = last.comma
+            last.comma.whitespace_after, cst.ParenthesizedWhitespace) and not more_after \
+            and broken:
+        # One parameter on its own line, the closing parenthesis on the next: the new one
+        # goes on a line of its own at that parameter's indentation.
+        separator = last.comma.with_changes(whitespace_after=opening)
     new = new.with_changes(comma=last.comma, whitespace_after_param=last.whitespace_after_param)
     existing[-1] = last.with_changes(comma=separator,
                                      whitespace_after_param=cst.SimpleWhitespace(""))
@@ -158,6 +169,17 @@ def drop_param(params: cst.Parameters, name: str) -> cst.Parameters:
 def statement_code(node: cst.CSTNode) -> str:
     """Source of a node, for comparisons."""
     return cst.Module([]).code_for_node(node)
+
+
+def weak_referent(call: cst.Call, engine: cst.BaseExpression) -> cst.BaseExpression:
+    """A weak-reference call on an alias that is now ``weakref.proxy(engine)``: a proxy
+    cannot be weakly referenced, so ``weakref.proxy(alias)`` becomes ``alias`` itself (it
+    already is the proxy) and ``weakref.ref(alias, ...)`` takes ``engine``."""
+    first = call.args[0]
+    if statement_code(call.func).endswith("proxy") and len(call.args) == 1:
+        return first.value.with_changes(  # type: ignore[no-any-return]
+            lpar=call.lpar, rpar=call.rpar) if call.lpar else first.value
+    return call.with_changes(args=[first.with_changes(value=engine), *call.args[1:]])
 
 
 def proxy_of(expr: cst.BaseExpression) -> cst.Call:

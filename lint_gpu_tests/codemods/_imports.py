@@ -7,6 +7,7 @@ removing an import must not glue two sections together.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import libcst as cst
@@ -107,9 +108,18 @@ def add_stdlib_import(module: cst.Module, name: str) -> cst.Module:
         body.insert(index, new_stmt)
         return module.with_changes(body=body)
     if block:
+        # The new stdlib section takes the first import's leading lines, except a comment
+        # block of that import's own section (after the last blank line: ``# Third
+        # party`` when a removed stdlib section's comment sits above it).
         first = body[start]
+        lines = list(first.leading_lines)
+        blanks = [i for i, line in enumerate(lines) if line.comment is None]
+        own: list[cst.EmptyLine] = []
+        if blanks and blanks[-1] < len(lines) - 1:
+            own = lines[blanks[-1] + 1:]
+            first = first.with_changes(leading_lines=lines[:blanks[-1]])
         new_stmt = new_stmt.with_changes(leading_lines=_lead(first, start))
-        body[start] = first.with_changes(leading_lines=[_blank()])
+        body[start] = first.with_changes(leading_lines=[_blank(), *own])
         body.insert(start, new_stmt)
     else:
         if start < len(body):
@@ -139,15 +149,30 @@ def has_from_import(module: cst.Module, mod: str) -> bool:
     return any(_key(s) == ("from", mod) for s in module.body)
 
 
-def add_from_import(module: cst.Module, mod: str, name: str) -> cst.Module:
-    """Add ``from mod import name`` (a third-party module) in isort order: among the
-    third-party ``from`` imports of the top block, sorted by module; after the whole block,
-    as a new section, when there is no third-party import."""
+def add_from_import(module: cst.Module, mod: str, name: str,
+                    first_party: frozenset[str] = frozenset()) -> cst.Module:
+    """Add ``from mod import name`` in isort order.
+
+    A third-party module goes among the third-party ``from`` imports of the top block,
+    sorted by module; after the whole block, as a new section, when there is no
+    third-party import. A module of a package in ``first_party`` (``vllm`` inside vLLM's
+    own tree) goes among that package's imports, or opens a section of its own after the
+    third-party one.
+    """
     body = list(module.body)
     new_stmt = cst.parse_statement(f"from {mod} import {name}")
     start, end = _import_block(body)
+    section = (lambda top: top in first_party) if mod.split(".")[0] in first_party else (
+        lambda top: top not in STDLIB and top not in first_party)
     third = [i for i in range(start, end)
-             if (info := _top_module(body[i])) is not None and info[0] not in STDLIB]
+             if (info := _top_module(body[i])) is not None and section(info[0])]
+    if not third and mod.split(".")[0] in first_party:
+        others = [i for i in range(start, end) if _top_module(body[i]) is not None
+                  and _top_module(body[i])[0] not in first_party]  # type: ignore[index]
+        index = others[-1] + 1 if others else end
+        new_stmt = new_stmt.with_changes(leading_lines=[_blank()] if others else [])
+        body.insert(index, new_stmt)
+        return module.with_changes(body=body)
     if third:
         froms = [i for i in third if _key(body[i])[0] == "from"]  # type: ignore[index]
         later = [i for i in froms if _key(body[i])[1] > mod]  # type: ignore[index]
@@ -164,6 +189,77 @@ def add_from_import(module: cst.Module, mod: str, name: str) -> cst.Module:
         new_stmt = new_stmt.with_changes(leading_lines=[_blank()] if end > start else [])
         body.insert(end, new_stmt)
     return module.with_changes(body=body)
+
+
+def first_party_packages(path: str, root: str) -> frozenset[str]:
+    """``{"vllm"}`` when the file lies in vLLM's own tree (a ``vllm/`` package next to one
+    of its parent directories, or in the configuration's root), else empty: there isort
+    and ruff sort ``vllm`` imports as first-party."""
+    candidates = [os.path.abspath(root)]
+    current = os.path.dirname(os.path.abspath(path))
+    while True:
+        candidates.append(current)
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    for directory in candidates:
+        if os.path.isfile(os.path.join(directory, "vllm", "__init__.py")):
+            return frozenset({"vllm"})
+    return frozenset()
+
+
+def keep_import_comments(before: cst.Module, after: cst.Module) -> cst.Module:
+    """Keep the comments above an import that the rewrite removed (``# Third party``
+    over ``from vllm import LLM``): they move onto the next statement that is left.
+
+    ``after`` must be ``before`` with some top-level import lines removed (the other
+    statements in the same order); otherwise ``after`` is returned unchanged.
+    """
+    survivors = [k for s in after.body if (k := _key(s)) is not None]
+    pending: list[cst.EmptyLine] = []
+    body = list(after.body)
+    j = 0
+    changed = False
+    remaining = list(survivors)
+    for stmt in before.body:
+        key = _key(stmt)
+        if key is not None and key not in remaining:
+            if any(line.comment is not None for line in stmt.leading_lines):
+                pending.extend(stmt.leading_lines)
+            continue
+        if key is not None:
+            remaining.remove(key)
+        if j >= len(body):
+            return after
+        if pending:
+            target = body[j]
+            lines = list(target.leading_lines)
+            if j == 0 and before.body and stmt is not before.body[0]:
+                while pending and pending[0].comment is None and not lines:
+                    pending.pop(0)
+            body[j] = target.with_changes(leading_lines=[*pending, *lines])
+            pending = []
+            changed = True
+        j += 1
+    if j != len(body):
+        return after
+    return after.with_changes(body=body) if changed else after
+
+
+def strip_top_blank(before: cst.Module, after: cst.Module) -> cst.Module:
+    """When the rewrite removed a module's first lines (its only imports), no blank line is
+    left at the top of the file unless the original started with one."""
+    if not after.body or after.header or not before.body or before.header or \
+            has_blank(before.body[0]):
+        return after
+    first = after.body[0]
+    lines = list(first.leading_lines)
+    if not lines or lines[0].comment is not None:
+        return after
+    while lines and lines[0].comment is None:
+        lines.pop(0)
+    return after.with_changes(body=[first.with_changes(leading_lines=lines), *after.body[1:]])
 
 
 def restore_section_breaks(before: cst.Module, after: cst.Module) -> cst.Module:

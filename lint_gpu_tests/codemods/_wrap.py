@@ -21,6 +21,7 @@ from lint_gpu_tests.codemods._cst import (
     proxy_of,
     runner_call,
     statement_code,
+    weak_referent,
 )
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan import WrapPlan
@@ -73,6 +74,7 @@ class WrapTransformer(cst.CSTTransformer):
         self.needs: set[str] = set()
         self.runner_names: dict[int, str] = {}
         self.changed = False
+        self.plan_stack: list[WrapPlan | None] = []
 
     # ------------------------------------------------------------------ helpers
     def _line(self, node: cst.CSTNode) -> int:
@@ -153,7 +155,8 @@ class WrapTransformer(cst.CSTTransformer):
                     self.needs.add("VllmRunner")
             else:
                 func_name = self.config.runner_fixture
-            new_call, uses_cc = runner_call(call, func_name, target=self.config.target)
+            new_call, uses_cc = runner_call(call, func_name, target=self.config.target,
+                                            compilation_config=plan.compilation_config)
             if uses_cc:
                 self.needs.add("CompilationConfig")
         else:
@@ -163,10 +166,12 @@ class WrapTransformer(cst.CSTTransformer):
         if plan.bound_name is not None and isinstance(small, (cst.Assign, cst.AnnAssign)):
             if plan.kind == "runner":
                 as_name = plan.bound_name
-            elif not any(_mentions(stmt, plan.bound_name) for stmt in rest):
+            elif not any(_mentions(stmt, plan.bound_name) or _mentions(stmt, runner)
+                         for stmt in rest):
                 # Only cleanup used the name (``llm = LLM(...); del llm``): build, tear down.
                 as_name = ""
-            elif not plan.yield_proxy:
+            elif not plan.yield_proxy and any(_mentions(stmt, plan.bound_name)
+                                              for stmt in rest):
                 self.needs.add("weakref")
                 body.append(cst.SimpleStatementLine(body=[cst.Assign(
                     targets=[cst.AssignTarget(target=cst.Name(plan.bound_name))],
@@ -228,6 +233,10 @@ class WrapTransformer(cst.CSTTransformer):
             value = small.value
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield):
             value = small.value.value  # type: ignore[assignment]
+        if isinstance(value, cst.Call) and statement_code(value.func) == "weakref.proxy" \
+                and len(value.args) == 1:
+            # Already a proxy of the engine: handed out as one proxy, not two.
+            value = value.args[0].value
         if isinstance(value, cst.Name) and value.value == plan.bound_name:
             self.needs.add("weakref")
             return stmt.with_changes(
@@ -235,8 +244,24 @@ class WrapTransformer(cst.CSTTransformer):
         return stmt
 
     # ------------------------------------------------------------------ visitors
+    def leave_Call(self, original_node: cst.Call,
+                   updated_node: cst.Call) -> cst.BaseExpression:
+        """A weak reference to an alias that becomes a proxy (a proxy cannot be weakly
+        referenced): ``weakref.proxy(llm)`` becomes ``llm``, ``weakref.ref(llm)`` becomes
+        ``weakref.ref(runner.llm)``."""
+        plan = next((p for p in reversed(self.plan_stack) if p is not None), None)
+        if plan is None or not plan.weak_calls or not updated_node.args:
+            return updated_node
+        first = updated_node.args[0]
+        key = (self._line(original_node), statement_code(updated_node.func))
+        if key in plan.weak_calls and isinstance(first.value, cst.Name) and \
+                first.value.value in plan.aliases:
+            return weak_referent(updated_node, self._engine_ref(plan))
+        return updated_node
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         plan = self.by_function.get(self._line(node))
+        self.plan_stack.append(plan)
         if plan is not None and plan.kind == "engine":
             collector = _FreeNameCollector(self.positions, plan.site_line, self.config)
             node.visit(collector)
@@ -255,6 +280,7 @@ class WrapTransformer(cst.CSTTransformer):
     def leave_FunctionDef(
         self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
     ) -> cst.FunctionDef:
+        self.plan_stack.pop()
         plan = self.by_function.get(self._line(original_node))
         if plan is None:
             return updated_node
@@ -262,7 +288,8 @@ class WrapTransformer(cst.CSTTransformer):
         for name in sorted(plan.drop_params):
             params = drop_param(params, name)
         if plan.add_param:
-            params = add_param(params, plan.add_param)
+            params = add_param(params, plan.add_param,
+                               updated_node.whitespace_before_params)
         return updated_node.with_changes(params=params)
 
     def leave_IndentedBlock(

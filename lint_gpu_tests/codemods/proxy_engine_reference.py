@@ -9,7 +9,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
-from lint_gpu_tests.codemods._cst import proxy_of
+from lint_gpu_tests.codemods._cst import proxy_of, statement_code, weak_referent
+from lint_gpu_tests.fixplan import weak_calls
 from lint_gpu_tests.ftypes import Violation
 
 
@@ -30,12 +31,36 @@ class ProxyEngineReference(GpuCodemod):
                 lines |= self._alias_lines(module, v.location.row)
         wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
         transformer = _Proxy(lines, wrapper.resolve(PositionProvider),  # type: ignore[arg-type]
-                             module.runner_attributes())
+                             module.runner_attributes(), self._weak_referents(module, lines))
         new_tree = wrapper.module.visit(transformer)
         if not transformer.changed:
             return tree
         self.add_imports({"weakref"})
         return new_tree
+
+    @staticmethod
+    def _weak_referents(module: ModuleAnalysis,
+                        lines: set[int]) -> dict[tuple[int, str], tuple[str, str]]:
+        """``weakref.proxy(llm)``/``weakref.ref(llm)`` calls, inside the with-block, on an
+        alias that becomes a proxy at one of ``lines``: ``(line, callee) -> (alias,
+        runner.llm source)``. A proxy cannot be weakly referenced, so they take the
+        runner's engine instead (no proxy of a proxy)."""
+        out: dict[tuple[int, str], tuple[str, str]] = {}
+        for node in ast.walk(module.tree):
+            if not (isinstance(node, ast.Assign) and node.lineno in lines
+                    and isinstance(node.value, ast.Attribute)):
+                continue
+            aliases = {t.id for t in node.targets if isinstance(t, ast.Name)}
+            scope: ast.AST | None = module.parent(node)
+            while scope is not None and not isinstance(scope, (
+                    ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef)):
+                scope = module.parent(scope)
+            if scope is None or not aliases:
+                continue
+            for key in weak_calls(module, [scope], aliases):  # type: ignore[list-item]
+                out[key] = (next(iter(aliases)) if len(aliases) == 1 else "",
+                            ast.unparse(node.value))
+        return out
 
     def _alias_lines(self, module: ModuleAnalysis, row: int) -> set[int]:
         """Lines of ``x = runner.llm`` aliases that a fixture yields at ``row``."""
@@ -56,12 +81,27 @@ class ProxyEngineReference(GpuCodemod):
 
 class _Proxy(cst.CSTTransformer):
     def __init__(self, lines: set[int], positions: dict[cst.CSTNode, object],
-                 attrs: frozenset[str]) -> None:
+                 attrs: frozenset[str],
+                 referents: dict[tuple[int, str], tuple[str, str]]) -> None:
         super().__init__()
         self.lines = lines
         self.positions = positions
         self.attrs = attrs
+        self.referents = referents
         self.changed = False
+
+    def leave_Call(self, original_node: cst.Call,
+                   updated_node: cst.Call) -> cst.BaseExpression:
+        line = self.positions[original_node].start.line  # type: ignore[attr-defined]
+        found = self.referents.get((line, statement_code(updated_node.func)))
+        if found is None or not updated_node.args:
+            return updated_node
+        alias, engine = found
+        first = updated_node.args[0]
+        if isinstance(first.value, cst.Name) and first.value.value == alias:
+            self.changed = True
+            return weak_referent(updated_node, cst.parse_expression(engine))  # type: ignore[return-value]
+        return updated_node
 
     def _is_engine_attr(self, node: cst.BaseExpression | None) -> bool:
         return (isinstance(node, cst.Attribute) and node.attr.value in self.attrs

@@ -39,11 +39,17 @@ class EngineOutsideRunner(Rule):
         "Helpers, which cannot request fixtures, use the runner class. Keyword arguments are "
         "mapped (`model=` becomes the first argument, `tokenizer=` becomes `tokenizer_name=`); "
         "with `target = \"vllm\"` every default in which vLLM's runner differs from `LLM` is "
-        "spelled out, so the engine is configured exactly as before. The fix is unsafe when "
-        "the engine escapes the block (passed to a thread, captured by a closure, compared by "
-        "identity) or lives in a module- or session-scoped fixture; there is no fix when it is "
-        "returned, stored on `self`, in a container or a global, or used outside the block "
-        "that builds it."
+        "spelled out, so the engine is configured exactly as before (a falsy "
+        "`compilation_config` such as `0` becomes `CompilationConfig(mode=0)`). An engine "
+        "the fixture already hands out as `weakref.proxy(llm)` is not wrapped twice. The "
+        "block covers every value that can reach the engine: aliases, containers, tuples, "
+        "lazy generators, `functools.partial`, bound methods and closures, up to their last "
+        "use. The fix is unsafe when the engine escapes the block (passed to a thread, "
+        "captured by a closure, compared by identity, a value holding it passed to a call the "
+        "analysis does not follow), when `compilation_config` is only known at run time, or "
+        "when it lives in a module- or session-scoped fixture; there is no fix when it is "
+        "returned, stored on `self`, in a parameter's container or a global, or used outside "
+        "the block that builds it."
     )
     options = ("engine-classes", "runner-fixture", "runner-classes", "runner-attribute",
                "isolation-decorators", "target")

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.fixplan import planner_for
+from lint_gpu_tests.fixplan import WEAK_CALLABLES, planner_for, value_flow
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at
@@ -90,21 +90,45 @@ def test_chat(vllm_runner):
                 bound = [t.id for t in targets if isinstance(t, ast.Name)]
                 if not bound or set(bound) & handed_out:
                     continue
-                escape = None
+                # Every value that can reach the alias (containers, bound methods, ...)
+                # must die with the runner's block too.
+                flow = value_flow(func.node, func.node.body, set(bound), None,
+                                  helpers=planner.helpers)
+                escape = flow.problem or flow.unfollowed_call(func.node.body)
                 for stmt in func.node.body:
-                    escape = escape or planner.escape(stmt, set(bound),
+                    escape = escape or planner.escape(stmt, set(bound), flow.tainted,
                                                        func.kind == "fixture")
                 block = _enclosing_with(module, node, value.value.id)
                 if escape is None and block is not None and any(
-                    isinstance(n, ast.Name) and n.id in bound and isinstance(n.ctx, ast.Load)
+                    isinstance(n, ast.Name) and n.id in flow.tainted
+                    and isinstance(n.ctx, ast.Load)
                     and id(n) not in block for n in module.nodes_of(func)
                 ):
                     escape = f"`{bound[0]}` is used after the runner's block, where a proxy " \
                              "is dead"
                 fix = FixInfo(Applicability.SAFE, self.fix_title) if escape is None else FixInfo(
                     Applicability.UNSAFE, self.fix_title, escape.removeprefix("none:"))
+                weak = _weakly_referenced(module, func.node, set(bound))
+                if weak is not None:
+                    fix = FixInfo(Applicability.NONE, self.fix_title,
+                                  f"`{weak}({bound[0]})` needs the engine itself: a proxy "
+                                  "cannot be weakly referenced")
                 yield hit_at(value, self.message.format(name=bound[0],
                                                         expr=ast.unparse(value)), fix)
+
+
+def _weakly_referenced(module: ModuleAnalysis, func: ast.AST, names: set[str]) -> str | None:
+    """The weakref callable (other than a one-argument ``weakref.proxy``, which the fix
+    turns into the proxy itself) applied to one of ``names`` in ``func``, if any."""
+    for node in ast.walk(func):
+        if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name)
+                and node.args[0].id in names):
+            continue
+        qualified = module.qualified(node.func)
+        if qualified in WEAK_CALLABLES and not (qualified == "weakref.proxy"
+                                                and len(node.args) == 1 and not node.keywords):
+            return qualified
+    return None
 
 
 def _enclosing_with(module: ModuleAnalysis, node: ast.AST, runner: str) -> set[int] | None:

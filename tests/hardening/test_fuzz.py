@@ -10,9 +10,12 @@ Two sources of programs:
   imported in all its spellings, fixtures and helpers, ``del``/``gc.collect()``/
   ``empty_cache()``, finalizers, ``try``/``finally``, runners with and without ``with``,
   aliases, returns, ``self`` stores, closures, loops, ``if``, nested engines, ``# noqa``,
-  CRLF and tab indentation). On those, every fix result parses, is idempotent, leaves no
-  violation whose fix applies, adds no pyflakes warning and keeps the line endings; a file
-  with no violation is left byte for byte.
+  CRLF and tab indentation, and values derived from the engine -- containers, tuples,
+  bound methods, ``functools.partial``, lazy generators -- used after the manual cleanup).
+  On those, every fix result parses, is idempotent, leaves no violation whose fix applies,
+  adds no pyflakes warning and keeps the line endings; a file with no violation is left
+  byte for byte; and nothing that can reach an engine is used after the runner's
+  with-block (:func:`late_uses`, an AST walk of its own, independent of the planner).
 
 Example counts come from the hypothesis profile (``tests/hardening/conftest.py``).
 """
@@ -91,6 +94,7 @@ ENGINE_SPELLINGS = [
     (["from vllm import LLM, SamplingParams"], "LLM"),
 ]
 EXTRA_IMPORTS = [
+    "import functools",
     "import gc",
     "import torch",
     "import pytest",
@@ -112,6 +116,16 @@ NOQA = ["", "", "", "  # noqa", "  # noqa: GPU001", "  # noqa: GPU004", "  # kee
 
 # A block is a list of items; an item is a line (str) or (header, block).
 Item = object
+
+#: Values derived from engine ``{v}``: (binding, a use of it placed after the cleanup).
+DERIVED = [
+    ('box_{v} = {{"engine": {v}}}', 'assert box_{v}["engine"].generate(PROMPTS)'),
+    ("pair_{v} = ({v}, 1)", "assert pair_{v}[0].generate(PROMPTS)"),
+    ("gen_{v} = {v}.generate", "assert gen_{v}(PROMPTS)"),
+    ("run_{v} = functools.partial({v}.generate, PROMPTS)", "assert run_{v}()"),
+    ("lazy_{v} = (o.outputs for o in {v}.generate(PROMPTS))", "assert list(lazy_{v})"),
+    ("engines_{v} = [{v}]", ("for e_{v} in engines_{v}:", ["e_{v}.generate(PROMPTS)"])),
+]
 
 
 @st.composite
@@ -146,7 +160,10 @@ def _engine_block(draw: st.DrawFn, ctor: str, var: str, depth: int) -> list[Item
         "LOOP",
         "IF",
         "NESTED",
+        "DERIVED",
+        "DERIVED",
     ]), max_size=4))
+    late: list[Item] = []
     for use in uses:
         if use == "CLOSURE":
             body.append(("def inner():", [f"return {var}.generate(PROMPTS)"]))
@@ -159,6 +176,11 @@ def _engine_block(draw: st.DrawFn, ctor: str, var: str, depth: int) -> list[Item
                 body.append(("else:", ["pass"]))
         elif use == "NESTED" and depth < 1:
             body.extend(draw(_engine_block(ctor, var + "2", depth + 1)))
+        elif use == "DERIVED":
+            binding, later = draw(st.sampled_from(DERIVED))
+            body.append(binding.format(v=var))
+            late.append(later.format(v=var) if isinstance(later, str) else (
+                later[0].format(v=var), [line.format(v=var) for line in later[1]]))
         elif use != "NESTED":
             body.append(use)
     style = draw(st.sampled_from(["plain", "cleanup", "finalizer", "atexit", "try", "loop"]))
@@ -174,7 +196,9 @@ def _engine_block(draw: st.DrawFn, ctor: str, var: str, depth: int) -> list[Item
         final = [c.format(v=var) for c in draw(st.lists(
             st.sampled_from(CLEANUPS), min_size=1, max_size=3))]
         body = [body[0], ("try:", inner), ("finally:", final)]
-    elif style == "loop":
+    # Uses of the derived values come last: after ``del llm`` and the cleanup.
+    body = body + late
+    if style == "loop":
         body = [("for _ in range(2):", body)]
     return body
 
@@ -286,6 +310,94 @@ def _pyflakes(data: bytes) -> Counter[tuple[str, str]]:
     return Counter(warnings)
 
 
+RUNNER_CALLABLES = frozenset({"vllm_runner", "VllmRunner"})
+
+
+def _callee(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _holds(node: ast.AST | None, derived: set[str]) -> bool:
+    """Whether the value of ``node`` keeps one of ``derived`` reachable (for the programs
+    :func:`engine_modules` writes: a call's result is data, except a weak proxy or a
+    ``partial`` of what it wraps)."""
+    if node is None:
+        return False
+    if isinstance(node, ast.Name):
+        return node.id in derived
+    if isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
+        return _holds(node.value, derived)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_holds(e, derived) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return any(_holds(v, derived) for v in node.values)
+    if isinstance(node, (ast.GeneratorExp, ast.Lambda)):
+        return any(isinstance(n, ast.Name) and n.id in derived for n in ast.walk(node))
+    if isinstance(node, ast.Call) and _callee(node.func) in ("proxy", "partial"):
+        return any(_holds(a, derived) for a in node.args)
+    return False
+
+
+def late_uses(tree: ast.Module) -> list[str]:
+    """Every read of a name that can reach a runner's engine, after that runner's
+    ``with`` block has ended (and before the name is bound again), as ``"name@line"``."""
+    problems: list[str] = []
+    for func in ast.walk(tree):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        stores = [(n.id, n.lineno) for n in ast.walk(func)
+                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+        for block in ast.walk(func):
+            if not isinstance(block, (ast.With, ast.AsyncWith)):
+                continue
+            derived = {item.optional_vars.id for item in block.items
+                       if isinstance(item.context_expr, ast.Call)
+                       and _callee(item.context_expr.func) in RUNNER_CALLABLES
+                       and isinstance(item.optional_vars, ast.Name)}
+            if not derived:
+                continue
+            grown = True
+            while grown:
+                grown = False
+                for node in (n for stmt in block.body for n in ast.walk(stmt)):
+                    bound: set[str] = set()
+                    if isinstance(node, ast.Assign) and _holds(node.value, derived):
+                        bound = {n.id for t in node.targets for n in ast.walk(t)
+                                 if isinstance(n, ast.Name)}
+                    elif isinstance(node, (ast.For, ast.AsyncFor)) and _holds(node.iter,
+                                                                               derived):
+                        bound = {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+                    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                            isinstance(n, ast.Name) and n.id in derived for n in ast.walk(node)):
+                        bound = {node.name}
+                    if bound - derived:
+                        derived |= bound
+                        grown = True
+            end = block.end_lineno or block.lineno
+            for node in ast.walk(func):
+                if isinstance(node, ast.Name) and node.id in derived and node.lineno > end \
+                        and isinstance(node.ctx, (ast.Load, ast.Del)) and not any(
+                            name == node.id and end < line < node.lineno
+                            for name, line in stores):
+                    problems.append(f"{node.id}@{node.lineno}")
+    return problems
+
+
+def test_late_uses_sees_a_value_used_after_its_block() -> None:
+    tree = ast.parse(
+        "def test_x(vllm_runner):\n"
+        "    with vllm_runner('m') as runner:\n"
+        "        llm = weakref.proxy(runner.llm)\n"
+        "        gen = functools.partial(llm.generate, P)\n"
+        "        out = llm.generate(P)\n"
+        "    assert out and gen()\n"
+        "    llm = 1\n"
+        "    assert llm\n")
+    assert late_uses(tree) == ["gen@6"]
+
+
 def _endings(data: bytes) -> set[bytes]:
     crlf = data.count(b"\r\n")
     lf = data.count(b"\n") - crlf
@@ -313,6 +425,7 @@ def test_fix_is_sound_on_engine_modules(source: bytes, unsafe: bool, vllm_target
     assert _parses(fixed)
     assert fixed.startswith(b"\xef\xbb\xbf") == source.startswith(b"\xef\xbb\xbf")
     assert _endings(fixed) <= _endings(source)
+    assert not late_uses(ast.parse(fixed)), "a value that reaches the engine outlives its block"
     again = fix_source(fixed, PATH, config, unsafe=unsafe)
     assert again.new_source is None, "fix is not idempotent"
     assert not wanted_fixes(check_source(fixed, PATH, config), unsafe)
