@@ -220,7 +220,9 @@ def unified_diff(path: str, old: bytes, new: bytes) -> str:
 
 
 def _process(path: str, source: bytes | None, config: Config, mode: _Mode) -> _Outcome:
-    """Check (and maybe fix) one file; never raises."""
+    """Check (and maybe fix) one file; raises nothing but ``KeyboardInterrupt`` and
+    ``SystemExit`` (a ``BaseException`` such as LibCST's ``PanicException`` is this file's
+    error)."""
     if source is None:
         try:
             source = Path(path).read_bytes()
@@ -229,7 +231,9 @@ def _process(path: str, source: bytes | None, config: Config, mode: _Mode) -> _O
     digest = file_digest(path, source, config)
     try:
         violations = _check_bytes(source, path, config, mode.prefilter)
-    except Exception as exc:  # noqa: BLE001 - reported for this file, the run goes on
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - reported for this file, the run goes on
         return _Outcome(FileResult(path, error=_error_text(path, exc, mode.verbose)), digest)
     if not (mode.fix or mode.diff) or not wanted_fixes(violations, mode.unsafe):
         return _Outcome(FileResult(path, violations), digest, violations)
@@ -241,7 +245,9 @@ def _fix(path: str, source: bytes, digest: str, violations: list[Violation], con
     try:
         outcome: FixOutcome = fix_source(source, path, config, unsafe=mode.unsafe,
                                          violations=violations)
-    except Exception as exc:  # noqa: BLE001 - reported for this file, the run goes on
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - e.g. LibCST's PanicException; run goes on
         return _Outcome(FileResult(path, violations, error=_error_text(path, exc, mode.verbose)),
                         digest, violations)
     error = outcome.error

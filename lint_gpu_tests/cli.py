@@ -209,7 +209,9 @@ def check_command(
                           verbose=verbose)
     except BrokenPipeError:
         _quiet_broken_pipe()
-    except Exception as exc:  # noqa: BLE001 - one line unless --verbose
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - one line unless --verbose
         if verbose:
             traceback.print_exc()
         fail(f"internal error: {type(exc).__name__}: {exc}")

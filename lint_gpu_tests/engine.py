@@ -11,9 +11,12 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+import sys
+import threading
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation
@@ -36,6 +39,85 @@ class SourceTooDeep(InternalError):
 
 
 TOO_DEEP_TO_ANALYSE = "source nests too deeply to analyse"
+
+T = TypeVar("T")
+
+DEEP_STACK_BYTES = 512 * 1024 * 1024
+"""Stack of the worker thread that deep modules are analysed and fixed in (virtual memory,
+committed only as far as it is used)."""
+DEEP_RECURSION_LIMIT = 50_000
+"""Python recursion limit while that thread runs. Measured on CPython 3.11: LibCST's
+code generation and visitors fail with ``RecursionError`` at this limit, well inside
+:data:`DEEP_STACK_BYTES` (no overflow on a 20,000-level ``elif`` chain)."""
+MAX_FIX_DEPTH = 2_000
+"""Deepest ``ast`` nesting for which a fix is offered. ``--fix`` was measured to succeed on a
+7,000-part ``"..." + "..."`` concatenation (about 7,000 levels) in the deep thread; a deeper
+module's fixable violations are reported as not fixable ("expression too deep")."""
+
+_DEEP_LOCK = threading.Lock()
+_DEEP_STATE = threading.local()
+
+
+def call_with_deep_stack(function: Callable[..., T], *args: object, **kwargs: object) -> T:
+    """Call ``function(*args, **kwargs)`` in a thread with a large stack and a raised
+    recursion limit, and return its result (or raise what it raised, ``BaseException`` s
+    such as LibCST's ``PanicException`` included).
+
+    Python's default limit (1000) ends LibCST and the ``ast`` analysis at a few hundred
+    levels of nesting, which a prompt built from a few hundred ``"..." + "..."`` parts
+    reaches. The limit is process-wide, so it is raised only while the thread runs (the
+    caller waits in ``join``; one such call at a time). Called from inside that thread, or
+    where the thread cannot be started, ``function`` simply runs in the calling thread.
+    """
+    if getattr(_DEEP_STATE, "active", False):
+        return function(*args, **kwargs)
+    box: list[tuple[bool, object]] = []
+
+    def target() -> None:
+        _DEEP_STATE.active = True
+        try:
+            box.append((True, function(*args, **kwargs)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, re-raised there
+            box.append((False, exc))
+
+    with _DEEP_LOCK:
+        old_limit = sys.getrecursionlimit()
+        try:
+            old_size = threading.stack_size(DEEP_STACK_BYTES)
+        except (ValueError, RuntimeError):  # pragma: no cover - platform without the knob
+            return function(*args, **kwargs)
+        thread = threading.Thread(target=target, name="gpu-test-lint-deep", daemon=True)
+        sys.setrecursionlimit(max(old_limit, DEEP_RECURSION_LIMIT))
+        try:
+            try:
+                thread.start()
+            finally:
+                threading.stack_size(old_size)
+            thread.join()
+        except RuntimeError:  # pragma: no cover - no memory for the thread
+            sys.setrecursionlimit(old_limit)
+            return function(*args, **kwargs)
+        finally:
+            sys.setrecursionlimit(old_limit)
+    ok, value = box[0]
+    if not ok:
+        assert isinstance(value, BaseException)
+        raise value
+    return value  # type: ignore[return-value]
+
+
+def max_depth(tree: ast.AST) -> tuple[int, int]:
+    """Return ``(depth, line)``: the deepest nesting of ``tree`` (the module is depth 1) and
+    the line of the first node at that depth. Iterative, so it works at any depth."""
+    best, best_line = 0, 1
+    stack: list[tuple[ast.AST, int, int]] = [(tree, 1, 1)]
+    while stack:
+        node, depth, line = stack.pop()
+        line = getattr(node, "lineno", line)
+        if depth > best:
+            best, best_line = depth, line
+        stack.extend((child, depth + 1, line) for child in ast.iter_child_nodes(node))
+    return best, best_line
 
 
 def decode_source(source: bytes) -> str:
@@ -129,7 +211,12 @@ def parse_source(source: bytes, path: str) -> tuple[ast.Module | None, str, Viol
         line = exc.lineno or 1
         col = (exc.offset or 1) if exc.offset and exc.offset > 0 else 1
         return None, text, _parse_error(path, exc.msg, line, col)
-    except (ValueError, RecursionError, MemoryError) as exc:
+    except RecursionError:
+        if getattr(_DEEP_STATE, "active", False):
+            return None, text, _parse_error(path, "source nests too deeply to parse", 1, 1)
+        # Building the tree recurses; a deeper stack may be all it takes.
+        return call_with_deep_stack(parse_source, source, path)
+    except (ValueError, MemoryError) as exc:
         # CPython reports a parser stack overflow as a bare MemoryError.
         msg = str(exc) if isinstance(exc, ValueError) else "source nests too deeply to parse"
         return None, text, _parse_error(path, msg, 1, 1)
@@ -148,9 +235,24 @@ def check_tree(
         config: settings (selection, engine classes, runner names...).
         apply_noqa: drop violations suppressed by ``# noqa`` (flake8 does this itself).
 
+    A module nesting deeper than the default recursion limit allows is analysed again in
+    :func:`call_with_deep_stack`; fixes in a module deeper than :data:`MAX_FIX_DEPTH` are
+    reported as not available ("expression too deep").
+
     Raises:
+        SourceTooDeep: when even the deep thread cannot walk the module.
         InternalError: when a rule raises; the message names the rule and the error.
     """
+    try:
+        return _check_tree(tree, text, path, config, apply_noqa)
+    except SourceTooDeep:
+        if getattr(_DEEP_STATE, "active", False):
+            raise
+    return call_with_deep_stack(_check_tree, tree, text, path, config, apply_noqa)
+
+
+def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_noqa: bool
+                ) -> list[Violation]:
     from lint_gpu_tests.analysis import ModuleAnalysis
     from lint_gpu_tests.conftest_index import conftest_engine_fixtures
     from lint_gpu_tests.rules import ALL_RULES
@@ -205,7 +307,22 @@ def check_tree(
             )
     if depends:
         out = _drop_orphan_fixes(out, depends)
+    if any(v.fixable for v in out):
+        out = _drop_too_deep_fixes(tree, out)
     return sorted(set(out), key=Violation.sort_key)
+
+
+def _drop_too_deep_fixes(tree: ast.Module, out: list[Violation]) -> list[Violation]:
+    """LibCST must parse, visit and print the whole module to fix any part of it: in a
+    module nested deeper than :data:`MAX_FIX_DEPTH`, report the fixes as unavailable
+    (``check`` must not advertise ``[*]`` for a fix ``--fix`` cannot make)."""
+    depth, line = max_depth(tree)
+    if depth <= MAX_FIX_DEPTH:
+        return out
+    reason = (f"expression too deep (line {line} nests {depth} levels; the fixer rewrites "
+              f"at most {MAX_FIX_DEPTH})")
+    return [dataclasses.replace(v, fix=FixInfo(Applicability.NONE, v.fix.title, reason))
+            if v.fix is not None and v.fixable else v for v in out]
 
 
 def _drop_orphan_fixes(out: list[Violation], depends: dict[int, tuple[str, int]]
@@ -321,9 +438,13 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
                violations: list[Violation] | None = None) -> FixOutcome:
     """Check ``source`` and apply fixes until nothing changes (at most 10 passes).
 
-    Each pass runs the codemods on the current text; a pass whose output does not parse
-    is thrown away (the file is left as the last good pass had it) and reported in
-    ``error``. LibCST is imported only when there is something to fix.
+    Each pass runs the codemods on the current text; a pass whose output does not parse,
+    or that raises (LibCST's ``PanicException``, a ``BaseException``, included), is thrown
+    away (the file is left as the last good pass had it) and reported in ``error``. When
+    the tenth pass still leaves something to fix, the fixes do not converge: nothing is
+    kept, ``error`` says ``failed to converge after 10 passes`` (as ruff does). The work
+    runs in :func:`call_with_deep_stack`, so deeply nested modules (long string
+    concatenations) can be rewritten. LibCST is imported only when there is something to fix.
 
     Args:
         source: the file's raw bytes.
@@ -343,6 +464,11 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
     original = violations if violations is not None else check_source(source, path, config)
     if not wanted_fixes(original, unsafe):
         return FixOutcome(None, [], original)
+    return call_with_deep_stack(_fix_loop, source, path, config, unsafe, original)
+
+
+def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
+              original: list[Violation]) -> FixOutcome:
     from lint_gpu_tests.codemods.driver import apply_fixes  # imports libcst
 
     current = source
@@ -355,7 +481,9 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
             break
         try:
             candidate = apply_fixes(current, path, config, todo)
-        except Exception as exc:  # noqa: BLE001 - a failed pass is reported, file kept
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a failed pass is reported, file kept
             detail = str(exc) if isinstance(exc, InternalError) else \
                 f"{type(exc).__name__}: {exc}"
             error = f"fix failed: {detail}; pass discarded"
@@ -369,6 +497,11 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
             break
         current = candidate
         current_violations = check_source(current, path, config)
+    else:
+        if wanted_fixes(current_violations, unsafe):
+            return FixOutcome(None, [], original,
+                              f"failed to converge after {MAX_FIX_PASSES} passes; "
+                              "file left unchanged")
     remaining = current_violations
     fixed = _fixed_violations(original, remaining) if current != source else []
     return FixOutcome(current if current != source else None, fixed, remaining, error, failure)
