@@ -3,18 +3,19 @@
 The CLI is a thin layer over :func:`check_paths`; the flake8 plugin calls the engine
 directly. Everything a user can do from the command line can be done from here::
 
-    from lint_gpu_tests.api import check_paths, resolve_config
-    config = resolve_config(["tests"])
-    result = check_paths(["tests"], config)
+    from lint_gpu_tests.api import ConfigResolver, check_paths
+    result = check_paths(["tests"], ConfigResolver())  # nearest config file per file
     for violation in result.violations:
         print(violation.path, violation.location.row, violation.code)
 
-How a run goes: :func:`~lint_gpu_tests.discovery.discover_files` lists the files; each file's
-bytes are read and hashed; the cache (:mod:`lint_gpu_tests.cache`) answers for files it has
-seen with the same bytes and config; the rest are checked, in worker processes when there are
-many of them. Before parsing, a byte-level prefilter (:func:`needles`) lets files through that
-cannot hold a rule violation: those are only parsed, to report ``GPU900`` for a syntax error,
-and never analysed. Fixing imports LibCST, and only for files that have something to fix.
+How a run goes: :func:`~lint_gpu_tests.discovery.discover_files` lists the files; each file
+gets the settings of its nearest config file (:class:`~lint_gpu_tests.config.ConfigResolver`);
+each file's bytes are read and hashed; the cache of that config (:mod:`lint_gpu_tests.cache`)
+answers for files it has seen with the same bytes and settings; the rest are checked, in
+worker processes when there are many of them. Before parsing, a byte-level prefilter
+(:func:`needles`) lets files through that cannot hold a rule violation: those are only parsed,
+to report ``GPU900`` for a syntax error, and never analysed. Fixing imports LibCST, and only
+for files that have something to fix.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir
-from lint_gpu_tests.config import Config, ConfigError, resolve_config
+from lint_gpu_tests.config import Config, ConfigError, ConfigResolver, resolve_config
 from lint_gpu_tests.conftest_index import conftest_engine_fixtures
 from lint_gpu_tests.discovery import Discovery, PathNotFoundError, Problem, discover_files
 from lint_gpu_tests.engine import (
@@ -46,6 +47,7 @@ from lint_gpu_tests.writer import atomic_write
 __all__ = [
     "Config",
     "ConfigError",
+    "ConfigResolver",
     "FileResult",
     "InternalError",
     "PathNotFoundError",
@@ -268,27 +270,53 @@ def _fix(path: str, source: bytes, digest: str, violations: list[Violation], con
     return _Outcome(result, new_digest, outcome.remaining if outcome.error is None else None)
 
 
-_WORKER: tuple[Config, _Mode] | None = None
+_WORKER_MODE: _Mode | None = None
 
 
-def _init_worker(config: Config, mode: _Mode) -> None:
-    global _WORKER
-    _WORKER = (config, mode)
+def _init_worker(mode: _Mode) -> None:
+    global _WORKER_MODE
+    _WORKER_MODE = mode
 
 
-def _work(path: str) -> _Outcome:
-    assert _WORKER is not None
-    return _process(path, None, *_WORKER)
+def _work(item: tuple[str, Config]) -> _Outcome:
+    assert _WORKER_MODE is not None
+    return _process(item[0], None, item[1], _WORKER_MODE)
 
 
-def _run_parallel(paths: Sequence[str], config: Config, mode: _Mode, jobs: int
+def _run_parallel(items: Sequence[tuple[str, Config]], mode: _Mode, jobs: int
                   ) -> Iterator[_Outcome]:
     from concurrent.futures import ProcessPoolExecutor  # imported only for parallel runs
 
-    chunksize = max(1, min(64, len(paths) // (jobs * 8)))
+    chunksize = max(1, min(64, len(items) // (jobs * 8)))
     with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
-                             initargs=(config, mode)) as pool:
-        yield from pool.map(_work, paths, chunksize=chunksize)
+                             initargs=(mode,)) as pool:
+        yield from pool.map(_work, items, chunksize=chunksize)
+
+
+class _Caches:
+    """One :class:`ResultCache` per config in play (its directory at that config's root,
+    unless ``--cache-dir`` or the environment names one; keyed by its fingerprint)."""
+
+    def __init__(self, cache_dir: str | None) -> None:
+        self.cache_dir = cache_dir
+        self._stores: dict[tuple[str, str], ResultCache] = {}
+        self._by_config: dict[int, tuple[Config, ResultCache]] = {}
+
+    def __call__(self, config: Config) -> ResultCache:
+        known = self._by_config.get(id(config))
+        if known is not None and known[0] is config:
+            return known[1]
+        directory = default_cache_dir(config.root, self.cache_dir)
+        key = (str(directory), config.fingerprint())
+        store = self._stores.get(key)
+        if store is None:
+            store = self._stores[key] = ResultCache(directory, key[1])
+        self._by_config[id(config)] = (config, store)
+        return store
+
+    def save(self) -> None:
+        for store in self._stores.values():
+            store.save()
 
 
 def check_file(path: str, config: Config, *, fix: bool = False, unsafe_fixes: bool = False
@@ -304,7 +332,7 @@ def check_file(path: str, config: Config, *, fix: bool = False, unsafe_fixes: bo
 
 def check_paths(
     paths: Sequence[str],
-    config: Config,
+    config: Config | ConfigResolver,
     *,
     fix: bool = False,
     unsafe_fixes: bool = False,
@@ -324,7 +352,8 @@ def check_paths(
 
     Args:
         paths: files and directories as the user named them (``[]`` means ``["."]``).
-        config: the run's settings (see :func:`~lint_gpu_tests.config.resolve_config`).
+        config: a :class:`~lint_gpu_tests.config.ConfigResolver` (each file gets its nearest
+            config file's settings), or one :class:`Config` for every file.
         fix: apply fixes and write changed files atomically (keeping mode, encoding, BOM and
             line endings).
         unsafe_fixes: apply unsafe fixes too (with ``fix`` or ``diff``).
@@ -332,7 +361,7 @@ def check_paths(
         jobs: worker processes (default: the CPU count); one means in-process.
         cache: use and update the result cache.
         cache_dir: cache directory (default ``$GPU_TEST_LINT_CACHE_DIR`` or
-            ``<config root>/.gpu-test-lint-cache``).
+            ``<config root>/.gpu-test-lint-cache``, per config).
         force_exclude: apply excludes to explicitly named files as well.
         respect_gitignore: honour ``.gitignore`` files while walking.
         prefilter: skip the analysis of files that cannot hold a violation.
@@ -347,20 +376,22 @@ def check_paths(
 
     Raises:
         PathNotFoundError: when a named path does not exist.
+        ConfigError: when a config file that governs a file is invalid.
     """
-    found = discover_files(paths, config, respect_gitignore=respect_gitignore,
+    resolver = ConfigResolver.of(config)
+    found = discover_files(paths, resolver, respect_gitignore=respect_gitignore,
                            force_exclude=force_exclude)
     if on_discovered is not None:
         on_discovered(found)
     mode = _Mode(fix=fix, unsafe=unsafe_fixes, diff=diff, prefilter=prefilter, verbose=verbose)
-    store = ResultCache(default_cache_dir(config.root, cache_dir), config.fingerprint()) \
-        if cache else None
+    configs = {path: resolver.for_file(path) for path in found.files}
+    caches = _Caches(cache_dir) if cache else None
     run = RunResult(problems=found.problems)
     done: dict[str, _Outcome] = {}
     todo: list[str] = []
     sources: dict[str, bytes] = {}
     for path in found.files:
-        if store is None:
+        if caches is None:
             todo.append(path)
             continue
         try:
@@ -368,7 +399,7 @@ def check_paths(
         except OSError:
             todo.append(path)  # reported by the worker
             continue
-        cached = store.lookup(path, file_digest(path, source, config))
+        cached = caches(configs[path]).lookup(path, file_digest(path, source, configs[path]))
         if cached is not None and (not (fix or diff) or not wanted_fixes(cached, unsafe_fixes)):
             done[path] = _Outcome(FileResult(path, cached))
             run.cache_hits += 1
@@ -381,19 +412,20 @@ def check_paths(
     workers = jobs if jobs is not None else default_jobs()
     if workers > 1 and len(todo) > parallel_threshold:
         sources.clear()
-        outcomes: Iterator[_Outcome] = _run_parallel(todo, config, mode, workers)
+        outcomes: Iterator[_Outcome] = _run_parallel([(p, configs[p]) for p in todo], mode,
+                                                     workers)
     else:
-        outcomes = (_process(p, sources.pop(p, None), config, mode) for p in todo)
+        outcomes = (_process(p, sources.pop(p, None), configs[p], mode) for p in todo)
     for outcome in outcomes:
         path = outcome.result.path
         done[path] = outcome
-        if store is not None and outcome.digest is not None and outcome.cacheable is not None:
-            store.store(path, outcome.digest, outcome.cacheable)
+        if caches is not None and outcome.digest is not None and outcome.cacheable is not None:
+            caches(configs[path]).store(path, outcome.digest, outcome.cacheable)
         if outcome.diff:
             run.diffs[path] = outcome.diff
         if progress is not None:
             progress(1)
-    if store is not None:
-        store.save()
+    if caches is not None:
+        caches.save()
     run.files = [done[path].result for path in found.files]
     return run

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from lint_gpu_tests import __version__
-from lint_gpu_tests.config import TARGETS, Config, ConfigError, resolve_config, selector_problem
+from lint_gpu_tests.config import TARGETS, ConfigError, ConfigResolver, selector_problem
 from lint_gpu_tests.output import (
     OutputFormat,
     RenderOptions,
@@ -179,10 +179,6 @@ def check_command(
     verbose: bool,
 ) -> None:
     """Check PATHS (default: the current directory) for hand-managed engines."""
-    try:
-        config = resolve_config(list(paths), config_file)
-    except ConfigError as exc:
-        fail(str(exc))
     overrides: dict[str, Any] = {}
     for key, value in (("select", _codes("--select", select)),
                        ("ignore", _codes("--ignore", ignore)),
@@ -190,15 +186,13 @@ def check_command(
                        ("exclude", _patterns(exclude)),
                        ("extend_exclude", _patterns(extend_exclude))):
         if value is not None:
-            if key == "extend_select":
-                value = config.extend_select + value
-            elif key == "extend_exclude":
-                value = config.extend_exclude + value
             overrides[key] = value
     if target is not None:
         overrides["target"] = target
-    if overrides:
-        config = config.with_overrides(**overrides)
+    try:
+        config = ConfigResolver(config_file, overrides)
+    except ConfigError as exc:
+        fail(str(exc))
     fmt = OutputFormat(output_format)
     try:
         code = _run_check(list(paths), config, fmt, fix=fix, unsafe_fixes=unsafe_fixes,
@@ -209,6 +203,8 @@ def check_command(
                           verbose=verbose)
     except BrokenPipeError:
         _quiet_broken_pipe()
+    except ConfigError as exc:
+        fail(str(exc))
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - one line unless --verbose
@@ -226,7 +222,7 @@ def _quiet_broken_pipe() -> NoReturn:
     sys.exit(1)
 
 
-def _run_check(paths: list[str], config: Config, fmt: OutputFormat, *, fix: bool,
+def _run_check(paths: list[str], config: ConfigResolver, fmt: OutputFormat, *, fix: bool,
                unsafe_fixes: bool, diff: bool, show_fixes: bool, statistics: bool,
                exit_zero: bool, exit_non_zero_on_fix: bool, quiet: bool, cache: bool,
                cache_dir: str | None, jobs: int | None, force_exclude: bool,

@@ -25,9 +25,15 @@ PARSE_ERROR_CODE = "GPU900"
 PARSE_ERROR_NAME = "syntax-error"
 INTERNAL_ERROR_CODE = "GPU999"
 
-NOQA_RE = re.compile(
-    r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE
-)
+NOQA_RE = re.compile(r"#[ \t]*noqa(?::[\s]?(?P<codes>([A-Z]+[0-9]+(?:[,\s]+)?)+))?", re.IGNORECASE)
+"""An inline ``# noqa`` as flake8 spells it (``flake8.defaults.NOQA_INLINE_REGEXP``); ``#noqa``
+without the space is accepted too, as ruff does."""
+FILE_NOQA_RE = re.compile(
+    r"\s*(?:(?P<flake8># flake8[:=]\s*noqa)"
+    r"|#\s*gpu-test-lint:\s*noqa(?::\s?(?P<codes>([A-Z]+[0-9]+(?:[,\s]+)?)+))?)", re.IGNORECASE)
+"""A file-level directive at the start of a line: flake8's ``# flake8: noqa``
+(``flake8.defaults.NOQA_FILE``: the whole file, whatever follows) or ``# gpu-test-lint: noqa``
+(every code, or with ``: GPU004`` only the codes named, as ruff's ``# ruff: noqa: F401``)."""
 
 
 class InternalError(Exception):
@@ -139,30 +145,101 @@ def decode_source(source: bytes) -> str:
     return text
 
 
-def noqa_map(text: str) -> dict[int, frozenset[str] | None]:
-    """Map 1-based line numbers to the codes their ``# noqa`` comment names.
+def _noqa_codes(codes: str | None) -> frozenset[str] | None:
+    if codes is None:
+        return None
+    return frozenset(c for c in re.split(r"[,\s]+", codes.upper()) if c)
 
-    ``None`` means a bare ``# noqa`` (every code). Only real comments count: the
-    tokenizer is used, so ``"# noqa"`` inside a string is not a suppression.
+
+@dataclass(frozen=True)
+class Noqa:
+    """The ``# noqa`` directives of one module: what the CLI and the flake8 plugin both obey.
+
+    Semantics are flake8's (``FileProcessor._noqa_line_mapping`` and
+    ``Violation.is_inline_ignored``), so that whatever flake8 suppresses the CLI suppresses
+    too: a bare ``# noqa`` suppresses every code on its line, ``# noqa: GPU001,GPU004`` the
+    codes named, each taken as a prefix (``# noqa: GPU00`` covers GPU001..GPU009); the
+    directive is looked for in the whole run of lines that tokenises as one (a multi-line
+    string, a backslash continuation), so ``# noqa`` after the closing quotes of a multi-line
+    string covers the string's first line too; like flake8, the raw text is searched (a
+    ``"# noqa"`` inside a string counts). Beyond flake8, as ruff does: codes match regardless of
+    case and ``#noqa`` needs no space. File level: ``# flake8: noqa`` (flake8 then skips the
+    file) and ``# gpu-test-lint: noqa[: CODES]`` on a line of their own.
+
+    Attributes:
+        lines: 1-based line -> codes named (``None``: every code).
+        file_codes: codes a file-level ``# gpu-test-lint: noqa: CODES`` suppresses.
+        whole_file: a file-level ``# flake8: noqa`` or bare ``# gpu-test-lint: noqa``.
     """
+
+    lines: dict[int, frozenset[str] | None] = field(default_factory=dict)
+    file_codes: frozenset[str] = frozenset()
+    whole_file: bool = False
+
+    def suppresses(self, line: int, code: str) -> bool:
+        """Whether a violation of ``code`` reported on ``line`` is suppressed."""
+        code = code.upper()
+        if self.whole_file or code.startswith(tuple(self.file_codes)):
+            return True
+        if line not in self.lines:
+            return False
+        codes = self.lines[line]
+        return codes is None or code.startswith(tuple(codes))
+
+
+def _noqa_codes(codes: str | None) -> frozenset[str] | None:
+    if codes is None:
+        return None
+    return frozenset(c for c in re.split(r"[,\s]+", codes.upper()) if c)
+
+
+def _logical_ranges(text: str) -> list[tuple[int, int]]:
+    """The runs of physical lines flake8 searches for ``# noqa`` as one: lines between two
+    ``NL``/``NEWLINE`` tokens (a multi-line string or a backslash continuation joins lines;
+    a bracket does not, its line breaks are ``NL`` tokens). Empty when tokenising fails."""
     import io
     import tokenize
 
-    found: dict[int, frozenset[str] | None] = {}
+    ranges: list[tuple[int, int]] = []
+    start, end = 0, 0
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type != tokenize.COMMENT:
+            if tok.type in (tokenize.ENDMARKER, tokenize.DEDENT):
                 continue
-            match = NOQA_RE.search(tok.string)
-            if not match:
-                continue
-            codes = match.group("codes")
-            found[tok.start[0]] = (
-                None if codes is None else frozenset(re.split(r"[,\s]+", codes.upper().strip()))
-            )
+            start = start or tok.start[0]
+            end = max(end, tok.end[0])
+            if tok.type in (tokenize.NL, tokenize.NEWLINE):
+                ranges.append((start, end))
+                start, end = 0, 0
     except (tokenize.TokenError, SyntaxError, IndentationError):
-        pass
-    return found
+        return []
+    return ranges
+
+
+def parse_noqa(text: str) -> Noqa:
+    """Read every ``# noqa`` directive of ``text`` (see :class:`Noqa`)."""
+    physical = text.splitlines(keepends=True)
+    lines: dict[int, frozenset[str] | None] = {}
+    file_codes: set[str] = set()
+    whole_file = False
+    for line in physical:
+        if "noqa" not in line.lower():
+            continue
+        whole = FILE_NOQA_RE.match(line)
+        if whole is not None:
+            codes = _noqa_codes(whole.group("codes"))
+            if whole.group("flake8") or codes is None:
+                whole_file = True
+            else:
+                file_codes.update(codes)
+    for start, end in _logical_ranges(text):
+        joined = "".join(physical[start - 1:end])
+        if "noqa" not in joined.lower():
+            continue
+        match = NOQA_RE.search(joined)
+        if match is not None:
+            lines.update(dict.fromkeys(range(start, end + 1), _noqa_codes(match.group("codes"))))
+    return Noqa(lines, frozenset(file_codes), whole_file)
 
 
 def _char_col(lines: list[str], line: int, byte_col: int) -> int:
@@ -233,7 +310,7 @@ def check_tree(
         text: the decoded source (for noqa comments and character columns).
         path: the path used in violations and for test-module detection.
         config: settings (selection, engine classes, runner names...).
-        apply_noqa: drop violations suppressed by ``# noqa`` (flake8 does this itself).
+        apply_noqa: drop violations suppressed by ``# noqa`` (:func:`parse_noqa`).
 
     A module nesting deeper than the default recursion limit allows is analysed again in
     :func:`call_with_deep_stack`; fixes in a module deeper than :data:`MAX_FIX_DEPTH` are
@@ -270,7 +347,7 @@ def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_no
     if not module.in_scope:
         return []
     lines: list[str] | None = None
-    noqa: dict[int, frozenset[str] | None] | None = None
+    noqa: Noqa | None = None
     out: list[Violation] = []
     depends: dict[int, tuple[str, int]] = {}
     for rule_cls in codes:
@@ -284,11 +361,10 @@ def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_no
         if hits and lines is None:
             lines = text.splitlines()
             wants_noqa = apply_noqa and "noqa" in text.lower()
-            noqa = noqa_map(text) if wants_noqa else {}
+            noqa = parse_noqa(text) if wants_noqa else Noqa()
         for hit in hits:
             assert lines is not None and noqa is not None
-            suppressed = noqa.get(hit.node_line, False)
-            if suppressed is None or (suppressed and rule.code in suppressed):
+            if noqa.suppresses(hit.node_line, rule.code):
                 continue
             if hit.depends_on is not None and hit.fix is not None:
                 depends[len(out)] = hit.depends_on
@@ -357,7 +433,7 @@ def per_file_ignored_codes(path: str, config: Config) -> tuple[str, ...]:
     rel = rel.replace(os.sep, "/")
     ignored: list[str] = []
     for pattern, codes in config.per_file_ignores:
-        spec = pathspec.PathSpec.from_lines("gitwildmatch", [pattern])
+        spec = pathspec.GitIgnoreSpec.from_lines([pattern])
         if spec.match_file(rel) or spec.match_file(os.path.basename(path)):
             ignored.extend(codes)
     return tuple(ignored)
