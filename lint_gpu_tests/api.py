@@ -35,6 +35,7 @@ from lint_gpu_tests.engine import (
     PARSE_ERROR_CODE,
     FixOutcome,
     InternalError,
+    add_noqa,
     check_source,
     decode_source,
     fix_source,
@@ -54,9 +55,12 @@ __all__ = [
     "Problem",
     "RunResult",
     "Violation",
+    "add_noqa_to_files",
     "check_file",
     "check_paths",
     "check_source",
+    "check_stdin",
+    "discover_files",
     "fix_source",
     "needles",
     "may_hold_violation",
@@ -328,6 +332,44 @@ def check_file(path: str, config: Config, *, fix: bool = False, unsafe_fixes: bo
     """
     mode = _Mode(fix=fix, unsafe=unsafe_fixes, diff=False, prefilter=True, verbose=False)
     return _process(path, None, config, mode).result
+
+
+def check_stdin(source: bytes, path: str, config: Config, *, fix: bool = False,
+                unsafe_fixes: bool = False, verbose: bool = False) -> FileResult:
+    """Check (and with ``fix``, fix) a buffer that is not on disk, e.g. an editor's unsaved
+    file, as if it were the file at ``path``; nothing is written.
+
+    Returns:
+        Its :class:`FileResult`: with ``fix``, ``new_source`` holds the fixed bytes (``None``
+        when nothing changed) and ``violations`` what is left; ``error`` as for files.
+    """
+    mode = _Mode(fix=False, unsafe=unsafe_fixes, diff=fix, prefilter=True, verbose=verbose)
+    return _process(path, source, config, mode).result
+
+
+def add_noqa_to_files(result: RunResult) -> tuple[int, list[tuple[str, str]]]:
+    """Add ``# noqa: CODES`` for every violation in ``result`` to its file, in place
+    (``--add-noqa``; see :func:`~lint_gpu_tests.engine.add_noqa`).
+
+    Returns:
+        ``(lines given a directive, [(path, error message)...] for files that could not be
+        read, decoded or written)``.
+    """
+    added = 0
+    errors: list[tuple[str, str]] = []
+    for file in result.files:
+        if not any(v.code != PARSE_ERROR_CODE for v in file.violations):
+            continue
+        try:
+            source = Path(file.path).read_bytes()
+            new, count = add_noqa(source, file.violations)
+            if new is not None:
+                atomic_write(file.path, new)
+        except (OSError, SyntaxError) as exc:
+            errors.append((file.path, f"cannot add noqa: {exc}"))
+            continue
+        added += count
+    return added, errors
 
 
 def check_paths(

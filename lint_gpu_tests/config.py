@@ -64,6 +64,7 @@ class Config:
         cleanup_functions: extra call names GPU004 treats as manual cleanup.
         test_roots: directories whose ``*.py`` files count as test modules.
         root: directory the config was found in (for relative patterns).
+        source: the config file these settings come from (``""`` for the defaults).
     """
 
     select: tuple[str, ...] = ("GPU",)
@@ -81,6 +82,7 @@ class Config:
     cleanup_functions: tuple[str, ...] = ()
     test_roots: tuple[str, ...] = ()
     root: str = field(default=".", compare=False)
+    source: str = field(default="", compare=False)
 
     def is_code_enabled(self, code: str) -> bool:
         """Return True when ``code`` is selected and not ignored (longest prefix wins, as ruff)."""
@@ -94,6 +96,7 @@ class Config:
         included (relative patterns are anchored there)."""
         data = dataclasses.asdict(self)
         data["root"] = os.path.abspath(self.root)
+        data.pop("source", None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def with_overrides(self, **changes: Any) -> Config:
@@ -165,7 +168,7 @@ def config_from_table(table: Mapping[str, object], source: str, root: str = ".")
     Raises:
         ConfigError: for an unknown key (named in the message) or a value of the wrong type.
     """
-    kwargs: dict[str, Any] = {"root": root}
+    kwargs: dict[str, Any] = {"root": root, "source": source}
     for key, value in table.items():
         if key in SELECTOR_KEYS:
             kwargs[_LIST_KEYS[key]] = _selectors(key, value, source)
@@ -285,6 +288,24 @@ def resolve_config(paths: Sequence[str], config_file: str | None = None) -> Conf
     start = Path(paths[0]) if paths else Path.cwd()
     found = find_config_file(start)
     return load_config_file(found) if found else Config(root=str(Path.cwd()))
+
+
+def config_as_toml(config: Config) -> str:
+    """``config`` as the ``[tool.gpu-test-lint]`` table that would give it, every key spelled
+    out (``--show-settings``)."""
+    def value(item: object) -> str:
+        if isinstance(item, tuple):
+            return "[" + ", ".join(value(x) for x in item) + "]"
+        return json.dumps(item)
+
+    keys = [("select", "select"), ("ignore", "ignore"), ("extend-select", "extend_select")]
+    out = ["[tool.gpu-test-lint]"]
+    out += [f"{key} = {value(getattr(config, name))}" for key, name in keys]
+    table = ", ".join(f"{json.dumps(p)} = {value(c)}" for p, c in config.per_file_ignores)
+    out.append(f"per-file-ignores = {{{' ' + table + ' ' if table else ''}}}")
+    names = {**{k: v for k, v in _LIST_KEYS.items() if k not in SELECTOR_KEYS}, **_STR_KEYS}
+    out += [f"{key} = {value(getattr(config, name))}" for key, name in names.items()]
+    return "\n".join(out) + "\n"
 
 
 EXTENDING_FIELDS = ("extend_select", "extend_exclude")

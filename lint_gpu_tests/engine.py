@@ -216,9 +216,18 @@ def _logical_ranges(text: str) -> list[tuple[int, int]]:
     return ranges
 
 
+_LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def physical_lines(text: str) -> list[str]:
+    """``text`` split into lines as the tokenizer counts them (``\n``, ``\r\n``, ``\r``;
+    unlike :meth:`str.splitlines`, a form feed does not end a line), endings kept."""
+    return _LINE_RE.findall(text)
+
+
 def parse_noqa(text: str) -> Noqa:
     """Read every ``# noqa`` directive of ``text`` (see :class:`Noqa`)."""
-    physical = text.splitlines(keepends=True)
+    physical = physical_lines(text)
     lines: dict[int, frozenset[str] | None] = {}
     file_codes: set[str] = set()
     whole_file = False
@@ -240,6 +249,78 @@ def parse_noqa(text: str) -> Noqa:
         if match is not None:
             lines.update(dict.fromkeys(range(start, end + 1), _noqa_codes(match.group("codes"))))
     return Noqa(lines, frozenset(file_codes), whole_file)
+
+
+def _noqa_target_lines(text: str) -> dict[int, int]:
+    """Line -> the line whose end a ``# noqa`` for it goes to: the last line of its run of
+    lines (after a multi-line string's closing quotes, after a continuation)."""
+    target: dict[int, int] = {}
+    for start, end in _logical_ranges(text):
+        target.update(dict.fromkeys(range(start, end + 1), end))
+    return target
+
+
+def add_noqa(source: bytes, violations: Iterable[Violation]) -> tuple[bytes | None, int]:
+    """Add ``# noqa: CODES`` so that each of ``violations`` is suppressed (``--add-noqa``).
+
+    A new directive goes at the end of the violation's run of lines (see :class:`Noqa`),
+    after any comment there; an existing ``# noqa: CODES`` gets the missing codes, sorted.
+    Encoding, BOM and each line's ending are kept. ``GPU900`` cannot be suppressed.
+
+    Returns:
+        ``(new bytes, number of lines given or extended a directive)``, or ``(None, 0)``
+        when nothing changes.
+
+    Raises:
+        SyntaxError: when ``source`` cannot be decoded.
+    """
+    import io
+    import tokenize
+
+    text = decode_source(source)
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+    lines = physical_lines(text)
+    target = _noqa_target_lines(text)
+    wanted: dict[int, set[str]] = {}
+    for v in violations:
+        if v.code != PARSE_ERROR_CODE:
+            wanted.setdefault(target.get(v.location.row, v.location.row), set()).add(v.code)
+    changed = 0
+    for row, codes in sorted(wanted.items()):
+        if not 1 <= row <= len(lines):
+            continue
+        line = lines[row - 1]
+        body = line.rstrip("\r\n")
+        ending = line[len(body):]
+        match = NOQA_RE.search(body)
+        if match is None:
+            body = f"{body}  # noqa: {', '.join(sorted(codes))}"
+        elif match.group("codes") is not None:
+            have = _noqa_codes(match.group("codes")) or frozenset()
+            if codes <= have:
+                continue
+            tail = " " if match.group(0)[-1:].isspace() else ""
+            body = (body[:match.start()] + f"# noqa: {', '.join(sorted(have | codes))}{tail}"
+                    + body[match.end():])
+        else:
+            continue  # a bare # noqa already suppresses everything
+        lines[row - 1] = body + ending
+        changed += 1
+    if not changed:
+        return None, 0
+    return "".join(lines).encode(encoding), changed
+
+
+def in_scope(source: bytes, path: str, config: Config) -> bool | None:
+    """Whether the rules look at the module at ``path`` (a test module by name, under a
+    ``test-roots`` directory, or defining pytest tests or fixtures); ``None`` when it does
+    not parse. For ``--show-files``."""
+    from lint_gpu_tests.analysis import ModuleAnalysis
+
+    tree, text, error = parse_source(source, path)
+    if tree is None or error is not None:
+        return None
+    return call_with_deep_stack(ModuleAnalysis.build, tree, text, path, config).in_scope
 
 
 def _char_col(lines: list[str], line: int, byte_col: int) -> int:
