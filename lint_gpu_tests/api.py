@@ -42,7 +42,8 @@ from lint_gpu_tests.engine import (
     parse_source,
     wanted_fixes,
 )
-from lint_gpu_tests.ftypes import FileResult, Violation
+from lint_gpu_tests.ftypes import FileResult, Location, Violation
+from lint_gpu_tests.output import Edit
 from lint_gpu_tests.writer import atomic_write
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "check_source",
     "check_stdin",
     "discover_files",
+    "fix_edits",
     "fix_source",
     "needles",
     "may_hold_violation",
@@ -155,12 +157,15 @@ class RunResult:
         problems: trouble met while discovering files (see :class:`Problem`).
         diffs: path -> unified diff text, in ``diff`` mode, for files a fix would change.
         cache_hits: how many files the cache answered for.
+        edits: with ``edits=True``, the edits of each fixable violation's fix (see
+            :func:`fix_edits`).
     """
 
     files: list[FileResult] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     diffs: dict[str, str] = field(default_factory=dict)
     cache_hits: int = 0
+    edits: dict[Violation, tuple[Edit, ...]] = field(default_factory=dict)
 
     @property
     def violations(self) -> list[Violation]:
@@ -334,6 +339,74 @@ def check_file(path: str, config: Config, *, fix: bool = False, unsafe_fixes: bo
     return _process(path, None, config, mode).result
 
 
+def fix_edits(old: bytes, new: bytes) -> list[Edit]:
+    """The minimal line-level edits that turn ``old`` into ``new`` (both a file's bytes, as
+    ``--fix`` read and wrote them), positions in ``old``'s decoded text: 1-based rows, 1-based
+    character columns, the end exclusive. Applied from the last to the first, they give
+    exactly ``new``'s text.
+
+    Raises:
+        SyntaxError: when either cannot be decoded.
+    """
+    from difflib import SequenceMatcher
+
+    from lint_gpu_tests.engine import physical_lines
+
+    a = physical_lines(decode_source(old))
+    b = physical_lines(decode_source(new))
+
+    def position(index: int) -> Location:
+        if index < len(a):
+            return Location(index + 1, 1)
+        if not a:
+            return Location(1, 1)
+        if a[-1].endswith(("\n", "\r")):
+            return Location(len(a) + 1, 1)
+        return Location(len(a), len(a[-1]) + 1)
+
+    return [Edit("".join(b[j1:j2]), position(i1), position(i2))
+            for tag, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+            if tag != "equal"]
+
+
+def _assign_edits(fixed: Sequence[Violation], edits: Sequence[Edit]
+                  ) -> dict[Violation, tuple[Edit, ...]]:
+    """Give each edit to one fixed violation: the first whose rows overlap it, else the
+    nearest (an added import goes to the first fix below it). Together the violations'
+    edits are the whole rewrite, each edit carried once."""
+    out: dict[Violation, list[Edit]] = {v: [] for v in fixed}
+    for edit in edits:
+        last = edit.end_location.row - (1 if edit.end_location.column == 1
+                                        and edit.end_location.row > edit.location.row else 0)
+
+        def distance(v: Violation, first: int = edit.location.row, last: int = last) -> int:
+            if v.end_location.row < first:
+                return first - v.end_location.row
+            return max(0, v.location.row - last)
+
+        owner = min(fixed, key=lambda v: (distance(v), v.location.row, v.location.column))
+        out[owner].append(edit)
+    return {v: tuple(e) for v, e in out.items()}
+
+
+def _edits_for(result: FileResult, config: Config, unsafe: bool
+               ) -> dict[Violation, tuple[Edit, ...]]:
+    """The edits of ``result``'s fixable violations: what ``--fix`` would write, as edits."""
+    if result.error is not None or not wanted_fixes(result.violations, unsafe):
+        return {}
+    try:
+        source = Path(result.path).read_bytes()
+        outcome = fix_source(source, result.path, config, unsafe=unsafe,
+                             violations=result.violations)
+        if outcome.new_source is None or outcome.error is not None or not outcome.fixed:
+            return {}
+        return _assign_edits(outcome.fixed, fix_edits(source, outcome.new_source))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # noqa: BLE001 - no edits then; --fix reports the failure
+        return {}
+
+
 def check_stdin(source: bytes, path: str, config: Config, *, fix: bool = False,
                 unsafe_fixes: bool = False, verbose: bool = False) -> FileResult:
     """Check (and with ``fix``, fix) a buffer that is not on disk, e.g. an editor's unsaved
@@ -387,6 +460,7 @@ def check_paths(
     prefilter: bool = True,
     verbose: bool = False,
     parallel_threshold: int = PARALLEL_THRESHOLD,
+    edits: bool = False,
     progress: Callable[[int], None] | None = None,
     on_discovered: Callable[[Discovery], None] | None = None,
 ) -> RunResult:
@@ -409,6 +483,8 @@ def check_paths(
         prefilter: skip the analysis of files that cannot hold a violation.
         verbose: put full tracebacks in internal-error messages.
         parallel_threshold: fewest files to analyse for which worker processes are used.
+        edits: (without ``fix``) also compute what ``--fix`` would write, as the edits of
+            each fixable violation, in :attr:`RunResult.edits` (JSON and SARIF output).
         progress: called with the number of files just finished, as the run goes.
         on_discovered: called once with the discovered files, before checking starts.
 
@@ -470,4 +546,7 @@ def check_paths(
     if caches is not None:
         caches.save()
     run.files = [done[path].result for path in found.files]
+    if edits and not fix:
+        for file in run.files:
+            run.edits.update(_edits_for(file, configs[file.path], unsafe_fixes))
     return run

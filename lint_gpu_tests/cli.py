@@ -371,6 +371,7 @@ def _run_check(paths: list[str], config: ConfigResolver, fmt: OutputFormat, *, f
             jobs=jobs, cache=cache, cache_dir=cache_dir, force_exclude=force_exclude,
             respect_gitignore=respect_gitignore, verbose=verbose,
             progress=progress.step, on_discovered=lambda found: progress.start(len(found.files)),
+            edits=fmt in (OutputFormat.JSON, OutputFormat.SARIF) and not statistics,
         )
     except PathNotFoundError as exc:
         fail(str(exc))
@@ -386,7 +387,8 @@ def _run_check(paths: list[str], config: ConfigResolver, fmt: OutputFormat, *, f
         click.echo("hint: run with --verbose to see the traceback", err=True)
 
     color = _use_color() and fmt.is_text
-    options = RenderOptions(unsafe_fixes=unsafe_fixes, color=color, cwd=os.getcwd())
+    options = RenderOptions(unsafe_fixes=unsafe_fixes, color=color, cwd=os.getcwd(),
+                            edits=result.edits)
     remaining = result.violations
     fatal = result.has_fatal_problem
 
