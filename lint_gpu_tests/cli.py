@@ -292,11 +292,11 @@ def _run_stdin(filename: str, config: ConfigResolver, fmt: OutputFormat, *, fix:
     from lint_gpu_tests.api import check_stdin, unified_diff
     from lint_gpu_tests.discovery import is_excluded
 
-    source = click.get_binary_stream("stdin").read()
+    source = sys.stdin.buffer.read()
     settings = config.for_file(filename)
     if force_exclude and is_excluded(filename, settings):
         if fix:
-            click.get_binary_stream("stdout").write(source)
+            sys.stdout.buffer.write(source)
         return 0
     result = check_stdin(source, filename, settings, fix=fix or diff,
                          unsafe_fixes=unsafe_fixes, verbose=verbose)
@@ -312,7 +312,7 @@ def _run_stdin(filename: str, config: ConfigResolver, fmt: OutputFormat, *, fix:
         return 1 if result.new_source is not None and not exit_zero else 0
     report_to_stderr = fix
     if fix:
-        stdout = click.get_binary_stream("stdout")
+        stdout = sys.stdout.buffer
         stdout.write(result.new_source if result.new_source is not None else source)
         stdout.flush()
     text = render(remaining, fmt, options)

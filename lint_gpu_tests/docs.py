@@ -86,7 +86,7 @@ def render_rules_table(rules: Sequence[type[Rule]] | None = None) -> str:
 
 def render_rules_markdown(rules: Sequence[type[Rule]] | None = None) -> str:
     """The whole of ``docs/rules.md``: a table of rules, then each rule's sections under an
-    ``#gpuNNN`` anchor (the ``url`` of JSON output and SARIF ``helpUri`` point there)."""
+    ``#gpuNNN`` anchor (the ``url`` of JSON output points there)."""
     from lint_gpu_tests.engine import PARSE_ERROR_CODE, PARSE_ERROR_NAME
 
     rules = _rules() if rules is None else list(rules)

@@ -21,8 +21,9 @@ from lint_gpu_tests import __version__
 from lint_gpu_tests.ftypes import Applicability, Location, Violation
 
 TOOL_NAME = "gpu-test-lint"
-INFORMATION_URI = "https://github.com/gpu-test-lint/gpu-test-lint"
-DOCS_URL = INFORMATION_URI + "/blob/main/docs/rules.md"
+DOCS_URL = "docs/rules.md"
+"""Where the rule documentation ships: ``docs/rules.md`` of the gpu-test-lint repository (a
+relative reference; the package is installed from a clone or a wheel, it has no web site)."""
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SRCROOT = "%SRCROOT%"
 """The ``originalUriBaseIds`` key that SARIF artifact URIs are relative to (the repository)."""
@@ -79,7 +80,8 @@ class RenderOptions:
 
 
 def rule_url(code: str) -> str:
-    """Documentation URL of a rule (an anchor in ``docs/rules.md``)."""
+    """Documentation URL of a rule: its anchor in ``docs/rules.md`` (``docs/rules.md#gpu001``,
+    relative to the gpu-test-lint repository)."""
     return f"{DOCS_URL}#{code.lower()}"
 
 
@@ -281,7 +283,9 @@ def _fingerprint(v: Violation, uri: str, sources: dict[str, list[str]],
 
 
 def sarif_rules() -> list[dict[str, Any]]:
-    """``tool.driver.rules`` entries for every rule, plus the parse-error pseudo-rule."""
+    """``tool.driver.rules`` entries for every rule, plus the parse-error pseudo-rule. The full
+    documentation is embedded (``help``); there is no ``helpUri``, which SARIF wants absolute,
+    and the rule docs have no web address."""
     from lint_gpu_tests.docs import render_rule
     from lint_gpu_tests.engine import PARSE_ERROR_CODE, PARSE_ERROR_NAME
     from lint_gpu_tests.rules import ALL_RULES
@@ -295,7 +299,6 @@ def sarif_rules() -> list[dict[str, Any]]:
             "shortDescription": {"text": rule.summary},
             "fullDescription": {"text": rule.what_it_does.strip()},
             "help": {"text": text, "markdown": text},
-            "helpUri": rule_url(rule.code),
             "properties": {"tags": ["gpu", "resource-leak"]},
         })
     out.append({
@@ -305,7 +308,6 @@ def sarif_rules() -> list[dict[str, Any]]:
         "fullDescription": {"text": "The file is not valid Python; it is reported and never "
                                     "rewritten."},
         "help": {"text": "Fix the syntax error.", "markdown": "Fix the syntax error."},
-        "helpUri": rule_url(PARSE_ERROR_CODE),
     })
     return out
 
@@ -355,7 +357,6 @@ def render_sarif(violations: Sequence[Violation], options: RenderOptions) -> str
         "runs": [{
             "tool": {"driver": {
                 "name": TOOL_NAME,
-                "informationUri": INFORMATION_URI,
                 "version": __version__,
                 "rules": rules,
             }},
