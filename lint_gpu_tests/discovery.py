@@ -90,7 +90,7 @@ class Discovery:
     problems: list[Problem] = field(default_factory=list)
 
 
-def _spec(lines: Iterable[str]) -> pathspec.PathSpec:
+def _spec(lines: Iterable[str]) -> pathspec.GitIgnoreSpec:
     return pathspec.GitIgnoreSpec.from_lines(list(lines))
 
 
@@ -118,7 +118,7 @@ class _Ignore:
     """
 
     base: str
-    spec: pathspec.PathSpec | None
+    spec: pathspec.GitIgnoreSpec | None
     names_any: re.Pattern[str] | None = None
     names_dir: re.Pattern[str] | None = None
 

@@ -145,12 +145,6 @@ def decode_source(source: bytes) -> str:
     return text
 
 
-def _noqa_codes(codes: str | None) -> frozenset[str] | None:
-    if codes is None:
-        return None
-    return frozenset(c for c in re.split(r"[,\s]+", codes.upper()) if c)
-
-
 @dataclass(frozen=True)
 class Noqa:
     """The ``# noqa`` directives of one module: what the CLI and the flake8 plugin both obey.

@@ -243,11 +243,11 @@ def render_json(violations: Sequence[Violation], options: RenderOptions) -> str:
 def repository_root(cwd: str) -> str:
     """The directory SARIF URIs are relative to: the enclosing git checkout of ``cwd``
     (a directory holding ``.git``), else ``cwd`` itself."""
-    here = os.path.abspath(cwd)
-    for directory in (here, *Path(here).parents):
-        if os.path.exists(os.path.join(directory, ".git")):
+    here = Path(os.path.abspath(cwd))
+    for directory in (here, *here.parents):
+        if (directory / ".git").exists():
             return str(directory)
-    return here
+    return str(here)
 
 
 def sarif_artifact(path: str, cwd: str, root: str) -> dict[str, str]:
