@@ -3,18 +3,19 @@
 The CLI is a thin layer over :func:`check_paths`; the flake8 plugin calls the engine
 directly. Everything a user can do from the command line can be done from here::
 
-    from lint_gpu_tests.api import check_paths, resolve_config
-    config = resolve_config(["tests"])
-    result = check_paths(["tests"], config)
+    from lint_gpu_tests.api import ConfigResolver, check_paths
+    result = check_paths(["tests"], ConfigResolver())  # nearest config file per file
     for violation in result.violations:
         print(violation.path, violation.location.row, violation.code)
 
-How a run goes: :func:`~lint_gpu_tests.discovery.discover_files` lists the files; each file's
-bytes are read and hashed; the cache (:mod:`lint_gpu_tests.cache`) answers for files it has
-seen with the same bytes and config; the rest are checked, in worker processes when there are
-many of them. Before parsing, a byte-level prefilter (:func:`needles`) lets files through that
-cannot hold a rule violation: those are only parsed, to report ``GPU900`` for a syntax error,
-and never analysed. Fixing imports LibCST, and only for files that have something to fix.
+How a run goes: :func:`~lint_gpu_tests.discovery.discover_files` lists the files; each file
+gets the settings of its nearest config file (:class:`~lint_gpu_tests.config.ConfigResolver`);
+each file's bytes are read and hashed; the cache of that config (:mod:`lint_gpu_tests.cache`)
+answers for files it has seen with the same bytes and settings; the rest are checked, in
+worker processes when there are many of them. Before parsing, a byte-level prefilter
+(:func:`needles`) lets files through that cannot hold a rule violation: those are only parsed,
+to report ``GPU900`` for a syntax error, and never analysed. Fixing imports LibCST, and only
+for files that have something to fix.
 """
 
 from __future__ import annotations
@@ -27,34 +28,41 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir
-from lint_gpu_tests.config import Config, ConfigError, resolve_config
+from lint_gpu_tests.config import Config, ConfigError, ConfigResolver, resolve_config
 from lint_gpu_tests.conftest_index import conftest_engine_fixtures
 from lint_gpu_tests.discovery import Discovery, PathNotFoundError, Problem, discover_files
 from lint_gpu_tests.engine import (
     PARSE_ERROR_CODE,
     FixOutcome,
     InternalError,
+    add_noqa,
     check_source,
     decode_source,
     fix_source,
     parse_source,
     wanted_fixes,
 )
-from lint_gpu_tests.ftypes import FileResult, Violation
+from lint_gpu_tests.ftypes import FileResult, Location, Violation
+from lint_gpu_tests.output import Edit
 from lint_gpu_tests.writer import atomic_write
 
 __all__ = [
     "Config",
     "ConfigError",
+    "ConfigResolver",
     "FileResult",
     "InternalError",
     "PathNotFoundError",
     "Problem",
     "RunResult",
     "Violation",
+    "add_noqa_to_files",
     "check_file",
     "check_paths",
     "check_source",
+    "check_stdin",
+    "discover_files",
+    "fix_edits",
     "fix_source",
     "needles",
     "may_hold_violation",
@@ -149,12 +157,15 @@ class RunResult:
         problems: trouble met while discovering files (see :class:`Problem`).
         diffs: path -> unified diff text, in ``diff`` mode, for files a fix would change.
         cache_hits: how many files the cache answered for.
+        edits: with ``edits=True``, the edits of each fixable violation's fix (see
+            :func:`fix_edits`).
     """
 
     files: list[FileResult] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     diffs: dict[str, str] = field(default_factory=dict)
     cache_hits: int = 0
+    edits: dict[Violation, tuple[Edit, ...]] = field(default_factory=dict)
 
     @property
     def violations(self) -> list[Violation]:
@@ -220,7 +231,9 @@ def unified_diff(path: str, old: bytes, new: bytes) -> str:
 
 
 def _process(path: str, source: bytes | None, config: Config, mode: _Mode) -> _Outcome:
-    """Check (and maybe fix) one file; never raises."""
+    """Check (and maybe fix) one file; raises nothing but ``KeyboardInterrupt`` and
+    ``SystemExit`` (a ``BaseException`` such as LibCST's ``PanicException`` is this file's
+    error)."""
     if source is None:
         try:
             source = Path(path).read_bytes()
@@ -229,7 +242,9 @@ def _process(path: str, source: bytes | None, config: Config, mode: _Mode) -> _O
     digest = file_digest(path, source, config)
     try:
         violations = _check_bytes(source, path, config, mode.prefilter)
-    except Exception as exc:  # noqa: BLE001 - reported for this file, the run goes on
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - reported for this file, the run goes on
         return _Outcome(FileResult(path, error=_error_text(path, exc, mode.verbose)), digest)
     if not (mode.fix or mode.diff) or not wanted_fixes(violations, mode.unsafe):
         return _Outcome(FileResult(path, violations), digest, violations)
@@ -241,7 +256,9 @@ def _fix(path: str, source: bytes, digest: str, violations: list[Violation], con
     try:
         outcome: FixOutcome = fix_source(source, path, config, unsafe=mode.unsafe,
                                          violations=violations)
-    except Exception as exc:  # noqa: BLE001 - reported for this file, the run goes on
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - e.g. LibCST's PanicException; run goes on
         return _Outcome(FileResult(path, violations, error=_error_text(path, exc, mode.verbose)),
                         digest, violations)
     error = outcome.error
@@ -262,27 +279,53 @@ def _fix(path: str, source: bytes, digest: str, violations: list[Violation], con
     return _Outcome(result, new_digest, outcome.remaining if outcome.error is None else None)
 
 
-_WORKER: tuple[Config, _Mode] | None = None
+_WORKER_MODE: _Mode | None = None
 
 
-def _init_worker(config: Config, mode: _Mode) -> None:
-    global _WORKER
-    _WORKER = (config, mode)
+def _init_worker(mode: _Mode) -> None:
+    global _WORKER_MODE
+    _WORKER_MODE = mode
 
 
-def _work(path: str) -> _Outcome:
-    assert _WORKER is not None
-    return _process(path, None, *_WORKER)
+def _work(item: tuple[str, Config]) -> _Outcome:
+    assert _WORKER_MODE is not None
+    return _process(item[0], None, item[1], _WORKER_MODE)
 
 
-def _run_parallel(paths: Sequence[str], config: Config, mode: _Mode, jobs: int
+def _run_parallel(items: Sequence[tuple[str, Config]], mode: _Mode, jobs: int
                   ) -> Iterator[_Outcome]:
     from concurrent.futures import ProcessPoolExecutor  # imported only for parallel runs
 
-    chunksize = max(1, min(64, len(paths) // (jobs * 8)))
+    chunksize = max(1, min(64, len(items) // (jobs * 8)))
     with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
-                             initargs=(config, mode)) as pool:
-        yield from pool.map(_work, paths, chunksize=chunksize)
+                             initargs=(mode,)) as pool:
+        yield from pool.map(_work, items, chunksize=chunksize)
+
+
+class _Caches:
+    """One :class:`ResultCache` per config in play (its directory at that config's root,
+    unless ``--cache-dir`` or the environment names one; keyed by its fingerprint)."""
+
+    def __init__(self, cache_dir: str | None) -> None:
+        self.cache_dir = cache_dir
+        self._stores: dict[tuple[str, str], ResultCache] = {}
+        self._by_config: dict[int, tuple[Config, ResultCache]] = {}
+
+    def __call__(self, config: Config) -> ResultCache:
+        known = self._by_config.get(id(config))
+        if known is not None and known[0] is config:
+            return known[1]
+        directory = default_cache_dir(config.root, self.cache_dir)
+        key = (str(directory), config.fingerprint())
+        store = self._stores.get(key)
+        if store is None:
+            store = self._stores[key] = ResultCache(directory, key[1])
+        self._by_config[id(config)] = (config, store)
+        return store
+
+    def save(self) -> None:
+        for store in self._stores.values():
+            store.save()
 
 
 def check_file(path: str, config: Config, *, fix: bool = False, unsafe_fixes: bool = False
@@ -296,9 +339,115 @@ def check_file(path: str, config: Config, *, fix: bool = False, unsafe_fixes: bo
     return _process(path, None, config, mode).result
 
 
+def fix_edits(old: bytes, new: bytes) -> list[Edit]:
+    """The minimal line-level edits that turn ``old`` into ``new`` (both a file's bytes, as
+    ``--fix`` read and wrote them), positions in ``old``'s decoded text: 1-based rows, 1-based
+    character columns, the end exclusive. Applied from the last to the first, they give
+    exactly ``new``'s text.
+
+    Raises:
+        SyntaxError: when either cannot be decoded.
+    """
+    from difflib import SequenceMatcher
+
+    from lint_gpu_tests.engine import physical_lines
+
+    a = physical_lines(decode_source(old))
+    b = physical_lines(decode_source(new))
+
+    def position(index: int) -> Location:
+        if index < len(a):
+            return Location(index + 1, 1)
+        if not a:
+            return Location(1, 1)
+        if a[-1].endswith(("\n", "\r")):
+            return Location(len(a) + 1, 1)
+        return Location(len(a), len(a[-1]) + 1)
+
+    return [Edit("".join(b[j1:j2]), position(i1), position(i2))
+            for tag, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+            if tag != "equal"]
+
+
+def _assign_edits(fixed: Sequence[Violation], edits: Sequence[Edit]
+                  ) -> dict[Violation, tuple[Edit, ...]]:
+    """Give each edit to one fixed violation: the first whose rows overlap it, else the
+    nearest (an added import goes to the first fix below it). Together the violations'
+    edits are the whole rewrite, each edit carried once."""
+    out: dict[Violation, list[Edit]] = {v: [] for v in fixed}
+    for edit in edits:
+        last = edit.end_location.row - (1 if edit.end_location.column == 1
+                                        and edit.end_location.row > edit.location.row else 0)
+
+        def distance(v: Violation, first: int = edit.location.row, last: int = last) -> int:
+            if v.end_location.row < first:
+                return first - v.end_location.row
+            return max(0, v.location.row - last)
+
+        owner = min(fixed, key=lambda v: (distance(v), v.location.row, v.location.column))
+        out[owner].append(edit)
+    return {v: tuple(e) for v, e in out.items()}
+
+
+def _edits_for(result: FileResult, config: Config, unsafe: bool
+               ) -> dict[Violation, tuple[Edit, ...]]:
+    """The edits of ``result``'s fixable violations: what ``--fix`` would write, as edits."""
+    if result.error is not None or not wanted_fixes(result.violations, unsafe):
+        return {}
+    try:
+        source = Path(result.path).read_bytes()
+        outcome = fix_source(source, result.path, config, unsafe=unsafe,
+                             violations=result.violations)
+        if outcome.new_source is None or outcome.error is not None or not outcome.fixed:
+            return {}
+        return _assign_edits(outcome.fixed, fix_edits(source, outcome.new_source))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # noqa: BLE001 - no edits then; --fix reports the failure
+        return {}
+
+
+def check_stdin(source: bytes, path: str, config: Config, *, fix: bool = False,
+                unsafe_fixes: bool = False, verbose: bool = False) -> FileResult:
+    """Check (and with ``fix``, fix) a buffer that is not on disk, e.g. an editor's unsaved
+    file, as if it were the file at ``path``; nothing is written.
+
+    Returns:
+        Its :class:`FileResult`: with ``fix``, ``new_source`` holds the fixed bytes (``None``
+        when nothing changed) and ``violations`` what is left; ``error`` as for files.
+    """
+    mode = _Mode(fix=False, unsafe=unsafe_fixes, diff=fix, prefilter=True, verbose=verbose)
+    return _process(path, source, config, mode).result
+
+
+def add_noqa_to_files(result: RunResult) -> tuple[int, list[tuple[str, str]]]:
+    """Add ``# noqa: CODES`` for every violation in ``result`` to its file, in place
+    (``--add-noqa``; see :func:`~lint_gpu_tests.engine.add_noqa`).
+
+    Returns:
+        ``(lines given a directive, [(path, error message)...] for files that could not be
+        read, decoded or written)``.
+    """
+    added = 0
+    errors: list[tuple[str, str]] = []
+    for file in result.files:
+        if not any(v.code != PARSE_ERROR_CODE for v in file.violations):
+            continue
+        try:
+            source = Path(file.path).read_bytes()
+            new, count = add_noqa(source, file.violations)
+            if new is not None:
+                atomic_write(file.path, new)
+        except (OSError, SyntaxError) as exc:
+            errors.append((file.path, f"cannot add noqa: {exc}"))
+            continue
+        added += count
+    return added, errors
+
+
 def check_paths(
     paths: Sequence[str],
-    config: Config,
+    config: Config | ConfigResolver,
     *,
     fix: bool = False,
     unsafe_fixes: bool = False,
@@ -311,6 +460,7 @@ def check_paths(
     prefilter: bool = True,
     verbose: bool = False,
     parallel_threshold: int = PARALLEL_THRESHOLD,
+    edits: bool = False,
     progress: Callable[[int], None] | None = None,
     on_discovered: Callable[[Discovery], None] | None = None,
 ) -> RunResult:
@@ -318,7 +468,8 @@ def check_paths(
 
     Args:
         paths: files and directories as the user named them (``[]`` means ``["."]``).
-        config: the run's settings (see :func:`~lint_gpu_tests.config.resolve_config`).
+        config: a :class:`~lint_gpu_tests.config.ConfigResolver` (each file gets its nearest
+            config file's settings), or one :class:`Config` for every file.
         fix: apply fixes and write changed files atomically (keeping mode, encoding, BOM and
             line endings).
         unsafe_fixes: apply unsafe fixes too (with ``fix`` or ``diff``).
@@ -326,12 +477,14 @@ def check_paths(
         jobs: worker processes (default: the CPU count); one means in-process.
         cache: use and update the result cache.
         cache_dir: cache directory (default ``$GPU_TEST_LINT_CACHE_DIR`` or
-            ``<config root>/.gpu-test-lint-cache``).
+            ``<config root>/.gpu-test-lint-cache``, per config).
         force_exclude: apply excludes to explicitly named files as well.
         respect_gitignore: honour ``.gitignore`` files while walking.
         prefilter: skip the analysis of files that cannot hold a violation.
         verbose: put full tracebacks in internal-error messages.
         parallel_threshold: fewest files to analyse for which worker processes are used.
+        edits: (without ``fix``) also compute what ``--fix`` would write, as the edits of
+            each fixable violation, in :attr:`RunResult.edits` (JSON and SARIF output).
         progress: called with the number of files just finished, as the run goes.
         on_discovered: called once with the discovered files, before checking starts.
 
@@ -341,20 +494,22 @@ def check_paths(
 
     Raises:
         PathNotFoundError: when a named path does not exist.
+        ConfigError: when a config file that governs a file is invalid.
     """
-    found = discover_files(paths, config, respect_gitignore=respect_gitignore,
+    resolver = ConfigResolver.of(config)
+    found = discover_files(paths, resolver, respect_gitignore=respect_gitignore,
                            force_exclude=force_exclude)
     if on_discovered is not None:
         on_discovered(found)
     mode = _Mode(fix=fix, unsafe=unsafe_fixes, diff=diff, prefilter=prefilter, verbose=verbose)
-    store = ResultCache(default_cache_dir(config.root, cache_dir), config.fingerprint()) \
-        if cache else None
+    configs = {path: resolver.for_file(path) for path in found.files}
+    caches = _Caches(cache_dir) if cache else None
     run = RunResult(problems=found.problems)
     done: dict[str, _Outcome] = {}
     todo: list[str] = []
     sources: dict[str, bytes] = {}
     for path in found.files:
-        if store is None:
+        if caches is None:
             todo.append(path)
             continue
         try:
@@ -362,7 +517,7 @@ def check_paths(
         except OSError:
             todo.append(path)  # reported by the worker
             continue
-        cached = store.lookup(path, file_digest(path, source, config))
+        cached = caches(configs[path]).lookup(path, file_digest(path, source, configs[path]))
         if cached is not None and (not (fix or diff) or not wanted_fixes(cached, unsafe_fixes)):
             done[path] = _Outcome(FileResult(path, cached))
             run.cache_hits += 1
@@ -375,19 +530,23 @@ def check_paths(
     workers = jobs if jobs is not None else default_jobs()
     if workers > 1 and len(todo) > parallel_threshold:
         sources.clear()
-        outcomes: Iterator[_Outcome] = _run_parallel(todo, config, mode, workers)
+        outcomes: Iterator[_Outcome] = _run_parallel([(p, configs[p]) for p in todo], mode,
+                                                     workers)
     else:
-        outcomes = (_process(p, sources.pop(p, None), config, mode) for p in todo)
+        outcomes = (_process(p, sources.pop(p, None), configs[p], mode) for p in todo)
     for outcome in outcomes:
         path = outcome.result.path
         done[path] = outcome
-        if store is not None and outcome.digest is not None and outcome.cacheable is not None:
-            store.store(path, outcome.digest, outcome.cacheable)
+        if caches is not None and outcome.digest is not None and outcome.cacheable is not None:
+            caches(configs[path]).store(path, outcome.digest, outcome.cacheable)
         if outcome.diff:
             run.diffs[path] = outcome.diff
         if progress is not None:
             progress(1)
-    if store is not None:
-        store.save()
+    if caches is not None:
+        caches.save()
     run.files = [done[path].result for path in found.files]
+    if edits and not fix:
+        for file in run.files:
+            run.edits.update(_edits_for(file, configs[file.path], unsafe_fixes))
     return run

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from lint_gpu_tests import __version__
-from lint_gpu_tests.config import TARGETS, Config, ConfigError, resolve_config, selector_problem
+from lint_gpu_tests.config import TARGETS, ConfigError, ConfigResolver, selector_problem
 from lint_gpu_tests.output import (
     OutputFormat,
     RenderOptions,
@@ -41,7 +41,7 @@ class DefaultCommandGroup(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """Insert the default command unless a subcommand or a group option comes first."""
         if not args or (args[0] not in self.commands
-                        and args[0] not in ("--help", "-h", "--version")):
+                        and args[0] not in ("--help", "-h", "--version", "-V")):
             args = [self.default_command, *args]
         return super().parse_args(ctx, args)
 
@@ -105,11 +105,11 @@ class _Progress:
 
 
 @click.group(cls=DefaultCommandGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="gpu-test-lint")
+@click.version_option(__version__, "-V", "--version", prog_name="gpu-test-lint")
 def cli() -> None:
     """Find (and fix) vLLM engines that GPU tests manage by hand.
 
-    Commands: check (the default), rule CODE, rules.
+    Commands: check (the default), rule CODE, rules. Also ``python -m lint_gpu_tests``.
     """
 
 
@@ -152,6 +152,16 @@ def cli() -> None:
               help="Apply excludes to files named on the command line too (for pre-commit).")
 @click.option("--respect-gitignore/--no-respect-gitignore", default=True, show_default=True,
               help="Skip files that .gitignore files ignore.")
+@click.option("--stdin-filename", metavar="PATH", default=None,
+              help="Read the source from stdin and check it as PATH (its config, its name in "
+                   "reports); with --fix print the fixed source, reports going to stderr.")
+@click.option("--add-noqa", is_flag=True,
+              help="Add `# noqa: CODE` to every line with a violation (adopting the tool on "
+                   "a suite with unfixable leftovers).")
+@click.option("--show-files", is_flag=True,
+              help="List the files that would be checked (and those the rules skip), and exit.")
+@click.option("--show-settings", is_flag=True,
+              help="Print the settings the files get, per config file, and exit.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of internal errors.")
 def check_command(
     paths: tuple[str, ...],
@@ -176,13 +186,15 @@ def check_command(
     extend_exclude: tuple[str, ...],
     force_exclude: bool,
     respect_gitignore: bool,
+    stdin_filename: str | None,
+    add_noqa: bool,
+    show_files: bool,
+    show_settings: bool,
     verbose: bool,
 ) -> None:
     """Check PATHS (default: the current directory) for hand-managed engines."""
-    try:
-        config = resolve_config(list(paths), config_file)
-    except ConfigError as exc:
-        fail(str(exc))
+    if add_noqa and (fix or diff or stdin_filename is not None):
+        fail("--add-noqa cannot be combined with --fix, --diff or --stdin-filename")
     overrides: dict[str, Any] = {}
     for key, value in (("select", _codes("--select", select)),
                        ("ignore", _codes("--ignore", ignore)),
@@ -190,30 +202,150 @@ def check_command(
                        ("exclude", _patterns(exclude)),
                        ("extend_exclude", _patterns(extend_exclude))):
         if value is not None:
-            if key == "extend_select":
-                value = config.extend_select + value
-            elif key == "extend_exclude":
-                value = config.extend_exclude + value
             overrides[key] = value
     if target is not None:
         overrides["target"] = target
-    if overrides:
-        config = config.with_overrides(**overrides)
+    try:
+        config = ConfigResolver(config_file, overrides)
+    except ConfigError as exc:
+        fail(str(exc))
     fmt = OutputFormat(output_format)
     try:
-        code = _run_check(list(paths), config, fmt, fix=fix, unsafe_fixes=unsafe_fixes,
-                          diff=diff, show_fixes=show_fixes, statistics=statistics,
-                          exit_zero=exit_zero, exit_non_zero_on_fix=exit_non_zero_on_fix,
-                          quiet=quiet, cache=not no_cache, cache_dir=cache_dir, jobs=jobs,
-                          force_exclude=force_exclude, respect_gitignore=respect_gitignore,
-                          verbose=verbose)
+        if show_files or show_settings:
+            code = _show(list(paths), config, files=show_files, force_exclude=force_exclude,
+                         respect_gitignore=respect_gitignore)
+        elif stdin_filename is not None:
+            if paths:
+                click.echo(f"warning: ignoring {', '.join(paths)}: the source is read from "
+                           "stdin", err=True)
+            code = _run_stdin(stdin_filename, config, fmt, fix=fix, unsafe_fixes=unsafe_fixes,
+                              diff=diff, exit_zero=exit_zero, quiet=quiet,
+                              force_exclude=force_exclude, verbose=verbose)
+        elif add_noqa:
+            code = _run_add_noqa(list(paths), config, cache=not no_cache, cache_dir=cache_dir,
+                                 jobs=jobs, force_exclude=force_exclude,
+                                 respect_gitignore=respect_gitignore)
+        else:
+            code = _run_check(list(paths), config, fmt, fix=fix, unsafe_fixes=unsafe_fixes,
+                              diff=diff, show_fixes=show_fixes, statistics=statistics,
+                              exit_zero=exit_zero, exit_non_zero_on_fix=exit_non_zero_on_fix,
+                              quiet=quiet, cache=not no_cache, cache_dir=cache_dir, jobs=jobs,
+                              force_exclude=force_exclude, respect_gitignore=respect_gitignore,
+                              verbose=verbose)
     except BrokenPipeError:
         _quiet_broken_pipe()
-    except Exception as exc:  # noqa: BLE001 - one line unless --verbose
+    except ConfigError as exc:
+        fail(str(exc))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - one line unless --verbose
         if verbose:
             traceback.print_exc()
         fail(f"internal error: {type(exc).__name__}: {exc}")
     sys.exit(code)
+
+
+def _show(paths: list[str], config: ConfigResolver, *, files: bool, force_exclude: bool,
+          respect_gitignore: bool) -> int:
+    """``--show-files`` / ``--show-settings``: what a run over ``paths`` would check, and
+    with which settings."""
+    from lint_gpu_tests.api import PathNotFoundError, discover_files
+    from lint_gpu_tests.config import config_as_toml
+    from lint_gpu_tests.engine import in_scope
+
+    try:
+        found = discover_files(paths, config, respect_gitignore=respect_gitignore,
+                               force_exclude=force_exclude)
+    except PathNotFoundError as exc:
+        fail(str(exc))
+    for problem in found.problems:
+        click.echo(f"{'error' if problem.fatal else 'warning'}: {problem.path}: "
+                   f"{problem.message}", err=True)
+    if files:
+        for path in found.files:
+            try:
+                scope = in_scope(open(path, "rb").read(), path, config.for_file(path))
+            except OSError as exc:
+                click.echo(f"{path} (cannot read: {exc.strerror or exc})")
+                continue
+            note = {True: "", False: " (not a test module: no rule applies)",
+                    None: " (does not parse: GPU900)"}[scope]
+            click.echo(f"{path}{note}")
+        return 0
+    groups: dict[int, tuple[Any, list[str]]] = {}
+    for path in found.files:
+        settings = config.for_file(path)
+        groups.setdefault(id(settings), (settings, []))[1].append(path)
+    for index, (settings, members) in enumerate(groups.values()):
+        more = f" (and {len(members) - 1} more)" if len(members) > 1 else ""
+        click.echo(("\n" if index else "") + f"Resolved settings for: {members[0]}{more}")
+        click.echo(f"Settings path: {settings.source or '(none: defaults)'}")
+        click.echo(f"Root: {settings.root}")
+        click.echo(config_as_toml(settings), nl=False)
+    return 0
+
+
+def _run_stdin(filename: str, config: ConfigResolver, fmt: OutputFormat, *, fix: bool,
+               unsafe_fixes: bool, diff: bool, exit_zero: bool, quiet: bool,
+               force_exclude: bool, verbose: bool) -> int:
+    """``--stdin-filename``: check (or fix, printing the fixed source) the source on stdin."""
+    from lint_gpu_tests.api import check_stdin, unified_diff
+    from lint_gpu_tests.discovery import is_excluded
+
+    source = sys.stdin.buffer.read()
+    settings = config.for_file(filename)
+    if force_exclude and is_excluded(filename, settings):
+        if fix:
+            sys.stdout.buffer.write(source)
+        return 0
+    result = check_stdin(source, filename, settings, fix=fix or diff,
+                         unsafe_fixes=unsafe_fixes, verbose=verbose)
+    if result.error is not None:
+        click.echo(f"error: failed to check {filename}: {result.error}", err=True)
+    options = RenderOptions(unsafe_fixes=unsafe_fixes, color=False, cwd=os.getcwd())
+    remaining = result.violations
+    if diff:
+        if result.new_source is not None:
+            click.echo(unified_diff(filename, source, result.new_source), nl=False)
+        if result.error is not None:
+            return 2
+        return 1 if result.new_source is not None and not exit_zero else 0
+    report_to_stderr = fix
+    if fix:
+        stdout = sys.stdout.buffer
+        stdout.write(result.new_source if result.new_source is not None else source)
+        stdout.flush()
+    text = render(remaining, fmt, options)
+    if text:
+        click.echo(text, nl=False, err=report_to_stderr)
+    if fmt.is_text and not quiet:
+        for line in summary_lines(remaining, len(result.fixed), unsafe_fixes=unsafe_fixes,
+                                  fix_mode=fix):
+            click.echo(line, err=report_to_stderr)
+    if result.error is not None:
+        return 2
+    return 1 if remaining and not exit_zero else 0
+
+
+def _run_add_noqa(paths: list[str], config: ConfigResolver, *, cache: bool,
+                  cache_dir: str | None, jobs: int | None, force_exclude: bool,
+                  respect_gitignore: bool) -> int:
+    """``--add-noqa``: suppress every violation found with a ``# noqa: CODE`` comment."""
+    from lint_gpu_tests.api import PathNotFoundError, add_noqa_to_files, check_paths
+
+    try:
+        result = check_paths(paths, config, jobs=jobs, cache=cache, cache_dir=cache_dir,
+                             force_exclude=force_exclude, respect_gitignore=respect_gitignore)
+    except PathNotFoundError as exc:
+        fail(str(exc))
+    for problem in result.problems:
+        click.echo(f"{'error' if problem.fatal else 'warning'}: {problem.path}: "
+                   f"{problem.message}", err=True)
+    added, errors = add_noqa_to_files(result)
+    for path, message in [*result.errors, *errors]:
+        click.echo(f"error: failed to check {path}: {message}", err=True)
+    click.echo(f"Added {added} noqa directive{'' if added == 1 else 's'}.", err=True)
+    return 2 if result.has_fatal_problem or errors else 0
 
 
 def _quiet_broken_pipe() -> NoReturn:
@@ -224,7 +356,7 @@ def _quiet_broken_pipe() -> NoReturn:
     sys.exit(1)
 
 
-def _run_check(paths: list[str], config: Config, fmt: OutputFormat, *, fix: bool,
+def _run_check(paths: list[str], config: ConfigResolver, fmt: OutputFormat, *, fix: bool,
                unsafe_fixes: bool, diff: bool, show_fixes: bool, statistics: bool,
                exit_zero: bool, exit_non_zero_on_fix: bool, quiet: bool, cache: bool,
                cache_dir: str | None, jobs: int | None, force_exclude: bool,
@@ -239,6 +371,7 @@ def _run_check(paths: list[str], config: Config, fmt: OutputFormat, *, fix: bool
             jobs=jobs, cache=cache, cache_dir=cache_dir, force_exclude=force_exclude,
             respect_gitignore=respect_gitignore, verbose=verbose,
             progress=progress.step, on_discovered=lambda found: progress.start(len(found.files)),
+            edits=fmt in (OutputFormat.JSON, OutputFormat.SARIF) and not statistics,
         )
     except PathNotFoundError as exc:
         fail(str(exc))
@@ -254,7 +387,8 @@ def _run_check(paths: list[str], config: Config, fmt: OutputFormat, *, fix: bool
         click.echo("hint: run with --verbose to see the traceback", err=True)
 
     color = _use_color() and fmt.is_text
-    options = RenderOptions(unsafe_fixes=unsafe_fixes, color=color, cwd=os.getcwd())
+    options = RenderOptions(unsafe_fixes=unsafe_fixes, color=color, cwd=os.getcwd(),
+                            edits=result.edits)
     remaining = result.violations
     fatal = result.has_fatal_problem
 
@@ -314,6 +448,11 @@ def rule_command(code: str | None, show_all: bool) -> None:
         fail("give a rule code, e.g. `gpu-test-lint rule GPU001`, or --all")
     rule = rule_by_code(code)
     if rule is None:
+        from lint_gpu_tests.docs import PSEUDO_RULES, pseudo_rule
+
+        if code.upper() in PSEUDO_RULES:
+            click.echo(pseudo_rule(code), nl=False)
+            return
         fail(f"unknown rule code `{code}` (see `gpu-test-lint rules`)")
     click.echo(render_rule(rule), nl=False)
 

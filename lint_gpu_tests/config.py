@@ -1,7 +1,11 @@
 """Configuration: ``[tool.gpu-test-lint]`` in ``pyproject.toml`` or ``.gpu-test-lint.toml``.
 
 Keys are spelled as ruff spells its own (kebab-case). Unknown keys are an error that
-names the key. Config files are found by walking up from the first path checked.
+names the key. Each file gets the settings of the nearest config file walking up from its
+directory (as ruff and flake8 resolve theirs): a ``.gpu-test-lint.toml``, or a
+``pyproject.toml`` that has a ``[tool.gpu-test-lint]`` table; ``--config`` overrides them all.
+Relative patterns (``exclude``, ``extend-exclude``, ``per-file-ignores``, ``test-roots``) are
+anchored at the directory of the file that sets them. :class:`ConfigResolver` does this.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,6 +64,7 @@ class Config:
         cleanup_functions: extra call names GPU004 treats as manual cleanup.
         test_roots: directories whose ``*.py`` files count as test modules.
         root: directory the config was found in (for relative patterns).
+        source: the config file these settings come from (``""`` for the defaults).
     """
 
     select: tuple[str, ...] = ("GPU",)
@@ -76,6 +82,7 @@ class Config:
     cleanup_functions: tuple[str, ...] = ()
     test_roots: tuple[str, ...] = ()
     root: str = field(default=".", compare=False)
+    source: str = field(default="", compare=False)
 
     def is_code_enabled(self, code: str) -> bool:
         """Return True when ``code`` is selected and not ignored (longest prefix wins, as ruff)."""
@@ -85,9 +92,11 @@ class Config:
         return best_sel >= 0 and best_sel > best_ign
 
     def fingerprint(self) -> str:
-        """Stable hash of every setting that changes results (for the cache)."""
+        """Stable hash of every setting that changes results (for the cache), the root
+        included (relative patterns are anchored there)."""
         data = dataclasses.asdict(self)
-        data.pop("root", None)
+        data["root"] = os.path.abspath(self.root)
+        data.pop("source", None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def with_overrides(self, **changes: Any) -> Config:
@@ -159,7 +168,7 @@ def config_from_table(table: Mapping[str, object], source: str, root: str = ".")
     Raises:
         ConfigError: for an unknown key (named in the message) or a value of the wrong type.
     """
-    kwargs: dict[str, Any] = {"root": root}
+    kwargs: dict[str, Any] = {"root": root, "source": source}
     for key, value in table.items():
         if key in SELECTOR_KEYS:
             kwargs[_LIST_KEYS[key]] = _selectors(key, value, source)
@@ -209,33 +218,67 @@ def load_config_file(path: Path) -> Config:
         table = tool.get("gpu-test-lint", data) if isinstance(tool, dict) and tool else data
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.gpu-test-lint] must be a table")
-    return config_from_table(table, str(path), root=str(path.parent))
+    return config_from_table(table, str(path), root=os.path.abspath(path.parent))
+
+
+def _has_table(pyproject: Path) -> bool:
+    """Whether ``pyproject`` has a ``[tool.gpu-test-lint]`` table.
+
+    Raises:
+        ConfigError: when the file names the tool but is not valid TOML.
+    """
+    try:
+        text = pyproject.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    if "gpu-test-lint" not in text:
+        return False
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{pyproject}: invalid TOML: {exc}") from exc
+    tool = data.get("tool")
+    return isinstance(tool, dict) and "gpu-test-lint" in tool
+
+
+def config_file_in(directory: Path) -> Path | None:
+    """The config file of ``directory`` itself: ``.gpu-test-lint.toml``, else a
+    ``pyproject.toml`` with a ``[tool.gpu-test-lint]`` table, else ``None``.
+
+    Raises:
+        ConfigError: as :func:`_has_table`.
+    """
+    dedicated = directory / ".gpu-test-lint.toml"
+    if dedicated.is_file():
+        return dedicated
+    pyproject = directory / "pyproject.toml"
+    if pyproject.is_file() and _has_table(pyproject):
+        return pyproject
+    return None
 
 
 def find_config_file(start: Path) -> Path | None:
-    """Walk up from ``start`` to the first ``.gpu-test-lint.toml``, or ``pyproject.toml``
-    holding ``[tool.gpu-test-lint]``; return it or ``None``."""
-    here = start.resolve()
+    """Walk up from ``start`` (a file's directory, or the directory itself) to the first
+    ``.gpu-test-lint.toml``, or ``pyproject.toml`` holding ``[tool.gpu-test-lint]``; return it
+    or ``None``.
+
+    Raises:
+        ConfigError: as :func:`_has_table`.
+    """
+    here = Path(os.path.abspath(start))
     if here.is_file() or not here.exists():
         here = here.parent
     for directory in (here, *here.parents):
-        dedicated = directory / ".gpu-test-lint.toml"
-        if dedicated.is_file():
-            return dedicated
-        pyproject = directory / "pyproject.toml"
-        if pyproject.is_file():
-            try:
-                text = pyproject.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue
-            if "gpu-test-lint" in text:
-                return pyproject
+        found = config_file_in(directory)
+        if found is not None:
+            return found
     return None
 
 
 def resolve_config(paths: Sequence[str], config_file: str | None = None) -> Config:
-    """Return the config for a run over ``paths``: ``config_file`` if given, else the one
-    found by walking up from the first path (or the working directory), else defaults.
+    """Return one config for ``paths``: ``config_file`` if given, else the one found by
+    walking up from the first path (or the working directory), else defaults anchored at the
+    working directory. A run over many files resolves per file: :class:`ConfigResolver`.
 
     Raises:
         ConfigError: as :func:`load_config_file`.
@@ -245,3 +288,117 @@ def resolve_config(paths: Sequence[str], config_file: str | None = None) -> Conf
     start = Path(paths[0]) if paths else Path.cwd()
     found = find_config_file(start)
     return load_config_file(found) if found else Config(root=str(Path.cwd()))
+
+
+def config_as_toml(config: Config) -> str:
+    """``config`` as the ``[tool.gpu-test-lint]`` table that would give it, every key spelled
+    out (``--show-settings``)."""
+    def value(item: object) -> str:
+        if isinstance(item, tuple):
+            return "[" + ", ".join(value(x) for x in item) + "]"
+        return json.dumps(item)
+
+    keys = [("select", "select"), ("ignore", "ignore"), ("extend-select", "extend_select")]
+    out = ["[tool.gpu-test-lint]"]
+    out += [f"{key} = {value(getattr(config, name))}" for key, name in keys]
+    table = ", ".join(f"{json.dumps(p)} = {value(c)}" for p, c in config.per_file_ignores)
+    out.append(f"per-file-ignores = {{{' ' + table + ' ' if table else ''}}}")
+    names = {**{k: v for k, v in _LIST_KEYS.items() if k not in SELECTOR_KEYS}, **_STR_KEYS}
+    out += [f"{key} = {value(getattr(config, name))}" for key, name in names.items()]
+    return "\n".join(out) + "\n"
+
+
+EXTENDING_FIELDS = ("extend_select", "extend_exclude")
+"""Override fields that add to a config's own value instead of replacing it."""
+
+
+def apply_overrides(config: Config, overrides: Mapping[str, Any]) -> Config:
+    """``config`` with command-line ``overrides`` (field name -> value) applied: fields in
+    :data:`EXTENDING_FIELDS` are appended to the config's own, the others replace them."""
+    if not overrides:
+        return config
+    changes = {key: (getattr(config, key) + tuple(value) if key in EXTENDING_FIELDS else value)
+               for key, value in overrides.items()}
+    return config.with_overrides(**changes)
+
+
+class ConfigResolver:
+    """Settings per file: the nearest config file walking up from the file's directory, with
+    the command line's overrides on top; or one fixed config for every file.
+
+    Args:
+        config_file: ``--config``: this file's settings for every file.
+        overrides: :class:`Config` field -> value from the command line (see
+            :func:`apply_overrides`).
+        fixed: a ready :class:`Config` for every file (library callers, ``--config``).
+        cwd: directory the defaults are anchored at when no config file is found
+            (default: the working directory).
+
+    Raises:
+        ConfigError: (from the constructor, with ``config_file``) as :func:`load_config_file`.
+    """
+
+    def __init__(self, config_file: str | None = None,
+                 overrides: Mapping[str, Any] | None = None, *, fixed: Config | None = None,
+                 cwd: str | None = None) -> None:
+        self.overrides: dict[str, Any] = dict(overrides or {})
+        self.cwd = os.path.abspath(cwd or os.getcwd())
+        if config_file is not None:
+            fixed = load_config_file(Path(config_file))
+        self.fixed = apply_overrides(fixed, self.overrides) if fixed is not None else None
+        self._by_dir: dict[str, Config] = {}
+        self._by_file: dict[Path, Config] = {}
+        self._default: Config | None = None
+
+    @classmethod
+    def of(cls, config: Config | ConfigResolver) -> ConfigResolver:
+        """``config`` itself when it is a resolver, else a resolver that always returns it."""
+        return config if isinstance(config, ConfigResolver) else cls(fixed=config)
+
+    def for_directory(self, directory: str) -> Config:
+        """The settings of files directly inside ``directory``.
+
+        Raises:
+            ConfigError: when the config file found is unreadable or invalid.
+        """
+        if self.fixed is not None:
+            return self.fixed
+        key = os.path.abspath(directory)
+        cached = self._by_dir.get(key)
+        if cached is not None:
+            return cached
+        found = config_file_in(Path(key))
+        if found is not None:
+            config = self._load(found)
+        else:
+            parent = os.path.dirname(key)
+            config = self.for_directory(parent) if parent != key else self._defaults()
+        self._by_dir[key] = config
+        return config
+
+    def for_file(self, path: str) -> Config:
+        """The settings of the file at ``path``.
+
+        Raises:
+            ConfigError: as :meth:`for_directory`.
+        """
+        return self.for_directory(os.path.dirname(os.path.abspath(path)))
+
+    def configs(self) -> list[Config]:
+        """Every distinct config resolved so far (for ``--show-settings`` and the cache)."""
+        if self.fixed is not None:
+            return [self.fixed]
+        seen: dict[tuple[str, str], Config] = {}
+        for config in [*self._by_file.values(), *self._by_dir.values()]:
+            seen.setdefault((config.root, config.fingerprint()), config)
+        return list(seen.values())
+
+    def _load(self, found: Path) -> Config:
+        if found not in self._by_file:
+            self._by_file[found] = apply_overrides(load_config_file(found), self.overrides)
+        return self._by_file[found]
+
+    def _defaults(self) -> Config:
+        if self._default is None:
+            self._default = apply_overrides(Config(root=self.cwd), self.overrides)
+        return self._default

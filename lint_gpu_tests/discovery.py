@@ -5,7 +5,9 @@ Directories are walked for ``*.py`` files. Skipped while walking:
 * the default excludes (:data:`DEFAULT_EXCLUDES`: ``.git``, virtualenv folders, ``build``,
   ``dist``, ``__pycache__``, ``.tox``, ``.nox``, ``node_modules``, ``*.egg-info``, ...), which the
   config key ``exclude`` replaces and ``extend-exclude`` extends, both gitignore-style and
-  relative to the config's directory, as ruff spells them;
+  relative to the config's directory, as ruff spells them; each entry is matched against the
+  patterns of the config that governs its directory (the nearest one walking up, see
+  :class:`~lint_gpu_tests.config.ConfigResolver`), so a sub-project's own excludes hold in it;
 * any directory holding a ``pyvenv.cfg`` (a virtualenv, whatever its name; always on);
 * whatever ``.gitignore`` files ignore: the ones of the enclosing git checkout above the
   walked directory, ``.git/info/exclude``, and every nested ``.gitignore`` below it.
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 
 import pathspec
 
-from lint_gpu_tests.config import Config
+from lint_gpu_tests.config import Config, ConfigResolver
 
 DEFAULT_EXCLUDES: tuple[str, ...] = (
     ".git/",
@@ -88,7 +90,7 @@ class Discovery:
     problems: list[Problem] = field(default_factory=list)
 
 
-def _spec(lines: Iterable[str]) -> pathspec.PathSpec:
+def _spec(lines: Iterable[str]) -> pathspec.GitIgnoreSpec:
     return pathspec.GitIgnoreSpec.from_lines(list(lines))
 
 
@@ -116,7 +118,7 @@ class _Ignore:
     """
 
     base: str
-    spec: pathspec.PathSpec | None
+    spec: pathspec.GitIgnoreSpec | None
     names_any: re.Pattern[str] | None = None
     names_dir: re.Pattern[str] | None = None
 
@@ -219,6 +221,21 @@ def _exclude_spec(config: Config) -> _Ignore:
     return _Ignore.from_lines(os.path.abspath(config.root), patterns)
 
 
+class _Excludes:
+    """The exclude patterns that govern each directory's entries, built once per config."""
+
+    def __init__(self, resolver: ConfigResolver) -> None:
+        self.resolver = resolver
+        self._specs: dict[int, tuple[Config, _Ignore]] = {}
+
+    def __call__(self, directory: str) -> _Ignore:
+        config = self.resolver.for_directory(directory)
+        entry = self._specs.get(id(config))
+        if entry is None or entry[0] is not config:
+            entry = self._specs[id(config)] = (config, _exclude_spec(config))
+        return entry[1]
+
+
 def _excluded(exclude: _Ignore, abspath: str, is_dir: bool, walk_root: str) -> bool:
     verdict = exclude.check(abspath, is_dir)
     if verdict is None and not abspath.startswith(exclude.base + os.sep):
@@ -243,13 +260,28 @@ def _file_excluded(absolute: str, exclude: _Ignore, respect_gitignore: bool) -> 
     return False
 
 
+def is_excluded(path: str, config: Config | ConfigResolver, *,
+                respect_gitignore: bool = False) -> bool:
+    """Whether a walk would skip ``path``: it or a directory above it (up to the config root)
+    matches the ``exclude``/``extend-exclude`` patterns of the config governing it (and, with
+    ``respect_gitignore``, a ``.gitignore``). The flake8 plugin asks this of each file flake8
+    hands it, so both front ends check the same files.
+
+    Raises:
+        ConfigError: when the config file found is invalid.
+    """
+    absolute = os.path.abspath(path)
+    exclude = _Excludes(ConfigResolver.of(config))(os.path.dirname(absolute))
+    return _file_excluded(absolute, exclude, respect_gitignore)
+
+
 def _display(given: str, rel_parts: Sequence[str]) -> str:
     return os.path.normpath(os.path.join(given, *rel_parts))
 
 
 def discover_files(
     paths: Sequence[str],
-    config: Config,
+    config: Config | ConfigResolver,
     *,
     respect_gitignore: bool = True,
     force_exclude: bool = False,
@@ -258,7 +290,8 @@ def discover_files(
 
     Args:
         paths: files or directories, as the user typed them; ``[]`` means ``["."]``.
-        config: supplies ``exclude``/``extend-exclude`` and the root they are relative to.
+        config: supplies ``exclude``/``extend-exclude`` and the root they are relative to;
+            a :class:`~lint_gpu_tests.config.ConfigResolver` supplies them per directory.
         respect_gitignore: honour ``.gitignore`` files (default True).
         force_exclude: apply the excludes to explicitly named files too.
 
@@ -268,8 +301,9 @@ def discover_files(
 
     Raises:
         PathNotFoundError: when a named path does not exist (a dangling link included).
+        ConfigError: when a config file met on the way is invalid.
     """
-    exclude = _exclude_spec(config)
+    excludes = _Excludes(ConfigResolver.of(config))
     result = Discovery()
     seen: dict[str, str] = {}
     for given in paths or ["."]:
@@ -278,12 +312,13 @@ def discover_files(
             raise PathNotFoundError(f"{given}: path {kind}")
         absolute = os.path.abspath(given)
         if not os.path.isdir(given):
-            if force_exclude and _file_excluded(absolute, exclude, respect_gitignore):
+            if force_exclude and _file_excluded(absolute, excludes(os.path.dirname(absolute)),
+                                                respect_gitignore):
                 continue
             seen.setdefault(absolute, os.path.normpath(given))
             continue
         chain = _inherited_gitignores(absolute) if respect_gitignore else []
-        _walk(given, absolute, [], chain, exclude, respect_gitignore, seen, result,
+        _walk(given, absolute, [], chain, excludes, respect_gitignore, seen, result,
               {os.path.realpath(absolute)})
     result.files = sorted(set(seen.values()))
     return result
@@ -294,7 +329,7 @@ def _walk(
     directory: str,
     rel_parts: list[str],
     chain: list[_Ignore],
-    exclude: _Ignore,
+    excludes: _Excludes,
     respect_gitignore: bool,
     seen: dict[str, str],
     result: Discovery,
@@ -307,6 +342,7 @@ def _walk(
         if own is not None:
             chain = [*chain, own]
     walk_root = os.path.abspath(given)
+    exclude = excludes(directory)
     try:
         with os.scandir(directory) as entries:
             listing = sorted(entries, key=lambda e: e.name)
@@ -340,7 +376,7 @@ def _walk(
                 result.problems.append(Problem(_display(given, parts), "symlink loop"))
                 continue
             active.add(real)
-            _walk(given, path, parts, chain, exclude, respect_gitignore, seen, result, active)
+            _walk(given, path, parts, chain, excludes, respect_gitignore, seen, result, active)
             active.discard(real)
         elif entry.name.endswith(PYTHON_SUFFIXES):
             if _excluded(exclude, path, False, walk_root) or (

@@ -86,7 +86,7 @@ def render_rules_table(rules: Sequence[type[Rule]] | None = None) -> str:
 
 def render_rules_markdown(rules: Sequence[type[Rule]] | None = None) -> str:
     """The whole of ``docs/rules.md``: a table of rules, then each rule's sections under an
-    ``#gpuNNN`` anchor (the ``url`` of JSON output and SARIF ``helpUri`` point there)."""
+    ``#gpuNNN`` anchor (the ``url`` of JSON output points there)."""
     from lint_gpu_tests.engine import PARSE_ERROR_CODE, PARSE_ERROR_NAME
 
     rules = _rules() if rules is None else list(rules)
@@ -103,14 +103,34 @@ def render_rules_markdown(rules: Sequence[type[Rule]] | None = None) -> str:
     out.append("")
     for rule in rules:
         out += [f'<a id="{rule.code.lower()}"></a>', "", render_rule(rule, level=2)]
-    out += [
-        f'<a id="{PARSE_ERROR_CODE.lower()}"></a>', "",
-        f"## {PARSE_ERROR_NAME} ({PARSE_ERROR_CODE})", "",
-        "A file that is not valid Python (or cannot be decoded) is reported with the "
-        "parser's line, column and message. It is never rewritten, and the rest of the run "
-        "goes on. The flake8 plugin leaves this to flake8's own `E999`.", "",
-    ]
+    out += [f'<a id="{PARSE_ERROR_CODE.lower()}"></a>', "",
+            pseudo_rule(PARSE_ERROR_CODE, level=2).rstrip("\n"), ""]
     return "\n".join(out)
+
+
+PSEUDO_RULES: dict[str, tuple[str, str]] = {
+    "GPU900": ("syntax-error",
+               "A file that is not valid Python (or cannot be decoded) is reported with the "
+               "parser's line, column and message. It is never rewritten, and the rest of the "
+               "run goes on. The flake8 plugin leaves this to flake8's own `E999`."),
+    "GPU999": ("internal-error",
+               "Reported by the flake8 plugin only, on line 1 of a file: "
+               "`GPU999 configuration error: ...` when the `[tool.gpu-test-lint]` settings that "
+               "govern the file are invalid (an unknown key, a bad value), `GPU999 internal "
+               "error: ...` when a rule fails on the file. The command line reports the same "
+               "as an `error:` line on stderr and exits 2."),
+}
+"""Codes that are not rules: the parse error and the flake8 plugin's internal error."""
+
+
+def pseudo_rule(code: str, *, level: int = 1) -> str:
+    """The explanation of ``GPU900`` or ``GPU999`` (``gpu-test-lint rule GPU900``).
+
+    Raises:
+        KeyError: for any other code.
+    """
+    name, text = PSEUDO_RULES[code.upper()]
+    return f"{'#' * level} {name} ({code.upper()})\n\n{text}\n"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

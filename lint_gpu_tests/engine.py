@@ -11,9 +11,12 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+import sys
+import threading
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation
@@ -22,9 +25,15 @@ PARSE_ERROR_CODE = "GPU900"
 PARSE_ERROR_NAME = "syntax-error"
 INTERNAL_ERROR_CODE = "GPU999"
 
-NOQA_RE = re.compile(
-    r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE
-)
+NOQA_RE = re.compile(r"#[ \t]*noqa(?::[\s]?(?P<codes>([A-Z]+[0-9]+(?:[,\s]+)?)+))?", re.IGNORECASE)
+"""An inline ``# noqa`` as flake8 spells it (``flake8.defaults.NOQA_INLINE_REGEXP``); ``#noqa``
+without the space is accepted too, as ruff does."""
+FILE_NOQA_RE = re.compile(
+    r"\s*(?:(?P<flake8># flake8[:=]\s*noqa)"
+    r"|#\s*gpu-test-lint:\s*noqa(?::\s?(?P<codes>([A-Z]+[0-9]+(?:[,\s]+)?)+))?)", re.IGNORECASE)
+"""A file-level directive at the start of a line: flake8's ``# flake8: noqa``
+(``flake8.defaults.NOQA_FILE``: the whole file, whatever follows) or ``# gpu-test-lint: noqa``
+(every code, or with ``: GPU004`` only the codes named, as ruff's ``# ruff: noqa: F401``)."""
 
 
 class InternalError(Exception):
@@ -36,6 +45,85 @@ class SourceTooDeep(InternalError):
 
 
 TOO_DEEP_TO_ANALYSE = "source nests too deeply to analyse"
+
+T = TypeVar("T")
+
+DEEP_STACK_BYTES = 512 * 1024 * 1024
+"""Stack of the worker thread that deep modules are analysed and fixed in (virtual memory,
+committed only as far as it is used)."""
+DEEP_RECURSION_LIMIT = 50_000
+"""Python recursion limit while that thread runs. Measured on CPython 3.11: LibCST's
+code generation and visitors fail with ``RecursionError`` at this limit, well inside
+:data:`DEEP_STACK_BYTES` (no overflow on a 20,000-level ``elif`` chain)."""
+MAX_FIX_DEPTH = 2_000
+"""Deepest ``ast`` nesting for which a fix is offered. ``--fix`` was measured to succeed on a
+7,000-part ``"..." + "..."`` concatenation (about 7,000 levels) in the deep thread; a deeper
+module's fixable violations are reported as not fixable ("expression too deep")."""
+
+_DEEP_LOCK = threading.Lock()
+_DEEP_STATE = threading.local()
+
+
+def call_with_deep_stack(function: Callable[..., T], *args: object, **kwargs: object) -> T:
+    """Call ``function(*args, **kwargs)`` in a thread with a large stack and a raised
+    recursion limit, and return its result (or raise what it raised, ``BaseException`` s
+    such as LibCST's ``PanicException`` included).
+
+    Python's default limit (1000) ends LibCST and the ``ast`` analysis at a few hundred
+    levels of nesting, which a prompt built from a few hundred ``"..." + "..."`` parts
+    reaches. The limit is process-wide, so it is raised only while the thread runs (the
+    caller waits in ``join``; one such call at a time). Called from inside that thread, or
+    where the thread cannot be started, ``function`` simply runs in the calling thread.
+    """
+    if getattr(_DEEP_STATE, "active", False):
+        return function(*args, **kwargs)
+    box: list[tuple[bool, object]] = []
+
+    def target() -> None:
+        _DEEP_STATE.active = True
+        try:
+            box.append((True, function(*args, **kwargs)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, re-raised there
+            box.append((False, exc))
+
+    with _DEEP_LOCK:
+        old_limit = sys.getrecursionlimit()
+        try:
+            old_size = threading.stack_size(DEEP_STACK_BYTES)
+        except (ValueError, RuntimeError):  # pragma: no cover - platform without the knob
+            return function(*args, **kwargs)
+        thread = threading.Thread(target=target, name="gpu-test-lint-deep", daemon=True)
+        sys.setrecursionlimit(max(old_limit, DEEP_RECURSION_LIMIT))
+        try:
+            try:
+                thread.start()
+            finally:
+                threading.stack_size(old_size)
+            thread.join()
+        except RuntimeError:  # pragma: no cover - no memory for the thread
+            sys.setrecursionlimit(old_limit)
+            return function(*args, **kwargs)
+        finally:
+            sys.setrecursionlimit(old_limit)
+    ok, value = box[0]
+    if not ok:
+        assert isinstance(value, BaseException)
+        raise value
+    return value  # type: ignore[return-value]
+
+
+def max_depth(tree: ast.AST) -> tuple[int, int]:
+    """Return ``(depth, line)``: the deepest nesting of ``tree`` (the module is depth 1) and
+    the line of the first node at that depth. Iterative, so it works at any depth."""
+    best, best_line = 0, 1
+    stack: list[tuple[ast.AST, int, int]] = [(tree, 1, 1)]
+    while stack:
+        node, depth, line = stack.pop()
+        line = getattr(node, "lineno", line)
+        if depth > best:
+            best, best_line = depth, line
+        stack.extend((child, depth + 1, line) for child in ast.iter_child_nodes(node))
+    return best, best_line
 
 
 def decode_source(source: bytes) -> str:
@@ -57,30 +145,176 @@ def decode_source(source: bytes) -> str:
     return text
 
 
-def noqa_map(text: str) -> dict[int, frozenset[str] | None]:
-    """Map 1-based line numbers to the codes their ``# noqa`` comment names.
+@dataclass(frozen=True)
+class Noqa:
+    """The ``# noqa`` directives of one module: what the CLI and the flake8 plugin both obey.
 
-    ``None`` means a bare ``# noqa`` (every code). Only real comments count: the
-    tokenizer is used, so ``"# noqa"`` inside a string is not a suppression.
+    Semantics are flake8's (``FileProcessor._noqa_line_mapping`` and
+    ``Violation.is_inline_ignored``), so that whatever flake8 suppresses the CLI suppresses
+    too: a bare ``# noqa`` suppresses every code on its line, ``# noqa: GPU001,GPU004`` the
+    codes named, each taken as a prefix (``# noqa: GPU00`` covers GPU001..GPU009); the
+    directive is looked for in the whole run of lines that tokenises as one (a multi-line
+    string, a backslash continuation), so ``# noqa`` after the closing quotes of a multi-line
+    string covers the string's first line too; like flake8, the raw text is searched (a
+    ``"# noqa"`` inside a string counts). Beyond flake8, as ruff does: codes match regardless of
+    case and ``#noqa`` needs no space. File level: ``# flake8: noqa`` (flake8 then skips the
+    file) and ``# gpu-test-lint: noqa[: CODES]`` on a line of their own.
+
+    Attributes:
+        lines: 1-based line -> codes named (``None``: every code).
+        file_codes: codes a file-level ``# gpu-test-lint: noqa: CODES`` suppresses.
+        whole_file: a file-level ``# flake8: noqa`` or bare ``# gpu-test-lint: noqa``.
+    """
+
+    lines: dict[int, frozenset[str] | None] = field(default_factory=dict)
+    file_codes: frozenset[str] = frozenset()
+    whole_file: bool = False
+
+    def suppresses(self, line: int, code: str) -> bool:
+        """Whether a violation of ``code`` reported on ``line`` is suppressed."""
+        code = code.upper()
+        if self.whole_file or code.startswith(tuple(self.file_codes)):
+            return True
+        if line not in self.lines:
+            return False
+        codes = self.lines[line]
+        return codes is None or code.startswith(tuple(codes))
+
+
+def _noqa_codes(codes: str | None) -> frozenset[str] | None:
+    if codes is None:
+        return None
+    return frozenset(c for c in re.split(r"[,\s]+", codes.upper()) if c)
+
+
+def _logical_ranges(text: str) -> list[tuple[int, int]]:
+    """The runs of physical lines flake8 searches for ``# noqa`` as one: lines between two
+    ``NL``/``NEWLINE`` tokens (a multi-line string or a backslash continuation joins lines;
+    a bracket does not, its line breaks are ``NL`` tokens). Empty when tokenising fails."""
+    import io
+    import tokenize
+
+    ranges: list[tuple[int, int]] = []
+    start, end = 0, 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in (tokenize.ENDMARKER, tokenize.DEDENT):
+                continue
+            start = start or tok.start[0]
+            end = max(end, tok.end[0])
+            if tok.type in (tokenize.NL, tokenize.NEWLINE):
+                ranges.append((start, end))
+                start, end = 0, 0
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return []
+    return ranges
+
+
+_LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def physical_lines(text: str) -> list[str]:
+    """``text`` split into lines as the tokenizer counts them (``\n``, ``\r\n``, ``\r``;
+    unlike :meth:`str.splitlines`, a form feed does not end a line), endings kept."""
+    return _LINE_RE.findall(text)
+
+
+def parse_noqa(text: str) -> Noqa:
+    """Read every ``# noqa`` directive of ``text`` (see :class:`Noqa`)."""
+    physical = physical_lines(text)
+    lines: dict[int, frozenset[str] | None] = {}
+    file_codes: set[str] = set()
+    whole_file = False
+    for line in physical:
+        if "noqa" not in line.lower():
+            continue
+        whole = FILE_NOQA_RE.match(line)
+        if whole is not None:
+            codes = _noqa_codes(whole.group("codes"))
+            if whole.group("flake8") or codes is None:
+                whole_file = True
+            else:
+                file_codes.update(codes)
+    for start, end in _logical_ranges(text):
+        joined = "".join(physical[start - 1:end])
+        if "noqa" not in joined.lower():
+            continue
+        match = NOQA_RE.search(joined)
+        if match is not None:
+            lines.update(dict.fromkeys(range(start, end + 1), _noqa_codes(match.group("codes"))))
+    return Noqa(lines, frozenset(file_codes), whole_file)
+
+
+def _noqa_target_lines(text: str) -> dict[int, int]:
+    """Line -> the line whose end a ``# noqa`` for it goes to: the last line of its run of
+    lines (after a multi-line string's closing quotes, after a continuation)."""
+    target: dict[int, int] = {}
+    for start, end in _logical_ranges(text):
+        target.update(dict.fromkeys(range(start, end + 1), end))
+    return target
+
+
+def add_noqa(source: bytes, violations: Iterable[Violation]) -> tuple[bytes | None, int]:
+    """Add ``# noqa: CODES`` so that each of ``violations`` is suppressed (``--add-noqa``).
+
+    A new directive goes at the end of the violation's run of lines (see :class:`Noqa`),
+    after any comment there; an existing ``# noqa: CODES`` gets the missing codes, sorted.
+    Encoding, BOM and each line's ending are kept. ``GPU900`` cannot be suppressed.
+
+    Returns:
+        ``(new bytes, number of lines given or extended a directive)``, or ``(None, 0)``
+        when nothing changes.
+
+    Raises:
+        SyntaxError: when ``source`` cannot be decoded.
     """
     import io
     import tokenize
 
-    found: dict[int, frozenset[str] | None] = {}
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type != tokenize.COMMENT:
+    text = decode_source(source)
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+    lines = physical_lines(text)
+    target = _noqa_target_lines(text)
+    wanted: dict[int, set[str]] = {}
+    for v in violations:
+        if v.code != PARSE_ERROR_CODE:
+            wanted.setdefault(target.get(v.location.row, v.location.row), set()).add(v.code)
+    changed = 0
+    for row, codes in sorted(wanted.items()):
+        if not 1 <= row <= len(lines):
+            continue
+        line = lines[row - 1]
+        body = line.rstrip("\r\n")
+        ending = line[len(body):]
+        match = NOQA_RE.search(body)
+        if match is None:
+            body = f"{body}  # noqa: {', '.join(sorted(codes))}"
+        elif match.group("codes") is not None:
+            have = _noqa_codes(match.group("codes")) or frozenset()
+            if codes <= have:
                 continue
-            match = NOQA_RE.search(tok.string)
-            if not match:
-                continue
-            codes = match.group("codes")
-            found[tok.start[0]] = (
-                None if codes is None else frozenset(re.split(r"[,\s]+", codes.upper().strip()))
-            )
-    except (tokenize.TokenError, SyntaxError, IndentationError):
-        pass
-    return found
+            tail = " " if match.group(0)[-1:].isspace() else ""
+            body = (body[:match.start()] + f"# noqa: {', '.join(sorted(have | codes))}{tail}"
+                    + body[match.end():])
+        else:
+            continue  # a bare # noqa already suppresses everything
+        lines[row - 1] = body + ending
+        changed += 1
+    if not changed:
+        return None, 0
+    return "".join(lines).encode(encoding), changed
+
+
+def in_scope(source: bytes, path: str, config: Config) -> bool | None:
+    """Whether the rules look at the module at ``path`` (a test module by name, under a
+    ``test-roots`` directory, or defining pytest tests or fixtures); ``None`` when it does
+    not parse. For ``--show-files``."""
+    from lint_gpu_tests.analysis import ModuleAnalysis
+
+    tree, text, error = parse_source(source, path)
+    if tree is None or error is not None:
+        return None
+    return call_with_deep_stack(ModuleAnalysis.build, tree, text, path, config).in_scope
 
 
 def _char_col(lines: list[str], line: int, byte_col: int) -> int:
@@ -129,7 +363,12 @@ def parse_source(source: bytes, path: str) -> tuple[ast.Module | None, str, Viol
         line = exc.lineno or 1
         col = (exc.offset or 1) if exc.offset and exc.offset > 0 else 1
         return None, text, _parse_error(path, exc.msg, line, col)
-    except (ValueError, RecursionError, MemoryError) as exc:
+    except RecursionError:
+        if getattr(_DEEP_STATE, "active", False):
+            return None, text, _parse_error(path, "source nests too deeply to parse", 1, 1)
+        # Building the tree recurses; a deeper stack may be all it takes.
+        return call_with_deep_stack(parse_source, source, path)
+    except (ValueError, MemoryError) as exc:
         # CPython reports a parser stack overflow as a bare MemoryError.
         msg = str(exc) if isinstance(exc, ValueError) else "source nests too deeply to parse"
         return None, text, _parse_error(path, msg, 1, 1)
@@ -146,11 +385,26 @@ def check_tree(
         text: the decoded source (for noqa comments and character columns).
         path: the path used in violations and for test-module detection.
         config: settings (selection, engine classes, runner names...).
-        apply_noqa: drop violations suppressed by ``# noqa`` (flake8 does this itself).
+        apply_noqa: drop violations suppressed by ``# noqa`` (:func:`parse_noqa`).
+
+    A module nesting deeper than the default recursion limit allows is analysed again in
+    :func:`call_with_deep_stack`; fixes in a module deeper than :data:`MAX_FIX_DEPTH` are
+    reported as not available ("expression too deep").
 
     Raises:
+        SourceTooDeep: when even the deep thread cannot walk the module.
         InternalError: when a rule raises; the message names the rule and the error.
     """
+    try:
+        return _check_tree(tree, text, path, config, apply_noqa)
+    except SourceTooDeep:
+        if getattr(_DEEP_STATE, "active", False):
+            raise
+    return call_with_deep_stack(_check_tree, tree, text, path, config, apply_noqa)
+
+
+def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_noqa: bool
+                ) -> list[Violation]:
     from lint_gpu_tests.analysis import ModuleAnalysis
     from lint_gpu_tests.conftest_index import conftest_engine_fixtures
     from lint_gpu_tests.rules import ALL_RULES
@@ -168,7 +422,7 @@ def check_tree(
     if not module.in_scope:
         return []
     lines: list[str] | None = None
-    noqa: dict[int, frozenset[str] | None] | None = None
+    noqa: Noqa | None = None
     out: list[Violation] = []
     depends: dict[int, tuple[str, int]] = {}
     for rule_cls in codes:
@@ -182,11 +436,10 @@ def check_tree(
         if hits and lines is None:
             lines = text.splitlines()
             wants_noqa = apply_noqa and "noqa" in text.lower()
-            noqa = noqa_map(text) if wants_noqa else {}
+            noqa = parse_noqa(text) if wants_noqa else Noqa()
         for hit in hits:
             assert lines is not None and noqa is not None
-            suppressed = noqa.get(hit.node_line, False)
-            if suppressed is None or (suppressed and rule.code in suppressed):
+            if noqa.suppresses(hit.node_line, rule.code):
                 continue
             if hit.depends_on is not None and hit.fix is not None:
                 depends[len(out)] = hit.depends_on
@@ -205,7 +458,22 @@ def check_tree(
             )
     if depends:
         out = _drop_orphan_fixes(out, depends)
+    if any(v.fixable for v in out):
+        out = _drop_too_deep_fixes(tree, out)
     return sorted(set(out), key=Violation.sort_key)
+
+
+def _drop_too_deep_fixes(tree: ast.Module, out: list[Violation]) -> list[Violation]:
+    """LibCST must parse, visit and print the whole module to fix any part of it: in a
+    module nested deeper than :data:`MAX_FIX_DEPTH`, report the fixes as unavailable
+    (``check`` must not advertise ``[*]`` for a fix ``--fix`` cannot make)."""
+    depth, line = max_depth(tree)
+    if depth <= MAX_FIX_DEPTH:
+        return out
+    reason = (f"expression too deep (line {line} nests {depth} levels; the fixer rewrites "
+              f"at most {MAX_FIX_DEPTH})")
+    return [dataclasses.replace(v, fix=FixInfo(Applicability.NONE, v.fix.title, reason))
+            if v.fix is not None and v.fixable else v for v in out]
 
 
 def _drop_orphan_fixes(out: list[Violation], depends: dict[int, tuple[str, int]]
@@ -240,7 +508,7 @@ def per_file_ignored_codes(path: str, config: Config) -> tuple[str, ...]:
     rel = rel.replace(os.sep, "/")
     ignored: list[str] = []
     for pattern, codes in config.per_file_ignores:
-        spec = pathspec.PathSpec.from_lines("gitwildmatch", [pattern])
+        spec = pathspec.GitIgnoreSpec.from_lines([pattern])
         if spec.match_file(rel) or spec.match_file(os.path.basename(path)):
             ignored.extend(codes)
     return tuple(ignored)
@@ -321,9 +589,13 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
                violations: list[Violation] | None = None) -> FixOutcome:
     """Check ``source`` and apply fixes until nothing changes (at most 10 passes).
 
-    Each pass runs the codemods on the current text; a pass whose output does not parse
-    is thrown away (the file is left as the last good pass had it) and reported in
-    ``error``. LibCST is imported only when there is something to fix.
+    Each pass runs the codemods on the current text; a pass whose output does not parse,
+    or that raises (LibCST's ``PanicException``, a ``BaseException``, included), is thrown
+    away (the file is left as the last good pass had it) and reported in ``error``. When
+    the tenth pass still leaves something to fix, the fixes do not converge: nothing is
+    kept, ``error`` says ``failed to converge after 10 passes`` (as ruff does). The work
+    runs in :func:`call_with_deep_stack`, so deeply nested modules (long string
+    concatenations) can be rewritten. LibCST is imported only when there is something to fix.
 
     Args:
         source: the file's raw bytes.
@@ -343,6 +615,11 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
     original = violations if violations is not None else check_source(source, path, config)
     if not wanted_fixes(original, unsafe):
         return FixOutcome(None, [], original)
+    return call_with_deep_stack(_fix_loop, source, path, config, unsafe, original)
+
+
+def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
+              original: list[Violation]) -> FixOutcome:
     from lint_gpu_tests.codemods.driver import apply_fixes  # imports libcst
 
     current = source
@@ -355,7 +632,9 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
             break
         try:
             candidate = apply_fixes(current, path, config, todo)
-        except Exception as exc:  # noqa: BLE001 - a failed pass is reported, file kept
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a failed pass is reported, file kept
             detail = str(exc) if isinstance(exc, InternalError) else \
                 f"{type(exc).__name__}: {exc}"
             error = f"fix failed: {detail}; pass discarded"
@@ -369,6 +648,11 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
             break
         current = candidate
         current_violations = check_source(current, path, config)
+    else:
+        if wanted_fixes(current_violations, unsafe):
+            return FixOutcome(None, [], original,
+                              f"failed to converge after {MAX_FIX_PASSES} passes; "
+                              "file left unchanged")
     remaining = current_violations
     fixed = _fixed_violations(original, remaining) if current != source else []
     return FixOutcome(current if current != source else None, fixed, remaining, error, failure)

@@ -12,18 +12,21 @@ import enum
 import json
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lint_gpu_tests import __version__
-from lint_gpu_tests.ftypes import Applicability, Violation
+from lint_gpu_tests.ftypes import Applicability, Location, Violation
 
 TOOL_NAME = "gpu-test-lint"
-INFORMATION_URI = "https://github.com/gpu-test-lint/gpu-test-lint"
-DOCS_URL = INFORMATION_URI + "/blob/main/docs/rules.md"
+DOCS_URL = "docs/rules.md"
+"""Where the rule documentation ships: ``docs/rules.md`` of the gpu-test-lint repository (a
+relative reference; the package is installed from a clone or a wheel, it has no web site)."""
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+SRCROOT = "%SRCROOT%"
+"""The ``originalUriBaseIds`` key that SARIF artifact URIs are relative to (the repository)."""
 
 
 class OutputFormat(enum.Enum):
@@ -43,6 +46,22 @@ class OutputFormat(enum.Enum):
 
 
 @dataclass(frozen=True)
+class Edit:
+    """One text replacement of a fix, as ruff's JSON ``edits`` spell it.
+
+    Attributes:
+        content: the text that replaces the range (``""`` deletes it).
+        location: start, 1-based row and 1-based character column, in the original file.
+        end_location: end (exclusive), same units; ``(rows + 1, 1)`` is the end of a file
+            whose last line ends with a newline.
+    """
+
+    content: str
+    location: Location
+    end_location: Location
+
+
+@dataclass(frozen=True)
 class RenderOptions:
     """How to render.
 
@@ -50,15 +69,19 @@ class RenderOptions:
         unsafe_fixes: ``--unsafe-fixes`` is on, so unsafe fixes count as applicable.
         color: emit ANSI colours (only for text formats).
         cwd: directory that relative paths in JSON/SARIF are resolved against.
+        edits: the edits of each violation's fix (see :func:`lint_gpu_tests.api.fix_edits`);
+            a violation missing here has ``edits: []``.
     """
 
     unsafe_fixes: bool = False
     color: bool = False
     cwd: str = "."
+    edits: Mapping[Violation, tuple[Edit, ...]] = field(default_factory=dict)
 
 
 def rule_url(code: str) -> str:
-    """Documentation URL of a rule (an anchor in ``docs/rules.md``)."""
+    """Documentation URL of a rule: its anchor in ``docs/rules.md`` (``docs/rules.md#gpu001``,
+    relative to the gpu-test-lint repository)."""
     return f"{DOCS_URL}#{code.lower()}"
 
 
@@ -173,13 +196,19 @@ def _absolute(path: str, cwd: str) -> str:
     return os.path.normpath(os.path.join(cwd, path))
 
 
+def _edit_json(edit: Edit) -> dict[str, Any]:
+    return {"content": edit.content,
+            "end_location": {"column": edit.end_location.column, "row": edit.end_location.row},
+            "location": {"column": edit.location.column, "row": edit.location.row}}
+
+
 def violation_json(violation: Violation, options: RenderOptions) -> dict[str, Any]:
     """One violation as ruff's JSON object (keys in ruff's order)."""
     fix: dict[str, Any] | None = None
     if violation.fix is not None and violation.fix.available:
         fix = {
             "applicability": violation.fix.applicability.value,
-            "edits": [],
+            "edits": [_edit_json(edit) for edit in options.edits.get(violation, ())],
             "message": violation.fix.title,
         }
         if violation.fix.reason:
@@ -211,16 +240,52 @@ def render_json(violations: Sequence[Violation], options: RenderOptions) -> str:
 # --------------------------------------------------------------------------- sarif
 
 
-def _sarif_uri(path: str, cwd: str) -> str:
+def repository_root(cwd: str) -> str:
+    """The directory SARIF URIs are relative to: the enclosing git checkout of ``cwd``
+    (a directory holding ``.git``), else ``cwd`` itself."""
+    here = Path(os.path.abspath(cwd))
+    for directory in (here, *here.parents):
+        if (directory / ".git").exists():
+            return str(directory)
+    return str(here)
+
+
+def sarif_artifact(path: str, cwd: str, root: str) -> dict[str, str]:
+    """``artifactLocation`` of ``path``: a percent-encoded URI reference relative to
+    :data:`SRCROOT` (``root``), or an absolute ``file:`` URI for a file outside it."""
+    from urllib.parse import quote
+
     absolute = _absolute(path, cwd)
-    rel = os.path.relpath(absolute, cwd)
-    if rel.startswith(".."):
-        return Path(absolute).as_uri()
-    return rel.replace(os.sep, "/")
+    rel = os.path.relpath(absolute, root)
+    if rel == ".." or rel.startswith(".." + os.sep) or os.path.isabs(rel):
+        return {"uri": Path(absolute).as_uri()}
+    return {"uri": quote(rel.replace(os.sep, "/"), safe="/"), "uriBaseId": SRCROOT}
+
+
+def _region(start: Location, end: Location) -> dict[str, int]:
+    return {"startLine": start.row, "startColumn": start.column,
+            "endLine": end.row, "endColumn": end.column}
+
+
+def _fingerprint(v: Violation, uri: str, sources: dict[str, list[str]],
+                 seen: Counter[str]) -> str:
+    """``primaryLocationLineHash`` as GitHub's code scanning spells it (``hash:occurrence``):
+    the rule, the file and the reported line's text without whitespace, so a result keeps its
+    identity when lines above it move."""
+    import hashlib
+
+    lines = _source_lines(v.path, sources)
+    text = "".join(lines[v.location.row - 1].split()) if 1 <= v.location.row <= len(lines) \
+        else ""
+    digest = hashlib.sha256(f"{v.code}\0{uri}\0{text}".encode()).hexdigest()[:16]
+    seen[digest] += 1
+    return f"{digest}:{seen[digest]}"
 
 
 def sarif_rules() -> list[dict[str, Any]]:
-    """``tool.driver.rules`` entries for every rule, plus the parse-error pseudo-rule."""
+    """``tool.driver.rules`` entries for every rule, plus the parse-error pseudo-rule. The full
+    documentation is embedded (``help``); there is no ``helpUri``, which SARIF wants absolute,
+    and the rule docs have no web address."""
     from lint_gpu_tests.docs import render_rule
     from lint_gpu_tests.engine import PARSE_ERROR_CODE, PARSE_ERROR_NAME
     from lint_gpu_tests.rules import ALL_RULES
@@ -234,7 +299,6 @@ def sarif_rules() -> list[dict[str, Any]]:
             "shortDescription": {"text": rule.summary},
             "fullDescription": {"text": rule.what_it_does.strip()},
             "help": {"text": text, "markdown": text},
-            "helpUri": rule_url(rule.code),
             "properties": {"tags": ["gpu", "resource-leak"]},
         })
     out.append({
@@ -244,35 +308,48 @@ def sarif_rules() -> list[dict[str, Any]]:
         "fullDescription": {"text": "The file is not valid Python; it is reported and never "
                                     "rewritten."},
         "help": {"text": "Fix the syntax error.", "markdown": "Fix the syntax error."},
-        "helpUri": rule_url(PARSE_ERROR_CODE),
     })
     return out
 
 
 def render_sarif(violations: Sequence[Violation], options: RenderOptions) -> str:
-    """A SARIF 2.1.0 log with one run, every rule described, one result per violation."""
+    """A SARIF 2.1.0 log with one run, every rule described, one result per violation: URIs
+    relative to the repository (``originalUriBaseIds``), ``partialFingerprints``, and the
+    fix's ``artifactChanges`` where the fix's edits are known."""
     rules = sarif_rules()
     index = {rule["id"]: i for i, rule in enumerate(rules)}
+    root = repository_root(options.cwd)
+    sources: dict[str, list[str]] = {}
+    seen: Counter[str] = Counter()
     results = []
     for v in violations:
+        artifact = sarif_artifact(v.path, options.cwd, root)
         result: dict[str, Any] = {
             "ruleId": v.code,
             "level": "error",
             "message": {"text": v.message},
             "locations": [{
                 "physicalLocation": {
-                    "artifactLocation": {"uri": _sarif_uri(v.path, options.cwd)},
-                    "region": {
-                        "startLine": v.location.row,
-                        "startColumn": v.location.column,
-                        "endLine": v.end_location.row,
-                        "endColumn": v.end_location.column,
-                    },
+                    "artifactLocation": artifact,
+                    "region": _region(v.location, v.end_location),
                 }
             }],
+            "partialFingerprints": {
+                "primaryLocationLineHash": _fingerprint(v, artifact["uri"], sources, seen)},
         }
         if v.code in index:
             result["ruleIndex"] = index[v.code]
+        edits = options.edits.get(v, ())
+        if edits and v.fix is not None:
+            result["fixes"] = [{
+                "description": {"text": v.fix.title},
+                "artifactChanges": [{
+                    "artifactLocation": artifact,
+                    "replacements": [{"deletedRegion": _region(e.location, e.end_location),
+                                      "insertedContent": {"text": e.content}}
+                                     for e in edits],
+                }],
+            }]
         results.append(result)
     log = {
         "$schema": SARIF_SCHEMA,
@@ -280,10 +357,10 @@ def render_sarif(violations: Sequence[Violation], options: RenderOptions) -> str
         "runs": [{
             "tool": {"driver": {
                 "name": TOOL_NAME,
-                "informationUri": INFORMATION_URI,
                 "version": __version__,
                 "rules": rules,
             }},
+            "originalUriBaseIds": {SRCROOT: {"uri": Path(root).as_uri().rstrip("/") + "/"}},
             "results": results,
         }],
     }

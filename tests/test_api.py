@@ -158,3 +158,41 @@ def test_diff_mode_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_check_file() -> None:
     result = api.check_file(str(Path(__file__).parent / "fake_rules.py"), Config())
     assert result.error is None
+
+
+# --------------------------------------------------------------------------- typing
+# Issue 14 item 5: the package ships py.typed; the interface modules are `mypy --strict` clean
+# and user code calling the API type-checks against them.
+
+TYPED = ["__main__.py", "api.py", "cache.py", "cli.py", "config.py", "discovery.py", "docs.py",
+         "engine.py", "flake8_plugin.py", "output.py", "writer.py"]
+PACKAGE = Path(__file__).resolve().parents[1] / "lint_gpu_tests"
+
+
+def _mypy(tmp_path: Path, *args: str) -> tuple[int, list[str]]:
+    api = pytest.importorskip("mypy.api")
+    out, err, status = api.run(["--strict", "--follow-imports=silent", "--no-error-summary",
+                                "--cache-dir", str(tmp_path / "cache"), *args])
+    return status, (out + err).splitlines()
+
+
+def test_interface_modules_are_mypy_strict_clean(tmp_path: Path) -> None:
+    assert (PACKAGE / "py.typed").is_file()
+    status, lines = _mypy(tmp_path, *(str(PACKAGE / name) for name in TYPED))
+    assert (status, lines) == (0, [])
+
+
+def test_user_code_type_checks_against_the_api(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    user = tmp_path / "use_api.py"
+    user.write_text(
+        "from lint_gpu_tests.api import ConfigResolver, RunResult, check_paths\n\n\n"
+        "def count(paths: list[str]) -> int:\n"
+        "    result: RunResult = check_paths(paths, ConfigResolver())\n"
+        "    return len(result.violations)\n\n\n"
+        'wrong: str = check_paths(["tests"], ConfigResolver())\n')
+    monkeypatch.setenv("MYPYPATH", str(PACKAGE.parent))
+    status, lines = _mypy(tmp_path, str(user))
+    assert status == 1
+    assert lines == [f'{user}:9: error: Incompatible types in assignment (expression has type '
+                     '"RunResult", variable has type "str")  [assignment]']

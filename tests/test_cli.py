@@ -343,9 +343,9 @@ def test_rule_command_prints_sections_without_markers(tree: Path) -> None:
 
 
 def test_rule_command_unknown_code(tree: Path) -> None:
-    result = run("rule", "GPU999")
+    result = run("rule", "GPU990")
     assert (result.exit_code, result.stderr) == (
-        2, "error: unknown rule code `GPU999` (see `gpu-test-lint rules`)\n")
+        2, "error: unknown rule code `GPU990` (see `gpu-test-lint rules`)\n")
 
 
 def test_rules_table(tree: Path) -> None:

@@ -109,3 +109,153 @@ def test_same_reports_as_cli_on_real_tree(suite: str) -> None:  # pragma: no cov
     root = REALSUITES / suite
     cli = {t for t in cli_triples(root, ["tests"]) if t[2] != "GPU900"}
     assert flake8_triples(root, ["tests"]) == cli
+
+
+# --------------------------------------------------------------------------- noqa parity
+# One noqa implementation (engine.parse_noqa) for both front ends, checked against flake8's
+# own: with the plugin's noqa off, flake8 itself decides on the same inputs.
+
+HEAD = "from vllm import LLM\n"
+FLAKE8_SEMANTICS = [  # (comment or statement, suppressed by flake8 itself)
+    ('llm = LLM("m")  # noqa', True),
+    ('llm = LLM("m")  # NOQA', True),
+    ('llm = LLM("m")  # NoQa: GPU001', True),
+    ('llm = LLM("m")  # noqa: GPU001', True),
+    ('llm = LLM("m")  # noqa:GPU001', True),
+    ('llm = LLM("m")  # noqa: GPU00', True),
+    ('llm = LLM("m")  # noqa: GPU', True),
+    ('llm = LLM("m")  # noqa: GPU002', False),
+    ('llm = LLM("m")  # noqa: GPU002,GPU001', True),
+    ('llm = LLM("m")  # noqa: GPU002, GPU001', True),
+    ('llm = LLM("m")  # noqa: GPU002 GPU001', True),
+    ('llm = LLM("m")  # noqa: E501 because', False),
+    ('llm = LLM("m")  # noqa : GPU002', True),  # no codes after "noqa": blanket
+    ('llm = LLM("m")  # noqa:', True),
+    ('llm = LLM("m")  # type: ignore # noqa: GPU001', True),
+    ('llm = LLM("m")  # keep the engine', False),
+    ('llm = LLM("""\nm\n""")  # noqa: GPU001', True),  # after a multi-line string
+    ('llm = LLM("""\nm\n""")  # noqa: GPU002', False),
+    ('llm = LLM(\n        "m")  # noqa: GPU001', False),  # a bracket's line break splits
+    ('llm = LLM("m") if True else \\\n        None  # noqa', True),  # a continuation joins
+    ('llm = LLM("m"); note = "# noqa"', True),  # flake8 searches the raw line
+]
+EXTENSIONS = [  # suppressed by gpu-test-lint (as by ruff), not by flake8 itself
+    'llm = LLM("m")  #noqa:GPU001',
+    'llm = LLM("m")  #noqa',
+    'llm = LLM("m")  # NOQA: gpu001',
+    'llm = LLM("m")  # noqa: gpu00',
+]
+
+
+def _noqa_module(statements: list[str]) -> str:
+    body = "".join(f'\n\ndef test_{i}():\n    {statement}\n    llm.generate("x")\n'
+                   for i, statement in enumerate(statements))
+    return HEAD + body
+
+
+def _engine_lines(source: str) -> list[int]:
+    return [number for number, line in enumerate(source.splitlines(), 1)
+            if "llm = LLM(" in line]
+
+
+def flake8_in_process(root: Path, paths: list[str], capsys: pytest.CaptureFixture[str],
+                      *extra: str) -> set[Triple]:
+    from flake8.main.application import Application
+
+    assert Path.cwd() == root
+    capsys.readouterr()
+    Application().run(["--isolated", "--select", "GPU", "--jobs", "1",
+                       "--format", "%(path)s|%(row)d|%(code)s", *extra, *paths])
+    out = capsys.readouterr().out
+    return {(os.path.normpath(p), int(r), c)
+            for p, r, c in (line.split("|") for line in out.splitlines())}
+
+
+def cli_in_process(paths: list[str]) -> set[Triple]:
+    from click.testing import CliRunner
+
+    from lint_gpu_tests import cli
+
+    result = CliRunner().invoke(cli.cli, ["check", "--no-cache", "-q", *paths])
+    assert result.exit_code in (0, 1), result.output
+    out: set[Triple] = set()
+    for line in result.stdout.splitlines():
+        location, rest = line.split(": ", 1)
+        path, row, _col = location.rsplit(":", 2)
+        out.add((os.path.normpath(path), int(row), rest.split()[0]))
+    return out
+
+
+@pytest.fixture
+def noqa_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(GpuTestLintPlugin, "disable_noqa", False)  # restored after the test
+    (tmp_path / "test_semantics.py").write_text(
+        _noqa_module([statement for statement, _ in FLAKE8_SEMANTICS]))
+    (tmp_path / "test_extensions.py").write_text(_noqa_module(EXTENSIONS))
+    return tmp_path
+
+
+def test_noqa_decisions_are_flake8s(noqa_tree: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    lines = _engine_lines((noqa_tree / "test_semantics.py").read_text())
+    expected = {("test_semantics.py", line, "GPU001")
+                for line, (_, suppressed) in zip(lines, FLAKE8_SEMANTICS, strict=True)
+                if not suppressed}
+    monkeypatch.setattr(GpuTestLintPlugin, "apply_noqa", False)  # flake8's own noqa only
+    assert flake8_in_process(noqa_tree, ["test_semantics.py"], capsys) == expected
+    monkeypatch.setattr(GpuTestLintPlugin, "apply_noqa", True)
+    assert flake8_in_process(noqa_tree, ["test_semantics.py"], capsys) == expected
+    assert cli_in_process(["test_semantics.py"]) == expected
+
+
+def test_noqa_extensions_hold_in_both_front_ends(noqa_tree: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    every = {("test_extensions.py", line, "GPU001")
+             for line in _engine_lines((noqa_tree / "test_extensions.py").read_text())}
+    monkeypatch.setattr(GpuTestLintPlugin, "apply_noqa", False)
+    assert flake8_in_process(noqa_tree, ["test_extensions.py"], capsys) == every
+    monkeypatch.setattr(GpuTestLintPlugin, "apply_noqa", True)
+    assert flake8_in_process(noqa_tree, ["test_extensions.py"], capsys) == set()
+    assert cli_in_process(["test_extensions.py"]) == set()
+    # flake8's --disable-noqa turns the plugin's noqa off too
+    assert flake8_in_process(noqa_tree, ["test_extensions.py"], capsys,
+                             "--disable-noqa") == every
+
+
+ENGINE_AND_CLEANUP = ('import gc\n\nfrom vllm import LLM\n\n\ndef test_x():\n'
+                      '    llm = LLM("m")\n    llm.generate("hi")\n    gc.collect()\n')
+
+
+@pytest.mark.parametrize(("directive", "left"), [
+    ("# flake8: noqa", set()),
+    ("# flake8:noqa: GPU004", set()),  # flake8 skips the whole file whatever follows
+    ("# gpu-test-lint: noqa", set()),
+    ("# GPU-TEST-LINT: NOQA: GPU004", {7}),
+    ("# gpu-test-lint: noqa: GPU00", set()),
+    ("x = 1  # flake8: noqa", {7, 9}),  # not on a line of its own: no file-level effect
+], ids=["flake8", "flake8-codes", "bare", "codes", "prefix", "code-line"])
+def test_file_level_noqa_same_in_both_front_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str],
+                                                 directive: str, left: set[int]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "test_x.py").write_text(directive + "\n" + ENGINE_AND_CLEANUP)
+    expected = {("test_x.py", line + 1, code) for line, code in ((7, "GPU001"), (9, "GPU004"))
+                if line in left}
+    assert cli_in_process(["test_x.py"]) == expected
+    assert flake8_in_process(tmp_path, ["test_x.py"], capsys) == expected
+
+
+def test_plugin_honours_exclude_and_extend_exclude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 14 item 2: the vllm-gaudi tree's extend-exclude held for the CLI only.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.gpu-test-lint]\nextend-exclude = ["tests/unit_tests/lora/"]\n')
+    for folder in ("tests/unit_tests/lora", "tests/unit_tests/ops", "build"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "test_x.py").write_text(SAMPLE)
+    expected = {("tests/unit_tests/ops/test_x.py", 4, "GPU001")}
+    assert cli_in_process(["."]) == expected
+    assert flake8_in_process(tmp_path, ["."], capsys) == expected

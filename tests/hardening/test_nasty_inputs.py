@@ -3,6 +3,7 @@ an exact expected outcome, none reaches the user as a traceback (issue 6)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -108,23 +109,74 @@ HEAD = 'from vllm import LLM\n\n\ndef test_x():\n    llm = LLM("m")\n'
 
 
 @pytest.mark.parametrize(("body", "message"), [
-    # too deep for CPython's parser
+    # too deep for CPython's parser, whatever the stack
     ("    y = " + "-" * 200_000 + "1\n", "source nests too deeply to parse"),
-    ("    y = llm" + ".a" * 20_000 + "\n", "source nests too deeply to parse"),
     ("    y = " + "(" * 300 + "1" + ")" * 300 + "\n", "too many nested parentheses"),
-    # parses, but deeper than the analysis can walk
-    ("    y = llm.a" + " + llm.a" * 1_000 + "\n", "source nests too deeply to analyse"),
-    ("    if llm.a == 0:\n        pass\n"
-     + "".join(f"    elif llm.a == {i}:\n        pass\n" for i in range(1, 800)),
-     "source nests too deeply to analyse"),
-], ids=["unary", "attributes", "parentheses", "binop", "elif"])
-def test_deep_nesting_is_reported_not_a_crash(project: Path, body: str, message: str) -> None:
+], ids=["unary", "parentheses"])
+def test_too_deep_to_parse_is_gpu900(project: Path, body: str, message: str) -> None:
     data = (HEAD + body).encode()
     path = write(project, "test_deep.py", data)
     result = run("--fix", "tests")
     assert result.exit_code == 1
     (line,) = [ln for ln in result.stdout.splitlines() if "GPU900" in ln]
     assert line.endswith(f" GPU900 SyntaxError: {message}")
+    assert path.read_bytes() == data
+
+
+GPU001_NO_FIX = "GPU001 Engine `LLM(...)` built outside `with vllm_runner(...)`"
+
+
+@pytest.mark.parametrize(("body", "report"), [
+    # deeper than the default recursion limit lets the analysis walk: analysed in the deep
+    # thread, the engine is reported (issue 12: a deep expression hides nothing)
+    ("    y = llm.a" + " + llm.a" * 1_000 + "\n", GPU001),
+    ("    if llm.a == 0:\n        pass\n"
+     + "".join(f"    elif llm.a == {i}:\n        pass\n" for i in range(1, 800)), GPU001),
+    # parses (in the deep thread) but deeper than the fixer rewrites: no [*]
+    ("    y = llm" + ".a" * 20_000 + "\n", GPU001_NO_FIX),
+], ids=["binop", "elif", "attributes"])
+def test_deep_modules_are_analysed(project: Path, body: str, report: str) -> None:
+    data = (HEAD + body).encode()
+    write(project, "test_deep.py", data)
+    result = run("tests")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[0] == f"tests/test_deep.py:5:11: {report}"
+    assert "GPU900" not in result.stdout
+
+
+def _concatenation(parts: int) -> str:
+    joined = " + ".join(f'"part {i} "' for i in range(parts))
+    return f"\n\nPROMPT = ({joined})\n"
+
+
+def test_long_string_concatenation_is_fixed(project: Path) -> None:
+    # Issue 12: 600 parts (prompt constants) made --fix fail with RecursionError while check
+    # advertised [*]; the fix now runs in a thread with a deep stack.
+    tail = _concatenation(600)
+    path = write(project, "test_prompt.py", (ENGINE.format(s="hi") + tail).encode())
+    assert run("tests").stdout.splitlines()[0] == f"tests/test_prompt.py:5:11: {GPU001}"
+    result = run("--fix", "tests")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout == "Found 1 violation (1 fixed, 0 remaining).\n"
+    assert path.read_bytes() == (FIXED.format(s="hi") + tail).encode()
+
+
+def test_concatenation_deeper_than_the_fixer_is_not_fixable(project: Path) -> None:
+    # 2,500 parts nest 2,502 levels, more than MAX_FIX_DEPTH (2,000): the violation is
+    # reported without [*], the reason says why, and --fix leaves the file alone.
+    data = (ENGINE.format(s="hi") + _concatenation(2_500)).encode()
+    path = write(project, "test_prompt.py", data)
+    result = run("--output-format", "json", "tests")
+    assert result.exit_code == 1
+    (found,) = json.loads(result.stdout)
+    assert (found["code"], found["location"], found["fix"]) == \
+        ("GPU001", {"row": 5, "column": 11}, None)
+    assert found["no_fix_reason"] == ("expression too deep (line 9 nests 2502 levels; the "
+                                      "fixer rewrites at most 2000)")
+    result = run("--fix", "tests")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [f"tests/test_prompt.py:5:11: {GPU001_NO_FIX}",
+                                          "Found 1 violation."]
     assert path.read_bytes() == data
 
 

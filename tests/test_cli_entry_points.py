@@ -1,0 +1,201 @@
+"""Editor and CI entry points (issue 14 item 6): ``--stdin-filename`` (through a real
+subprocess with the source on stdin), ``--add-noqa``, ``--show-files``, ``--show-settings``,
+``python -m lint_gpu_tests``, ``-V`` and ``rule GPU900``/``GPU999``. Real rules."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from lint_gpu_tests import __version__, cli
+
+REPO = Path(__file__).resolve().parents[1]
+ENGINE = ('import gc\n\nfrom vllm import LLM\n\n\ndef test_x():\n    llm = LLM("m")\n'
+          '    llm.generate("hi")\n    gc.collect()\n')
+FIXED = ('import weakref\n\n\ndef test_x(vllm_runner):\n    with vllm_runner("m") as runner:\n'
+         '        llm = weakref.proxy(runner.llm)\n        llm.generate("hi")\n')
+GPU001 = "7:11: GPU001 [*] Engine `LLM(...)` built outside `with vllm_runner(...)`"
+GPU004 = "9:5: GPU004 [*] Manual cleanup `gc.collect()` in a function that owns an engine"
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GPU_TEST_LINT_CACHE_DIR", raising=False)
+    (tmp_path / "tests").mkdir()
+    return tmp_path
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli.cli, list(args), catch_exceptions=False)
+
+
+def module_run(cwd: Path, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """``python -m lint_gpu_tests ARGS`` in a real process (this checkout first on the path)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env.pop("GPU_TEST_LINT_CACHE_DIR", None)
+    return subprocess.run([sys.executable, "-m", "lint_gpu_tests", *args], cwd=cwd, env=env,
+                          input=stdin, capture_output=True, check=False, timeout=120)
+
+
+# --------------------------------------------------------------------------- --stdin-filename
+
+
+def test_stdin_check_prints_reports_for_the_named_path(project: Path) -> None:
+    proc = module_run(project, "check", "--no-cache", "--stdin-filename", "tests/test_x.py",
+                      stdin=ENGINE.encode())
+    assert (proc.returncode, proc.stderr) == (1, b"")
+    assert proc.stdout.decode().splitlines() == [
+        f"tests/test_x.py:{GPU001}", f"tests/test_x.py:{GPU004}", "Found 2 violations.",
+        "[*] 2 fixable with the `--fix` option."]
+    assert not (project / "tests" / "test_x.py").exists()  # nothing written
+
+
+def test_stdin_fix_prints_the_fixed_source(project: Path) -> None:
+    proc = module_run(project, "--fix", "--stdin-filename", "tests/test_x.py",
+                      stdin=ENGINE.replace("\n", "\r\n").encode())
+    assert proc.returncode == 0
+    assert proc.stdout == FIXED.replace("\n", "\r\n").encode()
+    assert proc.stderr == b"Found 2 violations (2 fixed, 0 remaining).\n"
+    assert not (project / "tests" / "test_x.py").exists()
+
+
+def test_stdin_fix_without_changes_echoes_the_source(project: Path) -> None:
+    clean = b"def test_ok():\n    assert True\n"
+    proc = module_run(project, "--fix", "--stdin-filename", "tests/test_ok.py", stdin=clean)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, clean, b"All checks passed!\n")
+
+
+def test_stdin_diff(project: Path) -> None:
+    proc = module_run(project, "--diff", "--stdin-filename", "tests/test_x.py",
+                      stdin=ENGINE.encode())
+    assert proc.returncode == 1
+    assert proc.stdout.decode().splitlines()[:3] == [
+        "--- tests/test_x.py", "+++ tests/test_x.py", "@@ -1,9 +1,7 @@"]
+
+
+def test_stdin_uses_the_config_of_the_named_path(project: Path) -> None:
+    (project / "sub").mkdir()
+    (project / "sub" / ".gpu-test-lint.toml").write_text('ignore = ["GPU004"]\n')
+    proc = module_run(project, "--no-cache", "--stdin-filename", "sub/tests/test_x.py",
+                      stdin=ENGINE.encode())
+    assert proc.returncode == 1
+    assert proc.stdout.decode().splitlines()[0] == f"sub/tests/test_x.py:{GPU001}"
+    assert "GPU004" not in proc.stdout.decode()
+
+
+def test_stdin_force_exclude_leaves_an_excluded_path_alone(project: Path) -> None:
+    (project / ".gpu-test-lint.toml").write_text('extend-exclude = ["tests/generated/"]\n')
+    proc = module_run(project, "--fix", "--force-exclude", "--stdin-filename",
+                      "tests/generated/test_x.py", stdin=ENGINE.encode())
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, ENGINE.encode(), b"")
+
+
+# --------------------------------------------------------------------------- --add-noqa
+
+
+def test_add_noqa_suppresses_every_violation(project: Path) -> None:
+    source = ('import gc\n\nfrom vllm import LLM\n\n\ndef test_x():\n    llm = LLM("""\nm\n""")'
+              '  # the model\n    llm.generate("hi")\n    gc.collect()  # noqa: GPU006\n')
+    path = project / "tests" / "test_x.py"
+    path.write_bytes(source.replace("\n", "\r\n").encode())
+    result = run("check", "--no-cache", "--add-noqa", "tests")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "",
+                                                                "Added 2 noqa directives.\n")
+    assert path.read_bytes() == source.replace(
+        '  # the model', '  # the model  # noqa: GPU001').replace(
+        "# noqa: GPU006", "# noqa: GPU004, GPU006").replace("\n", "\r\n").encode()
+    again = run("check", "--no-cache", "tests")
+    assert (again.exit_code, again.stdout) == (0, "All checks passed!\n")
+    assert run("check", "--no-cache", "--add-noqa", "tests").stderr == \
+        "Added 0 noqa directives.\n"
+
+
+def test_add_noqa_refuses_fix(project: Path) -> None:
+    result = run("check", "--add-noqa", "--fix", "tests")
+    assert (result.exit_code, result.stderr) == (
+        2, "error: --add-noqa cannot be combined with --fix, --diff or --stdin-filename\n")
+
+
+# --------------------------------------------------------------------------- --show-*
+
+
+def test_show_files_lists_what_is_checked_and_what_the_rules_skip(project: Path) -> None:
+    (project / "tests" / "test_x.py").write_text(ENGINE)
+    (project / "tests" / "helpers.py").write_text("def build():\n    return 1\n")
+    (project / "tests" / "test_bad.py").write_text("def f(:\n")
+    (project / "build").mkdir()
+    (project / "build" / "test_y.py").write_text(ENGINE)
+    result = run("check", "--show-files", ".")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout.splitlines() == [
+        "tests/helpers.py (not a test module: no rule applies)",
+        "tests/test_bad.py (does not parse: GPU900)",
+        "tests/test_x.py",
+    ]
+
+
+def test_show_settings_per_config_file(project: Path) -> None:
+    (project / "tests" / "test_x.py").write_text(ENGINE)
+    (project / "sub").mkdir()
+    (project / "sub" / "test_y.py").write_text(ENGINE)
+    (project / "sub" / "test_z.py").write_text(ENGINE)
+    (project / "sub" / "pyproject.toml").write_text(
+        '[tool.gpu-test-lint]\nignore = ["GPU004"]\ntarget = "vllm"\n')
+    result = run("check", "--show-settings", "--select", "GPU00", ".")
+    assert result.exit_code == 0
+    table = ['select = ["GPU00"]', "ignore = {ignore}", "extend-select = []",
+             "per-file-ignores = {{}}", "exclude = []", "extend-exclude = []",
+             'engine-classes = ["vllm.LLM"]', 'runner-classes = ["VllmRunner"]',
+             'isolation-decorators = ["create_new_process_for_each_test", '
+             '"fork_new_process_for_each_test", "spawn_new_process_for_each_test"]',
+             "cleanup-functions = []", "test-roots = []", 'target = "{target}"',
+             'runner-fixture = "vllm_runner"', 'runner-attribute = "llm"']
+    assert result.stdout.splitlines() == [
+        "Resolved settings for: sub/test_y.py (and 1 more)",
+        f"Settings path: {project}/sub/pyproject.toml",
+        f"Root: {project}/sub",
+        "[tool.gpu-test-lint]",
+        *(line.format(ignore='["GPU004"]', target="vllm") for line in table),
+        "",
+        "Resolved settings for: tests/test_x.py",
+        "Settings path: (none: defaults)",
+        f"Root: {project}",
+        "[tool.gpu-test-lint]",
+        *(line.format(ignore="[]", target="bundled") for line in table),
+    ]
+
+
+# --------------------------------------------------------------------------- -m, -V, rule
+
+
+def test_python_dash_m_and_version(project: Path) -> None:
+    proc = module_run(project, "-V")
+    assert (proc.returncode, proc.stdout) == (0, f"gpu-test-lint, version {__version__}\n".encode())
+    assert run("--version").stdout == run("-V").stdout == \
+        f"gpu-test-lint, version {__version__}\n"
+    (project / "tests" / "test_x.py").write_text(ENGINE)
+    proc = module_run(project, "--no-cache", "tests")
+    assert proc.returncode == 1
+    assert proc.stdout.decode().splitlines()[0] == f"tests/test_x.py:{GPU001}"
+
+
+@pytest.mark.parametrize(("code", "first"), [("GPU900", "# syntax-error (GPU900)"),
+                                             ("gpu999", "# internal-error (GPU999)")])
+def test_rule_explains_the_codes_that_are_not_rules(code: str, first: str) -> None:
+    result = run("rule", code)
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[0] == first
+    assert result.stdout.count("\n") == 3
+
+
+def test_rule_unknown_code_still_refused() -> None:
+    result = run("rule", "GPU998")
+    assert (result.exit_code, result.stderr) == (
+        2, "error: unknown rule code `GPU998` (see `gpu-test-lint rules`)\n")
