@@ -244,3 +244,50 @@ def test_noqa_suppresses_and_the_fix_leaves_it() -> None:
         """
     assert gpu008(source) == []
     assert fixed(source) == textwrap.dedent(source)
+
+
+def test_autouse_patch_dict_fixture_guards_tests_and_function_fixtures() -> None:
+    source = """\
+        import os
+        from unittest import mock
+
+        import pytest
+
+
+        @pytest.fixture(autouse=True)
+        def _clean_env():
+            with mock.patch.dict(os.environ, clear=False):
+                os.environ.pop("VLLM_A", None)
+                yield
+
+
+        @pytest.fixture(scope="module")
+        def wide():
+            os.environ["VLLM_B"] = "1"
+            yield
+
+
+        def test_x(wide):
+            os.environ["VLLM_C"] = "1"
+        """
+    assert [row for row, *_ in gpu008(source)] == [16]
+    unguarded = source.replace("(autouse=True)", "")
+    assert [row for row, *_ in gpu008(unguarded)] == [16, 21]
+
+
+def test_module_level_of_a_script_pytest_does_not_collect() -> None:
+    source = """\
+        import os
+
+        os.environ["VLLM_SKIP_WARMUP"] = "true"
+
+
+        def test_ngram(args):
+            assert args
+
+
+        if __name__ == "__main__":
+            os.environ["VLLM_TORCH_PROFILER_DIR"] = "./profile"
+        """
+    assert gpu008(source, path="tests/full_tests/spec_decode.py") == []
+    assert [row for row, *_ in gpu008(source, path="tests/full_tests/test_spec.py")] == [3]

@@ -9,7 +9,14 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, is_main_guard, last_name
+from lint_gpu_tests.analysis import (
+    FunctionInfo,
+    ModuleAnalysis,
+    fixture_decorator,
+    is_main_guard,
+    is_test_module_path,
+    last_name,
+)
 from lint_gpu_tests.fixplan import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.rule import Example, Hit, Rule
@@ -105,8 +112,10 @@ class EnvironmentMutatedWithoutIsolation(Rule):
         "whose name is known only at run time is not reported. Not violations: a test or "
         "fixture that runs in its own process (the isolation decorators), code inside "
         "`with mock.patch.dict(os.environ, ...)` or under such a decorator, "
-        "`monkeypatch.setenv`/`delenv`, and module level of a `conftest.py`, which sets up "
-        "the whole directory on purpose."
+        "`monkeypatch.setenv`/`delenv`, tests and function-scoped fixtures of a module "
+        "whose autouse fixture yields inside `mock.patch.dict(os.environ)`, module level "
+        "of a `conftest.py`, which sets up the whole directory on purpose, and module "
+        "level of a script pytest does not collect by its name."
     )
     why_bad = (
         "vLLM reads its `VLLM_*` settings from the process environment whenever an engine is "
@@ -257,10 +266,15 @@ def find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
         return []
     finder = _Finder(module)
     out: list[EnvMutation] = []
-    if os.path.basename(module.path) != "conftest.py":
+    if os.path.basename(module.path) != "conftest.py" and is_test_module_path(
+            module.path, module.config):
+        # Only modules pytest imports by their name run their top level in the session.
         out += finder.scan(list(_module_level_nodes(module.tree.body)), None)
+    guarded = any(_autouse_patches_environ(module, f) for f in module.functions)
     for func in module.functions:
         if not _watched(func) or is_isolated(func) or _patched_by_decorator(module, func):
+            continue
+        if guarded and (func.kind == "test" or func.fixture_scope == "function"):
             continue
         out += finder.scan(module.nodes_of(func), func)
     return sorted(out, key=lambda m: (m.node.lineno, m.node.col_offset))  # type: ignore[attr-defined]
@@ -298,6 +312,22 @@ def _patch_dict_of_environ(module: ModuleAnalysis, node: ast.AST) -> bool:
     target = node.args[0]
     return module.qualified(target) == "os.environ" or (
         isinstance(target, ast.Constant) and target.value == "os.environ")
+
+
+def _autouse_patches_environ(module: ModuleAnalysis, func: FunctionInfo) -> bool:
+    """True for a function-scoped autouse fixture that yields inside
+    ``with mock.patch.dict(os.environ, ...)``: every test of the module and its
+    function-scoped fixtures run inside that snapshot, which is restored after each test."""
+    deco = fixture_decorator(func.node)
+    if func.kind != "fixture" or func.fixture_scope != "function" or not (
+            isinstance(deco, ast.Call) and any(
+                kw.arg == "autouse" and isinstance(kw.value, ast.Constant) and
+                kw.value.value is True for kw in deco.keywords)):
+        return False
+    return any(isinstance(node, (ast.With, ast.AsyncWith)) and any(
+        _patch_dict_of_environ(module, item.context_expr) for item in node.items) and any(
+        isinstance(inner, ast.Yield) for inner in ast.walk(node))
+        for node in module.nodes_of(func))
 
 
 def _patched_by_decorator(module: ModuleAnalysis, func: FunctionInfo | None) -> bool:
