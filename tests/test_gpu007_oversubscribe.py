@@ -240,3 +240,24 @@ def test_engine_memory_share_option() -> None:
 def test_engine_memory_share_must_be_a_fraction(value: object) -> None:
     with pytest.raises(ConfigError, match="`engine-memory-share` must be a number in"):
         config_from_table({"engine-memory-share": value}, "pyproject.toml")
+
+
+def test_bundled_runner_factory() -> None:
+    source = """\
+        def test_factory(vllm_runner_factory):
+            first = vllm_runner_factory("a")
+            with vllm_runner_factory("b", gpu_memory_utilization=0.05) as b:
+                assert first and b
+            with vllm_runner_factory("c") as c:
+                assert c
+
+
+        def test_sequential(vllm_runner_factory):
+            with vllm_runner_factory("a") as a:
+                assert a
+            with vllm_runner_factory("b") as b:
+                assert b
+        """
+    assert gpu007(source) == [(5, 10, "2 " + PREFIX + "`vllm_runner_factory(...)` line 2: "
+                               "0.92 (default), `vllm_runner_factory(...)` line 5: 0.92 "
+                               "(default); sum 1.84 > 1.0")]

@@ -16,6 +16,9 @@ SHARE_KEYWORD = "gpu_memory_utilization"
 #: Keywords that size the KV cache in bytes instead (vllm/config/cache.py: the share is
 #: then ignored), so the engine's share cannot be told.
 BYTES_KEYWORDS = frozenset({"kv_cache_memory_bytes"})
+#: The bundled runtime's factory fixture (lint_gpu_tests/runtime/plugin.py): each call
+#: builds one more engine, alive until its with-block ends or the test does.
+RUNNER_FACTORY_FIXTURE = "vllm_runner_factory"
 #: Calls that end a bound engine's or runner's life before its name goes away.
 END_CALLS = frozenset({"shutdown", "__exit__"})
 #: Sums are compared with this slack, so 0.5 + 0.5 (or 0.1 * 10) is not "past 1.0".
@@ -67,9 +70,10 @@ class EnginesOversubscribeDevice(Rule):
         "runners in one `with` group or one `ExitStack`, several `LLM(...)` bound in one "
         "scope before the earlier ones are deleted or shut down, engine fixtures the test "
         "requests together with engines it builds, and engines built through a factory "
-        "fixture. Each engine asks for its `gpu_memory_utilization` share of the device "
-        "(`engine-memory-share`, vLLM's 0.92, when the call does not set it); when the "
-        "shares add up past 1.0 the rule reports the engine that tips the sum over. "
+        "fixture (the bundled `vllm_runner_factory` included). Each engine asks for its "
+        "`gpu_memory_utilization` share of the device (`engine-memory-share`, vLLM's "
+        "0.92, when the call does not set it); when the shares add up past 1.0 the rule "
+        "reports the engine that tips the sum over. "
         "Literal values and module constants are read; a share known only at run time "
         "(a variable, `**kwargs`, `kv_cache_memory_bytes`, a fixture from a conftest) "
         "counts for nothing, so it is reported only when the known shares alone pass 1.0. "
@@ -173,7 +177,7 @@ def test_unknown(vllm_runner, share, use_fp8):
     )
 
     def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
-        if not (module.engines or module.runner_calls):
+        if not (module.engines or module.runner_calls or RUNNER_FACTORY_FIXTURE in module.text):
             return
         lives = _Lives(module)
         for func in module.functions:
@@ -351,14 +355,14 @@ class _Lives:
                                    *func.node.args.kwonlyargs)}
         for name, arg in args.items():
             fixture = self.fixtures.get(name)
-            if name in self.factories:
-                assert fixture is not None
+            inner = self.factories.get(name)
+            if inner is not None or (name == RUNNER_FACTORY_FIXTURE and fixture is None):
                 for node in module.nodes_of(func):
                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                             node.func.id == name:
-                        share, defaulted = self._factory_share(node, self.factories[name],
-                                                               locals_)
-                        out.append(self._life(func, node, end, share, defaulted,
+                        share, defaulted = self._factory_share(node, inner, locals_)
+                        out.append(self._life(func, node, self._factory_end(func, node),
+                                              share, defaulted,
                                               f"`{name}(...)` line {node.lineno}"))
                 continue
             if name not in module.engine_fixtures:
@@ -380,7 +384,7 @@ class _Lives:
         return [life for life in self.of(fixture, depth + 1)
                 if life.start <= point <= life.end]
 
-    def _factory_fixtures(self) -> dict[str, ast.Call]:
+    def _factory_fixtures(self) -> dict[str, ast.Call]:  # name -> the engine call inside
         """Fixtures that hand out a nested function building an engine, with that
         function's engine call."""
         out: dict[str, ast.Call] = {}
@@ -394,14 +398,23 @@ class _Lives:
                 out[fixture.name] = site.call
         return out
 
-    def _factory_share(self, call: ast.Call, inner: ast.Call,
+    def _factory_end(self, func: FunctionInfo, call: ast.Call) -> Position:
+        """A factory's engine lives until the test ends (the factory holds it), or to the
+        end of the with-statement it is entered in (the bundled factory's runners)."""
+        parent = self.module.parent(call)
+        if isinstance(parent, ast.withitem):
+            return self._block_end(func, call)
+        return self._function_end(func)
+
+    def _factory_share(self, call: ast.Call, inner: ast.Call | None,
                        locals_: frozenset[str]) -> tuple[float | None, bool]:
         """A factory call's share: its own ``gpu_memory_utilization`` keyword, else the
-        engine call's inside the factory, else the default."""
+        engine call's inside the factory (``inner``; ``None`` for the bundled runner
+        factory), else the default."""
         given = self._keyword_share(call, locals_)
         if given is not None:
             return given
-        explicit = [kw for kw in inner.keywords if kw.arg == SHARE_KEYWORD]
+        explicit = [kw for kw in inner.keywords if kw.arg == SHARE_KEYWORD] if inner else []
         if explicit:
             return self._keyword_share(ast.Call(func=inner.func, args=[], keywords=explicit),
                                        frozenset()) or (None, False)
