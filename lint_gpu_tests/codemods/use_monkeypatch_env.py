@@ -23,7 +23,6 @@ from lint_gpu_tests.rules.gpu008_environment_mutated_without_isolation import (
     MONKEYPATCH,
     EnvFixPlan,
     EnvironmentMutatedWithoutIsolation,
-    EnvMutation,
     find_mutations,
     plan_fix,
 )
@@ -41,13 +40,13 @@ class UseMonkeypatchEnv(GpuCodemod):
                 todo: list[Violation]) -> cst.Module:
         rows = {v.location.row for v in todo}
         title = EnvironmentMutatedWithoutIsolation.fix_title
-        edits: dict[int, tuple[EnvMutation, EnvFixPlan]] = {}
+        edits: dict[int, EnvFixPlan] = {}  # statement line -> its plan
         for mutation in find_mutations(module):
             if mutation.node.lineno not in rows or not mutation.rewritable:  # type: ignore[attr-defined]
                 continue
             plan = plan_fix(module, mutation, title)
             if plan.fix.available:
-                edits[mutation.statement.lineno] = (mutation, plan)
+                edits[mutation.statement.lineno] = plan
         if not edits:
             return tree
         wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
@@ -85,13 +84,13 @@ class UseMonkeypatchEnv(GpuCodemod):
 
 
 class _UseMonkeypatch(cst.CSTTransformer):
-    def __init__(self, edits: dict[int, tuple[EnvMutation, EnvFixPlan]],
+    def __init__(self, edits: dict[int, EnvFixPlan],
                  positions: dict[cst.CSTNode, object]) -> None:
         super().__init__()
         self.edits = edits
         self.positions = positions
-        self.params = {plan.function_line for _, plan in edits.values() if plan.add_param}
-        self.wraps = {plan.function_line: plan.wrap_line for _, plan in edits.values()
+        self.params = {plan.function_line for plan in edits.values() if plan.add_param}
+        self.wraps = {plan.function_line: plan.wrap_line for plan in edits.values()
                       if plan.wrap_line is not None}
         self.expanded: dict[int, int] = {}
         self.changed = False
@@ -102,10 +101,9 @@ class _UseMonkeypatch(cst.CSTTransformer):
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
-        edit = self.edits.get(self._line(original_node))
-        if edit is None:
+        plan = self.edits.get(self._line(original_node))
+        if plan is None:
             return updated_node
-        _, plan = edit
         calls = _replacement_calls(updated_node.body[0], plan.receiver)
         if not calls:
             return updated_node
