@@ -5,8 +5,8 @@ hand changes the engine of a later test, and the form ``gpu-test-lint check --fi
 The inner module's test A sets ``VLLM_CPU_KVCACHE_SPACE`` (GiB), which vLLM's CPU platform
 reads into ``cache_config.kv_cache_memory_bytes`` when an engine is configured
 (vllm/platforms/cpu.py, ``check_and_update_config``); test B builds an engine and records
-that value. The module runs in its own pytest process twice: as written, then after the fix
-on a copy. One engine per run, two in all.
+that value. The module runs in its own pytest process twice: as written, and a copy after
+``gpu-test-lint check --fix``. One engine per run, two in all.
 """
 
 from __future__ import annotations
@@ -72,22 +72,23 @@ def test_leaked_setting_changes_later_engine_and_fix_stops_it(tmp_path: Path,
     assert not engine_processes()
     clean = int(os.environ["VLLM_CPU_KVCACHE_SPACE"]) * GIB
     assert clean != LEAKED_GIB * GIB
-    folder = tmp_path / "suite"
-    folder.mkdir()
-    module = folder / "test_leak.py"
-    module.write_text(INNER, encoding="utf-8")
+    original = tmp_path / "as_written"
+    copy = tmp_path / "fixed"
+    for folder in (original, copy):
+        folder.mkdir()
+        (folder / "test_leak.py").write_text(INNER, encoding="utf-8")
+    module = copy / "test_leak.py"
 
     checked = CliRunner().invoke(cli.cli, ["check", "--no-cache", "-j", "1", str(module)])
     assert checked.exit_code == 1, checked.output
     assert f"{module}:9:5: GPU008" in checked.output
     assert checked.output.count("GPU0") == 1, checked.output
-
-    leaked = _run_inner(folder, tiny_model)
-    assert leaked == LEAKED_GIB * GIB  # test A's setting reached test B's engine
-
     fixed = CliRunner().invoke(cli.cli, ["check", "--no-cache", "-j", "1", "--fix",
                                          str(module)])
     assert fixed.exit_code == 0, fixed.output
     assert module.read_text(encoding="utf-8") == FIXED
 
-    assert _run_inner(folder, tiny_model) == clean  # monkeypatch restored it after A
+    # As written, test A's setting reaches test B's engine: 2 GiB instead of 1.
+    assert _run_inner(original, tiny_model) == LEAKED_GIB * GIB
+    # Fixed, monkeypatch restores the variable after A: B's engine gets the clean value.
+    assert _run_inner(copy, tiny_model) == clean
