@@ -37,6 +37,11 @@ DEFAULT_ISOLATION_DECORATORS = (
 )
 TARGETS = ("bundled", "vllm")
 SELECTOR_KEYS = ("select", "ignore", "extend-select")
+#: vLLM's default ``gpu_memory_utilization`` (vllm/config/cache.py ``CacheConfig``, and the
+#: keyword default of ``vllm.LLM.__init__``, 0.92 in vLLM 0.32).
+DEFAULT_ENGINE_MEMORY_SHARE = 0.92
+#: Environment variables GPU008 treats as engine configuration (``fnmatch`` patterns).
+DEFAULT_ENVIRONMENT_VARIABLES = ("VLLM_*", "CUDA_VISIBLE_DEVICES", "HF_HUB_OFFLINE")
 
 
 class ConfigError(Exception):
@@ -63,6 +68,10 @@ class Config:
         isolation_decorators: decorator names whose tests run in their own process.
         cleanup_functions: extra call names GPU004 treats as manual cleanup.
         test_roots: directories whose ``*.py`` files count as test modules.
+        engine_memory_share: the ``gpu_memory_utilization`` GPU007 assumes for an engine that
+            does not set it (a fraction of the device, 0 < share <= 1).
+        environment_variables: case-sensitive ``fnmatch`` patterns of the environment
+            variables GPU008 treats as engine configuration.
         root: directory the config was found in (for relative patterns).
         source: the config file these settings come from (``""`` for the defaults).
     """
@@ -81,6 +90,8 @@ class Config:
     isolation_decorators: tuple[str, ...] = DEFAULT_ISOLATION_DECORATORS
     cleanup_functions: tuple[str, ...] = ()
     test_roots: tuple[str, ...] = ()
+    engine_memory_share: float = DEFAULT_ENGINE_MEMORY_SHARE
+    environment_variables: tuple[str, ...] = DEFAULT_ENVIRONMENT_VARIABLES
     root: str = field(default=".", compare=False)
     source: str = field(default="", compare=False)
 
@@ -115,13 +126,16 @@ _LIST_KEYS = {
     "isolation-decorators": "isolation_decorators",
     "cleanup-functions": "cleanup_functions",
     "test-roots": "test_roots",
+    "environment-variables": "environment_variables",
 }
 _STR_KEYS = {
     "target": "target",
     "runner-fixture": "runner_fixture",
     "runner-attribute": "runner_attribute",
 }
-KNOWN_KEYS = frozenset(_LIST_KEYS) | frozenset(_STR_KEYS) | {"per-file-ignores"}
+_SHARE_KEYS = {"engine-memory-share": "engine_memory_share"}
+KNOWN_KEYS = frozenset(_LIST_KEYS) | frozenset(_STR_KEYS) | frozenset(_SHARE_KEYS) | {
+    "per-file-ignores"}
 
 
 def known_codes() -> tuple[str, ...]:
@@ -178,6 +192,11 @@ def config_from_table(table: Mapping[str, object], source: str, root: str = ".")
             if not isinstance(value, str):
                 raise ConfigError(f"{source}: `{key}` must be a string")
             kwargs[_STR_KEYS[key]] = value
+        elif key in _SHARE_KEYS:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    0 < value <= 1):
+                raise ConfigError(f"{source}: `{key}` must be a number in (0, 1]")
+            kwargs[_SHARE_KEYS[key]] = float(value)
         elif key == "per-file-ignores":
             if not isinstance(value, dict):
                 raise ConfigError(f"{source}: `per-file-ignores` must be a table")

@@ -13,6 +13,7 @@ from libcst.codemod import CodemodContext
 from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.codemods.proxy_engine_reference import ProxyEngineReference
 from lint_gpu_tests.codemods.remove_manual_cleanup import RemoveManualCleanup
+from lint_gpu_tests.codemods.use_monkeypatch_env import UseMonkeypatchEnv
 from lint_gpu_tests.codemods.wrap_engine_in_runner import WrapEngineInRunner
 from lint_gpu_tests.codemods.wrap_runner_in_with import WrapRunnerInWith
 from lint_gpu_tests.config import Config
@@ -24,6 +25,7 @@ ORDER: tuple[type[GpuCodemod], ...] = (
     WrapEngineInRunner,
     ProxyEngineReference,
     RemoveManualCleanup,
+    UseMonkeypatchEnv,
 )
 
 

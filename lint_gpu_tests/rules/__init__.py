@@ -9,6 +9,10 @@ from lint_gpu_tests.rules.gpu003_finalizer_shutdown import FinalizerShutdown
 from lint_gpu_tests.rules.gpu004_manual_engine_cleanup import ManualEngineCleanup
 from lint_gpu_tests.rules.gpu005_runner_without_with import RunnerWithoutWith
 from lint_gpu_tests.rules.gpu006_strong_engine_alias import StrongEngineAlias
+from lint_gpu_tests.rules.gpu007_engines_oversubscribe_device import EnginesOversubscribeDevice
+from lint_gpu_tests.rules.gpu008_environment_mutated_without_isolation import (
+    EnvironmentMutatedWithoutIsolation,
+)
 
 ALL_RULES: list[type[Rule]] = [
     EngineOutsideRunner,
@@ -17,6 +21,8 @@ ALL_RULES: list[type[Rule]] = [
     ManualEngineCleanup,
     RunnerWithoutWith,
     StrongEngineAlias,
+    EnginesOversubscribeDevice,
+    EnvironmentMutatedWithoutIsolation,
 ]
 
 

@@ -82,7 +82,7 @@ from vllm.entrypoints.llm import LLM as Engine
 def test_two_engines():
     first = vllm.LLM("facebook/opt-125m")  # error: GPU001
     first.generate(["a"])
-    second = Engine(model="facebook/opt-125m")  # error: GPU001
+    second = Engine(model="facebook/opt-125m")  # error: GPU001, GPU007
     second.generate(["b"])
 ''',
         ),

@@ -51,7 +51,8 @@ import contextlib
 
 
 def test_all(vllm_runner):
-    with vllm_runner("a") as first, vllm_runner("b") as second:
+    with vllm_runner("a", gpu_memory_utilization=0.4) as first, \\
+            vllm_runner("b", gpu_memory_utilization=0.4) as second:
         assert first and second
     with (
         vllm_runner("c") as third,

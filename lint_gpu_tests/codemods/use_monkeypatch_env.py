@@ -1,0 +1,220 @@
+"""Codemod for GPU008: set and remove engine environment variables through ``monkeypatch``.
+
+The rule module decides everything (:func:`find_mutations`, :func:`plan_fix`); this command
+replaces each planned statement by its ``<receiver>.setenv(...)``/``delenv(...)`` calls, adds
+the ``monkeypatch`` parameter, or opens ``with pytest.MonkeyPatch.context() as mp:`` over the
+rest of a wide-scoped fixture's body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+from libcst.codemod.visitors import RemoveImportsVisitor
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.codemods._base import GpuCodemod
+from lint_gpu_tests.codemods._cst import add_param
+from lint_gpu_tests.ftypes import Violation
+from lint_gpu_tests.rules.gpu008_environment_mutated_without_isolation import (
+    CONTEXT_NAME,
+    MONKEYPATCH,
+    EnvFixPlan,
+    EnvironmentMutatedWithoutIsolation,
+    find_mutations,
+    plan_fix,
+)
+
+CONTEXT_EXPR = "pytest.MonkeyPatch.context()"
+
+
+class UseMonkeypatchEnv(GpuCodemod):
+    """``os.environ["VLLM_X"] = v`` -> ``monkeypatch.setenv("VLLM_X", v)`` and the like."""
+
+    DESCRIPTION = "Set engine environment variables through monkeypatch (GPU008)."
+    CODES = frozenset({"GPU008"})
+
+    def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
+                todo: list[Violation]) -> cst.Module:
+        rows = {v.location.row for v in todo}
+        title = EnvironmentMutatedWithoutIsolation.fix_title
+        edits: dict[int, EnvFixPlan] = {}  # statement line -> its plan
+        for mutation in find_mutations(module):
+            if mutation.node.lineno not in rows or not mutation.rewritable:  # type: ignore[attr-defined]
+                continue
+            plan = plan_fix(module, mutation, title)
+            if plan.fix.available:
+                edits[mutation.statement.lineno] = plan
+        if not edits:
+            return tree
+        wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
+        transformer = _UseMonkeypatch(edits, wrapper.resolve(PositionProvider))  # type: ignore[arg-type]
+        new_tree = wrapper.module.visit(transformer)
+        if not transformer.changed:
+            return tree
+        self._remove_unused_os(module)
+        return new_tree
+
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        """As the base class; then a module whose first import was removed does not start
+        with the blank line that separated it from the next section."""
+        new = super().transform_module(tree)
+        if new is tree or not new.body or not tree.body or tree.body[0].leading_lines:
+            return new
+        lead = list(new.body[0].leading_lines)
+        while lead and lead[0].comment is None:
+            lead.pop(0)
+        if len(lead) == len(new.body[0].leading_lines):
+            return new
+        first = new.body[0].with_changes(leading_lines=lead)
+        return new.with_changes(body=[first, *new.body[1:]])
+
+    def _remove_unused_os(self, module: ModuleAnalysis) -> None:
+        """Schedule removal of ``import os`` / ``from os import environ`` when the rewrite
+        left them unused (LibCST's visitor keeps an import that is still referenced)."""
+        for local, qualified in module.imports.items():
+            if qualified == "os" and local == "os":
+                RemoveImportsVisitor.remove_unused_import(self.context, "os")
+            elif qualified in ("os.environ", "os.putenv", "os.unsetenv"):
+                obj = qualified.split(".")[1]
+                RemoveImportsVisitor.remove_unused_import(
+                    self.context, "os", obj, local if local != obj else None)
+
+
+class _UseMonkeypatch(cst.CSTTransformer):
+    def __init__(self, edits: dict[int, EnvFixPlan],
+                 positions: dict[cst.CSTNode, object]) -> None:
+        super().__init__()
+        self.edits = edits
+        self.positions = positions
+        self.params = {plan.function_line for plan in edits.values() if plan.add_param}
+        self.wraps = {plan.function_line: plan.wrap_line for plan in edits.values()
+                      if plan.wrap_line is not None}
+        self.expanded: dict[int, int] = {}
+        self.changed = False
+
+    def _line(self, node: cst.CSTNode) -> int:
+        return self.positions[node].start.line  # type: ignore[attr-defined,no-any-return]
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        plan = self.edits.get(self._line(original_node))
+        if plan is None:
+            return updated_node
+        calls = _replacement_calls(updated_node.body[0], plan.receiver)
+        if not calls:
+            return updated_node
+        lines = [cst.SimpleStatementLine(body=[cst.Expr(call)]) for call in calls]
+        lines[0] = lines[0].with_changes(leading_lines=updated_node.leading_lines)
+        lines[-1] = lines[-1].with_changes(trailing_whitespace=updated_node.trailing_whitespace)
+        self.changed = True
+        self.expanded[self._line(original_node)] = len(lines)
+        return lines[0] if len(lines) == 1 else cst.FlattenSentinel(lines)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef,
+                          updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        line = self._line(original_node)
+        if line in self.params:
+            updated_node = updated_node.with_changes(
+                params=add_param(updated_node.params, MONKEYPATCH))
+        wrap_line = self.wraps.get(line)
+        if wrap_line is not None and isinstance(updated_node.body, cst.IndentedBlock) and \
+                isinstance(original_node.body, cst.IndentedBlock):
+            lines = [self._line(s) for s in original_node.body.body]
+            if wrap_line in lines:
+                # Statements before the wrap point may have become several (``update``).
+                start = sum(self.expanded.get(n, 1) for n in lines[:lines.index(wrap_line)])
+                body = _wrap_from(updated_node.body.body, start)
+                updated_node = updated_node.with_changes(
+                    body=updated_node.body.with_changes(body=body))
+        return updated_node
+
+
+def _wrap_from(updated: Sequence[cst.BaseStatement], start: int) -> list[cst.BaseStatement]:
+    """``updated`` with the statements from index ``start`` to the end moved into
+    ``with pytest.MonkeyPatch.context() as mp:``; the first moved statement's leading
+    comments and blank lines go above the ``with``."""
+    moved = list(updated[start:])
+    lead = moved[0].leading_lines
+    moved[0] = moved[0].with_changes(leading_lines=[])
+    block = cst.With(
+        items=[cst.WithItem(item=cst.parse_expression(CONTEXT_EXPR),
+                            asname=cst.AsName(name=cst.Name(CONTEXT_NAME)))],
+        body=cst.IndentedBlock(body=moved),
+        leading_lines=lead,
+    )
+    return [*updated[:start], block]
+
+
+def _call(receiver: str, method: str, *args: cst.BaseExpression,
+          raising: bool = True) -> cst.Call:
+    """``receiver.method(args...)`` (``raising=False`` appended when asked), built from the
+    original expression nodes so their inner layout and comments stay as written."""
+    arguments = [cst.Arg(value=a) for a in args]
+    if not raising:
+        arguments.append(cst.Arg(keyword=cst.Name("raising"), value=cst.Name("False"),
+                                 equal=cst.AssignEqual(
+                                     whitespace_before=cst.SimpleWhitespace(""),
+                                     whitespace_after=cst.SimpleWhitespace(""))))
+    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    arguments = [a.with_changes(comma=comma) for a in arguments[:-1]] + arguments[-1:]
+    return cst.Call(func=cst.Attribute(value=cst.Name(receiver), attr=cst.Name(method)),
+                    args=arguments)
+
+
+def _subscript_key(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1 and \
+            isinstance(node.slice[0].slice, cst.Index):
+        return node.slice[0].slice.value
+    return None
+
+
+def _keyword_key(name: cst.Name) -> cst.SimpleString:
+    return cst.SimpleString(f'"{name.value}"')
+
+
+def _replacement_calls(small: cst.BaseSmallStatement, receiver: str) -> list[cst.Call]:
+    """The ``monkeypatch`` calls that replace one planned small statement (the shapes
+    :func:`find_mutations` gives a rewrite), or ``[]`` for anything else."""
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        key = _subscript_key(small.targets[0].target)
+        return [] if key is None else [_call(receiver, "setenv", key, small.value)]
+    if isinstance(small, cst.Del):
+        targets = [e.value for e in small.target.elements] if isinstance(
+            small.target, cst.Tuple) else [small.target]
+        keys = [_subscript_key(t) for t in targets]
+        return [_call(receiver, "delenv", k) for k in keys if k is not None]
+    if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)):
+        return []
+    call = small.value
+    method = call.func.attr.value if isinstance(call.func, cst.Attribute) else \
+        call.func.value if isinstance(call.func, cst.Name) else ""
+    args = [a.value for a in call.args if a.keyword is None and not a.star]
+    if method == "putenv" and len(args) == 2:
+        return [_call(receiver, "setenv", *args)]
+    if method == "unsetenv" and len(args) == 1:
+        return [_call(receiver, "delenv", args[0], raising=False)]
+    if method == "pop" and args:
+        return [_call(receiver, "delenv", args[0], raising=len(args) == 1)]
+    if method == "setdefault" and len(args) == 2 and isinstance(call.func, cst.Attribute):
+        current = cst.Call(func=cst.Attribute(value=call.func.value, attr=cst.Name("get")),
+                           args=[cst.Arg(value=args[0], comma=cst.Comma(
+                               whitespace_after=cst.SimpleWhitespace(" "))),
+                                 cst.Arg(value=args[1])])
+        return [_call(receiver, "setenv", args[0], current)]
+    if method != "update":
+        return []
+    out: list[cst.Call] = []
+    for arg in call.args:
+        if arg.keyword is not None:
+            out.append(_call(receiver, "setenv", _keyword_key(arg.keyword), arg.value))
+        elif isinstance(arg.value, cst.Dict):
+            out += [_call(receiver, "setenv", e.key, e.value) for e in arg.value.elements
+                    if isinstance(e, cst.DictElement)]
+        elif isinstance(arg.value, cst.Call):
+            out += [_call(receiver, "setenv", _keyword_key(a.keyword), a.value)
+                    for a in arg.value.args if a.keyword is not None]
+    return out

@@ -1,0 +1,434 @@
+"""GPU007 engines-oversubscribe-device: engines alive at the same time whose
+``gpu_memory_utilization`` shares add up past the whole device."""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, last_name
+from lint_gpu_tests.rule import Example, Hit, Rule
+from lint_gpu_tests.rules._common import hit_at, literal_value, local_names, module_constants
+
+SHARE_KEYWORD = "gpu_memory_utilization"
+#: Keywords that size the KV cache in bytes instead (vllm/config/cache.py: the share is
+#: then ignored), so the engine's share cannot be told.
+BYTES_KEYWORDS = frozenset({"kv_cache_memory_bytes"})
+#: The bundled runtime's factory fixture (lint_gpu_tests/runtime/plugin.py): each call
+#: builds one more engine, alive until its with-block ends or the test does.
+RUNNER_FACTORY_FIXTURE = "vllm_runner_factory"
+#: Calls that end a bound engine's or runner's life before its name goes away.
+END_CALLS = frozenset({"shutdown", "__exit__"})
+#: Sums are compared with this slack, so 0.5 + 0.5 (or 0.1 * 10) is not "past 1.0".
+EPSILON = 1e-9
+
+Position = tuple[int, int]
+Branches = tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class EngineLife:
+    """One engine's stretch of a function's source during which it holds device memory.
+
+    Attributes:
+        node: where a report about it points (the call, or the fixture's parameter).
+        start, end: ``(line, column)`` of the first and last position it is alive at.
+        share: its ``gpu_memory_utilization``; ``None`` when known only at run time.
+        defaulted: ``share`` is the configured default (the call does not set it).
+        label: how the message names it (``LLM(...)`` at line 7, fixture `llm`).
+        branches: ``(id(node), branch)`` of each ``if``/``match`` it sits in: two lives in
+            different branches of one statement never run together.
+    """
+
+    node: ast.AST
+    start: Position
+    end: Position
+    share: float | None
+    defaulted: bool
+    label: str
+    branches: Branches = ()
+
+    def term(self) -> str:
+        """This engine's part of the message: ``LLM(...) line 7: 0.92 (default)``."""
+        if self.share is None:
+            return f"{self.label}: unknown"
+        return f"{self.label}: {self.share:g}" + (" (default)" if self.defaulted else "")
+
+
+class EnginesOversubscribeDevice(Rule):
+    """Flags engines alive together whose memory shares add up past 1.0."""
+
+    code = "GPU007"
+    name = "engines-oversubscribe-device"
+    summary = "Engines alive at the same time ask for more than the whole device"
+    message = "{count} engines alive at once ask for more than the device: {terms}; sum " \
+              "{total:g} > 1.0"
+    what_it_does = (
+        "Checks for engines alive at the same time in one function: nested runners, "
+        "runners in one `with` group or one `ExitStack`, several `LLM(...)` bound in one "
+        "scope before the earlier ones are deleted or shut down, engine fixtures the test "
+        "requests together with engines it builds, and engines built through a factory "
+        "fixture (the bundled `vllm_runner_factory` included). Each engine asks for its "
+        "`gpu_memory_utilization` share of the device (`engine-memory-share`, vLLM's "
+        "0.92, when the call does not set it); when the shares add up past 1.0 the rule "
+        "reports the engine that tips the sum over. "
+        "Literal values and module constants are read; a share known only at run time "
+        "(a variable, `**kwargs`, `kv_cache_memory_bytes`, a fixture from a conftest) "
+        "counts for nothing, so it is reported only when the known shares alone pass 1.0. "
+        "Engines in different branches of an `if` never count together."
+    )
+    why_bad = (
+        "`gpu_memory_utilization` is the fraction of the whole device one engine reserves "
+        "for weights, activations and KV cache, and it is a per-instance limit: vLLM does "
+        "not look at other engines. Two engines with the default 0.92 ask for 1.84 of the "
+        "device; the second one fails at start-up with too little free memory, or, with a "
+        "cache sized from the leftover, runs with a KV cache too small for the test. Give "
+        "each engine alive at the same time a share such that the sum stays at or under 1.0, "
+        "or use them one after the other."
+    )
+    options = ("engine-memory-share", "engine-classes", "runner-fixture", "runner-classes")
+    references = ("vLLM vllm/config/cache.py: `gpu_memory_utilization` (default 0.92), a "
+                  "per-instance limit",)
+    INVALID = (
+        Example(
+            title="Two nested runners with the default share each",
+            source='''\
+def test_compare(vllm_runner):
+    with vllm_runner("facebook/opt-125m") as base:
+        with vllm_runner("facebook/opt-125m", quantization="fp8") as quant:  # error: GPU007
+            assert base.generate_greedy(["hi"], 4) == quant.generate_greedy(["hi"], 4)
+''',
+        ),
+        Example(
+            title="Engines bound in one scope, a with-group, and a module constant",
+            source='''\
+from vllm import LLM
+
+SHARE = 0.6
+
+
+def test_two_llms():
+    first = LLM("facebook/opt-125m", gpu_memory_utilization=SHARE)  # error: GPU001
+    second = LLM("facebook/opt-125m", gpu_memory_utilization=0.5)  # error: GPU001, GPU007
+    assert first.generate(["a"]) and second.generate(["b"])
+
+
+def test_group(vllm_runner):
+    with vllm_runner("a", gpu_memory_utilization=0.7) as a, vllm_runner("b") as b:  # error: GPU007
+        assert a and b
+''',
+        ),
+        Example(
+            title="An engine fixture plus an engine built in the test",
+            source='''\
+import weakref
+
+import pytest
+
+
+@pytest.fixture
+def llm(vllm_runner):
+    with vllm_runner("facebook/opt-125m", gpu_memory_utilization=0.8) as runner:
+        yield weakref.proxy(runner.llm)
+
+
+def test_against_fixture(llm, vllm_runner):
+    with vllm_runner("facebook/opt-125m", gpu_memory_utilization=0.4) as other:  # error: GPU007
+        assert llm.generate(["x"]) and other.generate_greedy(["x"], 4)
+''',
+        ),
+    )
+    VALID = (
+        Example(
+            title="Three runners at 0.3 each fit; engines used one after the other",
+            source='''\
+def test_three(vllm_runner):
+    with (
+        vllm_runner("a", gpu_memory_utilization=0.3) as a,
+        vllm_runner("b", gpu_memory_utilization=0.3) as b,
+        vllm_runner("c", gpu_memory_utilization=0.3) as c,
+    ):
+        assert a and b and c
+
+
+def test_one_after_the_other(vllm_runner):
+    with vllm_runner("facebook/opt-125m") as first:
+        first.generate_greedy(["a"], 4)
+    with vllm_runner("facebook/opt-125m") as second:
+        second.generate_greedy(["b"], 4)
+''',
+        ),
+        Example(
+            title="A share known only at run time, and engines in different branches",
+            source='''\
+def test_unknown(vllm_runner, share, use_fp8):
+    with vllm_runner("a") as a, vllm_runner("b", gpu_memory_utilization=share) as b:
+        assert a and b
+    if use_fp8:
+        with vllm_runner("a", quantization="fp8") as r:
+            assert r
+    else:
+        with vllm_runner("a") as r:
+            assert r
+''',
+        ),
+    )
+
+    def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
+        if not (module.engines or module.runner_calls or RUNNER_FACTORY_FIXTURE in module.text):
+            return
+        lives = _Lives(module)
+        for func in module.functions:
+            if func.in_runner_class:
+                continue
+            yield from self._check_lives(lives.of(func))
+
+    def _check_lives(self, found: list[EngineLife]) -> Iterator[Hit]:
+        ordered = sorted(found, key=lambda life: life.start)
+        for index, life in enumerate(ordered):
+            alive = [other for other in ordered[:index]
+                     if other.end >= life.start and not _exclusive(other, life)]
+            if not alive:
+                continue
+            before = math.fsum(other.share or 0.0 for other in alive)
+            total = before + (life.share or 0.0)
+            if total > 1.0 + EPSILON and before <= 1.0 + EPSILON:
+                group = [*alive, life]
+                yield hit_at(life.node, self.message.format(
+                    count=len(group), terms=", ".join(g.term() for g in group),
+                    total=round(total, 6)), None)
+
+
+def _exclusive(first: EngineLife, second: EngineLife) -> bool:
+    """True when the two sit in different branches of one ``if``/``match``."""
+    branches = dict(first.branches)
+    return any(key in branches and branches[key] != branch for key, branch in second.branches)
+
+
+class _Lives:
+    """Computes each function's engine lives (cached per function: fixtures are asked
+    again for every test that requests them)."""
+
+    def __init__(self, module: ModuleAnalysis) -> None:
+        self.module = module
+        self.constants = module_constants(module)
+        self.default = module.config.engine_memory_share
+        self.cache: dict[int, list[EngineLife]] = {}
+        self.fixtures = {f.name: f for f in module.functions if f.kind == "fixture"}
+        self.factories = self._factory_fixtures()
+
+    def of(self, func: FunctionInfo, depth: int = 0) -> list[EngineLife]:
+        """Every engine ``func`` holds: built in it, entered in it, or requested."""
+        key = id(func.node)
+        cached = self.cache.get(key)
+        if cached is not None:
+            return cached
+        self.cache[key] = []  # a fixture requesting itself (never valid) ends here
+        module = self.module
+        locals_ = local_names(module, func)
+        out: list[EngineLife] = []
+        for site in module.engines:
+            if site.function is not func or site.under_main_guard or site.in_raises:
+                continue
+            share, defaulted = self.share(site.call, locals_)
+            end = self._bound_end(func, site.bound_name, site.statement)
+            out.append(self._life(func, site.call, end, share, defaulted,
+                                  f"`{last_name(site.call.func) or 'LLM'}(...)` line "
+                                  f"{site.call.lineno}"))
+        for call in module.runner_calls:
+            if call.function is not func or call.under_main_guard or \
+                    call.context == "returned":
+                continue
+            share, defaulted = self.share(call.call, locals_)
+            if call.context == "bare":
+                statement = module.statement_of(call.call)
+                end = self._bound_end(func, _bound(statement, call.call), statement)
+            else:
+                end = self._block_end(func, call.call)
+            out.append(self._life(func, call.call, end, share, defaulted,
+                                  f"`{last_name(call.call.func)}(...)` line "
+                                  f"{call.call.lineno}"))
+        if func.kind in ("test", "fixture") and depth < 8:
+            out += self._requested(func, locals_, depth)
+        self.cache[key] = out
+        return out
+
+    def share(self, call: ast.Call, locals_: frozenset[str]) -> tuple[float | None, bool]:
+        """The call's ``gpu_memory_utilization`` and whether it is the default; ``None``
+        when it is known only at run time."""
+        if self.module.is_engine_factory_call(call):
+            return None, False
+        given = self._keyword_share(call, locals_)
+        if given is not None:
+            return given
+        if any(kw.arg in BYTES_KEYWORDS for kw in call.keywords) or any(
+                isinstance(arg, ast.Starred) for arg in call.args):
+            return None, False
+        return self.default, True
+
+    def _keyword_share(self, call: ast.Call,
+                       locals_: frozenset[str]) -> tuple[float | None, bool] | None:
+        """The share the call's keywords set (unknown for ``**kwargs``), or ``None`` when
+        they do not set it."""
+        for kw in call.keywords:
+            if kw.arg == SHARE_KEYWORD:
+                value = literal_value(kw.value, self.constants, locals_)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    return float(value), False
+                return None, False
+        if any(kw.arg is None for kw in call.keywords):
+            return None, False
+        return None
+
+    def _life(self, func: FunctionInfo, node: ast.AST, end: Position, share: float | None,
+              defaulted: bool, label: str) -> EngineLife:
+        return EngineLife(node, (node.lineno, node.col_offset), end,  # type: ignore[attr-defined]
+                          share, defaulted, label, self._branches(func, node))
+
+    def _branches(self, func: FunctionInfo, node: ast.AST) -> Branches:
+        out: list[tuple[int, int]] = []
+        child: ast.AST = node
+        parent = self.module.parent(child)
+        while parent is not None and parent is not func.node:
+            if isinstance(parent, ast.If):
+                if child in parent.body:
+                    out.append((id(parent), 0))
+                elif child in parent.orelse:
+                    out.append((id(parent), 1))
+            elif isinstance(parent, ast.match_case):
+                match = self.module.parent(parent)
+                if isinstance(match, ast.Match):
+                    out.append((id(match), match.cases.index(parent)))
+            child, parent = parent, self.module.parent(parent)
+        return tuple(out)
+
+    @staticmethod
+    def _function_end(func: FunctionInfo) -> Position:
+        node = func.node
+        return (node.end_lineno or node.lineno, node.end_col_offset or 0)
+
+    def _bound_end(self, func: FunctionInfo, name: str | None, statement: ast.stmt) -> Position:
+        """Where a bound engine dies: its ``del``, the statement rebinding its name (the new
+        engine is built while the old one still holds memory), a ``name....shutdown()`` or
+        ``name.__exit__(...)`` call; else the end of the function. An unbound engine lives
+        for its statement only."""
+        if name is None:
+            return (statement.end_lineno or statement.lineno, statement.end_col_offset or 0)
+        start = (statement.lineno, statement.col_offset)
+        ends: list[Position] = []
+        for node in self.module.nodes_of(func):
+            if not hasattr(node, "lineno") or (node.lineno, node.col_offset) <= start:
+                continue
+            if isinstance(node, ast.Delete) and any(
+                    isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                ends.append((node.lineno, node.col_offset))
+            elif isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                ends.append((node.end_lineno or node.lineno, node.end_col_offset or 0))
+            elif isinstance(node, ast.Call) and last_name(node.func) in END_CALLS and \
+                    isinstance(node.func, ast.Attribute) and _root_name(node.func) == name:
+                ends.append((node.lineno, node.col_offset))
+        return min(ends, default=self._function_end(func))
+
+    def _block_end(self, func: FunctionInfo, call: ast.Call) -> Position:
+        """The end of the innermost with-statement around a runner entered in it (its own,
+        or the ``ExitStack``'s for ``enter_context``)."""
+        current = self.module.parent(call)
+        while current is not None and current is not func.node:
+            if isinstance(current, (ast.With, ast.AsyncWith)):
+                return (current.end_lineno or current.lineno, current.end_col_offset or 0)
+            current = self.module.parent(current)
+        return self._function_end(func)
+
+    def _requested(self, func: FunctionInfo, locals_: frozenset[str],
+                   depth: int) -> list[EngineLife]:
+        """Engines of the fixtures ``func`` requests (alive for all of ``func``), and those
+        it builds through factory fixtures (alive until ``func`` ends: the factory keeps
+        them)."""
+        module = self.module
+        out: list[EngineLife] = []
+        start = (func.node.lineno, func.node.col_offset)
+        end = self._function_end(func)
+        args = {a.arg: a for a in (*func.node.args.posonlyargs, *func.node.args.args,
+                                   *func.node.args.kwonlyargs)}
+        for name, arg in args.items():
+            fixture = self.fixtures.get(name)
+            inner = self.factories.get(name)
+            if inner is not None or (name == RUNNER_FACTORY_FIXTURE and fixture is None):
+                for node in module.nodes_of(func):
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                            node.func.id == name:
+                        share, defaulted = self._factory_share(node, inner, locals_)
+                        out.append(self._life(func, node, self._factory_end(func, node),
+                                              share, defaulted,
+                                              f"`{name}(...)` line {node.lineno}"))
+                continue
+            if name not in module.engine_fixtures:
+                continue
+            held = self._held_at_handout(fixture, depth) if fixture is not None else []
+            if not held:
+                held = [EngineLife(arg, start, end, None, False, f"fixture `{name}`")]
+            out += [EngineLife(arg, start, end, life.share, life.defaulted,
+                               f"fixture `{name}`") for life in held]
+        return out
+
+    def _held_at_handout(self, fixture: FunctionInfo, depth: int) -> list[EngineLife]:
+        """The fixture's engines alive where it yields or returns its value."""
+        handouts = [n for n in self.module.nodes_of(fixture)
+                    if isinstance(n, (ast.Yield, ast.Return))]
+        if not handouts:
+            return []
+        point = (handouts[0].lineno, handouts[0].col_offset)
+        return [life for life in self.of(fixture, depth + 1)
+                if life.start <= point <= life.end]
+
+    def _factory_fixtures(self) -> dict[str, ast.Call]:  # name -> the engine call inside
+        """Fixtures that hand out a nested function building an engine, with that
+        function's engine call."""
+        out: dict[str, ast.Call] = {}
+        for site in self.module.engines:
+            inner = site.function
+            if inner is None or inner.parent is None or inner.parent.kind != "fixture":
+                continue
+            fixture = inner.parent
+            if any(isinstance(n, (ast.Yield, ast.Return)) and isinstance(n.value, ast.Name)
+                   and n.value.id == inner.name for n in self.module.nodes_of(fixture)):
+                out[fixture.name] = site.call
+        return out
+
+    def _factory_end(self, func: FunctionInfo, call: ast.Call) -> Position:
+        """A factory's engine lives until the test ends (the factory holds it), or to the
+        end of the with-statement it is entered in (the bundled factory's runners)."""
+        parent = self.module.parent(call)
+        if isinstance(parent, ast.withitem):
+            return self._block_end(func, call)
+        return self._function_end(func)
+
+    def _factory_share(self, call: ast.Call, inner: ast.Call | None,
+                       locals_: frozenset[str]) -> tuple[float | None, bool]:
+        """A factory call's share: its own ``gpu_memory_utilization`` keyword, else the
+        engine call's inside the factory (``inner``; ``None`` for the bundled runner
+        factory), else the default."""
+        given = self._keyword_share(call, locals_)
+        if given is not None:
+            return given
+        explicit = [kw for kw in inner.keywords if kw.arg == SHARE_KEYWORD] if inner else []
+        if explicit:
+            return self._keyword_share(ast.Call(func=inner.func, args=[], keywords=explicit),
+                                       frozenset()) or (None, False)
+        return self.default, True
+
+def _bound(statement: ast.stmt, call: ast.Call) -> str | None:
+    """``x`` for ``x = call`` (a single plain name), else ``None``."""
+    if isinstance(statement, ast.Assign) and statement.value is call and \
+            len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+        return statement.targets[0].id
+    return None
+
+
+def _root_name(node: ast.AST) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None

@@ -1,0 +1,263 @@
+"""GPU007 engines-oversubscribe-device: which engines count as alive together, how their
+shares are read, where the report points and what it says."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from lint_gpu_tests.config import Config, ConfigError, config_from_table
+from lint_gpu_tests.engine import check_source
+
+PREFIX = "engines alive at once ask for more than the device: "
+
+
+def gpu007(source: str, config: Config | None = None,
+           path: str = "tests/test_x.py") -> list[tuple[int, int, str]]:
+    """``(row, column, message)`` of every GPU007 report."""
+    found = check_source(textwrap.dedent(source).encode(), path, config or Config())
+    out = [(v.location.row, v.location.column, v.message) for v in found if v.code == "GPU007"]
+    assert all(v.fix is None for v in found if v.code == "GPU007")
+    return out
+
+
+def test_nested_runners_with_default_share() -> None:
+    assert gpu007("""\
+        def test_x(vllm_runner):
+            with vllm_runner("a") as a:
+                with vllm_runner("b") as b:
+                    assert a and b
+        """) == [(3, 14, "2 " + PREFIX + "`vllm_runner(...)` line 2: 0.92 (default), "
+                  "`vllm_runner(...)` line 3: 0.92 (default); sum 1.84 > 1.0")]
+
+
+def test_group_sums_exactly_one_is_fine_and_a_third_tips_it_over() -> None:
+    fits = """\
+        def test_x(vllm_runner):
+            with vllm_runner("a", gpu_memory_utilization=0.5) as a, \\
+                    vllm_runner("b", gpu_memory_utilization=0.5) as b:
+                assert a and b
+        """
+    assert gpu007(fits) == []
+    over = """\
+        def test_x(vllm_runner):
+            with (
+                vllm_runner("a", gpu_memory_utilization=0.4) as a,
+                vllm_runner("b", gpu_memory_utilization=0.4) as b,
+                vllm_runner("c", gpu_memory_utilization=0.4) as c,
+            ):
+                assert a and b and c
+        """
+    assert gpu007(over) == [(5, 9, "3 " + PREFIX + "`vllm_runner(...)` line 3: 0.4, "
+                             "`vllm_runner(...)` line 4: 0.4, `vllm_runner(...)` line 5: 0.4; "
+                             "sum 1.2 > 1.0")]
+
+
+def test_exit_stack_keeps_runners_alive_to_its_end() -> None:
+    assert [row for row, _, _ in gpu007("""\
+        import contextlib
+
+
+        def test_x(vllm_runner):
+            with contextlib.ExitStack() as stack:
+                a = stack.enter_context(vllm_runner("a"))
+                b = stack.enter_context(vllm_runner("b"))
+                assert a and b
+            with vllm_runner("c") as c:
+                assert c
+        """)] == [7]
+
+
+def test_bound_engines_die_at_del_shutdown_and_live_through_rebinding() -> None:
+    source = """\
+        from vllm import LLM
+
+
+        def test_del():
+            llm = LLM("a")
+            llm.generate(["x"])
+            del llm
+            other = LLM("b")
+            other.llm_engine.engine_core.shutdown()
+            third = LLM("c")
+            assert third
+
+
+        def test_rebind():
+            llm = LLM("a")
+            llm = LLM("b")
+            assert llm
+        """
+    assert [(row, col) for row, col, _ in gpu007(source)] == [(16, 11)]
+
+
+def test_unbound_engine_lives_for_its_statement() -> None:
+    assert gpu007("""\
+        from vllm import LLM
+
+
+        def test_x():
+            LLM("a").generate(["x"])
+            LLM("b").generate(["y"])
+        """) == []
+
+
+def test_branches_of_an_if_never_run_together() -> None:
+    assert gpu007("""\
+        def test_x(vllm_runner, fp8):
+            if fp8:
+                with vllm_runner("a", quantization="fp8") as r:
+                    assert r
+            else:
+                with vllm_runner("a") as r:
+                    assert r
+        """) == []
+
+
+def test_unknown_shares_count_for_nothing() -> None:
+    source = """\
+        def test_x(vllm_runner, share, kwargs):
+            with vllm_runner("a") as a, vllm_runner("b", gpu_memory_utilization=share) as b:
+                assert a and b
+            with vllm_runner("a") as a, vllm_runner("b", **kwargs) as b:
+                assert a and b
+            with vllm_runner("a", kv_cache_memory_bytes=1 << 30) as a, vllm_runner("b") as b:
+                assert a and b
+            with vllm_runner("a", gpu_memory_utilization=0.6) as a, \\
+                    vllm_runner("b", **kwargs) as b, \\
+                    vllm_runner("c", gpu_memory_utilization=0.6) as c:
+                assert a and b and c
+        """
+    assert gpu007(source) == [(10, 13, "3 " + PREFIX + "`vllm_runner(...)` line 8: 0.6, "
+                               "`vllm_runner(...)` line 9: unknown, `vllm_runner(...)` line 10: "
+                               "0.6; sum 1.2 > 1.0")]
+
+
+def test_module_constant_read_unless_a_local_hides_it() -> None:
+    source = """\
+        SHARE = 0.6
+
+
+        def test_constant(vllm_runner):
+            with vllm_runner("a", gpu_memory_utilization=SHARE) as a:
+                with vllm_runner("b", gpu_memory_utilization=SHARE) as b:
+                    assert a and b
+
+
+        def test_hidden(vllm_runner, SHARE):
+            with vllm_runner("a", gpu_memory_utilization=SHARE) as a:
+                with vllm_runner("b", gpu_memory_utilization=SHARE) as b:
+                    assert a and b
+        """
+    assert [row for row, _, _ in gpu007(source)] == [6]
+
+
+def test_engine_fixture_from_module_and_from_conftest() -> None:
+    source = """\
+        import weakref
+
+        import pytest
+
+
+        @pytest.fixture
+        def llm(vllm_runner):
+            with vllm_runner("a") as runner:
+                yield weakref.proxy(runner.llm)
+
+
+        @pytest.fixture
+        def small(vllm_runner):
+            with vllm_runner("a", gpu_memory_utilization=0.6) as runner:
+                yield weakref.proxy(runner.llm)
+
+
+        def test_both_fixtures(llm, small):
+            assert llm and small
+
+
+        def test_fixture_and_built(small, vllm_runner):
+            with vllm_runner("b", gpu_memory_utilization=0.3) as other:
+                assert small and other
+        """
+    assert gpu007(source) == [(18, 29, "2 " + PREFIX + "fixture `llm`: 0.92 (default), "
+                               "fixture `small`: 0.6; sum 1.52 > 1.0")]
+
+
+def test_factory_fixture_keeps_every_engine_it_built() -> None:
+    source = """\
+        import pytest
+        from vllm import LLM
+
+
+        @pytest.fixture
+        def make_llm():
+            def make(**kwargs):
+                return LLM("a", **kwargs)
+            yield make
+
+
+        def test_two(make_llm):
+            first = make_llm(gpu_memory_utilization=0.5)
+            second = make_llm()
+            assert first and second
+        """
+    assert gpu007(source) == [(14, 14, "2 " + PREFIX + "`make_llm(...)` line 13: 0.5, "
+                               "`make_llm(...)` line 14: 0.92 (default); sum 1.42 > 1.0")]
+
+
+def test_construction_expected_to_fail_and_main_guard_do_not_count() -> None:
+    assert gpu007("""\
+        import pytest
+        from vllm import LLM
+
+
+        def test_x(vllm_runner):
+            with vllm_runner("a") as a:
+                with pytest.raises(ValueError):
+                    LLM("a", gpu_memory_utilization=2.0)
+
+
+        if __name__ == "__main__":
+            one = LLM("a")
+            two = LLM("b")
+        """) == []
+
+
+def test_engine_memory_share_option() -> None:
+    source = """\
+        def test_x(vllm_runner):
+            with vllm_runner("a") as a, vllm_runner("b") as b:
+                assert a and b
+        """
+    assert gpu007(source, config_from_table({"engine-memory-share": 0.5}, "t")) == []
+    assert [row for row, _, _ in gpu007(
+        source, config_from_table({"engine-memory-share": 0.6}, "t"))] == [2]
+    assert Config().engine_memory_share == 0.92
+
+
+@pytest.mark.parametrize("value", [0, 1.5, "0.5", True])
+def test_engine_memory_share_must_be_a_fraction(value: object) -> None:
+    with pytest.raises(ConfigError, match="`engine-memory-share` must be a number in"):
+        config_from_table({"engine-memory-share": value}, "pyproject.toml")
+
+
+def test_bundled_runner_factory() -> None:
+    source = """\
+        def test_factory(vllm_runner_factory):
+            first = vllm_runner_factory("a")
+            with vllm_runner_factory("b", gpu_memory_utilization=0.05) as b:
+                assert first and b
+            with vllm_runner_factory("c") as c:
+                assert c
+
+
+        def test_sequential(vllm_runner_factory):
+            with vllm_runner_factory("a") as a:
+                assert a
+            with vllm_runner_factory("b") as b:
+                assert b
+        """
+    assert gpu007(source) == [(5, 10, "2 " + PREFIX + "`vllm_runner_factory(...)` line 2: "
+                               "0.92 (default), `vllm_runner_factory(...)` line 5: 0.92 "
+                               "(default); sum 1.84 > 1.0")]

@@ -1,0 +1,293 @@
+"""GPU008 environment-mutated-without-isolation: what counts as a change of a configured
+variable, what is exempt, and the fix each context gets (the rewrites themselves are
+byte-exact in ``tests/fixtures/fix/env_*``)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from lint_gpu_tests.config import Config, ConfigError, config_from_table
+from lint_gpu_tests.engine import check_source, fix_source
+
+
+def gpu008(source: str, config: Config | None = None,
+           path: str = "tests/test_x.py") -> list[tuple[int, int, str, str]]:
+    """``(row, column, applicability, reason)`` of every GPU008 report."""
+    found = check_source(textwrap.dedent(source).encode(), path, config or Config())
+    return [(v.location.row, v.location.column, v.fix.applicability.value, v.fix.reason)
+            for v in found if v.code == "GPU008" and v.fix is not None]
+
+
+def fixed(source: str, *, unsafe: bool = False, path: str = "tests/test_x.py") -> str:
+    src = textwrap.dedent(source).encode()
+    outcome = fix_source(src, path, Config(), unsafe=unsafe)
+    assert outcome.error is None
+    return (outcome.new_source or src).decode()
+
+
+def test_message_names_the_variables_and_the_monkeypatch_call() -> None:
+    found = check_source(textwrap.dedent("""\
+        import os
+
+
+        def test_x():
+            os.environ.update({"VLLM_A": "1", "VLLM_B": "2"})
+            os.environ.pop("VLLM_C")
+        """).encode(), "tests/test_x.py", Config())
+    assert [(v.location.row, v.message) for v in found] == [
+        (5, "`VLLM_A`, `VLLM_B` set in `os.environ` by hand leaks into every later test; use "
+            "`monkeypatch.setenv`"),
+        (6, "`VLLM_C` removed from `os.environ` by hand leaks into every later test; use "
+            "`monkeypatch.delenv`"),
+    ]
+
+
+def test_only_configured_variables_with_known_names() -> None:
+    source = """\
+        import os
+
+        PREFIX = "VLLM_"
+
+
+        def test_x(name):
+            os.environ["PATH"] = "/bin"
+            os.environ[name] = "1"
+            os.environ[PREFIX + "X"] = "1"
+            os.environ.update(name_map)
+            os.environ.get("VLLM_X")
+        """
+    assert gpu008(source) == []
+
+
+def test_environment_variables_option_replaces_the_defaults() -> None:
+    source = """\
+        import os
+
+
+        def test_x():
+            os.environ["MYAPP_DEBUG"] = "1"
+            os.environ["VLLM_USE_V1"] = "1"
+        """
+    config = config_from_table({"environment-variables": ["MYAPP_*"]}, "t")
+    assert [row for row, *_ in gpu008(source, config)] == [5]
+    assert [row for row, *_ in gpu008(source)] == [6]
+    with pytest.raises(ConfigError, match="`environment-variables` must be a list of strings"):
+        config_from_table({"environment-variables": "VLLM_*"}, "t")
+
+
+def test_aliases_of_os_and_environ_resolve() -> None:
+    source = """\
+        import os as _os
+        from os import environ as env, putenv
+
+
+        def test_x():
+            _os.environ["VLLM_A"] = "1"
+            env.setdefault("VLLM_B", "1")
+            putenv("VLLM_C", "1")
+        """
+    assert [(row, kind) for row, _, kind, _ in gpu008(source)] == [
+        (6, "safe"), (7, "safe"), (8, "unsafe")]
+
+
+def test_exempt_isolation_patch_dict_and_configured_decorators() -> None:
+    source = """\
+        import os
+        from unittest.mock import patch
+
+        from tests.utils import fork_new_process_for_each_test, run_alone
+
+
+        @fork_new_process_for_each_test
+        def test_forked():
+            os.environ["VLLM_A"] = "1"
+
+
+        @run_alone
+        def test_custom():
+            os.environ["VLLM_A"] = "1"
+
+
+        def test_patched():
+            with patch.dict("os.environ", {}):
+                os.environ["VLLM_A"] = "1"
+            os.environ["VLLM_B"] = "1"
+
+
+        def test_monkeypatch(monkeypatch):
+            monkeypatch.setenv("VLLM_A", "1")
+            monkeypatch.delenv("VLLM_B", raising=False)
+        """
+    assert [row for row, *_ in gpu008(source)] == [14, 20]
+    config = config_from_table({"isolation-decorators": ["run_alone"]}, "t")
+    assert [row for row, *_ in gpu008(source, config)] == [9, 20]
+
+
+def test_helpers_and_conftest_hooks_are_not_watched() -> None:
+    source = """\
+        import os
+
+
+        def set_backend():
+            os.environ["VLLM_ATTENTION_BACKEND"] = "FLASH_ATTN"
+
+
+        def pytest_configure(config):
+            os.environ["VLLM_USE_V1"] = "1"
+        """
+    assert gpu008(source, path="tests/conftest.py") == []
+
+
+def test_no_fix_in_xunit_methods_and_unittest_classes() -> None:
+    source = """\
+        import os
+        import unittest
+
+
+        class TestSetup:
+            def setup_method(self):
+                os.environ["VLLM_A"] = "1"
+
+
+        class TestCase(unittest.TestCase):
+            def test_x(self):
+                os.environ["VLLM_A"] = "1"
+        """
+    assert gpu008(source) == [
+        (7, 9, "none", "pytest passes no fixtures to xunit-style setup"),
+        (12, 9, "none", "a method of a class with base classes (unittest.TestCase gets no "
+                        "fixtures)"),
+    ]
+
+
+def test_existing_monkeypatch_context_is_reused_in_a_wide_fixture() -> None:
+    source = """\
+        import os
+
+        import pytest
+
+
+        @pytest.fixture(scope="session")
+        def env():
+            with pytest.MonkeyPatch.context() as patcher:
+                os.environ["VLLM_A"] = "1"
+                yield
+        """
+    assert gpu008(source) == [(9, 9, "safe", "")]
+    assert fixed(source) == textwrap.dedent(source).replace(
+        'os.environ["VLLM_A"] = "1"', 'patcher.setenv("VLLM_A", "1")').removeprefix(
+        "import os\n\n")  # `os` is no longer used
+
+
+def test_wide_fixture_without_pytest_module_or_with_local_monkeypatch() -> None:
+    source = """\
+        import os
+
+        from pytest import fixture
+
+
+        @fixture(scope="module")
+        def env():
+            os.environ["VLLM_A"] = "1"
+            yield
+
+
+        def test_x():
+            monkeypatch = None
+            os.environ["VLLM_B"] = "1"
+        """
+    assert gpu008(source) == [
+        (8, 5, "none", "`pytest` is not imported as `pytest` for "
+                       "`pytest.MonkeyPatch.context()`"),
+        (14, 5, "none", "the function binds a local `monkeypatch`"),
+    ]
+
+
+def test_update_with_dict_call_and_comments_inside() -> None:
+    source = """\
+        import os
+
+
+        def test_x():
+            os.environ.update(dict(VLLM_A="1", VLLM_B="2"))
+
+
+        def test_y():
+            os.environ.update({
+                "VLLM_A": "1",  # why A
+                "VLLM_B": "2",
+            })
+        """
+    assert gpu008(source) == [
+        (5, 5, "safe", ""),
+        (9, 5, "none", "the comments inside the call would be lost"),
+    ]
+    assert fixed(source).splitlines()[:6] == [
+        "import os",
+        "",
+        "",
+        "def test_x(monkeypatch):",
+        '    monkeypatch.setenv("VLLM_A", "1")',
+        '    monkeypatch.setenv("VLLM_B", "2")',
+    ]
+
+
+def test_noqa_suppresses_and_the_fix_leaves_it() -> None:
+    source = """\
+        import os
+
+
+        def test_x():
+            os.environ["VLLM_A"] = "1"  # noqa: GPU008
+        """
+    assert gpu008(source) == []
+    assert fixed(source) == textwrap.dedent(source)
+
+
+def test_autouse_patch_dict_fixture_guards_tests_and_function_fixtures() -> None:
+    source = """\
+        import os
+        from unittest import mock
+
+        import pytest
+
+
+        @pytest.fixture(autouse=True)
+        def _clean_env():
+            with mock.patch.dict(os.environ, clear=False):
+                os.environ.pop("VLLM_A", None)
+                yield
+
+
+        @pytest.fixture(scope="module")
+        def wide():
+            os.environ["VLLM_B"] = "1"
+            yield
+
+
+        def test_x(wide):
+            os.environ["VLLM_C"] = "1"
+        """
+    assert [row for row, *_ in gpu008(source)] == [16]
+    unguarded = source.replace("(autouse=True)", "")
+    assert [row for row, *_ in gpu008(unguarded)] == [16, 21]
+
+
+def test_module_level_of_a_script_pytest_does_not_collect() -> None:
+    source = """\
+        import os
+
+        os.environ["VLLM_SKIP_WARMUP"] = "true"
+
+
+        def test_ngram(args):
+            assert args
+
+
+        if __name__ == "__main__":
+            os.environ["VLLM_TORCH_PROFILER_DIR"] = "./profile"
+        """
+    assert gpu008(source, path="tests/full_tests/spec_decode.py") == []
+    assert [row for row, *_ in gpu008(source, path="tests/full_tests/test_spec.py")] == [3]
