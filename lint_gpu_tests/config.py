@@ -322,7 +322,8 @@ def config_as_toml(config: Config) -> str:
     out += [f"{key} = {value(getattr(config, name))}" for key, name in keys]
     table = ", ".join(f"{json.dumps(p)} = {value(c)}" for p, c in config.per_file_ignores)
     out.append(f"per-file-ignores = {{{' ' + table + ' ' if table else ''}}}")
-    names = {**{k: v for k, v in _LIST_KEYS.items() if k not in SELECTOR_KEYS}, **_STR_KEYS}
+    names = {**{k: v for k, v in _LIST_KEYS.items() if k not in SELECTOR_KEYS}, **_STR_KEYS,
+             **_SHARE_KEYS}
     out += [f"{key} = {value(getattr(config, name))}" for key, name in names.items()]
     return "\n".join(out) + "\n"
 
