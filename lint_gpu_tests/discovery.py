@@ -22,6 +22,7 @@ walking (a symlink loop, a dangling link, an unreadable directory) is recorded i
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -271,8 +272,16 @@ def is_excluded(path: str, config: Config | ConfigResolver, *,
         ConfigError: when the config file found is invalid.
     """
     absolute = os.path.abspath(path)
-    exclude = _Excludes(ConfigResolver.of(config))(os.path.dirname(absolute))
-    return _file_excluded(absolute, exclude, respect_gitignore)
+    if isinstance(config, ConfigResolver):
+        config = config.for_file(absolute)
+    return _file_excluded(absolute, _cached_exclude_spec(config, config.root), respect_gitignore)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_exclude_spec(config: Config, root: str) -> _Ignore:
+    """:func:`_exclude_spec`, built once per config (``root`` is part of the key: configs
+    that differ only in their root compare equal)."""
+    return _exclude_spec(config)
 
 
 def _display(given: str, rel_parts: Sequence[str]) -> str:

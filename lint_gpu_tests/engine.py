@@ -114,16 +114,21 @@ def call_with_deep_stack(function: Callable[..., T], *args: object, **kwargs: ob
 
 def max_depth(tree: ast.AST) -> tuple[int, int]:
     """Return ``(depth, line)``: the deepest nesting of ``tree`` (the module is depth 1) and
-    the line of the first node at that depth. Iterative, so it works at any depth."""
-    best, best_line = 0, 1
-    stack: list[tuple[ast.AST, int, int]] = [(tree, 1, 1)]
-    while stack:
-        node, depth, line = stack.pop()
-        line = getattr(node, "lineno", line)
-        if depth > best:
-            best, best_line = depth, line
-        stack.extend((child, depth + 1, line) for child in ast.iter_child_nodes(node))
-    return best, best_line
+    the line of a node at that depth (of its nearest ancestor with a line). Iterative, level
+    by level, so it works at any depth."""
+    iter_children = ast.iter_child_nodes
+    level: list[ast.AST] = [tree]
+    depth, line = 0, 1
+    while level:
+        depth += 1
+        line = getattr(level[0], "lineno", line)
+        below: list[ast.AST] = []
+        for node in level:
+            below.extend(iter_children(node))
+        if not below:
+            return depth, line
+        level = below
+    return depth, line
 
 
 def decode_source(source: bytes) -> str:
@@ -459,14 +464,17 @@ def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_no
     if depends:
         out = _drop_orphan_fixes(out, depends)
     if any(v.fixable for v in out):
-        out = _drop_too_deep_fixes(tree, out)
+        out = _drop_too_deep_fixes(tree, text, out)
     return sorted(set(out), key=Violation.sort_key)
 
 
-def _drop_too_deep_fixes(tree: ast.Module, out: list[Violation]) -> list[Violation]:
+def _drop_too_deep_fixes(tree: ast.Module, text: str, out: list[Violation]
+                         ) -> list[Violation]:
     """LibCST must parse, visit and print the whole module to fix any part of it: in a
     module nested deeper than :data:`MAX_FIX_DEPTH`, report the fixes as unavailable
     (``check`` must not advertise ``[*]`` for a fix ``--fix`` cannot make)."""
+    if len(text) < MAX_FIX_DEPTH:  # every level of nesting takes a character of source
+        return out
     depth, line = max_depth(tree)
     if depth <= MAX_FIX_DEPTH:
         return out
@@ -618,6 +626,19 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
     return call_with_deep_stack(_fix_loop, source, path, config, unsafe, original)
 
 
+def _failure_detail(exc: BaseException) -> str:
+    """One line saying why a fix pass failed. LibCST's ``ParserSyntaxError`` on a file that
+    ``ast`` parsed is LibCST's limitation, not the user's syntax error: say so, without its
+    multi-line excerpt."""
+    if isinstance(exc, InternalError):
+        return str(exc)
+    if type(exc).__name__ == "ParserSyntaxError":
+        return (f"LibCST cannot parse this file ({getattr(exc, 'message', exc)} at line "
+                f"{getattr(exc, 'raw_line', '?')}, column {getattr(exc, 'raw_column', '?')})")
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
 def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
               original: list[Violation]) -> FixOutcome:
     from lint_gpu_tests.codemods.driver import apply_fixes  # imports libcst
@@ -635,9 +656,7 @@ def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - a failed pass is reported, file kept
-            detail = str(exc) if isinstance(exc, InternalError) else \
-                f"{type(exc).__name__}: {exc}"
-            error = f"fix failed: {detail}; pass discarded"
+            error = f"fix failed: {_failure_detail(exc)}; pass discarded"
             failure = exc
             break
         if candidate is None or candidate == current:

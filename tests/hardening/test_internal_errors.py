@@ -207,3 +207,37 @@ def test_fixes_that_do_not_converge_leave_the_file_exit_2(project: Path,
     assert (project / "tests" / "test_a.py").read_text() == ENGINE
     assert result.stdout.splitlines()[-2:] == ["Found 2 violations.",
                                                "[*] 2 fixable with the `--fix` option."]
+
+
+def test_real_libcst_failure_on_valid_code_is_contained(project: Path) -> None:
+    # LibCST 1.9 raises TypeError on this valid line (Instagram/LibCST#1061): reported for the
+    # file, which is left as it was; the run goes on.
+    source = ENGINE + "\n\nX = () if 0 else(lambda:())\n"
+    (project / "tests" / "test_boom.py").write_text(source)
+    result = run("--fix", "tests")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        "error: failed to check tests/test_boom.py: fix failed: TypeError: super(type, obj): "
+        "obj must be an instance or subtype of type; pass discarded",
+        HINT,
+    ]
+    assert (project / "tests" / "test_boom.py").read_text() == source
+    _others_checked(project, result, True)
+
+
+def test_libcst_parse_error_is_one_line(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import libcst
+
+    def parse_module(source: object, *args: object, **kwargs: object) -> object:
+        raise libcst.ParserSyntaxError("expected NEWLINE", lines=["x\n"] * 5005,
+                                       raw_line=5005, raw_column=0)
+
+    monkeypatch.setattr("lint_gpu_tests.codemods.driver.cst.parse_module", parse_module)
+    result = run("--fix", "tests/test_a.py")
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        "error: failed to check tests/test_a.py: fix failed: LibCST cannot parse this file "
+        "(expected NEWLINE at line 5005, column 0); pass discarded",
+        HINT,
+    ]
+    assert (project / "tests" / "test_a.py").read_text() == ENGINE
