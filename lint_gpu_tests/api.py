@@ -33,15 +33,14 @@ from lint_gpu_tests.conftest_index import conftest_engine_fixtures
 from lint_gpu_tests.discovery import Discovery, PathNotFoundError, Problem, discover_files
 from lint_gpu_tests.engine import (
     PARSE_ERROR_CODE,
-    FixOutcome,
     InternalError,
     add_noqa,
     check_source,
     decode_source,
-    fix_source,
     parse_source,
     wanted_fixes,
 )
+from lint_gpu_tests.fixloop import FixOutcome, fix_source
 from lint_gpu_tests.ftypes import FileResult, Location, Violation
 from lint_gpu_tests.output import Edit
 from lint_gpu_tests.writer import atomic_write

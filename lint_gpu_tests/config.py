@@ -140,9 +140,9 @@ KNOWN_KEYS = frozenset(_LIST_KEYS) | frozenset(_STR_KEYS) | frozenset(_SHARE_KEY
 
 def known_codes() -> tuple[str, ...]:
     """Every code the checker can report: the rules' codes and ``GPU900`` (parse error)."""
-    from lint_gpu_tests import rules  # the registry, read at call time
+    from lint_gpu_tests.codes import PARSE_ERROR_CODE, RULE_CODES
 
-    return (*(rule.code for rule in rules.ALL_RULES), "GPU900")
+    return (*RULE_CODES, PARSE_ERROR_CODE)
 
 
 def selector_problem(selector: str) -> str | None:

@@ -58,7 +58,7 @@ def conftest_engine_fixtures(path: str, config: Config) -> frozenset[str]:
 @lru_cache(maxsize=256)
 def _fixtures_of(conftest: str, size: int, mtime_ns: int, config: Config) -> frozenset[str]:
     from lint_gpu_tests.analysis import ModuleAnalysis
-    from lint_gpu_tests.engine import parse_source
+    from lint_gpu_tests.source import parse_source
 
     try:
         with open(conftest, "rb") as handle:

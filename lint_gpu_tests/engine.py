@@ -1,9 +1,9 @@
-"""The checker engine: one file's source in, violations (and fixed source) out.
+"""The checker engine: one file's source in, violations out.
 
 This module is the single place where rules run, ``# noqa`` is honoured and
 selection is applied; the CLI (through :mod:`lint_gpu_tests.api`) and the flake8
-plugin both call :func:`check_source`. LibCST is imported only by :func:`fix_source`,
-and only when a file has something to fix.
+plugin both call :func:`check_source`. Fixing is one layer up, in
+:mod:`lint_gpu_tests.fixloop`; this module never imports LibCST.
 """
 
 from __future__ import annotations
@@ -11,19 +11,45 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-import sys
-import threading
-import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TypeVar
 
+from lint_gpu_tests.codes import INTERNAL_ERROR_CODE, PARSE_ERROR_CODE, PARSE_ERROR_NAME
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation
+from lint_gpu_tests.source import (
+    _DEEP_STATE,
+    MAX_FIX_DEPTH,
+    TOO_DEEP_TO_ANALYSE,
+    InternalError,
+    SourceTooDeep,
+    _char_col,
+    call_with_deep_stack,
+    decode_source,
+    parse_source,
+)
+from lint_gpu_tests.source import parse_error as _parse_error
 
-PARSE_ERROR_CODE = "GPU900"
-PARSE_ERROR_NAME = "syntax-error"
-INTERNAL_ERROR_CODE = "GPU999"
+# Names of the layer below, re-exported: the engine is where front ends and tests meet.
+__all__ = [
+    "INTERNAL_ERROR_CODE",
+    "PARSE_ERROR_CODE",
+    "PARSE_ERROR_NAME",
+    "CheckResult",
+    "InternalError",
+    "Noqa",
+    "SourceTooDeep",
+    "add_noqa",
+    "call_with_deep_stack",
+    "check_source",
+    "check_tree",
+    "decode_source",
+    "in_scope",
+    "parse_noqa",
+    "parse_source",
+    "physical_lines",
+    "wanted_fixes",
+]
 
 NOQA_RE = re.compile(r"#[ \t]*noqa(?::[\s]?(?P<codes>([A-Z]+[0-9]+(?:[,\s]+)?)+))?", re.IGNORECASE)
 """An inline ``# noqa`` as flake8 spells it (``flake8.defaults.NOQA_INLINE_REGEXP``); ``#noqa``
@@ -34,82 +60,6 @@ FILE_NOQA_RE = re.compile(
 """A file-level directive at the start of a line: flake8's ``# flake8: noqa``
 (``flake8.defaults.NOQA_FILE``: the whole file, whatever follows) or ``# gpu-test-lint: noqa``
 (every code, or with ``: GPU004`` only the codes named, as ruff's ``# ruff: noqa: F401``)."""
-
-
-class InternalError(Exception):
-    """A rule or codemod raised unexpectedly on one file; the message names which."""
-
-
-class SourceTooDeep(InternalError):
-    """The module parses but nests deeper than the analysis can recurse."""
-
-
-TOO_DEEP_TO_ANALYSE = "source nests too deeply to analyse"
-
-T = TypeVar("T")
-
-DEEP_STACK_BYTES = 512 * 1024 * 1024
-"""Stack of the worker thread that deep modules are analysed and fixed in (virtual memory,
-committed only as far as it is used)."""
-DEEP_RECURSION_LIMIT = 50_000
-"""Python recursion limit while that thread runs. Measured on CPython 3.11: LibCST's
-code generation and visitors fail with ``RecursionError`` at this limit, well inside
-:data:`DEEP_STACK_BYTES` (no overflow on a 20,000-level ``elif`` chain)."""
-MAX_FIX_DEPTH = 2_000
-"""Deepest ``ast`` nesting for which a fix is offered. ``--fix`` was measured to succeed on a
-7,000-part ``"..." + "..."`` concatenation (about 7,000 levels) in the deep thread; a deeper
-module's fixable violations are reported as not fixable ("expression too deep")."""
-
-_DEEP_LOCK = threading.Lock()
-_DEEP_STATE = threading.local()
-
-
-def call_with_deep_stack(function: Callable[..., T], *args: object, **kwargs: object) -> T:
-    """Call ``function(*args, **kwargs)`` in a thread with a large stack and a raised
-    recursion limit, and return its result (or raise what it raised, ``BaseException`` s
-    such as LibCST's ``PanicException`` included).
-
-    Python's default limit (1000) ends LibCST and the ``ast`` analysis at a few hundred
-    levels of nesting, which a prompt built from a few hundred ``"..." + "..."`` parts
-    reaches. The limit is process-wide, so it is raised only while the thread runs (the
-    caller waits in ``join``; one such call at a time). Called from inside that thread, or
-    where the thread cannot be started, ``function`` simply runs in the calling thread.
-    """
-    if getattr(_DEEP_STATE, "active", False):
-        return function(*args, **kwargs)
-    box: list[tuple[bool, object]] = []
-
-    def target() -> None:
-        _DEEP_STATE.active = True
-        try:
-            box.append((True, function(*args, **kwargs)))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller, re-raised there
-            box.append((False, exc))
-
-    with _DEEP_LOCK:
-        old_limit = sys.getrecursionlimit()
-        try:
-            old_size = threading.stack_size(DEEP_STACK_BYTES)
-        except (ValueError, RuntimeError):  # pragma: no cover - platform without the knob
-            return function(*args, **kwargs)
-        thread = threading.Thread(target=target, name="gpu-test-lint-deep", daemon=True)
-        sys.setrecursionlimit(max(old_limit, DEEP_RECURSION_LIMIT))
-        try:
-            try:
-                thread.start()
-            finally:
-                threading.stack_size(old_size)
-            thread.join()
-        except RuntimeError:  # pragma: no cover - no memory for the thread
-            sys.setrecursionlimit(old_limit)
-            return function(*args, **kwargs)
-        finally:
-            sys.setrecursionlimit(old_limit)
-    ok, value = box[0]
-    if not ok:
-        assert isinstance(value, BaseException)
-        raise value
-    return value  # type: ignore[return-value]
 
 
 def max_depth(tree: ast.AST) -> tuple[int, int]:
@@ -129,25 +79,6 @@ def max_depth(tree: ast.AST) -> tuple[int, int]:
             return depth, line
         level = below
     return depth, line
-
-
-def decode_source(source: bytes) -> str:
-    """Decode Python source bytes as the interpreter would (PEP 263 cookie, BOM, UTF-8).
-
-    Raises:
-        SyntaxError: when the declared encoding is unknown or the bytes do not decode.
-    """
-    import io
-    import tokenize
-
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
-        text = source.decode(encoding)
-    except (LookupError, UnicodeDecodeError) as exc:
-        raise SyntaxError(f"cannot decode source: {exc}") from exc
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    return text
 
 
 @dataclass(frozen=True)
@@ -322,13 +253,6 @@ def in_scope(source: bytes, path: str, config: Config) -> bool | None:
     return call_with_deep_stack(ModuleAnalysis.build, tree, text, path, config).in_scope
 
 
-def _char_col(lines: list[str], line: int, byte_col: int) -> int:
-    """Convert ``ast``'s UTF-8 byte column to a 0-based character column."""
-    if 1 <= line <= len(lines):
-        return len(lines[line - 1].encode("utf-8")[:byte_col].decode("utf-8", "replace"))
-    return byte_col
-
-
 @dataclass
 class CheckResult:
     """Violations of one file plus the parsed tree (reused by fixing)."""
@@ -336,48 +260,6 @@ class CheckResult:
     violations: list[Violation] = field(default_factory=list)
     tree: ast.Module | None = None
     text: str = ""
-
-
-def _parse_error(path: str, message: str, line: int, col: int) -> Violation:
-    return Violation(
-        code=PARSE_ERROR_CODE,
-        name=PARSE_ERROR_NAME,
-        message=f"SyntaxError: {message}",
-        path=path,
-        location=Location(line, col),
-        end_location=Location(line, col),
-        fix=None,
-    )
-
-
-def parse_source(source: bytes, path: str) -> tuple[ast.Module | None, str, Violation | None]:
-    """Parse ``source``; return ``(tree, text, None)`` or ``(None, text, GPU900 violation)``.
-
-    A file that cannot be decoded, has a syntax error, a NUL byte, or nests too deep for
-    the parser is reported, never raised.
-    """
-    try:
-        text = decode_source(source)
-    except SyntaxError as exc:
-        return None, "", _parse_error(path, str(exc), 1, 1)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse(text, filename=path, type_comments=False)
-    except SyntaxError as exc:
-        line = exc.lineno or 1
-        col = (exc.offset or 1) if exc.offset and exc.offset > 0 else 1
-        return None, text, _parse_error(path, exc.msg, line, col)
-    except RecursionError:
-        if getattr(_DEEP_STATE, "active", False):
-            return None, text, _parse_error(path, "source nests too deeply to parse", 1, 1)
-        # Building the tree recurses; a deeper stack may be all it takes.
-        return call_with_deep_stack(parse_source, source, path)
-    except (ValueError, MemoryError) as exc:
-        # CPython reports a parser stack overflow as a bare MemoryError.
-        msg = str(exc) if isinstance(exc, ValueError) else "source nests too deeply to parse"
-        return None, text, _parse_error(path, msg, 1, 1)
-    return tree, text, None
 
 
 def check_tree(
@@ -548,130 +430,9 @@ def check_source(source: bytes, path: str, config: Config) -> list[Violation]:
     return [error] if config.is_code_enabled(PARSE_ERROR_CODE) else []
 
 
-@dataclass
-class FixOutcome:
-    """Result of fixing one file.
-
-    Attributes:
-        new_source: fixed bytes, or ``None`` when nothing changed.
-        fixed: violations the fix removed.
-        remaining: violations left in the (fixed) file.
-        error: an internal-error message when a fix pass was thrown away.
-        exception: the exception that made a codemod fail, for ``--verbose``.
-    """
-
-    new_source: bytes | None
-    fixed: list[Violation]
-    remaining: list[Violation]
-    error: str | None = None
-    exception: BaseException | None = None
-
-
-MAX_FIX_PASSES = 10
-
-
 def wanted_fixes(violations: Iterable[Violation], unsafe: bool) -> list[Violation]:
     """Return the violations whose fix may be applied (safe, or unsafe when allowed)."""
     allowed = {Applicability.SAFE} | ({Applicability.UNSAFE} if unsafe else set())
     return [v for v in violations if v.fix is not None and v.fix.applicability in allowed]
 
 
-def _fixed_violations(original: list[Violation], remaining: list[Violation]) -> list[Violation]:
-    """The original violations that fixing removed. Positions move when code is rewritten,
-    so violations are matched by code and message, counting repeats (three identical GPU001
-    messages with one left means two fixed)."""
-    from collections import Counter
-
-    left = Counter((v.code, v.message) for v in remaining)
-    fixed: list[Violation] = []
-    for v in original:
-        key = (v.code, v.message)
-        if left[key] > 0:
-            left[key] -= 1
-        else:
-            fixed.append(v)
-    return fixed
-
-
-def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False,
-               violations: list[Violation] | None = None) -> FixOutcome:
-    """Check ``source`` and apply fixes until nothing changes (at most 10 passes).
-
-    Each pass runs the codemods on the current text; a pass whose output does not parse,
-    or that raises (LibCST's ``PanicException``, a ``BaseException``, included), is thrown
-    away (the file is left as the last good pass had it) and reported in ``error``. When
-    the tenth pass still leaves something to fix, the fixes do not converge: nothing is
-    kept, ``error`` says ``failed to converge after 10 passes`` (as ruff does). The work
-    runs in :func:`call_with_deep_stack`, so deeply nested modules (long string
-    concatenations) can be rewritten. LibCST is imported only when there is something to fix.
-
-    Args:
-        source: the file's raw bytes.
-        path: path used for reports and scope.
-        config: the run's settings.
-        unsafe: apply unsafe fixes too (``--unsafe-fixes``).
-        violations: ``check_source(source, path, config)`` when the caller has it already
-            (saves checking the same bytes again).
-
-    Returns:
-        A :class:`FixOutcome`; ``new_source`` keeps the original encoding, BOM and
-        line endings.
-
-    Raises:
-        InternalError: when a rule fails unexpectedly.
-    """
-    original = violations if violations is not None else check_source(source, path, config)
-    if not wanted_fixes(original, unsafe):
-        return FixOutcome(None, [], original)
-    return call_with_deep_stack(_fix_loop, source, path, config, unsafe, original)
-
-
-def _failure_detail(exc: BaseException) -> str:
-    """One line saying why a fix pass failed. LibCST's ``ParserSyntaxError`` on a file that
-    ``ast`` parsed is LibCST's limitation, not the user's syntax error: say so, without its
-    multi-line excerpt."""
-    if isinstance(exc, InternalError):
-        return str(exc)
-    if type(exc).__name__ == "ParserSyntaxError":
-        return (f"LibCST cannot parse this file ({getattr(exc, 'message', exc)} at line "
-                f"{getattr(exc, 'raw_line', '?')}, column {getattr(exc, 'raw_column', '?')})")
-    lines = str(exc).splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
-
-
-def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
-              original: list[Violation]) -> FixOutcome:
-    from lint_gpu_tests.codemods.driver import apply_fixes  # imports libcst
-
-    current = source
-    current_violations = original
-    error: str | None = None
-    failure: BaseException | None = None
-    for _ in range(MAX_FIX_PASSES):
-        todo = wanted_fixes(current_violations, unsafe)
-        if not todo:
-            break
-        try:
-            candidate = apply_fixes(current, path, config, todo)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:  # noqa: BLE001 - a failed pass is reported, file kept
-            error = f"fix failed: {_failure_detail(exc)}; pass discarded"
-            failure = exc
-            break
-        if candidate is None or candidate == current:
-            break
-        _, _, parse_error = parse_source(candidate, path)
-        if parse_error is not None:
-            error = f"fix produced invalid code ({parse_error.message}); pass discarded"
-            break
-        current = candidate
-        current_violations = check_source(current, path, config)
-    else:
-        if wanted_fixes(current_violations, unsafe):
-            return FixOutcome(None, [], original,
-                              f"failed to converge after {MAX_FIX_PASSES} passes; "
-                              "file left unchanged")
-    remaining = current_violations
-    fixed = _fixed_violations(original, remaining) if current != source else []
-    return FixOutcome(current if current != source else None, fixed, remaining, error, failure)

@@ -93,6 +93,9 @@ SAMPLE = (
 
 def install(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the fake rules the only rules for this test."""
+    import lint_gpu_tests.codes as codes
     import lint_gpu_tests.rules as rules
 
     monkeypatch.setattr(rules, "ALL_RULES", list(FAKE_RULES))
+    # Configuration validates codes against the code table, not the registry.
+    monkeypatch.setattr(codes, "RULE_CODES", {r.code: r.name for r in FAKE_RULES})

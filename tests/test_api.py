@@ -10,7 +10,8 @@ import pytest
 
 from lint_gpu_tests import api
 from lint_gpu_tests.config import Config, config_from_table
-from lint_gpu_tests.engine import check_source, fix_source
+from lint_gpu_tests.engine import check_source
+from lint_gpu_tests.fixloop import fix_source
 from lint_gpu_tests.rules import ALL_RULES
 
 SAMPLE = 'from vllm import LLM\n\ndef test_x():\n    llm = LLM("m")\n    llm.generate("hi")\n'

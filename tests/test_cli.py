@@ -13,8 +13,9 @@ import fake_rules
 import pytest
 from click.testing import CliRunner, Result
 
-from lint_gpu_tests import api, cli
-from lint_gpu_tests.engine import FixOutcome, check_source
+from lint_gpu_tests import api, cli, codes
+from lint_gpu_tests.engine import check_source
+from lint_gpu_tests.fixloop import FixOutcome
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -182,6 +183,7 @@ def test_internal_error_reported_per_file_exit_2(tree: Path,
     import lint_gpu_tests.rules as rules
 
     monkeypatch.setattr(rules, "ALL_RULES", [*fake_rules.FAKE_RULES, Boom])
+    monkeypatch.setattr(codes, "RULE_CODES", {r.code: r.name for r in rules.ALL_RULES})
     (tree / "tests" / "test_boom.py").write_text("LLM()\n")
     result = run("check", "-q", "tests")
     assert result.exit_code == 2
@@ -200,6 +202,7 @@ def test_internal_error_wins_over_exit_zero(tree: Path, monkeypatch: pytest.Monk
     import lint_gpu_tests.rules as rules
 
     monkeypatch.setattr(rules, "ALL_RULES", [Boom])
+    monkeypatch.setattr(codes, "RULE_CODES", {Boom.code: Boom.name})
     (tree / "tests" / "test_boom.py").write_text("LLM()\n")
     assert run("check", "--exit-zero", "tests").exit_code == 2
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests import engine
+from lint_gpu_tests import engine, fixloop
 from lint_gpu_tests.config import Config, config_from_table
 
 if sys.version_info >= (3, 11):
@@ -76,7 +76,7 @@ def positions(violations) -> set[tuple[int, int, str]]:
 
 
 def fixed_bytes(source: bytes, case: Case, *, unsafe: bool) -> bytes:
-    outcome = engine.fix_source(source, case.path, case.config, unsafe=unsafe)
+    outcome = fixloop.fix_source(source, case.path, case.config, unsafe=unsafe)
     assert outcome.error is None, f"{case.name}: {outcome.error}"
     return source if outcome.new_source is None else outcome.new_source
 
@@ -138,7 +138,7 @@ def test_safe_fix_alone(case: Case):
 
 
 def test_after_is_idempotent(case: Case):
-    outcome = engine.fix_source(case.after, case.path, case.config, unsafe=case.unsafe)
+    outcome = fixloop.fix_source(case.after, case.path, case.config, unsafe=case.unsafe)
     assert outcome.new_source is None, f"{case.name}: a second fix changed after.py"
     remaining = engine.check_source(case.after, case.path, case.config)
     assert not engine.wanted_fixes(remaining, unsafe=case.unsafe), (

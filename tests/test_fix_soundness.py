@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.engine import fix_source
+from lint_gpu_tests.fixloop import fix_source
 
 HERE = Path(__file__).parent / "fixtures" / "soundness"
 PATH = "tests/test_case.py"

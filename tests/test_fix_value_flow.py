@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.engine import check_source, fix_source
+from lint_gpu_tests.engine import check_source
+from lint_gpu_tests.fixloop import fix_source
 from lint_gpu_tests.fixplan import value_flow
 
 FIXTURE = Path(__file__).parent / "fixtures" / "fix" / "flow_unknown_call" / "before.py"

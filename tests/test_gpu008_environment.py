@@ -9,7 +9,8 @@ import textwrap
 import pytest
 
 from lint_gpu_tests.config import Config, ConfigError, config_from_table
-from lint_gpu_tests.engine import check_source, fix_source
+from lint_gpu_tests.engine import check_source
+from lint_gpu_tests.fixloop import fix_source
 
 
 def gpu008(source: str, config: Config | None = None,

@@ -1,4 +1,4 @@
-"""Applies one codemod per pass to a file's bytes (the engine's ``fix_source`` loops).
+"""Applies one codemod per pass to a file's bytes (``lint_gpu_tests.fixloop.fix_source`` loops).
 
 Order: runners into with-statements (GPU005), engines into runners (GPU001 with its
 GPU003/GPU004), weak proxies (GPU002/GPU006), leftover cleanup (GPU004). Only one command

@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 from lint_gpu_tests import cli
 from lint_gpu_tests.cache import CACHE_DIR_NAME
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.engine import fix_source
+from lint_gpu_tests.fixloop import fix_source
 
 ENGINE = ('from vllm import LLM\n\n\ndef test_{n}():\n    llm = LLM("m{n}")\n'
           '    llm.generate("hi")\n')

@@ -1,0 +1,141 @@
+"""One file's fix loop: check, choose the fixes that may be applied, run one codemod pass,
+re-check, until nothing changes (bounded), as ruff does.
+
+Layered above the codemods (:mod:`lint_gpu_tests.codemods.driver` applies one pass) and the
+engine (:func:`lint_gpu_tests.engine.check_source` re-checks); the API calls
+:func:`fix_source`. LibCST is imported only when a file has something to fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lint_gpu_tests.config import Config
+from lint_gpu_tests.engine import check_source, wanted_fixes
+from lint_gpu_tests.ftypes import Violation
+from lint_gpu_tests.source import InternalError, call_with_deep_stack, parse_source
+
+__all__ = ["MAX_FIX_PASSES", "FixOutcome", "fix_source"]
+
+
+@dataclass
+class FixOutcome:
+    """Result of fixing one file.
+
+    Attributes:
+        new_source: fixed bytes, or ``None`` when nothing changed.
+        fixed: violations the fix removed.
+        remaining: violations left in the (fixed) file.
+        error: an internal-error message when a fix pass was thrown away.
+        exception: the exception that made a codemod fail, for ``--verbose``.
+    """
+
+    new_source: bytes | None
+    fixed: list[Violation]
+    remaining: list[Violation]
+    error: str | None = None
+    exception: BaseException | None = None
+
+
+MAX_FIX_PASSES = 10
+
+
+def _fixed_violations(original: list[Violation], remaining: list[Violation]) -> list[Violation]:
+    """The original violations that fixing removed. Positions move when code is rewritten,
+    so violations are matched by code and message, counting repeats (three identical GPU001
+    messages with one left means two fixed)."""
+    from collections import Counter
+
+    left = Counter((v.code, v.message) for v in remaining)
+    fixed: list[Violation] = []
+    for v in original:
+        key = (v.code, v.message)
+        if left[key] > 0:
+            left[key] -= 1
+        else:
+            fixed.append(v)
+    return fixed
+
+
+def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False,
+               violations: list[Violation] | None = None) -> FixOutcome:
+    """Check ``source`` and apply fixes until nothing changes (at most 10 passes).
+
+    Each pass runs the codemods on the current text; a pass whose output does not parse,
+    or that raises (LibCST's ``PanicException``, a ``BaseException``, included), is thrown
+    away (the file is left as the last good pass had it) and reported in ``error``. When
+    the tenth pass still leaves something to fix, the fixes do not converge: nothing is
+    kept, ``error`` says ``failed to converge after 10 passes`` (as ruff does). The work
+    runs in :func:`call_with_deep_stack`, so deeply nested modules (long string
+    concatenations) can be rewritten. LibCST is imported only when there is something to fix.
+
+    Args:
+        source: the file's raw bytes.
+        path: path used for reports and scope.
+        config: the run's settings.
+        unsafe: apply unsafe fixes too (``--unsafe-fixes``).
+        violations: ``check_source(source, path, config)`` when the caller has it already
+            (saves checking the same bytes again).
+
+    Returns:
+        A :class:`FixOutcome`; ``new_source`` keeps the original encoding, BOM and
+        line endings.
+
+    Raises:
+        InternalError: when a rule fails unexpectedly.
+    """
+    original = violations if violations is not None else check_source(source, path, config)
+    if not wanted_fixes(original, unsafe):
+        return FixOutcome(None, [], original)
+    return call_with_deep_stack(_fix_loop, source, path, config, unsafe, original)
+
+
+def _failure_detail(exc: BaseException) -> str:
+    """One line saying why a fix pass failed. LibCST's ``ParserSyntaxError`` on a file that
+    ``ast`` parsed is LibCST's limitation, not the user's syntax error: say so, without its
+    multi-line excerpt."""
+    if isinstance(exc, InternalError):
+        return str(exc)
+    if type(exc).__name__ == "ParserSyntaxError":
+        return (f"LibCST cannot parse this file ({getattr(exc, 'message', exc)} at line "
+                f"{getattr(exc, 'raw_line', '?')}, column {getattr(exc, 'raw_column', '?')})")
+    lines = str(exc).splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
+              original: list[Violation]) -> FixOutcome:
+    from lint_gpu_tests.codemods.driver import apply_fixes  # imports libcst
+
+    current = source
+    current_violations = original
+    error: str | None = None
+    failure: BaseException | None = None
+    for _ in range(MAX_FIX_PASSES):
+        todo = wanted_fixes(current_violations, unsafe)
+        if not todo:
+            break
+        try:
+            candidate = apply_fixes(current, path, config, todo)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a failed pass is reported, file kept
+            error = f"fix failed: {_failure_detail(exc)}; pass discarded"
+            failure = exc
+            break
+        if candidate is None or candidate == current:
+            break
+        _, _, parse_error = parse_source(candidate, path)
+        if parse_error is not None:
+            error = f"fix produced invalid code ({parse_error.message}); pass discarded"
+            break
+        current = candidate
+        current_violations = check_source(current, path, config)
+    else:
+        if wanted_fixes(current_violations, unsafe):
+            return FixOutcome(None, [], original,
+                              f"failed to converge after {MAX_FIX_PASSES} passes; "
+                              "file left unchanged")
+    remaining = current_violations
+    fixed = _fixed_violations(original, remaining) if current != source else []
+    return FixOutcome(current if current != source else None, fixed, remaining, error, failure)

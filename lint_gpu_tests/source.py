@@ -1,0 +1,177 @@
+"""Source text in, ``ast`` tree out: decoding, parsing, and a deep stack for deep modules.
+
+The bottom of the checker's layers (beside :mod:`lint_gpu_tests.config` and
+:mod:`lint_gpu_tests.ftypes`): the engine, the conftest index and the fix loop all parse
+through here, and nothing here imports them.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import threading
+import warnings
+from collections.abc import Callable
+from typing import TypeVar
+
+from lint_gpu_tests.codes import PARSE_ERROR_CODE, PARSE_ERROR_NAME
+from lint_gpu_tests.ftypes import Location, Violation
+
+__all__ = [
+    "DEEP_RECURSION_LIMIT",
+    "DEEP_STACK_BYTES",
+    "MAX_FIX_DEPTH",
+    "PARSE_ERROR_CODE",
+    "PARSE_ERROR_NAME",
+    "TOO_DEEP_TO_ANALYSE",
+    "InternalError",
+    "SourceTooDeep",
+    "call_with_deep_stack",
+    "decode_source",
+    "parse_error",
+    "parse_source",
+]
+
+
+class InternalError(Exception):
+    """A rule or codemod raised unexpectedly on one file; the message names which."""
+
+
+class SourceTooDeep(InternalError):
+    """The module parses but nests deeper than the analysis can recurse."""
+
+
+TOO_DEEP_TO_ANALYSE = "source nests too deeply to analyse"
+
+T = TypeVar("T")
+
+DEEP_STACK_BYTES = 512 * 1024 * 1024
+"""Stack of the worker thread that deep modules are analysed and fixed in (virtual memory,
+committed only as far as it is used)."""
+DEEP_RECURSION_LIMIT = 50_000
+"""Python recursion limit while that thread runs. Measured on CPython 3.11: LibCST's
+code generation and visitors fail with ``RecursionError`` at this limit, well inside
+:data:`DEEP_STACK_BYTES` (no overflow on a 20,000-level ``elif`` chain)."""
+MAX_FIX_DEPTH = 2_000
+"""Deepest ``ast`` nesting for which a fix is offered. ``--fix`` was measured to succeed on a
+7,000-part ``"..." + "..."`` concatenation (about 7,000 levels) in the deep thread; a deeper
+module's fixable violations are reported as not fixable ("expression too deep")."""
+
+_DEEP_LOCK = threading.Lock()
+_DEEP_STATE = threading.local()
+
+
+def call_with_deep_stack(function: Callable[..., T], *args: object, **kwargs: object) -> T:
+    """Call ``function(*args, **kwargs)`` in a thread with a large stack and a raised
+    recursion limit, and return its result (or raise what it raised, ``BaseException`` s
+    such as LibCST's ``PanicException`` included).
+
+    Python's default limit (1000) ends LibCST and the ``ast`` analysis at a few hundred
+    levels of nesting, which a prompt built from a few hundred ``"..." + "..."`` parts
+    reaches. The limit is process-wide, so it is raised only while the thread runs (the
+    caller waits in ``join``; one such call at a time). Called from inside that thread, or
+    where the thread cannot be started, ``function`` simply runs in the calling thread.
+    """
+    if getattr(_DEEP_STATE, "active", False):
+        return function(*args, **kwargs)
+    box: list[tuple[bool, object]] = []
+
+    def target() -> None:
+        _DEEP_STATE.active = True
+        try:
+            box.append((True, function(*args, **kwargs)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, re-raised there
+            box.append((False, exc))
+
+    with _DEEP_LOCK:
+        old_limit = sys.getrecursionlimit()
+        try:
+            old_size = threading.stack_size(DEEP_STACK_BYTES)
+        except (ValueError, RuntimeError):  # pragma: no cover - platform without the knob
+            return function(*args, **kwargs)
+        thread = threading.Thread(target=target, name="gpu-test-lint-deep", daemon=True)
+        sys.setrecursionlimit(max(old_limit, DEEP_RECURSION_LIMIT))
+        try:
+            try:
+                thread.start()
+            finally:
+                threading.stack_size(old_size)
+            thread.join()
+        except RuntimeError:  # pragma: no cover - no memory for the thread
+            sys.setrecursionlimit(old_limit)
+            return function(*args, **kwargs)
+        finally:
+            sys.setrecursionlimit(old_limit)
+    ok, value = box[0]
+    if not ok:
+        assert isinstance(value, BaseException)
+        raise value
+    return value  # type: ignore[return-value]
+
+
+def decode_source(source: bytes) -> str:
+    """Decode Python source bytes as the interpreter would (PEP 263 cookie, BOM, UTF-8).
+
+    Raises:
+        SyntaxError: when the declared encoding is unknown or the bytes do not decode.
+    """
+    import io
+    import tokenize
+
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+        text = source.decode(encoding)
+    except (LookupError, UnicodeDecodeError) as exc:
+        raise SyntaxError(f"cannot decode source: {exc}") from exc
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text
+
+
+def _char_col(lines: list[str], line: int, byte_col: int) -> int:
+    """Convert ``ast``'s UTF-8 byte column to a 0-based character column."""
+    if 1 <= line <= len(lines):
+        return len(lines[line - 1].encode("utf-8")[:byte_col].decode("utf-8", "replace"))
+    return byte_col
+
+
+def parse_error(path: str, message: str, line: int, col: int) -> Violation:
+    return Violation(
+        code=PARSE_ERROR_CODE,
+        name=PARSE_ERROR_NAME,
+        message=f"SyntaxError: {message}",
+        path=path,
+        location=Location(line, col),
+        end_location=Location(line, col),
+        fix=None,
+    )
+
+
+def parse_source(source: bytes, path: str) -> tuple[ast.Module | None, str, Violation | None]:
+    """Parse ``source``; return ``(tree, text, None)`` or ``(None, text, GPU900 violation)``.
+
+    A file that cannot be decoded, has a syntax error, a NUL byte, or nests too deep for
+    the parser is reported, never raised.
+    """
+    try:
+        text = decode_source(source)
+    except SyntaxError as exc:
+        return None, "", parse_error(path, str(exc), 1, 1)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, filename=path, type_comments=False)
+    except SyntaxError as exc:
+        line = exc.lineno or 1
+        col = (exc.offset or 1) if exc.offset and exc.offset > 0 else 1
+        return None, text, parse_error(path, exc.msg, line, col)
+    except RecursionError:
+        if getattr(_DEEP_STATE, "active", False):
+            return None, text, parse_error(path, "source nests too deeply to parse", 1, 1)
+        # Building the tree recurses; a deeper stack may be all it takes.
+        return call_with_deep_stack(parse_source, source, path)
+    except (ValueError, MemoryError) as exc:
+        # CPython reports a parser stack overflow as a bare MemoryError.
+        msg = str(exc) if isinstance(exc, ValueError) else "source nests too deeply to parse"
+        return None, text, parse_error(path, msg, 1, 1)
+    return tree, text, None

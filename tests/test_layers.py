@@ -1,0 +1,127 @@
+"""The package's layers import one way (issue 13): no import cycle, function-level imports
+included, and nothing lower imports anything higher. The runtime imports none of the linter.
+
+Layers, bottom to top (STYLE.md, after ruff's crates): data types and codes; configuration;
+source parsing; analysis; fix planning (rules rate their fixes with it); rules; the engine
+that runs them; the codemods; the fix loop; discovery and the cache; rule docs; output; the
+API; then the CLI and the flake8 plugin.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from lint_gpu_tests.codes import RULE_CODES
+from lint_gpu_tests.rules import ALL_RULES
+
+PACKAGE = Path(__file__).resolve().parents[1] / "lint_gpu_tests"
+
+LAYERS: list[set[str]] = [
+    {"codes", "ftypes"},
+    {"config"},
+    {"source", "writer"},
+    {"analysis"},
+    {"fixplan"},
+    {"rule", "rules"},
+    {"engine", "conftest_index"},
+    {"codemods"},
+    {"fixloop"},
+    {"discovery", "cache"},
+    {"docs"},
+    {"output"},
+    {"api"},
+    {"cli", "flake8_plugin", "__main__"},
+]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Modules of the package that ``path`` imports anywhere (top level or in a function)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("lint_gpu_tests")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            if not target.startswith("lint_gpu_tests"):
+                continue
+            found.add(target)
+            # ``from lint_gpu_tests import rules`` imports the submodule ``rules``.
+            found |= {f"{target}.{a.name}" for a in node.names
+                      if (PACKAGE.parent / f"{target}.{a.name}".replace(".", "/")).exists()
+                      or (PACKAGE.parent / (f"{target}.{a.name}".replace(".", "/") + ".py")
+                          ).exists()}
+    return found - {name}
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_name(p): _imports(p) for p in PACKAGE.rglob("*.py")}
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    if len(parts) < 2:
+        return None
+    for index, names in enumerate(LAYERS):
+        if parts[1] in names:
+            return index
+    return None
+
+
+def test_rule_codes_are_the_registry() -> None:
+    assert RULE_CODES == {rule.code: rule.name for rule in ALL_RULES}
+
+
+def test_every_linter_module_has_a_layer() -> None:
+    unplaced = sorted(m for m in _graph() if m.count(".") >= 1 and _layer(m) is None
+                      and not m.startswith("lint_gpu_tests.runtime"))
+    assert unplaced == []
+
+
+def test_no_import_cycle() -> None:
+    graph = _graph()
+    cycles: list[list[str]] = []
+
+    def visit(node: str, stack: list[str], done: set[str]) -> None:
+        for target in sorted(graph.get(node, ())):
+            if target in stack:
+                cycles.append([*stack[stack.index(target):], target])
+            elif target not in done and target in graph:
+                done.add(target)
+                visit(target, [*stack, target], done)
+
+    for start in sorted(graph):
+        visit(start, [start], {start})
+    assert cycles == []
+
+
+def test_nothing_lower_imports_anything_higher() -> None:
+    upward = []
+    for module, targets in sorted(_graph().items()):
+        own = _layer(module)
+        if own is None:
+            continue
+        for target in sorted(targets):
+            other = _layer(target)
+            if other is not None and other > own:
+                upward.append(f"{module} -> {target}")
+    assert upward == []
+
+
+def test_the_runtime_imports_none_of_the_linter() -> None:
+    bad = [f"{m} -> {t}" for m, ts in sorted(_graph().items())
+           if m.startswith("lint_gpu_tests.runtime")
+           for t in sorted(ts) if not t.startswith("lint_gpu_tests.runtime")]
+    assert bad == []
