@@ -15,7 +15,7 @@ CAPABILITY = torch.cuda.get_device_capability()  # initialises CUDA in this proc
 record("f.parent_cuda_initialised", torch.cuda.is_initialized())
 
 
-@create_new_process_for_each_test()
+@create_new_process_for_each_test(timeout_s=240)
 def test_f1_default_isolation_after_cuda_init():
     llm = new_engine()
     record("f1.generated", generate(llm))

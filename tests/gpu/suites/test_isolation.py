@@ -31,7 +31,7 @@ def _after(key):
     record(f"{key}.parent_pid", os.getpid())
 
 
-@create_new_process_for_each_test("fork")
+@create_new_process_for_each_test("fork", timeout_s=240)
 def test_i1_fork_engine_in_child():
     _hog("i1")
 
@@ -40,7 +40,7 @@ def test_i2_after_fork(at_setup):
     _after("i1")
 
 
-@create_new_process_for_each_test("spawn")
+@create_new_process_for_each_test("spawn", timeout_s=240)
 def test_i3_spawn_engine_in_child_fails():
     llm = _hog("i3")
     assert generate(llm) == 0, "the spawned child's failure"
@@ -50,6 +50,6 @@ def test_i4_after_spawn(at_setup):
     _after("i3")
 
 
-@create_new_process_for_each_test("fork")
+@create_new_process_for_each_test("fork", timeout_s=240)
 def test_i5_fork_skip_in_child():
     pytest.skip("skipped in the forked child")
