@@ -43,12 +43,6 @@ class ForkedAfterCudaInit(AssertionError):
     """The isolated child was forked from a parent with CUDA initialised, and died of it."""
 
 
-@pytest.mark.xfail(
-    raises=ForkedAfterCudaInit,
-    strict=True,
-    reason="main forks after CUDA is initialised; issue 9's fork guard is to spawn instead "
-    "(remove this mark when it lands)",
-)
 def test_default_isolation_after_cuda_init_in_parent(tmp_path: Path, tiny_model: str) -> None:
     session = run_suite(tmp_path, "cuda_in_parent", ["test_cuda_in_parent.py"])
     f = session.figures
