@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from gpu_session import run_suite
 
 SLACK_GIB = 1.0
