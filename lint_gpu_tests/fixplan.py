@@ -432,6 +432,14 @@ class Planner:
         unfollowed = flow.unfollowed_call([s for s in segment if s.lineno not in remove])
         if unfollowed is not None:
             unsafe(unfollowed)
+        if names:
+            last_own = max((j for j in range(index, end + 1) if _touches(block[j], names)),
+                           default=index)
+            if any(module.is_engine_call_stmt(block[j]) for j in range(last_own + 1, end + 1)):
+                # Only a value derived from the engine keeps it past the next engine's
+                # construction: the two engines are now alive together.
+                unsafe("a value that may hold the engine is used after the next engine is "
+                       "built, so the block covers both and they are alive together")
         if is_fixture and func.fixture_scope not in (None, "function"):
             unsafe(f"a {func.fixture_scope}-scoped fixture: the engine's lifetime follows the "
                    "fixture's scope and the runner must allow it")
