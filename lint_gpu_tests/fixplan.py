@@ -288,7 +288,8 @@ class Planner:
         all_engines = names | module.engine_names(func)
         parent = module.parent(stmt)
         if isinstance(parent, ast.Try) and any(s is stmt for s in parent.body) and \
-                self.finally_only_cleans(parent, all_engines) and self._unwrappable(parent):
+                self.finally_only_cleans(parent, all_engines) and self._unwrappable(parent) \
+                and not any(names_in(s) & (all_engines - names) for s in parent.finalbody):
             outer = _stmt_block(module, parent)
             if outer is None:
                 return _none("built inside an expression the fix cannot restructure", title)
@@ -348,7 +349,9 @@ class Planner:
                     remove.add(later.lineno)
                 continue
             if isinstance(later, ast.Try) and names and self.finally_only_cleans(
-                    later, all_engines) and self._unwrappable(later):
+                    later, all_engines) and self._unwrappable(later) and not any(
+                    names_in(s) & (all_engines - names) for s in later.finalbody):
+                # (A finally that tears down another engine is that engine's, not ours.)
                 if any(_loads(s, n) for s in later.body for n in names) or any(
                         names_in(s) & names for s in later.finalbody):
                     unwrap.add(later.lineno)
@@ -432,6 +435,14 @@ class Planner:
         unfollowed = flow.unfollowed_call([s for s in segment if s.lineno not in remove])
         if unfollowed is not None:
             unsafe(unfollowed)
+        if names:
+            last_own = max((j for j in range(index, end + 1) if _touches(block[j], names)),
+                           default=index)
+            if any(module.is_engine_call_stmt(block[j]) for j in range(last_own + 1, end + 1)):
+                # Only a value derived from the engine keeps it past the next engine's
+                # construction: the two engines are now alive together.
+                unsafe("a value that may hold the engine is used after the next engine is "
+                       "built, so the block covers both and they are alive together")
         if is_fixture and func.fixture_scope not in (None, "function"):
             unsafe(f"a {func.fixture_scope}-scoped fixture: the engine's lifetime follows the "
                    "fixture's scope and the runner must allow it")

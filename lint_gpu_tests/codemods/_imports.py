@@ -192,15 +192,21 @@ def add_from_import(module: cst.Module, mod: str, name: str,
 
 
 def first_party_packages(path: str, root: str) -> frozenset[str]:
-    """``{"vllm"}`` when the file lies in vLLM's own tree (a ``vllm/`` package next to one
-    of its parent directories, or in the configuration's root), else empty: there isort
-    and ruff sort ``vllm`` imports as first-party."""
+    """``{"vllm"}`` when the file lies in vLLM's own tree, else empty: there isort and
+    ruff sort ``vllm`` imports as first-party.
+
+    vLLM's tree is a ``vllm/`` package in the configuration's root, or in a directory
+    above the file up to its project root (the first with ``pyproject.toml``,
+    ``setup.py``, ``setup.cfg`` or ``.git``; a vLLM checkout next to a plugin's project
+    does not count).
+    """
     candidates = [os.path.abspath(root)]
     current = os.path.dirname(os.path.abspath(path))
     while True:
         candidates.append(current)
         parent = os.path.dirname(current)
-        if parent == current:
+        if parent == current or any(os.path.exists(os.path.join(current, marker)) for marker
+                                    in ("pyproject.toml", "setup.py", "setup.cfg", ".git")):
             break
         current = parent
     for directory in candidates:

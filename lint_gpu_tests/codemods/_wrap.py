@@ -263,7 +263,8 @@ class WrapTransformer(cst.CSTTransformer):
         plan = self.by_function.get(self._line(node))
         self.plan_stack.append(plan)
         if plan is not None and plan.kind == "engine":
-            collector = _FreeNameCollector(self.positions, plan.site_line, self.config)
+            collector = _FreeNameCollector(self.positions, plan.site_line, self.config,
+                                           plan.end_line)
             node.visit(collector)
             name, k = "runner", 2
             while name in collector.used:
@@ -331,21 +332,23 @@ class _CallFinder(cst.CSTVisitor):
 
 class _FreeNameCollector(cst.CSTVisitor):
     """Names a new ``runner`` binding could clash with: every name in the function except
-    inside runner with-blocks that do not enclose the site (their ``runner`` is dead by
-    then)."""
+    inside runner with-blocks that neither enclose the site nor fall inside the new block
+    (their ``runner`` is dead by then)."""
 
     def __init__(self, positions: dict[cst.CSTNode, object], site_line: int,
-                 config: Config) -> None:
+                 config: Config, end_line: int = 0) -> None:
         super().__init__()
         self.positions = positions
         self.site_line = site_line
+        self.end_line = end_line
         self.runner_callables = {config.runner_fixture, *config.runner_classes}
         self.used: set[str] = set()
 
     def visit_With(self, node: cst.With) -> bool:
         pos = self.positions[node]
         encloses = pos.start.line <= self.site_line <= pos.end.line  # type: ignore[attr-defined]
-        if encloses:
+        inside = self.site_line <= pos.start.line <= self.end_line  # type: ignore[attr-defined]
+        if encloses or inside:
             return True
         for item in node.items:
             call = item.item

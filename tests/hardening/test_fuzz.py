@@ -156,6 +156,8 @@ def _engine_block(draw: st.DrawFn, ctor: str, var: str, depth: int) -> list[Item
         f"print({var})",
         f"assert isinstance({var}, object)",
         f"tok = {var}.get_tokenizer()",
+        f"assert weakref.proxy({var}).generate(PROMPTS)",
+        f"weak = weakref.proxy({var})",
         "assert PROMPTS",
         "CLOSURE",
         "LOOP",
@@ -211,6 +213,7 @@ def _runner_block(draw: st.DrawFn) -> list[Item]:
         "llm = runner.llm",
         "llm = weakref.proxy(runner.llm)",
         "out = runner.llm.generate(PROMPTS)",
+        "llm = runner.llm\nweak = weakref.proxy(llm)",
     ]))
     if draw(st.booleans()):
         return [(f'with {runner}("m", enforce_eager=True) as runner:',
@@ -386,6 +389,42 @@ def late_uses(tree: ast.Module) -> list[str]:
     return problems
 
 
+def proxies_of_proxies(tree: ast.Module) -> list[str]:
+    """``weakref.proxy``/``weakref.ref`` calls on a name whose latest binding above them
+    in the same function is a ``weakref.proxy(...)`` (a ``TypeError`` at run time), as
+    ``"name@line"``."""
+    problems: list[str] = []
+    for func in ast.walk(tree):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        bindings: list[tuple[int, str, bool]] = []  # (line, name, bound to a proxy)
+        targets: set[int] = set()
+        for node in ast.walk(func):
+            if isinstance(node, ast.Assign):
+                proxy = isinstance(node.value, ast.Call) and _callee(node.value.func) == "proxy"
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        bindings.append((node.lineno, target.id, proxy))
+                        targets.add(id(target))
+        bindings += [(n.lineno, n.id, False) for n in ast.walk(func) if isinstance(n, ast.Name)
+                     and isinstance(n.ctx, ast.Store) and id(n) not in targets]
+        for node in ast.walk(func):
+            if not (isinstance(node, ast.Call) and _callee(node.func) in ("proxy", "ref")
+                    and node.args and isinstance(node.args[0], ast.Name)):
+                continue
+            name = node.args[0].id
+            above = sorted(b for b in bindings if b[1] == name and b[0] < node.lineno)
+            if above and above[-1][2]:
+                problems.append(f"{name}@{node.lineno}")
+    return problems
+
+
+def test_proxies_of_proxies_sees_one() -> None:
+    tree = ast.parse("def f(r):\n    a = weakref.proxy(r.llm)\n    b = weakref.proxy(r.llm)\n"
+                     "    return weakref.ref(a), weakref.proxy(r)\n")
+    assert proxies_of_proxies(tree) == ["a@4"]
+
+
 def test_late_uses_sees_a_value_used_after_its_block() -> None:
     tree = ast.parse(
         "def test_x(vllm_runner):\n"
@@ -427,6 +466,8 @@ def test_fix_is_sound_on_engine_modules(source: bytes, unsafe: bool, vllm_target
     assert fixed.startswith(b"\xef\xbb\xbf") == source.startswith(b"\xef\xbb\xbf")
     assert _endings(fixed) <= _endings(source)
     assert not late_uses(ast.parse(fixed)), "a value that reaches the engine outlives its block"
+    if not proxies_of_proxies(ast.parse(source)):
+        assert not proxies_of_proxies(ast.parse(fixed)), "the fix made a proxy of a proxy"
     again = fix_source(fixed, PATH, config, unsafe=unsafe)
     assert again.new_source is None, "fix is not idempotent"
     assert not wanted_fixes(check_source(fixed, PATH, config), unsafe)
