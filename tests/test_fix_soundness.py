@@ -39,7 +39,8 @@ CASES: dict[str, tuple[str, list[tuple[str, int, str]]]] = {
     "d4": ("a class whose __exit__ deletes something else is not a runner",
            [("GPU001", 6, "none")]),
     "e1": ("a try/finally that shuts down another (suppressed) engine stays: the second "
-           "engine's block goes inside the try", [("GPU003", 8, "none"), ("GPU004", 14, "none")]),
+           "engine's block goes inside the try; both engines are alive together (GPU007)",
+           [("GPU003", 8, "none"), ("GPU007", 9, "-"), ("GPU004", 14, "none")]),
 }
 
 
