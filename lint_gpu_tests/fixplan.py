@@ -1316,8 +1316,9 @@ def _liveness(flow: ValueFlow, region: list[ast.stmt]) -> None:
         flow.live_end[name] = current
 
 
-def _own_nodes(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:
-    """The nodes of a nested function's body, functions nested in it excluded."""
+def _own_nodes(func: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[ast.AST]:
+    """The nodes of a nested function's (or class's) body, functions and classes nested in
+    it excluded."""
     out: list[ast.AST] = []
     stack: list[ast.AST] = list(func.body)
     while stack:

@@ -162,12 +162,14 @@ def test_check_file() -> None:
 
 
 # --------------------------------------------------------------------------- typing
-# Issue 14 item 5: the package ships py.typed; the interface modules are `mypy --strict` clean
-# and user code calling the API type-checks against them.
+# Issue 14 item 5: the package ships py.typed; its modules are `mypy --strict` clean and user
+# code calling the API type-checks against them. runtime/plugin.py and runtime/procs.py are
+# left out (another branch is finishing them); they join TYPED when they are clean.
 
-TYPED = ["__main__.py", "api.py", "cache.py", "cli.py", "config.py", "discovery.py", "docs.py",
-         "engine.py", "flake8_plugin.py", "output.py", "writer.py"]
 PACKAGE = Path(__file__).resolve().parents[1] / "lint_gpu_tests"
+UNTYPED = {"runtime/plugin.py", "runtime/procs.py"}
+TYPED = sorted(name for path in PACKAGE.rglob("*.py")
+               if (name := path.relative_to(PACKAGE).as_posix()) not in UNTYPED)
 
 
 def _mypy(tmp_path: Path, *args: str) -> tuple[int, list[str]]:
@@ -177,8 +179,9 @@ def _mypy(tmp_path: Path, *args: str) -> tuple[int, list[str]]:
     return status, (out + err).splitlines()
 
 
-def test_interface_modules_are_mypy_strict_clean(tmp_path: Path) -> None:
+def test_package_is_mypy_strict_clean(tmp_path: Path) -> None:
     assert (PACKAGE / "py.typed").is_file()
+    assert {"api.py", "fixplan.py", "codemods/_wrap.py", "rules/_common.py"} <= set(TYPED)
     status, lines = _mypy(tmp_path, *(str(PACKAGE / name) for name in TYPED))
     assert (status, lines) == (0, [])
 

@@ -171,13 +171,26 @@ def statement_code(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
 
 
+
+def leading_lines(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:
+    """The blank and comment lines above a statement of a module or block body.
+
+    libcst's ``BaseStatement`` does not declare ``leading_lines``; both of its kinds
+    (``SimpleStatementLine`` and ``BaseCompoundStatement``) have them. Raises ``TypeError``
+    for any other subclass.
+    """
+    if isinstance(stmt, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        return stmt.leading_lines
+    raise TypeError(f"{type(stmt).__name__} has no leading lines")
+
+
 def weak_referent(call: cst.Call, engine: cst.BaseExpression) -> cst.BaseExpression:
     """A weak-reference call on an alias that is now ``weakref.proxy(engine)``: a proxy
     cannot be weakly referenced, so ``weakref.proxy(alias)`` becomes ``alias`` itself (it
     already is the proxy) and ``weakref.ref(alias, ...)`` takes ``engine``."""
     first = call.args[0]
     if statement_code(call.func).endswith("proxy") and len(call.args) == 1:
-        return first.value.with_changes(  # type: ignore[no-any-return]
+        return first.value.with_changes(
             lpar=call.lpar, rpar=call.rpar) if call.lpar else first.value
     return call.with_changes(args=[first.with_changes(value=engine), *call.args[1:]])
 

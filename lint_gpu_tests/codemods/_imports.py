@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Sequence
 
 import libcst as cst
+
+from lint_gpu_tests.codemods._cst import leading_lines
 
 STDLIB = frozenset(sys.stdlib_module_names)
 
@@ -35,7 +38,7 @@ def _is_docstring(stmt: cst.BaseStatement) -> bool:
             and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
 
 
-def _import_block(body: list[cst.BaseStatement]) -> tuple[int, int]:
+def _import_block(body: Sequence[cst.BaseStatement]) -> tuple[int, int]:
     """``(start, end)`` indices of the top import block, after any docstring and
     ``__future__`` imports."""
     start = 0
@@ -54,13 +57,13 @@ def _blank() -> cst.EmptyLine:
 
 def has_blank(stmt: cst.BaseStatement) -> bool:
     """True when the statement is preceded by a blank line."""
-    return any(line.comment is None for line in stmt.leading_lines)
+    return any(line.comment is None for line in leading_lines(stmt))
 
 
 def _lead(stmt: cst.BaseStatement, index: int) -> list[cst.EmptyLine]:
     """Leading lines to move onto a new first import: at the top of the module, blank
     lines are dropped (a removed first import leaves its successor's spacing behind)."""
-    lines = list(stmt.leading_lines)
+    lines = list(leading_lines(stmt))
     if index == 0:
         while lines and lines[0].comment is None:
             lines.pop(0)
@@ -162,8 +165,9 @@ def add_from_import(module: cst.Module, mod: str, name: str,
     body = list(module.body)
     new_stmt = cst.parse_statement(f"from {mod} import {name}")
     start, end = _import_block(body)
-    section = (lambda top: top in first_party) if mod.split(".")[0] in first_party else (
-        lambda top: top not in STDLIB and top not in first_party)
+    section: Callable[[str], bool] = (
+        (lambda top: top in first_party) if mod.split(".")[0] in first_party else
+        (lambda top: top not in STDLIB and top not in first_party))
     third = [i for i in range(start, end)
              if (info := _top_module(body[i])) is not None and section(info[0])]
     if not third and mod.split(".")[0] in first_party:

@@ -18,6 +18,7 @@ from lint_gpu_tests.codemods._cst import (
     add_param,
     drop_param,
     explode_args,
+    leading_lines,
     proxy_of,
     runner_call,
     statement_code,
@@ -90,13 +91,13 @@ class WrapTransformer(cst.CSTTransformer):
             self.columns[line] = self.positions[orig].start.column  # type: ignore[attr-defined]
             if line in self.unwrap and isinstance(orig, cst.Try) and isinstance(new, cst.Try):
                 inner_orig = orig.body.body
-                inner_new = new.body.body  # type: ignore[union-attr]
+                inner_new = new.body.body
                 first = True
                 for pair in self._flatten(inner_orig, inner_new):  # type: ignore[arg-type]
                     stmt = pair[1]
                     if first:
                         stmt = stmt.with_changes(
-                            leading_lines=[*new.leading_lines, *stmt.leading_lines])
+                            leading_lines=[*new.leading_lines, *leading_lines(stmt)])
                         first = False
                     out.append((pair[0], stmt))
                 self.changed = True
@@ -373,19 +374,11 @@ class _FreeNameCollector(cst.CSTVisitor):
         return False
 
 
-class _Replace(cst.CSTTransformer):
-    def __init__(self, target: cst.CSTNode, replacement: cst.BaseExpression) -> None:
-        super().__init__()
-        self.target = target
-        self.replacement = replacement
-
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def, override]
-        if original_node is self.target:
-            return self.replacement
-        return updated_node
-
-
 def _replace_node(
     small: cst.BaseSmallStatement, target: cst.CSTNode, replacement: cst.BaseExpression
 ) -> cst.BaseSmallStatement:
-    return small.visit(_Replace(target, replacement))  # type: ignore[return-value]
+    """``small`` with ``target`` (a node inside it, matched by identity) replaced."""
+    new = small.deep_replace(target, replacement)
+    if not isinstance(new, cst.BaseSmallStatement):  # only when ``small`` is ``target``
+        raise TypeError(f"cannot replace the whole statement {statement_code(small)!r}")
+    return new

@@ -57,7 +57,7 @@ class ProxyEngineReference(GpuCodemod):
                 scope = module.parent(scope)
             if scope is None or not aliases:
                 continue
-            for key in weak_calls(module, [scope], aliases):  # type: ignore[list-item]
+            for key in weak_calls(module, [scope], aliases):
                 out[key] = (next(iter(aliases)) if len(aliases) == 1 else "",
                             ast.unparse(node.value))
         return out
@@ -100,7 +100,7 @@ class _Proxy(cst.CSTTransformer):
         first = updated_node.args[0]
         if isinstance(first.value, cst.Name) and first.value.value == alias:
             self.changed = True
-            return weak_referent(updated_node, cst.parse_expression(engine))  # type: ignore[return-value]
+            return weak_referent(updated_node, cst.parse_expression(engine))
         return updated_node
 
     def _is_engine_attr(self, node: cst.BaseExpression | None) -> bool:

@@ -16,7 +16,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
-from lint_gpu_tests.codemods._cst import add_param
+from lint_gpu_tests.codemods._cst import add_param, leading_lines
 from lint_gpu_tests.ftypes import Violation
 from lint_gpu_tests.rules.gpu008_environment_mutated_without_isolation import (
     CONTEXT_NAME,
@@ -138,7 +138,7 @@ def _wrap_from(updated: Sequence[cst.BaseStatement], start: int) -> list[cst.Bas
     ``with pytest.MonkeyPatch.context() as mp:``; the first moved statement's leading
     comments and blank lines go above the ``with``."""
     moved = list(updated[start:])
-    lead = moved[0].leading_lines
+    lead = leading_lines(moved[0])
     moved[0] = moved[0].with_changes(leading_lines=[])
     block = cst.With(
         items=[cst.WithItem(item=cst.parse_expression(CONTEXT_EXPR),

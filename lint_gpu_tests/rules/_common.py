@@ -100,7 +100,8 @@ def literal_value(node: ast.AST, constants: dict[str, object],
     if isinstance(node, ast.Name):
         return None if node.id in local_names else constants.get(node.id)
     try:
-        return ast.literal_eval(node)  # type: ignore[arg-type]
+        value: object = ast.literal_eval(node)
+        return value
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
 

@@ -114,7 +114,7 @@ def test_uses_helper():
                         what = f"del {', '.join(targets)}"
                 elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
                     what = module.cleanup_call_kind(node.value)
-                if what is None:
+                if what is None or not isinstance(node, ast.stmt):  # a Delete or an Expr
                     continue
                 plan: WrapPlan | None = None
                 fix: FixInfo

@@ -319,7 +319,9 @@ class _Lives:
         start = (statement.lineno, statement.col_offset)
         ends: list[Position] = []
         for node in self.module.nodes_of(func):
-            if not hasattr(node, "lineno") or (node.lineno, node.col_offset) <= start:
+            # Only statements and expressions can end an engine (a del, an assignment, a call).
+            if not isinstance(node, (ast.stmt, ast.expr)) or \
+                    (node.lineno, node.col_offset) <= start:
                 continue
             if isinstance(node, ast.Delete) and any(
                     isinstance(t, ast.Name) and t.id == name for t in node.targets):
@@ -415,7 +417,7 @@ class _Lives:
         if given is not None:
             return given
         explicit = [kw for kw in inner.keywords if kw.arg == SHARE_KEYWORD] if inner else []
-        if explicit:
+        if inner is not None and explicit:
             return self._keyword_share(ast.Call(func=inner.func, args=[], keywords=explicit),
                                        frozenset()) or (None, False)
         return self.default, True
