@@ -9,6 +9,7 @@ pytest and the standard library, and does nothing unless asked:
 * ``--gpu-clean-between-tests`` (or ini ``gpu_clean_between_tests = true``): after each
   test's teardown, ``torch._dynamo.reset()``, ``cleanup_dist_env_and_memory()``,
   ``gc.collect()`` and ``empty_cache()``, each only if its library was already imported;
+  then engine processes orphaned by an engine the collection freed get up to 10 s to end;
 * ``--gpu-leak-report``: after each test's teardown, ``gc.collect()``, then the engine
   processes (``VLLM::*`` descendants, with psutil: no GPU needed) still alive and the device
   memory above the session's baseline; the terminal summary names the test after which
@@ -129,12 +130,40 @@ def vllm_runner_factory() -> Iterator[VllmRunnerFactory]:
 class _CleanBetweenTests:
     """Registered only with ``--gpu-clean-between-tests`` / ini ``gpu_clean_between_tests``."""
 
+    def __init__(self) -> None:
+        self.seen: dict[tuple[int, float], EngineProcess] = {}
+
+    def _see(self) -> None:
+        from .procs import engine_processes
+
+        self.seen.update((p.key, p) for p in engine_processes())
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        yield
+        self._see()  # the engines the test left, before a collection may free them
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        self._see()
         yield
+        from .procs import alive, engine_processes
         from .runner import release_process_state
 
+        self._see()
+        before, self.seen = list(self.seen.values()), {}
         release_process_state()
+        if not before:
+            return
+        # An engine the collection freed is shut down by vLLM's finalizer, which kills an
+        # EngineCore that outlives its 5 s; its worker, orphaned then, lingers a few seconds
+        # more. Let such orphans end before the next test starts (held engines stay ours).
+        ours = {p.key for p in engine_processes()}
+        orphans = [p for p in alive(before) if p.key not in ours]
+        deadline = time.monotonic() + _SHUTDOWN_WAIT_S
+        while orphans and time.monotonic() < deadline:
+            time.sleep(0.05)
+            orphans = alive(orphans)
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:
