@@ -197,6 +197,7 @@ def test_h_next():
 ISOLATED = """
 import os
 import pytest
+from vllm import LLM  # at import: LLM is loaded lazily, and a first load inside a test kept it
 from lint_gpu_tests.runtime import create_new_process_for_each_test
 from rt_inner import KWARGS, MODEL, engine_names, record
 
@@ -250,9 +251,7 @@ def test_spawn_xfails():
     pytest.xfail("xfailed in the spawned child")
 
 
-def test_y_reference_cycle_by_hand():  # last: vLLM is imported in this process from here on
-    from vllm import LLM
-
+def test_y_reference_cycle_by_hand():
     d = {"e": LLM(MODEL, **KWARGS)}
     d["self"] = d
     record("cycle.during", engine_names())
