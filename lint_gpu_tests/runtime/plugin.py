@@ -9,6 +9,7 @@ pytest and the standard library, and does nothing unless asked:
 * ``--gpu-clean-between-tests`` (or ini ``gpu_clean_between_tests = true``): after each
   test's teardown, ``torch._dynamo.reset()``, ``cleanup_dist_env_and_memory()``,
   ``gc.collect()`` and ``empty_cache()``, each only if its library was already imported;
+  then engine processes orphaned by an engine the collection freed get up to 10 s to end;
 * ``--gpu-leak-report``: after each test's teardown, ``gc.collect()``, then the engine
   processes (``VLLM::*`` descendants, with psutil: no GPU needed) still alive and the device
   memory above the session's baseline; the terminal summary names the test after which
@@ -38,6 +39,9 @@ _GIB = 1 << 30
 _CLEAN_NAME = "gpu_test_lint-clean-between-tests"
 _LEAK_NAME = "gpu_test_lint-leak-report"
 _XDIST_KEY = "gpu_test_lint_leak_report"
+_SHUTDOWN_WAIT_S = 10.0
+"""Seconds the leak report waits for the rest of an engine whose first process has ended
+(vLLM 0.32's CPU EngineCore ended 2.7 s after its worker; vLLM kills after 5 s)."""
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -126,12 +130,40 @@ def vllm_runner_factory() -> Iterator[VllmRunnerFactory]:
 class _CleanBetweenTests:
     """Registered only with ``--gpu-clean-between-tests`` / ini ``gpu_clean_between_tests``."""
 
+    def __init__(self) -> None:
+        self.seen: dict[tuple[int, float], EngineProcess] = {}
+
+    def _see(self) -> None:
+        from .procs import engine_processes
+
+        self.seen.update((p.key, p) for p in engine_processes())
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        yield
+        self._see()  # the engines the test left, before a collection may free them
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+        self._see()
         yield
+        from .procs import alive, engine_processes
         from .runner import release_process_state
 
+        self._see()
+        before, self.seen = list(self.seen.values()), {}
         release_process_state()
+        if not before:
+            return
+        # An engine the collection freed is shut down by vLLM's finalizer, which kills an
+        # EngineCore that outlives its 5 s; its worker, orphaned then, lingers a few seconds
+        # more. Let such orphans end before the next test starts (held engines stay ours).
+        ours = {p.key for p in engine_processes()}
+        orphans = [p for p in alive(before) if p.key not in ours]
+        deadline = time.monotonic() + _SHUTDOWN_WAIT_S
+        while orphans and time.monotonic() < deadline:
+            time.sleep(0.05)
+            orphans = alive(orphans)
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:
@@ -284,7 +316,7 @@ class _LeakReport:
 
     # -- engine processes -----------------------------------------------------------
     def _read_processes(self, item: pytest.Item) -> None:
-        from .procs import alive, engine_processes
+        from .procs import engine_processes
 
         seen = {p.key for p in self.preexisting} | set(self.known)
         new = [p for p in engine_processes() if p.key not in seen]
@@ -295,14 +327,29 @@ class _LeakReport:
         freed = [p for p in new if p not in left]
         if freed:
             self.cycle_held.append((item.nodeid, freed))
-        for key, earlier in list(self.known.items()):
-            if not alive([p for p in earlier.processes if p.key == key]):
-                earlier.ended_after[key[0]] = item.nodeid
-                del self.known[key]
+        self._note_ended(item)
         if left:
             leak = _ProcessLeak(item.nodeid, left, self._holder(item))
             self.process_leaks.append(leak)
             self.known.update((p.key, leak) for p in left)
+
+    def _note_ended(self, item: pytest.Item) -> None:
+        """Record which earlier leaks ended by now. An engine of which some processes have
+        ended is shutting down (its worker ends first, the EngineCore some seconds later):
+        the rest get up to :data:`_SHUTDOWN_WAIT_S`, so that one engine ends at one test."""
+        from .procs import alive
+
+        groups: dict[int, tuple[_ProcessLeak, list[EngineProcess]]] = {}
+        for leak in self.known.values():
+            groups[id(leak)] = (leak, [p for p in leak.processes if p.key in self.known])
+        for leak, processes in groups.values():
+            left = alive(processes)
+            if left and len(left) < len(processes):
+                left = self._wait_for_end(left, _SHUTDOWN_WAIT_S)
+            for process in processes:
+                if process not in left:
+                    leak.ended_after[process.pid] = item.nodeid
+                    del self.known[process.key]
 
     @staticmethod
     def _wait_for_end(processes: list[EngineProcess], timeout_s: float) -> list[EngineProcess]:

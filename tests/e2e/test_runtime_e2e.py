@@ -5,18 +5,19 @@ re-parented). Each scenario runs as an inner ``python -m pytest`` session on a g
 test file, so that pytest's own behaviour (the failed test's traceback, fixture teardown,
 the plugin's hooks) is the real one:
 
-* ``managed``: the four shapes that keep a hand-built engine alive, written with the
-  plugin's ``vllm_runner`` fixture: the body raises holding a strong alias (so the
-  traceback keeps it), the ``pytest.raises`` cycle, a module-level alias, a reference
-  cycle ``d = {"e": runner.llm}; d["self"] = d``; exit time and processes after each exit.
-* ``hand``: the same four shapes with ``LLM(...)`` by hand, ``--gpu-leak-report`` on.
-* ``isolated``: ``create_new_process_for_each_test`` with fork and spawn building an engine
-  in the child; pass, fail, skip and xfail come back as such.
-  ``managed`` ends with ``vllm_runner_factory`` and two engines alive together;
-  ``isolated`` ends with a hand-made reference cycle that ``--gpu-clean-between-tests``
-  collects.
+* ``managed`` (``--gpu-leak-report``): the four shapes that keep a hand-built engine
+  alive, written with the plugin's ``vllm_runner`` fixture: the body raises holding a
+  strong alias (so the traceback keeps it), the ``pytest.raises`` cycle, a module-level
+  alias, a reference cycle ``d = {"e": runner.llm}; d["self"] = d``; exit time and
+  processes after each exit; the module-level alias is taken in ``vllm_runner_factory``
+  with two engines alive together.
+* ``hand`` (``--gpu-leak-report``): the same four shapes with ``LLM(...)`` by hand.
+* ``isolated`` (``--gpu-clean-between-tests``): ``create_new_process_for_each_test`` with
+  fork and spawn building an engine in the child (the passing tests); pass, fail, skip
+  and xfail come back as such. Then a hand-made reference cycle, which the
+  option collects at its test's teardown.
 
-Engines: 6 + 4 + 4 = 14, never more than 2 alive (the order of each suite sees to it).
+Engines: 5 + 4 + 3 = 12, never more than 2 alive (the order of each suite sees to it).
 Set ``RT_E2E_OUT`` to a folder to keep each inner session's output and records there
 (``docs/e2e.md`` was made so).
 """
@@ -46,7 +47,12 @@ ENGINE_PAIR = ["VLLM::EngineCore", "VLLM::Worker"]
 
 INNER_CONFTEST = '''
 import pytest
+import vllm  # noqa: F401  (imported here, not first inside a test: see below)
 from rt_inner import engine_names, record
+
+# Seen on vLLM 0.32: an engine built in the test that first imports vllm stayed alive after
+# gc.collect() until the interpreter exited (something the import keeps still reaches that
+# test's frame). Importing it at collection, as test modules do, avoids that.
 
 
 @pytest.fixture(autouse=True)
@@ -102,12 +108,20 @@ def test_d_next():
     pass
 
 
-def test_e_module_level_alias(vllm_runner):
+def test_e_module_level_alias(vllm_runner_factory):
     global ALIAS
-    with vllm_runner(MODEL, **KWARGS) as runner:
-        ALIAS = runner.llm
-        record("e.during", engine_names())
-    after_exit("e", runner)
+    with vllm_runner_factory(MODEL, **KWARGS) as first:
+        ALIAS = first.llm  # a module-level alias of the first engine
+        with vllm_runner_factory(MODEL, **KWARGS) as second:  # two engines alive together
+            record("e.during", engine_names())
+            assert first.llm is not second.llm
+        record("second.wait", [[s.status, s.detail] for s in second.teardown_steps
+                               if s.name == "wait_for_memory"])
+        record("second.exit_s", second.teardown_seconds)
+        record("first_only.during", engine_names())
+    record("first.wait", [[s.status, s.detail] for s in first.teardown_steps
+                          if s.name == "wait_for_memory"])
+    after_exit("e", first)
 
 
 def test_f_next():
@@ -126,20 +140,6 @@ def test_h_next():
     global ALIAS
     ALIAS = None
 
-
-def test_i_two_engines_alive_together(vllm_runner_factory):
-    with vllm_runner_factory(MODEL, **KWARGS) as first:
-        with vllm_runner_factory(MODEL, **KWARGS) as second:
-            record("both.during", engine_names())
-            assert first.llm is not second.llm
-        record("second.wait", [[s.status, s.detail] for s in second.teardown_steps
-                               if s.name == "wait_for_memory"])
-        record("second.exit_s", second.teardown_seconds)
-        record("first_only.during", engine_names())
-    record("first.wait", [[s.status, s.detail] for s in first.teardown_steps
-                          if s.name == "wait_for_memory"])
-    record("first.exit_s", first.teardown_seconds)
-    record("both.after_exit", engine_names())
 """
 
 HAND = """
@@ -197,6 +197,7 @@ def test_h_next():
 ISOLATED = """
 import os
 import pytest
+from vllm import LLM  # at import: LLM is loaded lazily, and a first load inside a test kept it
 from lint_gpu_tests.runtime import create_new_process_for_each_test
 from rt_inner import KWARGS, MODEL, engine_names, record
 
@@ -216,8 +217,8 @@ def test_fork_passes():
 
 @create_new_process_for_each_test("fork")
 def test_fork_fails():
-    text = generate()[0].outputs[0].text
-    assert text == "certainly not this", "the forked child's own assertion"
+    pid = os.getpid()
+    assert pid == -1, "the forked child's own assertion"
 
 
 @create_new_process_for_each_test("fork")
@@ -250,9 +251,7 @@ def test_spawn_xfails():
     pytest.xfail("xfailed in the spawned child")
 
 
-def test_y_reference_cycle_by_hand():  # last: vLLM is imported in this process from here on
-    from vllm import LLM
-
+def test_y_reference_cycle_by_hand():
     d = {"e": LLM(MODEL, **KWARGS)}
     d["self"] = d
     record("cycle.during", engine_names())
@@ -336,13 +335,14 @@ PID = r"pid \d+, [\d.]+ GiB RSS"
 
 
 def test_managed_suite_leaves_no_engine_process(tmp_path: Path, tiny_model: str) -> None:
-    """The four shapes through the plugin's ``vllm_runner``, then ``vllm_runner_factory``."""
+    """The four shapes through the plugin's ``vllm_runner`` and ``vllm_runner_factory``."""
     since = time.time()
+    two = sorted(ENGINE_PAIR * 2)
     run, r, _ = _inner(tmp_path, "managed", MANAGED, tiny_model, "--gpu-leak-report")
-    assert "1 failed, 8 passed" in _summary(run), run.stdout[-3000:]
+    assert "1 failed, 7 passed" in _summary(run), run.stdout[-3000:]
     grace = VllmRunner.shutdown_grace_s
     for shape in "aceg":
-        assert r[f"{shape}.during"] == ENGINE_PAIR, shape
+        assert r[f"{shape}.during"] == (two if shape == "e" else ENGINE_PAIR), shape
         assert r[f"{shape}.after_exit"] == [], shape  # right after the exit, no wait
         assert r[f"test_{shape}_{_name(shape)}.at_teardown"] == [], shape
         assert [status for _, status in r[f"{shape}.steps"]][:2] == ["ok", "ok"], shape
@@ -350,17 +350,15 @@ def test_managed_suite_leaves_no_engine_process(tmp_path: Path, tiny_model: str)
         assert r[f"{shape}.exit_s"] < grace + 3, shape
     for nxt in ("b", "d", "f", "h"):
         assert r[f"test_{nxt}_next.at_setup"] == [], nxt
-    # the factory: two engines alive together; each exit ends its own engine's processes,
-    # the memory wait is deferred to the last exit
-    assert r["both.during"] == sorted(ENGINE_PAIR * 2)
+    # the factory (e): two engines alive together; each exit ends its own engine's
+    # processes, the memory wait is deferred to the last exit
     assert r["first_only.during"] == ENGINE_PAIR
+    assert r["second.exit_s"] < grace + 3
     assert r["second.wait"] == [["skipped", "deferred: 1 engine(s) of the factory still open"]]
     assert r["first.wait"] == [["skipped", "no baseline: device memory cannot be read here"]]
-    assert r["both.after_exit"] == []
-    assert r["test_i_two_engines_alive_together.at_teardown"] == []
     assert _leak_report(run) == [
         "engine processes (VLLM::*, psutil): none stayed alive after any test's teardown "
-        "and gc.collect() (9 tests measured)",
+        "and gc.collect() (8 tests measured)",
         "device memory: not measured: no memory reader (install nvidia-ml-py, or amdsmi on ROCm)",
     ]
     assert _machine_engine_processes(since) == []
@@ -434,7 +432,8 @@ def test_isolated_children_and_clean_between_tests(tmp_path: Path, tiny_model: s
     assert "2 failed, 4 passed, 2 skipped, 2 xfailed" in _summary(run), run.stdout[-3000:]
     out = run.stdout
     for method in ("fork", "spawn"):
-        skip_line = ISOLATED.splitlines().index(f"def test_{method}_skips():") - 1
+        # the decorator's line (the file starts with the string's empty first line)
+        skip_line = ISOLATED.splitlines().index(f"def test_{method}_skips():")
         assert f"PASSED test_isolated.py::test_{method}_passes" in out
         assert f"SKIPPED [1] test_isolated.py:{skip_line}: skipped in the {method}ed child" in out
         assert (
@@ -444,7 +443,7 @@ def test_isolated_children_and_clean_between_tests(tmp_path: Path, tiny_model: s
     fork_line, spawn_line = (
         ISOLATED.splitlines().index(text) + 1
         for text in (
-            '    assert text == "certainly not this", "the forked child\'s own assertion"',
+            '    assert pid == -1, "the forked child\'s own assertion"',
             '    raise KeyError("the spawned child\'s own error")',
         )
     )
@@ -454,8 +453,8 @@ def test_isolated_children_and_clean_between_tests(tmp_path: Path, tiny_model: s
     assert 'KeyError: "the spawned child\'s own error"' in out
     assert out.count("in isolated child process") == 2
     during = [v for k, v in r.items() if k.startswith("child.")]
-    assert during == [ENGINE_PAIR] * 3  # fork pass, fork fail, spawn pass
-    for test in ("fork_passes", "fork_fails", "spawn_passes"):
+    assert during == [ENGINE_PAIR] * 2  # fork pass, spawn pass
+    for test in ("fork_passes", "spawn_passes"):
         assert r[f"test_{test}.at_teardown"] == [], test  # the child's group was killed
     # the hand-made cycle outlived its test; --gpu-clean-between-tests collected it
     assert r["cycle.during"] == ENGINE_PAIR

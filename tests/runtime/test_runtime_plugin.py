@@ -512,3 +512,36 @@ def test_the_xdist_controller_prints_each_workers_findings_and_who_sent_none(
         ]
     )
     assert "none stayed alive" not in result.stdout.str()  # no all-clear of its own
+
+
+ORPHAN_SUITE = """
+import vllm
+
+WORKERS = []
+
+def test_a_engine_left_in_a_cycle():
+    llm = vllm.LLM("m", workers=1, worker_linger_s=2.0)  # the stand-in sits in a cycle
+    WORKERS.extend(p for p in __import__("psutil").Process().children(recursive=True)
+                   if p.name().startswith("VLLM::Worker"))
+    assert len(WORKERS) == 1
+
+def test_b_next():
+    import psutil
+    worker = WORKERS[0]
+    alive = worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE
+    assert alive is {alive_expected}
+"""
+
+
+@pytest.mark.usefixtures("fake_vllm")
+@pytest.mark.parametrize(
+    ("args", "alive_expected"), [((), True), (("--gpu-clean-between-tests",), False)]
+)
+def test_clean_between_tests_waits_for_workers_a_collected_engine_orphaned(
+    pytester: pytest.Pytester, args: tuple[str, ...], alive_expected: bool
+) -> None:
+    """The collection frees the engine, its core ends, its worker lingers (as vLLM's did
+    for some seconds after its EngineCore was killed): the option waits for it."""
+    pytester.makepyfile(test_orphan=ORPHAN_SUITE.format(alive_expected=alive_expected))
+    result = pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider", *args)
+    result.assert_outcomes(passed=2)

@@ -13,7 +13,8 @@ stopping the child (the finalizer still does, at collection).
 ``ignore_sigterm`` (stand-in only): the engine core ignores SIGTERM and the stop message,
 as vLLM 0.32's CPU EngineCore did for longer than vLLM's 5 s grace (it had to be killed).
 ``workers`` (stand-in only): the engine core starts that many ``VLLM::Worker`` children,
-which end when their parent does (vLLM's workers watch their parent the same way).
+which end when their parent does (vLLM's workers watch their parent the same way),
+``worker_linger_s`` seconds later (an orphaned vLLM worker took a few seconds).
 
 Like vLLM's, the processes title themselves ``VLLM::EngineCore`` and ``VLLM::Worker``
 (written to ``/proc/self/comm``, which keeps 15 characters), and ``shutdown(timeout)``
@@ -45,23 +46,25 @@ def _set_title(title: str) -> None:
         pass
 
 
-def _worker_main(parent: int, ignore_sigterm: bool) -> None:
+def _worker_main(parent: int, ignore_sigterm: bool, linger_s: float) -> None:
     _set_title("VLLM::Worker")
     if ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     while os.getppid() == parent:
         time.sleep(0.02)
+    time.sleep(linger_s)
 
 
 def _engine_core_main(
-    conn: Connection, hold_gib: float, ignore_sigterm: bool, workers: int
+    conn: Connection, hold_gib: float, ignore_sigterm: bool, workers: int, linger_s: float
 ) -> None:
     _set_title("VLLM::EngineCore")
     if ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     ctx = multiprocessing.get_context("fork")
     children = [
-        ctx.Process(target=_worker_main, args=(os.getpid(), ignore_sigterm)) for _ in range(workers)
+        ctx.Process(target=_worker_main, args=(os.getpid(), ignore_sigterm, linger_s))
+        for _ in range(workers)
     ]
     for child in children:
         child.start()
@@ -108,12 +111,13 @@ class EngineCoreClient:
         start_method: str,
         ignore_sigterm: bool = False,
         workers: int = 0,
+        worker_linger_s: float = 0.0,
     ) -> None:
         ctx = multiprocessing.get_context(start_method)
         conn, child_conn = ctx.Pipe()
         self.process = ctx.Process(
             target=_engine_core_main,
-            args=(child_conn, hold_gib, ignore_sigterm, workers),
+            args=(child_conn, hold_gib, ignore_sigterm, workers, worker_linger_s),
             daemon=not workers,  # a daemonic process may not have children
         )
         self.process.start()
@@ -148,13 +152,16 @@ class LLM:
         start_method: str = "fork",
         ignore_sigterm: bool = False,
         workers: int = 0,
+        worker_linger_s: float = 0.0,
         **kwargs: Any,
     ) -> None:
         EVENTS.append("LLM.__init__")
         self.model = model
         self.kwargs = kwargs
         self.llm_engine = LLMEngine(
-            EngineCoreClient(hold_gib, fail_shutdown, start_method, ignore_sigterm, workers)
+            EngineCoreClient(
+                hold_gib, fail_shutdown, start_method, ignore_sigterm, workers, worker_linger_s
+            )
         )
         self._cycle = {"llm": self}  # a reference cycle, as in the real client
         # A tokenizer's worth of small objects: building it runs the collector's young
