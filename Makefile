@@ -41,14 +41,10 @@ test: install-test
 e2e: install-e2e
 	HF_HUB_OFFLINE=1 $(BIN_E2E)/python -m pytest -q -m e2e -p no:randomly tests/e2e
 
-# The package is `mypy --strict` clean (it ships py.typed) except runtime/plugin.py and
-# runtime/procs.py, which are being finished elsewhere and join when they are clean.
-MYPY_EXCLUDE := ^lint_gpu_tests/runtime/(plugin|procs)\.py$$
-
 lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/gpu-test-lint check .
-	$(BIN)/mypy --strict --follow-imports=silent --exclude '$(MYPY_EXCLUDE)' lint_gpu_tests
+	$(BIN)/mypy --strict lint_gpu_tests  # the package ships py.typed
 
 clean:
 	rm -rf $(VENV) $(VENV_E2E) build *.egg-info .gpu-test-lint-cache .e2e-cache

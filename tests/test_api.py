@@ -162,12 +162,11 @@ def test_check_file() -> None:
 
 
 # --------------------------------------------------------------------------- typing
-# Issue 14 item 5: the package ships py.typed; its modules are `mypy --strict` clean and user
-# code calling the API type-checks against them. runtime/plugin.py and runtime/procs.py are
-# left out (another branch is finishing them); they join TYPED when they are clean.
+# Issue 14 item 5: the package ships py.typed; every module is `mypy --strict` clean and user
+# code calling the API type-checks against them.
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lint_gpu_tests"
-UNTYPED = {"runtime/plugin.py", "runtime/procs.py"}
+UNTYPED: set[str] = set()
 TYPED = sorted(name for path in PACKAGE.rglob("*.py")
                if (name := path.relative_to(PACKAGE).as_posix()) not in UNTYPED)
 

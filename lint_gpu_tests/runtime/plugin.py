@@ -432,8 +432,8 @@ class _LeakReport:
                     pids = [str(pid) for pid, at in leak.ended_after.items() if at == nodeid]
                     lines.append(f"      pid {', '.join(pids)} ended after {nodeid}")
                 if still:
-                    pids = ", ".join(str(p.pid) for p in still)
-                    lines.append(f"      pid {pids} still alive at the end of the session")
+                    still_pids = ", ".join(str(p.pid) for p in still)
+                    lines.append(f"      pid {still_pids} still alive at the end of the session")
         else:
             lines.append(
                 "engine processes (VLLM::*, psutil): none stayed alive after any test's "

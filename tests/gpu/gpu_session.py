@@ -72,8 +72,11 @@ def run_suite(
 ) -> Session:
     """Run ``files`` (names under ``suites/``) with pytest ``args`` in a new process.
 
+    ``$GPU_SUITE_TIMEOUT_S`` overrides ``timeout_s``.
+
     Raises:
-        subprocess.TimeoutExpired: the session ran past ``timeout_s`` seconds.
+        subprocess.TimeoutExpired: the session ran past ``timeout_s`` seconds (what it
+            printed until then is kept in ``$GPU_RESULTS_DIR`` all the same).
     """
     figures_path = tmp_path / f"{name}.json"
     env = {key: value for key, value in os.environ.items() if not key.startswith("GPU_PROBE_")}
@@ -86,25 +89,45 @@ def run_suite(
         "-c", str(SUITES / "pytest.ini"), "--rootdir", str(SUITES), "-rA",
         *[str(SUITES / f) for f in files], *args,
     ]  # fmt: skip
+    timeout_s = float(os.environ.get("GPU_SUITE_TIMEOUT_S", timeout_s))
     started = time.monotonic()
-    done = subprocess.run(
-        command, cwd=SUITES, env=env, capture_output=True, text=True, timeout=timeout_s
-    )
+    try:
+        done = subprocess.run(
+            command, cwd=SUITES, env=env, capture_output=True, text=True, timeout=timeout_s
+        )
+        returncode, output = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as timeout:
+        returncode, output = -1, f"{_text(timeout.stdout)}{_text(timeout.stderr)}"
+        _keep(name, command, figures_path, returncode, time.monotonic() - started, output)
+        raise
     session = Session(
-        done.returncode,
-        done.stdout + done.stderr,
+        returncode,
+        output,
         json.loads(figures_path.read_text()) if figures_path.exists() else {},
         time.monotonic() - started,
     )
-    keep = os.environ.get("GPU_RESULTS_DIR")
-    if keep:
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        if figures_path.exists():
-            shutil.copy(figures_path, Path(keep) / f"{name}.json")
-        (Path(keep) / f"{name}.out.txt").write_text(
-            f"$ {' '.join(command)}\n# wall {session.wall_s:.1f} s, exit {done.returncode}\n"
-            + session.output
-        )
-    print(f"{name}: exit {done.returncode}, {session.wall_s:.1f} s")
+    _keep(name, command, figures_path, returncode, session.wall_s, output)
+    print(f"{name}: exit {returncode}, {session.wall_s:.1f} s")
     print(json.dumps(session.figures, indent=1, sort_keys=True))
     return session
+
+
+def _text(data: str | bytes | None) -> str:
+    if isinstance(data, bytes):
+        return data.decode(errors="replace")
+    return data or ""
+
+
+def _keep(
+    name: str, command: list[str], figures: Path, returncode: int, wall_s: float, output: str
+) -> None:
+    """Copy the figures and the output to ``$GPU_RESULTS_DIR``, when it is set."""
+    keep = os.environ.get("GPU_RESULTS_DIR")
+    if not keep:
+        return
+    Path(keep).mkdir(parents=True, exist_ok=True)
+    if figures.exists():
+        shutil.copy(figures, Path(keep) / f"{name}.json")
+    (Path(keep) / f"{name}.out.txt").write_text(
+        f"$ {' '.join(command)}\n# wall {wall_s:.1f} s, exit {returncode}\n" + output
+    )
