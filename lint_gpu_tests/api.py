@@ -399,7 +399,10 @@ def _edits_for(result: FileResult, config: Config, unsafe: bool
                              violations=result.violations)
         if outcome.new_source is None or outcome.error is not None or not outcome.fixed:
             return {}
-        return _assign_edits(outcome.fixed, fix_edits(source, outcome.new_source))
+        # Edits belong to fixes that were applied; a violation that only disappeared with
+        # them (no fix of its own) carries none.
+        owners = [v for v in outcome.fixed if v.fix is not None] or outcome.fixed
+        return _assign_edits(owners, fix_edits(source, outcome.new_source))
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException:  # noqa: BLE001 - no edits then; --fix reports the failure

@@ -8,6 +8,7 @@ engine (:func:`lint_gpu_tests.engine.check_source` re-checks); the API calls
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from lint_gpu_tests.config import Config
@@ -40,21 +41,39 @@ class FixOutcome:
 MAX_FIX_PASSES = 10
 
 
-def _fixed_violations(original: list[Violation], remaining: list[Violation]) -> list[Violation]:
+_LINE_REF = re.compile(r"\bline \d+")
+
+
+def _match_key(v: Violation) -> tuple[str, str]:
+    """What identifies a violation across a rewrite: its code and message, with the line
+    numbers a message quotes blanked, since rewrites move lines. A violation with no fix
+    (GPU007's message names the engines' calls and lines, which a rewrite changes) is matched
+    by its code alone."""
+    if v.fix is None:
+        return v.code, ""
+    return v.code, _LINE_REF.sub("line N", v.message)
+
+
+def _fixed_violations(original: list[Violation], remaining: list[Violation],
+                      unsafe: bool) -> list[Violation]:
     """The original violations that fixing removed. Positions move when code is rewritten,
-    so violations are matched by code and message, counting repeats (three identical GPU001
-    messages with one left means two fixed)."""
+    so violations are matched by :func:`_match_key`, counting repeats (three identical GPU001
+    messages with one left means two fixed). Where repeats share a key, the ones whose fix
+    was not to be applied are the ones still there: they are matched first, so a fix is never
+    credited to a violation that has none."""
     from collections import Counter
 
-    left = Counter((v.code, v.message) for v in remaining)
-    fixed: list[Violation] = []
-    for v in original:
-        key = (v.code, v.message)
+    left = Counter(_match_key(v) for v in remaining)
+    wanted = {id(v) for v in wanted_fixes(original, unsafe)}
+    order = sorted(range(len(original)), key=lambda i: id(original[i]) in wanted)
+    fixed: list[int] = []
+    for index in order:
+        key = _match_key(original[index])
         if left[key] > 0:
             left[key] -= 1
         else:
-            fixed.append(v)
-    return fixed
+            fixed.append(index)
+    return [original[i] for i in sorted(fixed)]
 
 
 def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False,
@@ -137,5 +156,5 @@ def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
                               f"failed to converge after {MAX_FIX_PASSES} passes; "
                               "file left unchanged")
     remaining = current_violations
-    fixed = _fixed_violations(original, remaining) if current != source else []
+    fixed = _fixed_violations(original, remaining, unsafe) if current != source else []
     return FixOutcome(current if current != source else None, fixed, remaining, error, failure)

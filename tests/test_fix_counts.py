@@ -30,3 +30,50 @@ def test_identical_messages_are_counted_one_by_one() -> None:
     assert outcome.remaining[0].fix is not None
     assert outcome.remaining[0].fix.reason == (
         "the engine is returned to the caller, so it must outlive this function")
+
+
+UNFIXABLE_AFTER = b'''import threading
+
+from vllm import LLM
+
+
+def test_thread():
+    llm = LLM("m")
+    t = threading.Thread(target=llm.generate, args=(["x"],))
+    t.start()
+    t.join()
+
+
+def test_returned():
+    llm = LLM("m")
+    return llm
+'''
+
+
+def test_a_fix_is_credited_to_the_violation_that_has_it() -> None:
+    # Found by a first-time user: the same message twice, the first fixable (unsafe), the
+    # second not: the fix was credited to the second, and JSON/SARIF edits followed it.
+    outcome = fix_source(UNFIXABLE_AFTER, "tests/test_x.py", Config(), unsafe=True)
+    assert [(v.code, v.location.row) for v in outcome.fixed] == [("GPU001", 7)]
+    assert [(v.code, v.location.row) for v in outcome.remaining] == [("GPU001", 16)]
+
+
+TOGETHER = b'''import gc
+
+from vllm import LLM
+
+
+def test_two():
+    a = LLM("m")
+    b = LLM("m")
+    assert a.generate(["x"]) == b.generate(["x"])
+    del a, b
+    gc.collect()
+'''
+
+
+def test_a_message_quoting_lines_that_moved_is_not_fixed() -> None:
+    # GPU007 has no fix; its message names the engines' lines, which the rewrite moves.
+    outcome = fix_source(TOGETHER, "tests/test_x.py", Config(), unsafe=True)
+    assert "GPU007" not in [v.code for v in outcome.fixed]
+    assert "GPU007" in [v.code for v in outcome.remaining]
