@@ -26,6 +26,7 @@ from harness import (
     copy_corpus,
     engines_built,
     leaked_tests,
+    module_of,
     run_suites,
 )
 
@@ -84,7 +85,7 @@ def _write_summary(v: Variants) -> None:
                                       for x in v.left_after_safe
                                       if Path(x["filename"]).name == module),
             "configs": [r["engines"] for t, r in sorted(v.before.records.items())
-                        if t.startswith(module) or t.endswith(module)],
+                        if module_of(t) == module],
         }
         if v.unsafe and module in v.unsafe_modules:
             entry["engines_built"]["unsafe"] = engines_built(v.unsafe.records, module)
