@@ -86,14 +86,26 @@ class Manifest:
 
 
 def copy_corpus(destination: Path, source: Path = CORPUS) -> list[str]:
-    """Copy the corpus's ``test_*.py`` and ``conftest.py`` into ``destination`` with a
-    ``pytest.ini`` of its own (so no outer configuration applies); returns the module names."""
+    """Copy the corpus's ``*.py`` files and ``.gpu-test-lint.toml`` configs, sub-folders
+    included (a sub-folder with its own config holds modules fixed under other settings, such as
+    ``target`` or ``fix-strategy``), into ``destination`` with a ``pytest.ini`` of its own (so no
+    outer configuration applies).
+
+    Returns:
+        The test modules' paths relative to ``destination``, ``/``-separated
+        (``test_a.py``, ``isolate/test_b.py``); their base names must be unique (pytest's
+        default import mode).
+    """
     destination.mkdir(parents=True, exist_ok=True)
     modules = []
-    for path in sorted(source.glob("*.py")):
-        shutil.copy2(path, destination / path.name)
+    for path in sorted([*source.rglob("*.py"), *source.rglob(".gpu-test-lint.toml")]):
+        relative = path.relative_to(source)
+        if "__pycache__" in relative.parts:
+            continue
+        (destination / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, destination / relative)
         if path.name.startswith("test_"):
-            modules.append(path.name)
+            modules.append(relative.as_posix())
     (destination / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
     return modules
 

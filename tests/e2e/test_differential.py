@@ -101,7 +101,7 @@ def _write_summary(v: Variants) -> None:
     for name, tree in v.trees.items():
         for module in MODULES:
             target = out / name / module
-            target.parent.mkdir(exist_ok=True)
+            target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes((tree / module).read_bytes())
         for extra in (".pytest.log",):
             if (tree / extra).exists():
