@@ -11,6 +11,7 @@ run's configuration and the violations that may be fixed (selection, ``# noqa`` 
 from __future__ import annotations
 
 import ast
+from abc import abstractmethod
 from collections.abc import Iterable
 
 import libcst as cst
@@ -78,10 +79,13 @@ class GpuCodemod(VisitorBasedCodemodCommand):
         module = self.analysis(text)
         return self.rewrite(tree, module, todo)
 
+    @abstractmethod
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
                 todo: list[Violation]) -> cst.Module:
-        """Return the rewritten tree for the violations in ``todo``."""
-        raise NotImplementedError
+        """Return the rewritten tree for the violations in ``todo``.
+
+        Abstract, so ``python -m libcst.tool list`` does not offer this base class as a
+        codemod."""
 
     def apply_plans(self, tree: cst.Module, module: ModuleAnalysis,
                     candidates: Iterable[WrapPlan | FixInfo]) -> cst.Module:
