@@ -127,3 +127,18 @@ def test_rule_urls_point_to_anchors_in_the_docs_that_ship() -> None:
         assert f'<a id="{anchor}"></a>' in docs
     for link in re.findall(r"\]\((docs/[^)#]+)", README):
         assert (REPO / link).is_file(), link
+
+
+def test_libcst_tool_list_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    """``python -m libcst.tool list`` in a project whose ``.libcst.codemod.yaml`` names
+    ``lint_gpu_tests.codemods`` prints the README's lines, and no base class."""
+    import subprocess
+
+    block = next(body for body in blocks("console") if "$ python -m libcst.tool list" in body)
+    shown = block.split("$ python -m libcst.tool list\n", 1)[1].split("$ ", 1)[0]
+    (tmp_path / ".libcst.codemod.yaml").write_text(
+        'generated_code_marker: "@generated"\nformatter: []\nblacklist_patterns: []\n'
+        "modules:\n- lint_gpu_tests.codemods\nrepo_root: .\n")
+    listed = subprocess.run([sys.executable, "-m", "libcst.tool", "list"], cwd=tmp_path,
+                            capture_output=True, text=True, check=True).stdout
+    assert listed == shown
