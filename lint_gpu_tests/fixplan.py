@@ -24,6 +24,8 @@ from lint_gpu_tests.analysis import (
     names_in,
 )
 from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.helper_calls import HelperCallers, runner_through_callers
+from lint_gpu_tests.mappings import hides_model, plan_mapping
 
 WRAP_TITLE = "Wrap in `with {runner}(...)`"
 THREAD_CALLS = frozenset(
@@ -74,6 +76,12 @@ class WrapPlan:
             first argument becomes ``runner.llm``.
         compilation_config: with target ``vllm``, the expression that replaces the call's
             own ``compilation_config=`` value (``None``: keep it).
+        mapping_defaults: with target ``vllm`` and the model in a ``**mapping``: the
+            ``k=v`` defaults handed with the mapping to the module's ``_runner_kwargs`` helper
+            (:mod:`lint_gpu_tests.mappings`), which replaces the mapping in the call;
+            ``None``: no mapping to map.
+        helper_calls: with target ``vllm``, a helper that gets the runner fixture as its
+            first parameter from every caller (:mod:`lint_gpu_tests.helper_calls`).
     """
 
     kind: str
@@ -94,6 +102,8 @@ class WrapPlan:
     aliases: set[str] = field(default_factory=set)
     weak_calls: set[tuple[int, str]] = field(default_factory=set)
     compilation_config: str | None = None
+    mapping_defaults: tuple[str, ...] | None = None
+    helper_calls: HelperCallers | None = None
 
     @property
     def anchor(self) -> tuple[str, int]:
@@ -224,7 +234,9 @@ class Planner:
         runner = self.module.config.runner_fixture
         if kind == "runner":
             return "Wrap in a with-statement"
-        if use_class or (func is not None and func.kind in ("helper", "method")):
+        if self.module.config.target == "vllm" and not use_class:
+            pass  # vLLM's runner class is never imported: its fixture is passed in
+        elif use_class or (func is not None and func.kind in ("helper", "method")):
             runner = self.module.config.runner_classes[0] if self.module.config.runner_classes \
                 else runner
         return WRAP_TITLE.format(runner=runner)
@@ -451,8 +463,14 @@ class Planner:
             and config.target == "bundled"
         ) or kind == "runner" and last_name(call.func) in config.runner_classes
         compilation: str | None = None
+        mapping_defaults: tuple[str, ...] | None = None
+        helper_calls: HelperCallers | None = None
         if kind == "engine":
-            arg_problem = self._argument_problem(call)
+            if config.target == "vllm" and hides_model(call):
+                mapping_defaults, arg_problem = plan_mapping(
+                    module, func, call, VLLM_TARGET_DEFAULTS, compilation_config_equivalent)
+            else:
+                arg_problem = self._argument_problem(call)
             if arg_problem is not None:
                 if arg_problem.startswith("none:"):
                     return _none(arg_problem[5:], title)
@@ -467,8 +485,13 @@ class Planner:
                             return _none(cc_problem[5:], title)
                         unsafe(cc_problem)
             if use_class and config.target == "vllm":
-                return _none("a helper cannot request the `vllm_runner` fixture and vLLM's "
-                             "`VllmRunner` lives in its tests/conftest.py", title)
+                passed = runner_through_callers(module, func, config.runner_fixture)
+                if isinstance(passed, str):
+                    return _none(passed, title)
+                use_class, helper_calls = False, passed
+                if passed.public and not passed.passed:
+                    unsafe(f"`{passed.name}()` is public: a module that imports it must now "
+                           f"pass `{config.runner_fixture}` too")
         yield_proxy = False
         if is_fixture and bound:
             uses = [s for s in segment[1:] if s.lineno not in remove
@@ -508,6 +531,8 @@ class Planner:
             yield_proxy=yield_proxy,
             aliases=set(names),
             compilation_config=compilation,
+            mapping_defaults=mapping_defaults,
+            helper_calls=helper_calls,
             weak_calls=weak_calls(module, segment, names) if names and not yield_proxy
             else set(),
             applicability=applicability,
@@ -630,14 +655,10 @@ class Planner:
         config = self.module.config
         has_star = any(k.arg is None for k in call.keywords) or any(
             isinstance(a, ast.Starred) for a in call.args)
-        has_model = bool(call.args) and not isinstance(call.args[0], ast.Starred) or any(
-            k.arg == "model" for k in call.keywords)
         if config.target == "vllm":
             if len(call.args) > 1:
                 return "none:positional engine arguments after the model do not map onto " \
                        "vLLM's `VllmRunner`"
-            if not has_model:
-                return "none:the model name is hidden in `**kwargs`"
             if has_star:
                 return "`**kwargs` may already set a default the fix adds"
         elif len(call.args) > 1:

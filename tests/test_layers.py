@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"codes", "ftypes"},
     {"config"},
     {"source", "writer"},
-    {"analysis"},
+    {"analysis", "mappings", "helper_calls"},
     {"fixplan"},
     {"rule", "rules"},
     {"engine", "conftest_index"},

@@ -29,9 +29,11 @@ from lint_gpu_tests.codemods._imports import (
     restore_section_breaks,
     strip_top_blank,
 )
+from lint_gpu_tests.codemods._mapping import add_helper
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan import WrapPlan
 from lint_gpu_tests.ftypes import FixInfo, Violation
+from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
 
 #: Import lines each need adds, as (module, object) for ``AddImportsVisitor``.
 IMPORTS = {
@@ -108,6 +110,9 @@ class GpuCodemod(VisitorBasedCodemodCommand):
         new_tree = wrapper.module.visit(transformer)
         if not transformer.changed:
             return tree
+        if RUNNER_KWARGS_NAME in transformer.needs:
+            transformer.needs.discard(RUNNER_KWARGS_NAME)
+            new_tree = add_helper(new_tree)
         self.add_imports(transformer.needs)
         self.remove_unused(module)
         return new_tree

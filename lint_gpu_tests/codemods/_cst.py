@@ -43,7 +43,8 @@ def reorder_args(original: Sequence[cst.Arg], new: list[cst.Arg]) -> list[cst.Ar
 
 
 def runner_call(
-    call: cst.Call, func_name: str, *, target: str, compilation_config: str | None = None
+    call: cst.Call, func_name: str, *, target: str, compilation_config: str | None = None,
+    add_defaults: bool = True,
 ) -> tuple[cst.Call, bool]:
     """Turn an engine call into a runner call (SPEC §4 argument mapping).
 
@@ -52,7 +53,9 @@ def runner_call(
     ``target="vllm"`` each default in which vLLM's ``VllmRunner`` differs from ``LLM`` is
     added when not set, before any ``**kwargs``, and a given ``compilation_config`` is
     replaced by ``compilation_config`` (source of the planner's equivalent,
-    :func:`lint_gpu_tests.fixplan.compilation_config_equivalent`) unless that is ``None``.
+    :func:`lint_gpu_tests.fixplan.compilation_config_equivalent`) unless that is ``None``;
+    ``add_defaults=False`` leaves the defaults out (they travel with a ``**mapping``,
+    :mod:`lint_gpu_tests.codemods._mapping`).
 
     Returns:
         The new call, and whether ``CompilationConfig`` is now referenced.
@@ -78,7 +81,7 @@ def runner_call(
         star_at = next((i for i, a in enumerate(args) if a.star == "**"), len(args))
         extra: list[cst.Arg] = []
         for key, default in VLLM_TARGET_DEFAULTS:
-            if key not in given:
+            if key not in given and add_defaults:
                 extra.append(cst.Arg(
                     keyword=cst.Name(key),
                     value=cst.parse_expression(default),

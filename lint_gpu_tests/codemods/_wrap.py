@@ -24,8 +24,11 @@ from lint_gpu_tests.codemods._cst import (
     statement_code,
     weak_referent,
 )
+from lint_gpu_tests.codemods._helper_param import prepend_arg, prepend_param
+from lint_gpu_tests.codemods._mapping import explode_helper, through_helper
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan import WrapPlan
+from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
 
 Stmt = cst.BaseStatement | cst.BaseSmallStatement
 
@@ -76,6 +79,11 @@ class WrapTransformer(cst.CSTTransformer):
         self.runner_names: dict[int, str] = {}
         self.changed = False
         self.plan_stack: list[WrapPlan | None] = []
+        # Helpers that get the runner fixture from their callers (target vllm).
+        self.helpers = {p.helper_calls.name for p in plans
+                        if p.helper_calls is not None and not p.helper_calls.passed}
+        self.callers = set().union(*(p.helper_calls.callers for p in plans
+                                     if p.helper_calls is not None))
 
     # ------------------------------------------------------------------ helpers
     def _line(self, node: cst.CSTNode) -> int:
@@ -157,7 +165,12 @@ class WrapTransformer(cst.CSTTransformer):
             else:
                 func_name = self.config.runner_fixture
             new_call, uses_cc = runner_call(call, func_name, target=self.config.target,
-                                            compilation_config=plan.compilation_config)
+                                            compilation_config=plan.compilation_config,
+                                            add_defaults=plan.mapping_defaults is None)
+            if plan.mapping_defaults is not None:
+                new_call = through_helper(new_call, plan.mapping_defaults)
+                self.needs.add(RUNNER_KWARGS_NAME)
+                uses_cc |= any("CompilationConfig" in d for d in plan.mapping_defaults)
             if uses_cc:
                 self.needs.add("CompilationConfig")
         else:
@@ -221,7 +234,7 @@ class WrapTransformer(cst.CSTTransformer):
         if new_call is not call and (aligned or (
                 not multi_line and column + len(header) > LINE_LENGTH)):
             node = node.with_changes(items=[node.items[0].with_changes(
-                item=explode_args(new_call))])
+                item=explode_helper(explode_args(new_call), column))])
         return node
 
     def _proxy_handout(self, plan: WrapPlan, stmt: cst.BaseStatement) -> cst.BaseStatement:
@@ -250,6 +263,8 @@ class WrapTransformer(cst.CSTTransformer):
         """A weak reference to an alias that becomes a proxy (a proxy cannot be weakly
         referenced): ``weakref.proxy(llm)`` becomes ``llm``, ``weakref.ref(llm)`` becomes
         ``weakref.ref(runner.llm)``."""
+        if isinstance(updated_node.func, cst.Name) and updated_node.func.value in self.helpers:
+            return prepend_arg(updated_node, self.config.runner_fixture)
         plan = next((p for p in reversed(self.plan_stack) if p is not None), None)
         if plan is None or not plan.weak_calls or not updated_node.args:
             return updated_node
@@ -283,15 +298,25 @@ class WrapTransformer(cst.CSTTransformer):
         self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
     ) -> cst.FunctionDef:
         self.plan_stack.pop()
-        plan = self.by_function.get(self._line(original_node))
-        if plan is None:
-            return updated_node
+        line = self._line(original_node)
+        plan = self.by_function.get(line)
         params = updated_node.params
-        for name in sorted(plan.drop_params):
-            params = drop_param(params, name)
-        if plan.add_param:
-            params = add_param(params, plan.add_param,
-                               updated_node.whitespace_before_params)
+        if plan is not None:
+            for name in sorted(plan.drop_params):
+                params = drop_param(params, name)
+            if plan.add_param and plan.helper_calls is not None:
+                params = prepend_param(params, plan.add_param,
+                                       updated_node.whitespace_before_params)
+            elif plan.add_param:
+                params = add_param(params, plan.add_param,
+                                   updated_node.whitespace_before_params)
+        fixture = self.config.runner_fixture
+        if line in self.callers and fixture not in {
+                p.name.value for p in (*params.posonly_params, *params.params,
+                                       *params.kwonly_params)}:
+            params = add_param(params, fixture, updated_node.whitespace_before_params)
+        if params is updated_node.params:
+            return updated_node
         return updated_node.with_changes(params=params)
 
     def leave_IndentedBlock(

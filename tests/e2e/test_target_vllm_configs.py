@@ -71,18 +71,25 @@ def _evaluate(call: ast.Call, model: str) -> tuple[list[Any], dict[str, Any]]:
     return args, kwargs
 
 
+def _check_and_fix(tree: Path, modules: dict[str, str]) -> list[dict[str, Any]]:
+    """Write ``modules`` (file name -> source) into ``tree`` with ``target = "vllm"``, return
+    ``check``'s JSON report on them, then fix them in place with ``--unsafe-fixes``."""
+    (tree / ".gpu-test-lint.toml").write_text('target = "vllm"\n')
+    for name, source in modules.items():
+        (tree / name).write_text(source)
+    report = subprocess.run([*gpu_test_lint(), "check", "--no-cache", "--output-format", "json",
+                             "--exit-zero", "."], cwd=tree, capture_output=True, text=True)
+    subprocess.run([*gpu_test_lint(), "check", "--no-cache", "--fix", "--unsafe-fixes",
+                    "--exit-zero", "."], cwd=tree, capture_output=True, text=True, check=True)
+    return list(json.loads(report.stdout))
+
+
 @pytest.fixture(scope="module")
 def fixed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """Each case written as a test module, checked and fixed with ``target = "vllm"``."""
     tree = tmp_path_factory.mktemp("target-vllm")
-    (tree / ".gpu-test-lint.toml").write_text('target = "vllm"\n')
-    for case, args in CASES.items():
-        (tree / f"test_{case}.py").write_text(TEMPLATE.format(args=args))
-    report = subprocess.run([*gpu_test_lint(), "check", "--no-cache", "--output-format", "json",
-                             "--exit-zero", "."], cwd=tree, capture_output=True, text=True)
-    violations = json.loads(report.stdout)
-    subprocess.run([*gpu_test_lint(), "check", "--no-cache", "--fix", "--unsafe-fixes",
-                    "--exit-zero", "."], cwd=tree, capture_output=True, text=True, check=True)
+    violations = _check_and_fix(tree, {f"test_{case}.py": TEMPLATE.format(args=args)
+                                       for case, args in CASES.items()})
     out: dict[str, dict[str, Any]] = {}
     for case in CASES:
         name = f"test_{case}.py"
@@ -109,5 +116,133 @@ def test_rewritten_call_resolves_the_same_config(fixed: dict[str, dict[str, Any]
     args, kwargs = _evaluate(original, tiny_model)
     before = config_summary(resolve_llm_call(*args, **kwargs))
     r_args, r_kwargs = _evaluate(rewritten, tiny_model)
+    after = config_summary(resolve_llm_call(**runner_llm_kwargs(*r_args, **r_kwargs)))
+    assert after == before
+
+
+# Issue 11 shapes 2 and 3: the model in a mapping, and a helper given the fixture by its
+# callers. Each case is a whole module; the original runs with ``LLM`` replaced by a recorder,
+# the rewritten one with a recording ``vllm_runner``, and both calls are resolved by vLLM.
+MAPPING_HEAD = '''import pytest
+from vllm import LLM, SamplingParams
+
+MODEL = "tiny-model"
+TABLE = {{
+    "small": {{"model": MODEL, "max_model_len": 256, "enforce_eager": True, "dtype": "float32"}},
+    "tuned": dict(model=MODEL, max_model_len=128, enforce_eager=True, dtype="float32",
+                  trust_remote_code=False, block_size=32, enable_chunked_prefill=True),
+}}
+
+{body}
+'''
+MAPPING_CASES: dict[str, tuple[str, str]] = {
+    "local_mapping": ("safe", '''def test_case():
+    llm_kwargs = {"model": MODEL, "max_model_len": 256, "enforce_eager": True, "dtype": "float32"}
+    llm = LLM(**llm_kwargs)
+    assert llm.generate(["hello"], SamplingParams(max_tokens=2))
+'''),
+    "mapping_with_tokenizer": ("safe", '''def test_case():
+    llm = LLM(**{"model": MODEL, "tokenizer": MODEL, "max_model_len": 256, "dtype": "float32"})
+    assert llm.generate(["hello"], SamplingParams(max_tokens=2))
+'''),
+    "table_entry_sets_defaults": ("safe", '''def test_case():
+    llm = LLM(**TABLE["tuned"])
+    assert llm.generate(["hello"], SamplingParams(max_tokens=2))
+'''),
+    "table_entry_and_keyword": ("safe", '''def test_case():
+    llm = LLM(**TABLE["small"], block_size=32, seed=7)
+    assert llm.generate(["hello"], SamplingParams(max_tokens=2))
+'''),
+    "mapping_compiled": ("safe", '''def test_case():
+    llm = LLM(**{"model": MODEL, "max_model_len": 256, "dtype": "float32"})
+    assert llm.generate(["hello"], SamplingParams(max_tokens=2))
+'''),
+    "mapping_compilation_dict": ("safe", '''def test_case():
+    config = {"model": MODEL, "max_model_len": 256, "dtype": "float32",
+              "compilation_config": {"mode": 0}}
+    llm = LLM(**config)
+    assert llm.generate(["hello"], SamplingParams(max_tokens=2))
+'''),
+    "mapping_at_run_time": ("unsafe", '''def _config():
+    return dict(TABLE["small"], seed=3)
+
+
+def test_case():
+    llm = LLM(**_config())
+    assert llm.generate(["hello"], SamplingParams(max_tokens=2))
+'''),
+    "helper_given_the_fixture": ("safe", '''def _texts(prompt):
+    llm = LLM(MODEL, max_model_len=256, enforce_eager=True, dtype="float32")
+    texts = [o.outputs[0].text for o in llm.generate([prompt], SamplingParams(max_tokens=2))]
+    return texts
+
+
+def test_case():
+    assert _texts("hello")
+'''),
+    "helper_with_mapping": ("safe", '''def _texts(name, prompt):
+    llm = LLM(**TABLE[name])
+    texts = [o.outputs[0].text for o in llm.generate([prompt], SamplingParams(max_tokens=2))]
+    return texts
+
+
+def test_case():
+    assert _texts("tuned", "hello")
+'''),
+}
+
+
+class _Called(Exception):
+    """Raised by the recorders: the engine (runner) call's arguments, nothing built."""
+
+    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        super().__init__("recorded")
+        self.args_ = args
+        self.kwargs = kwargs
+
+
+def _record(*args: Any, **kwargs: Any) -> Any:
+    raise _Called(args, kwargs)
+
+
+def _engine_call(source: str, model: str, **params: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments ``test_case(**params)`` of ``source`` calls ``LLM`` or ``vllm_runner``
+    with (``LLM`` replaced by the recorder after the imports ran)."""
+    namespace: dict[str, Any] = {"__name__": "case"}
+    exec(compile(source.replace('"tiny-model"', repr(model)), "case", "exec"), namespace)  # noqa: S102
+    namespace["LLM"] = _record
+    with pytest.raises(_Called) as called:
+        namespace["test_case"](**params)
+    return called.value.args_, called.value.kwargs
+
+
+@pytest.fixture(scope="module")
+def fixed_mappings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Each mapping case checked and fixed with ``target = "vllm"`` (``--unsafe-fixes``)."""
+    tree = tmp_path_factory.mktemp("target-vllm-mappings")
+    violations = _check_and_fix(tree, {f"test_{case}.py": MAPPING_HEAD.format(body=body)
+                                       for case, (_, body) in MAPPING_CASES.items()})
+    out: dict[str, dict[str, Any]] = {}
+    for case in MAPPING_CASES:
+        name = f"test_{case}.py"
+        (gpu001,) = [v for v in violations if Path(v["filename"]).name == name
+                     and v["code"] == "GPU001"]
+        out[case] = {"applicability": gpu001["fix"]["applicability"],
+                     "after": (tree / name).read_text()}
+    return out
+
+
+@pytest.mark.parametrize("case", list(MAPPING_CASES))
+def test_mapping_rewrite_resolves_the_same_config(fixed_mappings: dict[str, dict[str, Any]],
+                                                  case: str, tiny_model: str) -> None:
+    """Safe where the module shows the mapping; the run-time case is unsafe (a falsy
+    ``compilation_config`` it might hold would change) yet resolves the same for this value."""
+    expected, body = MAPPING_CASES[case]
+    entry = fixed_mappings[case]
+    assert entry["applicability"] == expected
+    assert "vllm_runner(" in entry["after"] and " LLM(" not in entry["after"]
+    args, kwargs = _engine_call(MAPPING_HEAD.format(body=body), tiny_model)
+    before = config_summary(resolve_llm_call(*args, **kwargs))
+    r_args, r_kwargs = _engine_call(entry["after"], tiny_model, vllm_runner=_record)
     after = config_summary(resolve_llm_call(**runner_llm_kwargs(*r_args, **r_kwargs)))
     assert after == before

@@ -100,3 +100,26 @@ def config_summary(config: Any) -> dict[str, Any]:
         "cudagraph_capture_sizes": config.compilation_config.cudagraph_capture_sizes,
         "tokenizer": str(model.tokenizer),
     }
+
+
+class VllmTestRunner:
+    """vLLM's ``tests/conftest.py`` ``VllmRunner`` as the corpus's ``target = "vllm"`` modules
+    need it (``suites/target_vllm/conftest.py`` hands out the class as the ``vllm_runner``
+    fixture): ``LLM(**runner_llm_kwargs(...))`` on entry, and on exit what vLLM's does,
+    ``del self.llm`` and ``cleanup_dist_env_and_memory()``.
+    """
+
+    def __init__(self, model_name: str, tokenizer_name: str | None = None,
+                 **kwargs: Any) -> None:
+        from vllm import LLM
+
+        self.llm = LLM(**runner_llm_kwargs(model_name, tokenizer_name, **kwargs))
+
+    def __enter__(self) -> VllmTestRunner:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        from vllm.distributed import cleanup_dist_env_and_memory
+
+        del self.llm
+        cleanup_dist_env_and_memory()

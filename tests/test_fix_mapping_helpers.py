@@ -1,0 +1,212 @@
+"""Issue 11 shapes 2 and 3 under ``target = "vllm"``: what the planner reads from a ``**mapping``
+(:mod:`lint_gpu_tests.mappings`), who may pass a helper the runner fixture
+(:mod:`lint_gpu_tests.helper_calls`), the reasons reported when a fix is unsafe or missing, and
+the ``_runner_kwargs`` helper the fix adds, run against what vLLM's runner hands to ``LLM``.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.config import Config
+from lint_gpu_tests.engine import check_source
+from lint_gpu_tests.helper_calls import HelperCallers, helper_callers
+from lint_gpu_tests.mappings import RUNNER_KWARGS_HELPER, RUNNER_KWARGS_NAME, resolve_mapping
+
+FIX_DIR = Path(__file__).parent / "fixtures" / "fix"
+VLLM = Config(target="vllm")
+
+
+def _module(source: str) -> ModuleAnalysis:
+    text = textwrap.dedent(source)
+    return ModuleAnalysis.build(ast.parse(text), text, "tests/test_case.py", VLLM)
+
+
+def _keys(source: str) -> list[list[str]] | str:
+    """The key lists the ``**`` argument of the module's only ``LLM(...)`` call may have, or
+    the reason it is unknown."""
+    module = _module(source)
+    (site,) = module.engines
+    assert site.function is not None
+    star = next(k.value for k in site.call.keywords if k.arg is None)
+    mapping = resolve_mapping(module, site.function, star, site.call)
+    if mapping.entries is None:
+        return mapping.reason
+    return [sorted(e) for e in mapping.entries]
+
+
+HEAD = 'from vllm import LLM\nimport pytest\nM = "m"\n'
+
+RESOLVED: dict[str, tuple[str, list[list[str]] | str]] = {
+    "dict display": ("def test_x():\n    LLM(**{'model': M, 'seed': 1})\n", [["model", "seed"]]),
+    "local dict": ("def test_x():\n    kw = dict(model=M)\n    LLM(**kw)\n", [["model"]]),
+    "local read only": (
+        "def test_x():\n    kw = {'model': M}\n    print(len(kw), kw.get('model'), 'x' in kw)\n"
+        "    LLM(**kw)\n", [["model"]]),
+    "local changed": ("def test_x():\n    kw = {'model': M}\n    kw['seed'] = 1\n    LLM(**kw)\n",
+                      "`kw` may be changed in `test_x()` before the call"),
+    "local handed out": ("def test_x():\n    kw = {'model': M}\n    fill(kw)\n    LLM(**kw)\n",
+                         "`kw` may be changed in `test_x()` before the call"),
+    "local in a branch": ("def test_x(a):\n    if a:\n        kw = {'model': M}\n    LLM(**kw)\n",
+                          "`kw` is not bound once, before the call, in `test_x()`"),
+    "local bound twice": ("def test_x():\n    kw = {}\n    kw = {'model': M}\n    LLM(**kw)\n",
+                          "`kw` is a parameter or bound more than once in `test_x()`"),
+    "parameter": ("def test_x(kw):\n    LLM(**kw)\n", "`kw` is a parameter of `test_x()`"),
+    "parametrized": (
+        "@pytest.mark.parametrize('a, kw', [(1, {'model': M}), pytest.param(2, {'model': M, "
+        "'seed': 1})])\ndef test_x(a, kw):\n    LLM(**kw)\n", [["model"], ["model", "seed"]]),
+    "parametrized from a constant": (
+        "ROWS = [{'model': M}]\n@pytest.mark.parametrize('kw', ROWS)\n"
+        "def test_x(kw):\n    LLM(**kw)\n", [["model"]]),
+    "parametrized indirect": (
+        "@pytest.mark.parametrize('kw', [{'model': M}], indirect=True)\n"
+        "def test_x(kw):\n    LLM(**kw)\n", "`kw` is a parameter of `test_x()`"),
+    "table by parameter": (
+        "T = {'a': {'model': M}, 'b': B}\nB = {'model': M, 'tokenizer': M}\n"
+        "def test_x(name):\n    LLM(**T[name])\n", [["model"], ["model", "tokenizer"]]),
+    "table by literal key": ("T = {'a': {'model': M}, 'b': {}}\ndef test_x():\n    LLM(**T['a'])\n",
+                             [["model"]]),
+    "table entry changed": (
+        "T = {'a': {'model': M}}\nT['a']['seed'] = 1\ndef test_x(n):\n    LLM(**T[n])\n",
+        "`T` may be changed by the module"),
+    "table entry updated": (
+        "T = {'a': {'model': M}}\ndef test_y():\n    T.get('a').update(seed=1)\n"
+        "def test_x(n):\n    LLM(**T[n])\n", "`T` may be changed by the module"),
+    "table entries handed out": (
+        "T = {'a': {'model': M}}\ndef test_y():\n    for e in T.values():\n        e['x'] = 1\n"
+        "def test_x(n):\n    LLM(**T[n])\n", "`T` may be changed by the module"),
+    "entry held by a changed list": (
+        "A = {'model': M}\nROWS = [A]\nROWS[0]['seed'] = 1\ndef test_x():\n    LLM(**A)\n",
+        "`A` may be changed by the module"),
+    "flat mapping iterated": (
+        "A = {'model': M}\ndef test_x():\n    names = [k for k in A]\n    LLM(**A)\n",
+        [["model"]]),
+    "constant rebound": ("C = {'model': M}\nC = {}\ndef test_x():\n    LLM(**C)\n",
+                         "`C` is not a module constant the fix can read"),
+    "call": ("def test_x(args):\n    LLM(**vars(args))\n",
+             "`vars(args)` is only known at run time"),
+}
+
+
+@pytest.mark.parametrize("case", list(RESOLVED))
+def test_resolve_mapping(case: str) -> None:
+    source, expected = RESOLVED[case]
+    assert _keys(HEAD + source) == expected
+
+
+def _callers(source: str) -> HelperCallers | str:
+    module = _module(source)
+    (site,) = module.engines
+    assert site.function is not None
+    return helper_callers(module, site.function, "vllm_runner")
+
+
+HELPER = "from vllm import LLM\n\ndef _h(p):\n    llm = LLM('m')\n    return 1\n\n"
+
+
+@pytest.mark.parametrize(("calls", "expected"), [
+    ("def test_a():\n    _h(1)\n\ndef test_b(vllm_runner):\n    f = lambda: _h(2)\n",
+     HelperCallers("_h", frozenset({7}), False)),
+    ("def _other():\n    _h(1)\n",
+     "`_h()` is called from `_other()` (line 8), which cannot request the `vllm_runner` fixture"),
+    ("x = _h(1)\n", "`_h()` is called from the module level (line 7), which cannot request the "
+                    "`vllm_runner` fixture"),
+    ("def test_a(x=_h(1)):\n    pass\n",
+     "`_h()` is called from a decorator or default value of `test_a()` (line 7), which cannot "
+     "request the `vllm_runner` fixture"),
+    ("def test_a():\n    run = _h\n",
+     "`_h` is used other than by a call (line 8), so not every use can be given the "
+     "`vllm_runner` fixture"),
+    ("class TestA(unittest.TestCase):\n    def test_a(self):\n        _h(1)\n",
+     "`_h()` is called from `test_a()` (line 9), which cannot request the `vllm_runner` "
+     "fixture"),
+    ("", "`_h()` is not called in this module: its callers are elsewhere"),
+])
+def test_helper_callers(calls: str, expected: HelperCallers | str) -> None:
+    assert _callers(HELPER + calls) == expected
+
+
+def _reasons(case: str) -> dict[int, tuple[str, str]]:
+    """GPU001 row -> (applicability, reason) for a fix fixture, checked with target vllm."""
+    source = (FIX_DIR / case / "before.py").read_bytes()
+    found = check_source(source, "tests/test_case.py", VLLM)
+    return {v.location.row: (v.fix.applicability.value, v.fix.reason) for v in found
+            if v.code == "GPU001" and v.fix is not None}
+
+
+CANNOT = ("vLLM's `VllmRunner` lives in its tests/conftest.py, which a helper cannot import, "
+          "and ")
+
+
+def test_reasons_mapping_target_vllm_unsafe() -> None:
+    runtime = (": the rewrite maps its keys onto vLLM's `VllmRunner` at run time, but a falsy "
+               "`compilation_config` in it would be replaced by the runner's own graph sizes")
+    assert _reasons("mapping_target_vllm_unsafe") == {
+        13: ("unsafe", "`engine_config` is a parameter of `test_engine_from_fixture()`"
+             + runtime),
+        21: ("none", "`NO_MODEL` does not always hold `model`"),
+        26: ("none", "`compilation_config=None` in `FALSY_COMPILATION` would be replaced by "
+                     "vLLM's `VllmRunner` with its own graph sizes, and the fix does not "
+                     "rewrite the mapping"),
+        31: ("none", "the model is hidden in one of several `**` mappings, which the fix does "
+                     "not merge (a key in two of them is an error for `LLM`)"),
+        36: ("unsafe", "`CHANGED` may be changed by the module" + runtime),
+    }
+
+
+def test_reasons_helpers_target_vllm() -> None:
+    assert _reasons("helper_target_vllm_nofix") == {
+        10: ("none", CANNOT + "`_greedy_texts()` is called from `_both()` (line 18), which "
+                              "cannot request the `vllm_runner` fixture"),
+        28: ("none", CANNOT + "`_count` is used other than by a call (line 34), so not every "
+                              "use can be given the `vllm_runner` fixture"),
+        38: ("none", CANNOT + "`_warm_up()` is called from the module level (line 42), which "
+                              "cannot request the `vllm_runner` fixture"),
+    }
+    assert _reasons("helper_target_vllm_public") == {
+        7: ("unsafe", "`greedy_texts()` is public: a module that imports it must now pass "
+                      "`vllm_runner` too"),
+    }
+    assert _reasons("helper_target_vllm") == {10: ("safe", ""), 45: ("safe", ""),
+                                              48: ("safe", "")}
+
+
+def test_public_helper_of_a_conftest_has_no_fix() -> None:
+    source = (FIX_DIR / "helper_target_vllm_public" / "before.py").read_bytes()
+    (gpu001,) = [v for v in check_source(source, "tests/conftest.py", VLLM) if v.code == "GPU001"]
+    assert gpu001.fix is not None
+    assert (gpu001.fix.applicability.value, gpu001.fix.reason) == (
+        "none", CANNOT + "`greedy_texts()` is public in a module others import: their calls "
+                         "would need `vllm_runner` too")
+
+
+def test_an_existing_helper_of_another_kind_blocks_the_fix() -> None:
+    source = HEAD + "def _runner_kwargs(kw):\n    return kw\n\ndef test_x(kw):\n    LLM(**kw)\n"
+    (gpu001,) = [v for v in check_source(source.encode(), "tests/test_case.py", VLLM)
+                 if v.code == "GPU001"]
+    assert gpu001.fix is not None
+    assert (gpu001.fix.applicability.value, gpu001.fix.reason) == (
+        "none", "the module already defines `_runner_kwargs`, the name the fix gives its helper")
+
+
+def _runner_kwargs() -> Any:
+    namespace: dict[str, Any] = {}
+    exec(RUNNER_KWARGS_HELPER, namespace)  # noqa: S102 - our own template
+    return namespace[RUNNER_KWARGS_NAME]
+
+
+def test_the_helper_maps_names_and_fills_only_missing_keys() -> None:
+    helper = _runner_kwargs()
+    mapping = {"model": "m", "tokenizer": "t", "max_model_len": 64}
+    assert helper(mapping, max_model_len=None, block_size=None) == {
+        "model_name": "m", "tokenizer_name": "t", "max_model_len": 64, "block_size": None}
+    assert mapping == {"model": "m", "tokenizer": "t", "max_model_len": 64}
+    assert helper({"model": "m"}) == {"model_name": "m"}
+    with pytest.raises(KeyError):
+        helper({"seed": 0})
