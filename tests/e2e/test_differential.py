@@ -87,7 +87,7 @@ def _write_summary(v: Variants) -> None:
                                                             v.safe.records, module)],
             "left_after_safe": sorted(f"{x['code']}:{x['location']['row']}"
                                       for x in v.left_after_safe
-                                      if Path(x["filename"]).name == module),
+                                      if _names(x["filename"], module)),
             "configs": [r["engines"] for t, r in sorted(v.before.records.items())
                         if module_of(t) == module],
         }
@@ -106,6 +106,13 @@ def _write_summary(v: Variants) -> None:
         for extra in (".pytest.log",):
             if (tree / extra).exists():
                 (out / name / extra.lstrip(".")).write_bytes((tree / extra).read_bytes())
+
+
+def _names(filename: str, module: str) -> bool:
+    """True when a report's ``filename`` (absolute or relative to its tree) is ``module``
+    (``/``-separated, relative to the corpus: ``target_vllm/test_x.py``)."""
+    path = Path(filename).as_posix()
+    return path == module or path.endswith("/" + module)
 
 
 @pytest.mark.parametrize("module", MODULES)
