@@ -35,6 +35,22 @@ DEFAULT_ISOLATION_DECORATORS = (
     "fork_new_process_for_each_test",
     "spawn_new_process_for_each_test",
 )
+#: Calls that start a process running a function of the test module (its ``target=``, its
+#: first argument, or what is passed to the ``submit``/``map``/``Process``/``apply_async``
+#: ... methods of what they return): the Python and PyTorch process APIs.
+DEFAULT_PROCESS_LAUNCHERS = (
+    "multiprocessing.Process",
+    "multiprocessing.Pool",
+    "multiprocessing.get_context",
+    "multiprocessing.pool.Pool",
+    "torch.multiprocessing.Process",
+    "torch.multiprocessing.Pool",
+    "torch.multiprocessing.get_context",
+    "torch.multiprocessing.spawn",
+    "torch.multiprocessing.start_processes",
+    "concurrent.futures.ProcessPoolExecutor",
+    "concurrent.futures.process.ProcessPoolExecutor",
+)
 TARGETS = ("bundled", "vllm")
 SELECTOR_KEYS = ("select", "ignore", "extend-select")
 #: vLLM's default ``gpu_memory_utilization`` (vllm/config/cache.py ``CacheConfig``, and the
@@ -66,6 +82,9 @@ class Config:
         runner_attribute: attribute of a runner holding the engine (``llm``; ``model`` in
             older copies such as vllm-ascend's).
         isolation_decorators: decorator names whose tests run in their own process.
+        process_launchers: qualified names of the calls that run a function in a new
+            process (``multiprocessing.Process``, ``torch.multiprocessing.spawn``, ...):
+            that function counts as isolated.
         cleanup_functions: extra call names GPU004 treats as manual cleanup.
         test_roots: directories whose ``*.py`` files count as test modules.
         engine_memory_share: the ``gpu_memory_utilization`` GPU007 assumes for an engine that
@@ -88,6 +107,7 @@ class Config:
     runner_classes: tuple[str, ...] = ("VllmRunner",)
     runner_attribute: str = "llm"
     isolation_decorators: tuple[str, ...] = DEFAULT_ISOLATION_DECORATORS
+    process_launchers: tuple[str, ...] = DEFAULT_PROCESS_LAUNCHERS
     cleanup_functions: tuple[str, ...] = ()
     test_roots: tuple[str, ...] = ()
     engine_memory_share: float = DEFAULT_ENGINE_MEMORY_SHARE
@@ -124,6 +144,7 @@ _LIST_KEYS = {
     "engine-classes": "engine_classes",
     "runner-classes": "runner_classes",
     "isolation-decorators": "isolation_decorators",
+    "process-launchers": "process_launchers",
     "cleanup-functions": "cleanup_functions",
     "test-roots": "test_roots",
     "environment-variables": "environment_variables",
@@ -171,6 +192,20 @@ def _str_list(key: str, value: object, source: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+#: List keys whose entries are qualified names (``module.name``).
+_QUALIFIED_KEYS = frozenset({"process-launchers"})
+
+
+def _qualified_names(key: str, value: object, source: str) -> tuple[str, ...]:
+    names = _str_list(key, value, source)
+    for name in names:
+        parts = name.split(".")
+        if len(parts) < 2 or not all(part.isidentifier() for part in parts):
+            raise ConfigError(f"{source}: `{key}`: `{name}` is not a qualified name "
+                              "(`module.name`, e.g. `multiprocessing.Process`)")
+    return names
+
+
 def config_from_table(table: Mapping[str, object], source: str, root: str = ".") -> Config:
     """Build a :class:`Config` from a parsed ``[tool.gpu-test-lint]`` table.
 
@@ -186,6 +221,8 @@ def config_from_table(table: Mapping[str, object], source: str, root: str = ".")
     for key, value in table.items():
         if key in SELECTOR_KEYS:
             kwargs[_LIST_KEYS[key]] = _selectors(key, value, source)
+        elif key in _QUALIFIED_KEYS:
+            kwargs[_LIST_KEYS[key]] = _qualified_names(key, value, source)
         elif key in _LIST_KEYS:
             kwargs[_LIST_KEYS[key]] = _str_list(key, value, source)
         elif key in _STR_KEYS:

@@ -397,6 +397,13 @@ class Planner:
                     if _touches(block[k], inner_names):
                         end, grown = k, True
                         break
+        # A generic cleanup call (``gc.collect()`` between two rounds) before a later use
+        # of the engine is not its teardown (GPU004 does not report it): it stays.
+        last_use = max((j for j in range(index + 1, end + 1) if block[j].lineno not in remove
+                        and any(_loads(block[j], n) for n in names)), default=index)
+        remove -= {block[j].lineno for j in range(index + 1, last_use)
+                   if isinstance(block[j], ast.Expr) and block[j].lineno in remove
+                   and not names_in(block[j]) & all_engines}
         segment = block[index: end + 1]
         remove |= self._nested_cleanup(segment, names, all_engines, use_names, remove)
         # Every use of the engine must lie in the segment.

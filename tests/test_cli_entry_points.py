@@ -155,6 +155,12 @@ def test_show_settings_per_config_file(project: Path) -> None:
              'engine-classes = ["vllm.LLM"]', 'runner-classes = ["VllmRunner"]',
              'isolation-decorators = ["create_new_process_for_each_test", '
              '"fork_new_process_for_each_test", "spawn_new_process_for_each_test"]',
+             'process-launchers = ["multiprocessing.Process", "multiprocessing.Pool", '
+             '"multiprocessing.get_context", "multiprocessing.pool.Pool", '
+             '"torch.multiprocessing.Process", "torch.multiprocessing.Pool", '
+             '"torch.multiprocessing.get_context", "torch.multiprocessing.spawn", '
+             '"torch.multiprocessing.start_processes", "concurrent.futures.ProcessPoolExecutor", '
+             '"concurrent.futures.process.ProcessPoolExecutor"]',
              "cleanup-functions = []", "test-roots = []",
              'environment-variables = ["VLLM_*", "CUDA_VISIBLE_DEVICES", "HF_HUB_OFFLINE"]',
              'target = "{target}"', 'runner-fixture = "vllm_runner"', 'runner-attribute = "llm"',

@@ -40,7 +40,7 @@ CASES: dict[str, tuple[str, list[tuple[str, int, str]]]] = {
            [("GPU001", 6, "none")]),
     "e1": ("a try/finally that shuts down another (suppressed) engine stays: the second "
            "engine's block goes inside the try; both engines are alive together (GPU007)",
-           [("GPU003", 8, "none"), ("GPU007", 9, "-"), ("GPU004", 14, "none")]),
+           [("GPU003", 8, "none"), ("GPU007", 9, "-")]),
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, names_in
 from lint_gpu_tests.fixplan import WrapPlan, planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.rule import Hit
@@ -57,6 +57,15 @@ def covering_fix(
     reason = next((p.reason for p in plans if isinstance(p, FixInfo)),
                   "the engine is not built in this function")
     return None, none_fix(title, reason)
+
+
+def is_shutdown_try(module: ModuleAnalysis, node: ast.AST, engines: set[str]) -> bool:
+    """True for a ``try/finally`` whose ``finally`` does nothing but shut down one of
+    ``engines`` (names) and clean up after it: GPU003's report, which covers the statements
+    of that ``finally`` (GPU004 does not report them again: one statement, one report)."""
+    return isinstance(node, ast.Try) and planner_for(module).finally_only_cleans(
+        node, engines) and any(names_in(s) & engines or "engine_core" in ast.unparse(s)
+                               for s in node.finalbody)
 
 
 def none_fix(title: str, reason: str) -> FixInfo:

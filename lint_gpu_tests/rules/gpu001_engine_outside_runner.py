@@ -22,7 +22,13 @@ class EngineOutsideRunner(Rule):
     what_it_does = (
         "Checks for engines (`vllm.LLM` however imported, or the classes in "
         "`engine-classes`) constructed in a test, fixture, helper function, helper class or "
-        "at module level of a test module, instead of through the runner's with-statement."
+        "at module level of a test module, instead of through the runner's with-statement. "
+        "Names resolve per scope, as in pyflakes: a parameter, local, class attribute or "
+        "comprehension variable named like the engine class is not the engine, a local "
+        "alias (`Engine = LLM`) is. A function that runs as its own process is skipped: "
+        "decorated with one of `isolation-decorators`, or the target of one of "
+        "`process-launchers` (`multiprocessing.Process(target=f)`, `ctx.Process(target=f)`, "
+        "`torch.multiprocessing.spawn(f, ...)`, `ProcessPoolExecutor().submit(f, ...)`)."
     )
     why_bad = (
         "An engine owns a child process (EngineCore) holding the weights and KV cache on the "
@@ -65,7 +71,7 @@ class EngineOutsideRunner(Rule):
         "the block that builds it."
     )
     options = ("engine-classes", "runner-fixture", "runner-classes", "runner-attribute",
-               "isolation-decorators", "target")
+               "isolation-decorators", "process-launchers", "target")
     references = ("vLLM tests/conftest.py: `VllmRunner` and the `vllm_runner` fixture",
                   "docs/gpu-runtime.md: memory held by hand-managed engines, measured on an H200")
     INVALID = (
@@ -115,6 +121,25 @@ def run(prompts):
 
 def test_run():
     assert run(["hi"])
+''',
+        ),
+        Example(
+            title="A local alias of the engine class; a class attribute does not shadow it "
+                  "in the methods",
+            source='''\
+from vllm import LLM
+
+
+def test_alias():
+    Engine = LLM
+    assert Engine("facebook/opt-125m").generate(["a"])  # error: GPU001
+
+
+class TestGroup:
+    LLM = None
+
+    def test_method(self):
+        assert LLM("facebook/opt-125m").generate(["a"])  # error: GPU001
 ''',
         ),
         Example(
@@ -211,6 +236,57 @@ if __name__ == "__main__":
     from vllm import LLM as Real
 
     Real("facebook/opt-125m")
+''',
+        ),
+        Example(
+            title="Names resolve per scope: a local or a parameter named `LLM` is not vLLM's",
+            source='''\
+from mylib import LocalLLM
+from vllm import LLM
+
+
+def test_local():
+    LLM = LocalLLM
+    m = LLM("x")
+    del m
+
+
+def test_parameter(LLM):
+    assert LLM("x")
+
+
+def test_comprehension():
+    assert [LLM for LLM in (str, int)]
+''',
+        ),
+        Example(
+            title="A function run as its own process (`process-launchers`)",
+            source='''\
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
+import torch.multiprocessing as mp
+from vllm import LLM
+
+
+def generate(model):
+    llm = LLM(model)
+    assert llm.generate(["x"])
+    del llm
+
+
+def worker(rank, model):
+    LLM(model).generate(["x"])
+
+
+def test_in_children():
+    ctx = multiprocessing.get_context("spawn")
+    child = ctx.Process(target=generate, args=("facebook/opt-125m",))
+    child.start()
+    child.join()
+    mp.spawn(worker, args=("facebook/opt-125m",), nprocs=2)
+    with ProcessPoolExecutor(1) as pool:
+        pool.submit(generate, "facebook/opt-125m").result()
 ''',
         ),
         Example(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import ModuleAnalysis, names_in
+from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan import planner_for
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
@@ -13,6 +13,7 @@ from lint_gpu_tests.rules._common import (
     function_plans,
     hit_at,
     is_isolated,
+    is_shutdown_try,
 )
 
 
@@ -66,7 +67,7 @@ def test_generate():
     try:  # error: GPU003
         assert llm.generate(["hi"])
     finally:
-        llm.llm_engine.engine_core.shutdown()  # error: GPU004
+        llm.llm_engine.engine_core.shutdown()
 ''',
         ),
     )
@@ -117,9 +118,7 @@ def workdir(request, tmp_path):
                     how = f"`{ast.unparse(call.func)}(...)`"
                     plan, fix = covering_fix(plans, node.lineno, self.fix_title)
                     yield hit_at(call, self.message.format(how=how), fix, plan)
-                elif isinstance(node, ast.Try) and planner.finally_only_cleans(node, engines) \
-                        and any(names_in(s) & engines or "engine_core" in ast.unparse(s)
-                                for s in node.finalbody):
+                elif isinstance(node, ast.Try) and is_shutdown_try(module, node, engines):
                     plan, fix = covering_fix(plans, node.lineno, self.fix_title, try_line=True)
                     yield Hit(node.lineno, node.col_offset, node.lineno, node.col_offset + 3,
                               self.message.format(how="`try/finally`"), fix,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, names_in
 from lint_gpu_tests.fixplan import WrapPlan, _stmt_block, planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.rule import Example, Hit, Rule
@@ -14,6 +14,7 @@ from lint_gpu_tests.rules._common import (
     function_plans,
     hit_at,
     is_isolated,
+    is_shutdown_try,
     none_fix,
 )
 
@@ -34,7 +35,13 @@ class ManualEngineCleanup(Rule):
         "`current_platform.empty_cache()`, `cleanup_dist_env_and_memory()`, "
         "`destroy_model_parallel()`, `destroy_distributed_environment()`, "
         "`wait_for_gpu_memory_to_clear(...)`, a direct `engine_core.shutdown()`, and the "
-        "names in `cleanup-functions`."
+        "names in `cleanup-functions`, at teardown: after the engine's last use in the "
+        "function (or after a fixture's `yield`). A cleanup call between two uses of the "
+        "engine (measuring memory between rounds) or before any engine exists is not "
+        "reported, nor are the statements of a `try/finally` that GPU003 reports (one "
+        "statement, one report). `del m` of the runner inside its own `with ... as m:` "
+        "block is reported too. Functions that run as their own process are skipped "
+        "(`isolation-decorators`, `process-launchers`)."
     )
     why_bad = (
         "`del llm` + `gc.collect()` was measured to leave 5.1 GiB free of 80 GiB while an "
@@ -45,9 +52,12 @@ class ManualEngineCleanup(Rule):
     fix_safety = (
         "Removed as part of the GPU001 rewrite of the engine, with the same safety. In a "
         "function that already uses the runner, removing a leftover cleanup call is unsafe: "
-        "it changes when memory is freed within the test."
+        "it changes when memory is freed within the test. `del m` of the runner inside its "
+        "own `with ... as m:` block frees nothing (the with-statement holds the runner until "
+        "its `__exit__`): removing it is safe when nothing uses, binds or captures `m` after "
+        "it and it is not in a loop inside the block; otherwise there is no fix."
     )
-    options = ("cleanup-functions", "isolation-decorators")
+    options = ("cleanup-functions", "isolation-decorators", "process-launchers")
     INVALID = (
         Example(
             title="Leftover cleanup after the runner block",
@@ -66,6 +76,28 @@ def test_chat(vllm_runner):
     torch.cuda.empty_cache()  # error: GPU004
 ''',
         ),
+        Example(
+            title="`del` of the runner inside its own with-block; a fixture's teardown",
+            source='''\
+import gc
+
+import pytest
+from tests.conftest import VllmRunner
+
+
+def test_generate():
+    with VllmRunner("facebook/opt-125m") as vllm_model:
+        assert vllm_model.generate(["a"])
+        del vllm_model  # error: GPU004
+
+
+@pytest.fixture
+def outputs(vllm_runner):
+    with vllm_runner("facebook/opt-125m") as runner:
+        yield runner.llm.generate(["a"])
+    gc.collect()  # error: GPU004
+''',
+        ),
     )
     VALID = (
         Example(
@@ -79,6 +111,37 @@ def test_matmul():
     assert (a @ a).sum() == 64
     torch.cuda.empty_cache()
 ''',
+        ),
+        Example(
+            title="Cleanup between two uses of the engine is not its teardown",
+            source='''\
+import gc
+import weakref
+
+import pytest
+import torch
+
+
+@pytest.fixture
+def llm(vllm_runner):
+    with vllm_runner("facebook/opt-125m") as runner:
+        yield weakref.proxy(runner.llm)
+
+
+def test_memory_between_rounds(llm):
+    first = llm.chat([{"role": "user", "content": "hi"}])
+    gc.collect()
+    torch.cuda.empty_cache()
+    second = llm.chat([{"role": "user", "content": "hi"}])
+    assert first and second
+
+
+def test_rounds(llm):
+    for _ in range(2):
+        assert llm.generate(["a"])
+        gc.collect()
+''',
+            path="tests/test_memory.py",
         ),
         Example(
             title="The definition of a shared cleanup helper",
@@ -106,6 +169,11 @@ def test_uses_helper():
             names = module.function_bindings(func)
             deletable = names.engines | names.runners | names.strong_aliases
             plans = function_plans(module, func)
+            engines = module.engine_names(func)
+            covered = {id(s) for node in module.nodes_of(func)
+                       if engines and is_shutdown_try(module, node, engines)
+                       for s in node.finalbody}  # type: ignore[attr-defined]
+            held: set[str] | None = None
             for node in module.nodes_of(func):
                 what: str | None = None
                 if isinstance(node, ast.Delete):
@@ -114,11 +182,19 @@ def test_uses_helper():
                         what = f"del {', '.join(targets)}"
                 elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
                     what = module.cleanup_call_kind(node.value)
-                if what is None or not isinstance(node, ast.stmt):  # a Delete or an Expr
+                if what is None or not isinstance(node, ast.stmt) or id(node) in covered:
                     continue
+                if not isinstance(node, ast.Delete):
+                    if held is None:
+                        held = _engine_holders(module, func, deletable)
+                    if _engine_used_later(module, func, node, held):
+                        continue  # between two uses: not the engine's teardown
                 plan: WrapPlan | None = None
                 fix: FixInfo
-                if plans:
+                own_block = _own_with_targets(module, func, node)
+                if own_block is not None:
+                    fix = _del_in_own_block_fix(module, func, node, own_block, self.fix_title)
+                elif plans:
                     plan, fix = covering_fix(plans, node.lineno, self.fix_title)
                 elif _removable_alone(module, node, deletable):
                     fix = FixInfo(Applicability.UNSAFE, self.fix_title,
@@ -126,6 +202,131 @@ def test_uses_helper():
                 else:
                     fix = none_fix(self.fix_title, "not a statement of its own")
                 yield hit_at(node, self.message.format(what=what), fix, plan)
+
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+Position = tuple[int, int]
+
+
+def _engine_holders(module: ModuleAnalysis, func: FunctionInfo, deletable: set[str]) -> set[str]:
+    """Names in ``func`` that hold its engine: engines, runners and their aliases
+    (``deletable``), the engine fixtures it receives, and names bound to one of these, to
+    an attribute of one (``runner.llm``) or to a ``weakref.proxy`` of one."""
+    held = set(deletable) | {p for p in func.params if p in module.engine_fixtures}
+    assigns = [n for n in module.nodes_of(func) if isinstance(n, ast.Assign)
+               and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)]
+    for _ in range(2):
+        for node in assigns:
+            value: ast.AST = node.value
+            if isinstance(value, ast.Call) and module.qualified(value.func) == \
+                    "weakref.proxy" and value.args:
+                value = value.args[0]
+            while isinstance(value, ast.Attribute):
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in held:
+                held.add(node.targets[0].id)  # type: ignore[attr-defined]
+    return held
+
+
+def _engine_used_later(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stmt,
+                       held: set[str]) -> bool:
+    """True when a cleanup call ``stmt`` is not the teardown of ``func``'s engine (SPEC
+    §3: GPU004 is cleanup after the engine's last use): it comes before a later use of the
+    engine, or before any engine is held at all (no name of ``held`` before it, no engine
+    fixture parameter). Later means in the order the code runs: the rest of the enclosing
+    loop, the loop again from its start, then what follows it; a name of ``held`` read
+    before it is bound again or deleted is a later use. In a fixture, everything after a
+    ``yield`` is teardown."""
+    start: Position = (stmt.lineno, stmt.col_offset)
+    end: Position = (stmt.end_lineno or stmt.lineno, stmt.end_col_offset or 0)
+    nodes = module.nodes_of(func)
+    if func.kind == "fixture" and any(
+            isinstance(n, (ast.Yield, ast.YieldFrom)) and (n.lineno, n.col_offset) < start
+            for n in nodes):
+        return False
+    loop: ast.AST | None = None
+    current = module.parent(stmt)
+    while current is not None and current is not func.node:
+        if isinstance(current, _LOOPS):
+            loop = current
+        current = module.parent(current)
+    skipped = {id(n) for n in ast.walk(loop.iter)} if isinstance(
+        loop, (ast.For, ast.AsyncFor)) else set()
+    events = sorted(((n.lineno, n.col_offset), n) for n in nodes
+                    if isinstance(n, ast.Name) and n.id in held and id(n) not in skipped)
+    if loop is None:
+        order = [n for pos, n in events if pos >= end]
+    else:
+        first: Position = (loop.lineno, loop.col_offset)  # type: ignore[attr-defined]
+        last: Position = (loop.end_lineno or 0, loop.end_col_offset or 0)  # type: ignore
+        order = ([n for pos, n in events if end <= pos <= last]
+                 + [n for pos, n in events if first <= pos < start]
+                 + [n for pos, n in events if pos > last])
+    built = [site.call for site in module.engines if site.function is func]
+    built += [call.call for call in module.runner_calls if call.function is func]
+    if loop is None and not held & set(func.params) and not any(
+            pos < start for pos, _ in events) and not any(
+            (node.lineno, node.col_offset) < start for node in built):
+        return True  # before the engine exists: not its teardown either
+    decided: set[str] = set()
+    for name in order:
+        if name.id in decided:
+            continue
+        if isinstance(name.ctx, ast.Load):
+            return True
+        decided.add(name.id)  # bound again or deleted: a new engine, or none
+    return False
+
+
+def _own_with_targets(module: ModuleAnalysis, func: FunctionInfo,
+                      node: ast.stmt) -> ast.With | ast.AsyncWith | None:
+    """For ``del m`` inside ``with vllm_runner(...) as m:`` (or ``VllmRunner``), the
+    outermost such with-statement around it whose targets are all the ``del`` deletes;
+    ``None`` for anything else."""
+    if not isinstance(node, ast.Delete) or not all(
+            isinstance(t, ast.Name) for t in node.targets):
+        return None
+    wanted = {t.id for t in node.targets}  # type: ignore[attr-defined]
+    found: set[str] = set()
+    outer: ast.With | ast.AsyncWith | None = None
+    current = module.parent(node)
+    while current is not None and current is not func.node:
+        if isinstance(current, (ast.With, ast.AsyncWith)):
+            for item in current.items:
+                if isinstance(item.optional_vars, ast.Name) and \
+                        item.optional_vars.id in wanted and \
+                        module.is_runner_call(item.context_expr):
+                    found.add(item.optional_vars.id)
+                    outer = current
+        current = module.parent(current)
+    return outer if found == wanted else None
+
+
+def _del_in_own_block_fix(module: ModuleAnalysis, func: FunctionInfo, node: ast.stmt,
+                          block: ast.With | ast.AsyncWith, title: str) -> FixInfo:
+    """The fix of ``del m`` inside the runner's own with-block: removing it is safe (the
+    with-statement keeps the runner alive until its ``__exit__`` anyway) when nothing
+    reads, binds or deletes ``m`` after it, no closure captures ``m``, and the ``del`` is a
+    statement of its own, not in a loop inside the block; otherwise there is no fix."""
+    targets = {t.id for t in node.targets}  # type: ignore[attr-defined]
+    end: Position = (node.end_lineno or node.lineno, node.end_col_offset or 0)
+    current = module.parent(node)
+    while current is not None and current is not block:
+        if isinstance(current, _LOOPS):
+            return none_fix(title, "the `del` is in a loop inside the with-block: a later "
+                                   "iteration would fail on the deleted name")
+        current = module.parent(current)
+    for sub in ast.walk(func.node):
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and \
+                sub is not func.node and names_in(sub) & targets:
+            return none_fix(title, "a closure captures the runner's name")
+        if isinstance(sub, ast.Name) and sub.id in targets and \
+                (sub.lineno, sub.col_offset) >= end:
+            return none_fix(title, f"`{sub.id}` is used again after the `del` (line "
+                                   f"{sub.lineno})")
+    if not _removable_alone(module, node, targets):
+        return none_fix(title, "not a statement of its own")
+    return FixInfo(Applicability.SAFE, title)
 
 
 def _removable_alone(module: ModuleAnalysis, node: ast.stmt, deletable: set[str]) -> bool:

@@ -11,7 +11,10 @@ Two sources of programs:
   ``empty_cache()``, finalizers, ``try``/``finally``, runners with and without ``with``,
   aliases, returns, ``self`` stores, closures, loops, ``if``, nested engines, ``# noqa``,
   CRLF and tab indentation, and values derived from the engine -- containers, tuples,
-  bound methods, ``functools.partial``, lazy generators -- used after the manual cleanup).
+  bound methods, ``functools.partial``, lazy generators -- used after the manual cleanup),
+  tests in which the engine's name is shadowed (a parameter, a local, a loop or
+  comprehension variable: never reported), and prompt constants of a few hundred
+  ``"..." + "..."`` parts.
   On those, every fix result parses, is idempotent, leaves no violation whose fix applies,
   adds no pyflakes warning and keeps the line endings; a file with no violation is left
   byte for byte; and nothing that can reach an engine is used after the runner's
@@ -221,10 +224,43 @@ def _runner_block(draw: st.DrawFn) -> list[Item]:
     return [f'runner = {runner}("m")', alias, "runner.llm.generate(PROMPTS)"]
 
 
+SHADOWED = "  # shadowed"
+
+
+@st.composite
+def _shadowed(draw: st.DrawFn, ctor: str, index: int) -> Item:
+    """A test in which the engine's name is bound to something else (a parameter, a local,
+    a loop or comprehension variable): every line is marked ``# shadowed`` and must get no
+    report."""
+    head = ctor.split(".")[0]
+    call = f'made = {ctor}("x")'
+    how = draw(st.sampled_from(["param", "local", "loop", "comprehension"]))
+    if how == "param":
+        header, body = f"def test_{index}({head}):", [call, "del made"]
+    elif how == "local":
+        header, body = f"def test_{index}():", [f"{head} = object", call, "del made"]
+    elif how == "loop":
+        header, body = f"def test_{index}():", [(f"for {head} in (object,):",
+                                                  [call + SHADOWED, "del made" + SHADOWED])]
+    else:
+        header, body = f"def test_{index}():", [
+            f'made = [{ctor}("x") for {head} in (object,)]', "del made"]
+    return (header + SHADOWED, [line + SHADOWED if isinstance(line, str) else line
+                                for line in body])
+
+
+def _concatenation(draw: st.DrawFn) -> str:
+    """A prompt constant of a few hundred ``"..." + "..."`` parts (deep for the parsers)."""
+    parts = draw(st.sampled_from([150, 400, 650]))
+    return "LONG_PROMPT = " + " + ".join(f'"p{i} "' for i in range(parts))
+
+
 @st.composite
 def _function(draw: st.DrawFn, ctor: str, index: int) -> list[Item]:
     kind = draw(st.sampled_from(["test", "test", "fixture", "helper", "class", "method",
-                                 "clean"]))
+                                 "clean", "shadow"]))
+    if kind == "shadow":
+        return [draw(_shadowed(ctor, index)), ""]
     if kind == "clean":
         return [(f"def test_{index}(vllm_runner):", [
             ('with vllm_runner(MODEL) as runner:', [
@@ -285,6 +321,8 @@ def engine_modules(draw: st.DrawFn) -> bytes:
     items = list(dict.fromkeys(i for i in items if i)) + [""]
     if draw(st.booleans()):
         items += [f"engine = {draw(_ctor(ctor))}", ""]
+    if draw(st.integers(min_value=0, max_value=3)) == 0:
+        items += [_concatenation(draw), ""]
     for index in range(draw(st.integers(min_value=1, max_value=3))):
         items.extend(draw(_function(ctor, index)))
     lines: list[str] = []
@@ -452,6 +490,9 @@ def test_fix_is_sound_on_engine_modules(source: bytes, unsafe: bool, vllm_target
     found = check_source(source, PATH, config)
     assert _is_violation_list(found)
     assert all(v.code != PARSE_ERROR_CODE for v in found)
+    shadowed = {number for number, line in enumerate(
+        source.decode("utf-8-sig").splitlines(), start=1) if line.endswith(SHADOWED)}
+    assert not [v for v in found if v.location.row in shadowed], "a shadowed name reported"
     outcome = fix_source(source, PATH, config, unsafe=unsafe)
     assert outcome.error is None
     if not found:
@@ -472,4 +513,10 @@ def test_fix_is_sound_on_engine_modules(source: bytes, unsafe: bool, vllm_target
     assert again.new_source is None, "fix is not idempotent"
     assert not wanted_fixes(check_source(fixed, PATH, config), unsafe)
     new_warnings = _pyflakes(fixed) - _pyflakes(source)
+    # pyflakes counts ``del x`` as a use of ``x``: a name the source binds and deletes but
+    # never reads was unused already, and removing its ``del`` (GPU004) only shows that.
+    read = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)}
+    new_warnings = Counter({key: count for key, count in new_warnings.items()
+                            if not (key[0] == "UnusedVariable" and key[1] not in read)})
     assert not new_warnings, f"fix added pyflakes warnings: {new_warnings}"
