@@ -6,7 +6,8 @@ import ast
 from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis, dotted_name
-from lint_gpu_tests.fixplan import WrapPlan, planner_for
+from lint_gpu_tests.fixplan import WrapPlan
+from lint_gpu_tests.isolateplan import strategy_plan
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at, is_isolated
 
@@ -228,7 +229,6 @@ def vllm_runner():
     )
 
     def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
-        planner = planner_for(module)
         runner = module.config.runner_fixture
         for site in module.engines:
             if site.under_main_guard or site.in_runner_class or is_isolated(site.function):
@@ -237,7 +237,7 @@ def vllm_runner():
                 site.statement, ast.Expr
             ):
                 continue
-            plan = planner.engine_plan(site)
+            plan = strategy_plan(module, site)
             fix = plan.fix_info() if isinstance(plan, WrapPlan) else plan
             engine = dotted_name(site.call.func) or "LLM"
             yield hit_at(site.call, self.message.format(engine=engine, runner=runner), fix)
