@@ -238,7 +238,7 @@ def _param_problem(module: ModuleAnalysis, func: FunctionInfo, param: str,
     it; ``None`` when it crosses as it is."""
     values = _parametrized(func.node).get(param)
     if values is not None:
-        if all(_literal(v) for v in values):
+        if all(_literal(v, _module_literals(module)) for v in values):
             return None
         return f"the parametrized values of `{param}` are sent to the child by pickle"
     if param in PICKLABLE_FIXTURES:
@@ -282,9 +282,27 @@ def _parametrized(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, lis
     return out
 
 
-def _literal(node: ast.expr) -> bool:
+def _module_literals(module: ModuleAnalysis) -> set[str]:
+    """Module-level names bound once, to a literal (``MODELS = ["a", "b"]``)."""
+    counts: dict[str, int] = {}
+    literal: set[str] = set()
+    for stmt in module.tree.body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                counts[node.id] = counts.get(node.id, 0) + 1
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
+                stmt.targets[0], ast.Name) and _literal(stmt.value, set()):
+            literal.add(stmt.targets[0].id)
+    return {name for name in literal if counts.get(name) == 1}
+
+
+def _literal(node: ast.expr, names: set[str]) -> bool:
+    """Whether ``node`` is a literal, ``pytest.param`` of literals, or one of ``names``
+    (module-level literals, see :func:`_module_literals`); such values pickle."""
+    if isinstance(node, ast.Name):
+        return node.id in names
     if isinstance(node, ast.Call) and last_name(node.func) == "param":
-        return all(_literal(a) for a in node.args)
+        return all(_literal(a, names) for a in node.args)
     try:
         ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):

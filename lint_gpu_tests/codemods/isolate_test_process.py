@@ -18,6 +18,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod, engine_locals
+from lint_gpu_tests.codemods._imports import add_from_import, first_party_packages
 from lint_gpu_tests.codemods._wrap import WrapTransformer
 from lint_gpu_tests.ftypes import Violation
 from lint_gpu_tests.isolateplan import ISOLATE_CALL, ISOLATE_DECORATOR, IsolatePlan, strategy_plan
@@ -30,6 +31,8 @@ class IsolateTestProcess(GpuCodemod):
     DESCRIPTION = ("Run tests that build vLLM engines by hand in a new process "
                    "(GPU001, fix-strategy isolate).")
     CODES = frozenset({"GPU001"})
+    #: A decorator import from the project's own ``tests`` package, added after the pass.
+    _first_party_import: str | None = None
 
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
                 todo: list[Violation]) -> cst.Module:
@@ -54,9 +57,25 @@ class IsolateTestProcess(GpuCodemod):
             return tree
         if ISOLATE_DECORATOR not in module.imports:
             import_from = next(iter(plans.values())).import_from
-            self._from_imports.add((import_from, ISOLATE_DECORATOR))
+            if import_from.split(".")[0] == "tests":
+                self._first_party_import = import_from
+            else:
+                self._from_imports.add((import_from, ISOLATE_DECORATOR))
         self.remove_unused(module)
         return new_tree
+
+
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        """As the base class, then add an import from the project's own ``tests`` package
+        (``target = "vllm"``) in the first-party section: ruff and isort count a ``tests/``
+        folder of the project root as first-party."""
+        self._first_party_import = None
+        new = super().transform_module(tree)
+        if self._first_party_import is None:
+            return new
+        first_party = first_party_packages(self.context.filename or ".", self.config.root)
+        return add_from_import(new, self._first_party_import, ISOLATE_DECORATOR,
+                               first_party | {"tests"})
 
 
 class _Isolate(WrapTransformer):

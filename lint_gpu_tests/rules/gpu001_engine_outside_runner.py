@@ -50,10 +50,27 @@ class EngineOutsideRunner(Rule):
         "analysis does not follow), when `compilation_config` is only known at run time, or "
         "when it lives in a module- or session-scoped fixture; there is no fix when it is "
         "returned, stored on `self`, in a parameter's container or a global, or used outside "
-        "the block that builds it."
+        "the block that builds it.\n\n"
+        "With `fix-strategy = \"isolate\"` (or `--fix-strategy isolate`) a test is not "
+        "wrapped: it gets `@create_new_process_for_each_test(\"spawn\")` (from "
+        "`lint_gpu_tests.runtime`, or `tests.utils` with `target = \"vllm\"`), its manual "
+        "cleanup and finalizers are deleted and its constructions stay; the child's exit frees "
+        "the engine, as vLLM migrated its cudagraph tests. A spawned child imports the module "
+        "afresh and gets the test's arguments by pickle, so the fix is safe for a module-level "
+        "test whose parameters are `parametrize` names with literal values, `tmp_path`, or a "
+        "`request` only a removed finalizer used, and that shares no mutable module state "
+        "with other functions; another fixture, `monkeypatch`, a decorator other than "
+        "`pytest.mark.*`, module state changed here and read elsewhere (or the reverse), "
+        "changes to `os.environ` or an engine built at import time make it unsafe. Fixtures, "
+        "helpers, methods, `async` tests and tests taking `request`, `capsys`, `caplog`, "
+        "`pytestconfig` or an engine fixture cannot be isolated: they get the runner fix, "
+        "whose title says why. Cleanup that runs before another engine of the test is built "
+        "stays. Where the runner fix has none (the engine escapes into module state, a "
+        "rebinding the analysis cannot follow), the reason says whether "
+        "`--fix-strategy isolate` would fix it."
     )
     options = ("engine-classes", "runner-fixture", "runner-classes", "runner-attribute",
-               "isolation-decorators", "target")
+               "isolation-decorators", "target", "fix-strategy")
     references = ("vLLM tests/conftest.py: `VllmRunner` and the `vllm_runner` fixture",
                   "docs/gpu-runtime.md: memory held by hand-managed engines, measured on an H200")
     INVALID = (

@@ -45,9 +45,12 @@ class ManualEngineCleanup(Rule):
     fix_safety = (
         "Removed as part of the GPU001 rewrite of the engine, with the same safety. In a "
         "function that already uses the runner, removing a leftover cleanup call is unsafe: "
-        "it changes when memory is freed within the test."
+        "it changes when memory is freed within the test. With `fix-strategy = \"isolate\"` "
+        "the cleanup goes with the GPU001 fix that runs the test in a new process (the "
+        "process exit frees everything), except cleanup that frees an engine before another "
+        "one of the same test is built, which stays."
     )
-    options = ("cleanup-functions", "isolation-decorators")
+    options = ("cleanup-functions", "isolation-decorators", "fix-strategy")
     INVALID = (
         Example(
             title="Leftover cleanup after the runner block",
