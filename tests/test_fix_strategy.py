@@ -138,3 +138,14 @@ def test_without_the_decorator_in_isolation_decorators_there_is_no_isolation() -
     assert found[0].fix is not None and found[0].fix.title == (
         "Wrap in `with vllm_runner(...)` (not isolated: `create_new_process_for_each_test` is "
         "not in `isolation-decorators`)")
+
+
+def test_the_codemod_alone_isolates() -> None:
+    """Run as LibCST's tool runs it (no configuration): the strategy is ``isolate``."""
+    import libcst as cst
+    from libcst.codemod import CodemodContext
+
+    from lint_gpu_tests.codemods.isolate_test_process import IsolateTestProcess
+
+    command = IsolateTestProcess(CodemodContext(filename="tests/test_x.py"))
+    assert command.transform_module(cst.parse_module(ENGINE)).code == ISOLATED

@@ -12,14 +12,17 @@ Plans come from :mod:`lint_gpu_tests.isolateplan`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 import libcst as cst
+from libcst.codemod import CodemodContext
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod, engine_locals
 from lint_gpu_tests.codemods._imports import add_from_import, first_party_packages
 from lint_gpu_tests.codemods._wrap import WrapTransformer
+from lint_gpu_tests.config import Config
 from lint_gpu_tests.ftypes import Violation
 from lint_gpu_tests.isolateplan import ISOLATE_CALL, ISOLATE_DECORATOR, IsolatePlan, strategy_plan
 
@@ -33,6 +36,12 @@ class IsolateTestProcess(GpuCodemod):
     CODES = frozenset({"GPU001"})
     #: A decorator import from the project's own ``tests`` package, added after the pass.
     _first_party_import: str | None = None
+
+    def __init__(self, context: CodemodContext, config: Config | None = None,
+                 violations: Iterable[Violation] | None = None) -> None:
+        """As :class:`GpuCodemod`; run alone (``python -m libcst.tool codemod``, no
+        ``config``), it uses the default settings with ``fix-strategy = "isolate"``."""
+        super().__init__(context, config or Config(fix_strategy="isolate"), violations)
 
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
                 todo: list[Violation]) -> cst.Module:
