@@ -18,7 +18,13 @@ from typing import Any, NoReturn
 import click
 
 from lint_gpu_tests import __version__
-from lint_gpu_tests.config import TARGETS, ConfigError, ConfigResolver, selector_problem
+from lint_gpu_tests.config import (
+    FIX_STRATEGIES,
+    TARGETS,
+    ConfigError,
+    ConfigResolver,
+    selector_problem,
+)
 from lint_gpu_tests.output import (
     OutputFormat,
     RenderOptions,
@@ -144,6 +150,9 @@ def cli() -> None:
                    "nearest one.")
 @click.option("--target", type=click.Choice(TARGETS), default=None,
               help="Runner that fixes target (overrides the config).")
+@click.option("--fix-strategy", type=click.Choice(FIX_STRATEGIES), default=None,
+              help="How GPU001/GPU004 fixes manage an engine: wrap it in the runner, or run "
+                   "the test in a new process (overrides the config).")
 @click.option("--exclude", multiple=True, metavar="PATTERNS",
               help="Gitignore-style patterns to skip (replaces the config's and the defaults).")
 @click.option("--extend-exclude", multiple=True, metavar="PATTERNS",
@@ -182,6 +191,7 @@ def check_command(
     jobs: int | None,
     config_file: str | None,
     target: str | None,
+    fix_strategy: str | None,
     exclude: tuple[str, ...],
     extend_exclude: tuple[str, ...],
     force_exclude: bool,
@@ -205,6 +215,8 @@ def check_command(
             overrides[key] = value
     if target is not None:
         overrides["target"] = target
+    if fix_strategy is not None:
+        overrides["fix_strategy"] = fix_strategy
     try:
         config = ConfigResolver(config_file, overrides)
     except ConfigError as exc:

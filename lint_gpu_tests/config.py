@@ -52,6 +52,9 @@ DEFAULT_PROCESS_LAUNCHERS = (
     "concurrent.futures.process.ProcessPoolExecutor",
 )
 TARGETS = ("bundled", "vllm")
+#: How GPU001/GPU004 fixes manage an engine (SPEC §4 "Fix strategies"): ``runner`` wraps
+#: its live range in the runner's with-block, ``isolate`` runs the test in a new process.
+FIX_STRATEGIES = ("runner", "isolate")
 SELECTOR_KEYS = ("select", "ignore", "extend-select")
 #: vLLM's default ``gpu_memory_utilization`` (vllm/config/cache.py ``CacheConfig``, and the
 #: keyword default of ``vllm.LLM.__init__``, 0.92 in vLLM 0.32).
@@ -76,6 +79,8 @@ class Config:
         exclude: gitignore-style patterns replacing the default excludes.
         extend_exclude: patterns added to ``exclude``.
         target: which runner fixes target, ``"bundled"`` or ``"vllm"`` (SPEC §4).
+        fix_strategy: ``"runner"`` (wrap in the runner's with-block) or ``"isolate"``
+            (decorate the test with ``create_new_process_for_each_test("spawn")``).
         engine_classes: qualified names of engine classes (default ``vllm.LLM``).
         runner_fixture: name of the runner fixture (default ``vllm_runner``).
         runner_classes: names of runner classes (default ``VllmRunner``).
@@ -102,6 +107,7 @@ class Config:
     exclude: tuple[str, ...] = ()
     extend_exclude: tuple[str, ...] = ()
     target: str = "bundled"
+    fix_strategy: str = "runner"
     engine_classes: tuple[str, ...] = DEFAULT_ENGINE_CLASSES
     runner_fixture: str = "vllm_runner"
     runner_classes: tuple[str, ...] = ("VllmRunner",)
@@ -151,6 +157,7 @@ _LIST_KEYS = {
 }
 _STR_KEYS = {
     "target": "target",
+    "fix-strategy": "fix_strategy",
     "runner-fixture": "runner_fixture",
     "runner-attribute": "runner_attribute",
 }
@@ -248,6 +255,11 @@ def config_from_table(table: Mapping[str, object], source: str, root: str = ".")
     if kwargs.get("target", "bundled") not in TARGETS:
         raise ConfigError(
             f"{source}: `target` must be one of {', '.join(TARGETS)}, got {kwargs['target']!r}"
+        )
+    if kwargs.get("fix_strategy", "runner") not in FIX_STRATEGIES:
+        raise ConfigError(
+            f"{source}: `fix-strategy` must be one of {', '.join(FIX_STRATEGIES)}, "
+            f"got {kwargs['fix_strategy']!r}"
         )
     return Config(**kwargs)
 

@@ -163,7 +163,8 @@ def test_show_settings_per_config_file(project: Path) -> None:
              '"concurrent.futures.process.ProcessPoolExecutor"]',
              "cleanup-functions = []", "test-roots = []",
              'environment-variables = ["VLLM_*", "CUDA_VISIBLE_DEVICES", "HF_HUB_OFFLINE"]',
-             'target = "{target}"', 'runner-fixture = "vllm_runner"', 'runner-attribute = "llm"',
+             'target = "{target}"', 'fix-strategy = "runner"', 'runner-fixture = "vllm_runner"',
+             'runner-attribute = "llm"',
              "engine-memory-share = 0.92"]
     assert result.stdout.splitlines() == [
         "Resolved settings for: sub/test_y.py (and 1 more)",

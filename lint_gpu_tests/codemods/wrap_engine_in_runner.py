@@ -7,8 +7,8 @@ import libcst as cst
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
-from lint_gpu_tests.fixplan import planner_for
 from lint_gpu_tests.ftypes import Violation
+from lint_gpu_tests.isolateplan import IsolatePlan, strategy_plan
 
 
 class WrapEngineInRunner(GpuCodemod):
@@ -22,7 +22,8 @@ class WrapEngineInRunner(GpuCodemod):
 
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
                 todo: list[Violation]) -> cst.Module:
-        planner = planner_for(module)
         rows = {v.location.row for v in todo}
-        return self.apply_plans(tree, module, (planner.engine_plan(site) for site in module.engines
-                                               if site.call.lineno in rows))
+        plans = (strategy_plan(module, site) for site in module.engines
+                 if site.call.lineno in rows)
+        return self.apply_plans(tree, module, (p for p in plans
+                                               if not isinstance(p, IsolatePlan)))

@@ -7,6 +7,7 @@ import ast
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, names_in
 from lint_gpu_tests.fixplan import WrapPlan, planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.isolateplan import strategy_plan
 from lint_gpu_tests.rule import Hit
 
 
@@ -37,7 +38,7 @@ def function_plans(module: ModuleAnalysis, func: FunctionInfo) -> list[WrapPlan 
     """The GPU001 plans of every engine, and the GPU005 plans of every bare runner, built
     directly in ``func``."""
     planner = planner_for(module)
-    plans = [planner.engine_plan(site) for site in module.engines if site.function is func]
+    plans = [strategy_plan(module, site) for site in module.engines if site.function is func]
     plans += [planner.runner_plan(call) for call in module.runner_calls
               if call.function is func and call.context == "bare"]
     return plans

@@ -6,7 +6,8 @@ import ast
 from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis, dotted_name
-from lint_gpu_tests.fixplan import WrapPlan, planner_for
+from lint_gpu_tests.fixplan import WrapPlan
+from lint_gpu_tests.isolateplan import strategy_plan
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at, is_isolated
 
@@ -68,10 +69,27 @@ class EngineOutsideRunner(Rule):
         "analysis does not follow), when `compilation_config` is only known at run time, or "
         "when it lives in a module- or session-scoped fixture; there is no fix when it is "
         "returned, stored on `self`, in a parameter's container or a global, or used outside "
-        "the block that builds it."
+        "the block that builds it.\n\n"
+        "With `fix-strategy = \"isolate\"` (or `--fix-strategy isolate`) a test is not "
+        "wrapped: it gets `@create_new_process_for_each_test(\"spawn\")` (from "
+        "`lint_gpu_tests.runtime`, or `tests.utils` with `target = \"vllm\"`), its manual "
+        "cleanup and finalizers are deleted and its constructions stay; the child's exit frees "
+        "the engine, as vLLM migrated its cudagraph tests. A spawned child imports the module "
+        "afresh and gets the test's arguments by pickle, so the fix is safe for a module-level "
+        "test whose parameters are `parametrize` names with literal values, `tmp_path`, or a "
+        "`request` only a removed finalizer used, and that shares no mutable module state "
+        "with other functions; another fixture, `monkeypatch`, a decorator other than "
+        "`pytest.mark.*`, module state changed here and read elsewhere (or the reverse), "
+        "changes to `os.environ` or an engine built at import time make it unsafe. Fixtures, "
+        "helpers, methods, `async` tests and tests taking `request`, `capsys`, `caplog`, "
+        "`pytestconfig` or an engine fixture cannot be isolated: they get the runner fix, "
+        "whose title says why. Cleanup that runs before another engine of the test is built "
+        "stays. Where the runner fix has none (the engine escapes into module state, a "
+        "rebinding the analysis cannot follow), the reason says whether "
+        "`--fix-strategy isolate` would fix it."
     )
     options = ("engine-classes", "runner-fixture", "runner-classes", "runner-attribute",
-               "isolation-decorators", "process-launchers", "target")
+               "isolation-decorators", "process-launchers", "target", "fix-strategy")
     references = ("vLLM tests/conftest.py: `VllmRunner` and the `vllm_runner` fixture",
                   "docs/gpu-runtime.md: memory held by hand-managed engines, measured on an H200")
     INVALID = (
@@ -317,7 +335,6 @@ def vllm_runner():
     )
 
     def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
-        planner = planner_for(module)
         runner = module.config.runner_fixture
         for site in module.engines:
             if site.under_main_guard or site.in_runner_class or is_isolated(site.function):
@@ -326,7 +343,7 @@ def vllm_runner():
                 site.statement, ast.Expr
             ):
                 continue
-            plan = planner.engine_plan(site)
+            plan = strategy_plan(module, site)
             fix = plan.fix_info() if isinstance(plan, WrapPlan) else plan
             engine = dotted_name(site.call.func) or "LLM"
             yield hit_at(site.call, self.message.format(engine=engine, runner=runner), fix)

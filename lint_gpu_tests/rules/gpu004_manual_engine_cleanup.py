@@ -55,9 +55,13 @@ class ManualEngineCleanup(Rule):
         "it changes when memory is freed within the test. `del m` of the runner inside its "
         "own `with ... as m:` block frees nothing (the with-statement holds the runner until "
         "its `__exit__`): removing it is safe when nothing uses, binds or captures `m` after "
-        "it and it is not in a loop inside the block; otherwise there is no fix."
+        "it and it is not in a loop inside the block; otherwise there is no fix. With "
+        "`fix-strategy = \"isolate\"` the cleanup goes with the GPU001 fix that runs the test "
+        "in a new process (the process exit frees everything), except cleanup that frees an "
+        "engine before another one of the same test is built, which stays."
     )
-    options = ("cleanup-functions", "isolation-decorators", "process-launchers")
+    options = ("cleanup-functions", "isolation-decorators", "process-launchers",
+               "fix-strategy")
     INVALID = (
         Example(
             title="Leftover cleanup after the runner block",

@@ -16,6 +16,13 @@ session ends. Per test id it records:
 
 Engines built at import time (module-level engines) are recorded under
 ``<import>::<module file>``.
+
+A test isolated with ``create_new_process_for_each_test("spawn")`` builds its engines in a
+child interpreter, where this plugin is not loaded. While a test runs,
+``$GPU_TEST_LINT_RECORD_CHILD`` names a file: ``sitecustomize.py`` (beside this file, on the
+inner run's ``PYTHONPATH``) calls :func:`install_child` in such a child, which appends the
+child's engines and texts to that file as JSON lines, and the test's record takes them when it
+ends, in the order they happened.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from engine_procs import engine_processes
 from vllm_test_runner import config_summary
 
 RECORD_ENV = "GPU_TEST_LINT_RECORD"
+CHILD_ENV = "GPU_TEST_LINT_RECORD_CHILD"
 
 
 def resolved_config(llm: Any) -> dict[str, Any]:
@@ -59,28 +67,20 @@ class Recorder:
     # -- engine hooks -------------------------------------------------------------------
 
     def install(self) -> None:
-        """Wrap ``vllm.LLM.__init__`` and ``vllm.LLM.generate`` (the class, not a name,
-        so ``from vllm import LLM`` and the runner's own import are both seen)."""
-        import vllm
-
+        """Hook engine construction and generation (:func:`patch_engines`) into this
+        recorder's current entry."""
         recorder = self
-        orig_init = vllm.LLM.__init__
-        orig_generate = vllm.LLM.generate
 
-        def __init__(llm: Any, *args: Any, **kwargs: Any) -> None:
-            orig_init(llm, *args, **kwargs)
+        def on_engine(llm: Any) -> None:
             recorder._entry()["engines"].append(resolved_config(llm))
             if recorder.creating_fixture is not None:
                 recorder.active_fixture_engines[id(llm)] = (
                     recorder.creating_fixture, weakref.ref(llm))
 
-        def generate(llm: Any, *args: Any, **kwargs: Any) -> Any:
-            outputs = orig_generate(llm, *args, **kwargs)
-            recorder._entry()["texts"].append([o.outputs[0].text for o in outputs])
-            return outputs
+        def on_texts(texts: list[str]) -> None:
+            recorder._entry()["texts"].append(texts)
 
-        vllm.LLM.__init__ = __init__  # type: ignore[method-assign]
-        vllm.LLM.generate = generate  # type: ignore[method-assign]
+        patch_engines(on_engine, on_texts)
 
     def _entry(self, nodeid: str | None = None) -> dict[str, Any]:
         key = nodeid or self.current or "<import>"
@@ -111,8 +111,14 @@ class Recorder:
                        if ref() is not None)
         entry["cores_at_start"] = len(cores)
         entry["leaked_at_start"] = max(0, len(cores) - expected)
-        yield
-        self.current = None
+        child = f"{self.path}.child"
+        os.environ[CHILD_ENV] = child
+        try:
+            yield
+        finally:
+            del os.environ[CHILD_ENV]
+            merge_child_records(entry, child)
+            self.current = None
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_fixture_setup(self, fixturedef: Any, request: Any
@@ -144,6 +150,53 @@ class Recorder:
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(self.records, f, indent=1, sort_keys=True)
         os.replace(tmp, self.path)
+
+
+def patch_engines(on_engine: Any, on_texts: Any) -> None:
+    """Wrap ``vllm.LLM.__init__`` and ``vllm.LLM.generate`` (the class, not a name, so
+    ``from vllm import LLM`` and the runner's own import are both seen): ``on_engine(llm)``
+    after each construction, ``on_texts(list of generated texts)`` after each generate."""
+    import vllm
+
+    orig_init = vllm.LLM.__init__
+    orig_generate = vllm.LLM.generate
+
+    def __init__(llm: Any, *args: Any, **kwargs: Any) -> None:
+        orig_init(llm, *args, **kwargs)
+        on_engine(llm)
+
+    def generate(llm: Any, *args: Any, **kwargs: Any) -> Any:
+        outputs = orig_generate(llm, *args, **kwargs)
+        on_texts([o.outputs[0].text for o in outputs])
+        return outputs
+
+    vllm.LLM.__init__ = __init__  # type: ignore[method-assign]
+    vllm.LLM.generate = generate  # type: ignore[method-assign]
+
+
+def install_child(path: str) -> None:
+    """In a spawned isolated child: append each engine's resolved configuration
+    (``{"engines": ...}``) and each generate's texts (``{"texts": ...}``) to ``path`` as one
+    JSON line, flushed at once (a child that dies later keeps what it wrote)."""
+
+    def write(key: str, value: Any) -> None:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({key: value}) + "\n")
+
+    patch_engines(lambda llm: write("engines", resolved_config(llm)),
+                  lambda texts: write("texts", texts))
+
+
+def merge_child_records(entry: dict[str, Any], path: str) -> None:
+    """Append what isolated children of the test wrote to ``path`` (:func:`install_child`)
+    to the test's ``entry``, in order, and remove the file."""
+    if not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            for key, value in json.loads(line).items():
+                entry[key].append(value)
+    os.unlink(path)
 
 
 def _name(process: Any) -> str:

@@ -1,0 +1,103 @@
+"""Codemod for GPU001 (with GPU003 and GPU004 of the same test) under
+``fix-strategy = "isolate"``: run the test in a new process instead of wrapping its engine.
+
+The test gets ``@create_new_process_for_each_test("spawn")`` as its innermost decorator
+(imported from ``lint_gpu_tests.runtime``, or from ``tests.utils`` with ``target = "vllm"``,
+unless the module already has the name), its manual cleanup and engine finalizers are
+deleted, a ``try/finally`` that only cleaned up is replaced by its body, and ``request`` is
+dropped when only a removed finalizer used it. The engine constructions stay as written.
+Plans come from :mod:`lint_gpu_tests.isolateplan`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.codemods._base import GpuCodemod, engine_locals
+from lint_gpu_tests.codemods._imports import add_from_import, first_party_packages
+from lint_gpu_tests.codemods._wrap import WrapTransformer
+from lint_gpu_tests.config import Config
+from lint_gpu_tests.ftypes import Violation
+from lint_gpu_tests.isolateplan import ISOLATE_CALL, ISOLATE_DECORATOR, IsolatePlan, strategy_plan
+
+
+class IsolateTestProcess(GpuCodemod):
+    """Decorate tests that build engines by hand with process isolation and delete their
+    manual cleanup (SPEC §4, fix strategy ``isolate``)."""
+
+    DESCRIPTION = ("Run tests that build vLLM engines by hand in a new process "
+                   "(GPU001, fix-strategy isolate).")
+    CODES = frozenset({"GPU001"})
+    #: A decorator import from the project's own ``tests`` package, added after the pass.
+    _first_party_import: str | None = None
+
+    def __init__(self, context: CodemodContext, config: Config | None = None,
+                 violations: Iterable[Violation] | None = None) -> None:
+        """As :class:`GpuCodemod`; run alone (``python -m libcst.tool codemod``, no
+        ``config``), it uses the default settings with ``fix-strategy = "isolate"``."""
+        super().__init__(context, config or Config(fix_strategy="isolate"), violations)
+
+    def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
+                todo: list[Violation]) -> cst.Module:
+        rows = {v.location.row for v in todo}
+        plans: dict[int, IsolatePlan] = {}
+        for site in module.engines:
+            plan = strategy_plan(module, site)
+            if isinstance(plan, IsolatePlan) and site.call.lineno in rows:
+                plans.setdefault(plan.function_line, plan)
+        if not plans:
+            return tree
+        wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
+        positions = wrapper.resolve(PositionProvider)
+        # The shared with-block transformer deletes, unwraps and drops parameters; no
+        # statement starts on line 0, so it builds no with-block.
+        cleanup = [dataclasses.replace(p, site_line=0, remove_lines=p.remove_lines - p.kept_lines)
+                   for p in plans.values()]
+        transformer = _Isolate(cleanup, self.config, positions,  # type: ignore[arg-type]
+                               engine_locals(module))
+        new_tree = wrapper.module.visit(transformer)
+        if not transformer.decorated:
+            return tree
+        if ISOLATE_DECORATOR not in module.imports:
+            import_from = next(iter(plans.values())).import_from
+            if import_from.split(".")[0] == "tests":
+                self._first_party_import = import_from
+            else:
+                self._from_imports.add((import_from, ISOLATE_DECORATOR))
+        self.remove_unused(module)
+        return new_tree
+
+
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        """As the base class, then add an import from the project's own ``tests`` package
+        (``target = "vllm"``) in the first-party section: ruff and isort count a ``tests/``
+        folder of the project root as first-party."""
+        self._first_party_import = None
+        new = super().transform_module(tree)
+        if self._first_party_import is None:
+            return new
+        first_party = first_party_packages(self.context.filename or ".", self.config.root)
+        return add_from_import(new, self._first_party_import, ISOLATE_DECORATOR,
+                               first_party | {"tests"})
+
+
+class _Isolate(WrapTransformer):
+    """The plans' deletions, plus ``@create_new_process_for_each_test("spawn")`` below the
+    other decorators of each planned function."""
+
+    decorated = False
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef,
+                          updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        updated = super().leave_FunctionDef(original_node, updated_node)
+        if self._line(original_node) not in self.by_function:
+            return updated
+        self.decorated = True
+        decorator = cst.Decorator(decorator=cst.parse_expression(ISOLATE_CALL))
+        return updated.with_changes(decorators=[*updated.decorators, decorator])
