@@ -22,7 +22,7 @@ LAYERS: list[set[str]] = [
     {"config"},
     {"source", "writer"},
     {"analysis"},
-    {"fixplan"},
+    {"fixplan", "classplan"},
     {"rule", "rules"},
     {"engine", "conftest_index"},
     {"codemods"},
