@@ -137,3 +137,17 @@ def test_the_rewritten_class_is_a_runner() -> None:
     assert reports(fixed) == []
     again = fix_source(outcome.new_source, "tests/test_case.py", Config(), unsafe=True)
     assert again.new_source is None
+
+
+def test_cleanup_in_the_building_method_is_reported_once() -> None:
+    """``gc.collect()`` in the ``__init__`` that builds the engine: one GPU004, the class
+    rewrite's (it removes the line), not the function's (which has no fix)."""
+    source = CLASS.replace("        self.llm = LLM(model)\n",
+                           "        gc.collect()\n        self.llm = LLM(model)\n") + \
+        "\n\ndef test_x():\n    t = Tester('m')\n    assert t.run('a')\n"
+    assert [(row, code, fix) for row, code, fix, _ in reports(source)] == [
+        (8, "GPU004", "unsafe"), (9, "GPU001", "unsafe"), (15, "GPU004", "unsafe"),
+        (16, "GPU004", "unsafe")]
+    outcome = fix_source(source.encode(), "tests/test_case.py", Config(), unsafe=True)
+    assert outcome.new_source is not None
+    assert b"gc.collect()" not in outcome.new_source
