@@ -84,6 +84,9 @@ class ClassPlan:
         remove_lines: cleanup statements in the class's methods, and the ``def`` lines of
             methods that do nothing but cleanup (deleted whole), and the statements calling
             those methods on an instance.
+        unwrap_try_lines: ``try`` statements replaced by their body: their ``finally`` did
+            nothing but call a cleanup method (``finally: tester.close()``); the with-block
+            exits on an exception too.
         cleanup_lines: the cleanup statements (what GPU004 reports).
         uses: one with-block plan per instance (``tester = Tester(...)``), GPU005-style.
         applicability / reason / title: as :class:`lint_gpu_tests.ftypes.FixInfo`.
@@ -96,6 +99,7 @@ class ClassPlan:
     runner_attribute: str
     init_line: int
     remove_lines: set[int] = field(default_factory=set)
+    unwrap_try_lines: set[int] = field(default_factory=set)
     cleanup_lines: set[int] = field(default_factory=set)
     uses: list[WrapPlan] = field(default_factory=list)
     applicability: Applicability = Applicability.UNSAFE
@@ -251,6 +255,7 @@ class _ClassPlanner:
         if isinstance(calls, FixInfo):
             return calls
         remove |= calls
+        unwrap = self.finally_only_closes(remove, uses)
         reasons = [UNSAFE_REASON.format(cls=self.cls.name)]
         if arg_problem is not None:
             reasons.append(arg_problem)
@@ -269,6 +274,7 @@ class _ClassPlanner:
             runner_attribute=runner_attribute,
             init_line=self.init.lineno,
             remove_lines=remove,
+            unwrap_try_lines=unwrap,
             cleanup_lines=cleanup_lines,
             uses=uses,
             applicability=Applicability.UNSAFE,
@@ -406,4 +412,16 @@ class _ClassPlanner:
                                      f"{node.lineno} other than on an instance inside its "
                                      "block")
                 lines.add(stmt.lineno)
+        return lines
+
+    def finally_only_closes(self, remove: set[int], uses: list[WrapPlan]) -> set[int]:
+        """Lines of the ``try`` statements (no ``except``/``else``) inside an instance's
+        block whose ``finally`` only holds statements the rewrite removes."""
+        gone = remove | set().union(*(u.remove_lines for u in uses))
+        lines: set[int] = set()
+        for node in ast.walk(self.module.tree):
+            if isinstance(node, ast.Try) and not node.handlers and not node.orelse and \
+                    node.finalbody and all(s.lineno in gone for s in node.finalbody) and \
+                    any(u.site_line < node.lineno <= u.end_line for u in uses):
+                lines.add(node.lineno)
         return lines

@@ -151,3 +151,14 @@ def test_cleanup_in_the_building_method_is_reported_once() -> None:
     outcome = fix_source(source.encode(), "tests/test_case.py", Config(), unsafe=True)
     assert outcome.new_source is not None
     assert b"gc.collect()" not in outcome.new_source
+
+
+def test_finally_that_only_closes_goes() -> None:
+    """``try: ... finally: tester.close()``: the with-block exits on an exception too, so the
+    ``try`` is replaced by its body."""
+    source = CLASS + ("\n\ndef test_x():\n    tester = Tester('m')\n    try:\n"
+                      "        assert tester.run('a')\n    finally:\n        tester.close()\n")
+    outcome = fix_source(source.encode(), "tests/test_case.py", Config(), unsafe=True)
+    assert outcome.new_source is not None
+    assert outcome.new_source.decode().endswith(
+        "def test_x():\n    with Tester('m') as tester:\n        assert tester.run('a')\n")

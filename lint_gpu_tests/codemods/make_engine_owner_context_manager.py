@@ -74,6 +74,7 @@ class _ClassTransformer(WrapTransformer):
         self.class_plan = plan
         self.tree = tree
         self.remove |= plan.remove_lines
+        self.unwrap |= plan.unwrap_try_lines
         self._site: cst.SimpleStatementLine | None = None
         self._init: cst.FunctionDef | None = None
         self._class_body: cst.IndentedBlock | None = None
