@@ -275,9 +275,20 @@ class ModuleAnalysis:
                 if (
                     isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
                     and item.name in ("__exit__", "__aexit__")
-                    and self._tears_down(item)
+                    and (self._tears_down(item) or self._exits_held_runner(node, item))
                 ):
                     self.runner_classes_local.add(node.name)
+
+    def _exits_held_runner(self, cls: ast.ClassDef, func: FunctionNode) -> bool:
+        """True when ``func`` exits a runner the class holds (``self._runner.__exit__(...)``
+        after ``self._runner = VllmRunner(...)``: what the helper-class fix writes)."""
+        held = {t.attr for n in ast.walk(cls) if isinstance(n, ast.Assign)
+                and self.is_runner_call(n.value)
+                for t in n.targets if isinstance(t, ast.Attribute)}
+        return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                   and n.func.attr in ("__exit__", "close")
+                   and isinstance(n.func.value, ast.Attribute) and n.func.value.attr in held
+                   for n in ast.walk(func))
 
     def _tears_down(self, func: FunctionNode) -> bool:
         for node in ast.walk(func):

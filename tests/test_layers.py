@@ -22,7 +22,7 @@ LAYERS: list[set[str]] = [
     {"config"},
     {"source", "writer"},
     {"analysis", "mappings", "helper_calls"},
-    {"fixplan", "isolateplan"},
+    {"fixplan", "isolateplan", "classplan"},
     {"rule", "rules"},
     {"engine", "conftest_index"},
     {"codemods"},

@@ -1,9 +1,10 @@
 """Applies one codemod per pass to a file's bytes (``lint_gpu_tests.fixloop.fix_source`` loops).
 
 Order: runners into with-statements (GPU005), engines into runners (GPU001 with its
-GPU003/GPU004), tests into new processes (GPU001 under ``fix-strategy = "isolate"``), weak
-proxies (GPU002/GPU006), leftover cleanup (GPU004). Only one command
-runs per pass so fixes never overlap; ``fix_source`` re-checks and calls again.
+GPU003/GPU004), tests into new processes (GPU001 under ``fix-strategy = "isolate"``), helper
+classes owning an engine into context managers (GPU001), weak proxies (GPU002/GPU006),
+leftover cleanup (GPU004). Only one command runs per pass so fixes never overlap;
+``fix_source`` re-checks and calls again.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from libcst.codemod import CodemodContext
 
 from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.codemods.isolate_test_process import IsolateTestProcess
+from lint_gpu_tests.codemods.make_engine_owner_context_manager import (
+    MakeEngineOwnerContextManager,
+)
 from lint_gpu_tests.codemods.proxy_engine_reference import ProxyEngineReference
 from lint_gpu_tests.codemods.remove_manual_cleanup import RemoveManualCleanup
 from lint_gpu_tests.codemods.use_monkeypatch_env import UseMonkeypatchEnv
@@ -26,6 +30,7 @@ ORDER: tuple[type[GpuCodemod], ...] = (
     WrapRunnerInWith,
     WrapEngineInRunner,
     IsolateTestProcess,
+    MakeEngineOwnerContextManager,
     ProxyEngineReference,
     RemoveManualCleanup,
     UseMonkeypatchEnv,

@@ -6,7 +6,8 @@ import ast
 from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis, dotted_name
-from lint_gpu_tests.fixplan import WrapPlan
+from lint_gpu_tests.classplan import ClassPlan, owner_class_of
+from lint_gpu_tests.fixplan import WrapPlan, planner_for
 from lint_gpu_tests.isolateplan import strategy_plan
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at, is_isolated
@@ -68,8 +69,17 @@ class EngineOutsideRunner(Rule):
         "captured by a closure, compared by identity, a value holding it passed to a call the "
         "analysis does not follow), when `compilation_config` is only known at run time, or "
         "when it lives in a module- or session-scoped fixture; there is no fix when it is "
-        "returned, stored on `self`, in a parameter's container or a global, or used outside "
-        "the block that builds it.\n\n"
+                "returned, stored on `self` (helper classes aside, below), in a parameter's container or "
+        "a global, or used outside "
+        "the block that builds it. A helper class that owns an engine (`self.llm = LLM(...)` in "
+        "`__init__` or in a method it calls) becomes a context manager: the engine is still "
+        "built where it was, by `VllmRunner`, `self.llm` becomes `weakref.proxy` of the "
+        "runner's engine, `__enter__`/`__exit__` enter and exit the runner, the methods that "
+        "only clean up are deleted, and each `tester = Tester(...)` of the module becomes "
+        "`with Tester(...) as tester:` over its live range. That fix is unsafe (the class's "
+        "contract changes, and only this module's instances are entered); it has none when "
+        "a method uses `self.llm` itself, an instance is not built as `name = Tester(...)` "
+        "in a function, the class has bases or is not instantiated in the module.\n\n"
         "With `fix-strategy = \"isolate\"` (or `--fix-strategy isolate`) a test is not "
         "wrapped: it gets `@create_new_process_for_each_test(\"spawn\")` (from "
         "`lint_gpu_tests.runtime`, or `tests.utils` with `target = \"vllm\"`), its manual "
@@ -176,6 +186,36 @@ class Generator:
 
 def test_generator():
     assert Generator("facebook/opt-125m").run(["hi"])
+''',
+        ),
+        Example(
+            title="A helper class that owns an engine, built in a method its constructor calls "
+                  "(unsafe fix: the class becomes a context manager over the runner)",
+            source='''\
+import gc
+
+from vllm import LLM
+
+
+class Tester:
+    def __init__(self, model):
+        self._build(model)
+
+    def _build(self, model):
+        self.llm = LLM(model)  # error: GPU001
+
+    def run(self, prompts):
+        return self.llm.generate(prompts)
+
+    def close(self):
+        del self.llm  # error: GPU004
+        gc.collect()  # error: GPU004
+
+
+def test_tester():
+    tester = Tester("facebook/opt-125m")
+    assert tester.run(["hi"])
+    tester.close()
 ''',
         ),
     )
@@ -332,6 +372,35 @@ def vllm_runner():
     return VllmRunner
 ''',
         ),
+        Example(
+            title="A helper class already migrated: a context manager over the runner",
+            source='''\
+import weakref
+
+from lint_gpu_tests.runtime import VllmRunner
+
+
+class Tester:
+    def __init__(self, model):
+        self._runner = VllmRunner(model)
+        self.llm = weakref.proxy(self._runner.llm)
+
+    def __enter__(self):
+        self._runner.__enter__()
+        return self
+
+    def __exit__(self, *exc_info):
+        self._runner.__exit__(*exc_info)
+
+    def run(self, prompts):
+        return self.llm.generate(prompts)
+
+
+def test_tester():
+    with Tester("facebook/opt-125m") as tester:
+        assert tester.run(["hi"])
+''',
+        ),
     )
 
     def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
@@ -345,5 +414,8 @@ def vllm_runner():
                 continue
             plan = strategy_plan(module, site)
             fix = plan.fix_info() if isinstance(plan, WrapPlan) else plan
+            owner = owner_class_of(module, site)  # a helper class owning it (classplan)
+            if owner is not None:
+                fix = owner.plan.fix_info() if isinstance(owner.plan, ClassPlan) else owner.plan
             engine = dotted_name(site.call.func) or "LLM"
             yield hit_at(site.call, self.message.format(engine=engine, runner=runner), fix)

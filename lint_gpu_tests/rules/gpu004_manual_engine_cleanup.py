@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from dataclasses import replace
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, names_in
+from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, last_name, names_in
+from lint_gpu_tests.classplan import ClassPlan, owner_classes
 from lint_gpu_tests.fixplan import WrapPlan, _stmt_block, planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.rule import Example, Hit, Rule
@@ -41,7 +43,10 @@ class ManualEngineCleanup(Rule):
         "reported, nor are the statements of a `try/finally` that GPU003 reports (one "
         "statement, one report). `del m` of the runner inside its own `with ... as m:` "
         "block is reported too. Functions that run as their own process are skipped "
-        "(`isolation-decorators`, `process-launchers`)."
+        "(`isolation-decorators`, `process-launchers`). Also in the methods of a helper class "
+        "that owns an engine (`self.llm = LLM(...)` in `__init__` or a method it calls): "
+        "`del self.llm` and the same calls, in its `close()`, `__del__` or any other method, "
+        "and `del` of an instance (`del tester`) in the function that builds it."
     )
     why_bad = (
         "`del llm` + `gc.collect()` was measured to leave 5.1 GiB free of 80 GiB while an "
@@ -50,7 +55,9 @@ class ManualEngineCleanup(Rule):
         "does all of these steps, in order, even on failure."
     )
     fix_safety = (
-        "Removed as part of the GPU001 rewrite of the engine, with the same safety. In a "
+        "Removed as part of the GPU001 rewrite of the engine, with the same safety (for a "
+        "helper class: the class becomes a context manager over the runner, a method made "
+        "only of cleanup is deleted with its calls; unsafe). In a "
         "function that already uses the runner, removing a leftover cleanup call is unsafe: "
         "it changes when memory is freed within the test. `del m` of the runner inside its "
         "own `with ... as m:` block frees nothing (the with-statement holds the runner until "
@@ -100,6 +107,32 @@ def outputs(vllm_runner):
     with vllm_runner("facebook/opt-125m") as runner:
         yield runner.llm.generate(["a"])
     gc.collect()  # error: GPU004
+''',
+        ),
+        Example(
+            title="Cleanup in the methods of a helper class that owns an engine",
+            source='''\
+import torch
+from vllm import LLM
+from vllm.distributed import cleanup_dist_env_and_memory
+
+
+class Scorer:
+    def __init__(self, model):
+        self.llm = LLM(model)  # error: GPU001
+
+    def score(self, prompt):
+        return self.llm.generate([prompt])[0].outputs[0].cumulative_logprob
+
+    def __del__(self):
+        cleanup_dist_env_and_memory()  # error: GPU004
+        torch.cuda.empty_cache()  # error: GPU004
+
+
+def test_score():
+    scorer = Scorer("facebook/opt-125m")
+    assert scorer.score("hi") is not None
+    del scorer  # error: GPU004
 ''',
         ),
     )
@@ -167,6 +200,45 @@ def test_uses_helper():
     )
 
     def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
+        # A helper class's own cleanup (even in the ``__init__`` that builds the engine) is
+        # the class rewrite's to remove: its report wins.
+        reported: set[int] = set()
+        for hit in self._owner_class_hits(module):
+            reported.add(hit.node_line)
+            yield hit
+        for hit in self._function_hits(module):
+            if hit.node_line not in reported:
+                yield hit
+
+    def _owner_class_hits(self, module: ModuleAnalysis) -> Iterator[Hit]:
+        """Cleanup in the methods of a helper class that owns an engine (``del self.llm``,
+        ``gc.collect()`` in its ``close()``), and of its instances in the functions that
+        build them (``del tester``), which the class rewrite removes
+        (:mod:`lint_gpu_tests.classplan`)."""
+        for owner in owner_classes(module):
+            plan = owner.plan
+            if not isinstance(plan, ClassPlan):
+                for stmt, what in owner.cleanup:
+                    yield hit_at(stmt, self.message.format(what=what),
+                                 none_fix(self.fix_title, plan.reason))
+                continue
+            fix = plan.fix_info(self.fix_title)
+            found = list(owner.cleanup)
+            for use in plan.uses:
+                for node in ast.walk(module.tree):
+                    if not (isinstance(node, ast.stmt) and node.lineno in use.remove_lines):
+                        continue
+                    if isinstance(node, ast.Delete):
+                        found.append((node, "del " + ", ".join(
+                            t.id for t in node.targets if isinstance(t, ast.Name))))
+                    elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and \
+                            last_name(node.value.func) != "__exit__":
+                        found.append((node, module.cleanup_call_kind(node.value) or "cleanup"))
+            for stmt, what in found:
+                hit = hit_at(stmt, self.message.format(what=what), fix)
+                yield replace(hit, depends_on=plan.anchor)
+
+    def _function_hits(self, module: ModuleAnalysis) -> Iterator[Hit]:
         for func in module.functions:
             if is_isolated(func) or func.in_runner_class or not module.owns_engine(func):
                 continue

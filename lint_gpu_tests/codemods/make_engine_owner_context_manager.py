@@ -1,0 +1,163 @@
+"""Codemod for GPU001 on a helper class that owns an engine (with its GPU004): make the
+class a context manager holding a runner and enter its instances with ``with``.
+
+The plan (what moves, what goes, how safe) is :class:`lint_gpu_tests.classplan.ClassPlan`;
+this module only applies it:
+
+* ``self.llm = LLM(...)`` becomes ``self._runner = VllmRunner(...)`` (arguments mapped as
+  for every GPU001 fix) followed by ``self.llm = weakref.proxy(self._runner.llm)``;
+* ``__enter__`` (enters the runner, returns ``self``) and ``__exit__`` (exits it) are added
+  after ``__init__``;
+* the cleanup statements of the class and the methods made only of cleanup are deleted;
+* each ``tester = Tester(...)`` becomes ``with Tester(...) as tester:`` over the object's
+  live range (the GPU005 with-block rewrite), its ``tester.close()`` call deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.classplan import ClassPlan, owner_classes
+from lint_gpu_tests.codemods._base import GpuCodemod, engine_locals
+from lint_gpu_tests.codemods._cst import (
+    LINE_LENGTH,
+    explode_args,
+    proxy_of,
+    runner_call,
+    statement_code,
+)
+from lint_gpu_tests.codemods._wrap import WrapTransformer
+from lint_gpu_tests.config import Config
+from lint_gpu_tests.ftypes import Violation
+
+
+class MakeEngineOwnerContextManager(GpuCodemod):
+    """Rewrite one engine-owning helper class per pass into a context manager over the
+    runner, and its instances of this module into with-blocks (SPEC §4; unsafe)."""
+
+    DESCRIPTION = ("Make helper classes that own a vLLM engine context managers over "
+                   "`VllmRunner` and enter them with `with` (GPU001).")
+    CODES = frozenset({"GPU001"})
+
+    def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
+                todo: list[Violation]) -> cst.Module:
+        rows = {v.location.row for v in todo}
+        plan = next((o.plan for o in owner_classes(module)
+                     if isinstance(o.plan, ClassPlan) and o.plan.call_line in rows), None)
+        if plan is None:
+            return tree
+        config = self.config
+        as_runner = replace(config, runner_classes=(*config.runner_classes, plan.class_name))
+        wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
+        positions = wrapper.resolve(PositionProvider)
+        transformer = _ClassTransformer(plan, as_runner, positions,  # type: ignore[arg-type]
+                                        engine_locals(module), tree)
+        new_tree = wrapper.module.visit(transformer)
+        if not transformer.changed:
+            return tree
+        self.add_imports(transformer.needs | {"VllmRunner", "weakref"})
+        self.remove_unused(module)
+        return new_tree
+
+
+class _ClassTransformer(WrapTransformer):
+    """The with-block rewrite of the instances, plus the class's own rewrite."""
+
+    def __init__(self, plan: ClassPlan, config: Config, positions: dict[cst.CSTNode, object],
+                 engine_names: set[str], tree: cst.Module) -> None:
+        super().__init__(plan.uses, config, positions, engine_names)
+        self.class_plan = plan
+        self.tree = tree
+        self.remove |= plan.remove_lines
+        self.unwrap |= plan.unwrap_try_lines
+        self._site: cst.SimpleStatementLine | None = None
+        self._init: cst.FunctionDef | None = None
+        self._class_body: cst.IndentedBlock | None = None
+
+    # The construction: remembered by identity, split in two inside its block.
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
+                                  updated_node: cst.SimpleStatementLine
+                                  ) -> cst.SimpleStatementLine:
+        if self._line(original_node) == self.class_plan.site_line:
+            self._site = updated_node
+        return updated_node
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        if node.name.value == self.class_plan.class_name and isinstance(
+                node.body, cst.IndentedBlock):
+            self._class_body = node.body
+        return True
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef,
+                          updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        new = super().leave_FunctionDef(original_node, updated_node)
+        if self._line(original_node) == self.class_plan.init_line:
+            self._init = new
+        return new
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
+                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        block = super().leave_IndentedBlock(original_node, updated_node)
+        body: list[cst.BaseStatement] = []
+        for stmt in block.body:
+            if self._site is not None and stmt is self._site:
+                body.extend(self._split_construction(stmt))
+                self.changed = True
+            elif self._init is not None and stmt is self._init and \
+                    original_node is self._class_body:
+                body.append(stmt)
+                body.extend(self._context_methods(original_node.body))
+                self.changed = True
+            else:
+                body.append(stmt)
+        return block.with_changes(body=body)
+
+    # ------------------------------------------------------------------ pieces
+    def _split_construction(self, site: cst.SimpleStatementLine) -> list[cst.BaseStatement]:
+        """``self.llm = LLM(...)`` -> ``self._runner = VllmRunner(...)`` and
+        ``self.llm = weakref.proxy(self._runner.llm)``."""
+        plan = self.class_plan
+        assign = site.body[0]
+        assert isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call)
+        target = assign.targets[0].target
+        assert isinstance(target, cst.Attribute)
+        owner = target.value
+        runner_name = self.config.runner_classes[0] if self.config.runner_classes \
+            else "VllmRunner"
+        call, _ = runner_call(assign.value, runner_name, target=self.config.target)
+        held = target.with_changes(attr=cst.Name(plan.runner_attribute))
+        first = site.with_changes(body=[assign.with_changes(
+            targets=[assign.targets[0].with_changes(target=held)], value=call)])
+        column = self.columns.get(plan.site_line, 0)
+        if "\n" not in statement_code(call) and \
+                column + len(statement_code(first).splitlines()[-1]) > LINE_LENGTH:
+            first = first.with_changes(body=[first.body[0].with_changes(
+                value=explode_args(call))])
+        engine = cst.Attribute(value=held, attr=cst.Name(self.config.runner_attribute))
+        second = cst.SimpleStatementLine(body=[cst.Assign(
+            targets=[cst.AssignTarget(target=target.with_changes(value=owner))],
+            value=proxy_of(engine))])
+        return [first, second]
+
+    def _context_methods(self, original_body: Sequence[cst.BaseStatement]
+                         ) -> list[cst.BaseStatement]:
+        """``__enter__`` and ``__exit__``, spaced like the method after ``__init__``."""
+        held = self.class_plan.runner_attribute
+        indent = self.tree.default_indent
+        init_index = next(i for i, s in enumerate(original_body)
+                          if isinstance(s, cst.FunctionDef)
+                          and self._line(s) == self.class_plan.init_line)
+        following = original_body[init_index + 1] if init_index + 1 < len(original_body) \
+            else None
+        spacing = list(following.leading_lines) if isinstance(following, cst.FunctionDef) \
+            and following.leading_lines else [cst.EmptyLine()]
+        spacing = [line for line in spacing if line.comment is None] or [cst.EmptyLine()]
+        code = (f"def __enter__(self):\n{indent}self.{held}.__enter__()\n{indent}return self\n",
+                f"def __exit__(self, *exc_info):\n{indent}self.{held}.__exit__(*exc_info)\n")
+        return [cst.parse_statement(c, config=self.tree.config_for_parsing).with_changes(
+            leading_lines=spacing) for c in code]

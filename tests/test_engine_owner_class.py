@@ -1,0 +1,164 @@
+"""Helper classes that own an engine (issue 11, shape 4): the reasons GPU001 gives, each
+no-fix branch of :mod:`lint_gpu_tests.classplan`, and the rewritten class being a runner.
+
+The rewrites themselves are the ``engine_owner_class*`` fix fixtures (byte for byte); the
+differential run of ``tests/e2e/suites/test_engine_owner_class.py`` is their proof on vLLM.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lint_gpu_tests.config import Config
+from lint_gpu_tests.engine import check_source
+from lint_gpu_tests.fixloop import fix_source
+
+FIX_DIR = Path(__file__).parent / "fixtures" / "fix"
+UNSAFE = ("the engine lives in helper class `{cls}`: the class becomes a context manager, its "
+          "methods see the engine through a weak proxy, and only this module's instances are "
+          "entered with `with`")
+TITLE = "Make `{cls}` a context manager over `VllmRunner` and enter it with `with`"
+
+CLASS = '''\
+import gc
+
+from vllm import LLM
+
+
+class Tester:
+    def __init__(self, model):
+        self.llm = LLM(model)
+
+    def run(self, prompt):
+        return self.llm.generate([prompt])
+
+    def close(self):
+        del self.llm
+        gc.collect()
+'''
+
+
+def reports(source: str, config: Config | None = None) -> list[tuple[int, str, str, str]]:
+    """``(row, code, applicability, reason)`` of each violation, in order."""
+    found = check_source(source.encode(), "tests/test_case.py", config or Config())
+    return [(v.location.row, v.code, v.fix.applicability.value if v.fix else "",
+             v.fix.reason if v.fix else "") for v in found]
+
+
+def test_reasons_of_the_fixtures() -> None:
+    before = (FIX_DIR / "engine_owner_class" / "before.py").read_text()
+    fixture = ("a module-scoped fixture: the engine's lifetime follows the fixture's scope "
+               "and the runner must allow it")
+    reason = UNSAFE.format(cls="LoRATester") + "; " + fixture
+    assert reports(before) == [(15, "GPU001", "unsafe", reason),
+                               (26, "GPU004", "unsafe", reason),
+                               (27, "GPU004", "unsafe", reason),
+                               (28, "GPU004", "unsafe", reason)]
+    found = check_source(before.encode(), "tests/test_case.py", Config())
+    assert {v.fix.title for v in found if v.fix} == {TITLE.format(cls="LoRATester"),
+                                                     "Remove the manual cleanup"}
+    nofix = (FIX_DIR / "engine_owner_class_nofix" / "before.py").read_text()
+    holder = ("`engine()` uses `self.llm` itself (line 13), not through its attributes: a "
+              "proxy may not keep that behaviour, and what receives it is not followed")
+    assert reports(nofix) == [
+        (10, "GPU001", "none", holder),
+        (16, "GPU004", "none", holder),
+        (17, "GPU004", "none", holder),
+        (22, "GPU001", "none", "`Factory(...)` at line 29 is not built as "
+                               "`name = Factory(...)` in a function"),
+    ]
+
+
+def _gpu001_reason(source: str, config: Config | None = None) -> tuple[str, str]:
+    (first,) = [r for r in reports(source, config) if r[1] == "GPU001"]
+    return first[2], first[3]
+
+
+NO_FIX = {
+    "base class": (CLASS.replace("class Tester:", "class Tester(Base):")
+                   + "\n\ndef test_x():\n    t = Tester('m')\n    t.run('a')\n",
+                   "`Tester` has bases, a metaclass or decorators: what it inherits or how it "
+                   "is wrapped is not followed"),
+    "own __enter__": (CLASS + "\n    def __enter__(self):\n        return self\n"
+                      "\n\ndef test_x():\n    t = Tester('m')\n    t.run('a')\n",
+                      "`Tester` already defines `__enter__`"),
+    "two instances in a function": (
+        CLASS + "\n\ndef test_x():\n    a = Tester('m')\n    a.run('a')\n"
+        "    b = Tester('m')\n    b.run('b')\n",
+        "`Tester(...)` at line 21: a second instance in one function"),
+    "never instantiated": (CLASS, "`Tester` is not instantiated in this module: its users are "
+                                  "elsewhere"),
+    "class passed as a value": (
+        CLASS + "\n\ndef test_x():\n    t = Tester('m')\n    t.run('a')\n    make(Tester)\n",
+        "`Tester` is used at line 21 other than by `name = Tester(...)` in a function"),
+    "cleanup method called by the class": (
+        CLASS + "\n    def __exit_all(self):\n        self.close()\n"
+        "\n\ndef test_x():\n    t = Tester('m')\n    t.run('a')\n",
+        "`close()` (which only cleans up) is called at line 18 other than on an instance "
+        "inside its block"),
+    "instance returned": (
+        CLASS + "\n\ndef make():\n    t = Tester('m')\n    return t\n",
+        "`Tester(...)` at line 19: the engine is returned to the caller, so it must outlive "
+        "this function"),
+    "engine rebound": (
+        CLASS + "\n    def reload(self):\n        self.llm = None\n"
+        "\n\ndef test_x():\n    t = Tester('m')\n    t.run('a')\n",
+        "`self.llm` is rebound in `reload()` (line 18)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NO_FIX))
+def test_no_fix_branches(case: str) -> None:
+    source, reason = NO_FIX[case]
+    assert _gpu001_reason(source) == ("none", reason)
+
+
+def test_target_vllm_has_no_fix() -> None:
+    source = CLASS + "\n\ndef test_x():\n    t = Tester('m')\n    t.run('a')\n"
+    assert _gpu001_reason(source, Config(target="vllm")) == (
+        "none", "a helper class cannot request the `vllm_runner` fixture and vLLM's "
+                "`VllmRunner` lives in its tests/conftest.py")
+
+
+def test_the_rewritten_class_is_a_runner() -> None:
+    """After the fix nothing is left: the class's ``__exit__`` exits the runner it holds, so
+    ``self._runner = VllmRunner(...)`` is not GPU005, and a second fix changes nothing."""
+    source = CLASS + "\n\ndef test_x():\n    t = Tester('m')\n    assert t.run('a')\n" \
+                     "    t.close()\n"
+    safe = fix_source(source.encode(), "tests/test_case.py", Config(), unsafe=False)
+    assert safe.new_source is None  # the fix is unsafe
+    outcome = fix_source(source.encode(), "tests/test_case.py", Config(), unsafe=True)
+    assert outcome.error is None and outcome.new_source is not None
+    fixed = outcome.new_source.decode()
+    assert fixed.endswith("def test_x():\n    with Tester('m') as t:\n"
+                          "        assert t.run('a')\n")
+    assert reports(fixed) == []
+    again = fix_source(outcome.new_source, "tests/test_case.py", Config(), unsafe=True)
+    assert again.new_source is None
+
+
+def test_cleanup_in_the_building_method_is_reported_once() -> None:
+    """``gc.collect()`` in the ``__init__`` that builds the engine: one GPU004, the class
+    rewrite's (it removes the line), not the function's (which has no fix)."""
+    source = CLASS.replace("        self.llm = LLM(model)\n",
+                           "        gc.collect()\n        self.llm = LLM(model)\n") + \
+        "\n\ndef test_x():\n    t = Tester('m')\n    assert t.run('a')\n"
+    assert [(row, code, fix) for row, code, fix, _ in reports(source)] == [
+        (8, "GPU004", "unsafe"), (9, "GPU001", "unsafe"), (15, "GPU004", "unsafe"),
+        (16, "GPU004", "unsafe")]
+    outcome = fix_source(source.encode(), "tests/test_case.py", Config(), unsafe=True)
+    assert outcome.new_source is not None
+    assert b"gc.collect()" not in outcome.new_source
+
+
+def test_finally_that_only_closes_goes() -> None:
+    """``try: ... finally: tester.close()``: the with-block exits on an exception too, so the
+    ``try`` is replaced by its body."""
+    source = CLASS + ("\n\ndef test_x():\n    tester = Tester('m')\n    try:\n"
+                      "        assert tester.run('a')\n    finally:\n        tester.close()\n")
+    outcome = fix_source(source.encode(), "tests/test_case.py", Config(), unsafe=True)
+    assert outcome.new_source is not None
+    assert outcome.new_source.decode().endswith(
+        "def test_x():\n    with Tester('m') as tester:\n        assert tester.run('a')\n")
