@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis, dotted_name
 from lint_gpu_tests.classplan import ClassPlan, owner_class_of
-from lint_gpu_tests.fixplan import WrapPlan, planner_for
+from lint_gpu_tests.fixplan import WrapPlan
 from lint_gpu_tests.isolateplan import strategy_plan
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at, is_isolated
@@ -69,7 +69,7 @@ class EngineOutsideRunner(Rule):
         "captured by a closure, compared by identity, a value holding it passed to a call the "
         "analysis does not follow), when `compilation_config` is only known at run time, or "
         "when it lives in a module- or session-scoped fixture; there is no fix when it is "
-                "returned, stored on `self` (helper classes aside, below), in a parameter's container or "
+        "returned, stored on `self` (helper classes aside, below), in a parameter's container or "
         "a global, or used outside "
         "the block that builds it. A helper class that owns an engine (`self.llm = LLM(...)` in "
         "`__init__` or in a method it calls) becomes a context manager: the engine is still "
