@@ -22,6 +22,7 @@ LAYERS: list[set[str]] = [
     {"config"},
     {"source", "writer"},
     {"analysis"},
+    {"fixplan_groups"},
     {"fixplan"},
     {"rule", "rules"},
     {"engine", "conftest_index"},

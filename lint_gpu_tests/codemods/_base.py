@@ -35,6 +35,7 @@ from lint_gpu_tests.ftypes import FixInfo, Violation
 #: Import lines each need adds, as (module, object) for ``AddImportsVisitor``.
 IMPORTS = {
     "weakref": ("weakref", None),
+    "contextlib": ("contextlib", None),
     "VllmRunner": ("lint_gpu_tests.runtime", "VllmRunner"),
     "CompilationConfig": ("vllm.config", "CompilationConfig"),
 }

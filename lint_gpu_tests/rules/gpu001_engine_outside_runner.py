@@ -49,7 +49,19 @@ class EngineOutsideRunner(Rule):
         "analysis does not follow), when `compilation_config` is only known at run time, or "
         "when it lives in a module- or session-scoped fixture; there is no fix when it is "
         "returned, stored on `self`, in a parameter's container or a global, or used outside "
-        "the block that builds it."
+        "the block that builds it. Engines alive together in a list or dict the test builds "
+        "(a comprehension, or a loop appending to it) get one `with contextlib.ExitStack() "
+        "as stack:` over the container's live range, each element becoming "
+        "`weakref.proxy(stack.enter_context(vllm_runner_factory(...)).llm)`: the factory "
+        "fixture waits for device memory once, after the last runner exits (target `vllm`: "
+        "`vllm_runner`); unsafe when an element is compared by identity. A name rebound to a "
+        "new engine in each iteration of a loop or in each branch of an `if` gets one "
+        "with-block per binding, inside the loop body or the branch. A factory fixture (a "
+        "nested `def make(...)` that builds an engine, registers its shutdown and returns "
+        "it) gets an unsafe fix: the fixture's body from the `def` on goes into "
+        "`with contextlib.ExitStack() as stack:`, `make` enters a runner on the stack and "
+        "returns its proxy, and `return make` becomes `yield make`; the test then holds a "
+        "proxy, and the engines are torn down when the fixture's stack closes."
     )
     options = ("engine-classes", "runner-fixture", "runner-classes", "runner-attribute",
                "isolation-decorators", "target")
@@ -122,6 +134,43 @@ def test_generator():
     assert Generator("facebook/opt-125m").run(["hi"])
 ''',
         ),
+        Example(
+            title="Engines alive together in a list; a name rebound in both branches",
+            source='''\
+from vllm import LLM
+
+
+def test_three_at_once():
+    llms = [LLM("facebook/opt-125m", gpu_memory_utilization=0.3) for _ in range(3)]  # error: GPU001
+    assert all(llm.generate(["Hello"]) for llm in llms)
+
+
+def test_by_branch(eager):
+    if eager:
+        llm = LLM("facebook/opt-125m", enforce_eager=True)  # error: GPU001
+        assert llm.generate(["Hello"])
+    else:
+        llm = LLM("facebook/opt-125m")  # error: GPU001
+        assert llm.generate(["Hello"])
+''',
+        ),
+        Example(
+            title="A factory fixture that builds, finalizes and returns engines",
+            source='''\
+import pytest
+from vllm import LLM
+
+
+@pytest.fixture
+def make_llm(request):
+    def make(model):
+        llm = LLM(model, enforce_eager=True)  # error: GPU001
+        request.addfinalizer(llm.llm_engine.engine_core.shutdown)  # error: GPU003
+        return llm
+
+    return make
+''',
+        ),
     )
     VALID = (
         Example(
@@ -134,6 +183,20 @@ def test_greedy(vllm_runner):
     with vllm_runner("facebook/opt-125m", enforce_eager=True) as runner:
         llm = weakref.proxy(runner.llm)
         assert llm.generate(["Hello"])
+''',
+        ),
+        Example(
+            title="Engines alive together, each entered on one ExitStack (the group fix)",
+            source='''\
+import contextlib
+import weakref
+
+
+def test_three_at_once(vllm_runner_factory):
+    with contextlib.ExitStack() as stack:
+        llms = [weakref.proxy(stack.enter_context(vllm_runner_factory(
+            "facebook/opt-125m", gpu_memory_utilization=0.3)).llm) for _ in range(3)]
+        assert all(llm.generate(["Hello"]) for llm in llms)
 ''',
         ),
         Example(
