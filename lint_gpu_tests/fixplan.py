@@ -12,7 +12,7 @@ rewritten.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from lint_gpu_tests.analysis import (
     EngineSite,
@@ -22,6 +22,18 @@ from lint_gpu_tests.analysis import (
     dotted_name,
     last_name,
     names_in,
+)
+from lint_gpu_tests.fixplan_groups import (
+    FACTORY_REASON,
+    GROUP_TITLE,
+    FactoryParts,
+    GroupShape,
+    after_loop_cleanup,
+    engine_group,
+    factory_fixture,
+    identity_problem,
+    inside_loop,
+    other_branch_statements,
 )
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.helper_calls import HelperCallers, runner_through_callers
@@ -82,6 +94,9 @@ class WrapPlan:
             ``None``: no mapping to map.
         helper_calls: with target ``vllm``, a helper that gets the runner fixture as its
             first parameter from every caller (:mod:`lint_gpu_tests.helper_calls`).
+        group: engines kept in a container or made by a factory fixture
+            (:mod:`lint_gpu_tests.fixplan_groups`): the block is a
+            ``contextlib.ExitStack()`` entering one runner per engine.
     """
 
     kind: str
@@ -104,6 +119,7 @@ class WrapPlan:
     compilation_config: str | None = None
     mapping_defaults: tuple[str, ...] | None = None
     helper_calls: HelperCallers | None = None
+    group: GroupShape | None = None
 
     @property
     def anchor(self) -> tuple[str, int]:
@@ -256,6 +272,15 @@ class Planner:
             return _none("built at module or class level: it lives as long as the module", title)
         if func.kind == "method" and func.name == "__init__":
             return _none("built in a helper class: the engine outlives `__init__`", title)
+        # Issue 11: engines kept in a container (shape 1), made by a factory fixture
+        # (shape 6): fixplan_groups says where their ExitStack block starts.
+        group = engine_group(module, call, stmt, func) if kind == "engine" else None
+        if group is None and kind == "engine":
+            factory = factory_fixture(module, call, stmt, func, self.is_cleanup_statement)
+            if factory is not None:
+                return self._factory_plan(call, factory, title)
+        if group is not None:
+            stmt, bound, title = group.statement, group.container, GROUP_TITLE
         block = _stmt_block(module, stmt)
         if block is None:
             return _none("built inside an expression the fix cannot restructure", title)
@@ -263,9 +288,10 @@ class Planner:
             return _none("the statement shares its line with another statement", title)
         # The call must be a direct part of a simple statement, not inside a lambda or
         # comprehension, and alone of its kind in the statement.
-        if not isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr, ast.Return)):
+        if group is None and not isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr,
+                                                   ast.Return)):
             return _none("built inside a compound statement header", title)
-        if self._inside_deferred(call, stmt):
+        if group is None and self._inside_deferred(call, stmt):
             return _none("built inside a lambda or comprehension", title)
         if not module.is_engine_call(call) and kind == "engine":
             return _none("built by a factory method the runner cannot call", title)
@@ -406,14 +432,20 @@ class Planner:
                    and not names_in(block[j]) & all_engines}
         segment = block[index: end + 1]
         remove |= self._nested_cleanup(segment, names, all_engines, use_names, remove)
+        remove |= after_loop_cleanup(module, stmt, lambda s: self.is_cleanup_statement(
+            s, set()) and not self.shares_line(s) and not self.on_header_line(s))
         # Every use of the engine must lie in the segment.
         func_node = func.node
         inside = {id(n) for s in segment for n in ast.walk(s)}
         inside |= {id(n) for s in block[stop:] for n in ast.walk(s)}
-        if not isinstance(module.parent(stmt), (ast.For, ast.AsyncFor, ast.While)):
-            # Earlier statements of the block see an earlier binding of the name.
+        if not inside_loop(module, stmt):
+            # Earlier statements of the block see an earlier binding of the name (in a loop,
+            # also this engine's, from the iteration before: then they are uses).
             inside |= {id(n) for s in block[:index] for n in ast.walk(s)}
         inside |= {id(n) for s in block if s.lineno in remove for n in ast.walk(s)}
+        if bound:  # shape 5: other branches of an ``if`` that build their own engine
+            inside |= {id(n) for s in other_branch_statements(module, stmt, bound)
+                       for n in ast.walk(s)}
         top_rebindings = {id(n) for s in block for n in _stores_top(s)}
         region_index = {id(n): k for k, s in enumerate(block[index:stop]) for n in ast.walk(s)}
         for node in ast.walk(func_node):
@@ -451,6 +483,10 @@ class Planner:
                 unsafe(escape)
         if flow.problem is not None:
             unsafe(flow.problem)
+        if group is not None:
+            identity = identity_problem(segment, use_names)
+            if identity is not None:
+                unsafe(identity)
         unfollowed = flow.unfollowed_call([s for s in segment if s.lineno not in remove])
         if unfollowed is not None:
             unsafe(unfollowed)
@@ -500,7 +536,7 @@ class Planner:
                     unsafe(f"`{passed.name}()` is public: a module that imports it must now "
                            f"pass `{config.runner_fixture}` too")
         yield_proxy = False
-        if is_fixture and bound:
+        if is_fixture and bound and group is None:
             uses = [s for s in segment[1:] if s.lineno not in remove
                     and any(_loads(s, n) for n in names)]
             # A name bound before the construction keeps its own binding used (pyflakes).
@@ -524,6 +560,9 @@ class Planner:
         add_param = None
         if not use_class and config.runner_fixture not in func.params:
             add_param = config.runner_fixture
+        if group is not None:
+            group = replace(group, runner=self._group_runner(use_class))
+            add_param = None if use_class or group.runner in func.params else group.runner
         return WrapPlan(
             kind=kind,
             site_line=stmt.lineno,
@@ -544,8 +583,73 @@ class Planner:
             else set(),
             applicability=applicability,
             reason="; ".join(reasons),
-            title=self._title(kind, func, use_class),
+            title=title if group is not None else self._title(kind, func, use_class),
             call_line=call.lineno,
+            group=group,
+        )
+
+    def _group_runner(self, use_class: bool) -> str:
+        """What enters each engine of a group on the ``ExitStack``: the runner class
+        (helpers, wide-scoped fixtures), else with target bundled the
+        ``vllm_runner_factory`` fixture (its memory wait runs once, after the last runner
+        exits), else the runner fixture."""
+        config = self.module.config
+        if use_class:
+            return config.runner_classes[0] if config.runner_classes else "VllmRunner"
+        return "vllm_runner_factory" if config.target == "bundled" else config.runner_fixture
+
+    def _factory_plan(self, call: ast.Call, parts: FactoryParts | str,
+                      title: str) -> WrapPlan | FixInfo:
+        """Shape 6 of issue 11: the fixture's body from the factory's ``def`` to its
+        ``return`` goes into a ``contextlib.ExitStack()`` (always unsafe, with
+        :data:`FACTORY_REASON`)."""
+        if isinstance(parts, str):
+            return _none(parts, title)
+        module, config = self.module, self.module.config
+        fixture, shape = parts.fixture, parts.shape
+        if shape.statement.decorator_list or self.shares_line(shape.statement):  # type: ignore[attr-defined]
+            return _none("the factory is decorated or shares its line", title)
+        reasons = [FACTORY_REASON]
+        problem = self._argument_problem(call)
+        if problem is not None:
+            if problem.startswith("none:"):
+                return _none(problem[5:], title)
+            reasons.append(problem)
+        compilation: str | None = None
+        given = next((k.value for k in call.keywords if k.arg == "compilation_config"), None)
+        if config.target == "vllm" and given is not None:
+            compilation, cc_problem = compilation_config_equivalent(given, module)
+            if cc_problem is not None:
+                if cc_problem.startswith("none:"):
+                    return _none(cc_problem[5:], title)
+                reasons.append(cc_problem)
+        wide = fixture.fixture_scope not in (None, "function")
+        if wide:
+            reasons.append(f"a {fixture.fixture_scope}-scoped fixture: the engines live as "
+                           "long as its scope")
+        use_class = wide and config.target == "bundled"
+        runner = self._group_runner(use_class)
+        removed = [s for s in ast.walk(fixture.node) if isinstance(s, ast.stmt)
+                   and s.lineno in parts.remove_lines]
+        drop = {"request"} if "request" in fixture.params and removed and not [
+            n for n in _loads(fixture.node, "request")
+            if not any(_contains(r, n) for r in removed)] else set()
+        return WrapPlan(
+            kind="engine",
+            site_line=shape.statement.lineno,
+            function_line=fixture.node.lineno,
+            end_line=parts.end_line,
+            bound_name=None,
+            remove_lines=set(parts.remove_lines),
+            add_param=None if use_class or runner in fixture.params else runner,
+            drop_params=drop,
+            use_class=use_class,
+            applicability=Applicability.UNSAFE,
+            reason="; ".join(reasons),
+            title=GROUP_TITLE,
+            call_line=call.lineno,
+            compilation_config=compilation,
+            group=replace(shape, runner=runner),
         )
 
     def _nested_cleanup(self, segment: list[ast.stmt], names: set[str], all_engines: set[str],

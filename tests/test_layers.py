@@ -22,6 +22,7 @@ LAYERS: list[set[str]] = [
     {"config"},
     {"source", "writer"},
     {"analysis", "mappings", "helper_calls"},
+    {"fixplan_groups"},
     {"fixplan", "isolateplan", "classplan"},
     {"rule", "rules"},
     {"engine", "conftest_index"},

@@ -38,6 +38,7 @@ from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
 #: Import lines each need adds, as (module, object) for ``AddImportsVisitor``.
 IMPORTS = {
     "weakref": ("weakref", None),
+    "contextlib": ("contextlib", None),
     "VllmRunner": ("lint_gpu_tests.runtime", "VllmRunner"),
     "CompilationConfig": ("vllm.config", "CompilationConfig"),
 }

@@ -24,6 +24,7 @@ from lint_gpu_tests.codemods._cst import (
     statement_code,
     weak_referent,
 )
+from lint_gpu_tests.codemods._groups import build_group_with
 from lint_gpu_tests.codemods._helper_param import prepend_arg, prepend_param
 from lint_gpu_tests.codemods._mapping import explode_helper, through_helper
 from lint_gpu_tests.config import Config
@@ -149,6 +150,11 @@ class WrapTransformer(cst.CSTTransformer):
     def _build_with(
         self, plan: WrapPlan, site: cst.BaseStatement, rest: list[cst.BaseStatement]
     ) -> cst.With:
+        if plan.group is not None:  # issue 11: one ExitStack for a group or a factory
+            group_finder = _CallFinder(self.config, self.engine_locals)
+            site.visit(group_finder)
+            return build_group_with(plan, site, group_finder.found, rest, self.config,
+                                    self.needs)
         assert isinstance(site, cst.SimpleStatementLine) and len(site.body) == 1
         small = site.body[0]
         finder = _CallFinder(self.config, self.engine_locals)

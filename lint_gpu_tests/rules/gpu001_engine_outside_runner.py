@@ -71,7 +71,8 @@ class EngineOutsideRunner(Rule):
         "when it lives in a module- or session-scoped fixture; there is no fix when it is "
         "returned, stored on `self` (helper classes aside, below), in a parameter's container or "
         "a global, or used outside "
-        "the block that builds it. A helper class that owns an engine (`self.llm = LLM(...)` in "
+        "the block that builds it.\n\n"
+        "A helper class that owns an engine (`self.llm = LLM(...)` in "
         "`__init__` or in a method it calls) becomes a context manager: the engine is still "
         "built where it was, by `VllmRunner`, `self.llm` becomes `weakref.proxy` of the "
         "runner's engine, `__enter__`/`__exit__` enter and exit the runner, the methods that "
@@ -80,6 +81,20 @@ class EngineOutsideRunner(Rule):
         "contract changes, and only this module's instances are entered); it has none when "
         "a method uses `self.llm` itself, an instance is not built as `name = Tester(...)` "
         "in a function, the class has bases or is not instantiated in the module.\n\n"
+        "Engines alive together in a list or dict the test builds "
+        "(a comprehension, or a loop appending to it) get one `with contextlib.ExitStack() "
+        "as stack:` over the container's live range, each element becoming "
+        "`weakref.proxy(stack.enter_context(vllm_runner_factory(...)).llm)`: the factory "
+        "fixture waits for device memory once, after the last runner exits (target `vllm`: "
+        "`vllm_runner`); unsafe when an element is compared by identity. A name rebound to a "
+        "new engine in each iteration of a loop or in each branch of an `if` gets one "
+        "with-block per binding, inside the loop body or the branch. A factory fixture (a "
+        "nested `def make(...)` that builds an engine, registers its shutdown and returns "
+        "it) gets an unsafe fix: the fixture's body from the `def` on goes into "
+        "`with contextlib.ExitStack() as stack:`, `make` enters a runner on the stack and "
+        "returns its proxy, and `return make` becomes `yield make`; the test then holds a "
+        "proxy, and the engines are torn down when the fixture's stack closes.\n\n"
+
         "With `fix-strategy = \"isolate\"` (or `--fix-strategy isolate`) a test is not "
         "wrapped: it gets `@create_new_process_for_each_test(\"spawn\")` (from "
         "`lint_gpu_tests.runtime`, or `tests.utils` with `target = \"vllm\"`), its manual "
@@ -218,6 +233,43 @@ def test_tester():
     tester.close()
 ''',
         ),
+        Example(
+            title="Engines alive together in a list; a name rebound in both branches",
+            source='''\
+from vllm import LLM
+
+
+def test_three_at_once():
+    llms = [LLM("facebook/opt-125m", gpu_memory_utilization=0.3) for _ in range(3)]  # error: GPU001
+    assert all(llm.generate(["Hello"]) for llm in llms)
+
+
+def test_by_branch(eager):
+    if eager:
+        llm = LLM("facebook/opt-125m", enforce_eager=True)  # error: GPU001
+        assert llm.generate(["Hello"])
+    else:
+        llm = LLM("facebook/opt-125m")  # error: GPU001
+        assert llm.generate(["Hello"])
+''',
+        ),
+        Example(
+            title="A factory fixture that builds, finalizes and returns engines",
+            source='''\
+import pytest
+from vllm import LLM
+
+
+@pytest.fixture
+def make_llm(request):
+    def make(model):
+        llm = LLM(model, enforce_eager=True)  # error: GPU001
+        request.addfinalizer(llm.llm_engine.engine_core.shutdown)  # error: GPU003
+        return llm
+
+    return make
+''',
+        ),
     )
     VALID = (
         Example(
@@ -230,6 +282,20 @@ def test_greedy(vllm_runner):
     with vllm_runner("facebook/opt-125m", enforce_eager=True) as runner:
         llm = weakref.proxy(runner.llm)
         assert llm.generate(["Hello"])
+''',
+        ),
+        Example(
+            title="Engines alive together, each entered on one ExitStack (the group fix)",
+            source='''\
+import contextlib
+import weakref
+
+
+def test_three_at_once(vllm_runner_factory):
+    with contextlib.ExitStack() as stack:
+        llms = [weakref.proxy(stack.enter_context(vllm_runner_factory(
+            "facebook/opt-125m", gpu_memory_utilization=0.3)).llm) for _ in range(3)]
+        assert all(llm.generate(["Hello"]) for llm in llms)
 ''',
         ),
         Example(
