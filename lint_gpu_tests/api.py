@@ -13,9 +13,10 @@ gets the settings of its nearest config file (:class:`~lint_gpu_tests.config.Con
 each file's bytes are read and hashed; the cache of that config (:mod:`lint_gpu_tests.cache`)
 answers for files it has seen with the same bytes and settings; the rest are checked, in
 worker processes when there are many of them. Before parsing, a byte-level prefilter
-(:func:`needles`) lets files through that cannot hold a rule violation: those are only parsed,
-to report ``GPU900`` for a syntax error, and never analysed. Fixing imports LibCST, and only
-for files that have something to fix.
+(:func:`may_hold_violation`, :mod:`lint_gpu_tests.prefilter`) keeps back the files that name
+nothing an enabled rule starts from: those are neither parsed nor analysed (so ``GPU900`` is
+reported for analysed files only). Fixing imports LibCST, and only for files that have
+something to fix.
 """
 
 from __future__ import annotations
@@ -37,12 +38,13 @@ from lint_gpu_tests.engine import (
     add_noqa,
     check_source,
     decode_source,
-    parse_source,
+    per_file_ignored_codes,
     wanted_fixes,
 )
 from lint_gpu_tests.fixloop import FixOutcome, fix_source
 from lint_gpu_tests.ftypes import FileResult, Location, Violation
 from lint_gpu_tests.output import Edit
+from lint_gpu_tests.prefilter import ENVIRONMENT_RULES, enabled_rule_codes, prefilter_for
 from lint_gpu_tests.writer import atomic_write
 
 __all__ = [
@@ -63,7 +65,6 @@ __all__ = [
     "discover_files",
     "fix_edits",
     "fix_source",
-    "needles",
     "may_hold_violation",
     "resolve_config",
 ]
@@ -83,64 +84,30 @@ def default_jobs() -> int:
 # --------------------------------------------------------------------------- prefilter
 
 
-def needles(config: Config) -> tuple[bytes, ...]:
-    """Byte strings of which every file that can hold a rule violation contains at least one.
-
-    Every rule starts from an engine construction or a runner (see
-    :mod:`lint_gpu_tests.analysis`): an engine is a call of a configured engine class, and
-    however it is imported (``from vllm import LLM as E``, ``import vllm; vllm.LLM(...)``,
-    ``from vllm.entrypoints.llm import LLM``) the class's own name appears in the file; a
-    runner is a call or parameter named after the runner fixture or a runner class, and an
-    engine fixture (GPU004's "receives an engine") is defined in the same module, so one of
-    these names is in the file too, or in a conftest (:func:`conftest_needles` adds those
-    names per file). Cleanup, isolation and attribute names are not
-    needed: they only matter in a function that owns an engine or holds a runner.
-    ``tests/test_api.py`` checks this on every rule example.
-    """
-    names: set[str] = {cls.rsplit(".", 1)[-1] for cls in config.engine_classes}
-    names.update(config.runner_classes)
-    names.add(config.runner_fixture)
-    return tuple(sorted(n.encode("utf-8") for n in names if n))
-
-
-def conftest_needles(path: str, config: Config) -> tuple[bytes, ...]:
-    """Names of engine fixtures from the conftests of ``path``: a test receiving one owns
-    an engine (GPU004), so a file naming one may hold a violation."""
-    return tuple(sorted(n.encode("utf-8") for n in conftest_engine_fixtures(path, config)))
+def may_hold_violation(source: bytes, path: str, config: Config) -> bool:
+    """Return False only when no rule ``config`` enables for ``path`` can report on
+    ``source`` (the file's raw bytes): it names nothing those rules start from (see
+    :mod:`lint_gpu_tests.prefilter`; engine fixtures from the conftests of ``path`` count).
+    Such a file is not parsed at all, so a syntax error in it is not reported (``GPU900``
+    is for files that are analysed)."""
+    codes = enabled_rule_codes(config, per_file_ignored_codes(path, config))
+    fixtures = (conftest_engine_fixtures(path, config)
+                if not ENVIRONMENT_RULES.issuperset(codes) else frozenset())
+    return prefilter_for(config, codes, fixtures).admits(source)
 
 
 def file_digest(path: str, source: bytes, config: Config) -> str:
     """Cache key of a file's results: its bytes plus the conftest engine fixtures it may
     receive (a conftest change can change a test module's violations)."""
-    extra = conftest_needles(path, config)
+    extra = sorted(n.encode("utf-8") for n in conftest_engine_fixtures(path, config))
     return content_hash(source + b"\0" + b",".join(extra) if extra else source)
 
 
-def may_hold_violation(source: bytes, found: Sequence[bytes]) -> bool:
-    """Return False only when ``source`` cannot hold a rule violation.
-
-    Conservative: a file with any non-ASCII byte (an identifier can be spelled in other
-    Unicode forms that normalise to ``LLM``) or an encoding declaration (its bytes may not
-    mean what they look like) always passes, as does one holding any of ``found``
-    (see :func:`needles`).
-    """
-    if not source.isascii() or b"coding" in source:
-        return True
-    return any(needle in source for needle in found)
-
-
 def _check_bytes(source: bytes, path: str, config: Config, prefilter: bool) -> list[Violation]:
-    """Check one file's bytes, skipping the analysis when the prefilter allows it.
-
-    A skipped file is still parsed (when ``GPU900`` is enabled) so that a syntax error is
-    reported exactly as without the prefilter.
-    """
-    if prefilter and not may_hold_violation(
-            source, needles(config) + conftest_needles(path, config)):
-        if not config.is_code_enabled(PARSE_ERROR_CODE):
-            return []
-        _, _, error = parse_source(source, path)
-        return [error] if error is not None else []
+    """Check one file's bytes; with ``prefilter``, a file no enabled rule can report on
+    (:func:`may_hold_violation`) is not even parsed."""
+    if prefilter and not may_hold_violation(source, path, config):
+        return []
     return check_source(source, path, config)
 
 
