@@ -21,13 +21,12 @@ something to fix.
 
 from __future__ import annotations
 
-import difflib
 import os
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lint_gpu_tests import conftest_index
 from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir
 from lint_gpu_tests.config import Config, ConfigError, ConfigResolver, resolve_config
 from lint_gpu_tests.conftest_index import conftest_engine_fixtures
@@ -45,7 +44,6 @@ from lint_gpu_tests.fixloop import FixOutcome, fix_source
 from lint_gpu_tests.ftypes import FileResult, Location, Violation
 from lint_gpu_tests.output import Edit
 from lint_gpu_tests.prefilter import ENVIRONMENT_RULES, enabled_rule_codes, prefilter_for
-from lint_gpu_tests.writer import atomic_write
 
 __all__ = [
     "Config",
@@ -96,10 +94,12 @@ def may_hold_violation(source: bytes, path: str, config: Config) -> bool:
     return prefilter_for(config, codes, fixtures).admits(source)
 
 
-def file_digest(path: str, source: bytes, config: Config) -> str:
+def file_digest(path: str, source: bytes, config: Config,
+                memo: conftest_index.Memo | None = None) -> str:
     """Cache key of a file's results: its bytes plus the conftest engine fixtures it may
-    receive (a conftest change can change a test module's violations)."""
-    extra = sorted(n.encode("utf-8") for n in conftest_engine_fixtures(path, config))
+    receive (a conftest change can change a test module's violations); ``memo`` as for
+    :func:`~lint_gpu_tests.conftest_index.conftest_engine_fixtures`."""
+    extra = sorted(n.encode("utf-8") for n in conftest_engine_fixtures(path, config, memo))
     return content_hash(source + b"\0" + b",".join(extra) if extra else source)
 
 
@@ -174,6 +174,8 @@ class _Outcome:
 def _error_text(path: str, exc: BaseException, verbose: bool) -> str:
     text = str(exc) if isinstance(exc, InternalError) else f"{type(exc).__name__}: {exc}"
     if verbose:
+        import traceback
+
         text += "\n" + "".join(traceback.format_exception(exc)).rstrip()
     return text
 
@@ -187,6 +189,8 @@ def unified_diff(path: str, old: bytes, new: bytes) -> str:
         except SyntaxError:
             text = data.decode("utf-8", "replace")
         return text.splitlines(keepends=True)
+
+    import difflib
 
     out: list[str] = []
     for line in difflib.unified_diff(lines(old), lines(new), fromfile=path, tofile=path):
@@ -229,6 +233,8 @@ def _fix(path: str, source: bytes, digest: str, violations: list[Violation], con
                         digest, violations)
     error = outcome.error
     if error is not None and outcome.exception is not None and mode.verbose:
+        import traceback
+
         error += "\n" + "".join(traceback.format_exception(outcome.exception)).rstrip()
     result = FileResult(path, outcome.remaining, outcome.fixed, outcome.new_source, error)
     if outcome.new_source is None:
@@ -236,6 +242,8 @@ def _fix(path: str, source: bytes, digest: str, violations: list[Violation], con
     if mode.diff:
         return _Outcome(result, digest, violations,
                         diff=unified_diff(path, source, outcome.new_source))
+    from lint_gpu_tests.writer import atomic_write  # tempfile & co: only runs that write
+
     try:
         atomic_write(path, outcome.new_source)
     except OSError as exc:
@@ -286,10 +294,17 @@ class _Caches:
         store = self._stores.get(key)
         if store is None:
             store = self._stores[key] = ResultCache(directory, key[1])
+        conftest_index.remember(config, store.conftests)
         self._by_config[id(config)] = (config, store)
         return store
 
     def save(self) -> None:
+        """Write every store, with the conftest index entries its configs' runs found."""
+        found: dict[Config, dict[str, list[str]]] = {}
+        for config, store in self._by_config.values():
+            if config not in found:  # equal configs (other roots) share what was learned
+                found[config] = conftest_index.learned(config)
+            store.store_conftests(found[config])
         for store in self._stores.values():
             store.save()
 
@@ -406,6 +421,8 @@ def add_noqa_to_files(result: RunResult) -> tuple[int, list[tuple[str, str]]]:
             source = Path(file.path).read_bytes()
             new, count = add_noqa(source, file.violations)
             if new is not None:
+                from lint_gpu_tests.writer import atomic_write
+
                 atomic_write(file.path, new)
         except (OSError, SyntaxError) as exc:
             errors.append((file.path, f"cannot add noqa: {exc}"))
@@ -477,16 +494,19 @@ def check_paths(
     done: dict[str, _Outcome] = {}
     todo: list[str] = []
     sources: dict[str, bytes] = {}
+    memo: conftest_index.Memo = {}
     for path in found.files:
         if caches is None:
             todo.append(path)
             continue
         try:
-            source = Path(path).read_bytes()
+            with open(path, "rb") as handle:
+                source = handle.read()
         except OSError:
             todo.append(path)  # reported by the worker
             continue
-        cached = caches(configs[path]).lookup(path, file_digest(path, source, configs[path]))
+        store = caches(configs[path])  # first: it loads the conftest index file_digest reads
+        cached = store.lookup(path, file_digest(path, source, configs[path], memo))
         if cached is not None and (not (fix or diff) or not wanted_fixes(cached, unsafe_fixes)):
             done[path] = _Outcome(FileResult(path, cached))
             run.cache_hits += 1

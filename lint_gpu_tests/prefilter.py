@@ -44,6 +44,7 @@ __all__ = [
     "RUNNER_FACTORY_FIXTURE",
     "Prefilter",
     "enabled_rule_codes",
+    "engine_prefilter",
     "prefilter_for",
     "rule_words",
 ]
@@ -140,6 +141,13 @@ def _comparable(source: bytes) -> bytes | None:
     except UnicodeDecodeError:
         return None
     return unicodedata.normalize("NFKC", text).encode("utf-8")
+
+
+@lru_cache(maxsize=64)
+def engine_prefilter(config: Config) -> Prefilter:
+    """The :class:`Prefilter` of a module that can provide an engine (an engine fixture in a
+    conftest): it names an engine class or a runner (:func:`rule_words`)."""
+    return Prefilter(tuple(sorted(w.encode("utf-8") for w in rule_words(config))), ())
 
 
 @lru_cache(maxsize=256)
