@@ -103,6 +103,15 @@ def file_digest(path: str, source: bytes, config: Config,
     return content_hash(source + b"\0" + b",".join(extra) if extra else source)
 
 
+def _skipped(source: bytes, path: str, config: Config) -> bool:
+    """True when the prefilter keeps ``source`` back; False also when asking fails (the
+    file's check then reports the failure)."""
+    try:
+        return not may_hold_violation(source, path, config)
+    except Exception:  # noqa: BLE001 - e.g. a per-file-ignores pattern; checked normally
+        return False
+
+
 def _check_bytes(source: bytes, path: str, config: Config, prefilter: bool) -> list[Violation]:
     """Check one file's bytes; with ``prefilter``, a file no enabled rule can report on
     (:func:`may_hold_violation`) is not even parsed."""
@@ -496,26 +505,35 @@ def check_paths(
     sources: dict[str, bytes] = {}
     memo: conftest_index.Memo = {}
     for path in found.files:
-        if caches is None:
-            todo.append(path)
-            continue
         try:
-            with open(path, "rb") as handle:
-                source = handle.read()
+            source = Path(path).read_bytes()
         except OSError:
             todo.append(path)  # reported by the worker
             continue
-        store = caches(configs[path])  # first: it loads the conftest index file_digest reads
-        cached = store.lookup(path, file_digest(path, source, configs[path], memo))
-        if cached is not None and (not (fix or diff) or not wanted_fixes(cached, unsafe_fixes)):
-            done[path] = _Outcome(FileResult(path, cached))
-            run.cache_hits += 1
+        digest = None
+        if caches is not None:
+            store = caches(configs[path])  # first: it loads the conftest index digests read
+            digest = file_digest(path, source, configs[path], memo)
+            cached = store.lookup(path, digest)
+            if cached is not None and (not (fix or diff)
+                                       or not wanted_fixes(cached, unsafe_fixes)):
+                done[path] = _Outcome(FileResult(path, cached))
+                run.cache_hits += 1
+                if progress is not None:
+                    progress(1)
+                continue
+        if prefilter and _skipped(source, path, configs[path]):
+            # Decided here, before any worker starts: only files to analyse count towards
+            # the parallel threshold, and workers inherit the conftest index built here.
+            done[path] = _Outcome(FileResult(path, []))
+            if caches is not None and digest is not None:
+                caches(configs[path]).store(path, digest, [])
             if progress is not None:
                 progress(1)
-        else:
-            todo.append(path)
-            if len(todo) <= parallel_threshold:
-                sources[path] = source
+            continue
+        todo.append(path)
+        if len(todo) <= parallel_threshold:
+            sources[path] = source
     workers = jobs if jobs is not None else default_jobs()
     if workers > 1 and len(todo) > parallel_threshold:
         sources.clear()
