@@ -82,14 +82,15 @@ def default_jobs() -> int:
 # --------------------------------------------------------------------------- prefilter
 
 
-def may_hold_violation(source: bytes, path: str, config: Config) -> bool:
+def may_hold_violation(source: bytes, path: str, config: Config,
+                       memo: conftest_index.Memo | None = None) -> bool:
     """Return False only when no rule ``config`` enables for ``path`` can report on
     ``source`` (the file's raw bytes): it names nothing those rules start from (see
     :mod:`lint_gpu_tests.prefilter`; engine fixtures from the conftests of ``path`` count).
     Such a file is not parsed at all, so a syntax error in it is not reported (``GPU900``
-    is for files that are analysed)."""
+    is for files that are analysed). ``memo`` as for :func:`file_digest`."""
     codes = enabled_rule_codes(config, per_file_ignored_codes(path, config))
-    fixtures = (conftest_engine_fixtures(path, config)
+    fixtures = (conftest_engine_fixtures(path, config, memo)
                 if not ENVIRONMENT_RULES.issuperset(codes) else frozenset())
     return prefilter_for(config, codes, fixtures).admits(source)
 
@@ -103,11 +104,11 @@ def file_digest(path: str, source: bytes, config: Config,
     return content_hash(source + b"\0" + b",".join(extra) if extra else source)
 
 
-def _skipped(source: bytes, path: str, config: Config) -> bool:
+def _skipped(source: bytes, path: str, config: Config, memo: conftest_index.Memo) -> bool:
     """True when the prefilter keeps ``source`` back; False also when asking fails (the
     file's check then reports the failure)."""
     try:
-        return not may_hold_violation(source, path, config)
+        return not may_hold_violation(source, path, config, memo)
     except Exception:  # noqa: BLE001 - e.g. a per-file-ignores pattern; checked normally
         return False
 
@@ -522,7 +523,7 @@ def check_paths(
                 if progress is not None:
                     progress(1)
                 continue
-        if prefilter and _skipped(source, path, configs[path]):
+        if prefilter and _skipped(source, path, configs[path], memo):
             # Decided here, before any worker starts: only files to analyse count towards
             # the parallel threshold, and workers inherit the conftest index built here.
             done[path] = _Outcome(FileResult(path, []))

@@ -54,8 +54,9 @@ def _conftests_from(directory: str) -> tuple[str, ...]:
 
 
 Memo = dict[tuple[str, int], frozenset[str]]
-"""(conftest path, ``id`` of the config) -> its engine fixtures, for one run: a run that
-holds one stats each conftest once, not once per test module below it."""
+"""(conftest path, or a test module's directory with a trailing separator; ``id`` of the
+config) -> engine fixtures, for one run over files on disk: a run that holds one stats each
+conftest once, and looks the conftests up once per directory, not once per module."""
 
 
 def conftest_engine_fixtures(path: str, config: Config, memo: Memo | None = None
@@ -63,8 +64,19 @@ def conftest_engine_fixtures(path: str, config: Config, memo: Memo | None = None
     """Names of the fixtures in the conftests of ``path`` that provide an engine (or a
     runner's engine), for GPU004. Unreadable or unparsable conftests count as empty.
     ``memo`` (see :data:`Memo`; its configs must outlive it) keeps what one run found."""
+    if memo is not None and os.path.basename(path) != "conftest.py":
+        key = (os.path.join(os.path.dirname(path), ""), id(config))
+        known = memo.get(key)
+        if known is None:
+            known = memo[key] = _engine_fixtures(conftest_files(path), config, memo)
+        return known
+    return _engine_fixtures(conftest_files(path), config, memo)
+
+
+def _engine_fixtures(conftests: list[str], config: Config, memo: Memo | None
+                     ) -> frozenset[str]:
     names: frozenset[str] = frozenset()
-    for conftest in conftest_files(path):
+    for conftest in conftests:
         key = (conftest, id(config))
         found = memo.get(key) if memo is not None else None
         if found is None:
