@@ -2,13 +2,18 @@
 
 Usage (from the repository root, after ``make install-test``)::
 
-    .venv/bin/python benchmarks/run.py --tree /path/to/vllm-gaudi/tests \\
-        --tree /path/to/vllm-spyre/tests --generated 20000 --rounds 5
+    .venv/bin/python benchmarks/run.py --tree /path/to/vllm-ascend/tests --generated 0 \\
+        --no-flake8
 
 What it times, in one process and alternating (round 1 runs every command once, then round 2,
 ...), so that drifting machine load hits every command alike:
 
-* ``gpu-test-lint check`` cold (cache directory emptied first) and warm (cache filled);
+* ``gpu-test-lint check`` cold (``--no-cache``) and warm (cache filled);
+* the floors a Python checker cannot beat (issue 13), as commands of their own:
+  ``benchmarks/floor_cold.py`` (start Python, read every file, ``ast.parse`` those naming an
+  engine or a runner; with ``--environ`` also those naming ``os.environ``, which GPU008 needs)
+  and ``benchmarks/floor_warm.py`` (start Python, read and hash every file); the report gives
+  ours / floor for both, with the goals (cold <= 1.5x, warm <= 2x);
 * ``ruff check --select E9,F`` cold and warm (its own cache, emptied the same way);
 * flake8 with the gpu-test-lint plugin (``--extend-select GPU``) and without it (the plugin
   dropped from flake8's plugin list by ``benchmarks/flake8_toggle.py``), both with flake8's
@@ -26,6 +31,7 @@ quarter, half and all of the generated tree to show the growth is linear.
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import shutil
 import statistics
@@ -79,15 +85,20 @@ def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
            str(gpu_cache), *paths]
     ruff = [str(BIN / "ruff"), "check", "--select", "E9,F", "--exit-zero", "-q",
             "--cache-dir", str(ruff_cache), *paths]
+    floor_cold = [sys.executable, str(HERE / "floor_cold.py"), *paths]
     out = [
-        Command(f"{label}: gpu-test-lint cold", gpu, cwd, clear=gpu_cache),
+        Command(f"{label}: gpu-test-lint cold", [*gpu[:2], "--no-cache", *gpu[2:]], cwd),
+        Command(f"{label}: floor cold", floor_cold, cwd),
+        Command(f"{label}: floor cold + environ", [*floor_cold[:2], "--environ", *paths], cwd),
         Command(f"{label}: ruff cold", ruff, cwd, clear=ruff_cache),
         Command(f"{label}: gpu-test-lint warm", gpu, cwd),
+        Command(f"{label}: floor warm", [sys.executable, str(HERE / "floor_warm.py"), *paths],
+                cwd),
         Command(f"{label}: ruff warm", ruff, cwd),
     ]
     if jobs1:
         out.append(Command(f"{label}: gpu-test-lint cold --jobs 1",
-                           [*gpu[:2], "--jobs", "1", *gpu[2:]], cwd, clear=gpu_cache))
+                           [*gpu[:2], "--no-cache", "--jobs", "1", *gpu[2:]], cwd))
     if flake8:
         toggle = [sys.executable, str(HERE / "flake8_toggle.py")]
         out += [
@@ -115,6 +126,11 @@ def report(commands: Sequence[Command], label: str) -> list[str]:
                      f"{command.peak_kib / 1024:.0f} |")
     lines += [
         "",
+        f"- cold ratio gpu-test-lint / floor: {ratio('gpu-test-lint cold', 'floor cold')}"
+        f" (goal <= 1.5x); / floor + environ: "
+        f"{ratio('gpu-test-lint cold', 'floor cold + environ')}",
+        f"- warm ratio gpu-test-lint / floor: {ratio('gpu-test-lint warm', 'floor warm')}"
+        " (goal <= 2x)",
         f"- cold ratio gpu-test-lint / ruff: {ratio('gpu-test-lint cold', 'ruff cold')}"
         " (target <= 3x)",
         f"- warm ratio gpu-test-lint / ruff: {ratio('gpu-test-lint warm', 'ruff warm')}"
@@ -155,14 +171,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a real tests/ tree (repeatable); copied into the scratch dir")
     parser.add_argument("--generated", type=int, default=20000,
                         help="files in the generated tree (0: none)")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--generated-rounds", type=int, default=3)
     parser.add_argument("--no-flake8-generated", action="store_true",
                         help="skip flake8 on the generated tree (slow)")
+    parser.add_argument("--no-flake8", action="store_true", help="skip the flake8 rows")
     parser.add_argument("--scaling", action="store_true")
     parser.add_argument("--out", type=Path, help="also write the Markdown report here")
     args = parser.parse_args(argv)
 
+    # This container sets PYTHONDONTWRITEBYTECODE=1: compile once, or every run recompiles.
+    compileall.compile_dir(str(HERE.parent / "lint_gpu_tests"), quiet=1)
     lines = [f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
              f"{subprocess.check_output([str(BIN / 'ruff'), '--version'], text=True).strip()}, "
              f"flake8 {subprocess.check_output([sys.executable, '-m', 'flake8', '--version'], text=True).split()[0]}",  # noqa: E501
@@ -179,15 +198,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 names.append(name)
             count = sum(1 for _ in real.rglob("*.py"))
             label = f"real trees ({', '.join(names)}; {count} files)"
-            groups.append((label, commands_for(label, names, real, scratch, True, True),
-                           args.rounds))
+            groups.append((label, commands_for(label, names, real, scratch,
+                                               not args.no_flake8, True), args.rounds))
         if args.generated:
             gen = scratch / "generated"
             subprocess.run([sys.executable, str(HERE / "gen_tree.py"), str(gen),
                             str(args.generated)], check=True)
             label = f"generated tree ({args.generated} files)"
             groups.append((label, commands_for(label, ["."], gen, scratch,
-                                               not args.no_flake8_generated, True),
+                                               not (args.no_flake8_generated
+                                                    or args.no_flake8), True),
                            args.generated_rounds))
         for label, commands, rounds in groups:
             for command in commands:  # warm-up: fills caches for the warm rows

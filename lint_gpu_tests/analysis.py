@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.config import REEXPORTS, Config
+from lint_gpu_tests.source import parent_index, walk_nodes
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -212,9 +213,7 @@ class ModuleAnalysis:
         return module
 
     def _index_parents(self) -> None:
-        for parent in ast.walk(self.tree):
-            for child in ast.iter_child_nodes(parent):
-                self.parents[id(child)] = parent
+        self.parents = parent_index(self.tree)
 
     def parent(self, node: ast.AST) -> ast.AST | None:
         """The syntactic parent of ``node`` (``None`` for the module). The index is built on
@@ -591,13 +590,14 @@ def iter_statements(body: list[ast.stmt], *, definitions: bool = True) -> Iterat
 def walk_function(func: FunctionNode) -> Iterator[ast.AST]:
     """Walk ``func``'s body without descending into nested functions or classes
     (lambdas are walked: they run in the function's scope of references)."""
-    stack: list[ast.AST] = list(reversed(func.body))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    return iter(walk_nodes(func.body, _SCOPES))
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+#: Nodes the walker never needs to enter: names, constants and the operator/context
+#: singletons hold no call, function, class, ``if`` or ``with``.
+_WALKER_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.unaryop,
+                  ast.boolop, ast.cmpop, ast.alias, ast.Import, ast.ImportFrom, ast.Pass)
 
 
 def fixture_decorator(func: FunctionNode) -> ast.expr | None:
@@ -721,6 +721,20 @@ class _Walker(ast.NodeVisitor):
         self.class_stack: list[ast.ClassDef] = []
         self.raises_bodies: set[int] = set()
         self.main_depth = 0
+
+    def generic_visit(self, node: ast.AST) -> None:
+        """Visit the children of ``node``, skipping leaves that cannot hold what the walker
+        records (the same visits as :class:`ast.NodeVisitor`'s, at about half the cost)."""
+        visit, node_type, leaves = self.visit, ast.AST, _WALKER_LEAVES
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, node_type):
+                if not isinstance(value, leaves):
+                    visit(value)
+            elif value.__class__ is list:
+                for item in value:
+                    if isinstance(item, node_type) and not isinstance(item, leaves):
+                        visit(item)
 
     # functions and classes ---------------------------------------------------
     def visit_ClassDef(self, node: ast.ClassDef) -> None:

@@ -13,20 +13,20 @@ gets the settings of its nearest config file (:class:`~lint_gpu_tests.config.Con
 each file's bytes are read and hashed; the cache of that config (:mod:`lint_gpu_tests.cache`)
 answers for files it has seen with the same bytes and settings; the rest are checked, in
 worker processes when there are many of them. Before parsing, a byte-level prefilter
-(:func:`needles`) lets files through that cannot hold a rule violation: those are only parsed,
-to report ``GPU900`` for a syntax error, and never analysed. Fixing imports LibCST, and only
-for files that have something to fix.
+(:func:`may_hold_violation`, :mod:`lint_gpu_tests.prefilter`) keeps back the files that name
+nothing an enabled rule starts from: those are neither parsed nor analysed (so ``GPU900`` is
+reported for analysed files only). Fixing imports LibCST, and only for files that have
+something to fix.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lint_gpu_tests import conftest_index
 from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir
 from lint_gpu_tests.config import Config, ConfigError, ConfigResolver, resolve_config
 from lint_gpu_tests.conftest_index import conftest_engine_fixtures
@@ -37,13 +37,13 @@ from lint_gpu_tests.engine import (
     add_noqa,
     check_source,
     decode_source,
-    parse_source,
+    per_file_ignored_codes,
     wanted_fixes,
 )
 from lint_gpu_tests.fixloop import FixOutcome, fix_source
 from lint_gpu_tests.ftypes import FileResult, Location, Violation
 from lint_gpu_tests.output import Edit
-from lint_gpu_tests.writer import atomic_write
+from lint_gpu_tests.prefilter import ENVIRONMENT_RULES, enabled_rule_codes, prefilter_for
 
 __all__ = [
     "Config",
@@ -63,7 +63,6 @@ __all__ = [
     "discover_files",
     "fix_edits",
     "fix_source",
-    "needles",
     "may_hold_violation",
     "resolve_config",
 ]
@@ -83,64 +82,42 @@ def default_jobs() -> int:
 # --------------------------------------------------------------------------- prefilter
 
 
-def needles(config: Config) -> tuple[bytes, ...]:
-    """Byte strings of which every file that can hold a rule violation contains at least one.
-
-    Every rule starts from an engine construction or a runner (see
-    :mod:`lint_gpu_tests.analysis`): an engine is a call of a configured engine class, and
-    however it is imported (``from vllm import LLM as E``, ``import vllm; vllm.LLM(...)``,
-    ``from vllm.entrypoints.llm import LLM``) the class's own name appears in the file; a
-    runner is a call or parameter named after the runner fixture or a runner class, and an
-    engine fixture (GPU004's "receives an engine") is defined in the same module, so one of
-    these names is in the file too, or in a conftest (:func:`conftest_needles` adds those
-    names per file). Cleanup, isolation and attribute names are not
-    needed: they only matter in a function that owns an engine or holds a runner.
-    ``tests/test_api.py`` checks this on every rule example.
-    """
-    names: set[str] = {cls.rsplit(".", 1)[-1] for cls in config.engine_classes}
-    names.update(config.runner_classes)
-    names.add(config.runner_fixture)
-    return tuple(sorted(n.encode("utf-8") for n in names if n))
+def may_hold_violation(source: bytes, path: str, config: Config,
+                       memo: conftest_index.Memo | None = None) -> bool:
+    """Return False only when no rule ``config`` enables for ``path`` can report on
+    ``source`` (the file's raw bytes): it names nothing those rules start from (see
+    :mod:`lint_gpu_tests.prefilter`; engine fixtures from the conftests of ``path`` count).
+    Such a file is not parsed at all, so a syntax error in it is not reported (``GPU900``
+    is for files that are analysed). ``memo`` as for :func:`file_digest`."""
+    codes = enabled_rule_codes(config, per_file_ignored_codes(path, config))
+    fixtures = (conftest_engine_fixtures(path, config, memo)
+                if not ENVIRONMENT_RULES.issuperset(codes) else frozenset())
+    return prefilter_for(config, codes, fixtures).admits(source)
 
 
-def conftest_needles(path: str, config: Config) -> tuple[bytes, ...]:
-    """Names of engine fixtures from the conftests of ``path``: a test receiving one owns
-    an engine (GPU004), so a file naming one may hold a violation."""
-    return tuple(sorted(n.encode("utf-8") for n in conftest_engine_fixtures(path, config)))
-
-
-def file_digest(path: str, source: bytes, config: Config) -> str:
+def file_digest(path: str, source: bytes, config: Config,
+                memo: conftest_index.Memo | None = None) -> str:
     """Cache key of a file's results: its bytes plus the conftest engine fixtures it may
-    receive (a conftest change can change a test module's violations)."""
-    extra = conftest_needles(path, config)
+    receive (a conftest change can change a test module's violations); ``memo`` as for
+    :func:`~lint_gpu_tests.conftest_index.conftest_engine_fixtures`."""
+    extra = sorted(n.encode("utf-8") for n in conftest_engine_fixtures(path, config, memo))
     return content_hash(source + b"\0" + b",".join(extra) if extra else source)
 
 
-def may_hold_violation(source: bytes, found: Sequence[bytes]) -> bool:
-    """Return False only when ``source`` cannot hold a rule violation.
-
-    Conservative: a file with any non-ASCII byte (an identifier can be spelled in other
-    Unicode forms that normalise to ``LLM``) or an encoding declaration (its bytes may not
-    mean what they look like) always passes, as does one holding any of ``found``
-    (see :func:`needles`).
-    """
-    if not source.isascii() or b"coding" in source:
-        return True
-    return any(needle in source for needle in found)
+def _skipped(source: bytes, path: str, config: Config, memo: conftest_index.Memo) -> bool:
+    """True when the prefilter keeps ``source`` back; False also when asking fails (the
+    file's check then reports the failure)."""
+    try:
+        return not may_hold_violation(source, path, config, memo)
+    except Exception:  # noqa: BLE001 - e.g. a per-file-ignores pattern; checked normally
+        return False
 
 
 def _check_bytes(source: bytes, path: str, config: Config, prefilter: bool) -> list[Violation]:
-    """Check one file's bytes, skipping the analysis when the prefilter allows it.
-
-    A skipped file is still parsed (when ``GPU900`` is enabled) so that a syntax error is
-    reported exactly as without the prefilter.
-    """
-    if prefilter and not may_hold_violation(
-            source, needles(config) + conftest_needles(path, config)):
-        if not config.is_code_enabled(PARSE_ERROR_CODE):
-            return []
-        _, _, error = parse_source(source, path)
-        return [error] if error is not None else []
+    """Check one file's bytes; with ``prefilter``, a file no enabled rule can report on
+    (:func:`may_hold_violation`) is not even parsed."""
+    if prefilter and not may_hold_violation(source, path, config):
+        return []
     return check_source(source, path, config)
 
 
@@ -207,6 +184,8 @@ class _Outcome:
 def _error_text(path: str, exc: BaseException, verbose: bool) -> str:
     text = str(exc) if isinstance(exc, InternalError) else f"{type(exc).__name__}: {exc}"
     if verbose:
+        import traceback
+
         text += "\n" + "".join(traceback.format_exception(exc)).rstrip()
     return text
 
@@ -220,6 +199,8 @@ def unified_diff(path: str, old: bytes, new: bytes) -> str:
         except SyntaxError:
             text = data.decode("utf-8", "replace")
         return text.splitlines(keepends=True)
+
+    import difflib
 
     out: list[str] = []
     for line in difflib.unified_diff(lines(old), lines(new), fromfile=path, tofile=path):
@@ -262,6 +243,8 @@ def _fix(path: str, source: bytes, digest: str, violations: list[Violation], con
                         digest, violations)
     error = outcome.error
     if error is not None and outcome.exception is not None and mode.verbose:
+        import traceback
+
         error += "\n" + "".join(traceback.format_exception(outcome.exception)).rstrip()
     result = FileResult(path, outcome.remaining, outcome.fixed, outcome.new_source, error)
     if outcome.new_source is None:
@@ -269,6 +252,8 @@ def _fix(path: str, source: bytes, digest: str, violations: list[Violation], con
     if mode.diff:
         return _Outcome(result, digest, violations,
                         diff=unified_diff(path, source, outcome.new_source))
+    from lint_gpu_tests.writer import atomic_write  # tempfile & co: only runs that write
+
     try:
         atomic_write(path, outcome.new_source)
     except OSError as exc:
@@ -319,10 +304,17 @@ class _Caches:
         store = self._stores.get(key)
         if store is None:
             store = self._stores[key] = ResultCache(directory, key[1])
+        conftest_index.remember(config, store.conftests)
         self._by_config[id(config)] = (config, store)
         return store
 
     def save(self) -> None:
+        """Write every store, with the conftest index entries its configs' runs found."""
+        found: dict[Config, dict[str, list[str]]] = {}
+        for config, store in self._by_config.values():
+            if config not in found:  # equal configs (other roots) share what was learned
+                found[config] = conftest_index.learned(config)
+            store.store_conftests(found[config])
         for store in self._stores.values():
             store.save()
 
@@ -439,6 +431,8 @@ def add_noqa_to_files(result: RunResult) -> tuple[int, list[tuple[str, str]]]:
             source = Path(file.path).read_bytes()
             new, count = add_noqa(source, file.violations)
             if new is not None:
+                from lint_gpu_tests.writer import atomic_write
+
                 atomic_write(file.path, new)
         except (OSError, SyntaxError) as exc:
             errors.append((file.path, f"cannot add noqa: {exc}"))
@@ -510,25 +504,37 @@ def check_paths(
     done: dict[str, _Outcome] = {}
     todo: list[str] = []
     sources: dict[str, bytes] = {}
+    memo: conftest_index.Memo = {}
     for path in found.files:
-        if caches is None:
-            todo.append(path)
-            continue
         try:
             source = Path(path).read_bytes()
         except OSError:
             todo.append(path)  # reported by the worker
             continue
-        cached = caches(configs[path]).lookup(path, file_digest(path, source, configs[path]))
-        if cached is not None and (not (fix or diff) or not wanted_fixes(cached, unsafe_fixes)):
-            done[path] = _Outcome(FileResult(path, cached))
-            run.cache_hits += 1
+        digest = None
+        if caches is not None:
+            store = caches(configs[path])  # first: it loads the conftest index digests read
+            digest = file_digest(path, source, configs[path], memo)
+            cached = store.lookup(path, digest)
+            if cached is not None and (not (fix or diff)
+                                       or not wanted_fixes(cached, unsafe_fixes)):
+                done[path] = _Outcome(FileResult(path, cached))
+                run.cache_hits += 1
+                if progress is not None:
+                    progress(1)
+                continue
+        if prefilter and _skipped(source, path, configs[path], memo):
+            # Decided here, before any worker starts: only files to analyse count towards
+            # the parallel threshold, and workers inherit the conftest index built here.
+            done[path] = _Outcome(FileResult(path, []))
+            if caches is not None and digest is not None:
+                caches(configs[path]).store(path, digest, [])
             if progress is not None:
                 progress(1)
-        else:
-            todo.append(path)
-            if len(todo) <= parallel_threshold:
-                sources[path] = source
+            continue
+        todo.append(path)
+        if len(todo) <= parallel_threshold:
+            sources[path] = source
     workers = jobs if jobs is not None else default_jobs()
     if workers > 1 and len(todo) > parallel_threshold:
         sources.clear()

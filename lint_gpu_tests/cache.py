@@ -5,7 +5,9 @@ The cache lives in ``.gpu-test-lint-cache/`` at the config root (or ``--cache-di
 version and config fingerprint, ``<version>/<fingerprint>.json``, maps a file's absolute path
 to the BLAKE2 hash of its bytes and the violations found in those bytes. An entry is used only
 when the hash of the file's current bytes matches, so an edit, a config change (another
-fingerprint) or an upgrade (another version) can never serve stale results.
+fingerprint) or an upgrade (another version) can never serve stale results. The same file
+keeps the conftest index (:mod:`lint_gpu_tests.conftest_index`): the hash of each
+``conftest.py``'s bytes -> the engine fixtures it defines, so a warm run parses no conftest.
 
 Concurrent runs are safe: a cache file is written to a temporary file in the same directory and
 moved into place with :func:`os.replace`, so readers see either the old or the new file, never a
@@ -26,7 +28,6 @@ from typing import Any
 
 from lint_gpu_tests import __version__
 from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation
-from lint_gpu_tests.writer import atomic_write
 
 CACHE_DIR_NAME = ".gpu-test-lint-cache"
 CACHE_DIR_ENV = "GPU_TEST_LINT_CACHE_DIR"
@@ -107,18 +108,35 @@ class ResultCache:
         """Open (lazily create) the cache for ``fingerprint`` under ``directory``."""
         self.directory = directory
         self.file = directory / __version__ / f"{fingerprint}-{code_stamp()}.json"
-        self._entries: dict[str, list[Any]] = self._read()
+        self._entries, self._conftests = self._read()
         self._dirty: dict[str, list[Any]] = {}
+        self._new_conftests: dict[str, list[str]] = {}
 
-    def _read(self) -> dict[str, list[Any]]:
+    def _read(self) -> tuple[dict[str, list[Any]], dict[str, list[str]]]:
         try:
             data = json.loads(self.file.read_bytes())
         except (OSError, ValueError):
-            return {}
+            return {}, {}
         if not isinstance(data, dict) or data.get("format") != _FORMAT:
-            return {}
+            return {}, {}
         entries = data.get("entries")
-        return entries if isinstance(entries, dict) else {}
+        conftests = data.get("conftests")
+        return (entries if isinstance(entries, dict) else {},
+                {k: v for k, v in conftests.items()
+                 if isinstance(v, list) and all(isinstance(n, str) for n in v)}
+                if isinstance(conftests, dict) else {})
+
+    @property
+    def conftests(self) -> dict[str, list[str]]:
+        """The conftest index kept here: content hash -> engine fixture names."""
+        return self._conftests
+
+    def store_conftests(self, entries: dict[str, list[str]]) -> None:
+        """Keep conftest index entries (content hash -> fixture names) for later runs."""
+        for digest, names in entries.items():
+            if self._conftests.get(digest) != names:
+                self._conftests[digest] = names
+                self._new_conftests[digest] = names
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -151,24 +169,29 @@ class ResultCache:
 
         Never raises for I/O errors (a read-only checkout simply runs uncached).
         """
-        if not self._dirty:
+        if not self._dirty and not self._new_conftests:
             return
+        from lint_gpu_tests.writer import atomic_write  # tempfile & co: only runs that write
+
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             _mark_cache_dir(self.directory)
-            merged = self._read()
+            merged, conftests = self._read()
             merged.update(self._dirty)
-            payload = json.dumps({"format": _FORMAT, "version": __version__, "entries": merged},
-                                 separators=(",", ":")).encode()
+            conftests.update(self._new_conftests)
+            payload = json.dumps({"format": _FORMAT, "version": __version__, "entries": merged,
+                                  "conftests": conftests}, separators=(",", ":")).encode()
             atomic_write(self.file, payload)
         except OSError:
             return
-        self._entries = merged
-        self._dirty = {}
+        self._entries, self._conftests = merged, conftests
+        self._dirty, self._new_conftests = {}, {}
 
 
 def _mark_cache_dir(directory: Path) -> None:
     """Add a ``.gitignore`` and a ``CACHEDIR.TAG`` as ruff does, once."""
+    from lint_gpu_tests.writer import atomic_write
+
     gitignore = directory / ".gitignore"
     if not gitignore.exists():
         atomic_write(gitignore, b"# Automatically created by gpu-test-lint.\n*\n")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -252,6 +251,8 @@ def check_command(
         raise
     except BaseException as exc:  # noqa: BLE001 - one line unless --verbose
         if verbose:
+            import traceback
+
             traceback.print_exc()
         fail(f"internal error: {type(exc).__name__}: {exc}")
     sys.exit(code)

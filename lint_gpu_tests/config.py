@@ -11,7 +11,6 @@ anchored at the directory of the file that sets them. :class:`ConfigResolver` do
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
 import os
@@ -19,12 +18,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 DEFAULT_ENGINE_CLASSES = ("vllm.LLM",)
 #: Where vLLM defines what it re-exports: a name imported from the defining module is the
@@ -179,6 +174,8 @@ def selector_problem(selector: str) -> str | None:
     known = known_codes()
     if selector.upper() == "ALL" or any(code.startswith(selector.upper()) for code in known):
         return None
+    import difflib  # only for a bad selector
+
     close = difflib.get_close_matches(selector.upper(), known, n=1, cutoff=0.85)
     hint = f" (did you mean `{close[0]}`?)" if close else ""
     return f"`{selector}` is not a rule code or prefix{hint}"
@@ -249,6 +246,8 @@ def config_from_table(table: Mapping[str, object], source: str, root: str = ".")
                 for pattern, codes in value.items()
             )
         else:
+            import difflib  # only for an unknown key
+
             close = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1)
             hint = f" (did you mean `{close[0]}`?)" if close else ""
             raise ConfigError(f"{source}: unknown key `{key}` in [tool.gpu-test-lint]{hint}")
@@ -264,6 +263,15 @@ def config_from_table(table: Mapping[str, object], source: str, root: str = ".")
     return Config(**kwargs)
 
 
+def _tomllib() -> ModuleType:
+    """The TOML reader, imported when a config file is read (a run without one skips it)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    return tomllib
+
+
 def load_config_file(path: Path) -> Config:
     """Load settings from ``path`` (a ``pyproject.toml`` or ``.gpu-test-lint.toml``).
 
@@ -273,6 +281,7 @@ def load_config_file(path: Path) -> Config:
     Raises:
         ConfigError: when the file cannot be read or parsed, or has a bad key or value.
     """
+    tomllib = _tomllib()
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -301,6 +310,7 @@ def _has_table(pyproject: Path) -> bool:
         return False
     if "gpu-test-lint" not in text:
         return False
+    tomllib = _tomllib()
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -309,19 +319,19 @@ def _has_table(pyproject: Path) -> bool:
     return isinstance(tool, dict) and "gpu-test-lint" in tool
 
 
-def config_file_in(directory: Path) -> Path | None:
+def config_file_in(directory: str | os.PathLike[str]) -> Path | None:
     """The config file of ``directory`` itself: ``.gpu-test-lint.toml``, else a
     ``pyproject.toml`` with a ``[tool.gpu-test-lint]`` table, else ``None``.
 
     Raises:
         ConfigError: as :func:`_has_table`.
     """
-    dedicated = directory / ".gpu-test-lint.toml"
-    if dedicated.is_file():
-        return dedicated
-    pyproject = directory / "pyproject.toml"
-    if pyproject.is_file() and _has_table(pyproject):
-        return pyproject
+    dedicated = os.path.join(directory, ".gpu-test-lint.toml")  # os.path: once per directory
+    if os.path.isfile(dedicated):
+        return Path(dedicated)
+    pyproject = os.path.join(directory, "pyproject.toml")
+    if os.path.isfile(pyproject) and _has_table(Path(pyproject)):
+        return Path(pyproject)
     return None
 
 
@@ -436,7 +446,7 @@ class ConfigResolver:
         cached = self._by_dir.get(key)
         if cached is not None:
             return cached
-        found = config_file_in(Path(key))
+        found = config_file_in(key)
         if found is not None:
             config = self._load(found)
         else:

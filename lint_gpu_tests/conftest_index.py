@@ -4,16 +4,27 @@ GPU004 fires in a function that *receives* an engine from a fixture (SPEC §3). 
 fixtures usually live in a ``conftest.py`` beside or above the test module, so the checker
 reads those too: every ``conftest.py`` from the module's directory up to the project root
 (the first directory holding ``pyproject.toml``, ``setup.cfg``, ``tox.ini``, ``pytest.ini``
-or ``.git``, as pytest's rootdir search does). Each conftest is parsed once per run and
-cached by its path, size and modification time.
+or ``.git``, as pytest's rootdir search does). Each conftest is read once per process (memoised
+by its path, size and modification time) and parsed only when its content is new: the names
+found are kept by the BLAKE2b hash of its bytes, and the result cache persists that index
+(:func:`remember` loads it, :func:`learned` hands back what a run found), so a warm run
+parses no conftest at all.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 from lint_gpu_tests.config import Config
+from lint_gpu_tests.prefilter import engine_prefilter
+
+_KNOWN: dict[tuple[Config, str], frozenset[str]] = {}
+"""(config, content hash of a conftest) -> the engine fixtures it defines."""
+_LEARNED: dict[Config, dict[str, list[str]]] = {}
+"""Entries found by parsing since the last :func:`learned` call, per config."""
 
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "tox.ini", "pytest.ini", ".git")
 MAX_LEVELS = 32
@@ -42,33 +53,78 @@ def _conftests_from(directory: str) -> tuple[str, ...]:
     return here + _conftests_from(parent)
 
 
-def conftest_engine_fixtures(path: str, config: Config) -> frozenset[str]:
+Memo = dict[tuple[str, int], frozenset[str]]
+"""(conftest path, or a test module's directory with a trailing separator; ``id`` of the
+config) -> engine fixtures, for one run over files on disk: a run that holds one stats each
+conftest once, and looks the conftests up once per directory, not once per module."""
+
+
+def conftest_engine_fixtures(path: str, config: Config, memo: Memo | None = None
+                             ) -> frozenset[str]:
     """Names of the fixtures in the conftests of ``path`` that provide an engine (or a
-    runner's engine), for GPU004. Unreadable or unparsable conftests count as empty."""
-    names: set[str] = set()
-    for conftest in conftest_files(path):
-        try:
-            stat = os.stat(conftest)
-        except OSError:
-            continue
-        names |= _fixtures_of(conftest, stat.st_size, stat.st_mtime_ns, config)
-    return frozenset(names)
+    runner's engine), for GPU004. Unreadable or unparsable conftests count as empty.
+    ``memo`` (see :data:`Memo`; its configs must outlive it) keeps what one run found."""
+    if memo is not None and os.path.basename(path) != "conftest.py":
+        key = (os.path.join(os.path.dirname(path), ""), id(config))
+        known = memo.get(key)
+        if known is None:
+            known = memo[key] = _engine_fixtures(conftest_files(path), config, memo)
+        return known
+    return _engine_fixtures(conftest_files(path), config, memo)
+
+
+def _engine_fixtures(conftests: list[str], config: Config, memo: Memo | None
+                     ) -> frozenset[str]:
+    names: frozenset[str] = frozenset()
+    for conftest in conftests:
+        key = (conftest, id(config))
+        found = memo.get(key) if memo is not None else None
+        if found is None:
+            try:
+                stat = os.stat(conftest)
+            except OSError:
+                continue
+            found = _fixtures_of(conftest, stat.st_size, stat.st_mtime_ns, config)
+            if memo is not None:
+                memo[key] = found
+        names = names | found if found else names
+    return names
+
+
+def remember(config: Config, entries: Mapping[str, Iterable[str]]) -> None:
+    """Take ``entries`` (content hash -> fixture names, as :func:`learned` gave them, e.g.
+    from the result cache of ``config``) as known: a conftest with those bytes is not parsed."""
+    for digest, names in entries.items():
+        _KNOWN.setdefault((config, digest), frozenset(names))
+
+
+def learned(config: Config) -> dict[str, list[str]]:
+    """The entries (content hash -> sorted fixture names) found by parsing conftests under
+    ``config`` since the last call, for the result cache to keep."""
+    return _LEARNED.pop(config, {})
 
 
 @lru_cache(maxsize=256)
 def _fixtures_of(conftest: str, size: int, mtime_ns: int, config: Config) -> frozenset[str]:
-    from lint_gpu_tests.analysis import ModuleAnalysis
-    from lint_gpu_tests.source import parse_source
-
     try:
         with open(conftest, "rb") as handle:
             source = handle.read()
     except OSError:
         return frozenset()
-    names = {c.rsplit(".", 1)[-1] for c in config.engine_classes}
-    names |= {config.runner_fixture, *config.runner_classes}
-    if source.isascii() and not any(n.encode() in source for n in names if n):
-        return frozenset()  # no engine nor runner named: nothing to parse (warm runs stay fast)
+    digest = hashlib.blake2b(source, digest_size=16).hexdigest()
+    known = _KNOWN.get((config, digest))
+    if known is None:
+        known = _KNOWN[(config, digest)] = _parse_fixtures(conftest, source, config)
+        _LEARNED.setdefault(config, {})[digest] = sorted(known)
+    return known
+
+
+def _parse_fixtures(conftest: str, source: bytes, config: Config) -> frozenset[str]:
+    from lint_gpu_tests.analysis import ModuleAnalysis
+    from lint_gpu_tests.source import parse_source
+
+    if not engine_prefilter(config).admits(source):
+        return frozenset()  # no engine nor runner named: nothing to parse
     tree, text, error = parse_source(source, conftest)
     if error is not None or tree is None:
         return frozenset()

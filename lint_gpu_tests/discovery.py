@@ -27,10 +27,12 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from lint_gpu_tests.config import Config, ConfigResolver
+
+if TYPE_CHECKING:  # imported when a pattern needs it: most walks match base names only
+    import pathspec
 
 DEFAULT_EXCLUDES: tuple[str, ...] = (
     ".git/",
@@ -92,6 +94,8 @@ class Discovery:
 
 
 def _spec(lines: Iterable[str]) -> pathspec.GitIgnoreSpec:
+    import pathspec
+
     return pathspec.GitIgnoreSpec.from_lines(list(lines))
 
 
@@ -327,69 +331,93 @@ def discover_files(
             seen.setdefault(absolute, os.path.normpath(given))
             continue
         chain = _inherited_gitignores(absolute) if respect_gitignore else []
-        _walk(given, absolute, [], chain, excludes, respect_gitignore, seen, result,
-              {os.path.realpath(absolute)})
+        real = os.path.realpath(absolute)
+        _walk(_Walk(given, absolute, excludes, respect_gitignore, seen, result, {real}),
+              absolute, real, [], chain)
     result.files = sorted(set(seen.values()))
     return result
 
 
-def _walk(
-    given: str,
-    directory: str,
-    rel_parts: list[str],
-    chain: list[_Ignore],
-    excludes: _Excludes,
-    respect_gitignore: bool,
-    seen: dict[str, str],
-    result: Discovery,
-    active: set[str],
-) -> None:
-    """Depth-first walk of ``directory``; ``active`` holds the real paths of the
-    directories on the current path, to detect symlink loops."""
-    if respect_gitignore:
+@dataclass
+class _Walk:
+    """What stays the same during the walk of one named directory.
+
+    Attributes:
+        given: the directory as the user named it (reported paths start with it).
+        root: its absolute path (excludes outside the config root are anchored there).
+        active: the real paths of the directories on the current path (symlink loops).
+    """
+
+    given: str
+    root: str
+    excludes: _Excludes
+    respect_gitignore: bool
+    seen: dict[str, str]
+    result: Discovery
+    active: set[str]
+
+
+def _walk(walk: _Walk, directory: str, real: str, rel_parts: list[str],
+          chain: list[_Ignore]) -> None:
+    """Depth-first walk of ``directory`` (absolute and normalised; ``real`` is its real
+    path). A directory holding a ``pyvenv.cfg`` is a virtualenv and skipped whole."""
+    try:
+        with os.scandir(directory) as entries:
+            listing = sorted(entries, key=_entry_name)
+    except OSError as exc:
+        walk.result.problems.append(Problem(_display(walk.given, rel_parts),
+                                            f"cannot read directory: {exc.strerror or exc}",
+                                            fatal=True))
+        return
+    names = {entry.name for entry in listing}
+    if rel_parts and "pyvenv.cfg" in names and os.path.exists(
+            os.path.join(directory, "pyvenv.cfg")):
+        return
+    if walk.respect_gitignore and ".gitignore" in names:
         own = _read_gitignore(directory)
         if own is not None:
             chain = [*chain, own]
-    walk_root = os.path.abspath(given)
-    exclude = excludes(directory)
-    try:
-        with os.scandir(directory) as entries:
-            listing = sorted(entries, key=lambda e: e.name)
-    except OSError as exc:
-        result.problems.append(Problem(_display(given, rel_parts),
-                                       f"cannot read directory: {exc.strerror or exc}",
-                                       fatal=True))
-        return
+    exclude = walk.excludes(directory)
+    shown = _display(walk.given, rel_parts)
     for entry in listing:
         path = entry.path
-        parts = [*rel_parts, entry.name]
+        name = entry.name
         try:
             is_dir = entry.is_dir()  # follows symlinks
             is_file = not is_dir and entry.is_file()
         except OSError as exc:
-            result.problems.append(Problem(_display(given, parts), f"cannot stat: {exc}"))
+            walk.result.problems.append(Problem(_shown(shown, name), f"cannot stat: {exc}"))
             continue
         if not is_dir and not is_file:
             if entry.is_symlink():
-                result.problems.append(Problem(_display(given, parts), "dangling symlink"))
+                walk.result.problems.append(Problem(_shown(shown, name), "dangling symlink"))
             continue
         if is_dir:
-            if _excluded(exclude, path, True, walk_root) or (
+            if _excluded(exclude, path, True, walk.root) or (
                 chain and _ignored_by(chain, path, True)
             ):
                 continue
-            if os.path.exists(os.path.join(path, "pyvenv.cfg")):
+            # Only a symlink can lead back up: other entries' real path is the parent's + name.
+            child_real = os.path.realpath(path) if entry.is_symlink() else \
+                os.path.join(real, name)
+            if child_real in walk.active:
+                walk.result.problems.append(Problem(_shown(shown, name), "symlink loop"))
                 continue
-            real = os.path.realpath(path)
-            if real in active:
-                result.problems.append(Problem(_display(given, parts), "symlink loop"))
-                continue
-            active.add(real)
-            _walk(given, path, parts, chain, excludes, respect_gitignore, seen, result, active)
-            active.discard(real)
-        elif entry.name.endswith(PYTHON_SUFFIXES):
-            if _excluded(exclude, path, False, walk_root) or (
+            walk.active.add(child_real)
+            _walk(walk, path, child_real, [*rel_parts, name], chain)
+            walk.active.discard(child_real)
+        elif name.endswith(PYTHON_SUFFIXES):
+            if _excluded(exclude, path, False, walk.root) or (
                 chain and _ignored_by(chain, path, False)
             ):
                 continue
-            seen.setdefault(os.path.abspath(path), _display(given, parts))
+            walk.seen.setdefault(path, _shown(shown, name))
+
+
+def _entry_name(entry: os.DirEntry[str]) -> str:
+    return entry.name
+
+
+def _shown(directory: str, name: str) -> str:
+    """``name`` inside ``directory`` as reported (``directory`` as :func:`_display` gives it)."""
+    return name if directory == "." else os.path.join(directory, name)

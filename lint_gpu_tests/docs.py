@@ -112,7 +112,13 @@ PSEUDO_RULES: dict[str, tuple[str, str]] = {
     "GPU900": ("syntax-error",
                "A file that is not valid Python (or cannot be decoded) is reported with the "
                "parser's line, column and message. It is never rewritten, and the rest of the "
-               "run goes on. The flake8 plugin leaves this to flake8's own `E999`."),
+               "run goes on. Only files that are analysed are parsed, so only they get "
+               "`GPU900`: a file whose bytes name nothing an enabled rule starts from (an "
+               "engine class, a runner, an engine fixture of its conftests, `os.environ`; see "
+               "`lint_gpu_tests/prefilter.py`) is not parsed, as ruff's `E9` "
+               "and flake8's `E999` already report syntax errors. With `--select GPU900` "
+               "alone, the files every rule would analyse are parsed. The flake8 plugin leaves "
+               "this to flake8's own `E999`."),
     "GPU999": ("internal-error",
                "Reported by the flake8 plugin only, on line 1 of a file: "
                "`GPU999 configuration error: ...` when the `[tool.gpu-test-lint]` settings that "

@@ -38,6 +38,7 @@ from lint_gpu_tests.fixplan_groups import (
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.helper_calls import HelperCallers, runner_through_callers
 from lint_gpu_tests.mappings import hides_model, plan_mapping
+from lint_gpu_tests.source import walk_nodes
 
 WRAP_TITLE = "Wrap in `with {runner}(...)`"
 THREAD_CALLS = frozenset(
@@ -1350,7 +1351,7 @@ def module_helpers(tree: ast.Module) -> Helpers:
                 stmt.decorator_list:
             out[stmt.name] = stmt
         else:
-            other.update(n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)
+            other.update(n.id for n in walk_nodes([stmt]) if isinstance(n, ast.Name)
                          and isinstance(n.ctx, ast.Store))
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 other.add(stmt.name)

@@ -11,7 +11,7 @@ import ast
 import sys
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from lint_gpu_tests.codes import PARSE_ERROR_CODE, PARSE_ERROR_NAME
@@ -28,8 +28,10 @@ __all__ = [
     "SourceTooDeep",
     "call_with_deep_stack",
     "decode_source",
+    "parent_index",
     "parse_error",
     "parse_source",
+    "walk_nodes",
 ]
 
 
@@ -175,3 +177,48 @@ def parse_source(source: bytes, path: str) -> tuple[ast.Module | None, str, Viol
         msg = str(exc) if isinstance(exc, ValueError) else "source nests too deeply to parse"
         return None, text, parse_error(path, msg, 1, 1)
     return tree, text, None
+
+
+def parent_index(tree: ast.AST) -> dict[int, ast.AST]:
+    """``id(node) -> its parent`` for every node below ``tree``, built in one pass that reads
+    each node's fields directly (about three times faster than ``ast.walk`` with
+    ``ast.iter_child_nodes``, which walks every node twice through two generators)."""
+    parents: dict[int, ast.AST] = {}
+    stack: list[ast.AST] = [tree]
+    pop, push, node_type = stack.pop, stack.append, ast.AST
+    while stack:
+        node = pop()
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, node_type):
+                parents[id(value)] = node
+                push(value)
+            elif value.__class__ is list:
+                for item in value:
+                    if isinstance(item, node_type):
+                        parents[id(item)] = node
+                        push(item)
+    return parents
+
+
+def walk_nodes(roots: Sequence[ast.AST], stop: tuple[type[ast.AST], ...] = ()) -> list[ast.AST]:
+    """Every node of ``roots`` and below, in the order of :func:`ast.walk`'s depth-first
+    cousin (each node before its children, children left to right), not descending into
+    nodes of the ``stop`` types (which are included themselves)."""
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = list(reversed(roots))
+    pop, node_type = stack.pop, ast.AST
+    while stack:
+        node = pop()
+        out.append(node)
+        if stop and isinstance(node, stop):
+            continue
+        children: list[ast.AST] = []
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, node_type):
+                children.append(value)
+            elif value.__class__ is list:
+                children.extend(item for item in value if isinstance(item, node_type))
+        stack.extend(reversed(children))
+    return out

@@ -159,7 +159,7 @@ def test_usage_error_exit_2(tree: Path) -> None:
 
 
 def test_syntax_error_is_gpu900_and_run_goes_on(tree: Path) -> None:
-    (tree / "tests" / "test_bad.py").write_text("def f(:\n    pass\n")
+    (tree / "tests" / "test_bad.py").write_text("def f(:\n    LLM()\n")
     result = run("check", "-q", "tests")
     assert result.exit_code == 1
     assert result.stdout.splitlines() == [

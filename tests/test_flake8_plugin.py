@@ -29,7 +29,7 @@ def write_sample_tree(root: Path) -> None:
         SAMPLE.replace('LLM("m")', 'LLM("m")  # noqa: GPU001')
         + '\ndef test_y():\n    llm = LLM("m")  # noqa\n    llm.generate("x")\n'
         + '\ndef test_z():\n    llm = LLM("m")  # noqa: GPU002\n    llm.generate("x")\n')
-    (tests / "test_broken.py").write_text("def f(:\n")
+    (tests / "test_broken.py").write_text("def f(:\n    LLM()\n")  # analysed: names LLM
     for rule in ALL_RULES:
         for kind, examples in (("invalid", rule.INVALID), ("valid", rule.VALID)):
             for index, example in enumerate(examples):

@@ -411,6 +411,10 @@ class _Finder:
 
     def _classify_call(self, node: ast.Call, func: FunctionInfo | None,
                        locals_: frozenset[str]) -> EnvMutation | None:
+        if self.module.qualified(node.func) not in OS_FUNCTIONS and not (
+                isinstance(node.func, ast.Attribute) and node.func.attr in ENVIRON_METHODS
+                and self._is_environ(node.func.value)):
+            return None  # before asking for the parent: most calls are neither
         statement_call = isinstance(self.module.parent(node), ast.Expr)
         used = None if statement_call else "the call's value is used"
         qualified = self.module.qualified(node.func)

@@ -33,7 +33,7 @@ def write(project: Path, name: str, data: bytes) -> Path:
 
 
 def test_syntax_error_untouched_and_run_goes_on(project: Path) -> None:
-    bad = write(project, "test_a_bad.py", b"def f(:\n    pass\n")
+    bad = write(project, "test_a_bad.py", b"def f(:\n    LLM()\n")
     good = write(project, "test_b.py", ENGINE.format(s="hi").encode())
     result = run("--fix", "tests")
     assert result.exit_code == 1
@@ -41,7 +41,7 @@ def test_syntax_error_untouched_and_run_goes_on(project: Path) -> None:
         "tests/test_a_bad.py:1:7: GPU900 SyntaxError: invalid syntax",
         "Found 2 violations (1 fixed, 1 remaining).",
     ]
-    assert bad.read_bytes() == b"def f(:\n    pass\n"
+    assert bad.read_bytes() == b"def f(:\n    LLM()\n"
     assert good.read_bytes() == FIXED.format(s="hi").encode()
 
 
@@ -80,7 +80,7 @@ def test_tab_indentation_kept(project: Path) -> None:
 
 
 @pytest.mark.parametrize(("data", "message"), [
-    (b"x = 1\x00\n", "1:1: GPU900 SyntaxError: source code string cannot contain null bytes"),
+    (b"LLM = 1\x00\n", "1:1: GPU900 SyntaxError: source code string cannot contain null bytes"),
     (bytes(range(256)) * 4, "1:1: GPU900 SyntaxError: cannot decode source: 'utf-8' codec "
      "can't decode byte 0x80 in position 128: invalid start byte"),
     (b"x = 1\ny = '\xff'\n", "1:1: GPU900 SyntaxError: cannot decode source: 'utf-8' codec "

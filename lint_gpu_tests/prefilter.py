@@ -1,0 +1,167 @@
+"""Which files are worth parsing: a byte-level test of the names each rule starts from.
+
+A file is analysed (parsed, then run through the rules) only when its bytes name something
+an enabled rule needs; every other file is read (and hashed, for the cache) and nothing
+more, so ``GPU900`` (syntax error) is reported only for files that are analysed, as ruff's
+and flake8's own syntax checks already cover the rest. What each rule needs, from the rules
+in :mod:`lint_gpu_tests.rules`:
+
+* GPU001-GPU007 all start from an engine or a runner (:mod:`lint_gpu_tests.analysis`): an
+  engine is a call of a configured engine class, and however it is imported (``from vllm
+  import LLM as E``, ``import vllm; vllm.LLM(...)``, ``LLM.from_engine_args(...)``) the
+  class's own last name is written in the file; a runner is a call or a parameter named
+  after the runner fixture or a runner class; GPU004's "receives an engine fixture" is a
+  parameter named after an engine fixture of the module (whose body builds an engine or
+  holds a runner, so it names one) or of a conftest (:func:`conftest names
+  <lint_gpu_tests.conftest_index.conftest_engine_fixtures>`, passed in); GPU007 also counts
+  engines built through the runtime's ``vllm_runner_factory`` parameter. Cleanup calls,
+  isolation decorators and runner attributes only matter in a function that owns an engine,
+  so they are not needed. All of these are identifiers, looked for as whole words.
+* GPU008 starts from ``os.environ``, ``os.putenv`` or ``os.unsetenv`` (its own first test,
+  on the text); these are looked for anywhere (``environb`` included).
+
+The test is conservative where bytes may not mean what they look like: an ASCII file with
+an encoding declaration for a codec that is not ASCII-compatible (``utf-7``, ``utf-16``)
+always passes; a non-ASCII file is decoded and NFKC-normalised first (Python normalises
+identifiers so, and ``ＬＬＭ`` is ``LLM``), and passes when it cannot be decoded.
+``tests/test_prefilter.py`` checks every rule example against its rule alone.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from lint_gpu_tests import codes as _codes
+from lint_gpu_tests.config import Config
+
+__all__ = [
+    "ENVIRONMENT_NAMES",
+    "RUNNER_FACTORY_FIXTURE",
+    "Prefilter",
+    "enabled_rule_codes",
+    "engine_prefilter",
+    "prefilter_for",
+    "rule_words",
+]
+
+ENVIRONMENT_NAMES = ("environ", "putenv", "unsetenv")
+"""What GPU008 needs (substrings: the rule's own test of the module text)."""
+ENVIRONMENT_RULES = frozenset({"GPU008"})
+RUNNER_FACTORY_FIXTURE = "vllm_runner_factory"
+"""GPU007's factory fixture (``rules/gpu007_engines_oversubscribe_device.py``)."""
+
+#: Codecs under which an ASCII byte means its ASCII character (PEP 263 declarations).
+_ASCII_COMPATIBLE = frozenset({"utf-8", "ascii", "latin-1", "iso8859-1", "iso8859-15",
+                               "cp1252"})
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+_WORD = b"A-Za-z0-9_"
+
+
+def enabled_rule_codes(config: Config, ignored: Iterable[str] = ()) -> tuple[str, ...]:
+    """The rule codes ``config`` enables for a file whose ``per-file-ignores`` switch off the
+    code prefixes ``ignored``. When it enables no rule but ``GPU900``, every rule code: the
+    syntax check alone looks at the files the rules would look at.
+    """
+    prefixes = tuple(ignored)
+    known = tuple(_codes.RULE_CODES)  # looked up at call time: tests swap the table
+
+    def enabled(code: str) -> bool:
+        return config.is_code_enabled(code) and not code.startswith(prefixes)
+
+    return tuple(c for c in known if enabled(c)) or (
+        known if enabled(_codes.PARSE_ERROR_CODE) else ())
+
+
+def rule_words(config: Config) -> tuple[str, ...]:
+    """The identifiers GPU001-GPU007 start from under ``config`` (conftest fixtures aside):
+    the last name of each engine class, the runner classes, the runner fixture and the
+    factory fixture."""
+    names = {cls.rsplit(".", 1)[-1] for cls in config.engine_classes}
+    names.update(config.runner_classes)
+    names.update((config.runner_fixture, RUNNER_FACTORY_FIXTURE))
+    return tuple(sorted(n for n in names if n))
+
+
+@dataclass(frozen=True)
+class Prefilter:
+    """The names one set of enabled rules needs.
+
+    Attributes:
+        words: identifiers, found only as whole words (not inside a longer identifier).
+        anywhere: strings found anywhere in the bytes.
+    """
+
+    words: tuple[bytes, ...]
+    anywhere: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        pattern = (b"(?<![" + _WORD + b"])(?:" + b"|".join(re.escape(w) for w in self.words)
+                   + b")(?![" + _WORD + b"])") if self.words else b"(?!)"
+        object.__setattr__(self, "_word_re", re.compile(pattern))
+
+    def admits(self, source: bytes) -> bool:
+        """Return False only when ``source`` (a file's raw bytes) names none of the needles,
+        as Python would read it (see the module docstring)."""
+        text = _comparable(source)
+        if text is None:
+            return True
+        if any(needle in text for needle in self.anywhere):
+            return True
+        if not any(word in text for word in self.words):  # the cheap test first
+            return False
+        return self._word_re.search(text) is not None  # type: ignore[attr-defined]
+
+
+def _comparable(source: bytes) -> bytes | None:
+    """``source`` as the bytes to search: itself when ASCII, else its NFKC-normalised UTF-8;
+    ``None`` when its meaning cannot be told from its bytes."""
+    encoding = "utf-8"
+    if b"coding" in source:
+        head = source.split(b"\n", 2)[:2]
+        for line in (part for chunk in head for part in chunk.split(b"\r")[:2]):
+            match = _COOKIE.match(line)
+            if match is None:
+                continue
+            try:
+                encoding = codecs.lookup(match.group(1).decode("ascii")).name
+            except (LookupError, UnicodeDecodeError):
+                return None
+            if encoding not in _ASCII_COMPATIBLE:
+                return None
+            break
+    if source.isascii():
+        return source
+    try:
+        text = source.decode(encoding)
+    except UnicodeDecodeError:
+        return None
+    return unicodedata.normalize("NFKC", text).encode("utf-8")
+
+
+@lru_cache(maxsize=64)
+def engine_prefilter(config: Config) -> Prefilter:
+    """The :class:`Prefilter` of a module that can provide an engine (an engine fixture in a
+    conftest): it names an engine class or a runner (:func:`rule_words`)."""
+    return Prefilter(tuple(sorted(w.encode("utf-8") for w in rule_words(config))), ())
+
+
+@lru_cache(maxsize=256)
+def prefilter_for(config: Config, codes: tuple[str, ...],
+                  fixtures: frozenset[str] = frozenset()) -> Prefilter:
+    """The :class:`Prefilter` of the rules ``codes`` under ``config``, with ``fixtures`` (engine
+    fixtures from conftests, :mod:`lint_gpu_tests.conftest_index`) as more words."""
+    words: set[str] = set()
+    anywhere: set[str] = set()
+    for code in codes:
+        if code in ENVIRONMENT_RULES:
+            anywhere.update(ENVIRONMENT_NAMES)
+        else:
+            words.update(rule_words(config))
+            words.update(fixtures)
+    return Prefilter(tuple(sorted(w.encode("utf-8") for w in words)),
+                     tuple(sorted(a.encode("utf-8") for a in anywhere)))

@@ -1,0 +1,88 @@
+"""The conftest index (engine fixtures per conftest.py) is kept in the result cache by the
+hash of each conftest's bytes: a warm run parses no conftest, and a changed conftest is
+parsed again, changing the results of the modules below it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lint_gpu_tests import conftest_index
+from lint_gpu_tests.api import check_paths
+from lint_gpu_tests.cache import content_hash
+from lint_gpu_tests.config import Config
+
+CONFTEST = """\
+import pytest
+from vllm import LLM
+
+
+@pytest.fixture(scope="module")
+def llm():
+    yield LLM("facebook/opt-125m")
+"""
+
+TEST = """\
+import gc
+
+
+def test_generate(llm):
+    assert llm.generate(["hi"])
+    gc.collect()
+"""
+
+
+def _new_process() -> None:
+    """Forget what this process learned, as a fresh run would."""
+    conftest_index._fixtures_of.cache_clear()
+    conftest_index._KNOWN.clear()
+    conftest_index._LEARNED.clear()
+
+
+def _index_on_disk(cache: Path) -> dict[str, list[str]]:
+    [file] = list(cache.glob("*/*.json"))
+    return json.loads(file.read_text())["conftests"]
+
+
+def _results(root: Path, cache: Path) -> tuple[list[tuple[str, int, str]], int]:
+    result = check_paths([str(root / "tests")], Config(root=str(root)), jobs=1,
+                         cache_dir=str(cache))
+    return ([(Path(v.path).name, v.location.row, v.code) for v in result.violations],
+            result.cache_hits)
+
+
+def test_warm_run_parses_no_conftest_and_a_change_invalidates(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "tests").mkdir()
+    conftest = tmp_path / "tests" / "conftest.py"
+    conftest.write_text(CONFTEST)
+    (tmp_path / "tests" / "test_gen.py").write_text(TEST)
+    cache = tmp_path / "cache"
+    _new_process()
+
+    engine_in_conftest = [("conftest.py", 7, "GPU001"), ("conftest.py", 7, "GPU002")]
+    assert _results(tmp_path, cache) == ([*engine_in_conftest, ("test_gen.py", 6, "GPU004")], 0)
+    first = content_hash(CONFTEST.encode())
+    assert _index_on_disk(cache) == {first: ["llm"]}
+
+    _new_process()
+    parsed: list[str] = []
+    real = conftest_index._parse_fixtures
+
+    def recording(path: str, source: bytes, config: Config) -> frozenset[str]:
+        parsed.append(Path(path).name)
+        return real(path, source, config)
+
+    monkeypatch.setattr(conftest_index, "_parse_fixtures", recording)
+    assert _results(tmp_path, cache) == ([*engine_in_conftest, ("test_gen.py", 6, "GPU004")], 2)
+    assert parsed == []
+
+    changed = CONFTEST.replace("def llm():", "def engine():")
+    conftest.write_text(changed)
+    _new_process()
+    assert _results(tmp_path, cache) == (engine_in_conftest, 0)
+    assert parsed == ["conftest.py"]
+    assert _index_on_disk(cache) == {first: ["llm"], content_hash(changed.encode()): ["engine"]}

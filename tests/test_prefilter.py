@@ -1,0 +1,202 @@
+"""The byte-level prefilter (lint_gpu_tests/prefilter.py): a file that names nothing an
+enabled rule starts from is not parsed and reports nothing (GPU900 included); every file that
+can hold a violation is analysed, rule by rule, however it spells the names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lint_gpu_tests import api
+from lint_gpu_tests.codes import RULE_CODES
+from lint_gpu_tests.config import Config, config_from_table
+from lint_gpu_tests.engine import check_source
+from lint_gpu_tests.prefilter import (
+    RUNNER_FACTORY_FIXTURE,
+    enabled_rule_codes,
+    prefilter_for,
+    rule_words,
+)
+from lint_gpu_tests.rules import ALL_RULES
+from lint_gpu_tests.rules import gpu007_engines_oversubscribe_device as gpu007
+
+BROKEN_PLAIN = b"def f(:\n    pass\n"
+BROKEN_NAMING_LLM = b"from vllm import LLM\n\ndef f(:\n    LLM()\n"
+
+
+def example_cases() -> list[tuple[str, str, str, Config]]:
+    cases = []
+    for rule in ALL_RULES:
+        for example in (*rule.INVALID, *rule.VALID):
+            config = config_from_table(dict(example.config), "example") if example.config \
+                else Config()
+            cases.append((rule.code, example.path, example.source, config))
+    return cases
+
+
+@pytest.mark.parametrize(("code", "path", "source", "config"), example_cases())
+def test_every_example_is_analysed_by_its_rule_alone(code: str, path: str, source: str,
+                                                     config: Config) -> None:
+    data = source.encode()
+    alone = config.with_overrides(select=(code,), extend_select=())
+    assert api._check_bytes(data, path, config, prefilter=True) == check_source(data, path, config)
+    assert api._check_bytes(data, path, alone, prefilter=True) == check_source(data, path, alone)
+    if check_source(data, path, alone):
+        assert api.may_hold_violation(data, path, alone)
+
+
+def _recording(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record the paths :func:`api.check_source` (parse and analysis) is called for."""
+    seen: list[str] = []
+    real = api.check_source
+
+    def record(source: bytes, path: str, config: Config) -> list:  # type: ignore[type-arg]
+        seen.append(path)
+        return real(source, path, config)
+
+    monkeypatch.setattr(api, "check_source", record)
+    return seen
+
+
+def test_a_file_that_names_nothing_is_not_parsed(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("test_plain.py").write_bytes(BROKEN_PLAIN)
+    Path("test_vllm_env.py").write_bytes(b'VLLM_USE_V1 = "1"\n\ndef test_x(vllm_runner_x):\n'
+                                         b'    pass\n')
+    seen = _recording(monkeypatch)
+    result = api.check_paths(["."], Config(root=str(tmp_path)), jobs=1, cache=False)
+    assert seen == []
+    assert [(f.path, f.violations, f.error) for f in result.files] == [
+        ("test_plain.py", [], None), ("test_vllm_env.py", [], None)]
+
+
+def test_gpu900_is_reported_for_an_analysed_broken_file(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("test_broken.py").write_bytes(BROKEN_NAMING_LLM)
+    Path("test_plain.py").write_bytes(BROKEN_PLAIN)
+    seen = _recording(monkeypatch)
+    result = api.check_paths(["."], Config(root=str(tmp_path)), jobs=1, cache=False)
+    assert seen == ["test_broken.py"]
+    assert [(v.path, v.code, v.location.row, v.location.column, v.message)
+            for v in result.violations] == [
+        ("test_broken.py", "GPU900", 3, 7, "SyntaxError: invalid syntax")]
+
+
+def test_gpu900_alone_looks_at_the_files_the_rules_would(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("test_broken.py").write_bytes(BROKEN_NAMING_LLM)
+    Path("test_env.py").write_bytes(b"import os\nos.environ[\n")
+    Path("test_plain.py").write_bytes(BROKEN_PLAIN)
+    config = Config(root=str(tmp_path), select=("GPU900",))
+    result = api.check_paths(["."], config, jobs=1, cache=False)
+    assert [(v.path, v.code, v.location.row) for v in result.violations] == [
+        ("test_broken.py", "GPU900", 3), ("test_env.py", "GPU900", 2)]
+
+
+ALIASED = '''\
+from vllm import LLM as Engine
+
+
+def test_generate():
+    engine = Engine("facebook/opt-125m")
+    assert engine.generate(["hi"])
+'''
+
+MODULE_ATTRIBUTE = '''\
+import vllm as v
+
+
+def test_generate():
+    engine = v.LLM("facebook/opt-125m")
+    assert engine.generate(["hi"])
+'''
+
+
+@pytest.mark.parametrize("source", [ALIASED, MODULE_ATTRIBUTE], ids=["alias", "attribute"])
+def test_an_engine_named_through_an_alias_is_analysed(source: str) -> None:
+    data = source.encode()
+    assert api.may_hold_violation(data, "tests/test_x.py", Config())
+    found = api._check_bytes(data, "tests/test_x.py", Config(), prefilter=True)
+    assert [(v.code, v.location.row, v.location.column) for v in found] == [("GPU001", 5, 14)]
+
+
+ENVIRONMENT_ONLY = b'import os\n\n\ndef test_offline():\n    os.environ["HF_HUB_OFFLINE"] = "1"\n'
+
+
+def test_an_environment_change_without_an_engine_is_analysed() -> None:
+    found = api._check_bytes(ENVIRONMENT_ONLY, "tests/test_x.py", Config(), prefilter=True)
+    assert [(v.code, v.location.row, v.location.column) for v in found] == [("GPU008", 5, 5)]
+    assert not api.may_hold_violation(ENVIRONMENT_ONLY, "tests/test_x.py",
+                                      Config(select=("GPU001",)))
+
+
+def test_per_file_ignores_narrow_what_a_file_is_parsed_for(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("test_a.py", "test_b.py"):
+        Path(name).write_bytes(ENVIRONMENT_ONLY + b"def broken(:\n")
+    config = config_from_table({"per-file-ignores": {"test_b.py": ["GPU008"]}}, "t",
+                               root=str(tmp_path))
+    seen = _recording(monkeypatch)
+    result = api.check_paths(["."], config, jobs=1, cache=False)
+    assert seen == ["test_a.py"]
+    assert [(v.path, v.code, v.location.row) for v in result.violations] == [
+        ("test_a.py", "GPU900", 6)]
+
+
+def test_a_conftest_engine_fixture_name_lets_the_file_through(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\nfrom vllm import LLM\n\n\n@pytest.fixture\ndef engine():\n"
+        "    yield LLM('m')\n")
+    test = tmp_path / "test_gen.py"
+    test.write_text("import gc\n\n\ndef test_gen(engine):\n    gc.collect()\n")
+    assert api.may_hold_violation(test.read_bytes(), str(test), Config())
+    found = api._check_bytes(test.read_bytes(), str(test), Config(), prefilter=True)
+    assert [(v.code, v.location.row) for v in found] == [("GPU004", 5)]
+
+
+@pytest.mark.parametrize(("source", "admitted"), [
+    (b"def test_x():\n    assert 1\n", False),
+    (b"import vllm\nvllm.LLM('m')\n", True),
+    (b"def test(vllm_runner):\n    pass\n", True),
+    (b"def test(vllm_runner_factory):\n    pass\n", True),        # GPU007's factory
+    (b"x = 'VLLM_USE_V1'\nmy_vllm_runner = 1\n", False),           # not whole words
+    (b"import os\nos.environb[b'X'] = b'1'\n", True),               # GPU008: anywhere
+    ("x = 'é'\n".encode(), False),                                 # non-ASCII, names nothing
+    ("x = ＬＬＭ('m')\n".encode(), True),                           # NFKC: the identifier LLM
+    ("# -*- coding: latin-1 -*-\nx = 'é'\n".encode("latin-1"), False),
+    ("# -*- coding: latin-1 -*-\nLLM = 'é'\n".encode("latin-1"), True),
+    (b"# -*- coding: utf-7 -*-\nx = 1\n", True),                   # bytes may not be ASCII
+    (b"# coding: klingon\nx = 1\n", True),                         # unknown codec: GPU900
+    (b"x = '\xff'\n", True),                                        # undecodable: GPU900
+    (b"x = 1  # decoding: none\n", False),                          # not a declaration
+])
+def test_admits(source: bytes, admitted: bool) -> None:
+    codes = enabled_rule_codes(Config())
+    assert prefilter_for(Config(), codes).admits(source) is admitted
+
+
+def test_words_follow_config() -> None:
+    assert rule_words(Config()) == ("LLM", "VllmRunner", "vllm_runner", "vllm_runner_factory")
+    custom = Config(engine_classes=("vllm_omni.Omni",), runner_classes=("OmniRunner",),
+                    runner_fixture="omni_runner")
+    assert rule_words(custom) == ("Omni", "OmniRunner", "omni_runner", "vllm_runner_factory")
+    assert RUNNER_FACTORY_FIXTURE == gpu007.RUNNER_FACTORY_FIXTURE
+
+
+def test_enabled_rule_codes() -> None:
+    assert enabled_rule_codes(Config()) == tuple(RULE_CODES)
+    assert enabled_rule_codes(Config(select=("GPU00",), ignore=("GPU008",))) == tuple(
+        c for c in RULE_CODES if c != "GPU008")
+    assert enabled_rule_codes(Config(), ("GPU00",)) == tuple(RULE_CODES)  # GPU900 is left
+    assert enabled_rule_codes(Config(), ("GPU",)) == ()
+    assert enabled_rule_codes(Config(select=("GPU008",))) == ("GPU008",)
+    assert enabled_rule_codes(Config(), ("GPU001", "GPU002", "GPU003", "GPU004", "GPU005",
+                                         "GPU006", "GPU007")) == ("GPU008",)
+    assert enabled_rule_codes(Config(select=("GPU900",))) == tuple(RULE_CODES)
