@@ -41,9 +41,13 @@ def test_group_without_fix_reasons() -> None:
     source = (FIX_DIR / "engine_group_no_fix" / "before.py").read_bytes()
     wrap = "Wrap in `with vllm_runner(...)`"
     assert fixes(source) == [
-        ("GPU001", 5, "none", wrap, "built inside a lambda or comprehension"),
+        ("GPU001", 5, "none", wrap, "built inside a lambda or comprehension; "
+         "`--fix-strategy isolate` would fix it safely"),
         ("GPU001", 11, "none", wrap,
-         "the engine is stored in `engine_pool`, which outlives the block"),
+         "the engine is stored in `engine_pool`, which outlives the block; "
+         "`--fix-strategy isolate` would fix it as an unsafe fix (the fixture `engine_pool` "
+         "is sent to the child by pickle: its value must pickle, and what its set-up changed "
+         "in this process (other than environment variables) is not seen there)"),
         ("GPU001", 17, "none", wrap, "built inside a lambda or comprehension"),
     ]
 

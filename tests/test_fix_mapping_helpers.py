@@ -144,18 +144,30 @@ CANNOT = ("vLLM's `VllmRunner` lives in its tests/conftest.py, which a helper ca
           "and ")
 
 
+ISOLATE_SAFELY = "; `--fix-strategy isolate` would fix it safely"
+
+
+def isolate_unsafely(fixture: str) -> str:
+    """The hint a no-fix reason ends with when isolating the test would be unsafe."""
+    return (f"; `--fix-strategy isolate` would fix it as an unsafe fix (the fixture "
+            f"`{fixture}` is sent to the child by pickle: its value must pickle, and what its "
+            "set-up changed in this process (other than environment variables) is not seen "
+            "there)")
+
+
 def test_reasons_mapping_target_vllm_unsafe() -> None:
     runtime = (": the rewrite maps its keys onto vLLM's `VllmRunner` at run time, but a falsy "
                "`compilation_config` in it would be replaced by the runner's own graph sizes")
     assert _reasons("mapping_target_vllm_unsafe") == {
         13: ("unsafe", "`engine_config` is a parameter of `test_engine_from_fixture()`"
              + runtime),
-        21: ("none", "`NO_MODEL` does not always hold `model`"),
+        21: ("none", "`NO_MODEL` does not always hold `model`" + ISOLATE_SAFELY),
         26: ("none", "`compilation_config=None` in `FALSY_COMPILATION` would be replaced by "
                      "vLLM's `VllmRunner` with its own graph sizes, and the fix does not "
-                     "rewrite the mapping"),
+                     "rewrite the mapping" + ISOLATE_SAFELY),
         31: ("none", "the model is hidden in one of several `**` mappings, which the fix does "
-                     "not merge (a key in two of them is an error for `LLM`)"),
+                     "not merge (a key in two of them is an error for `LLM`)"
+                     + isolate_unsafely("extra")),
         36: ("unsafe", "`CHANGED` may be changed by the module" + runtime),
     }
 
@@ -192,7 +204,8 @@ def test_an_existing_helper_of_another_kind_blocks_the_fix() -> None:
                  if v.code == "GPU001"]
     assert gpu001.fix is not None
     assert (gpu001.fix.applicability.value, gpu001.fix.reason) == (
-        "none", "the module already defines `_runner_kwargs`, the name the fix gives its helper")
+        "none", "the module already defines `_runner_kwargs`, the name the fix gives its helper"
+        + isolate_unsafely("kw"))
 
 
 def _runner_kwargs() -> Any:

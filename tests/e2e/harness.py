@@ -64,9 +64,10 @@ class Run:
 
 @dataclass
 class Manifest:
-    """``suites/MANIFEST.toml``: per module, ``leaks_before`` (test names whose start sees a
-    leaked engine before the fix) and ``unsafe_differs`` (test name -> list of fields an
-    unsafe fix may change, with ``reason``)."""
+    """``suites/MANIFEST.toml``: per module, ``fails_before`` (tests that fail on purpose),
+    ``leaks_before`` (test names whose start sees a leaked engine before the fix) and
+    ``unsafe_differs`` (test name -> list of fields an unsafe fix may change, with
+    ``reason``)."""
 
     modules: dict[str, dict[str, Any]] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
@@ -76,6 +77,10 @@ class Manifest:
         with open(path, "rb") as f:
             data = tomllib.load(f)
         return cls(dict(data.get("modules", {})), list(data.get("order", [])))
+
+    def fails_before(self, module: str) -> list[str]:
+        """Tests of ``module`` that fail on purpose (``failed`` or ``error``) before the fix."""
+        return list(self.modules.get(module, {}).get("fails_before", []))
 
     def leaks_before(self, module: str) -> list[str]:
         return list(self.modules.get(module, {}).get("leaks_before", []))

@@ -97,7 +97,7 @@ class Recorder:
         # module's, not a test's.
         path = getattr(collector, "path", None)
         if isinstance(collector, pytest.Module) and path is not None:
-            self.current = f"<import>::{os.path.basename(str(path))}"
+            self.current = f"<import>::{os.path.relpath(str(path)).replace(os.sep, '/')}"
         yield
         self.current = None
 

@@ -30,6 +30,9 @@ from harness import (
     module_of,
     run_suites,
 )
+from harness import (
+    test_name as short_name,
+)
 
 MANIFEST = Manifest.load()
 # GPU_TEST_LINT_E2E_MODULES="a.py,b.py" runs only those corpus modules (for work on one shape);
@@ -120,6 +123,16 @@ def test_the_fix_changes_the_module(variants: Variants, module: str) -> None:
     """Every corpus module exercises a fix: ``--fix --unsafe-fixes`` rewrites it."""
     original = (CORPUS / module).read_bytes()
     assert (variants.trees["unsafe"] / module).read_bytes() != original
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_the_original_fails_only_where_meant(variants: Variants, module: str) -> None:
+    """Before the fix, only the manifest's ``fails_before`` tests fail or error: a corpus
+    test broken for another reason (say, a block size the CPU backend rejects) would fail
+    the same before and after and prove nothing."""
+    failing = sorted(short_name(t) for t, r in variants.before.records.items()
+                     if module_of(t) == module and r["outcome"] in ("failed", "error"))
+    assert failing == sorted(MANIFEST.fails_before(module))
 
 
 @pytest.mark.parametrize("module", MODULES)
