@@ -62,6 +62,7 @@ __all__ = [
     "check_stdin",
     "discover_files",
     "fix_edits",
+    "stdin_edits",
     "fix_source",
     "may_hold_violation",
     "resolve_config",
@@ -380,13 +381,19 @@ def _assign_edits(fixed: Sequence[Violation], edits: Sequence[Edit]
     return {v: tuple(e) for v, e in out.items()}
 
 
-def _edits_for(result: FileResult, config: Config, unsafe: bool
-               ) -> dict[Violation, tuple[Edit, ...]]:
-    """The edits of ``result``'s fixable violations: what ``--fix`` would write, as edits."""
+def _edits_for(result: FileResult, config: Config, unsafe: bool,
+               source: bytes | None = None) -> dict[Violation, tuple[Edit, ...]]:
+    """The edits of ``result``'s fixable violations: what ``--fix`` would write, as edits.
+
+    Args:
+        source: the checked bytes when they are not the file on disk (``--stdin-filename``);
+            ``None`` reads ``result.path``.
+    """
     if result.error is not None or not wanted_fixes(result.violations, unsafe):
         return {}
     try:
-        source = Path(result.path).read_bytes()
+        if source is None:
+            source = Path(result.path).read_bytes()
         outcome = fix_source(source, result.path, config, unsafe=unsafe,
                              violations=result.violations)
         if outcome.new_source is None or outcome.error is not None or not outcome.fixed:
@@ -412,6 +419,13 @@ def check_stdin(source: bytes, path: str, config: Config, *, fix: bool = False,
     """
     mode = _Mode(fix=False, unsafe=unsafe_fixes, diff=fix, prefilter=True, verbose=verbose)
     return _process(path, source, config, mode).result
+
+
+def stdin_edits(source: bytes, result: FileResult, config: Config, *,
+                unsafe_fixes: bool = False) -> dict[Violation, tuple[Edit, ...]]:
+    """The edits of the fixable violations of a buffer checked by :func:`check_stdin`
+    (without ``fix``), for JSON and SARIF output: what ``--fix`` would write, as edits."""
+    return _edits_for(result, config, unsafe_fixes, source)
 
 
 def add_noqa_to_files(result: RunResult) -> tuple[int, list[tuple[str, str]]]:

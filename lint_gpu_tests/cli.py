@@ -302,7 +302,7 @@ def _run_stdin(filename: str, config: ConfigResolver, fmt: OutputFormat, *, fix:
                unsafe_fixes: bool, diff: bool, exit_zero: bool, quiet: bool,
                force_exclude: bool, verbose: bool) -> int:
     """``--stdin-filename``: check (or fix, printing the fixed source) the source on stdin."""
-    from lint_gpu_tests.api import check_stdin, unified_diff
+    from lint_gpu_tests.api import check_stdin, stdin_edits, unified_diff
     from lint_gpu_tests.discovery import is_excluded
 
     source = sys.stdin.buffer.read()
@@ -315,7 +315,11 @@ def _run_stdin(filename: str, config: ConfigResolver, fmt: OutputFormat, *, fix:
                          unsafe_fixes=unsafe_fixes, verbose=verbose)
     if result.error is not None:
         click.echo(f"error: failed to check {filename}: {result.error}", err=True)
-    options = RenderOptions(unsafe_fixes=unsafe_fixes, color=False, cwd=os.getcwd())
+    edits = (stdin_edits(source, result, settings, unsafe_fixes=unsafe_fixes)
+             if fmt in (OutputFormat.JSON, OutputFormat.SARIF) and not fix and not diff
+             else {})
+    options = RenderOptions(unsafe_fixes=unsafe_fixes, color=False, cwd=os.getcwd(),
+                            edits=edits)
     remaining = result.violations
     if diff:
         if result.new_source is not None:

@@ -66,6 +66,19 @@ def test_stdin_fix_prints_the_fixed_source(project: Path) -> None:
     assert not (project / "tests" / "test_x.py").exists()
 
 
+@pytest.mark.parametrize("fmt", ["json", "sarif"])
+def test_stdin_json_and_sarif_carry_the_same_edits_as_the_file(project: Path, fmt: str) -> None:
+    """JSON/SARIF of a buffer on stdin hold the fix edits the same file on disk gets (found by
+    a first-time user: every stdin fix had ``edits: []``)."""
+    (project / "tests" / "test_x.py").write_text(ENGINE)
+    on_disk = run("check", "--no-cache", "--output-format", fmt, "tests/test_x.py").output
+    proc = module_run(project, "check", "--no-cache", "--output-format", fmt,
+                      "--stdin-filename", "tests/test_x.py", stdin=ENGINE.encode())
+    assert proc.returncode == 1
+    assert proc.stdout.decode() == on_disk
+    assert on_disk.count('"content"' if fmt == "json" else '"insertedContent"') >= 1
+
+
 def test_stdin_fix_without_changes_echoes_the_source(project: Path) -> None:
     clean = b"def test_ok():\n    assert True\n"
     proc = module_run(project, "--fix", "--stdin-filename", "tests/test_ok.py", stdin=clean)
