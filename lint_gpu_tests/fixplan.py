@@ -45,6 +45,10 @@ THREAD_CALLS = frozenset(
     {"Thread", "Process", "submit", "map", "apply_async", "run_in_executor", "start_new_thread"}
 )
 IDENTITY_CALLS = frozenset({"isinstance", "id", "type", "issubclass"})
+#: Calls that observe when the engine object itself is freed (``weakref`` module).
+WEAKREF_CALLS = frozenset({"ref", "finalize", "getweakrefcount", "getweakrefs"})
+#: Methods that hash their argument (a set's); a ``weakref.proxy`` is unhashable.
+HASHING_METHODS = frozenset({"add", "discard", "fromkeys"})
 FINALIZER_CALLS = frozenset({"addfinalizer", "register", "callback"})
 #: Keyword arguments of ``vllm.LLM`` renamed by the runner (vLLM tests/conftest.py).
 RENAMED_KWARGS = {"tokenizer": "tokenizer_name"}
@@ -484,6 +488,9 @@ class Planner:
                 unsafe(escape)
         if flow.problem is not None:
             unsafe(flow.problem)
+        extra = _cleanup_beyond_the_runner(module, func.node, remove)
+        if extra is not None:
+            unsafe(extra)
         if group is not None:
             identity = identity_problem(segment, use_names)
             if identity is not None:
@@ -752,6 +759,24 @@ class Planner:
                            "after the block"
                 if callee in IDENTITY_CALLS and any(_is_plain(a, names) for a in node.args):
                     return f"`{callee}()` on the engine sees a `weakref.proxy`, not the engine"
+                plain = any(_is_plain(a, names) for a in node.args)
+                dotted = dotted_name(node.func) or ""
+                if plain and callee in WEAKREF_CALLS and dotted.startswith(("weakref.", callee)):
+                    return (f"`weakref.{callee}()` of the engine observes when it is freed, "
+                            "which the runner moves to the end of its block")
+                if plain and (callee == "hash" or (
+                        callee in HASHING_METHODS and isinstance(node.func, ast.Attribute))):
+                    return (f"none:`{callee}()` hashes the engine, and the `weakref.proxy` the "
+                            "fix binds is unhashable")
+            if isinstance(node, ast.Dict) and any(
+                    k is not None and _is_plain(k, names) for k in node.keys) or isinstance(
+                    node, ast.Set) and any(_is_plain(e, names) for e in node.elts):
+                return ("none:the engine is a dict key or set member, and the `weakref.proxy` "
+                        "the fix binds is unhashable")
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
+                    and _is_plain(node.slice, names):
+                return ("none:the engine is used as a key, and the `weakref.proxy` the fix "
+                        "binds is unhashable")
             if isinstance(node, ast.Compare) and any(
                 isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops
             ) and any(_is_plain(x, names) for x in (node.left, *node.comparators)):
@@ -844,6 +869,23 @@ def _runtime_compilation_config(value: ast.expr, code: str) -> tuple[str, str]:
                 f"else {code} or CompilationConfig()"), reason
     wrapped = code if isinstance(value, (ast.Call, ast.Subscript)) else f"({code})"
     return f"{wrapped} or CompilationConfig()", reason + " (a falsy int turns compilation on)"
+
+
+def _cleanup_beyond_the_runner(module: ModuleAnalysis, func: ast.AST,
+                               remove: set[int]) -> str | None:
+    """Why removing the cleanup on the lines ``remove`` changes behaviour, or ``None``: the
+    runner's teardown calls ``cleanup_dist_env_and_memory()`` without arguments
+    (``lint_gpu_tests/runtime/runner.py``), so a call that passes any (``shutdown_ray=True``)
+    does more than the runner will."""
+    for node in ast.walk(func):
+        if (isinstance(node, ast.Expr) and node.lineno in remove
+                and isinstance(node.value, ast.Call)
+                and module.cleanup_call_kind(node.value) == "cleanup_dist_env_and_memory()"
+                and (node.value.args or node.value.keywords)):
+            text = ast.get_source_segment(module.text, node.value) or "the call"
+            return (f"`{text}` does more than the runner's teardown, which calls "
+                    "`cleanup_dist_env_and_memory()` without arguments")
+    return None
 
 
 def _stores_top(stmt: ast.stmt) -> list[ast.Name]:
