@@ -78,6 +78,12 @@ def names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
+#: Prefix of the entry a conftest's fixture index holds when the conftest defines a fixture
+#: named like the runner fixture (``own-runner-fixture:vllm_runner``; not an identifier, so
+#: never an engine fixture's name).
+OWN_RUNNER_FIXTURE = "own-runner-fixture:"
+
+
 def is_test_module_path(path: str, config: Config) -> bool:
     """True when ``path`` names a test module by its file name or lies under a test root."""
     base = os.path.basename(path)
@@ -181,6 +187,10 @@ class ModuleAnalysis:
     engines: list[EngineSite] = field(default_factory=list)
     runner_calls: list[RunnerCall] = field(default_factory=list)
     engine_fixtures: set[str] = field(default_factory=set)
+    #: Where a fixture named like the configured ``runner-fixture`` is defined by the project
+    #: itself (this module, or a conftest pytest loads for it), which then shadows the
+    #: bundled plugin's: ``"this module"``, ``"a conftest.py"``, or ``None``.
+    own_runner_fixture: str | None = None
     runner_classes_local: set[str] = field(default_factory=set)
     local_shadowed: set[str] = field(default_factory=set)
     parents: dict[int, ast.AST] = field(default_factory=dict)
@@ -306,7 +316,13 @@ class ModuleAnalysis:
         """Fixtures that provide an engine (or a runner's engine): this module's, and the
         conftests' ones this module does not override."""
         local = {info.name for info in self.functions if info.kind == "fixture"}
-        self.engine_fixtures |= self._conftest_fixtures - local
+        marker = OWN_RUNNER_FIXTURE + self.config.runner_fixture
+        if self.config.runner_fixture in local:
+            self.own_runner_fixture = "this module"
+        elif marker in self._conftest_fixtures:
+            self.own_runner_fixture = "a conftest.py"
+        self.engine_fixtures |= {n for n in self._conftest_fixtures - local
+                                 if not n.startswith(OWN_RUNNER_FIXTURE)}
         for info in self.functions:
             if info.kind != "fixture":
                 continue

@@ -91,7 +91,8 @@ def may_hold_violation(source: bytes, path: str, config: Config,
     Such a file is not parsed at all, so a syntax error in it is not reported (``GPU900``
     is for files that are analysed). ``memo`` as for :func:`file_digest`."""
     codes = enabled_rule_codes(config, per_file_ignored_codes(path, config))
-    fixtures = (conftest_engine_fixtures(path, config, memo)
+    fixtures = (frozenset(n for n in conftest_engine_fixtures(path, config, memo)
+                          if n.isidentifier())
                 if not ENVIRONMENT_RULES.issuperset(codes) else frozenset())
     return prefilter_for(config, codes, fixtures).admits(source)
 

@@ -120,7 +120,7 @@ def _fixtures_of(conftest: str, size: int, mtime_ns: int, config: Config) -> fro
 
 
 def _parse_fixtures(conftest: str, source: bytes, config: Config) -> frozenset[str]:
-    from lint_gpu_tests.analysis import ModuleAnalysis
+    from lint_gpu_tests.analysis import OWN_RUNNER_FIXTURE, ModuleAnalysis
     from lint_gpu_tests.source import parse_source
 
     if not engine_prefilter(config).admits(source):
@@ -132,4 +132,7 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config) -> frozenset[s
         module = ModuleAnalysis.build(tree, text, conftest, config)
     except (RecursionError, MemoryError):
         return frozenset()
-    return frozenset(module.engine_fixtures)
+    names = set(module.engine_fixtures)
+    if module.own_runner_fixture == "this module":
+        names.add(OWN_RUNNER_FIXTURE + config.runner_fixture)
+    return frozenset(names)

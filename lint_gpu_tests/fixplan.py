@@ -491,6 +491,11 @@ class Planner:
         extra = _cleanup_beyond_the_runner(module, func.node, remove)
         if extra is not None:
             unsafe(extra)
+        if config.target == "bundled" and module.own_runner_fixture is not None:
+            unsafe(f"the project defines its own `{config.runner_fixture}` fixture (in "
+                   f"{module.own_runner_fixture}), which replaces the bundled one whose "
+                   "defaults are `LLM`'s, and its defaults may differ (set `target = "
+                   "\"vllm\"` if it is vLLM's `VllmRunner`)")
         if group is not None:
             identity = identity_problem(segment, use_names)
             if identity is not None:

@@ -4,6 +4,13 @@ changed the test)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lint_gpu_tests import cli
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import check_source
 
@@ -57,3 +64,39 @@ def test_plain_use_and_plain_cleanup_stay_safe() -> None:
             "def test_plain():\n    llm = LLM('m')\n    assert llm.generate(['hi'])\n"
             "    del llm\n    cleanup_dist_env_and_memory()\n")
     assert gpu001(body) == ("safe", "")
+
+
+OWN_RUNNER = ('import pytest\n\n\nclass VllmRunner:\n    def __init__(self, model_name, '
+              'max_model_len=1024):\n        pass\n\n\n@pytest.fixture\ndef vllm_runner():\n'
+              '    return VllmRunner\n')
+TEST = ('from vllm import LLM\n\n\ndef test_a():\n    llm = LLM("m")\n'
+        '    assert llm.generate(["hi"])\n')
+
+
+def _gpu001_fixes(root: Path) -> list[tuple[str, str]]:
+    result = CliRunner().invoke(cli.cli, ["check", "--output-format", "json", str(root)],
+                                catch_exceptions=False)
+    return [(v["fix"]["applicability"], v["fix"]["message"]) for v in json.loads(result.output)
+            if v["code"] == "GPU001"]
+
+
+def test_a_project_runner_fixture_makes_the_bundled_fix_unsafe(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the default target, a ``vllm_runner`` fixture of the project's own (a copy of
+    vLLM's conftest) replaces the bundled one, so its defaults would apply silently (found by
+    a first-time user); the cache follows the conftest."""
+    monkeypatch.setenv("GPU_TEST_LINT_CACHE_DIR", str(tmp_path / "cache"))
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_a.py").write_text(TEST)
+    (tests / "conftest.py").write_text(OWN_RUNNER)
+    reason = ("the project defines its own `vllm_runner` fixture (in a conftest.py), which "
+              "replaces the bundled one whose defaults are `LLM`'s, and its defaults may differ "
+              "(set `target = \"vllm\"` if it is vLLM's `VllmRunner`)")
+    wrap = "Wrap in `with vllm_runner(...)`"
+    assert _gpu001_fixes(tmp_path) == [("unsafe", wrap)]
+    full = CliRunner().invoke(cli.cli, ["check", "--output-format", "full", str(tmp_path)],
+                              catch_exceptions=False).output
+    assert f"help: {wrap} (unsafe fix: {reason})" in full  # this run read the cache
+    (tests / "conftest.py").unlink()
+    assert _gpu001_fixes(tmp_path) == [("safe", wrap)]
