@@ -76,6 +76,13 @@ def render_rules_table(rules: Sequence[type[Rule]] | None = None) -> str:
     rules = _rules() if rules is None else list(rules)
     rows = [("Code", "Name", "Fix", "Summary")]
     rows += [(r.code, r.name, "yes" if r.fix_title else "no", r.summary) for r in rules]
+    if len(rules) == len(_rules()):  # the whole set: the two reports that are not rules too
+        from lint_gpu_tests.codes import INTERNAL_ERROR_CODE, PARSE_ERROR_CODE, PARSE_ERROR_NAME
+
+        rows += [(PARSE_ERROR_CODE, PARSE_ERROR_NAME, "no",
+                  "A file that does not parse (reported for analysed files, never rewritten)"),
+                 (INTERNAL_ERROR_CODE, "internal-error", "no",
+                  "The flake8 plugin's report of a rule that crashed on a file")]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     return "".join(
         f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}"

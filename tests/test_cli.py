@@ -355,10 +355,13 @@ def test_rules_table(tree: Path) -> None:
     result = run("rules")
     assert result.exit_code == 0
     assert result.stdout.splitlines() == [
-        "Code    Name         Fix  Summary",
-        "GPU091  fake-safe    yes  Engine built by hand",
-        "GPU092  fake-unsafe  yes  Unsafe engine",
-        "GPU093  fake-nofix   no   Engine without fix",
+        "Code    Name            Fix  Summary",
+        "GPU091  fake-safe       yes  Engine built by hand",
+        "GPU092  fake-unsafe     yes  Unsafe engine",
+        "GPU093  fake-nofix      no   Engine without fix",
+        "GPU900  syntax-error    no   A file that does not parse (reported for analysed files, "
+        "never rewritten)",
+        "GPU999  internal-error  no   The flake8 plugin's report of a rule that crashed on a file",
     ]
 
 
