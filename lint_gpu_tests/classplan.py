@@ -257,6 +257,11 @@ class _ClassPlanner:
         remove |= calls
         unwrap = self.finally_only_closes(remove, uses)
         reasons = [UNSAFE_REASON.format(cls=self.cls.name)]
+        if cleanup_methods:
+            gone = ", ".join(f"`{name}()`" for name in sorted(cleanup_methods))
+            verb = "is" if len(cleanup_methods) == 1 else "are"
+            reasons.append(f"its cleanup-only {gone} {verb} deleted, so a caller in another "
+                           "module that still calls it breaks")
         if arg_problem is not None:
             reasons.append(arg_problem)
         for use in uses:

@@ -51,7 +51,9 @@ def test_reasons_of_the_fixtures() -> None:
     before = (FIX_DIR / "engine_owner_class" / "before.py").read_text()
     fixture = ("a module-scoped fixture: the engine's lifetime follows the fixture's scope "
                "and the runner must allow it")
-    reason = UNSAFE.format(cls="LoRATester") + "; " + fixture
+    deleted = ("its cleanup-only `close()` is deleted, so a caller in another module that "
+               "still calls it breaks")
+    reason = UNSAFE.format(cls="LoRATester") + "; " + deleted + "; " + fixture
     assert reports(before) == [(15, "GPU001", "unsafe", reason),
                                (26, "GPU004", "unsafe", reason),
                                (27, "GPU004", "unsafe", reason),
