@@ -73,10 +73,11 @@ def render_rule(rule: type[Rule], *, level: int = 1) -> str:
 
 def render_rules_table(rules: Sequence[type[Rule]] | None = None) -> str:
     """Plain-text table: code, name, fix availability, summary (``gpu-test-lint rules``)."""
+    whole = rules is None  # the whole set: the two reports that are not rules go with it
     rules = _rules() if rules is None else list(rules)
     rows = [("Code", "Name", "Fix", "Summary")]
     rows += [(r.code, r.name, "yes" if r.fix_title else "no", r.summary) for r in rules]
-    if len(rules) == len(_rules()):  # the whole set: the two reports that are not rules too
+    if whole:
         from lint_gpu_tests.codes import INTERNAL_ERROR_CODE, PARSE_ERROR_CODE, PARSE_ERROR_NAME
 
         rows += [(PARSE_ERROR_CODE, PARSE_ERROR_NAME, "no",

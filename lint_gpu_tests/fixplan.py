@@ -26,12 +26,14 @@ from lint_gpu_tests.analysis import (
 from lint_gpu_tests.fixplan_groups import (
     FACTORY_REASON,
     GROUP_TITLE,
+    IDENTITY_CALLS,
     FactoryParts,
     GroupShape,
     after_loop_cleanup,
     engine_group,
     factory_fixture,
     identity_problem,
+    identity_reason,
     inside_loop,
     other_branch_statements,
 )
@@ -44,7 +46,6 @@ WRAP_TITLE = "Wrap in `with {runner}(...)`"
 THREAD_CALLS = frozenset(
     {"Thread", "Process", "submit", "map", "apply_async", "run_in_executor", "start_new_thread"}
 )
-IDENTITY_CALLS = frozenset({"isinstance", "id", "type", "issubclass"})
 #: Calls that observe when the engine object itself is freed (``weakref`` module).
 WEAKREF_CALLS = frozenset({"ref", "finalize", "getweakrefcount", "getweakrefs"})
 #: Methods that hash their argument (a set's); a ``weakref.proxy`` is unhashable.
@@ -756,14 +757,15 @@ class Planner:
                 if names_in(node.value) & tainted:
                     return "none:the engine is returned to the caller, so it must outlive " \
                            "this function"
+            identity = identity_reason(node, names, "the engine")
             if isinstance(node, ast.Call):
                 callee = last_name(node.func)
                 args = [*node.args, *(k.value for k in node.keywords)]
                 if callee in THREAD_CALLS and any(names_in(a) & tainted for a in args):
                     return "the engine is passed to a thread or process, which may use it " \
                            "after the block"
-                if callee in IDENTITY_CALLS and any(_is_plain(a, names) for a in node.args):
-                    return f"`{callee}()` on the engine sees a `weakref.proxy`, not the engine"
+                if identity is not None:
+                    return identity
                 plain = any(_is_plain(a, names) for a in node.args)
                 dotted = dotted_name(node.func) or ""
                 if plain and callee in WEAKREF_CALLS and dotted.startswith(("weakref.", callee)):
@@ -782,10 +784,8 @@ class Planner:
                     and _is_plain(node.slice, names):
                 return ("none:the engine is used as a key, and the `weakref.proxy` the fix "
                         "binds is unhashable")
-            if isinstance(node, ast.Compare) and any(
-                isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops
-            ) and any(_is_plain(x, names) for x in (node.left, *node.comparators)):
-                return "identity checks (`is`) on the engine see a `weakref.proxy`"
+            if identity is not None:  # an identity comparison (`is`)
+                return identity
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 if names_in(node) & tainted:
                     return "the engine is captured by a nested function that may run after " \

@@ -149,22 +149,33 @@ def engine_group(module: ModuleAnalysis, call: ast.Call, stmt: ast.stmt,
     return GroupShape("loop", loop, container, _free_name(node, "stack"))
 
 
+#: Calls that tell a ``weakref.proxy`` from the engine it stands for.
+IDENTITY_CALLS = frozenset({"isinstance", "id", "type", "issubclass"})
+
+
+def identity_reason(node: ast.AST, names: set[str], subject: str) -> str | None:
+    """The unsafe reason when ``node`` looks at a name in ``names`` by identity
+    (``isinstance(llm, LLM)``, ``llm is other``): after the fix it holds a proxy.
+    ``subject`` says what the names hold in the reason (``"the engine"``)."""
+    if isinstance(node, ast.Call) and last_name(node.func) in IDENTITY_CALLS and any(
+            isinstance(a, ast.Name) and a.id in names for a in node.args):
+        return f"`{last_name(node.func)}()` on {subject} sees a `weakref.proxy`, not the engine"
+    if isinstance(node, ast.Compare) and any(
+            isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops) and any(
+            isinstance(x, ast.Name) and x.id in names for x in (node.left, *node.comparators)):
+        return f"identity checks (`is`) on {subject} see a `weakref.proxy`"
+    return None
+
+
 def identity_problem(segment: list[ast.stmt], names: set[str]) -> str | None:
     """The unsafe reason when ``segment`` compares what may be one of the group's engines
-    by identity (``isinstance(llm, LLM)``, ``llm is other``): they are proxies after the
-    fix. ``names`` are the names that may hold an engine of the group."""
+    by identity (see :func:`identity_reason`). ``names`` are the names that may hold an
+    engine of the group."""
     for stmt in segment:
         for node in ast.walk(stmt):
-            if isinstance(node, ast.Call) and last_name(node.func) in (
-                    "isinstance", "type", "id") and any(
-                    isinstance(a, ast.Name) and a.id in names for a in node.args):
-                return (f"`{last_name(node.func)}()` on an engine of the group sees a "
-                        "`weakref.proxy`, not the engine")
-            if isinstance(node, ast.Compare) and any(
-                    isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops) and any(
-                    isinstance(x, ast.Name) and x.id in names
-                    for x in (node.left, *node.comparators)):
-                return "identity checks (`is`) on an engine of the group see a `weakref.proxy`"
+            reason = identity_reason(node, names, "an engine of the group")
+            if reason is not None:
+                return reason
     return None
 
 

@@ -33,20 +33,18 @@ def test_a_weak_reference_watching_the_engine_makes_the_fix_unsafe() -> None:
                   "moves to the end of its block")
 
 
-def test_an_engine_used_as_a_dict_key_has_no_fix() -> None:
-    applicability, reason = gpu001("def test_key():\n    llm = LLM('m')\n    d = {llm: 1}\n"
-                                   "    assert d\n")
+@pytest.mark.parametrize(("body", "reason"), [
+    ("def test_key():\n    llm = LLM('m')\n    d = {llm: 1}\n    assert d\n",
+     "the engine is a dict key or set member, and the `weakref.proxy` the fix binds is "
+     "unhashable"),
+    ("def test_set():\n    llm = LLM('m')\n    seen = set()\n    seen.add(llm)\n"
+     "    assert seen\n",
+     "`add()` hashes the engine, and the `weakref.proxy` the fix binds is unhashable"),
+], ids=["dict-key", "set-add"])
+def test_an_engine_that_is_hashed_has_no_fix(body: str, reason: str) -> None:
+    applicability, found = gpu001(body)
     assert applicability == "none"
-    assert reason.startswith("the engine is a dict key or set member, and the "
-                             "`weakref.proxy` the fix binds is unhashable")
-
-
-def test_an_engine_added_to_a_set_has_no_fix() -> None:
-    applicability, reason = gpu001("def test_set():\n    llm = LLM('m')\n    seen = set()\n"
-                                   "    seen.add(llm)\n    assert seen\n")
-    assert applicability == "none"
-    assert reason.startswith("`add()` hashes the engine, and the `weakref.proxy` the fix "
-                             "binds is unhashable")
+    assert found.startswith(reason)
 
 
 def test_cleanup_with_arguments_the_runner_does_not_pass_makes_the_fix_unsafe() -> None:
