@@ -170,8 +170,16 @@ class Planner:
     def __init__(self, module: ModuleAnalysis) -> None:
         self.module = module
         self._engine_plans: dict[int, WrapPlan | FixInfo] = {}
-        self.helpers = module_helpers(module.tree)
+        self._helpers: Helpers | None = None
         self._runner_plans: dict[int, WrapPlan | FixInfo] = {}
+
+    @property
+    def helpers(self) -> Helpers:
+        """The module's own functions (:func:`module_helpers`), indexed on first use: most
+        modules never follow a value into a helper."""
+        if self._helpers is None:
+            self._helpers = module_helpers(self.module.tree)
+        return self._helpers
 
     # ---------------------------------------------------------------- cleanup
     def is_cleanup_statement(self, stmt: ast.stmt, names: set[str]) -> bool:
