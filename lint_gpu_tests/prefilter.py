@@ -17,8 +17,15 @@ in :mod:`lint_gpu_tests.rules`:
   engines built through the runtime's ``vllm_runner_factory`` parameter. Cleanup calls,
   isolation decorators and runner attributes only matter in a function that owns an engine,
   so they are not needed. All of these are identifiers, looked for as whole words.
-* GPU008 starts from ``os.environ``, ``os.putenv`` or ``os.unsetenv`` (its own first test,
-  on the text); these are looked for anywhere (``environb`` included).
+* GPU008 starts from a change of ``os.environ`` or a call of ``os.putenv``/``os.unsetenv``
+  (:data:`ENVIRONMENT_CHANGE`, also the rule's own first test of the text): the rule finds
+  only a subscript of ``os.environ`` (set or deleted), a call of its ``update``/
+  ``setdefault``/``pop`` methods, and those two functions, with ``os.environ`` written as
+  ``<os>.environ``, as ``environ`` imported from ``os``, or under the name an ``import``
+  gives it (``from os import environ as env``). So a file passes when ``environ`` is
+  followed (past spaces, line continuations, closing parentheses and comments) by ``[``,
+  by one of those methods or by ``as``, or when it names ``putenv``/``unsetenv``. A file
+  that only reads ``os.environ.get(...)`` is not parsed.
 
 The test is conservative where bytes may not mean what they look like: an ASCII file with
 an encoding declaration for a codec that is not ASCII-compatible (``utf-7``, ``utf-16``)
@@ -40,7 +47,8 @@ from lint_gpu_tests import codes as _codes
 from lint_gpu_tests.config import Config
 
 __all__ = [
-    "ENVIRONMENT_NAMES",
+    "ENVIRONMENT_CHANGE",
+    "changes_environment",
     "RUNNER_FACTORY_FIXTURE",
     "Prefilter",
     "enabled_rule_codes",
@@ -49,8 +57,18 @@ __all__ = [
     "rule_words",
 ]
 
-ENVIRONMENT_NAMES = ("environ", "putenv", "unsetenv")
-"""What GPU008 needs (substrings: the rule's own test of the module text)."""
+_GAP = rb"(?:[\s\\)]|#[^\n]*)*"
+ENVIRONMENT_CHANGE = re.compile(
+    rb"environ" + _GAP + rb"(?:\[|\." + _GAP + rb"(?:update|setdefault|pop)(?![A-Za-z0-9_])"
+    rb"|as(?![A-Za-z0-9_]))|putenv|unsetenv")
+"""What GPU008 needs (see the module docstring), searched in the bytes as Python reads them."""
+
+
+def changes_environment(source: bytes) -> bool:
+    """True when ``source`` may change the environment as GPU008 finds it
+    (:data:`ENVIRONMENT_CHANGE`; the rule's own first test of a module, too)."""
+    return (b"environ" in source or b"putenv" in source or b"unsetenv" in source) and \
+        ENVIRONMENT_CHANGE.search(source) is not None
 ENVIRONMENT_RULES = frozenset({"GPU008"})
 RUNNER_FACTORY_FIXTURE = "vllm_runner_factory"
 """GPU007's factory fixture (``rules/gpu007_engines_oversubscribe_device.py``)."""
@@ -93,11 +111,11 @@ class Prefilter:
 
     Attributes:
         words: identifiers, found only as whole words (not inside a longer identifier).
-        anywhere: strings found anywhere in the bytes.
+        environment: a change of the environment (:data:`ENVIRONMENT_CHANGE`) also admits.
     """
 
     words: tuple[bytes, ...]
-    anywhere: tuple[bytes, ...]
+    environment: bool
 
     def __post_init__(self) -> None:
         pattern = (b"(?<![" + _WORD + b"])(?:" + b"|".join(re.escape(w) for w in self.words)
@@ -110,7 +128,7 @@ class Prefilter:
         text = _comparable(source)
         if text is None:
             return True
-        if any(needle in text for needle in self.anywhere):
+        if self.environment and changes_environment(text):
             return True
         if not any(word in text for word in self.words):  # the cheap test first
             return False
@@ -147,7 +165,7 @@ def _comparable(source: bytes) -> bytes | None:
 def engine_prefilter(config: Config) -> Prefilter:
     """The :class:`Prefilter` of a module that can provide an engine (an engine fixture in a
     conftest): it names an engine class or a runner (:func:`rule_words`)."""
-    return Prefilter(tuple(sorted(w.encode("utf-8") for w in rule_words(config))), ())
+    return Prefilter(tuple(sorted(w.encode("utf-8") for w in rule_words(config))), False)
 
 
 @lru_cache(maxsize=256)
@@ -156,12 +174,11 @@ def prefilter_for(config: Config, codes: tuple[str, ...],
     """The :class:`Prefilter` of the rules ``codes`` under ``config``, with ``fixtures`` (engine
     fixtures from conftests, :mod:`lint_gpu_tests.conftest_index`) as more words."""
     words: set[str] = set()
-    anywhere: set[str] = set()
+    environment = False
     for code in codes:
         if code in ENVIRONMENT_RULES:
-            anywhere.update(ENVIRONMENT_NAMES)
+            environment = True
         else:
             words.update(rule_words(config))
             words.update(fixtures)
-    return Prefilter(tuple(sorted(w.encode("utf-8") for w in words)),
-                     tuple(sorted(a.encode("utf-8") for a in anywhere)))
+    return Prefilter(tuple(sorted(w.encode("utf-8") for w in words)), environment)

@@ -167,7 +167,10 @@ def test_a_conftest_engine_fixture_name_lets_the_file_through(tmp_path: Path) ->
     (b"def test(vllm_runner):\n    pass\n", True),
     (b"def test(vllm_runner_factory):\n    pass\n", True),        # GPU007's factory
     (b"x = 'VLLM_USE_V1'\nmy_vllm_runner = 1\n", False),           # not whole words
-    (b"import os\nos.environb[b'X'] = b'1'\n", True),               # GPU008: anywhere
+    (b"import os\nos.environ['VLLM_X'] = '1'\n", True),              # GPU008
+    (b"import os\nx = os.environ.get('VLLM_X')\n", False),           # a read changes nothing
+    (b"import os\nenv = dict(os.environ)\n", False),
+    (b"import os\nos.environb[b'X'] = b'1'\n", False),               # GPU008 ignores environb
     ("x = 'é'\n".encode(), False),                                 # non-ASCII, names nothing
     ("x = ＬＬＭ('m')\n".encode(), True),                           # NFKC: the identifier LLM
     ("# -*- coding: latin-1 -*-\nx = 'é'\n".encode("latin-1"), False),
@@ -200,3 +203,34 @@ def test_enabled_rule_codes() -> None:
     assert enabled_rule_codes(Config(), ("GPU001", "GPU002", "GPU003", "GPU004", "GPU005",
                                          "GPU006", "GPU007")) == ("GPU008",)
     assert enabled_rule_codes(Config(select=("GPU900",))) == tuple(RULE_CODES)
+
+
+ENVIRONMENT_CHANGES = [
+    'os.environ["VLLM_USE_V1"] = "1"',
+    'os.environ ["VLLM_USE_V1"] = "1"',
+    '(os.environ)["VLLM_USE_V1"] = "1"',
+    'os.environ \\\n    ["VLLM_USE_V1"] = "1"',
+    '(os.environ  # the process environment\n )["VLLM_USE_V1"] = "1"',
+    'os.environ["VLLM_USE_V1"] += "1"',
+    'del os.environ["VLLM_USE_V1"]',
+    'os.environ.update(VLLM_USE_V1="1")',
+    'os.environ . update({"VLLM_USE_V1": "1"})',
+    'os.environ.\\\n    setdefault("VLLM_USE_V1", "1")',
+    'os.environ.pop("VLLM_USE_V1", None)',
+    'os.putenv("VLLM_USE_V1", "1")',
+    'os.unsetenv("VLLM_USE_V1")',
+    'from os import environ\n    environ["VLLM_USE_V1"] = "1"',
+    'from os import environ as env\n    env["VLLM_USE_V1"] = "1"',
+    'from os import (environ\n        as env)\n    env.pop("VLLM_USE_V1")',
+    'from os import unsetenv as unset\n    unset("VLLM_USE_V1")',
+]
+
+
+@pytest.mark.parametrize("change", ENVIRONMENT_CHANGES)
+def test_every_environment_change_gpu008_reports_is_admitted(change: str) -> None:
+    """The prefilter's test for GPU008 is a superset of what the rule finds: each shape is
+    reported by GPU008, and its bytes pass."""
+    source = f"import os\n\n\ndef test_env():\n    {change}\n".encode()
+    config = Config(select=("GPU008",))
+    assert [v.code for v in check_source(source, "test_env.py", config)] == ["GPU008"]
+    assert prefilter_for(config, enabled_rule_codes(config)).admits(source)

@@ -19,6 +19,7 @@ from lint_gpu_tests.analysis import (
 )
 from lint_gpu_tests.fixplan import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.prefilter import changes_environment
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
     hit_at,
@@ -281,7 +282,7 @@ def find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
 
 
 def _mentions_environment(module: ModuleAnalysis) -> bool:
-    return "environ" in module.text or "putenv" in module.text or "unsetenv" in module.text
+    return changes_environment(module.text.encode("utf-8", "surrogatepass"))
 
 
 def _watched(func: FunctionInfo) -> bool:
