@@ -16,14 +16,22 @@ from __future__ import annotations
 
 import ast
 import os
-import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.config import REEXPORTS, Config
-from lint_gpu_tests.source import parent_index, walk_nodes
-
-FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+from lint_gpu_tests.scopes import resolve_scopes
+from lint_gpu_tests.source import parent_index
+from lint_gpu_tests.syntax import (
+    FunctionNode,
+    dotted_name,
+    fixture_decorator,
+    fixture_scope,
+    is_main_guard,
+    is_raises_with,
+    iter_statements,
+    last_name,
+    walk_function,
+)
 
 #: Device modules whose ``empty_cache()`` is manual cleanup (torch.cuda, torch.npu, ...).
 CACHE_DEVICES = frozenset({"cuda", "npu", "xpu", "hpu", "mps", "accelerator", "musa", "mlu"})
@@ -44,38 +52,8 @@ CLEANUP_FUNCTIONS = frozenset(
 _LAUNCH_METHODS = frozenset({"Process", "Pool", "submit", "map", "imap", "imap_unordered",
                              "starmap", "map_async", "starmap_async", "apply", "apply_async"})
 
-FIXTURE_DECORATORS = frozenset({"fixture", "yield_fixture"})
 TEST_FILE_PREFIX = "test_"
 TEST_FILE_SUFFIX = "_test.py"
-
-
-def dotted_name(node: ast.AST) -> str | None:
-    """Return ``a.b.c`` for a Name/Attribute chain, else ``None``."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
-def last_name(node: ast.AST) -> str | None:
-    """Return the last identifier of a Name/Attribute/Call chain (``pytest.fixture`` ->
-    ``fixture``)."""
-    if isinstance(node, ast.Call):
-        node = node.func
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    if isinstance(node, ast.Name):
-        return node.id
-    return None
-
-
-def names_in(node: ast.AST) -> set[str]:
-    """Every identifier loaded anywhere inside ``node``."""
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
 #: Prefix of the entry a conftest's fixture index holds when the conftest defines a fixture
@@ -214,8 +192,7 @@ class ModuleAnalysis:
         module.in_scope = is_test_module_path(path, config) or module._defines_pytest_items()
         if not module.in_scope:
             return module
-        if module.imports and _binds_imported_names(module):
-            module.scoped_names = _ScopeResolver(module).run()
+        module.scoped_names = resolve_scopes(tree, module.imports, text)
         module._collect_runner_classes()
         _Walker(module).visit(tree)
         module._mark_process_targets()
@@ -346,7 +323,10 @@ class ModuleAnalysis:
         built. A test that pytest collects from a test file also runs in pytest's own
         process, so it is left as it is."""
         launchers = frozenset(self.config.process_launchers)
-        if not launchers or not any(q.rsplit(".", 1)[-1] in self.text for q in launchers):
+        # However it is imported or aliased, a call that resolves to a launcher spells every
+        # segment of its qualified name somewhere (the import the module part, attributes
+        # the rest), so a module lacking one cannot call it.
+        if not any(all(part in self.text for part in q.split(".")) for q in launchers):
             return
         handles: set[str] = set()  # names bound to what a launcher returns
 
@@ -576,64 +556,10 @@ class ModuleAnalysis:
     _busy_functions: set[int] | None = None
 
 
-_STATEMENT_LISTS = ("body", "orelse", "finalbody")
-
-
-def iter_statements(body: list[ast.stmt], *, definitions: bool = True) -> Iterator[ast.stmt]:
-    """Every statement in ``body`` and in the statement lists nested in it (functions and
-    classes included, unless ``definitions`` is false: then only the statements of
-    ``body``'s own scope), without visiting expressions: much cheaper than ``ast.walk`` for
-    finding imports and definitions."""
-    stack: list[ast.stmt] = list(reversed(body))
-    while stack:
-        stmt = stack.pop()
-        yield stmt
-        if not definitions and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                 ast.ClassDef)):
-            continue
-        nested: list[ast.stmt] = []
-        for attr in _STATEMENT_LISTS:
-            block = getattr(stmt, attr, None)
-            if isinstance(block, list):
-                nested.extend(block)
-        for handler in getattr(stmt, "handlers", ()) or ():
-            nested.extend(handler.body)
-        for case in getattr(stmt, "cases", ()) or ():
-            nested.extend(case.body)
-        stack.extend(reversed(nested))
-
-
-def walk_function(func: FunctionNode) -> Iterator[ast.AST]:
-    """Walk ``func``'s body without descending into nested functions or classes
-    (lambdas are walked: they run in the function's scope of references)."""
-    return iter(walk_nodes(func.body, _SCOPES))
-
-
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 #: Nodes the walker never needs to enter: names, constants and the operator/context
 #: singletons hold no call, function, class, ``if`` or ``with``.
 _WALKER_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.unaryop,
                   ast.boolop, ast.cmpop, ast.alias, ast.Import, ast.ImportFrom, ast.Pass)
-
-
-def fixture_decorator(func: FunctionNode) -> ast.expr | None:
-    """Return the ``@pytest.fixture``/``@pytest.fixture(...)`` decorator, else ``None``."""
-    for deco in func.decorator_list:
-        target = deco.func if isinstance(deco, ast.Call) else deco
-        if last_name(target) in FIXTURE_DECORATORS:
-            return deco
-    return None
-
-
-def fixture_scope(deco: ast.expr) -> str:
-    """The literal ``scope=`` of a fixture decorator (``"function"`` when absent)."""
-    if isinstance(deco, ast.Call):
-        for kw in deco.keywords:
-            if kw.arg == "scope":
-                if isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
-                    return kw.value.value
-                return "dynamic"
-    return "function"
 
 
 @dataclass
@@ -705,26 +631,6 @@ def _enter_context_arg(module: ModuleAnalysis, value: ast.AST) -> bool:
         and last_name(call.func) in ("enter_context", "enter_async_context")
         and bool(call.args)
         and module.is_runner_call(call.args[0])
-    )
-
-
-def is_main_guard(node: ast.If) -> bool:
-    """True for ``if __name__ == "__main__":`` (either operand order)."""
-    test = node.test
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
-            and isinstance(test.ops[0], ast.Eq)):
-        return False
-    sides = [test.left, test.comparators[0]]
-    has_name = any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
-    has_main = any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
-    return has_name and has_main
-
-
-def is_raises_with(node: ast.With | ast.AsyncWith) -> bool:
-    """True for ``with pytest.raises(...)`` (any item)."""
-    return any(
-        isinstance(item.context_expr, ast.Call) and last_name(item.context_expr.func) == "raises"
-        for item in node.items
     )
 
 
@@ -902,274 +808,3 @@ class _Walker(ast.NodeVisitor):
                 in_runner_class=in_runner_class,
             )
         )
-
-
-
-# --------------------------------------------------------------------------- scopes
-
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-_SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
-                *_COMPREHENSIONS)
-#: A binding of a name in a scope: the qualified name it imports, an expression it is
-#: assigned (``Engine = LLM``: an alias of what that expression refers to), or ``None``
-#: (anything else: a parameter, a loop or with target, a def, a ``del``...).
-_Binding = str | ast.expr | None
-
-
-@dataclass
-class _Scope:
-    """One scope of a module (function, lambda, class body or comprehension): the bindings
-    of the names the module imports, and its ``global``/``nonlocal`` declarations."""
-
-    kind: str
-    parent: _Scope | None
-    bound: dict[str, list[_Binding]] = field(default_factory=dict)
-    globals: set[str] = field(default_factory=set)
-    nonlocals: set[str] = field(default_factory=set)
-
-
-def _scope_parts(node: ast.AST) -> tuple[list[ast.AST], list[ast.AST]]:
-    """The parts of a scope node evaluated in the enclosing scope (decorators, defaults,
-    annotations, bases, a comprehension's first iterable) and those in its own scope."""
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        args = node.args
-        outer: list[ast.AST] = [*args.defaults, *(d for d in args.kw_defaults if d)]
-        if not isinstance(node, ast.Lambda):
-            outer += node.decorator_list
-            outer += [a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
-                                             args.vararg, args.kwarg)
-                      if a is not None and a.annotation is not None]
-            if node.returns is not None:
-                outer.append(node.returns)
-        params: list[ast.AST] = [a for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
-                                             args.vararg, args.kwarg) if a is not None]
-        body = [node.body] if isinstance(node, ast.Lambda) else node.body
-        return outer, [*params, *body]
-    if isinstance(node, ast.ClassDef):
-        return [*node.decorator_list, *node.bases, *node.keywords], list(node.body)
-    assert isinstance(node, _COMPREHENSIONS)
-    first, *rest = node.generators
-    inner: list[ast.AST] = [first.target, *first.ifs, *rest]
-    inner += [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
-    return [first.iter], inner
-
-
-class _ScopeResolver:
-    """Resolves names per scope, as pyflakes' and ruff's semantic models do: a parameter,
-    local assignment, loop target, class attribute or comprehension variable named like an
-    import shadows it for the loads in that scope (``global``/``nonlocal`` followed; class
-    bodies are not seen from the functions inside them). Only the names the module imports
-    are tracked: no other name can resolve to a qualified name.
-
-    The result, :attr:`resolved`, maps ``id()`` of each shadowed ``ast.Name`` load to what
-    it refers to: a qualified name (a local import, or an alias ``Engine = LLM`` of one)
-    or ``None`` (not an import). Loads that resolve at module level are left out.
-    """
-
-    def __init__(self, module: ModuleAnalysis) -> None:
-        self.module = module
-        self.tracked = set(module.imports)
-        self.loads: dict[int, tuple[str, _Scope]] = {}
-        self.resolved: dict[int, str | None] = {}
-        self._busy: set[int] = set()
-
-    def run(self) -> dict[int, str | None]:
-        """Walk the module and resolve every load of a tracked name inside a scope."""
-        pending: list[tuple[ast.AST, _Scope | None]] = [(self.module.tree, None)]
-        while pending:
-            node, parent = pending.pop()
-            if parent is None:  # the module: its loads resolve through the imports
-                self._walk(list(self.module.tree.body), None, pending)
-                continue
-            scope = _Scope("comprehension" if isinstance(node, _COMPREHENSIONS) else
-                           "class" if isinstance(node, ast.ClassDef) else "function", parent)
-            self._walk(_scope_parts(node)[1], scope, pending)
-        for key, (name, scope) in self.loads.items():
-            self.resolved[key] = self._resolve(key, name, scope)
-        return {k: v for k, v in self.resolved.items() if v != _MODULE}
-
-    def _walk(self, nodes: list[ast.AST], scope: _Scope | None,
-              pending: list[tuple[ast.AST, _Scope | None]]) -> None:
-        """Record the bindings and loads of ``nodes`` in ``scope`` (``None``: module level),
-        queueing the scopes nested in them."""
-        tracked = self.tracked
-        stack = list(reversed(nodes))  # source order: an alias is bound before its uses
-        module_scope = _Scope("module", None)
-        here = scope or module_scope
-        while stack:
-            node = stack.pop()
-            if isinstance(node, _SCOPE_NODES):
-                stack.extend(reversed(_scope_parts(node)[0]))
-                pending.append((node, here))
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    self._bind(here, node.name, None)
-                continue
-            if isinstance(node, ast.Name):
-                if node.id in tracked:
-                    if isinstance(node.ctx, ast.Load):
-                        if scope is not None:
-                            self.loads[id(node)] = (node.id, scope)
-                    else:
-                        self._bind(here, node.id, None)
-                continue
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                if len(targets) == 1 and isinstance(targets[0], ast.Name):
-                    name = targets[0].id
-                    if name not in tracked and scope is not None and \
-                            _head(node.value) in tracked:
-                        tracked.add(name)  # a local alias of an import: ``Engine = LLM``
-                    if name in tracked:
-                        self._bind(here, name, node.value)
-                    if isinstance(node, ast.AnnAssign):
-                        stack.append(node.annotation)
-                    stack.append(node.value)
-                    continue
-            elif isinstance(node, ast.arg):  # a parameter; its annotation is outside
-                self._bind(here, node.arg, None)
-                continue
-            elif isinstance(node, ast.Import):
-                for alias in node.names:
-                    local = alias.asname or alias.name.split(".")[0]
-                    self._bind(here, local, alias.name if alias.asname else local)
-            elif isinstance(node, ast.ImportFrom):
-                for alias in node.names:
-                    if alias.name != "*":
-                        self._bind(here, alias.asname or alias.name,
-                                   f"{node.module}.{alias.name}" if node.module and
-                                   node.level == 0 else None)
-            elif isinstance(node, ast.Global):
-                here.globals.update(node.names)
-            elif isinstance(node, ast.Nonlocal):
-                here.nonlocals.update(node.names)
-            elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
-                if node.name is not None:
-                    self._bind(here, node.name, None)
-            elif isinstance(node, ast.MatchMapping) and node.rest is not None:
-                self._bind(here, node.rest, None)
-            stack.extend(reversed(list(ast.iter_child_nodes(node))))
-
-    def _bind(self, scope: _Scope, name: str, binding: _Binding) -> None:
-        if name in self.tracked and scope.kind != "module":
-            scope.bound.setdefault(name, []).append(binding)
-
-    def _owner(self, name: str, scope: _Scope) -> _Scope | None:
-        """The scope whose binding a load of ``name`` in ``scope`` sees (``None``: module)."""
-        current: _Scope | None = scope
-        first = True
-        while current is not None and current.kind != "module":
-            if name in current.globals:
-                return None
-            if name not in current.nonlocals and name in current.bound and (
-                    first or current.kind != "class"):
-                return current
-            first = False
-            current = current.parent
-        return None
-
-    def _resolve(self, key: int, name: str, scope: _Scope) -> str | None:
-        if key in self.resolved:
-            return self.resolved[key]
-        owner = self._owner(name, scope)
-        if owner is None:
-            return _MODULE
-        if key in self._busy:  # an alias cycle (``a = b`` / ``b = a``)
-            return None
-        self._busy.add(key)
-        values: set[str | None] = set()
-        for binding in owner.bound[name]:
-            if binding is None or isinstance(binding, str):
-                values.add(binding)
-            else:
-                values.add(self._resolve_expr(binding))
-        self._busy.discard(key)
-        result = values.pop() if len(values) == 1 else None
-        self.resolved[key] = result
-        return result
-
-    def _resolve_expr(self, expr: ast.expr) -> str | None:
-        """The qualified name ``expr`` (an alias's value) refers to, or ``None``."""
-        dotted = dotted_name(expr)
-        if dotted is None:
-            return None
-        head_node = expr
-        while isinstance(head_node, ast.Attribute):
-            head_node = head_node.value
-        head, _, rest = dotted.partition(".")
-        loaded = self.loads.get(id(head_node))
-        if loaded is not None:
-            base = self._resolve(id(head_node), *loaded)
-            if base != _MODULE:
-                return f"{base}.{rest}" if base and rest else base
-        base = self.module.imports.get(head)
-        if base is None:
-            return None
-        return f"{base}.{rest}" if rest else base
-
-
-def _binds_imported_names(module: ModuleAnalysis) -> bool:
-    """Whether some function, class body, lambda or comprehension may bind a name the
-    module imports (so :class:`_ScopeResolver` has something to find). A cheap look at the
-    statements (parameters, targets, nested imports and definitions) and, for the scopes
-    inside expressions, at the text; it may say yes when there is nothing, never no when
-    there is something."""
-    tracked = set(module.imports)
-    top = {id(s) for s in iter_statements(module.tree.body, definitions=False)}
-    for stmt in iter_statements(module.tree.body):
-        bound: list[str] = []
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.append(stmt.name)
-            if not isinstance(stmt, ast.ClassDef):
-                args = stmt.args
-                bound += [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
-                                          args.vararg, args.kwarg) if a is not None]
-        elif id(stmt) in top:
-            continue  # the module's own bindings: ``local_shadowed``
-        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            bound += [a.asname or a.name.split(".")[0] for a in stmt.names]
-        elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For,
-                               ast.AsyncFor, ast.With, ast.AsyncWith, ast.Delete)):
-            targets: list[ast.AST] = (
-                list(stmt.targets) if isinstance(stmt, (ast.Assign, ast.Delete)) else
-                [i.optional_vars for i in stmt.items if i.optional_vars is not None]
-                if isinstance(stmt, (ast.With, ast.AsyncWith)) else [stmt.target])
-            while targets:  # names, through tuples and starred (attributes bind none)
-                target = targets.pop()
-                if isinstance(target, ast.Name):
-                    bound.append(target.id)
-                elif isinstance(target, (ast.Tuple, ast.List)):
-                    targets.extend(target.elts)
-                elif isinstance(target, ast.Starred):
-                    targets.append(target.value)
-        elif isinstance(stmt, ast.Try):
-            bound += [h.name for h in stmt.handlers if h.name]
-        elif isinstance(stmt, ast.Match):
-            return True
-        if tracked.intersection(bound):
-            return True
-    text = module.text
-    if ":=" in text:
-        return True
-    for line in text.splitlines():
-        if "for" in line or "lambda" in line:
-            for found in _EXPRESSION_BINDERS.finditer(line):
-                binders = found.group(1) or found.group(2) or ""
-                if tracked.intersection(_IDENTIFIER.findall(binders)):
-                    return True
-    return False
-
-
-#: The targets of a comprehension's ``for ... in`` and a lambda's parameters, on one line.
-_EXPRESSION_BINDERS = re.compile(r"\bfor\b(.*?)\bin\b|\blambda\b([^:]*):")
-_IDENTIFIER = re.compile(r"\w+")
-
-
-def _head(expr: ast.AST) -> str | None:
-    """The first name of a dotted expression (``vllm`` for ``vllm.LLM``), else ``None``."""
-    while isinstance(expr, ast.Attribute):
-        expr = expr.value
-    return expr.id if isinstance(expr, ast.Name) else None
-
-
-#: Marks a load that resolves at module level (through the imports), not in a scope.
-_MODULE = "<module>"

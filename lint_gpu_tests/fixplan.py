@@ -14,15 +14,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field, replace
 
-from lint_gpu_tests.analysis import (
-    EngineSite,
-    FunctionInfo,
-    ModuleAnalysis,
-    RunnerCall,
-    dotted_name,
-    last_name,
-    names_in,
-)
+from lint_gpu_tests.analysis import EngineSite, FunctionInfo, ModuleAnalysis, RunnerCall
 from lint_gpu_tests.fixplan_groups import (
     FACTORY_REASON,
     GROUP_TITLE,
@@ -41,6 +33,7 @@ from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.helper_calls import HelperCallers, runner_through_callers
 from lint_gpu_tests.mappings import hides_model, plan_mapping
 from lint_gpu_tests.source import walk_nodes
+from lint_gpu_tests.syntax import dotted_name, last_name, names_in
 
 WRAP_TITLE = "Wrap in `with {runner}(...)`"
 THREAD_CALLS = frozenset(

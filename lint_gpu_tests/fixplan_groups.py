@@ -27,7 +27,8 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, last_name
+from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.syntax import last_name
 
 #: Title of the group and factory fixes.
 GROUP_TITLE = "Enter each engine's runner on one `contextlib.ExitStack()`"

@@ -39,9 +39,10 @@ import ast
 import dataclasses
 from dataclasses import dataclass, field
 
-from lint_gpu_tests.analysis import EngineSite, FunctionInfo, ModuleAnalysis, last_name
+from lint_gpu_tests.analysis import EngineSite, FunctionInfo, ModuleAnalysis
 from lint_gpu_tests.fixplan import STORE_METHODS, WrapPlan, planner_for, walk_statements
 from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.syntax import last_name
 
 ISOLATE_DECORATOR = "create_new_process_for_each_test"
 ISOLATE_CALL = f'{ISOLATE_DECORATOR}("spawn")'

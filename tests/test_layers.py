@@ -21,6 +21,8 @@ LAYERS: list[set[str]] = [
     {"codes", "ftypes"},
     {"config"},
     {"source", "writer", "prefilter"},
+    {"syntax"},
+    {"scopes"},
     {"analysis", "mappings", "helper_calls"},
     {"fixplan_groups"},
     {"fixplan", "isolateplan", "classplan"},

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ast
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, names_in
+from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
 from lint_gpu_tests.fixplan import WrapPlan, planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.isolateplan import strategy_plan
 from lint_gpu_tests.rule import Hit
+from lint_gpu_tests.syntax import names_in
 
 
 def is_isolated(func: FunctionInfo | None) -> bool:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import ModuleAnalysis, dotted_name
+from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.classplan import ClassPlan, owner_class_of
 from lint_gpu_tests.fixplan import WrapPlan
 from lint_gpu_tests.isolateplan import strategy_plan
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at, is_isolated
+from lint_gpu_tests.syntax import dotted_name
 
 
 class EngineOutsideRunner(Rule):

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import replace
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, last_name, names_in
+from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
 from lint_gpu_tests.classplan import ClassPlan, owner_classes
 from lint_gpu_tests.fixplan import WrapPlan, _stmt_block, planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
@@ -19,6 +19,7 @@ from lint_gpu_tests.rules._common import (
     is_shutdown_try,
     none_fix,
 )
+from lint_gpu_tests.syntax import last_name, names_in
 
 
 class ManualEngineCleanup(Rule):

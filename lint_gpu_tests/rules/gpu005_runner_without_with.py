@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import ModuleAnalysis, last_name
+from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan import WrapPlan, planner_for
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at
+from lint_gpu_tests.syntax import last_name
 
 
 class RunnerWithoutWith(Rule):

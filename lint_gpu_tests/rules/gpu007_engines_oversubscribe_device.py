@@ -8,9 +8,10 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, last_name
+from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at, literal_value, local_names, module_constants
+from lint_gpu_tests.syntax import last_name
 
 SHARE_KEYWORD = "gpu_memory_utilization"
 #: Keywords that size the KV cache in bytes instead (vllm/config/cache.py: the share is

@@ -9,14 +9,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from lint_gpu_tests.analysis import (
-    FunctionInfo,
-    ModuleAnalysis,
-    fixture_decorator,
-    is_main_guard,
-    is_test_module_path,
-    last_name,
-)
+from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, is_test_module_path
 from lint_gpu_tests.fixplan import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.prefilter import changes_environment
@@ -29,6 +22,7 @@ from lint_gpu_tests.rules._common import (
     module_constants,
     none_fix,
 )
+from lint_gpu_tests.syntax import fixture_decorator, is_main_guard, last_name
 
 #: pytest's xunit-style setup and teardown functions and methods (no fixtures reach them).
 XUNIT_FUNCTIONS = frozenset({

@@ -1,0 +1,133 @@
+"""Small questions about stdlib ``ast`` nodes that every layer above asks: dotted names,
+statement lists, fixture decorators, ``__main__`` guards. Pure functions of the tree; no
+module state, no configuration.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from lint_gpu_tests.source import walk_nodes
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+"""A function definition, plain or ``async``."""
+
+FIXTURE_DECORATORS = frozenset({"fixture", "yield_fixture"})
+"""Last names of pytest's fixture decorators (``pytest.fixture``, the old ``yield_fixture``)."""
+
+
+def head_name(expr: ast.AST) -> str | None:
+    """The first name of a dotted expression (``vllm`` for ``vllm.LLM``), else ``None``."""
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def dotted_name(node: ast.AST) -> str | None:
+    """Return ``a.b.c`` for a Name/Attribute chain, else ``None``."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def last_name(node: ast.AST) -> str | None:
+    """Return the last identifier of a Name/Attribute/Call chain (``pytest.fixture`` ->
+    ``fixture``)."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    return None
+
+
+def names_in(node: ast.AST) -> set[str]:
+    """Every identifier loaded anywhere inside ``node``."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+
+
+_STATEMENT_LISTS = ("body", "orelse", "finalbody")
+
+
+def iter_statements(body: list[ast.stmt], *, definitions: bool = True) -> Iterator[ast.stmt]:
+    """Every statement in ``body`` and in the statement lists nested in it (functions and
+    classes included, unless ``definitions`` is false: then only the statements of
+    ``body``'s own scope), without visiting expressions: much cheaper than ``ast.walk`` for
+    finding imports and definitions."""
+    stack: list[ast.stmt] = list(reversed(body))
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        if not definitions and isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                 ast.ClassDef)):
+            continue
+        nested: list[ast.stmt] = []
+        for attr in _STATEMENT_LISTS:
+            block = getattr(stmt, attr, None)
+            if isinstance(block, list):
+                nested.extend(block)
+        for handler in getattr(stmt, "handlers", ()) or ():
+            nested.extend(handler.body)
+        for case in getattr(stmt, "cases", ()) or ():
+            nested.extend(case.body)
+        stack.extend(reversed(nested))
+
+
+def walk_function(func: FunctionNode) -> Iterator[ast.AST]:
+    """Walk ``func``'s body without descending into nested functions or classes
+    (lambdas are walked: they run in the function's scope of references)."""
+    return iter(walk_nodes(func.body, _SCOPES))
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def fixture_decorator(func: FunctionNode) -> ast.expr | None:
+    """Return the ``@pytest.fixture``/``@pytest.fixture(...)`` decorator, else ``None``."""
+    for deco in func.decorator_list:
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        if last_name(target) in FIXTURE_DECORATORS:
+            return deco
+    return None
+
+
+def fixture_scope(deco: ast.expr) -> str:
+    """The literal ``scope=`` of a fixture decorator (``"function"`` when absent)."""
+    if isinstance(deco, ast.Call):
+        for kw in deco.keywords:
+            if kw.arg == "scope":
+                if isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                    return kw.value.value
+                return "dynamic"
+    return "function"
+
+
+
+
+def is_main_guard(node: ast.If) -> bool:
+    """True for ``if __name__ == "__main__":`` (either operand order)."""
+    test = node.test
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    has_name = any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides)
+    has_main = any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
+    return has_name and has_main
+
+
+def is_raises_with(node: ast.With | ast.AsyncWith) -> bool:
+    """True for ``with pytest.raises(...)`` (any item)."""
+    return any(
+        isinstance(item.context_expr, ast.Call) and last_name(item.context_expr.func) == "raises"
+        for item in node.items
+    )
