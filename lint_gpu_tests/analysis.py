@@ -15,12 +15,13 @@ collects the facts the rules GPU001–GPU006 report on:
 from __future__ import annotations
 
 import ast
+import bisect
 import os
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.config import REEXPORTS, Config
 from lint_gpu_tests.scopes import resolve_scopes
-from lint_gpu_tests.source import parent_index
+from lint_gpu_tests.source import parent_index, walk_nodes
 from lint_gpu_tests.syntax import (
     FunctionNode,
     dotted_name,
@@ -199,15 +200,40 @@ class ModuleAnalysis:
         module._collect_engine_fixtures()
         return module
 
-    def _index_parents(self) -> None:
-        self.parents = parent_index(self.tree)
-
     def parent(self, node: ast.AST) -> ast.AST | None:
         """The syntactic parent of ``node`` (``None`` for the module). The index is built on
-        first use: only modules with something to plan a fix for need it."""
-        if not self.parents:
-            self._index_parents()
-        return self.parents.get(id(node))
+        first use, one top-level statement at a time: a question about a node inside a
+        test indexes that test, not the whole module (the statement is found by line; a
+        node without a line, or not found there, indexes the whole module)."""
+        parents = self.parents
+        found = parents.get(id(node))
+        if found is not None or node is self.tree or self._fully_indexed:
+            return found
+        top = self._top_statement_at(getattr(node, "lineno", None))
+        if top is not None and id(top) not in self._indexed:
+            self._indexed.add(id(top))
+            parents[id(top)] = self.tree
+            parents.update(parent_index(top))
+            found = parents.get(id(node))
+            if found is not None:
+                return found
+        parents.update(parent_index(self.tree))
+        self._fully_indexed = True
+        return parents.get(id(node))
+
+    def _top_statement_at(self, line: int | None) -> ast.stmt | None:
+        """The statement of the module's body whose lines (decorators included) hold
+        ``line``, else ``None``."""
+        if line is None:
+            return None
+        if self._top_starts is None:
+            self._top_starts = [min([s.lineno, *(d.lineno for d in getattr(
+                s, "decorator_list", ()))]) for s in self.tree.body]
+        index = bisect.bisect_right(self._top_starts, line) - 1
+        if index < 0:
+            return None
+        stmt = self.tree.body[index]
+        return stmt if line <= (stmt.end_lineno or stmt.lineno) else None
 
     def _collect_imports(self) -> None:
         """Map local names to qualified names; a local def/class/assignment shadows.
@@ -341,7 +367,7 @@ class ModuleAnalysis:
 
         calls: list[ast.Call] = []
         binders: list[ast.Assign | ast.With | ast.AsyncWith] = []
-        for node in ast.walk(self.tree):
+        for node in walk_nodes([self.tree]):
             if isinstance(node, ast.Call):
                 calls.append(node)
             elif isinstance(node, (ast.Assign, ast.With, ast.AsyncWith)):
@@ -554,6 +580,9 @@ class ModuleAnalysis:
     _conftest_fixtures: frozenset[str] = frozenset()
     _lines: list[str] | None = None
     _busy_functions: set[int] | None = None
+    _indexed: set[int] = field(default_factory=set)
+    _fully_indexed: bool = False
+    _top_starts: list[int] | None = None
 
 
 #: Nodes the walker never needs to enter: names, constants and the operator/context

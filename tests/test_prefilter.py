@@ -223,6 +223,8 @@ ENVIRONMENT_CHANGES = [
     'from os import environ as env\n    env["VLLM_USE_V1"] = "1"',
     'from os import (environ\n        as env)\n    env.pop("VLLM_USE_V1")',
     'from os import unsetenv as unset\n    unset("VLLM_USE_V1")',
+    'from os import putenv as put\n\n\ndef test_later():\n    put("VLLM_USE_V1", "1")',
+    'from os import environ as env\n\n\ndef test_later():\n    env["VLLM_USE_V1"] = "1"',
 ]
 
 
