@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lint_gpu_tests import conftest_index
-from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir
+from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir, stat_key
 from lint_gpu_tests.config import Config, ConfigError, ConfigResolver, resolve_config
 from lint_gpu_tests.conftest_index import conftest_engine_fixtures
 from lint_gpu_tests.discovery import Discovery, PathNotFoundError, Problem, discover_files
@@ -104,6 +104,12 @@ def file_digest(path: str, source: bytes, config: Config,
     :func:`~lint_gpu_tests.conftest_index.conftest_engine_fixtures`."""
     extra = sorted(n.encode("utf-8") for n in conftest_engine_fixtures(path, config, memo))
     return content_hash(source + b"\0" + b",".join(extra) if extra else source)
+
+
+def _fixtures_key(path: str, config: Config, memo: conftest_index.Memo) -> str:
+    """The conftest engine fixtures ``path`` may receive, as one string for
+    :func:`~lint_gpu_tests.cache.stat_key` (what :func:`file_digest` adds to the bytes)."""
+    return ",".join(sorted(conftest_engine_fixtures(path, config, memo)))
 
 
 def _skipped(source: bytes, path: str, config: Config, memo: conftest_index.Memo) -> bool:
@@ -520,17 +526,13 @@ def check_paths(
     todo: list[str] = []
     sources: dict[str, bytes] = {}
     memo: conftest_index.Memo = {}
+    stat_keys: dict[str, tuple[str, str]] = {}  # path -> (digest read, stat key before it)
     for path in found.files:
-        try:
-            source = Path(path).read_bytes()
-        except OSError:
-            todo.append(path)  # reported by the worker
-            continue
-        digest = None
+        key = None
         if caches is not None:
             store = caches(configs[path])  # first: it loads the conftest index digests read
-            digest = file_digest(path, source, configs[path], memo)
-            cached = store.lookup(path, digest)
+            key = stat_key(path, _fixtures_key(path, configs[path], memo))
+            cached = store.lookup_unchanged(path, key) if key is not None else None
             if cached is not None and (not (fix or diff)
                                        or not wanted_fixes(cached, unsafe_fixes)):
                 done[path] = _Outcome(FileResult(path, cached))
@@ -538,12 +540,31 @@ def check_paths(
                 if progress is not None:
                     progress(1)
                 continue
+        try:
+            source = Path(path).read_bytes()
+        except OSError:
+            todo.append(path)  # reported by the worker
+            continue
+        digest = None
+        if caches is not None:
+            digest = file_digest(path, source, configs[path], memo)
+            cached = store.lookup(path, digest)
+            if cached is not None and (not (fix or diff)
+                                       or not wanted_fixes(cached, unsafe_fixes)):
+                store.store(path, digest, cached, key)  # found by its status next time
+                done[path] = _Outcome(FileResult(path, cached))
+                run.cache_hits += 1
+                if progress is not None:
+                    progress(1)
+                continue
+            if key is not None:
+                stat_keys[path] = (digest, key)
         if prefilter and _skipped(source, path, configs[path], memo):
             # Decided here, before any worker starts: only files to analyse count towards
             # the parallel threshold, and workers inherit the conftest index built here.
             done[path] = _Outcome(FileResult(path, []))
             if caches is not None and digest is not None:
-                caches(configs[path]).store(path, digest, [])
+                caches(configs[path]).store(path, digest, [], key)
             if progress is not None:
                 progress(1)
             continue
@@ -561,7 +582,11 @@ def check_paths(
         path = outcome.result.path
         done[path] = outcome
         if caches is not None and outcome.digest is not None and outcome.cacheable is not None:
-            caches(configs[path]).store(path, outcome.digest, outcome.cacheable)
+            read = stat_keys.get(path)
+            # The status key only when the worker's bytes are the ones read here, unfixed.
+            same = read is not None and read[0] == outcome.digest
+            caches(configs[path]).store(path, outcome.digest, outcome.cacheable,
+                                        read[1] if same and read is not None else None)
         if outcome.diff:
             run.diffs[path] = outcome.diff
         if progress is not None:

@@ -9,6 +9,14 @@ fingerprint) or an upgrade (another version) can never serve stale results. The 
 keeps the conftest index (:mod:`lint_gpu_tests.conftest_index`): the hash of each
 ``conftest.py``'s bytes -> the engine fixtures it defines, so a warm run parses no conftest.
 
+A file whose status (size, modification and change times, inode) and conftest fixtures are
+what they were when its entry was stored is taken as unchanged without reading it, as ruff's
+cache and git's index do: :func:`stat_key`. The change time cannot be set from user space, so
+a file rewritten or replaced in place (even with its old size and modification time) gets
+another key; an entry is given a key only when the file had not changed for
+:data:`RACY_NS` before it was read (git's "racily clean" rule), so a change within the same
+timestamp tick is never missed. Any other file is read and hashed.
+
 Concurrent runs are safe: a cache file is written to a temporary file in the same directory and
 moved into place with :func:`os.replace`, so readers see either the old or the new file, never a
 torn one; entries written by another run in the meantime are merged, not dropped. A corrupt,
@@ -32,6 +40,36 @@ from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation
 CACHE_DIR_NAME = ".gpu-test-lint-cache"
 CACHE_DIR_ENV = "GPU_TEST_LINT_CACHE_DIR"
 _FORMAT = 1
+
+
+RACY_NS = 2_000_000_000
+"""A file changed less than this long (2 s, in nanoseconds: the coarsest timestamp tick of a
+common filesystem, FAT's) before it was read gets no :func:`stat_key`."""
+
+
+def stat_key(path: str, extra: str = "", now_ns: int | None = None) -> str | None:
+    """The key under which a file's entry can be found without reading the file.
+
+    Args:
+        path: the file.
+        extra: what else the entry depends on (the conftest engine fixtures it may receive).
+        now_ns: the time of the ``stat`` (:func:`time.time_ns`, default now).
+
+    Returns:
+        ``"size:mtime_ns:ctime_ns:inode:extra"``, or ``None`` when the file cannot be
+        ``stat``-ed or changed within :data:`RACY_NS` of ``now_ns``.
+    """
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    if now_ns is None:
+        import time
+
+        now_ns = time.time_ns()
+    if max(status.st_mtime_ns, status.st_ctime_ns) > now_ns - RACY_NS:
+        return None
+    return f"{status.st_size}:{status.st_mtime_ns}:{status.st_ctime_ns}:{status.st_ino}:{extra}"
 
 
 def content_hash(data: bytes) -> str:
@@ -149,20 +187,37 @@ class ResultCache:
             digest: :func:`content_hash` of the file's current bytes.
         """
         entry = self._entries.get(os.path.abspath(path))
-        if not isinstance(entry, list) or len(entry) != 2 or entry[0] != digest:
+        if not isinstance(entry, list) or len(entry) not in (2, 3) or entry[0] != digest:
             return None
+        return self._decoded(entry, path)
+
+    def lookup_unchanged(self, path: str, key: str) -> list[Violation] | None:
+        """Return the cached violations of ``path`` if its entry was stored under ``key``
+        (:func:`stat_key` of the file now), without reading the file."""
+        entry = self._entries.get(os.path.abspath(path))
+        if not isinstance(entry, list) or len(entry) != 3 or entry[2] != key:
+            return None
+        return self._decoded(entry, path)
+
+    @staticmethod
+    def _decoded(entry: list[Any], path: str) -> list[Violation] | None:
         try:
             return [decode_violation(item, path) for item in entry[1]]
         except (ValueError, TypeError, IndexError, KeyError):
             return None
 
-    def store(self, path: str, digest: str, violations: Sequence[Violation]) -> None:
-        """Remember that bytes hashing to ``digest`` at ``path`` gave ``violations``."""
-        entry = [digest, [encode_violation(v) for v in violations]]
-        key = os.path.abspath(path)
-        if self._entries.get(key) != entry:
-            self._entries[key] = entry
-            self._dirty[key] = entry
+    def store(self, path: str, digest: str, violations: Sequence[Violation],
+              key: str | None = None) -> None:
+        """Remember that bytes hashing to ``digest`` at ``path`` gave ``violations``; with
+        ``key`` (:func:`stat_key` taken before those bytes were read), also findable by
+        :meth:`lookup_unchanged`."""
+        entry: list[Any] = [digest, [encode_violation(v) for v in violations]]
+        if key is not None:
+            entry.append(key)
+        path_key = os.path.abspath(path)
+        if self._entries.get(path_key) != entry:
+            self._entries[path_key] = entry
+            self._dirty[path_key] = entry
 
     def save(self) -> None:
         """Write new entries, merged over whatever another run saved meanwhile.

@@ -113,3 +113,71 @@ def test_cache_dir_env_and_argument(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert cache.default_cache_dir("/root", "arg") == Path("arg")
     monkeypatch.delenv("GPU_TEST_LINT_CACHE_DIR")
     assert cache.default_cache_dir("/root") == Path("/root/.gpu-test-lint-cache")
+
+
+def _read_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record every Python file the run reads through ``Path.read_bytes``."""
+    reads: list[str] = []
+    real = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        if self.suffix == ".py":
+            reads.append(self.name)
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    return reads
+
+
+def test_an_unchanged_file_is_not_read_again(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_rules.install(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GPU_TEST_LINT_CACHE_DIR", raising=False)
+    monkeypatch.setattr(cache, "RACY_NS", 0)  # the files here are seconds old at most
+    Path("test_a.py").write_text(fake_rules.SAMPLE)
+    Path("test_b.py").write_text("x = 1\n")
+    config = Config(root=str(tmp_path))
+    first = api.check_paths(["."], config)
+    reads = _read_paths(monkeypatch)
+    second = api.check_paths(["."], config)
+    assert (second.cache_hits, reads) == (2, [])
+    assert second.violations == first.violations
+
+
+def test_a_file_rewritten_with_its_old_size_and_mtime_is_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The change time moves even when size and modification time are put back."""
+    import os
+    import time
+
+    fake_rules.install(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GPU_TEST_LINT_CACHE_DIR", raising=False)
+    monkeypatch.setattr(cache, "RACY_NS", 0)
+    test = Path("test_a.py")
+    test.write_text(fake_rules.SAMPLE)
+    config = Config(root=str(tmp_path))
+    first = api.check_paths(["."], config)
+    before = os.stat(test)
+    time.sleep(0.05)  # past the kernel's timestamp tick
+    test.write_text(fake_rules.SAMPLE.replace("LLM(", "LLX(", 1))
+    os.utime(test, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(test).st_size == before.st_size
+    reads = _read_paths(monkeypatch)
+    second = api.check_paths(["."], config)
+    assert (second.cache_hits, reads) == (0, ["test_a.py"])
+    assert len(second.violations) == len(first.violations) - 1
+
+
+def test_a_file_changed_within_the_racy_window_gets_no_key(tmp_path: Path) -> None:
+    import os
+
+    test = tmp_path / "test_a.py"
+    test.write_text("x = 1\n")
+    status = os.stat(test)
+    changed = max(status.st_mtime_ns, status.st_ctime_ns)
+    assert cache.stat_key(str(test), "f", now_ns=changed + cache.RACY_NS - 1) is None
+    assert cache.stat_key(str(test), "f", now_ns=changed + cache.RACY_NS) == (
+        f"{status.st_size}:{status.st_mtime_ns}:{status.st_ctime_ns}:{status.st_ino}:f")
+    assert cache.stat_key(str(tmp_path / "missing.py")) is None
