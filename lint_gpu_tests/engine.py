@@ -127,6 +127,40 @@ def _logical_ranges(text: str) -> list[tuple[int, int]]:
     """The runs of physical lines flake8 searches for ``# noqa`` as one: lines between two
     ``NL``/``NEWLINE`` tokens (a multi-line string or a backslash continuation joins lines;
     a bracket does not, its line breaks are ``NL`` tokens). Empty when tokenising fails."""
+    return _token_ranges(text, 0)
+
+
+def _ranges_holding(text: str, physical: list[str], tree: ast.Module, wanted: set[int]
+                    ) -> list[tuple[int, int]] | None:
+    """The runs of :func:`_logical_ranges` that hold a line of ``wanted``, tokenising only
+    the top-level statements of ``tree`` (parsed from ``text``) around those lines: a
+    top-level statement starts at column 0 outside any bracket or string, so the tokenizer
+    can start there; a line outside every statement (blank, a comment) is a run of its own.
+    ``None`` when a slice does not tokenise (the caller tokenises the whole text)."""
+    spans: list[list[int]] = []
+    for stmt in tree.body:
+        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+        last = stmt.end_lineno or stmt.lineno
+        if spans and first <= spans[-1][1]:  # ``a = 1; b = 2``: statements share a line
+            spans[-1][1] = max(spans[-1][1], last)
+        else:
+            spans.append([first, last])
+    ranges: list[tuple[int, int]] = []
+    covered: set[int] = set()
+    for first, last in spans:
+        if not any(first <= line <= last for line in wanted):
+            continue
+        found = _token_ranges("".join(physical[first - 1:last]), first - 1)
+        if not found:
+            return None
+        ranges += found
+        covered.update(range(first, last + 1))
+    ranges += [(line, line) for line in sorted(wanted - covered)]
+    return ranges
+
+
+def _token_ranges(text: str, offset: int) -> list[tuple[int, int]]:
+    """:func:`_logical_ranges` of ``text``, whose first line is line ``offset + 1``."""
     import io
     import tokenize
 
@@ -139,7 +173,7 @@ def _logical_ranges(text: str) -> list[tuple[int, int]]:
             start = start or tok.start[0]
             end = max(end, tok.end[0])
             if tok.type in (tokenize.NL, tokenize.NEWLINE):
-                ranges.append((start, end))
+                ranges.append((start + offset, end + offset))
                 start, end = 0, 0
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return []
@@ -155,15 +189,18 @@ def physical_lines(text: str) -> list[str]:
     return _LINE_RE.findall(text)
 
 
-def parse_noqa(text: str) -> Noqa:
-    """Read every ``# noqa`` directive of ``text`` (see :class:`Noqa`)."""
+def parse_noqa(text: str, tree: ast.Module | None = None) -> Noqa:
+    """Read every ``# noqa`` directive of ``text`` (see :class:`Noqa`); with ``tree`` (parsed
+    from ``text``), only the top-level statements holding one are tokenised."""
     physical = physical_lines(text)
     lines: dict[int, frozenset[str] | None] = {}
     file_codes: set[str] = set()
     whole_file = False
-    for line in physical:
+    wanted: set[int] = set()
+    for number, line in enumerate(physical, 1):
         if "noqa" not in line.lower():
             continue
+        wanted.add(number)
         whole = FILE_NOQA_RE.match(line)
         if whole is not None:
             codes = _noqa_codes(whole.group("codes"))
@@ -171,7 +208,8 @@ def parse_noqa(text: str) -> Noqa:
                 whole_file = True
             else:
                 file_codes.update(codes)
-    for start, end in _logical_ranges(text):
+    ranges = _ranges_holding(text, physical, tree, wanted) if tree is not None else None
+    for start, end in _logical_ranges(text) if ranges is None else ranges:
         joined = "".join(physical[start - 1:end])
         if "noqa" not in joined.lower():
             continue
@@ -323,7 +361,7 @@ def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_no
         if hits and lines is None:
             lines = text.splitlines()
             wants_noqa = apply_noqa and "noqa" in text.lower()
-            noqa = parse_noqa(text) if wants_noqa else Noqa()
+            noqa = parse_noqa(text, tree) if wants_noqa else Noqa()
         for hit in hits:
             assert lines is not None and noqa is not None
             if noqa.suppresses(hit.node_line, rule.code):
