@@ -288,7 +288,7 @@ def _run_parallel(items: Sequence[tuple[str, Config]], mode: _Mode, jobs: int
                   ) -> Iterator[_Outcome]:
     from concurrent.futures import ProcessPoolExecutor  # imported only for parallel runs
 
-    chunksize = max(1, min(64, len(items) // (jobs * 8)))
+    chunksize = max(1, min(16, len(items) // (jobs * 16)))
     with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
                              initargs=(mode,)) as pool:
         yield from pool.map(_work, items, chunksize=chunksize)
@@ -527,6 +527,7 @@ def check_paths(
     sources: dict[str, bytes] = {}
     memo: conftest_index.Memo = {}
     stat_keys: dict[str, tuple[str, str]] = {}  # path -> (digest read, stat key before it)
+    sizes: dict[str, int] = {}
     for path in found.files:
         key = None
         if caches is not None:
@@ -569,12 +570,16 @@ def check_paths(
                 progress(1)
             continue
         todo.append(path)
+        sizes[path] = len(source)
         if len(todo) <= parallel_threshold:
             sources[path] = source
     workers = jobs if jobs is not None else default_jobs()
     if workers > 1 and len(todo) > parallel_threshold:
         sources.clear()
-        outcomes: Iterator[_Outcome] = _run_parallel([(p, configs[p]) for p in todo], mode,
+        # Largest first (by bytes, as read above), so no worker is left with a big file
+        # at the end while the others idle; results are kept by path, not by order.
+        order = sorted(todo, key=lambda p: -sizes.get(p, 0))
+        outcomes: Iterator[_Outcome] = _run_parallel([(p, configs[p]) for p in order], mode,
                                                      workers)
     else:
         outcomes = (_process(p, sources.pop(p, None), configs[p], mode) for p in todo)
@@ -587,13 +592,12 @@ def check_paths(
             same = read is not None and read[0] == outcome.digest
             caches(configs[path]).store(path, outcome.digest, outcome.cacheable,
                                         read[1] if same and read is not None else None)
-        if outcome.diff:
-            run.diffs[path] = outcome.diff
         if progress is not None:
             progress(1)
     if caches is not None:
         caches.save()
     run.files = [done[path].result for path in found.files]
+    run.diffs = {path: text for path in found.files if (text := done[path].diff)}
     if edits and not fix:
         for file in run.files:
             run.edits.update(_edits_for(file, configs[file.path], unsafe_fixes))
