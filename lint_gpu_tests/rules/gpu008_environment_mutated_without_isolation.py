@@ -17,7 +17,7 @@ from lint_gpu_tests.analysis import (
     is_test_module_path,
     last_name,
 )
-from lint_gpu_tests.fixplan import planner_for
+from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
