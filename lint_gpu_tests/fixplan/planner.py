@@ -26,11 +26,12 @@ from lint_gpu_tests.analysis import (
 )
 from lint_gpu_tests.fixplan.blocks import _contains, _loads, _stmt_block, _stores_top, _touches
 from lint_gpu_tests.fixplan.cleanup import CleanupRecognizer, _cleanup_beyond_the_runner
-from lint_gpu_tests.fixplan.flow import Helpers, module_helpers, value_flow
+from lint_gpu_tests.fixplan.flow import Helpers, ValueFlow, module_helpers, value_flow
 from lint_gpu_tests.fixplan.groups import (
     FACTORY_REASON,
     GROUP_TITLE,
     FactoryParts,
+    GroupShape,
     after_loop_cleanup,
     engine_group,
     factory_fixture,
@@ -131,60 +132,17 @@ class Planner(CleanupRecognizer, SafetyChecks):
         block = _stmt_block(module, stmt)
         if block is None:
             return _none("built inside an expression the fix cannot restructure", title)
-        if self.shares_line(stmt) or self.on_header_line(stmt):
-            return _none("the statement shares its line with another statement", title)
-        # The call must be a direct part of a simple statement, not inside a lambda or
-        # comprehension, and alone of its kind in the statement.
-        if group is None and not isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr,
-                                                   ast.Return)):
-            return _none("built inside a compound statement header", title)
-        if group is None and self._inside_deferred(call, stmt):
-            return _none("built inside a lambda or comprehension", title)
-        if not module.is_engine_call(call) and kind == "engine":
-            return _none("built by a factory method the runner cannot call", title)
-        sites = [n for n in ast.walk(stmt) if isinstance(n, ast.Call)
-                 and (module.builds_engine(n) or module.is_runner_call(n))]
-        if len(sites) != 1:
-            return _none("several engines are built in one statement", title)
-        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is call and not bound:
-            return _none("the engine is stored in an attribute or container and outlives "
-                         "the block", title)
+        problem = self._statement_problem(call, stmt, func, bound, kind, group)
+        if problem is not None:
+            return _none(problem, title)
         is_fixture = func.kind == "fixture"
-        is_return_value = isinstance(stmt, ast.Return) or (
-            isinstance(stmt, ast.Expr) and isinstance(stmt.value, (ast.Yield, ast.YieldFrom))
-        )
-        handed = stmt.value if isinstance(stmt, ast.Return) else (
-            stmt.value.value if isinstance(stmt, ast.Expr) and isinstance(
-                stmt.value, (ast.Yield, ast.YieldFrom)) else None)
-        if is_return_value and is_fixture and handed is not call:
-            return _none("the fixture hands out something derived from the engine, which "
-                         "would outlive the runner's block", title)
-        if is_fixture and isinstance(stmt, ast.Return) and sum(
-                isinstance(n, ast.Return) for n in module.nodes_of(func)) > 1:
-            return _none("the fixture returns on other paths too: turning this return into a "
-                         "yield would leave those paths without a value", title)
-        if is_return_value and not is_fixture:
-            return _none("the engine is returned to the caller, so it must outlive this "
-                         "function", title)
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.YieldFrom):
-            return _none("built in a `yield from`", title)
 
         names: set[str] = {bound} if bound else set()
         all_engines = names | module.engine_names(func)
-        parent = module.parent(stmt)
-        if isinstance(parent, ast.Try) and any(s is stmt for s in parent.body) and \
-                self.finally_only_cleans(parent, all_engines) and self._unwrappable(parent) \
-                and not any(names_in(s) & (all_engines - names) for s in parent.finalbody):
-            outer = _stmt_block(module, parent)
-            if outer is None:
-                return _none("built inside an expression the fix cannot restructure", title)
-            k = next(i for i, s in enumerate(outer) if s is parent)
-            block = [*outer[:k], *parent.body, *outer[k + 1:]]
-            unwrap_parent: int | None = parent.lineno
-            remove_finally = {s.lineno for s in parent.finalbody}
-        else:
-            unwrap_parent = None
-            remove_finally = set()
+        unwrapped = self._enclosing_try(stmt, block, names, all_engines)
+        if unwrapped is None:
+            return _none("built inside an expression the fix cannot restructure", title)
+        block, unwrap_parent, remove_finally = unwrapped
         index = next(i for i, s in enumerate(block) if s is stmt)
         # Aliases bound later in the block (``engine = llm``) count as the same engine.
         for later in block[index + 1:]:
@@ -205,6 +163,173 @@ class Planner(CleanupRecognizer, SafetyChecks):
                           loop_body=in_loop, helpers=self.helpers)
         if flow.problem is not None and flow.problem.startswith("none:"):
             return _none(flow.problem[5:], title)
+        use_names = flow.tainted
+        end, remove, unwrap = self._extent(func, stmt, block, index, stop, names, all_engines,
+                                           flow, remove_finally, unwrap_parent)
+        remove = self._removals(stmt, block, index, end, names, all_engines, use_names, remove)
+        segment = block[index: end + 1]
+        func_node = func.node
+        outside = self._outside_use(func, stmt, block, index, stop, segment, remove, bound,
+                                    names, flow)
+        if outside is not None:
+            return _none(outside, title)
+        applicability = Applicability.SAFE
+        reasons: list[str] = []
+
+        def unsafe(reason: str) -> None:
+            nonlocal applicability
+            applicability = Applicability.UNSAFE
+            if reason not in reasons:
+                reasons.append(reason)
+
+        risks = self._risks(func, block, index, end, segment, remove, names, flow, group)
+        if isinstance(risks, str):
+            return _none(risks, title)
+        for risk in risks:
+            unsafe(risk)
+        use_class = func.kind in ("helper", "method") or func.in_base_class or (
+            is_fixture and func.fixture_scope not in (None, "function")
+            and config.target == "bundled"
+        ) or kind == "runner" and last_name(call.func) in config.runner_classes
+        compilation: str | None = None
+        mapping_defaults: tuple[str, ...] | None = None
+        helper_calls: HelperCallers | None = None
+        if kind == "engine":
+            if config.target == "vllm" and hides_model(call):
+                mapping_defaults, arg_problem = plan_mapping(
+                    module, func, call, VLLM_TARGET_DEFAULTS, compilation_config_equivalent)
+            else:
+                arg_problem = self._argument_problem(call)
+            if arg_problem is not None:
+                if arg_problem.startswith("none:"):
+                    return _none(arg_problem[5:], title)
+                unsafe(arg_problem)
+            if config.target == "vllm":
+                given = next((k.value for k in call.keywords if k.arg == "compilation_config"),
+                             None)
+                if given is not None:
+                    compilation, cc_problem = compilation_config_equivalent(given, module)
+                    if cc_problem is not None:
+                        if cc_problem.startswith("none:"):
+                            return _none(cc_problem[5:], title)
+                        unsafe(cc_problem)
+            if use_class and config.target == "vllm":
+                passed = runner_through_callers(module, func, config.runner_fixture)
+                if isinstance(passed, str):
+                    return _none(passed, title)
+                use_class, helper_calls = False, passed
+                if passed.public and not passed.passed:
+                    unsafe(f"`{passed.name}()` is public: a module that imports it must now "
+                           f"pass `{config.runner_fixture}` too")
+        yield_proxy = self._yields_proxy(func, stmt, segment, remove, names, bound, group)
+        if is_fixture and not yield_proxy and any(
+                isinstance(n, ast.Return) for s in segment[1:] for n in ast.walk(s)):
+            return _none("the fixture returns inside the engine's range", title)
+        drop = self._dropped_params(func, remove)
+        add_param = None
+        if not use_class and config.runner_fixture not in func.params:
+            add_param = config.runner_fixture
+        if group is not None:
+            group = replace(group, runner=self._group_runner(use_class))
+            add_param = None if use_class or group.runner in func.params else group.runner
+        return WrapPlan(
+            kind=kind,
+            site_line=stmt.lineno,
+            function_line=func_node.lineno,
+            end_line=block[end].end_lineno or block[end].lineno,
+            bound_name=bound,
+            remove_lines=remove,
+            unwrap_try_lines=unwrap,
+            add_param=add_param,
+            drop_params=drop,
+            use_class=use_class,
+            yield_proxy=yield_proxy,
+            aliases=set(names),
+            compilation_config=compilation,
+            mapping_defaults=mapping_defaults,
+            helper_calls=helper_calls,
+            weak_calls=weak_calls(module, segment, names) if names and not yield_proxy
+            else set(),
+            applicability=applicability,
+            reason="; ".join(reasons),
+            title=title if group is not None else self._title(kind, func, use_class),
+            call_line=call.lineno,
+            group=group,
+        )
+
+    def _statement_problem(self, call: ast.Call, stmt: ast.stmt, func: FunctionInfo,
+                           bound: str | None, kind: str, group: GroupShape | None) -> str | None:
+        """Why the statement that builds the engine (``stmt``, in ``func``) has a shape the
+        fix cannot rewrite (it shares its line, the call is nested in it or not alone, a
+        fixture hands out something derived from it, ...), or ``None``."""
+        module = self.module
+        if self.shares_line(stmt) or self.on_header_line(stmt):
+            return "the statement shares its line with another statement"
+        # The call must be a direct part of a simple statement, not inside a lambda or
+        # comprehension, and alone of its kind in the statement.
+        if group is None and not isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr,
+                                                   ast.Return)):
+            return "built inside a compound statement header"
+        if group is None and self._inside_deferred(call, stmt):
+            return "built inside a lambda or comprehension"
+        if not module.is_engine_call(call) and kind == "engine":
+            return "built by a factory method the runner cannot call"
+        sites = [n for n in ast.walk(stmt) if isinstance(n, ast.Call)
+                 and (module.builds_engine(n) or module.is_runner_call(n))]
+        if len(sites) != 1:
+            return "several engines are built in one statement"
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is call and not bound:
+            return ("the engine is stored in an attribute or container and outlives "
+                    "the block")
+        is_fixture = func.kind == "fixture"
+        is_return_value = isinstance(stmt, ast.Return) or (
+            isinstance(stmt, ast.Expr) and isinstance(stmt.value, (ast.Yield, ast.YieldFrom))
+        )
+        handed = stmt.value if isinstance(stmt, ast.Return) else (
+            stmt.value.value if isinstance(stmt, ast.Expr) and isinstance(
+                stmt.value, (ast.Yield, ast.YieldFrom)) else None)
+        if is_return_value and is_fixture and handed is not call:
+            return ("the fixture hands out something derived from the engine, which "
+                    "would outlive the runner's block")
+        if is_fixture and isinstance(stmt, ast.Return) and sum(
+                isinstance(n, ast.Return) for n in module.nodes_of(func)) > 1:
+            return ("the fixture returns on other paths too: turning this return into a "
+                    "yield would leave those paths without a value")
+        if is_return_value and not is_fixture:
+            return ("the engine is returned to the caller, so it must outlive this "
+                    "function")
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.YieldFrom):
+            return "built in a `yield from`"
+        return None
+
+    def _enclosing_try(self, stmt: ast.stmt, block: list[ast.stmt], names: set[str],
+                       all_engines: set[str]
+                       ) -> tuple[list[ast.stmt], int | None, set[int]] | None:
+        """``stmt``'s block, where a ``try/finally`` around ``stmt`` only cleans up replaced
+        by the ``try``'s body: ``(block, line of that try or None, lines of its finally to
+        remove)``; ``None`` when that ``try`` sits where the fix cannot restructure."""
+        module = self.module
+        parent = module.parent(stmt)
+        if isinstance(parent, ast.Try) and any(s is stmt for s in parent.body) and \
+                self.finally_only_cleans(parent, all_engines) and self._unwrappable(parent) \
+                and not any(names_in(s) & (all_engines - names) for s in parent.finalbody):
+            outer = _stmt_block(module, parent)
+            if outer is None:
+                return None
+            k = next(i for i, s in enumerate(outer) if s is parent)
+            return ([*outer[:k], *parent.body, *outer[k + 1:]], parent.lineno,
+                    {s.lineno for s in parent.finalbody})
+        return block, None, set()
+
+    def _extent(self, func: FunctionInfo, stmt: ast.stmt, block: list[ast.stmt], index: int,
+                stop: int, names: set[str], all_engines: set[str], flow: ValueFlow,
+                remove_finally: set[int], unwrap_parent: int | None
+                ) -> tuple[int, set[int], set[int]]:
+        """Where the with-block over ``block[index]`` ends, and the cleanup it takes over:
+        ``(index in block of its last statement, start lines of cleanup statements to
+        remove, start lines of ``try`` statements to unwrap)``. ``stop`` is the index of the
+        next top-level rebinding of the engine's name."""
+        module = self.module
         use_names = flow.tainted
         # Segment: from the construction to the last statement using the engine, stopping
         # before the next top-level rebinding of its name. Generic cleanup (gc.collect(),
@@ -270,6 +395,16 @@ class Planner(CleanupRecognizer, SafetyChecks):
                     if _touches(block[k], inner_names):
                         end, grown = k, True
                         break
+        return end, remove, unwrap
+
+    def _removals(self, stmt: ast.stmt, block: list[ast.stmt], index: int, end: int,
+                  names: set[str], all_engines: set[str], use_names: set[str],
+                  remove: set[int]) -> set[int]:
+        """``remove`` settled once the block ends at ``block[end]``: generic cleanup before a
+        later use stays, cleanup nested in the range after the last use and after the
+        enclosing loop goes."""
+        module = self.module
+        remove = set(remove)
         # A generic cleanup call (``gc.collect()`` between two rounds) before a later use
         # of the engine is not its teardown (GPU004 does not report it): it stays.
         last_use = max((j for j in range(index + 1, end + 1) if block[j].lineno not in remove
@@ -281,6 +416,16 @@ class Planner(CleanupRecognizer, SafetyChecks):
         remove |= self._nested_cleanup(segment, names, all_engines, use_names, remove)
         remove |= after_loop_cleanup(module, stmt, lambda s: self.is_cleanup_statement(
             s, set()) and not self.shares_line(s) and not self.on_header_line(s))
+        return remove
+
+    def _outside_use(self, func: FunctionInfo, stmt: ast.stmt, block: list[ast.stmt],
+                     index: int, stop: int, segment: list[ast.stmt], remove: set[int],
+                     bound: str | None, names: set[str], flow: ValueFlow) -> str | None:
+        """Why the engine cannot be confined to ``segment`` (a use or rebinding of a name
+        that holds it elsewhere in the function, a statement of the range that shares its
+        line, a ``global``/``nonlocal`` name), or ``None``."""
+        module = self.module
+        use_names = flow.tainted
         # Every use of the engine must lie in the segment.
         func_node = func.node
         inside = {id(n) for s in segment for n in ast.walk(s)}
@@ -301,96 +446,73 @@ class Planner(CleanupRecognizer, SafetyChecks):
             if isinstance(node.ctx, (ast.Load, ast.Del)):
                 if not flow.live(node.id, region_index.get(id(node))):
                     continue
-                return _none(f"`{node.id}` is used outside the block that builds it", title)
+                return f"`{node.id}` is used outside the block that builds it"
             if isinstance(node.ctx, ast.Store) and id(node) not in top_rebindings:
-                return _none(f"`{node.id}` is rebound elsewhere in the function", title)
+                return f"`{node.id}` is rebound elsewhere in the function"
         for s in segment:
             if s.lineno != stmt.lineno and self.shares_line(s):
-                return _none("a statement in its range shares its line with another", title)
+                return "a statement in its range shares its line with another"
             for node in ast.walk(s):
                 if isinstance(node, (ast.Global, ast.Nonlocal)) and set(node.names) & names:
-                    return _none("the engine's name is global or nonlocal", title)
+                    return "the engine's name is global or nonlocal"
+        return None
 
-        applicability = Applicability.SAFE
-        reasons: list[str] = []
-
-        def unsafe(reason: str) -> None:
-            nonlocal applicability
-            applicability = Applicability.UNSAFE
-            if reason not in reasons:
-                reasons.append(reason)
-
+    def _risks(self, func: FunctionInfo, block: list[ast.stmt], index: int, end: int,
+               segment: list[ast.stmt], remove: set[int], names: set[str],
+               flow: ValueFlow, group: GroupShape | None) -> list[str] | str:
+        """Why the wrapped block may behave otherwise than the code did (escapes, lost
+        values, cleanup beyond the runner's, engines alive together, a wide-scoped fixture),
+        in order; or, as a plain string, the reason that rules the fix out."""
+        module = self.module
+        config = module.config
+        use_names = flow.tainted
+        is_fixture = func.kind == "fixture"
+        risks: list[str] = []
         for s in segment:
             if s.lineno in remove:
                 continue
             escape = self.escape(s, names, use_names, is_fixture)
             if escape is not None:
                 if escape.startswith("none:"):
-                    return _none(escape[5:], title)
-                unsafe(escape)
+                    return escape[5:]
+                risks.append(escape)
         if flow.problem is not None:
-            unsafe(flow.problem)
+            risks.append(flow.problem)
         extra = _cleanup_beyond_the_runner(module, func.node, remove)
         if extra is not None:
-            unsafe(extra)
+            risks.append(extra)
         if config.target == "bundled" and module.own_runner_fixture is not None:
-            unsafe(f"the project defines its own `{config.runner_fixture}` fixture (in "
-                   f"{module.own_runner_fixture}), which replaces the bundled one whose "
-                   "defaults are `LLM`'s, and its defaults may differ (set `target = "
-                   "\"vllm\"` if it is vLLM's `VllmRunner`)")
+            risks.append(f"the project defines its own `{config.runner_fixture}` fixture (in "
+                         f"{module.own_runner_fixture}), which replaces the bundled one whose "
+                         "defaults are `LLM`'s, and its defaults may differ (set `target = "
+                         "\"vllm\"` if it is vLLM's `VllmRunner`)")
         if group is not None:
             identity = identity_problem(segment, use_names)
             if identity is not None:
-                unsafe(identity)
+                risks.append(identity)
         unfollowed = flow.unfollowed_call([s for s in segment if s.lineno not in remove])
         if unfollowed is not None:
-            unsafe(unfollowed)
+            risks.append(unfollowed)
         if names:
             last_own = max((j for j in range(index, end + 1) if _touches(block[j], names)),
                            default=index)
             if any(module.is_engine_call_stmt(block[j]) for j in range(last_own + 1, end + 1)):
                 # Only a value derived from the engine keeps it past the next engine's
                 # construction: the two engines are now alive together.
-                unsafe("a value that may hold the engine is used after the next engine is "
-                       "built, so the block covers both and they are alive together")
+                risks.append("a value that may hold the engine is used after the next engine is "
+                             "built, so the block covers both and they are alive together")
         if is_fixture and func.fixture_scope not in (None, "function"):
-            unsafe(f"a {func.fixture_scope}-scoped fixture: the engine's lifetime follows the "
-                   "fixture's scope and the runner must allow it")
-        use_class = func.kind in ("helper", "method") or func.in_base_class or (
-            is_fixture and func.fixture_scope not in (None, "function")
-            and config.target == "bundled"
-        ) or kind == "runner" and last_name(call.func) in config.runner_classes
-        compilation: str | None = None
-        mapping_defaults: tuple[str, ...] | None = None
-        helper_calls: HelperCallers | None = None
-        if kind == "engine":
-            if config.target == "vllm" and hides_model(call):
-                mapping_defaults, arg_problem = plan_mapping(
-                    module, func, call, VLLM_TARGET_DEFAULTS, compilation_config_equivalent)
-            else:
-                arg_problem = self._argument_problem(call)
-            if arg_problem is not None:
-                if arg_problem.startswith("none:"):
-                    return _none(arg_problem[5:], title)
-                unsafe(arg_problem)
-            if config.target == "vllm":
-                given = next((k.value for k in call.keywords if k.arg == "compilation_config"),
-                             None)
-                if given is not None:
-                    compilation, cc_problem = compilation_config_equivalent(given, module)
-                    if cc_problem is not None:
-                        if cc_problem.startswith("none:"):
-                            return _none(cc_problem[5:], title)
-                        unsafe(cc_problem)
-            if use_class and config.target == "vllm":
-                passed = runner_through_callers(module, func, config.runner_fixture)
-                if isinstance(passed, str):
-                    return _none(passed, title)
-                use_class, helper_calls = False, passed
-                if passed.public and not passed.passed:
-                    unsafe(f"`{passed.name}()` is public: a module that imports it must now "
-                           f"pass `{config.runner_fixture}` too")
-        yield_proxy = False
+            risks.append(f"a {func.fixture_scope}-scoped fixture: the engine's lifetime "
+                         "follows the fixture's scope and the runner must allow it")
+        return risks
+
+    def _yields_proxy(self, func: FunctionInfo, stmt: ast.stmt, segment: list[ast.stmt],
+                      remove: set[int], names: set[str], bound: str | None,
+                      group: GroupShape | None) -> bool:
+        """Whether the engine's single use in a fixture is handing it out (``yield llm``),
+        so that the fix yields ``weakref.proxy(runner.llm)``."""
+        module = self.module
+        is_fixture = func.kind == "fixture"
         if is_fixture and bound and group is None:
             uses = [s for s in segment[1:] if s.lineno not in remove
                     and any(_loads(s, n) for n in names)]
@@ -398,10 +520,13 @@ class Planner(CleanupRecognizer, SafetyChecks):
             earlier = any(isinstance(n, ast.Name) and n.id == bound and isinstance(
                 n.ctx, ast.Store) and n.lineno < stmt.lineno for n in ast.walk(func.node))
             if len(uses) == 1 and _is_plain_handout(uses[0], bound, module) and not earlier:
-                yield_proxy = True
-        if is_fixture and not yield_proxy and any(
-                isinstance(n, ast.Return) for s in segment[1:] for n in ast.walk(s)):
-            return _none("the fixture returns inside the engine's range", title)
+                return True
+        return False
+
+    @staticmethod
+    def _dropped_params(func: FunctionInfo, remove: set[int]) -> set[str]:
+        """``{"request"}`` when every use of ``request`` is in the removed cleanup."""
+        func_node = func.node
         drop: set[str] = set()
         if "request" in func.params:
             removed_nodes = [s for s in ast.walk(func_node) if isinstance(s, ast.stmt)
@@ -412,36 +537,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 _loads(r, "request") for r in removed_nodes
             ):
                 drop.add("request")
-        add_param = None
-        if not use_class and config.runner_fixture not in func.params:
-            add_param = config.runner_fixture
-        if group is not None:
-            group = replace(group, runner=self._group_runner(use_class))
-            add_param = None if use_class or group.runner in func.params else group.runner
-        return WrapPlan(
-            kind=kind,
-            site_line=stmt.lineno,
-            function_line=func_node.lineno,
-            end_line=block[end].end_lineno or block[end].lineno,
-            bound_name=bound,
-            remove_lines=remove,
-            unwrap_try_lines=unwrap,
-            add_param=add_param,
-            drop_params=drop,
-            use_class=use_class,
-            yield_proxy=yield_proxy,
-            aliases=set(names),
-            compilation_config=compilation,
-            mapping_defaults=mapping_defaults,
-            helper_calls=helper_calls,
-            weak_calls=weak_calls(module, segment, names) if names and not yield_proxy
-            else set(),
-            applicability=applicability,
-            reason="; ".join(reasons),
-            title=title if group is not None else self._title(kind, func, use_class),
-            call_line=call.lineno,
-            group=group,
-        )
+        return drop
 
     def _group_runner(self, use_class: bool) -> str:
         """What enters each engine of a group on the ``ExitStack``: the runner class
