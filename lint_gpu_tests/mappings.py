@@ -357,9 +357,10 @@ def plan_mapping(
     Args:
         module / func / call: the engine call and where it is.
         defaults: ``(keyword, source)`` of each default in which vLLM's runner differs from
-            ``LLM`` (:data:`lint_gpu_tests.fixplan.VLLM_TARGET_DEFAULTS`).
+            ``LLM`` (:data:`lint_gpu_tests.fixplan.plan.VLLM_TARGET_DEFAULTS`).
         equivalent: what a ``compilation_config`` value must become for that runner, and why
-            not when it cannot (:func:`lint_gpu_tests.fixplan.compilation_config_equivalent`).
+            not when it cannot
+            (:func:`lint_gpu_tests.fixplan.safety.compilation_config_equivalent`).
 
     Returns:
         ``(keywords, problem)``: the ``k=v`` sources handed to the helper (every differing

@@ -1,5 +1,5 @@
 """Helper classes that own an engine (issue 11, shape 4): the reasons GPU001 gives, each
-no-fix branch of :mod:`lint_gpu_tests.classplan`, and the rewritten class being a runner.
+no-fix branch of :mod:`lint_gpu_tests.fixplan.classes`, and the rewritten class being a runner.
 
 The rewrites themselves are the ``engine_owner_class*`` fix fixtures (byte for byte); the
 differential run of ``tests/e2e/suites/test_engine_owner_class.py`` is their proof on vLLM.

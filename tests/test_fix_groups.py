@@ -1,7 +1,7 @@
 """Issue 11 shapes 1, 5 and 6 (groups of engines, rebinding in branches, factory fixtures):
 the fix each construction gets and the reason it gives, pinned for the fix fixtures
 ``engine_group_*``, ``engine_rebound_in_branches`` and ``factory_fixture*``, plus shapes
-:mod:`lint_gpu_tests.fixplan_groups` must not take for a group."""
+:mod:`lint_gpu_tests.fixplan.groups` must not take for a group."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import check_source
-from lint_gpu_tests.fixplan_groups import FACTORY_REASON, GROUP_TITLE
+from lint_gpu_tests.fixplan.groups import FACTORY_REASON, GROUP_TITLE
 
 FIX_DIR = Path(__file__).parent / "fixtures" / "fix"
 

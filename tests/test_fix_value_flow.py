@@ -1,6 +1,6 @@
 """The value-flow check of fix planning (issue 10 item 2): which names can reach an engine.
 
-:func:`lint_gpu_tests.fixplan.value_flow` is run on small functions whose engine is the
+:func:`lint_gpu_tests.fixplan.flow.value_flow` is run on small functions whose engine is the
 name ``llm``; each case lists exactly the names that must count as holding the engine, and
 the reason the analysis gives up when a value escapes. The last tests pin the reasons the
 planner reports for the ``flow_unknown_call`` fix fixture.
@@ -17,7 +17,7 @@ import pytest
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.fixloop import fix_source
-from lint_gpu_tests.fixplan import value_flow
+from lint_gpu_tests.fixplan.flow import value_flow
 
 FIXTURE = Path(__file__).parent / "fixtures" / "fix" / "flow_unknown_call" / "before.py"
 
@@ -164,7 +164,7 @@ def test_module_helpers_are_followed() -> None:
     """A call of a function of the same module is followed into its body: a result that
     holds nothing of the engine is data, one that may (a tuple, a generator) holds it, and
     a helper that stores its argument makes the fix unsafe."""
-    from lint_gpu_tests.fixplan import module_helpers, summarize_helper
+    from lint_gpu_tests.fixplan.flow import module_helpers, summarize_helper
 
     tree = ast.parse(HELPERS)
     helpers = module_helpers(tree)

@@ -2,9 +2,10 @@
 included, and nothing lower imports anything higher. The runtime imports none of the linter.
 
 Layers, bottom to top (STYLE.md, after ruff's crates): data types and codes; configuration;
-source parsing; analysis; fix planning (rules rate their fixes with it); rules; the engine
-that runs them; the codemods; the fix loop; discovery and the cache; rule docs; output; the
-API; then the CLI and the flake8 plugin.
+source parsing; analysis; fix planning (rules rate their fixes with it; the modules of its
+subpackage have layers of their own); rules; the engine that runs them; the codemods; the
+fix loop; discovery and the cache; rule docs; output; the API; then the CLI and the flake8
+plugin.
 """
 
 from __future__ import annotations
@@ -24,8 +25,12 @@ LAYERS: list[set[str]] = [
     {"syntax"},
     {"scopes"},
     {"analysis", "mappings", "helper_calls"},
-    {"fixplan_groups"},
-    {"fixplan", "isolateplan", "classplan"},
+    # Fix planning (lint_gpu_tests/fixplan/), one concern a module, bottom to top.
+    {"fixplan", "fixplan.groups", "fixplan.blocks"},
+    {"fixplan.plan", "fixplan.flow"},
+    {"fixplan.cleanup", "fixplan.safety"},
+    {"fixplan.planner"},
+    {"fixplan.isolate", "fixplan.classes"},
     {"rule", "rules"},
     {"engine", "conftest_index"},
     {"codemods"},
@@ -74,12 +79,15 @@ def _graph() -> dict[str, set[str]]:
 
 
 def _layer(module: str) -> int | None:
+    """The layer of ``module``: a subpackage's module by its own entry (``fixplan.flow``)
+    where LAYERS has one, else by its top-level name (``rules``)."""
     parts = module.split(".")
     if len(parts) < 2:
         return None
-    for index, names in enumerate(LAYERS):
-        if parts[1] in names:
-            return index
+    for key in dict.fromkeys((".".join(parts[1:3]), parts[1])):
+        for index, names in enumerate(LAYERS):
+            if key in names:
+                return index
     return None
 
 

@@ -31,7 +31,7 @@ from lint_gpu_tests.codemods._imports import (
 )
 from lint_gpu_tests.codemods._mapping import add_helper
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixplan import WrapPlan
+from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.ftypes import FixInfo, Violation
 from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
 

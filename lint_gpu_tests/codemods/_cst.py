@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from lint_gpu_tests.fixplan import RENAMED_KWARGS, VLLM_TARGET_DEFAULTS
+from lint_gpu_tests.fixplan.plan import RENAMED_KWARGS, VLLM_TARGET_DEFAULTS
 
 
 def _comma() -> cst.Comma:
@@ -53,7 +53,7 @@ def runner_call(
     ``target="vllm"`` each default in which vLLM's ``VllmRunner`` differs from ``LLM`` is
     added when not set, before any ``**kwargs``, and a given ``compilation_config`` is
     replaced by ``compilation_config`` (source of the planner's equivalent,
-    :func:`lint_gpu_tests.fixplan.compilation_config_equivalent`) unless that is ``None``;
+    :func:`lint_gpu_tests.fixplan.safety.compilation_config_equivalent`) unless that is ``None``;
     ``add_defaults=False`` leaves the defaults out (they travel with a ``**mapping``,
     :mod:`lint_gpu_tests.codemods._mapping`).
 

@@ -1,7 +1,7 @@
 """The ``contextlib.ExitStack()`` rewrite of issue 11's groups and factory fixtures.
 
-Applies a :class:`lint_gpu_tests.fixplan.WrapPlan` whose ``group`` is set
-(:mod:`lint_gpu_tests.fixplan_groups` says which shapes): the engine call becomes
+Applies a :class:`lint_gpu_tests.fixplan.plan.WrapPlan` whose ``group`` is set
+(:mod:`lint_gpu_tests.fixplan.groups` says which shapes): the engine call becomes
 ``weakref.proxy(stack.enter_context(<runner>(...)).llm)`` where it stands (in the
 comprehension, the loop body or the factory), and the statements of the plan's range go
 into ``with contextlib.ExitStack() as stack:``. For a factory fixture, its final
@@ -14,7 +14,7 @@ import libcst as cst
 
 from lint_gpu_tests.codemods._cst import explode_args, proxy_of, runner_call, statement_code
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixplan import WrapPlan
+from lint_gpu_tests.fixplan.plan import WrapPlan
 
 
 def _yield_instead(stmt: cst.BaseStatement) -> cst.BaseStatement:

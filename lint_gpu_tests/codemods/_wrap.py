@@ -1,6 +1,6 @@
 """The with-block rewrite shared by GPU001 (engines) and GPU005 (bare runners).
 
-:class:`WrapTransformer` applies :class:`lint_gpu_tests.fixplan.WrapPlan` objects to a
+:class:`WrapTransformer` applies :class:`lint_gpu_tests.fixplan.plan.WrapPlan` objects to a
 LibCST module. Plans address statements by the 1-based line where they start, as the
 ``ast`` tree they were made from reports them; the transformer reads the same lines from
 LibCST's ``PositionProvider`` on the unmodified tree.
@@ -28,7 +28,7 @@ from lint_gpu_tests.codemods._groups import build_group_with
 from lint_gpu_tests.codemods._helper_param import prepend_arg, prepend_param
 from lint_gpu_tests.codemods._mapping import explode_helper, through_helper
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixplan import WrapPlan
+from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
 
 Stmt = cst.BaseStatement | cst.BaseSmallStatement

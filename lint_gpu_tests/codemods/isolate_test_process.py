@@ -6,7 +6,7 @@ The test gets ``@create_new_process_for_each_test("spawn")`` as its innermost de
 unless the module already has the name), its manual cleanup and engine finalizers are
 deleted, a ``try/finally`` that only cleaned up is replaced by its body, and ``request`` is
 dropped when only a removed finalizer used it. The engine constructions stay as written.
-Plans come from :mod:`lint_gpu_tests.isolateplan`.
+Plans come from :mod:`lint_gpu_tests.fixplan.isolate`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,13 @@ from lint_gpu_tests.codemods._base import GpuCodemod, engine_locals
 from lint_gpu_tests.codemods._imports import add_from_import, first_party_packages
 from lint_gpu_tests.codemods._wrap import WrapTransformer
 from lint_gpu_tests.config import Config
+from lint_gpu_tests.fixplan.isolate import (
+    ISOLATE_CALL,
+    ISOLATE_DECORATOR,
+    IsolatePlan,
+    strategy_plan,
+)
 from lint_gpu_tests.ftypes import Violation
-from lint_gpu_tests.isolateplan import ISOLATE_CALL, ISOLATE_DECORATOR, IsolatePlan, strategy_plan
 
 
 class IsolateTestProcess(GpuCodemod):

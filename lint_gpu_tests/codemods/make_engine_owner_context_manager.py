@@ -1,7 +1,7 @@
 """Codemod for GPU001 on a helper class that owns an engine (with its GPU004): make the
 class a context manager holding a runner and enter its instances with ``with``.
 
-The plan (what moves, what goes, how safe) is :class:`lint_gpu_tests.classplan.ClassPlan`;
+The plan (what moves, what goes, how safe) is :class:`lint_gpu_tests.fixplan.classes.ClassPlan`;
 this module only applies it:
 
 * ``self.llm = LLM(...)`` becomes ``self._runner = VllmRunner(...)`` (arguments mapped as
@@ -22,7 +22,6 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.classplan import ClassPlan, owner_classes
 from lint_gpu_tests.codemods._base import GpuCodemod, engine_locals
 from lint_gpu_tests.codemods._cst import (
     LINE_LENGTH,
@@ -33,6 +32,7 @@ from lint_gpu_tests.codemods._cst import (
 )
 from lint_gpu_tests.codemods._wrap import WrapTransformer
 from lint_gpu_tests.config import Config
+from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
 from lint_gpu_tests.ftypes import Violation
 
 

@@ -10,7 +10,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.codemods._cst import proxy_of, statement_code, weak_referent
-from lint_gpu_tests.fixplan import weak_calls
+from lint_gpu_tests.fixplan.safety import weak_calls
 from lint_gpu_tests.ftypes import Violation
 
 

@@ -7,8 +7,8 @@ import libcst as cst
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
+from lint_gpu_tests.fixplan.isolate import IsolatePlan, strategy_plan
 from lint_gpu_tests.ftypes import Violation
-from lint_gpu_tests.isolateplan import IsolatePlan, strategy_plan
 
 
 class WrapEngineInRunner(GpuCodemod):

@@ -6,7 +6,7 @@ import libcst as cst
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
-from lint_gpu_tests.fixplan import planner_for
+from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Violation
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import ast
 
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
-from lint_gpu_tests.fixplan import WrapPlan, planner_for
+from lint_gpu_tests.fixplan.isolate import strategy_plan
+from lint_gpu_tests.fixplan.plan import WrapPlan
+from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
-from lint_gpu_tests.isolateplan import strategy_plan
 from lint_gpu_tests.rule import Hit
 from lint_gpu_tests.syntax import names_in
 

@@ -6,9 +6,9 @@ import ast
 from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.classplan import ClassPlan, owner_class_of
-from lint_gpu_tests.fixplan import WrapPlan
-from lint_gpu_tests.isolateplan import strategy_plan
+from lint_gpu_tests.fixplan.classes import ClassPlan, owner_class_of
+from lint_gpu_tests.fixplan.isolate import strategy_plan
+from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at, is_isolated
 from lint_gpu_tests.syntax import dotted_name
@@ -481,7 +481,7 @@ def test_tester():
                 continue
             plan = strategy_plan(module, site)
             fix = plan.fix_info() if isinstance(plan, WrapPlan) else plan
-            owner = owner_class_of(module, site)  # a helper class owning it (classplan)
+            owner = owner_class_of(module, site)  # a helper class owning it (fixplan.classes)
             if owner is not None:
                 fix = owner.plan.fix_info() if isinstance(owner.plan, ClassPlan) else owner.plan
             engine = dotted_name(site.call.func) or "LLM"

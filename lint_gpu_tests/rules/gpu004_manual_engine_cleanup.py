@@ -7,8 +7,10 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
-from lint_gpu_tests.classplan import ClassPlan, owner_classes
-from lint_gpu_tests.fixplan import WrapPlan, _stmt_block, planner_for
+from lint_gpu_tests.fixplan.blocks import _stmt_block
+from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
+from lint_gpu_tests.fixplan.plan import WrapPlan
+from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
@@ -215,7 +217,7 @@ def test_uses_helper():
         """Cleanup in the methods of a helper class that owns an engine (``del self.llm``,
         ``gc.collect()`` in its ``close()``), and of its instances in the functions that
         build them (``del tester``), which the class rewrite removes
-        (:mod:`lint_gpu_tests.classplan`)."""
+        (:mod:`lint_gpu_tests.fixplan.classes`)."""
         for owner in owner_classes(module):
             plan = owner.plan
             if not isinstance(plan, ClassPlan):

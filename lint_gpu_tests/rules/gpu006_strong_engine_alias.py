@@ -6,7 +6,9 @@ import ast
 from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.fixplan import WEAK_CALLABLES, planner_for, value_flow
+from lint_gpu_tests.fixplan.flow import value_flow
+from lint_gpu_tests.fixplan.planner import planner_for
+from lint_gpu_tests.fixplan.safety import WEAK_CALLABLES
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, is_test_module_path
-from lint_gpu_tests.fixplan import planner_for
+from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.prefilter import ENVIRONMENT_CHANGE, changes_environment
 from lint_gpu_tests.rule import Example, Hit, Rule

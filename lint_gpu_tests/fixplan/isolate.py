@@ -40,7 +40,10 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.analysis import EngineSite, FunctionInfo, ModuleAnalysis
-from lint_gpu_tests.fixplan import STORE_METHODS, WrapPlan, planner_for, walk_statements
+from lint_gpu_tests.fixplan.blocks import walk_statements
+from lint_gpu_tests.fixplan.flow import STORE_METHODS
+from lint_gpu_tests.fixplan.plan import WrapPlan
+from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.syntax import last_name
 

@@ -55,7 +55,8 @@ import ast
 from dataclasses import dataclass, field, replace
 
 from lint_gpu_tests.analysis import EngineSite, ModuleAnalysis, RunnerCall
-from lint_gpu_tests.fixplan import WrapPlan, planner_for
+from lint_gpu_tests.fixplan.plan import WrapPlan
+from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 
 CLASS_TITLE = "Make `{cls}` a context manager over `{runner}` and enter it with `with`"

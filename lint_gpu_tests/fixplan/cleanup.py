@@ -1,0 +1,127 @@
+"""Recognising manual cleanup: statements and finalizers that tear an engine down.
+
+The runner's block does the teardown itself, so the fix deletes what only cleans up
+(``del llm``, ``llm.shutdown()``, ``gc.collect()``, ``cleanup_dist_env_and_memory()``,
+``request.addfinalizer(llm.shutdown)``, a ``try/finally`` that only cleans up):
+:class:`CleanupRecognizer` (a base of
+:class:`~lint_gpu_tests.fixplan.planner.Planner`) says which statements those are, and
+:func:`_cleanup_beyond_the_runner` when deleting one does more than the runner's teardown.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.fixplan.blocks import StatementLayout, _loads, walk_statements
+from lint_gpu_tests.fixplan.flow import FINALIZER_CALLS
+from lint_gpu_tests.syntax import last_name, names_in
+
+
+class CleanupRecognizer(StatementLayout):
+    """Which statements of one analysed module only clean an engine up."""
+
+    def is_cleanup_statement(self, stmt: ast.stmt, names: set[str]) -> bool:
+        """True when ``stmt`` only does manual cleanup of an engine in ``names`` (or the
+        process-wide cleanup SPEC §3 lists for GPU004), or registers such a finalizer."""
+        module = self.module
+        if isinstance(stmt, ast.Delete):
+            return all(isinstance(t, ast.Name) and t.id in names for t in stmt.targets)
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            call = stmt.value
+            kind = module.cleanup_call_kind(call)
+            if kind is not None:
+                if kind == "engine_core.shutdown()":
+                    return bool(names_in(call.func) & names)
+                args_names = set().union(*(names_in(a) for a in call.args)) if call.args else set()
+                return not args_names or bool(args_names & names)
+            if last_name(call.func) in ("shutdown", "__exit__") and isinstance(
+                    call.func, ast.Attribute):
+                return isinstance(call.func.value, ast.Name) and call.func.value.id in names
+            if self.finalizer_engine(call, names):
+                return True
+        return False
+
+    def finalizer_engine(self, call: ast.Call, names: set[str]) -> bool:
+        """True for ``request.addfinalizer(f)``/``atexit.register(f)``/``stack.callback(f)``
+        where ``f`` shuts down an engine in ``names`` (attribute chain, lambda or partial)."""
+        name = last_name(call.func)
+        if name not in FINALIZER_CALLS or not call.args:
+            return False
+        if name == "register" and self.module.qualified(call.func) != "atexit.register":
+            return False
+        target = call.args[0]
+        mentioned = set().union(*(names_in(a) for a in call.args))
+        if not (mentioned & names):
+            return False
+        if isinstance(target, ast.Attribute):
+            return target.attr in ("shutdown", "__exit__", "close")
+        if isinstance(target, ast.Lambda):
+            body = target.body
+            return isinstance(body, ast.Call) and (
+                last_name(body.func) in ("shutdown", "__exit__")
+                or self.module.cleanup_call_kind(body) is not None
+            )
+        return False
+
+    def finally_only_cleans(self, node: ast.Try, names: set[str]) -> bool:
+        """True for ``try/finally`` (no ``except``/``else``) whose finally only cleans up."""
+        return (
+            not node.handlers
+            and not node.orelse
+            and bool(node.finalbody)
+            and all(self.is_cleanup_statement(s, names) for s in node.finalbody)
+        )
+
+    def _nested_cleanup(self, segment: list[ast.stmt], names: set[str], all_engines: set[str],
+                        use_names: set[str], remove: set[int]) -> set[int]:
+        """Cleanup statements nested in the segment's compound statements (``del llm``
+        inside ``with llm.deprecate_legacy_api():``, after the fixture's ``yield``) that
+        come after every use of the engine: the runner does them, so they go too."""
+        candidates: list[ast.stmt] = []
+        for top in segment:
+            if top.lineno in remove:
+                continue
+            for node in walk_statements(top):
+                if node is top or not isinstance(node, (ast.Delete, ast.Expr)):
+                    continue
+                if self.on_header_line(node) or self.shares_line(node):
+                    continue
+                if self.is_cleanup_statement(node, all_engines if names else set()) and (
+                        names_in(node) & names or not names_in(node) & all_engines) \
+                        and not self._in_loop(node, top):
+                    candidates.append(node)
+        if not candidates:
+            return set()
+        inside = {id(n) for c in candidates for n in ast.walk(c)}
+        last_use = max((n.lineno for top in segment if top.lineno not in remove
+                        for n in ast.walk(top) if isinstance(n, ast.Name)
+                        and n.id in use_names and id(n) not in inside), default=0)
+        return {c.lineno for c in candidates if c.lineno > last_use}
+
+    def _del_uses_earlier_binding(self, func: ast.AST, site: ast.stmt, rest: list[ast.stmt],
+                                  names: set[str]) -> bool:
+        """True when the engine's name was bound before ``site`` and nothing after the site
+        but cleanup reads it: the cleanup is then what uses that earlier binding."""
+        earlier = any(isinstance(n, ast.Name) and n.id in names
+                      and isinstance(n.ctx, ast.Store) and n.lineno < site.lineno
+                      for n in ast.walk(func))
+        return earlier and not any(_loads(s, n) for s in rest for n in names
+                                   if not self.is_cleanup_statement(s, names))
+
+
+def _cleanup_beyond_the_runner(module: ModuleAnalysis, func: ast.AST,
+                               remove: set[int]) -> str | None:
+    """Why removing the cleanup on the lines ``remove`` changes behaviour, or ``None``: the
+    runner's teardown calls ``cleanup_dist_env_and_memory()`` without arguments
+    (``lint_gpu_tests/runtime/runner.py``), so a call that passes any (``shutdown_ray=True``)
+    does more than the runner will."""
+    for node in ast.walk(func):
+        if (isinstance(node, ast.Expr) and node.lineno in remove
+                and isinstance(node.value, ast.Call)
+                and module.cleanup_call_kind(node.value) == "cleanup_dist_env_and_memory()"
+                and (node.value.args or node.value.keywords)):
+            text = ast.get_source_segment(module.text, node.value) or "the call"
+            return (f"`{text}` does more than the runner's teardown, which calls "
+                    "`cleanup_dist_env_and_memory()` without arguments")
+    return None

@@ -1,0 +1,555 @@
+"""Value flow: which names of a function can reach one engine, and until when.
+
+:func:`value_flow` follows the engine from its construction through aliases, containers,
+generators, partials, bound methods, attribute chains, closures and the results of calls
+that receive it (:class:`ValueFlow`, computed to a fixpoint by :class:`_FlowState`), and
+:func:`_liveness` says where a derived name rebound to something else stops holding it.
+Calls of the module's own functions are followed into their bodies
+(:func:`module_helpers`, :func:`summarize_helper`). The call vocabularies the flow judges
+by (:data:`PURE_CALLS`, :data:`STORE_METHODS`, :data:`THREAD_CALLS` ...) live here.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from lint_gpu_tests.fixplan.groups import IDENTITY_CALLS
+from lint_gpu_tests.source import walk_nodes
+from lint_gpu_tests.syntax import dotted_name, last_name, names_in
+
+#: Calls that hand their arguments to another thread or process (which may use them later).
+THREAD_CALLS = frozenset(
+    {"Thread", "Process", "submit", "map", "apply_async", "run_in_executor", "start_new_thread"}
+)
+#: Calls that register a callable to run later (a finalizer).
+FINALIZER_CALLS = frozenset({"addfinalizer", "register", "callback"})
+
+
+def _attribute_base(value: ast.AST) -> ast.AST | None:
+    """The node an attribute chain hangs from (``llm`` in ``llm.llm_engine.engine_core``,
+    the call in ``vllm_runner("m").llm``), or ``None`` when ``value`` is no attribute."""
+    if not isinstance(value, ast.Attribute):
+        return None
+    while isinstance(value, ast.Attribute):
+        value = value.value
+    return value
+
+
+def _attribute_chain_root(value: ast.AST) -> str | None:
+    """``llm`` for ``llm.generate`` or ``llm.llm_engine.engine_core`` (no call on the way),
+    else ``None``."""
+    base = _attribute_base(value)
+    return base.id if isinstance(base, ast.Name) else None
+
+
+def _holds_reference(value: ast.AST, names: set[str]) -> bool:
+    """True when ``value`` keeps one of ``names`` reachable after the statement: a closure
+    over it, or a call that receives it (an object built around the engine)."""
+    for node in ast.walk(value):
+        if isinstance(node, ast.Lambda) and names_in(node) & names:
+            return True
+        if isinstance(node, ast.Call) and any(
+            isinstance(arg, ast.Name) and arg.id in names
+            for arg in (*node.args, *(k.value for k in node.keywords))
+        ) and last_name(node.func) in THREAD_CALLS | {"partial"}:
+            return True
+    return False
+
+
+#: Calls whose result holds nothing of their arguments (a number, a string, a bool, None).
+PURE_CALLS = frozenset({
+    "len", "str", "repr", "bool", "int", "float", "isinstance", "issubclass", "id", "hash",
+    "print", "type", "callable", "format", "ascii", "hasattr", "sum", "any", "all",
+})
+#: Built-ins that consume an iterable at once: the result holds its elements, not it.
+EAGER_CALLS = frozenset({
+    "list", "tuple", "set", "frozenset", "sorted", "dict", "next", "min", "max", "copy",
+    "deepcopy",
+})
+#: Built-ins that keep their arguments only in the (followed) value they return.
+FOLLOWED_CALLS = PURE_CALLS | EAGER_CALLS | frozenset({
+    "iter", "enumerate", "zip", "map", "filter", "reversed", "partial", "getattr",
+})
+#: Methods that put their arguments into the object they are called on.
+STORE_METHODS = frozenset({
+    "append", "add", "extend", "insert", "setdefault", "update", "appendleft",
+    "extendleft", "put", "put_nowait", "__setitem__",
+})
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp)
+
+
+@dataclass
+class ValueFlow:
+    """Which names of a function can reach one engine, and whether the analysis lost it.
+
+    Built by :func:`value_flow`. ``tainted`` holds every name whose value may hold a
+    reference to the engine, transitively: aliases, containers (``box = {"e": llm}``,
+    ``pair = (llm, 1)``, ``engines.append(llm)`` on a local list), lazy generators
+    (``gen = (o for o in llm.generate(p))``), ``functools.partial``, bound methods
+    (``gen = llm.generate``), attribute chains (``core = llm.llm_engine``), closures and
+    lambdas, loop and ``with`` targets over such values, and the results of calls that
+    receive one (``w = Wrapper(llm)``). ``problem`` is ``None`` when every such value is
+    followed, ``"none:<reason>"`` when one escapes the function for sure (stored on an
+    attribute, a parameter's container or a global), or an unsafe reason when one is
+    handed to code the analysis cannot see (a derived value passed to an unknown call).
+    """
+
+    tainted: set[str]
+    state: _FlowState
+    problem: str | None = None
+    #: Per derived name rebound at the region's top level to a value that holds nothing
+    #: of the engine (``llm2 = runner.llm`` ... ``llm2 = LLM(...)``): for each top-level
+    #: statement of the region, whether its reads of the name see a value from the engine.
+    live_flags: dict[str, list[bool]] = field(default_factory=dict)
+    #: For those names: whether the value after the region still comes from the engine.
+    live_end: dict[str, bool] = field(default_factory=dict)
+
+    def live(self, name: str, index: int | None) -> bool:
+        """Whether a read of ``name`` in the region's top-level statement ``index`` (or,
+        for ``None``, anywhere after the region) may see a value from the engine."""
+        if name not in self.tainted:
+            return False
+        flags = self.live_flags.get(name)
+        if flags is None:
+            return True
+        return self.live_end[name] if index is None else flags[index]
+
+    def touches(self, stmt: ast.stmt, index: int) -> bool:
+        """Whether the region's top-level statement ``index`` (``stmt``) reads or deletes a
+        name while it holds a value from the engine."""
+        return any(isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Load, ast.Del))
+                   and self.live(n.id, index) for n in ast.walk(stmt))
+
+    def unfollowed_call(self, statements: list[ast.stmt]) -> str | None:
+        """The unsafe reason when one of ``statements`` hands a value derived from the
+        engine (not the engine itself) to a call the analysis cannot see into."""
+        return self.state.check_calls([n for s in statements for n in ast.walk(s)])
+
+
+class _FlowState:
+    """Fixpoint computation behind :func:`value_flow`."""
+
+    def __init__(self, aliases: set[str], seed: ast.AST | None, local_names: set[str],
+                 declared: set[str]) -> None:
+        self.aliases = set(aliases)
+        self.tainted = set(aliases)
+        #: Names bound to an attribute chain of the engine (``gen = llm.generate``,
+        #: ``core = llm.llm_engine``): the engine itself, for what calling them returns.
+        self.direct_names: set[str] = set()
+        #: Nested plain functions whose return values hold nothing of the engine.
+        self.data_functions: set[str] = set()
+        #: Local containers the engine was put into (``box.append(llm)``, ``box[k] = llm``).
+        self.mutated: set[str] = set()
+        #: The module's own functions, followed into (:func:`summarize_helper`).
+        self.helpers: Helpers = Helpers()
+        self.seed = seed
+        self.local_names = local_names
+        self.declared = declared
+        self.problem: str | None = None
+        self.changed = False
+
+    # ------------------------------------------------------------ what carries the engine
+    def direct(self, node: ast.AST) -> bool:
+        """``llm``, ``llm.llm_engine`` or the construction itself: the engine, not a value
+        derived from it."""
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return node is self.seed or (isinstance(node, ast.Name) and (
+            node.id in self.aliases or node.id in self.direct_names))
+
+    def carries(self, node: ast.AST | None, scope: frozenset[str] = frozenset()) -> bool:
+        """Whether the value of ``node`` may hold a reference to the engine."""
+        if node is None:
+            return False
+        if node is self.seed:
+            return True
+        if isinstance(node, ast.Name):
+            return node.id in self.tainted or node.id in scope
+        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred, ast.Await)):
+            return self.carries(node.value, scope)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(self.carries(e, scope) for e in node.elts)
+        if isinstance(node, ast.Dict):
+            return any(self.carries(e, scope) for e in (*node.keys, *node.values))
+        if isinstance(node, (ast.Lambda, ast.GeneratorExp)):
+            # Runs later: whatever it mentions, it may use when called or consumed.
+            return self.mentions(node, scope)
+        if isinstance(node, _COMPREHENSIONS):
+            inner = self.comprehension_scope(node, scope)
+            parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+            return any(self.carries(p, inner) for p in parts)
+        if isinstance(node, ast.IfExp):
+            return self.carries(node.body, scope) or self.carries(node.orelse, scope)
+        if isinstance(node, ast.BoolOp):
+            return any(self.carries(v, scope) for v in node.values)
+        if isinstance(node, ast.BinOp):
+            return self.carries(node.left, scope) or self.carries(node.right, scope)
+        if isinstance(node, ast.NamedExpr):
+            return self.carries(node.value, scope)
+        if isinstance(node, ast.Call):
+            return self.call_carries(node, scope)
+        return False
+
+    def call_carries(self, node: ast.Call, scope: frozenset[str]) -> bool:
+        func = node.func
+        args = [*node.args, *(k.value for k in node.keywords)]
+        name = last_name(func)
+        if self.carries(func, scope):
+            # A method of the engine returns data (``llm.generate(...)``), so does a bound
+            # method bound to a name and a nested function whose returns hold nothing of
+            # it. Anything else called may return what it holds.
+            return not (self.direct(func) or (isinstance(func, ast.Name)
+                                              and func.id in self.data_functions))
+        if name in PURE_CALLS:
+            return False
+        if name in EAGER_CALLS:
+            return any(self.elements_carry(a, scope) for a in args)
+        summary = self.helper_summary(func)
+        if summary is not None and not summary.returns:
+            return False  # a helper of this module whose results hold nothing it was given
+        return any(self.carries(a, scope) for a in args)
+
+    def helper_summary(self, func: ast.AST) -> HelperSummary | None:
+        """The summary of a module-level function of this module called by plain name
+        (not rebound in the calling function), or ``None``."""
+        if not isinstance(func, ast.Name) or func.id in self.local_names \
+                or func.id in self.tainted:
+            return None
+        return summarize_helper(func.id, self.helpers) if func.id in self.helpers else None
+
+    def elements_carry(self, node: ast.AST, scope: frozenset[str]) -> bool:
+        """Whether the elements of an iterable ``node`` may hold the engine."""
+        if isinstance(node, ast.GeneratorExp):
+            return self.carries(node.elt, self.comprehension_scope(node, scope))
+        if isinstance(node, ast.Starred):
+            return self.elements_carry(node.value, scope)
+        return self.carries(node, scope)
+
+    def comprehension_scope(self, node: ast.AST, scope: frozenset[str]) -> frozenset[str]:
+        inner = set(scope)
+        for gen in node.generators:  # type: ignore[attr-defined]
+            if self.elements_carry(gen.iter, frozenset(inner)):
+                inner.update(n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name))
+        return frozenset(inner)
+
+    def mentions(self, node: ast.AST, scope: frozenset[str] = frozenset()) -> bool:
+        return node is self.seed or any(
+            (isinstance(n, ast.Name) and (n.id in self.tainted or n.id in scope))
+            or n is self.seed for n in ast.walk(node))
+
+    # ------------------------------------------------------------------ bindings
+    def taint(self, name: str) -> None:
+        if name not in self.tainted:
+            self.tainted.add(name)
+            self.changed = True
+        if name in self.declared:
+            self.lose(f"none:`{name}` holds the engine and is global or nonlocal")
+
+    def lose(self, problem: str) -> None:
+        """Record why the value cannot be followed (a ``none:`` reason wins)."""
+        if self.problem is None or (problem.startswith("none:")
+                                    and not self.problem.startswith("none:")):
+            self.problem = problem
+
+    def bind(self, target: ast.AST) -> None:
+        """``target`` receives a value that holds the engine."""
+        if isinstance(target, ast.Name):
+            self.taint(target.id)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self.bind(elt)
+        elif isinstance(target, ast.Starred):
+            self.bind(target.value)
+        elif isinstance(target, (ast.Attribute, ast.Subscript)):
+            self.store_into(target.value)
+
+    def store_into(self, holder: ast.AST) -> None:
+        """The engine is put into ``holder`` (``box[k] = ...``, ``box.append(...)``): a
+        local container is followed, anything else outlives the block."""
+        root = holder
+        while isinstance(root, (ast.Attribute, ast.Subscript)):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in self.local_names:
+            self.taint(root.id)
+            self.mutated.add(root.id)
+        else:
+            what = dotted_name(holder) or "an object"
+            self.lose(f"none:the engine is stored in `{what}`, which outlives the block")
+
+    def visit(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Assign):
+            if self.carries(node.value):
+                for target in node.targets:
+                    self.bind(target)
+                if _attribute_base(node.value) is not None and self.direct(node.value):
+                    for target in node.targets:
+                        if isinstance(target, ast.Name) and target.id not in self.direct_names:
+                            self.direct_names.add(target.id)
+                            self.changed = True
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            if node.value is not None and self.carries(node.value):
+                self.bind(node.target)
+        elif isinstance(node, ast.NamedExpr):
+            if self.carries(node.value):
+                self.bind(node.target)
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            if self.elements_carry(node.iter, frozenset()):
+                self.bind(node.target)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                # ``__enter__`` may return anything: what it is entered on counts.
+                if item.optional_vars is not None and self.mentions(item.context_expr):
+                    self.bind(item.optional_vars)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if any(self.mentions(part) for part in _definition_parts(node)):
+                self.taint(node.name)
+            if node.name in self.data_functions and any(
+                    isinstance(n, ast.Return) and self.carries(n.value)
+                    for n in _own_nodes(node)):
+                self.data_functions.discard(node.name)
+                self.changed = True
+        elif isinstance(node, ast.Call):
+            func = node.func
+            args = [*node.args, *(k.value for k in node.keywords)]
+            eager = isinstance(func, ast.Attribute) and func.attr in (
+                "extend", "update", "extendleft")
+            if isinstance(func, ast.Attribute) and func.attr in STORE_METHODS and any(
+                    self.elements_carry(a, frozenset()) if eager else self.carries(a)
+                    for a in args):
+                self.store_into(func.value)
+            elif last_name(func) == "setattr" and any(self.carries(a) for a in args[2:]):
+                self.lose("none:the engine is stored with `setattr` and outlives the block")
+
+    def check_calls(self, nodes: list[ast.AST]) -> str | None:  # noqa: C901
+        """A value derived from the engine handed to a call the analysis cannot see into
+        may be kept by it past the block: the fix becomes unsafe."""
+        for node in nodes:
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = last_name(func)
+            if self.carries(func) or name in FOLLOWED_CALLS or name in STORE_METHODS \
+                    or name in THREAD_CALLS or name in IDENTITY_CALLS:
+                continue
+            summary = self.helper_summary(func)
+            if summary is not None:
+                # A helper of this module: followed into, whatever it is given.
+                if summary.keeps and any(self.carries(a) for a in (
+                        *node.args, *(k.value for k in node.keywords))):
+                    return (f"`{name}()` keeps what it is given past the call (in a global, "
+                            "an attribute or a container), the engine included")
+                continue
+            for arg in (*node.args, *(k.value for k in node.keywords)):
+                if self.carries(arg) and not self.direct(arg):
+                    shown = dotted_name(arg) or "a value derived from the engine"
+                    callee = dotted_name(func) or "a call"
+                    return (f"`{callee}()` receives `{shown}`, which holds the engine, and "
+                            "may keep it after the block")
+        return None
+
+
+#: Calls that build a new, empty-or-filled container owned by the caller.
+CONTAINER_CALLS = frozenset({"dict", "list", "set", "defaultdict", "OrderedDict", "deque",
+                             "Counter", "ChainMap"})
+
+
+def _fresh_containers(func: ast.AST) -> set[str]:
+    """Local names that only ever hold a container the function built itself (a display,
+    a comprehension, ``dict()``/``list()``/``defaultdict(...)``): putting the engine into
+    one of them can be followed; into anything else (a parameter's object, ``self``, a
+    module global, a local bound to such an object) it cannot."""
+    built: set[str] = set()
+    other: set[str] = set()
+    direct: set[int] = set()
+    for node in ast.walk(func):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value
+            fresh = isinstance(value, (ast.Dict, ast.List, ast.Set, ast.Tuple,
+                                       *_COMPREHENSIONS)) or (
+                isinstance(value, ast.Call) and last_name(value.func) in CONTAINER_CALLS)
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    direct.add(id(target))
+                    if value is not None:
+                        (built if fresh else other).add(target.id)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            direct.add(id(node.target))
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and \
+                id(node) not in direct:
+            other.add(node.id)
+    return built - other
+
+
+@dataclass
+class HelperSummary:
+    """What a module-level function does with its arguments, for callers' value flow.
+
+    Attributes:
+        returns: a return value (or, for a generator, the generator) may hold an argument.
+        keeps: an argument may outlive the call (stored in a global, an attribute or a
+            parameter's container, or handed to a call the analysis does not follow).
+    """
+
+    returns: bool
+    keeps: bool
+
+
+_CONSERVATIVE = HelperSummary(returns=True, keeps=True)
+
+
+class Helpers(dict[str, "ast.FunctionDef | ast.AsyncFunctionDef"]):
+    """A module's own functions by name, with their :class:`HelperSummary` once computed
+    (the cache lives as long as the module's planner)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.summaries: dict[str, HelperSummary] = {}
+
+
+def summarize_helper(name: str, helpers: Helpers) -> HelperSummary:
+    """Follow the parameters of helper ``name`` through its body with :func:`value_flow`
+    (cached; a recursive call is taken as keeping and returning everything)."""
+    if name in helpers.summaries:
+        return helpers.summaries[name]
+    node = helpers[name]
+    helpers.summaries[name] = _CONSERVATIVE  # recursion guard
+    params = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
+                              *(x for x in (node.args.vararg, node.args.kwarg) if x))}
+    own = _own_nodes(node)
+    lazy = isinstance(node, ast.AsyncFunctionDef) or any(
+        isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own)
+    flow = value_flow(node, node.body, params, None, helpers=helpers)
+    returns = lazy or any(isinstance(n, ast.Return) and flow.state.carries(n.value)
+                          for n in own)
+    keeps = flow.problem is not None or flow.unfollowed_call(node.body) is not None or any(
+        isinstance(n, ast.Call) and last_name(n.func) in THREAD_CALLS | FINALIZER_CALLS
+        and any(flow.state.carries(a) for a in (*n.args, *(k.value for k in n.keywords)))
+        for n in own)
+    summary = HelperSummary(returns=returns, keeps=keeps)
+    helpers.summaries[name] = summary
+    return summary
+
+
+def module_helpers(tree: ast.Module) -> Helpers:
+    """Module-level functions by name (the last definition of a name wins; a name also
+    bound otherwise at module level is left out)."""
+    out = Helpers()
+    other: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and not \
+                stmt.decorator_list:
+            out[stmt.name] = stmt
+        else:
+            other.update(n.id for n in walk_nodes([stmt]) if isinstance(n, ast.Name)
+                         and isinstance(n.ctx, ast.Store))
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                other.add(stmt.name)
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                other.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+    for name in other:
+        out.pop(name, None)
+    return out
+
+
+def _definition_parts(node: ast.AST) -> list[ast.AST]:
+    """The parts of a nested ``def``/``class`` that capture outer names (body, defaults,
+    decorators)."""
+    parts: list[ast.AST] = [*node.body, *node.decorator_list]  # type: ignore[attr-defined]
+    args = getattr(node, "args", None)
+    if args is not None:
+        parts += [d for d in (*args.defaults, *args.kw_defaults) if d is not None]
+    return parts
+
+
+def value_flow(func: ast.AST, region: list[ast.stmt], aliases: set[str],
+               seed: ast.AST | None, loop_body: bool = False,
+               helpers: Helpers | None = None) -> ValueFlow:
+    """Follow the engine through ``region`` (the statements from its construction on).
+
+    Args:
+        func: the owning ``def`` (its parameters, ``global``/``nonlocal`` declarations and
+            assignments decide which names are local containers that can be followed).
+        region: statements of the engine's block from the construction up to the next
+            rebinding of its name; nested statements and nested functions are walked.
+        aliases: names bound to the engine itself.
+        seed: the engine construction when it is not bound to a name (``box = {"e":
+            LLM(...)}``), so that values built around it are followed too.
+        loop_body: the region is a loop's body: a rebinding does not end a name's life
+            there (the next iteration reads the earlier statements again).
+        helpers: the module's own functions (:func:`module_helpers`): a call of one is
+            followed into its body (:func:`summarize_helper`) instead of being assumed to
+            keep and return what it is given.
+
+    Returns:
+        The :class:`ValueFlow`; flow-insensitive within the region (a name that may hold
+        the engine anywhere there counts everywhere), which can only widen the block.
+    """
+    nodes = [n for stmt in region for n in ast.walk(stmt)]
+    params = {a.arg for a in ast.walk(getattr(func, "args", ast.arguments(
+        posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])))
+        if isinstance(a, ast.arg)}
+    declared = {name for n in ast.walk(func) if isinstance(n, (ast.Global, ast.Nonlocal))
+                for name in n.names}
+    state = _FlowState(aliases, seed, _fresh_containers(func) - params - declared, declared)
+    state.helpers = helpers if helpers is not None else Helpers()
+    state.data_functions = {
+        n.name for n in nodes if isinstance(n, ast.FunctionDef)
+        and not any(isinstance(m, (ast.Yield, ast.YieldFrom)) for m in _own_nodes(n))}
+    for name in aliases & declared:
+        state.lose(f"none:`{name}` holds the engine and is global or nonlocal")
+    for _ in range(50):
+        state.changed = False
+        for node in nodes:
+            state.visit(node)
+        if not state.changed:
+            break
+    flow = ValueFlow(state.tainted, state, state.problem)
+    if not loop_body:
+        _liveness(flow, region)
+    return flow
+
+
+def _liveness(flow: ValueFlow, region: list[ast.stmt]) -> None:
+    """Fill ``flow.live_flags``/``live_end`` for derived names that a top-level
+    assignment of the region rebinds to a value holding nothing of the engine."""
+    state = flow.state
+
+    def kills(stmt: ast.stmt, name: str) -> bool:
+        return isinstance(stmt, ast.Assign) and all(
+            isinstance(t, ast.Name) for t in stmt.targets) and any(
+            t.id == name for t in stmt.targets) and not state.carries(stmt.value)  # type: ignore[attr-defined]
+
+    for name in flow.tainted - state.aliases - state.mutated:
+        if not any(kills(stmt, name) for stmt in region[1:]):
+            continue
+        current = False
+        flags: list[bool] = []
+        for stmt in region:
+            if kills(stmt, name):
+                flags.append(current)  # its own value still reads the old one
+                current = False
+            elif any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                     for n in ast.walk(stmt)):
+                flags.append(True)
+                current = True
+            else:
+                flags.append(current)
+        flow.live_flags[name] = flags
+        flow.live_end[name] = current
+
+
+def _own_nodes(func: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[ast.AST]:
+    """The nodes of a nested function's (or class's) body, functions and classes nested in
+    it excluded."""
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = list(func.body)
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                 ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return out

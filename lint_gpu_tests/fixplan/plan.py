@@ -1,0 +1,104 @@
+"""The fix plan as data: :class:`WrapPlan` and the constants the codemods apply with it.
+
+A :class:`WrapPlan` says what one rewrite must do (the block the ``with`` covers, the
+cleanup to delete, the parameters to add or drop, how safe it is);
+:mod:`lint_gpu_tests.fixplan.planner` builds it and the codemods in
+``lint_gpu_tests/codemods/`` apply it. The runner's argument conventions the rewrite
+follows with ``target = "vllm"`` (:data:`RENAMED_KWARGS`, :data:`VLLM_TARGET_DEFAULTS`)
+live here too, beside the fix title.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lint_gpu_tests.fixplan.groups import GroupShape
+from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.helper_calls import HelperCallers
+
+WRAP_TITLE = "Wrap in `with {runner}(...)`"
+#: Keyword arguments of ``vllm.LLM`` renamed by the runner (vLLM tests/conftest.py).
+RENAMED_KWARGS = {"tokenizer": "tokenizer_name"}
+#: Defaults of vLLM's ``tests/conftest.py`` ``VllmRunner`` that differ from ``vllm.LLM``
+#: (SPEC §4, read from vLLM in 2026): added when the call does not set them.
+VLLM_TARGET_DEFAULTS = (
+    ("trust_remote_code", "False"),
+    ("max_model_len", "None"),
+    ("block_size", "None"),
+    ("enable_chunked_prefill", "None"),
+    ("compilation_config", "CompilationConfig()"),
+)
+
+
+@dataclass
+class WrapPlan:
+    """How to wrap one engine (or bare runner) in a ``with`` block.
+
+    Line numbers are 1-based starts of statements as ``ast`` reports them.
+
+    Attributes:
+        kind: ``"engine"`` (GPU001) or ``"runner"`` (GPU005).
+        site_line: line of the statement that builds the engine/runner.
+        function_line: line of the owning ``def`` (for parameters).
+        end_line: start line of the last statement inside the new ``with``.
+        bound_name: ``llm`` for ``llm = LLM(...)``; ``None`` when unbound.
+        remove_lines: start lines of cleanup statements to delete.
+        unwrap_try_lines: start lines of ``try`` statements replaced by their body.
+        add_param: name of the fixture parameter to add (``vllm_runner``), or ``None``.
+        drop_params: parameters to drop (``request`` once its finalizer is gone).
+        use_class: build with the runner class (helpers, wide-scope fixtures) instead of
+            the fixture.
+        yield_proxy: the single use is ``yield``/``return`` of the engine in a fixture:
+            emit ``yield weakref.proxy(runner.llm)``.
+        applicability / reason: fix safety and why.
+        call_line: line of the engine (runner) call that GPU001 (GPU005) reports; the
+            fixes of GPU002-GPU004 that ride on this rewrite depend on that report.
+        aliases: the names bound to the engine itself (they become weak proxies).
+        weak_calls: ``(line, callee)`` of ``weakref.proxy(llm)``/``weakref.ref(llm)``/
+            ``weakref.finalize(llm, ...)`` calls on an alias inside the block: the alias is
+            a proxy after the rewrite and a proxy cannot be weakly referenced, so their
+            first argument becomes ``runner.llm``.
+        compilation_config: with target ``vllm``, the expression that replaces the call's
+            own ``compilation_config=`` value (``None``: keep it).
+        mapping_defaults: with target ``vllm`` and the model in a ``**mapping``: the
+            ``k=v`` defaults handed with the mapping to the module's ``_runner_kwargs`` helper
+            (:mod:`lint_gpu_tests.mappings`), which replaces the mapping in the call;
+            ``None``: no mapping to map.
+        helper_calls: with target ``vllm``, a helper that gets the runner fixture as its
+            first parameter from every caller (:mod:`lint_gpu_tests.helper_calls`).
+        group: engines kept in a container or made by a factory fixture
+            (:mod:`lint_gpu_tests.fixplan.groups`): the block is a
+            ``contextlib.ExitStack()`` entering one runner per engine.
+    """
+
+    kind: str
+    site_line: int
+    function_line: int
+    end_line: int
+    bound_name: str | None
+    remove_lines: set[int] = field(default_factory=set)
+    unwrap_try_lines: set[int] = field(default_factory=set)
+    add_param: str | None = None
+    drop_params: set[str] = field(default_factory=set)
+    use_class: bool = False
+    yield_proxy: bool = False
+    applicability: Applicability = Applicability.SAFE
+    reason: str = ""
+    title: str = ""
+    call_line: int = 0
+    aliases: set[str] = field(default_factory=set)
+    weak_calls: set[tuple[int, str]] = field(default_factory=set)
+    compilation_config: str | None = None
+    mapping_defaults: tuple[str, ...] | None = None
+    helper_calls: HelperCallers | None = None
+    group: GroupShape | None = None
+
+    @property
+    def anchor(self) -> tuple[str, int]:
+        """``(code, row)`` of the violation whose fix this plan is (GPU001 or GPU005)."""
+        return ("GPU001" if self.kind == "engine" else "GPU005", self.call_line)
+
+    def fix_info(self, title: str | None = None) -> FixInfo:
+        """The :class:`FixInfo` for violations this plan fixes (``title`` overrides the
+        plan's own, e.g. for GPU004 "Remove the manual cleanup")."""
+        return FixInfo(self.applicability, title or self.title, self.reason)

@@ -1,0 +1,623 @@
+"""The planner: which statements a rewrite covers and how safe it is.
+
+The checker decides here, without LibCST, whether each violation has a safe, unsafe or
+no fix (SPEC §4), and records *what* the rewrite must do as a
+:class:`~lint_gpu_tests.fixplan.plan.WrapPlan`: the block and the range of statements the
+``with`` covers (construction to last use), the cleanup statements to delete, the
+parameters to add or drop. The codemods in ``lint_gpu_tests/codemods/`` apply plans
+mechanically, locating statements by their line numbers, so the decision lives in one
+place and ``check`` can print ``[*]`` before anything is rewritten. The steps it takes are
+the other modules of :mod:`lint_gpu_tests.fixplan`: statement layout, value flow, cleanup
+recognition and safety checks.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+
+from lint_gpu_tests.analysis import EngineSite, FunctionInfo, ModuleAnalysis, RunnerCall
+from lint_gpu_tests.fixplan.blocks import _contains, _loads, _stmt_block, _stores_top, _touches
+from lint_gpu_tests.fixplan.cleanup import CleanupRecognizer, _cleanup_beyond_the_runner
+from lint_gpu_tests.fixplan.flow import Helpers, ValueFlow, module_helpers, value_flow
+from lint_gpu_tests.fixplan.groups import (
+    FACTORY_REASON,
+    GROUP_TITLE,
+    FactoryParts,
+    GroupShape,
+    after_loop_cleanup,
+    engine_group,
+    factory_fixture,
+    identity_problem,
+    inside_loop,
+    other_branch_statements,
+)
+from lint_gpu_tests.fixplan.plan import VLLM_TARGET_DEFAULTS, WRAP_TITLE, WrapPlan
+from lint_gpu_tests.fixplan.safety import SafetyChecks, compilation_config_equivalent, weak_calls
+from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.helper_calls import HelperCallers, runner_through_callers
+from lint_gpu_tests.mappings import hides_model, plan_mapping
+from lint_gpu_tests.syntax import last_name, names_in
+
+
+def _none(reason: str, title: str) -> FixInfo:
+    return FixInfo(Applicability.NONE, title, reason)
+
+
+
+class Planner(CleanupRecognizer, SafetyChecks):
+    """Builds and caches fix plans for one analysed module."""
+
+    def __init__(self, module: ModuleAnalysis) -> None:
+        self.module = module
+        self._engine_plans: dict[int, WrapPlan | FixInfo] = {}
+        self._helpers: Helpers | None = None
+        self._runner_plans: dict[int, WrapPlan | FixInfo] = {}
+
+    @property
+    def helpers(self) -> Helpers:
+        """The module's own functions (:func:`module_helpers`), indexed on first use: most
+        modules never follow a value into a helper."""
+        if self._helpers is None:
+            self._helpers = module_helpers(self.module.tree)
+        return self._helpers
+
+    # ---------------------------------------------------------------- engines
+    def engine_plan(self, site: EngineSite) -> WrapPlan | FixInfo:
+        """Plan the GPU001 rewrite of one engine construction (cached).
+
+        Returns a :class:`WrapPlan` when a fix exists (safe or unsafe), else the
+        :class:`FixInfo` of a missing fix with its reason.
+        """
+        key = id(site.call)
+        if key not in self._engine_plans:
+            self._engine_plans[key] = self._plan_site(site.call, site.statement, site.function,
+                                                      site.bound_name, "engine")
+        return self._engine_plans[key]
+
+    def runner_plan(self, call: RunnerCall) -> WrapPlan | FixInfo:
+        """Plan the GPU005 rewrite of a runner built outside a ``with`` (cached)."""
+        key = id(call.call)
+        if key not in self._runner_plans:
+            stmt = self.module.statement_of(call.call)
+            bound = None
+            if isinstance(stmt, ast.Assign) and stmt.value is call.call and len(stmt.targets) == 1:
+                if isinstance(stmt.targets[0], ast.Name):
+                    bound = stmt.targets[0].id
+            self._runner_plans[key] = self._plan_site(call.call, stmt, call.function, bound,
+                                                      "runner")
+        return self._runner_plans[key]
+
+    def _title(self, kind: str, func: FunctionInfo | None, use_class: bool = False) -> str:
+        runner = self.module.config.runner_fixture
+        if kind == "runner":
+            return "Wrap in a with-statement"
+        if self.module.config.target == "vllm" and not use_class:
+            pass  # vLLM's runner class is never imported: its fixture is passed in
+        elif use_class or (func is not None and func.kind in ("helper", "method")):
+            runner = self.module.config.runner_classes[0] if self.module.config.runner_classes \
+                else runner
+        return WRAP_TITLE.format(runner=runner)
+
+    def _plan_site(
+        self,
+        call: ast.Call,
+        stmt: ast.stmt,
+        func: FunctionInfo | None,
+        bound: str | None,
+        kind: str,
+    ) -> WrapPlan | FixInfo:
+        module = self.module
+        config = module.config
+        title = self._title(kind, func)
+        if func is None:
+            return _none("built at module or class level: it lives as long as the module", title)
+        if func.kind == "method" and func.name == "__init__":
+            return _none("built in a helper class: the engine outlives `__init__`", title)
+        # Issue 11: engines kept in a container (shape 1), made by a factory fixture
+        # (shape 6): fixplan.groups says where their ExitStack block starts.
+        group = engine_group(module, call, stmt, func) if kind == "engine" else None
+        if group is None and kind == "engine":
+            factory = factory_fixture(module, call, stmt, func, self.is_cleanup_statement)
+            if factory is not None:
+                return self._factory_plan(call, factory, title)
+        if group is not None:
+            stmt, bound, title = group.statement, group.container, GROUP_TITLE
+        block = _stmt_block(module, stmt)
+        if block is None:
+            return _none("built inside an expression the fix cannot restructure", title)
+        problem = self._statement_problem(call, stmt, func, bound, kind, group)
+        if problem is not None:
+            return _none(problem, title)
+        is_fixture = func.kind == "fixture"
+
+        names: set[str] = {bound} if bound else set()
+        all_engines = names | module.engine_names(func)
+        unwrapped = self._enclosing_try(stmt, block, names, all_engines)
+        if unwrapped is None:
+            return _none("built inside an expression the fix cannot restructure", title)
+        block, unwrap_parent, remove_finally = unwrapped
+        index = next(i for i, s in enumerate(block) if s is stmt)
+        # Aliases bound later in the block (``engine = llm``) count as the same engine.
+        for later in block[index + 1:]:
+            if isinstance(later, ast.Assign) and isinstance(later.value, ast.Name) \
+                    and later.value.id in names:
+                names.update(t.id for t in later.targets if isinstance(t, ast.Name))
+
+        # Segment: the statements from the construction up to the next top-level
+        # rebinding of its name. Every value that can reach the engine (aliases, containers,
+        # generators, partials, bound methods, closures, wrappers) is followed through it.
+        stop = len(block)
+        for j in range(index + 1, len(block)):
+            if bound and any(s.id == bound for s in _stores_top(block[j])):
+                stop = j
+                break
+        in_loop = isinstance(module.parent(stmt), (ast.For, ast.AsyncFor, ast.While))
+        flow = value_flow(func.node, block[index:stop], names, None if bound else call,
+                          loop_body=in_loop, helpers=self.helpers)
+        if flow.problem is not None and flow.problem.startswith("none:"):
+            return _none(flow.problem[5:], title)
+        use_names = flow.tainted
+        end, remove, unwrap = self._extent(func, stmt, block, index, stop, names, all_engines,
+                                           flow, remove_finally, unwrap_parent)
+        remove = self._removals(stmt, block, index, end, names, all_engines, use_names, remove)
+        segment = block[index: end + 1]
+        func_node = func.node
+        outside = self._outside_use(func, stmt, block, index, stop, segment, remove, bound,
+                                    names, flow)
+        if outside is not None:
+            return _none(outside, title)
+        applicability = Applicability.SAFE
+        reasons: list[str] = []
+
+        def unsafe(reason: str) -> None:
+            nonlocal applicability
+            applicability = Applicability.UNSAFE
+            if reason not in reasons:
+                reasons.append(reason)
+
+        risks = self._risks(func, block, index, end, segment, remove, names, flow, group)
+        if isinstance(risks, str):
+            return _none(risks, title)
+        for risk in risks:
+            unsafe(risk)
+        use_class = func.kind in ("helper", "method") or func.in_base_class or (
+            is_fixture and func.fixture_scope not in (None, "function")
+            and config.target == "bundled"
+        ) or kind == "runner" and last_name(call.func) in config.runner_classes
+        compilation: str | None = None
+        mapping_defaults: tuple[str, ...] | None = None
+        helper_calls: HelperCallers | None = None
+        if kind == "engine":
+            if config.target == "vllm" and hides_model(call):
+                mapping_defaults, arg_problem = plan_mapping(
+                    module, func, call, VLLM_TARGET_DEFAULTS, compilation_config_equivalent)
+            else:
+                arg_problem = self._argument_problem(call)
+            if arg_problem is not None:
+                if arg_problem.startswith("none:"):
+                    return _none(arg_problem[5:], title)
+                unsafe(arg_problem)
+            if config.target == "vllm":
+                given = next((k.value for k in call.keywords if k.arg == "compilation_config"),
+                             None)
+                if given is not None:
+                    compilation, cc_problem = compilation_config_equivalent(given, module)
+                    if cc_problem is not None:
+                        if cc_problem.startswith("none:"):
+                            return _none(cc_problem[5:], title)
+                        unsafe(cc_problem)
+            if use_class and config.target == "vllm":
+                passed = runner_through_callers(module, func, config.runner_fixture)
+                if isinstance(passed, str):
+                    return _none(passed, title)
+                use_class, helper_calls = False, passed
+                if passed.public and not passed.passed:
+                    unsafe(f"`{passed.name}()` is public: a module that imports it must now "
+                           f"pass `{config.runner_fixture}` too")
+        yield_proxy = self._yields_proxy(func, stmt, segment, remove, names, bound, group)
+        if is_fixture and not yield_proxy and any(
+                isinstance(n, ast.Return) for s in segment[1:] for n in ast.walk(s)):
+            return _none("the fixture returns inside the engine's range", title)
+        drop = self._dropped_params(func, remove)
+        add_param = None
+        if not use_class and config.runner_fixture not in func.params:
+            add_param = config.runner_fixture
+        if group is not None:
+            group = replace(group, runner=self._group_runner(use_class))
+            add_param = None if use_class or group.runner in func.params else group.runner
+        return WrapPlan(
+            kind=kind,
+            site_line=stmt.lineno,
+            function_line=func_node.lineno,
+            end_line=block[end].end_lineno or block[end].lineno,
+            bound_name=bound,
+            remove_lines=remove,
+            unwrap_try_lines=unwrap,
+            add_param=add_param,
+            drop_params=drop,
+            use_class=use_class,
+            yield_proxy=yield_proxy,
+            aliases=set(names),
+            compilation_config=compilation,
+            mapping_defaults=mapping_defaults,
+            helper_calls=helper_calls,
+            weak_calls=weak_calls(module, segment, names) if names and not yield_proxy
+            else set(),
+            applicability=applicability,
+            reason="; ".join(reasons),
+            title=title if group is not None else self._title(kind, func, use_class),
+            call_line=call.lineno,
+            group=group,
+        )
+
+    def _statement_problem(self, call: ast.Call, stmt: ast.stmt, func: FunctionInfo,
+                           bound: str | None, kind: str, group: GroupShape | None) -> str | None:
+        """Why the statement that builds the engine (``stmt``, in ``func``) has a shape the
+        fix cannot rewrite (it shares its line, the call is nested in it or not alone, a
+        fixture hands out something derived from it, ...), or ``None``."""
+        module = self.module
+        if self.shares_line(stmt) or self.on_header_line(stmt):
+            return "the statement shares its line with another statement"
+        # The call must be a direct part of a simple statement, not inside a lambda or
+        # comprehension, and alone of its kind in the statement.
+        if group is None and not isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr,
+                                                   ast.Return)):
+            return "built inside a compound statement header"
+        if group is None and self._inside_deferred(call, stmt):
+            return "built inside a lambda or comprehension"
+        if not module.is_engine_call(call) and kind == "engine":
+            return "built by a factory method the runner cannot call"
+        sites = [n for n in ast.walk(stmt) if isinstance(n, ast.Call)
+                 and (module.builds_engine(n) or module.is_runner_call(n))]
+        if len(sites) != 1:
+            return "several engines are built in one statement"
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is call and not bound:
+            return ("the engine is stored in an attribute or container and outlives "
+                    "the block")
+        is_fixture = func.kind == "fixture"
+        is_return_value = isinstance(stmt, ast.Return) or (
+            isinstance(stmt, ast.Expr) and isinstance(stmt.value, (ast.Yield, ast.YieldFrom))
+        )
+        handed = stmt.value if isinstance(stmt, ast.Return) else (
+            stmt.value.value if isinstance(stmt, ast.Expr) and isinstance(
+                stmt.value, (ast.Yield, ast.YieldFrom)) else None)
+        if is_return_value and is_fixture and handed is not call:
+            return ("the fixture hands out something derived from the engine, which "
+                    "would outlive the runner's block")
+        if is_fixture and isinstance(stmt, ast.Return) and sum(
+                isinstance(n, ast.Return) for n in module.nodes_of(func)) > 1:
+            return ("the fixture returns on other paths too: turning this return into a "
+                    "yield would leave those paths without a value")
+        if is_return_value and not is_fixture:
+            return ("the engine is returned to the caller, so it must outlive this "
+                    "function")
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.YieldFrom):
+            return "built in a `yield from`"
+        return None
+
+    def _enclosing_try(self, stmt: ast.stmt, block: list[ast.stmt], names: set[str],
+                       all_engines: set[str]
+                       ) -> tuple[list[ast.stmt], int | None, set[int]] | None:
+        """``stmt``'s block, where a ``try/finally`` around ``stmt`` only cleans up replaced
+        by the ``try``'s body: ``(block, line of that try or None, lines of its finally to
+        remove)``; ``None`` when that ``try`` sits where the fix cannot restructure."""
+        module = self.module
+        parent = module.parent(stmt)
+        if isinstance(parent, ast.Try) and any(s is stmt for s in parent.body) and \
+                self.finally_only_cleans(parent, all_engines) and self._unwrappable(parent) \
+                and not any(names_in(s) & (all_engines - names) for s in parent.finalbody):
+            outer = _stmt_block(module, parent)
+            if outer is None:
+                return None
+            k = next(i for i, s in enumerate(outer) if s is parent)
+            return ([*outer[:k], *parent.body, *outer[k + 1:]], parent.lineno,
+                    {s.lineno for s in parent.finalbody})
+        return block, None, set()
+
+    def _extent(self, func: FunctionInfo, stmt: ast.stmt, block: list[ast.stmt], index: int,
+                stop: int, names: set[str], all_engines: set[str], flow: ValueFlow,
+                remove_finally: set[int], unwrap_parent: int | None
+                ) -> tuple[int, set[int], set[int]]:
+        """Where the with-block over ``block[index]`` ends, and the cleanup it takes over:
+        ``(index in block of its last statement, start lines of cleanup statements to
+        remove, start lines of ``try`` statements to unwrap)``. ``stop`` is the index of the
+        next top-level rebinding of the engine's name."""
+        module = self.module
+        use_names = flow.tainted
+        # Segment: from the construction to the last statement using the engine, stopping
+        # before the next top-level rebinding of its name. Generic cleanup (gc.collect(),
+        # empty_cache(), ...) belongs to this engine up to the next construction.
+        next_site = len(block)
+        for j in range(index + 1, stop):
+            if module.is_engine_call_stmt(block[j]):
+                next_site = j
+                break
+        remove: set[int] = set(remove_finally)
+        unwrap: set[int] = {unwrap_parent} if unwrap_parent is not None else set()
+        end = index
+        for j in range(index + 1, stop):
+            later = block[j]
+            if not self.shares_line(later) and self.is_cleanup_statement(
+                    later, all_engines if names else set()):
+                mine = bool(names_in(later) & names)
+                generic = not (names_in(later) & all_engines)
+                if mine and self._del_uses_earlier_binding(
+                        func.node, stmt, block[index + 1:stop], names):
+                    # ``x = ...; ...; x = LLM(); del x``: the cleanup is the only use of
+                    # the name, and what uses its earlier binding as pyflakes sees it: it
+                    # stays, inside the block, on the engine's proxy.
+                    end = j
+                    continue
+                if mine or (generic and j < next_site):
+                    remove.add(later.lineno)
+                continue
+            if isinstance(later, ast.Try) and names and self.finally_only_cleans(
+                    later, all_engines) and self._unwrappable(later) and not any(
+                    names_in(s) & (all_engines - names) for s in later.finalbody):
+                # (A finally that tears down another engine is that engine's, not ours.)
+                if any(_loads(s, n) for s in later.body for n in names) or any(
+                        names_in(s) & names for s in later.finalbody):
+                    unwrap.add(later.lineno)
+                    remove.update(s.lineno for s in later.finalbody)
+                    end = j
+                    continue
+            if flow.touches(later, j - index) or (
+                    isinstance(later, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                       ast.ClassDef)) and later.name in use_names):
+                end = j
+                for node in ast.walk(later):
+                    if isinstance(node, ast.Try):
+                        for s in node.finalbody:
+                            if self.is_cleanup_statement(s, names) and not \
+                                    self.on_header_line(s) and not self.shares_line(s):
+                                remove.add(s.lineno)
+        # An engine built inside the range must be torn down first: the range grows to
+        # cover its uses too (nested with-blocks).
+        grown = True
+        while grown:
+            grown = False
+            for j in range(index + 1, end + 1):
+                inner = block[j]
+                inner_names = {t.id for t in _stores_top(inner)} if isinstance(
+                    inner, ast.Assign) and module.builds_engine(inner.value) else set()
+                if not inner_names:
+                    continue
+                inner_names = value_flow(func.node, block[j:], inner_names, None,
+                                         helpers=self.helpers).tainted
+                for k in range(len(block) - 1, end, -1):
+                    if _touches(block[k], inner_names):
+                        end, grown = k, True
+                        break
+        return end, remove, unwrap
+
+    def _removals(self, stmt: ast.stmt, block: list[ast.stmt], index: int, end: int,
+                  names: set[str], all_engines: set[str], use_names: set[str],
+                  remove: set[int]) -> set[int]:
+        """``remove`` settled once the block ends at ``block[end]``: generic cleanup before a
+        later use stays, cleanup nested in the range after the last use and after the
+        enclosing loop goes."""
+        module = self.module
+        remove = set(remove)
+        # A generic cleanup call (``gc.collect()`` between two rounds) before a later use
+        # of the engine is not its teardown (GPU004 does not report it): it stays.
+        last_use = max((j for j in range(index + 1, end + 1) if block[j].lineno not in remove
+                        and any(_loads(block[j], n) for n in names)), default=index)
+        remove -= {block[j].lineno for j in range(index + 1, last_use)
+                   if isinstance(block[j], ast.Expr) and block[j].lineno in remove
+                   and not names_in(block[j]) & all_engines}
+        segment = block[index: end + 1]
+        remove |= self._nested_cleanup(segment, names, all_engines, use_names, remove)
+        remove |= after_loop_cleanup(module, stmt, lambda s: self.is_cleanup_statement(
+            s, set()) and not self.shares_line(s) and not self.on_header_line(s))
+        return remove
+
+    def _outside_use(self, func: FunctionInfo, stmt: ast.stmt, block: list[ast.stmt],
+                     index: int, stop: int, segment: list[ast.stmt], remove: set[int],
+                     bound: str | None, names: set[str], flow: ValueFlow) -> str | None:
+        """Why the engine cannot be confined to ``segment`` (a use or rebinding of a name
+        that holds it elsewhere in the function, a statement of the range that shares its
+        line, a ``global``/``nonlocal`` name), or ``None``."""
+        module = self.module
+        use_names = flow.tainted
+        # Every use of the engine must lie in the segment.
+        func_node = func.node
+        inside = {id(n) for s in segment for n in ast.walk(s)}
+        inside |= {id(n) for s in block[stop:] for n in ast.walk(s)}
+        if not inside_loop(module, stmt):
+            # Earlier statements of the block see an earlier binding of the name (in a loop,
+            # also this engine's, from the iteration before: then they are uses).
+            inside |= {id(n) for s in block[:index] for n in ast.walk(s)}
+        inside |= {id(n) for s in block if s.lineno in remove for n in ast.walk(s)}
+        if bound:  # shape 5: other branches of an ``if`` that build their own engine
+            inside |= {id(n) for s in other_branch_statements(module, stmt, bound)
+                       for n in ast.walk(s)}
+        top_rebindings = {id(n) for s in block for n in _stores_top(s)}
+        region_index = {id(n): k for k, s in enumerate(block[index:stop]) for n in ast.walk(s)}
+        for node in ast.walk(func_node):
+            if not (isinstance(node, ast.Name) and node.id in use_names) or id(node) in inside:
+                continue
+            if isinstance(node.ctx, (ast.Load, ast.Del)):
+                if not flow.live(node.id, region_index.get(id(node))):
+                    continue
+                return f"`{node.id}` is used outside the block that builds it"
+            if isinstance(node.ctx, ast.Store) and id(node) not in top_rebindings:
+                return f"`{node.id}` is rebound elsewhere in the function"
+        for s in segment:
+            if s.lineno != stmt.lineno and self.shares_line(s):
+                return "a statement in its range shares its line with another"
+            for node in ast.walk(s):
+                if isinstance(node, (ast.Global, ast.Nonlocal)) and set(node.names) & names:
+                    return "the engine's name is global or nonlocal"
+        return None
+
+    def _risks(self, func: FunctionInfo, block: list[ast.stmt], index: int, end: int,
+               segment: list[ast.stmt], remove: set[int], names: set[str],
+               flow: ValueFlow, group: GroupShape | None) -> list[str] | str:
+        """Why the wrapped block may behave otherwise than the code did (escapes, lost
+        values, cleanup beyond the runner's, engines alive together, a wide-scoped fixture),
+        in order; or, as a plain string, the reason that rules the fix out."""
+        module = self.module
+        config = module.config
+        use_names = flow.tainted
+        is_fixture = func.kind == "fixture"
+        risks: list[str] = []
+        for s in segment:
+            if s.lineno in remove:
+                continue
+            escape = self.escape(s, names, use_names, is_fixture)
+            if escape is not None:
+                if escape.startswith("none:"):
+                    return escape[5:]
+                risks.append(escape)
+        if flow.problem is not None:
+            risks.append(flow.problem)
+        extra = _cleanup_beyond_the_runner(module, func.node, remove)
+        if extra is not None:
+            risks.append(extra)
+        if config.target == "bundled" and module.own_runner_fixture is not None:
+            risks.append(f"the project defines its own `{config.runner_fixture}` fixture (in "
+                         f"{module.own_runner_fixture}), which replaces the bundled one whose "
+                         "defaults are `LLM`'s, and its defaults may differ (set `target = "
+                         "\"vllm\"` if it is vLLM's `VllmRunner`)")
+        if group is not None:
+            identity = identity_problem(segment, use_names)
+            if identity is not None:
+                risks.append(identity)
+        unfollowed = flow.unfollowed_call([s for s in segment if s.lineno not in remove])
+        if unfollowed is not None:
+            risks.append(unfollowed)
+        if names:
+            last_own = max((j for j in range(index, end + 1) if _touches(block[j], names)),
+                           default=index)
+            if any(module.is_engine_call_stmt(block[j]) for j in range(last_own + 1, end + 1)):
+                # Only a value derived from the engine keeps it past the next engine's
+                # construction: the two engines are now alive together.
+                risks.append("a value that may hold the engine is used after the next engine is "
+                             "built, so the block covers both and they are alive together")
+        if is_fixture and func.fixture_scope not in (None, "function"):
+            risks.append(f"a {func.fixture_scope}-scoped fixture: the engine's lifetime "
+                         "follows the fixture's scope and the runner must allow it")
+        return risks
+
+    def _yields_proxy(self, func: FunctionInfo, stmt: ast.stmt, segment: list[ast.stmt],
+                      remove: set[int], names: set[str], bound: str | None,
+                      group: GroupShape | None) -> bool:
+        """Whether the engine's single use in a fixture is handing it out (``yield llm``),
+        so that the fix yields ``weakref.proxy(runner.llm)``."""
+        module = self.module
+        is_fixture = func.kind == "fixture"
+        if is_fixture and bound and group is None:
+            uses = [s for s in segment[1:] if s.lineno not in remove
+                    and any(_loads(s, n) for n in names)]
+            # A name bound before the construction keeps its own binding used (pyflakes).
+            earlier = any(isinstance(n, ast.Name) and n.id == bound and isinstance(
+                n.ctx, ast.Store) and n.lineno < stmt.lineno for n in ast.walk(func.node))
+            if len(uses) == 1 and _is_plain_handout(uses[0], bound, module) and not earlier:
+                return True
+        return False
+
+    @staticmethod
+    def _dropped_params(func: FunctionInfo, remove: set[int]) -> set[str]:
+        """``{"request"}`` when every use of ``request`` is in the removed cleanup."""
+        func_node = func.node
+        drop: set[str] = set()
+        if "request" in func.params:
+            removed_nodes = [s for s in ast.walk(func_node) if isinstance(s, ast.stmt)
+                             and s.lineno in remove]
+            other = [n for n in _loads(func_node, "request")
+                     if not any(_contains(r, n) for r in removed_nodes)]
+            if not other and removed_nodes and any(
+                _loads(r, "request") for r in removed_nodes
+            ):
+                drop.add("request")
+        return drop
+
+    def _group_runner(self, use_class: bool) -> str:
+        """What enters each engine of a group on the ``ExitStack``: the runner class
+        (helpers, wide-scoped fixtures), else with target bundled the
+        ``vllm_runner_factory`` fixture (its memory wait runs once, after the last runner
+        exits), else the runner fixture."""
+        config = self.module.config
+        if use_class:
+            return config.runner_classes[0] if config.runner_classes else "VllmRunner"
+        return "vllm_runner_factory" if config.target == "bundled" else config.runner_fixture
+
+    def _factory_plan(self, call: ast.Call, parts: FactoryParts | str,
+                      title: str) -> WrapPlan | FixInfo:
+        """Shape 6 of issue 11: the fixture's body from the factory's ``def`` to its
+        ``return`` goes into a ``contextlib.ExitStack()`` (always unsafe, with
+        :data:`FACTORY_REASON`)."""
+        if isinstance(parts, str):
+            return _none(parts, title)
+        module, config = self.module, self.module.config
+        fixture, shape = parts.fixture, parts.shape
+        if shape.statement.decorator_list or self.shares_line(shape.statement):  # type: ignore[attr-defined]
+            return _none("the factory is decorated or shares its line", title)
+        reasons = [FACTORY_REASON]
+        problem = self._argument_problem(call)
+        if problem is not None:
+            if problem.startswith("none:"):
+                return _none(problem[5:], title)
+            reasons.append(problem)
+        compilation: str | None = None
+        given = next((k.value for k in call.keywords if k.arg == "compilation_config"), None)
+        if config.target == "vllm" and given is not None:
+            compilation, cc_problem = compilation_config_equivalent(given, module)
+            if cc_problem is not None:
+                if cc_problem.startswith("none:"):
+                    return _none(cc_problem[5:], title)
+                reasons.append(cc_problem)
+        wide = fixture.fixture_scope not in (None, "function")
+        if wide:
+            reasons.append(f"a {fixture.fixture_scope}-scoped fixture: the engines live as "
+                           "long as its scope")
+        use_class = wide and config.target == "bundled"
+        runner = self._group_runner(use_class)
+        removed = [s for s in ast.walk(fixture.node) if isinstance(s, ast.stmt)
+                   and s.lineno in parts.remove_lines]
+        drop = {"request"} if "request" in fixture.params and removed and not [
+            n for n in _loads(fixture.node, "request")
+            if not any(_contains(r, n) for r in removed)] else set()
+        return WrapPlan(
+            kind="engine",
+            site_line=shape.statement.lineno,
+            function_line=fixture.node.lineno,
+            end_line=parts.end_line,
+            bound_name=None,
+            remove_lines=set(parts.remove_lines),
+            add_param=None if use_class or runner in fixture.params else runner,
+            drop_params=drop,
+            use_class=use_class,
+            applicability=Applicability.UNSAFE,
+            reason="; ".join(reasons),
+            title=GROUP_TITLE,
+            call_line=call.lineno,
+            compilation_config=compilation,
+            group=replace(shape, runner=runner),
+        )
+
+
+def _is_plain_handout(stmt: ast.stmt, name: str, module: ModuleAnalysis) -> bool:
+    """``yield name``/``return name`` as a whole statement, or the same of
+    ``weakref.proxy(name)`` (the engine already wrapped: it is not wrapped twice)."""
+    if isinstance(stmt, ast.Return):
+        value = stmt.value
+    elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Yield):
+        value = stmt.value.value
+    else:
+        return False
+    if isinstance(value, ast.Call) and module.qualified(value.func) == "weakref.proxy" \
+            and len(value.args) == 1 and not value.keywords:
+        value = value.args[0]
+    return isinstance(value, ast.Name) and value.id == name
+
+
+
+def planner_for(module: ModuleAnalysis) -> Planner:
+    """The module's :class:`Planner` (one per analysis)."""
+    planner = getattr(module, "_planner", None)
+    if planner is None:
+        planner = Planner(module)
+        module._planner = planner  # type: ignore[attr-defined]
+    return planner
