@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import bisect
 import os
+import re
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.config import REEXPORTS, Config
@@ -365,9 +366,14 @@ class ModuleAnalysis:
                     isinstance(func.value, ast.Name) and func.value.id in handles
                     or launched(func.value)))
 
+        # A launching call spells a launcher's last name, a name an import binds to one, or
+        # a launching method; only the top-level statements that do need walking.
+        words = {q.rsplit(".", 1)[-1] for q in launchers} | _LAUNCH_METHODS
+        words.update(name for name, qualified in self.imports.items() if qualified in launchers)
+        lines = _lines_naming(self.text, tuple(sorted(words)))
         calls: list[ast.Call] = []
         binders: list[ast.Assign | ast.With | ast.AsyncWith] = []
-        for node in walk_nodes([self.tree]):
+        for node in walk_nodes([s for s in self.tree.body if _spans_a_line(s, lines)]):
             if isinstance(node, ast.Call):
                 calls.append(node)
             elif isinstance(node, (ast.Assign, ast.With, ast.AsyncWith)):
@@ -585,6 +591,60 @@ class ModuleAnalysis:
     _top_starts: list[int] | None = None
 
 
+_STATEMENT_NODES = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _call_words(module: ModuleAnalysis) -> tuple[str, ...]:
+    """The names an engine or runner call of ``module`` spells somewhere in its top-level
+    statement: the last name of each engine class (``vllm.LLM``, ``LLM.from_engine_args``,
+    and the import a local alias ``Engine = LLM`` copies), every name an import binds to
+    one (``from vllm import LLM as E``), the runner fixture and the runner classes (matched
+    by their last name)."""
+    config = module.config
+    words = {cls.rsplit(".", 1)[-1] for cls in config.engine_classes}
+    words.update(name for name, qualified in module.imports.items()
+                 if module.is_engine_class(qualified))
+    words.add(config.runner_fixture)
+    words.update(config.runner_classes)
+    return tuple(sorted(w for w in words if w))
+
+
+def _lines_naming(text: str, words: tuple[str, ...]) -> list[int]:
+    """The numbers (1-based, ascending, as ``ast`` counts lines: ``\n``, ``\r\n``, ``\r``)
+    of the lines of ``text`` where one of ``words`` occurs as a whole word, identifiers
+    NFKC-normalised as Python reads them (``ＬＬＭ`` is ``LLM``)."""
+    if not words:
+        return []
+    pattern = re.compile(r"(?<![\w])(?:" + "|".join(map(re.escape, words)) + r")(?![\w])")
+    lines: list[int] = []
+    if text.isascii() and "\r" not in text:
+        line, position = 1, 0
+        for match in pattern.finditer(text):
+            line += text.count("\n", position, match.start())
+            position = match.start()
+            if not lines or lines[-1] != line:
+                lines.append(line)
+        return lines
+    import unicodedata
+
+    for number, physical in enumerate(_PHYSICAL_LINE.findall(text), 1):
+        if not physical.isascii():
+            physical = unicodedata.normalize("NFKC", physical)
+        if pattern.search(physical):
+            lines.append(number)
+    return lines
+
+
+def _spans_a_line(stmt: ast.stmt, lines: list[int]) -> bool:
+    """Whether ``stmt``'s lines (its decorators included) hold one of ``lines`` (ascending)."""
+    first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+    at = bisect.bisect_left(lines, first)
+    return at < len(lines) and lines[at] <= (stmt.end_lineno or first)
+
+
+_PHYSICAL_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
 #: Nodes the walker never needs to enter: names, constants and the operator/context
 #: singletons hold no call, function, class, ``if`` or ``with``.
 _WALKER_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.unaryop,
@@ -664,7 +724,12 @@ def _enter_context_arg(module: ModuleAnalysis, value: ast.AST) -> bool:
 
 
 class _Walker(ast.NodeVisitor):
-    """Collects functions, engine sites and runner calls with their context."""
+    """Collects functions, engine sites and runner calls with their context.
+
+    Every function is recorded, but only a top-level statement whose lines spell one of
+    the names an engine or a runner call must spell (:func:`_call_words`) has its
+    expressions walked; in any other only the nested statements are, for the functions
+    and classes in them."""
 
     def __init__(self, module: ModuleAnalysis) -> None:
         self.module = module
@@ -672,10 +737,27 @@ class _Walker(ast.NodeVisitor):
         self.class_stack: list[ast.ClassDef] = []
         self.raises_bodies: set[int] = set()
         self.main_depth = 0
+        self.structural = False
+
+    def visit_Module(self, node: ast.Module) -> None:
+        lines = _lines_naming(self.module.text, _call_words(self.module))
+        for stmt in node.body:
+            self.structural = not _spans_a_line(stmt, lines)
+            self.visit(stmt)
+        self.structural = False
 
     def generic_visit(self, node: ast.AST) -> None:
         """Visit the children of ``node``, skipping leaves that cannot hold what the walker
-        records (the same visits as :class:`ast.NodeVisitor`'s, at about half the cost)."""
+        records (the same visits as :class:`ast.NodeVisitor`'s, at about half the cost);
+        in a statement that names no call the walker records, only nested statements."""
+        if self.structural:
+            for name in node._fields:
+                value = getattr(node, name, None)
+                if value.__class__ is list:
+                    for item in value:
+                        if isinstance(item, _STATEMENT_NODES):
+                            self.visit(item)
+            return
         visit, node_type, leaves = self.visit, ast.AST, _WALKER_LEAVES
         for name in node._fields:
             value = getattr(node, name, None)
@@ -740,7 +822,7 @@ class _Walker(ast.NodeVisitor):
 
     # context -----------------------------------------------------------------
     def visit_If(self, node: ast.If) -> None:
-        if is_main_guard(node):
+        if not self.structural and is_main_guard(node):
             self.main_depth += 1
             for child in node.body:
                 self.visit(child)
@@ -752,6 +834,9 @@ class _Walker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _visit_with(self, node: ast.With | ast.AsyncWith) -> None:
+        if self.structural:
+            self.generic_visit(node)
+            return
         if is_raises_with(node):
             for stmt in node.body:
                 self.raises_bodies.add(id(stmt))
