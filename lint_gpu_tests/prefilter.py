@@ -77,7 +77,7 @@ RUNNER_FACTORY_FIXTURE = "vllm_runner_factory"
 _ASCII_COMPATIBLE = frozenset({"utf-8", "ascii", "latin-1", "iso8859-1", "iso8859-15",
                                "cp1252"})
 _COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
-_WORD = b"A-Za-z0-9_"
+_WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 def enabled_rule_codes(config: Config, ignored: Iterable[str] = ()) -> tuple[str, ...]:
@@ -117,11 +117,6 @@ class Prefilter:
     words: tuple[bytes, ...]
     environment: bool
 
-    def __post_init__(self) -> None:
-        pattern = (b"(?<![" + _WORD + b"])(?:" + b"|".join(re.escape(w) for w in self.words)
-                   + b")(?![" + _WORD + b"])") if self.words else b"(?!)"
-        object.__setattr__(self, "_word_re", re.compile(pattern))
-
     def admits(self, source: bytes) -> bool:
         """Return False only when ``source`` (a file's raw bytes) names none of the needles,
         as Python would read it (see the module docstring)."""
@@ -130,9 +125,22 @@ class Prefilter:
             return True
         if self.environment and changes_environment(text):
             return True
-        if not any(word in text for word in self.words):  # the cheap test first
-            return False
-        return self._word_re.search(text) is not None  # type: ignore[attr-defined]
+        return any(word in text and _has_word(text, word) for word in self.words)
+
+
+def _has_word(text: bytes, word: bytes) -> bool:
+    """Whether ``word`` occurs in ``text`` as a whole word: not preceded or followed by an
+    ASCII letter, digit or underscore (what ``(?<![A-Za-z0-9_])word(?![A-Za-z0-9_])`` finds,
+    several times faster than that regular expression)."""
+    size, end = len(word), len(text)
+    at = text.find(word)
+    while at != -1:
+        after = at + size
+        if (at == 0 or text[at - 1] not in _WORD_BYTES) and (
+                after == end or text[after] not in _WORD_BYTES):
+            return True
+        at = text.find(word, at + 1)
+    return False
 
 
 def _comparable(source: bytes) -> bytes | None:

@@ -236,3 +236,17 @@ def test_every_environment_change_gpu008_reports_is_admitted(change: str) -> Non
     config = Config(select=("GPU008",))
     assert [v.code for v in check_source(source, "test_env.py", config)] == ["GPU008"]
     assert prefilter_for(config, enabled_rule_codes(config)).admits(source)
+
+
+@pytest.mark.parametrize("text", [
+    b"LLM", b"LLM(", b"(LLM", b"xLLM", b"LLMx", b"_LLM", b"LLM_", b"1LLM", b"LLM1",
+    b"LLMLLM", b"xLLM LLM", b"xLLM LLMy LLM", "é LLM".encode(), "éLLM".encode(),
+    b"a.LLM.b", b"", b"LL M",
+])
+def test_whole_word_test_matches_the_regular_expression(text: bytes) -> None:
+    import re
+
+    from lint_gpu_tests.prefilter import _has_word
+
+    expected = re.search(rb"(?<![A-Za-z0-9_])LLM(?![A-Za-z0-9_])", text) is not None
+    assert _has_word(text, b"LLM") is expected
