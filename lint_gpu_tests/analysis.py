@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.config import REEXPORTS, Config
-from lint_gpu_tests.scopes import resolve_scopes
+from lint_gpu_tests.scopes import ScopeIndex
 from lint_gpu_tests.source import parent_index, walk_nodes
 from lint_gpu_tests.syntax import (
     FunctionNode,
@@ -174,9 +174,9 @@ class ModuleAnalysis:
     runner_classes_local: set[str] = field(default_factory=set)
     local_shadowed: set[str] = field(default_factory=set)
     parents: dict[int, ast.AST] = field(default_factory=dict)
-    #: ``id()`` of each ``ast.Name`` load of an imported name that a scope rebinds -> what
-    #: it refers to there (a qualified name, or ``None``); see :class:`_ScopeResolver`.
-    scoped_names: dict[int, str | None] = field(default_factory=dict)
+    #: The meaning of names in the scopes that rebind an import (see
+    #: :class:`~lint_gpu_tests.scopes.ScopeIndex`); ``None`` until the module is analysed.
+    scopes: ScopeIndex | None = None
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -194,7 +194,7 @@ class ModuleAnalysis:
         module.in_scope = is_test_module_path(path, config) or module._defines_pytest_items()
         if not module.in_scope:
             return module
-        module.scoped_names = resolve_scopes(tree, module.imports, text)
+        module.scopes = ScopeIndex(tree, module.imports, text)
         module._collect_runner_classes()
         _Walker(module).visit(tree)
         module._mark_process_targets()
@@ -417,12 +417,13 @@ class ModuleAnalysis:
         if dotted is None:
             return None
         head, _, rest = dotted.partition(".")
-        if self.scoped_names:
+        if self.scopes is not None:
             head_node = node
             while isinstance(head_node, ast.Attribute):
                 head_node = head_node.value
-            if id(head_node) in self.scoped_names:
-                scoped = self.scoped_names[id(head_node)]
+            assert isinstance(head_node, ast.Name)  # a dotted name ends in one
+            rebound, scoped = self.scopes.lookup(head_node)
+            if rebound:
                 if scoped is None:
                     return None
                 return f"{scoped}.{rest}" if rest else scoped

@@ -3,15 +3,16 @@ name loaded inside a function, lambda, class body or comprehension refers to, wh
 scope (or one around it) rebinds the name (a parameter, a local assignment, a loop target,
 a local import, an alias ``Engine = LLM``).
 
-:func:`resolve_scopes` is what :class:`lint_gpu_tests.analysis.ModuleAnalysis` calls. It
-walks only the top-level statements that can bind an imported name somewhere inside
-(:func:`binding_statements`, a cheap look at their statements and text): a load anywhere
-else resolves through the module's imports, which needs no walk.
+:class:`ScopeIndex` is what :class:`lint_gpu_tests.analysis.ModuleAnalysis` asks. It
+resolves a top-level statement when a name in it is first asked about, and walks it only
+when it can bind an imported name somewhere inside (a cheap look at its statements and
+text): a load anywhere else resolves through the module's imports, which needs no walk.
 """
 
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,52 +33,78 @@ _EXPRESSION_BINDERS = re.compile(r"\bfor\b(.*?)\bin\b|\blambda\b([^:]*):")
 _IDENTIFIER = re.compile(r"\w+")
 
 
-def resolve_scopes(tree: ast.Module, imports: Mapping[str, str], text: str
-                   ) -> dict[int, str | None]:
-    """Resolve the loads of imported names in the scopes of ``tree`` that rebind them.
+class ScopeIndex:
+    """The per-scope meaning of the names of one module, worked out one top-level statement
+    at a time, when a name in it is first asked about.
+
+    A load's meaning depends only on the scopes around it, all inside its top-level
+    statement, so each statement is resolved on its own, and only if it can bind an
+    imported name somewhere inside (a cheap look at its statements and lines of text: it
+    may say yes when there is nothing, never no when there is something).
 
     Args:
         tree: the module, parsed from ``text``.
-        imports: the module-level imports, local name -> qualified name (``{"LLM":
+        imports: the module's imports, local name -> qualified name (``{"LLM":
             "vllm.LLM"}``).
         text: the module's source, for the bindings inside expressions.
-
-    Returns:
-        ``id()`` of each ``ast.Name`` load that a scope resolves differently from the
-        module -> what it refers to there: a qualified name (a local import, an alias of
-        one) or ``None`` (not an import). Empty when no scope rebinds an imported name.
     """
-    if not imports:
-        return {}
-    statements = binding_statements(tree, imports, text)
-    if not statements:
-        return {}
-    return _ScopeResolver(imports).run(statements)
+
+    def __init__(self, tree: ast.Module, imports: Mapping[str, str], text: str) -> None:
+        self.tree = tree
+        self.imports = imports
+        self.text = text
+        self.resolved: dict[int, str | None] = {}
+        self._done: set[int] = set()
+        self._starts: list[int] | None = None
+        self._top: set[int] | None = None
+        self._lines: list[str] | None = None
+
+    def lookup(self, name: ast.Name) -> tuple[bool, str | None]:
+        """``(True, meaning)`` when a scope around the load ``name`` gives it another
+        meaning than the module's imports do: a qualified name (a local import, an alias of
+        one) or ``None`` (not an import); ``(False, None)`` when the imports decide."""
+        if not self.imports:
+            return False, None
+        key = id(name)
+        if key not in self.resolved:
+            for index in self._statements_at(name.lineno):
+                if index not in self._done:
+                    self._done.add(index)
+                    self._resolve(self.tree.body[index])
+        if key in self.resolved:
+            return True, self.resolved[key]
+        return False, None
+
+    def _statements_at(self, line: int) -> list[int]:
+        """Indices of the top-level statements whose lines (decorators included) hold
+        ``line`` (more than one when statements share a line: ``a = 1; b = 2``)."""
+        body = self.tree.body
+        if self._starts is None:
+            self._starts = [_first_line(s) for s in body]
+        out: list[int] = []
+        index = bisect.bisect_right(self._starts, line) - 1
+        while index >= 0 and (body[index].end_lineno or body[index].lineno) >= line:
+            out.append(index)
+            index -= 1
+        return out
+
+    def _resolve(self, stmt: ast.stmt) -> None:
+        tracked = set(self.imports)
+        if self._top is None:
+            self._top = {id(s) for s in iter_statements(self.tree.body, definitions=False)}
+        if not _binds(stmt, tracked, self._top):
+            if self._lines is None:
+                self._lines = self.text.splitlines()
+            if not _expressions_bind(self._lines[_first_line(stmt) - 1:
+                                                 stmt.end_lineno or stmt.lineno], tracked):
+                return
+        self.resolved.update(_ScopeResolver(self.imports).run([stmt]))
 
 
-def binding_statements(tree: ast.Module, imports: Mapping[str, str], text: str
-                       ) -> list[ast.stmt]:
-    """The statements of ``tree``'s body inside which some function, class body, lambda or
-    comprehension may bind a name of ``imports`` (or alias one: ``Engine = LLM`` in a
-    function). A cheap look at the statements (parameters, targets, nested imports and
-    definitions) and, for the scopes inside expressions, at the statement's lines of
-    ``text``: it may say yes when there is nothing, never no when there is something."""
-    tracked = set(imports)
-    top = {id(s) for s in iter_statements(tree.body, definitions=False)}
-    lines: list[str] | None = None
-    out: list[ast.stmt] = []
-    for stmt in tree.body:
-        if _binds(stmt, tracked, top):
-            out.append(stmt)
-            continue
-        if lines is None:
-            lines = text.splitlines()
-        decorators = getattr(stmt, "decorator_list", ())
-        first = min([stmt.lineno, *(d.lineno for d in decorators)])
-        last = stmt.end_lineno or stmt.lineno
-        if _expressions_bind(lines[first - 1:last], tracked):
-            out.append(stmt)
-    return out
+def _first_line(stmt: ast.stmt) -> int:
+    """The first line of ``stmt``, its decorators included."""
+    decorators: list[ast.expr] = getattr(stmt, "decorator_list", [])
+    return min([stmt.lineno, *(d.lineno for d in decorators)])
 
 
 def _binds(statement: ast.stmt, tracked: set[str], top: set[int]) -> bool:
