@@ -24,6 +24,7 @@ from lint_gpu_tests.analysis import (
     names_in,
 )
 from lint_gpu_tests.fixplan_groups import (
+    CLASS_CALLS,
     FACTORY_REASON,
     GROUP_TITLE,
     IDENTITY_CALLS,
@@ -32,6 +33,7 @@ from lint_gpu_tests.fixplan_groups import (
     after_loop_cleanup,
     engine_group,
     factory_fixture,
+    group_cleanup_loop,
     identity_problem,
     identity_reason,
     inside_loop,
@@ -40,6 +42,7 @@ from lint_gpu_tests.fixplan_groups import (
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.helper_calls import HelperCallers, runner_through_callers
 from lint_gpu_tests.mappings import hides_model, plan_mapping
+from lint_gpu_tests.noqa import Noqa, parse_noqa
 from lint_gpu_tests.source import walk_nodes
 
 WRAP_TITLE = "Wrap in `with {runner}(...)`"
@@ -172,6 +175,7 @@ class Planner:
         self._engine_plans: dict[int, WrapPlan | FixInfo] = {}
         self._helpers: Helpers | None = None
         self._runner_plans: dict[int, WrapPlan | FixInfo] = {}
+        self._noqa: Noqa | None = None
 
     @property
     def helpers(self) -> Helpers:
@@ -182,6 +186,17 @@ class Planner:
         return self._helpers
 
     # ---------------------------------------------------------------- cleanup
+    def user_kept(self, line: int) -> bool:
+        """Whether the user suppressed GPU004 on the statement starting at ``line``
+        (``# noqa: GPU004``, a bare ``# noqa``, a file-level directive): the rewrite keeps
+        such a statement as an ordinary one, as ruff leaves alone what the user
+        suppressed."""
+        if "noqa" not in self.module.text.lower():
+            return False
+        if self._noqa is None:
+            self._noqa = parse_noqa(self.module.text)
+        return self._noqa.suppresses(line, "GPU004")
+
     def is_cleanup_statement(self, stmt: ast.stmt, names: set[str]) -> bool:
         """True when ``stmt`` only does manual cleanup of an engine in ``names`` (or the
         process-wide cleanup SPEC §3 lists for GPU004), or registers such a finalizer."""
@@ -386,8 +401,13 @@ class Planner:
         end = index
         for j in range(index + 1, stop):
             later = block[j]
-            if not self.shares_line(later) and self.is_cleanup_statement(
-                    later, all_engines if names else set()):
+            loop = group_cleanup_loop(module, later, group.container, self.is_cleanup_statement
+                                      ) if group is not None else []
+            if loop and not any(self.shares_line(s) or self.user_kept(s.lineno) for s in loop):
+                remove.update(s.lineno for s in loop)  # ``for llm in llms: llm.shutdown()``
+                continue
+            if not self.shares_line(later) and not self.user_kept(later.lineno) and \
+                    self.is_cleanup_statement(later, all_engines if names else set()):
                 mine = bool(names_in(later) & names)
                 generic = not (names_in(later) & all_engines)
                 if mine and self._del_uses_earlier_binding(
@@ -448,6 +468,7 @@ class Planner:
         remove |= self._nested_cleanup(segment, names, all_engines, use_names, remove)
         remove |= after_loop_cleanup(module, stmt, lambda s: self.is_cleanup_statement(
             s, set()) and not self.shares_line(s) and not self.on_header_line(s))
+        remove = {line for line in remove if not self.user_kept(line)}
         # Every use of the engine must lie in the segment.
         func_node = func.node
         inside = {id(n) for s in segment for n in ast.walk(s)}
@@ -1293,7 +1314,7 @@ class _FlowState:
             func = node.func
             name = last_name(func)
             if self.carries(func) or name in FOLLOWED_CALLS or name in STORE_METHODS \
-                    or name in THREAD_CALLS or name in IDENTITY_CALLS:
+                    or name in THREAD_CALLS or name in IDENTITY_CALLS or name in CLASS_CALLS:
                 continue
             summary = self.helper_summary(func)
             if summary is not None:

@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lint_gpu_tests"
 LAYERS: list[set[str]] = [
     {"codes", "ftypes"},
     {"config"},
-    {"source", "writer", "prefilter"},
+    {"source", "writer", "prefilter", "noqa"},
     {"analysis", "mappings", "helper_calls"},
     {"fixplan_groups"},
     {"fixplan", "isolateplan", "classplan"},
