@@ -1,5 +1,5 @@
 """Engines kept together in a list (issue 11 shape 1; `isinstance()` on each, a
-`.shutdown()` loop over them), one name rebound to new engines in a loop and in the
+`engine_core.shutdown()` loop over them), one name rebound to new engines in a loop and in the
 branches of an `if` (shape 5), and a `del llm  # noqa: GPU004` the fix keeps."""
 
 import gc
@@ -18,7 +18,7 @@ def test_engines_built_in_a_comprehension():
     assert all(isinstance(llm, LLM) for llm in llms)  # a proxy forwards `__class__`
     texts = [llm.generate(["the future of ai is"], GREEDY)[0].outputs[0].text for llm in llms]
     for llm in llms:  # the group's teardown loop goes with the fix
-        llm.shutdown()
+        llm.llm_engine.engine_core.shutdown()
     del llms
     gc.collect()
     assert texts[0] == texts[1]
