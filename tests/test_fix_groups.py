@@ -33,7 +33,7 @@ def test_group_fixes_are_safe_and_titled() -> None:
 def test_identity_check_on_an_element_is_unsafe() -> None:
     source = (FIX_DIR / "engine_group_identity" / "before.py").read_bytes()
     assert fixes(source) == [("GPU001", 5, "unsafe", GROUP_TITLE,
-                              "`isinstance()` on an engine of the group sees a "
+                              "`type()` on an engine of the group sees a "
                               "`weakref.proxy`, not the engine")]
 
 
@@ -127,3 +127,60 @@ def test_the_other_branch_must_bind_first() -> None:
                     assert llm.generate(["z"])
     ''').encode()
     assert [f[:3] for f in fixes(source)] == [("GPU001", 7, "none"), ("GPU001", 11, "none")]
+
+
+@pytest.mark.parametrize("case", ["engine_group_shutdown_loop", "engine_group_cleanup_loop_kept"])
+def test_announced_fixes_are_the_fixes_applied(case: str) -> None:
+    # Found by a first-time user: `check` announced one fix fewer than `--fix` applied (a
+    # `engine_core.shutdown()` loop kept in the ExitStack block was no longer reported).
+    from lint_gpu_tests.engine import wanted_fixes
+    from lint_gpu_tests.fixloop import fix_source
+
+    source = (FIX_DIR / case / "before.py").read_bytes()
+    found = check_source(source, "tests/test_case.py", Config())
+    outcome = fix_source(source, "tests/test_case.py", Config(), violations=found)
+    announced = [(v.code, v.location.row) for v in wanted_fixes(found, False)]
+    assert [(v.code, v.location.row) for v in outcome.fixed] == announced
+
+
+def test_class_checks_see_through_a_proxy_and_identity_does_not() -> None:
+    # Why `isinstance()`/`issubclass()` keep the fix safe and `type()`/`id()`/`is` do not.
+    import weakref
+
+    class Engine:
+        pass
+
+    engine = Engine()
+    proxy = weakref.proxy(engine)
+    assert isinstance(proxy, Engine) and isinstance(proxy, (str, Engine))
+    assert not isinstance(proxy, str)
+    with pytest.raises(TypeError):
+        issubclass(proxy, Engine)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        issubclass(engine, Engine)  # type: ignore[arg-type]
+    assert type(proxy) is not Engine and proxy is not engine and id(proxy) != id(engine)
+    assert isinstance(proxy, weakref.ProxyType) and not isinstance(engine, weakref.ProxyType)
+
+
+def test_isinstance_keeps_the_fix_safe_unless_it_asks_for_the_proxy_type() -> None:
+    source = textwrap.dedent("""\
+        import weakref
+
+        from vllm import LLM
+
+
+        def test_x():
+            llm = LLM("m")
+            assert isinstance(llm, LLM) and not issubclass(type(llm), str)
+            assert llm.generate(["x"])
+
+
+        def test_y():
+            llm = LLM("m")
+            assert not isinstance(llm, weakref.ProxyType)
+            assert llm.generate(["x"])
+        """).encode()
+    assert [(code, row, safety, reason) for code, row, safety, _, reason in fixes(source)] == [
+        ("GPU001", 7, "unsafe", "`type()` on the engine sees a `weakref.proxy`, not the engine"),
+        ("GPU001", 13, "unsafe",
+         "`isinstance()` on the engine sees a `weakref.proxy`, not the engine")]

@@ -261,3 +261,107 @@ def test_bundled_runner_factory() -> None:
     assert gpu007(source) == [(5, 10, "2 " + PREFIX + "`vllm_runner_factory(...)` line 2: "
                                "0.92 (default), `vllm_runner_factory(...)` line 5: 0.92 "
                                "(default); sum 1.84 > 1.0")]
+
+
+def test_comprehension_over_a_known_length_counts_each_element() -> None:
+    # Found by a first-time user: engines built in a comprehension were not counted.
+    assert gpu007("""\
+        from vllm import LLM
+
+        MODELS = ["a", "b"]
+
+
+        def test_constant():
+            llms = [LLM(model=m) for m in MODELS]
+            assert llms
+
+
+        def test_range():
+            llms = {k: LLM("a", gpu_memory_utilization=0.4) for k in range(3)}
+            assert llms
+
+
+        def test_three_fit():
+            llms = [LLM(m, gpu_memory_utilization=0.3) for m in ("a", "b", "c")]
+            assert llms
+        """) == [
+        (7, 13, "2 " + PREFIX + "`LLM(...)` line 7 (#1): 0.92 (default), `LLM(...)` line 7 "
+         "(#2): 0.92 (default); sum 1.84 > 1.0"),
+        (12, 16, "3 " + PREFIX + "`LLM(...)` line 12 (#1): 0.4, `LLM(...)` line 12 (#2): "
+         "0.4, `LLM(...)` line 12 (#3): 0.4; sum 1.2 > 1.0"),
+    ]
+
+
+def test_comprehension_of_unknown_length_counts_once() -> None:
+    # As an engine built in a loop: one engine, here alone and under 1.0.
+    assert gpu007("""\
+        from vllm import LLM
+
+
+        def test_x(models):
+            llms = [LLM(m, gpu_memory_utilization=0.6) for m in models]
+            kept = [LLM(m, gpu_memory_utilization=0.6) for m in ("a", "b") if m]
+            assert llms and kept
+        """) == [(6, 13, "2 " + PREFIX + "`LLM(...)` line 5: 0.6, `LLM(...)` line 6: 0.6; "
+                  "sum 1.2 > 1.0")]
+
+
+def test_group_lives_until_deleted_or_shut_down_in_a_loop() -> None:
+    assert gpu007("""\
+        from vllm import LLM
+
+        MODELS = ["a", "b"]
+
+
+        def test_shut_down_first():
+            llms = [LLM(m, gpu_memory_utilization=0.5) for m in MODELS]
+            for llm in llms:
+                llm.shutdown()
+            other = LLM("c", gpu_memory_utilization=0.6)
+            assert other
+
+
+        def test_deleted_after():
+            llms = [LLM(m, gpu_memory_utilization=0.5) for m in MODELS]
+            other = LLM("c", gpu_memory_utilization=0.6)
+            del llms
+            assert other
+        """) == [(16, 13, "3 " + PREFIX + "`LLM(...)` line 15 (#1): 0.5, `LLM(...)` line 15 "
+                  "(#2): 0.5, `LLM(...)` line 16: 0.6; sum 1.6 > 1.0")]
+
+
+def test_fixed_group_counts_the_same() -> None:
+    # The group fix's form: the bundled factory entered on an ExitStack, per element.
+    assert gpu007("""\
+        import contextlib
+        import weakref
+
+        MODELS = ["a", "b"]
+
+
+        def test_x(vllm_runner_factory, vllm_runner):
+            with contextlib.ExitStack() as stack:
+                llms = [weakref.proxy(stack.enter_context(vllm_runner_factory(m)).llm)
+                        for m in MODELS]
+                assert llms
+            with vllm_runner("c", gpu_memory_utilization=0.6) as runner:
+                assert runner
+        """) == [(9, 51, "2 " + PREFIX + "`vllm_runner_factory(...)` line 9 (#1): 0.92 "
+                  "(default), `vllm_runner_factory(...)` line 9 (#2): 0.92 (default); "
+                  "sum 1.84 > 1.0")]
+
+
+def test_fixed_group_of_target_vllm_counts_the_same() -> None:
+    assert gpu007("""\
+        import contextlib
+        import weakref
+
+
+        def test_x(vllm_runner):
+            with contextlib.ExitStack() as stack:
+                llms = [weakref.proxy(stack.enter_context(vllm_runner("a", seed=s)).llm)
+                        for s in (0, 1)]
+                assert llms
+        """) == [(7, 51, "2 " + PREFIX + "`vllm_runner(...)` line 7 (#1): 0.92 "
+                  "(default), `vllm_runner(...)` line 7 (#2): 0.92 (default); "
+                  "sum 1.84 > 1.0")]

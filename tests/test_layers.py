@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lint_gpu_tests"
 LAYERS: list[set[str]] = [
     {"codes", "ftypes"},
     {"config"},
-    {"source", "writer", "prefilter"},
+    {"source", "writer", "prefilter", "noqa"},
     {"syntax"},
     {"scopes"},
     {"analysis", "mappings", "helper_calls"},

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests.engine import parse_noqa
+from lint_gpu_tests.noqa import parse_noqa
 from lint_gpu_tests.source import decode_source
 
 ROOT = Path(__file__).resolve().parent.parent

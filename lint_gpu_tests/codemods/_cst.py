@@ -207,9 +207,11 @@ def proxy_of(expr: cst.BaseExpression) -> cst.Call:
 LINE_LENGTH = 88
 
 
-def explode_args(call: cst.Call, indent: str = "    ") -> cst.Call:
+def explode_args(call: cst.Call, indent: str = "    ", close: str = "") -> cst.Call:
     """Put each argument of ``call`` on its own line, with a trailing comma, the closing
-    parenthesis back at the statement's indentation (black's style)."""
+    parenthesis back at the statement's indentation (black's style). ``indent`` and
+    ``close`` are what the argument lines and the closing line add to the block's
+    indentation (more inside a bracket already broken over lines)."""
     if not call.args:
         return call
 
@@ -221,6 +223,6 @@ def explode_args(call: cst.Call, indent: str = "    ") -> cst.Call:
     args = []
     for i, arg in enumerate(call.args):
         last = i == len(call.args) - 1
-        comma = cst.Comma(whitespace_after=break_("" if last else indent))
+        comma = cst.Comma(whitespace_after=break_(close if last else indent))
         args.append(arg.with_changes(comma=comma))
     return call.with_changes(whitespace_before_args=break_(indent), args=args)

@@ -154,7 +154,7 @@ class WrapTransformer(cst.CSTTransformer):
             group_finder = _CallFinder(self.config, self.engine_locals)
             site.visit(group_finder)
             return build_group_with(plan, site, group_finder.found, rest, self.config,
-                                    self.needs)
+                                    self.needs, self.columns.get(plan.site_line, 0))
         assert isinstance(site, cst.SimpleStatementLine) and len(site.body) == 1
         small = site.body[0]
         finder = _CallFinder(self.config, self.engine_locals)

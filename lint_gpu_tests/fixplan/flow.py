@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from lint_gpu_tests.fixplan.groups import IDENTITY_CALLS
+from lint_gpu_tests.fixplan.groups import CLASS_CALLS, IDENTITY_CALLS
 from lint_gpu_tests.source import walk_nodes
 from lint_gpu_tests.syntax import dotted_name, last_name, names_in
 
@@ -330,7 +330,7 @@ class _FlowState:
             func = node.func
             name = last_name(func)
             if self.carries(func) or name in FOLLOWED_CALLS or name in STORE_METHODS \
-                    or name in THREAD_CALLS or name in IDENTITY_CALLS:
+                    or name in THREAD_CALLS or name in IDENTITY_CALLS or name in CLASS_CALLS:
                 continue
             summary = self.helper_summary(func)
             if summary is not None:

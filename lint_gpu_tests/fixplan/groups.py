@@ -150,17 +150,63 @@ def engine_group(module: ModuleAnalysis, call: ast.Call, stmt: ast.stmt,
     return GroupShape("loop", loop, container, _free_name(node, "stack"))
 
 
+def group_cleanup_loop(module: ModuleAnalysis, stmt: ast.stmt, container: str,
+                       is_cleanup: Callable[[ast.stmt, set[str]], bool]) -> list[ast.stmt]:
+    """Shape 1: ``stmt`` when it is a loop that only tears down the group's engines, with
+    the statements of its body; else ``[]``.
+
+    Recognised: ``for llm in llms:`` (or ``llms.values()``; a plain name as target, no
+    ``else``) whose every statement is cleanup of ``llm`` (``is_cleanup``: ``llm.shutdown()``,
+    ``del llm``, ``llm.llm_engine.engine_core.shutdown()``, ``gc.collect()`` ...), and the
+    target is not read after the loop (removing the loop would change what it holds). The
+    group's runners do all of it when the ``ExitStack`` closes, so the loop goes with the
+    rewrite, as a single engine's ``llm.shutdown()`` does.
+    """
+    if not isinstance(stmt, ast.For) or stmt.orelse or not isinstance(stmt.target, ast.Name):
+        return []
+    source = stmt.iter
+    if isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and \
+            source.func.attr == "values" and not source.args and not source.keywords:
+        source = source.func.value
+    target = stmt.target.id
+    if not (isinstance(source, ast.Name) and source.id == container) or not all(
+            is_cleanup(s, {target}) for s in stmt.body):
+        return []
+    func = module.parent(stmt)
+    while func is not None and not isinstance(func, _SCOPES):
+        func = module.parent(func)
+    end = (stmt.end_lineno or stmt.lineno, stmt.end_col_offset or 0)
+    if func is not None and any(
+            isinstance(n, ast.Name) and n.id in (target, container) and isinstance(
+                n.ctx, ast.Load) and (n.lineno, n.col_offset) > end for n in ast.walk(func)):
+        return []
+    return [stmt, *stmt.body]
+
+
 #: Calls that tell a ``weakref.proxy`` from the engine it stands for.
-IDENTITY_CALLS = frozenset({"isinstance", "id", "type", "issubclass"})
+IDENTITY_CALLS = frozenset({"id", "type"})
+#: Calls that look at a value's class through its ``__class__``, which a ``weakref.proxy``
+#: forwards: ``isinstance(proxy, LLM)`` is True as for the engine itself, and
+#: ``issubclass()`` raises the same ``TypeError`` on an instance, proxy or not (CPython's
+#: ``object_isinstance`` falls back to ``__class__`` when ``type(x)`` does not match).
+#: Only a class test against the proxy's own type tells them apart.
+CLASS_CALLS = frozenset({"isinstance", "issubclass"})
+_PROXY_TYPES = frozenset({"ProxyType", "CallableProxyType", "ProxyTypes"})
 
 
 def identity_reason(node: ast.AST, names: set[str], subject: str) -> str | None:
     """The unsafe reason when ``node`` looks at a name in ``names`` by identity
-    (``isinstance(llm, LLM)``, ``llm is other``): after the fix it holds a proxy.
-    ``subject`` says what the names hold in the reason (``"the engine"``)."""
-    if isinstance(node, ast.Call) and last_name(node.func) in IDENTITY_CALLS and any(
+    (``type(llm) is LLM``, ``id(llm)``, ``llm is other``, ``isinstance(llm,
+    weakref.ProxyType)``): after the fix it holds a proxy. ``isinstance(llm, LLM)`` is
+    not identity (:data:`CLASS_CALLS`). ``subject`` says what the names hold in the reason
+    (``"the engine"``)."""
+    if isinstance(node, ast.Call) and any(
             isinstance(a, ast.Name) and a.id in names for a in node.args):
-        return f"`{last_name(node.func)}()` on {subject} sees a `weakref.proxy`, not the engine"
+        name = last_name(node.func)
+        if name in IDENTITY_CALLS or (name in CLASS_CALLS and any(
+                isinstance(n, (ast.Name, ast.Attribute)) and last_name(n) in _PROXY_TYPES
+                for a in node.args[1:] for n in ast.walk(a))):
+            return f"`{name}()` on {subject} sees a `weakref.proxy`, not the engine"
     if isinstance(node, ast.Compare) and any(
             isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops) and any(
             isinstance(x, ast.Name) and x.id in names for x in (node.left, *node.comparators)):

@@ -28,6 +28,7 @@ from lint_gpu_tests.fixplan.groups import (
     after_loop_cleanup,
     engine_group,
     factory_fixture,
+    group_cleanup_loop,
     identity_problem,
     inside_loop,
     other_branch_statements,
@@ -37,6 +38,7 @@ from lint_gpu_tests.fixplan.safety import SafetyChecks, compilation_config_equiv
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.helper_calls import HelperCallers, runner_through_callers
 from lint_gpu_tests.mappings import hides_model, plan_mapping
+from lint_gpu_tests.noqa import Noqa, parse_noqa
 from lint_gpu_tests.syntax import last_name, names_in
 
 
@@ -53,6 +55,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         self._engine_plans: dict[int, WrapPlan | FixInfo] = {}
         self._helpers: Helpers | None = None
         self._runner_plans: dict[int, WrapPlan | FixInfo] = {}
+        self._noqa: Noqa | None = None
 
     @property
     def helpers(self) -> Helpers:
@@ -61,6 +64,17 @@ class Planner(CleanupRecognizer, SafetyChecks):
         if self._helpers is None:
             self._helpers = module_helpers(self.module.tree)
         return self._helpers
+
+    def user_kept(self, line: int) -> bool:
+        """Whether the user suppressed GPU004 on the statement starting at ``line``
+        (``# noqa: GPU004``, a bare ``# noqa``, a file-level directive): the rewrite keeps
+        such a statement as an ordinary one, as ruff leaves alone what the user
+        suppressed."""
+        if "noqa" not in self.module.text.lower():
+            return False
+        if self._noqa is None:
+            self._noqa = parse_noqa(self.module.text, self.module.tree)
+        return self._noqa.suppresses(line, "GPU004")
 
     # ---------------------------------------------------------------- engines
     def engine_plan(self, site: EngineSite) -> WrapPlan | FixInfo:
@@ -159,7 +173,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return _none(flow.problem[5:], title)
         use_names = flow.tainted
         end, remove, unwrap = self._extent(func, stmt, block, index, stop, names, all_engines,
-                                           flow, remove_finally, unwrap_parent)
+                                           flow, remove_finally, unwrap_parent, group)
         remove = self._removals(stmt, block, index, end, names, all_engines, use_names, remove)
         segment = block[index: end + 1]
         func_node = func.node
@@ -317,8 +331,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
 
     def _extent(self, func: FunctionInfo, stmt: ast.stmt, block: list[ast.stmt], index: int,
                 stop: int, names: set[str], all_engines: set[str], flow: ValueFlow,
-                remove_finally: set[int], unwrap_parent: int | None
-                ) -> tuple[int, set[int], set[int]]:
+                remove_finally: set[int], unwrap_parent: int | None,
+                group: GroupShape | None = None) -> tuple[int, set[int], set[int]]:
         """Where the with-block over ``block[index]`` ends, and the cleanup it takes over:
         ``(index in block of its last statement, start lines of cleanup statements to
         remove, start lines of ``try`` statements to unwrap)``. ``stop`` is the index of the
@@ -338,8 +352,13 @@ class Planner(CleanupRecognizer, SafetyChecks):
         end = index
         for j in range(index + 1, stop):
             later = block[j]
-            if not self.shares_line(later) and self.is_cleanup_statement(
-                    later, all_engines if names else set()):
+            loop = group_cleanup_loop(module, later, group.container, self.is_cleanup_statement
+                                      ) if group is not None else []
+            if loop and not any(self.shares_line(s) or self.user_kept(s.lineno) for s in loop):
+                remove.update(s.lineno for s in loop)  # ``for llm in llms: llm.shutdown()``
+                continue
+            if not self.shares_line(later) and not self.user_kept(later.lineno) and \
+                    self.is_cleanup_statement(later, all_engines if names else set()):
                 mine = bool(names_in(later) & names)
                 generic = not (names_in(later) & all_engines)
                 if mine and self._del_uses_earlier_binding(
@@ -410,7 +429,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         remove |= self._nested_cleanup(segment, names, all_engines, use_names, remove)
         remove |= after_loop_cleanup(module, stmt, lambda s: self.is_cleanup_statement(
             s, set()) and not self.shares_line(s) and not self.on_header_line(s))
-        return remove
+        return {line for line in remove if not self.user_kept(line)}
 
     def _outside_use(self, func: FunctionInfo, stmt: ast.stmt, block: list[ast.stmt],
                      index: int, stop: int, segment: list[ast.stmt], remove: set[int],

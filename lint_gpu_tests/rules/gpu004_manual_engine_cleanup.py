@@ -12,6 +12,7 @@ from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.prefilter import RUNNER_FACTORY_FIXTURE
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
     covering_fix,
@@ -34,8 +35,8 @@ class ManualEngineCleanup(Rule):
     fix_title = "Remove the manual cleanup"
     what_it_does = (
         "In a function that owns an engine (builds one, holds a runner, or receives the "
-        "`vllm_runner` fixture or an engine fixture defined in the module or in a "
-        "`conftest.py` pytest loads for it), checks for "
+        "`vllm_runner` or `vllm_runner_factory` fixture or an engine fixture defined in the "
+        "module or in a `conftest.py` pytest loads for it), checks for "
         "`del <engine>`, `gc.collect()`, `torch.cuda/npu/xpu/hpu/accelerator.empty_cache()`, "
         "`current_platform.empty_cache()`, `cleanup_dist_env_and_memory()`, "
         "`destroy_model_parallel()`, `destroy_distributed_environment()`, "
@@ -243,7 +244,8 @@ def test_uses_helper():
 
     def _function_hits(self, module: ModuleAnalysis) -> Iterator[Hit]:
         for func in module.functions:
-            if is_isolated(func) or func.in_runner_class or not module.owns_engine(func):
+            if is_isolated(func) or func.in_runner_class or not (
+                    module.owns_engine(func) or RUNNER_FACTORY_FIXTURE in func.params):
                 continue
             names = module.function_bindings(func)
             deletable = names.engines | names.runners | names.strong_aliases
@@ -291,7 +293,8 @@ def _engine_holders(module: ModuleAnalysis, func: FunctionInfo, deletable: set[s
     """Names in ``func`` that hold its engine: engines, runners and their aliases
     (``deletable``), the engine fixtures it receives, and names bound to one of these, to
     an attribute of one (``runner.llm``) or to a ``weakref.proxy`` of one."""
-    held = set(deletable) | {p for p in func.params if p in module.engine_fixtures}
+    held = set(deletable) | {p for p in func.params if p in module.engine_fixtures
+                             or p == RUNNER_FACTORY_FIXTURE}
     assigns = [n for n in module.nodes_of(func) if isinstance(n, ast.Assign)
                and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)]
     for _ in range(2):

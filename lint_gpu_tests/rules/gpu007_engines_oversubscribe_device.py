@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.fixplan.groups import engine_group
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at, literal_value, local_names, module_constants
 from lint_gpu_tests.syntax import last_name
@@ -78,7 +79,13 @@ class EnginesOversubscribeDevice(Rule):
         "Literal values and module constants are read; a share known only at run time "
         "(a variable, `**kwargs`, `kv_cache_memory_bytes`, a fixture from a conftest) "
         "counts for nothing, so it is reported only when the known shares alone pass 1.0. "
-        "Engines in different branches of an `if` never count together."
+        "Engines in different branches of an `if` never count together. An engine built "
+        "as the element of a comprehension counts once per element when the comprehension "
+        "runs over a literal, a module constant or `range()` of literals with no `if` "
+        "(`[LLM(m, gpu_memory_utilization=0.4) for m in (\"a\", \"b\", \"c\")]` is "
+        "three engines, alive until the list is deleted, rebound or shut down in a loop); "
+        "over a value known only at run time it counts as one engine, as an engine built "
+        "in a loop does."
     )
     why_bad = (
         "`gpu_memory_utilization` is the fraction of the whole device one engine reserves "
@@ -234,10 +241,14 @@ class _Lives:
             if site.function is not func or site.under_main_guard or site.in_raises:
                 continue
             share, defaulted = self.share(site.call, locals_)
-            end = self._bound_end(func, site.bound_name, site.statement)
-            out.append(self._life(func, site.call, end, share, defaulted,
-                                  f"`{last_name(site.call.func) or 'LLM'}(...)` line "
-                                  f"{site.call.lineno}"))
+            group = engine_group(module, site.call, site.statement, func)
+            if group is not None and group.kind == "comprehension":
+                end = self._group_end(func, group.container, site.statement)
+            else:
+                end = self._bound_end(func, site.bound_name, site.statement)
+            out += self._lives(func, site.call, end, share, defaulted,
+                               f"`{last_name(site.call.func) or 'LLM'}(...)` line "
+                               f"{site.call.lineno}", locals_)
         for call in module.runner_calls:
             if call.function is not func or call.under_main_guard or \
                     call.context == "returned":
@@ -248,9 +259,9 @@ class _Lives:
                 end = self._bound_end(func, _bound(statement, call.call), statement)
             else:
                 end = self._block_end(func, call.call)
-            out.append(self._life(func, call.call, end, share, defaulted,
-                                  f"`{last_name(call.call.func)}(...)` line "
-                                  f"{call.call.lineno}"))
+            out += self._lives(func, call.call, end, share, defaulted,
+                               f"`{last_name(call.call.func)}(...)` line {call.call.lineno}",
+                               locals_)
         if func.kind in ("test", "fixture") and depth < 8:
             out += self._requested(func, locals_, depth)
         self.cache[key] = out
@@ -287,6 +298,72 @@ class _Lives:
               defaulted: bool, label: str) -> EngineLife:
         return EngineLife(node, (node.lineno, node.col_offset), end,  # type: ignore[attr-defined]
                           share, defaulted, label, self._branches(func, node))
+
+    def _lives(self, func: FunctionInfo, call: ast.Call, end: Position, share: float | None,
+               defaulted: bool, label: str, locals_: frozenset[str]) -> list[EngineLife]:
+        """One life per engine ``call`` builds: as many as the comprehension it is the
+        element of has elements (:meth:`_copies`), each labelled ``(#k)``; one otherwise."""
+        copies = self._copies(func, call, locals_)
+        if copies == 1:
+            return [self._life(func, call, end, share, defaulted, label)]
+        return [self._life(func, call, end, share, defaulted, f"{label} (#{k + 1})")
+                for k in range(copies)]
+
+    def _copies(self, func: FunctionInfo, call: ast.Call, locals_: frozenset[str]) -> int:
+        """How many engines ``call`` builds at once: for the element of a list, set or dict
+        comprehension (``[LLM(m) for m in MODELS]``) whose ``for`` clauses run over a
+        literal, a module constant or ``range()`` of literals, and have no ``if``, the
+        number of elements; 1 for anything else, a comprehension of unknown length
+        included (counted as one engine, as the rule counts an engine built in a loop)."""
+        parent = self.module.parent(call)
+        while parent is not None and parent is not func.node and not isinstance(
+                parent, (ast.stmt, ast.ListComp, ast.SetComp, ast.DictComp)):
+            parent = self.module.parent(parent)
+        if not isinstance(parent, (ast.ListComp, ast.SetComp, ast.DictComp)) or not any(
+                n is call for n in ast.walk(parent.value if isinstance(parent, ast.DictComp)
+                                            else parent.elt)):
+            return 1
+        total = 1
+        for clause in parent.generators:
+            if clause.ifs or clause.is_async:
+                return 1
+            length = self._length(clause.iter, locals_)
+            if length is None:
+                return 1
+            total *= length
+        return max(total, 1)
+
+    def _length(self, node: ast.expr, locals_: frozenset[str]) -> int | None:
+        """The number of items of a literal container, a module constant holding one, or
+        ``range(...)`` of literal integers; ``None`` when known only at run time."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "range" and "range" not in locals_ and not node.keywords:
+            bounds = [b for b in (literal_value(a, self.constants, locals_) for a in node.args)
+                      if isinstance(b, int) and not isinstance(b, bool)]
+            if 1 <= len(bounds) <= 3 and len(bounds) == len(node.args):
+                return len(range(*bounds))
+            return None
+        value = literal_value(node, self.constants, locals_)
+        return len(value) if isinstance(value, (list, tuple, set, frozenset, dict, str)) \
+            else None
+
+    def _group_end(self, func: FunctionInfo, container: str, statement: ast.stmt) -> Position:
+        """Where engines kept in ``container`` die: as :meth:`_bound_end` for the container,
+        or at a loop over it that shuts each one down (``for llm in llms: llm.shutdown()``),
+        whichever comes first."""
+        ends = [self._bound_end(func, container, statement)]
+        for node in self.module.nodes_of(func):
+            if not (isinstance(node, ast.For) and isinstance(node.target, ast.Name)
+                    and node.lineno > statement.lineno):
+                continue
+            source = node.iter.func.value if isinstance(node.iter, ast.Call) and isinstance(
+                node.iter.func, ast.Attribute) else node.iter
+            if isinstance(source, ast.Name) and source.id == container and any(
+                    isinstance(n, ast.Call) and last_name(n.func) in END_CALLS
+                    and isinstance(n.func, ast.Attribute)
+                    and _root_name(n.func) == node.target.id for n in ast.walk(node)):
+                ends.append((node.lineno, node.col_offset))
+        return min(ends)
 
     def _branches(self, func: FunctionInfo, node: ast.AST) -> Branches:
         out: list[tuple[int, int]] = []
@@ -364,9 +441,9 @@ class _Lives:
                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                             node.func.id == name:
                         share, defaulted = self._factory_share(node, inner, locals_)
-                        out.append(self._life(func, node, self._factory_end(func, node),
-                                              share, defaulted,
-                                              f"`{name}(...)` line {node.lineno}"))
+                        out += self._lives(func, node, self._factory_end(func, node),
+                                           share, defaulted,
+                                           f"`{name}(...)` line {node.lineno}", locals_)
                 continue
             if name not in module.engine_fixtures:
                 continue
@@ -403,9 +480,11 @@ class _Lives:
 
     def _factory_end(self, func: FunctionInfo, call: ast.Call) -> Position:
         """A factory's engine lives until the test ends (the factory holds it), or to the
-        end of the with-statement it is entered in (the bundled factory's runners)."""
+        end of the with-statement it is entered in, itself or through an ``ExitStack``'s
+        ``enter_context`` (the bundled factory's runners)."""
         parent = self.module.parent(call)
-        if isinstance(parent, ast.withitem):
+        if isinstance(parent, ast.withitem) or isinstance(parent, ast.Call) and last_name(
+                parent.func) == "enter_context" and any(a is call for a in parent.args):
             return self._block_end(func, call)
         return self._function_end(func)
 

@@ -1,5 +1,6 @@
-"""Engines kept together in a list (issue 11 shape 1) and one name rebound to new engines
-in a loop and in the branches of an `if` (shape 5)."""
+"""Engines kept together in a list (issue 11 shape 1; `isinstance()` on each, a
+`engine_core.shutdown()` loop over them), one name rebound to new engines in a loop and in the
+branches of an `if` (shape 5), and a `del llm  # noqa: GPU004` the fix keeps."""
 
 import gc
 import os
@@ -14,10 +15,22 @@ GREEDY = SamplingParams(temperature=0.0, max_tokens=6)
 def test_engines_built_in_a_comprehension():
     llms = [LLM(MODEL, max_model_len=256, enforce_eager=True, dtype="float32",
                 gpu_memory_utilization=0.4, seed=seed) for seed in (0, 1)]
+    assert all(isinstance(llm, LLM) for llm in llms)  # a proxy forwards `__class__`
     texts = [llm.generate(["the future of ai is"], GREEDY)[0].outputs[0].text for llm in llms]
+    for llm in llms:  # the group's teardown loop goes with the fix
+        llm.llm_engine.engine_core.shutdown()
     del llms
     gc.collect()
     assert texts[0] == texts[1]
+
+
+def test_suppressed_del_is_kept():
+    llm = LLM(MODEL, max_model_len=256, enforce_eager=True, dtype="float32")
+    assert isinstance(llm, LLM)
+    text = llm.generate(["hello my name is"], GREEDY)[0].outputs[0].text
+    del llm  # noqa: GPU004
+    gc.collect()
+    assert text
 
 
 def test_name_rebound_in_a_loop():
