@@ -17,12 +17,12 @@ from __future__ import annotations
 import ast
 import bisect
 import os
-import re
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.config import REEXPORTS, Config
+from lint_gpu_tests.process_targets import process_targets
 from lint_gpu_tests.scopes import ScopeIndex
-from lint_gpu_tests.source import parent_index, walk_nodes
+from lint_gpu_tests.source import parent_index
 from lint_gpu_tests.syntax import (
     FunctionNode,
     dotted_name,
@@ -32,6 +32,8 @@ from lint_gpu_tests.syntax import (
     is_raises_with,
     iter_statements,
     last_name,
+    lines_naming,
+    spans_a_line,
     walk_function,
 )
 
@@ -48,11 +50,6 @@ CLEANUP_FUNCTIONS = frozenset(
         "wait_for_gpu_memory_to_clear",
     }
 )
-
-#: Methods of what a process launcher returns (a context, a pool, an executor) that run
-#: the function they are given in a child process.
-_LAUNCH_METHODS = frozenset({"Process", "Pool", "submit", "map", "imap", "imap_unordered",
-                             "starmap", "map_async", "starmap_async", "apply", "apply_async"})
 
 TEST_FILE_PREFIX = "test_"
 TEST_FILE_SUFFIX = "_test.py"
@@ -340,68 +337,13 @@ class ModuleAnalysis:
                         self.engine_fixtures.add(info.name)
 
     def _mark_process_targets(self) -> None:
-        """Mark the functions that run as their own process as isolated (SPEC §3): a
-        function passed to a configured ``process-launchers`` call (its ``target=``/``fn=``
-        or a positional argument: ``multiprocessing.Process(target=f)``,
-        ``torch.multiprocessing.spawn(f, nprocs=2)``), or to a launching method of what
-        such a call returns (``ctx = multiprocessing.get_context("spawn");
-        ctx.Process(target=f)``, ``ProcessPoolExecutor().submit(f, x)``, ``pool.map(f,
-        xs)``), ``functools.partial(f, ...)`` included. The child's exit frees what it
-        built. A test that pytest collects from a test file also runs in pytest's own
-        process, so it is left as it is."""
-        launchers = frozenset(self.config.process_launchers)
-        # However it is imported or aliased, a call that resolves to a launcher spells every
-        # segment of its qualified name somewhere (the import the module part, attributes
-        # the rest), so a module lacking one cannot call it.
-        if not any(all(part in self.text for part in q.split(".")) for q in launchers):
+        """Mark the functions that run as their own process as isolated (SPEC §3; see
+        :func:`lint_gpu_tests.process_targets.process_targets`). A test that pytest collects
+        from a test file also runs in pytest's own process, so it is left as it is."""
+        targets = process_targets(self.tree, self.text, self.imports, self.qualified,
+                                  frozenset(self.config.process_launchers))
+        if not targets:
             return
-        handles: set[str] = set()  # names bound to what a launcher returns
-
-        def launched(expr: ast.AST) -> bool:
-            if not isinstance(expr, ast.Call):
-                return False
-            func = expr.func
-            return self.qualified(func) in launchers or (
-                isinstance(func, ast.Attribute) and func.attr in _LAUNCH_METHODS and (
-                    isinstance(func.value, ast.Name) and func.value.id in handles
-                    or launched(func.value)))
-
-        # A launching call spells a launcher's last name, a name an import binds to one, or
-        # a launching method; only the top-level statements that do need walking.
-        words = {q.rsplit(".", 1)[-1] for q in launchers} | _LAUNCH_METHODS
-        words.update(name for name, qualified in self.imports.items() if qualified in launchers)
-        lines = _lines_naming(self.text, tuple(sorted(words)))
-        calls: list[ast.Call] = []
-        binders: list[ast.Assign | ast.With | ast.AsyncWith] = []
-        for node in walk_nodes([s for s in self.tree.body if _spans_a_line(s, lines)]):
-            if isinstance(node, ast.Call):
-                calls.append(node)
-            elif isinstance(node, (ast.Assign, ast.With, ast.AsyncWith)):
-                binders.append(node)
-        for _ in range(2):  # ``ctx = get_context(); pool = ctx.Pool()``
-            for binder in binders:
-                pairs: list[tuple[ast.expr, ast.expr | None]]
-                if isinstance(binder, ast.Assign):
-                    pairs = [(binder.value, t) for t in binder.targets]
-                else:
-                    pairs = [(i.context_expr, i.optional_vars) for i in binder.items]
-                handles.update(t.id for value, t in pairs
-                               if isinstance(t, ast.Name) and launched(value))
-        targets: set[str] = set()
-        for call in calls:
-            func = call.func
-            if not (launched(call) or (isinstance(func, ast.Attribute)
-                                       and func.attr in _LAUNCH_METHODS
-                                       and launched(func.value))):
-                continue
-            values = [*call.args, *(kw.value for kw in call.keywords
-                                    if kw.arg in ("target", "fn", "func"))]
-            for value in values:
-                if isinstance(value, ast.Call) and last_name(value.func) == "partial" \
-                        and value.args:
-                    value = value.args[0]
-                if isinstance(value, ast.Name):
-                    targets.add(value.id)
         base = os.path.basename(self.path)
         collected = base.endswith(TEST_FILE_SUFFIX) or base.startswith(TEST_FILE_PREFIX)
         for info in self.functions:
@@ -610,40 +552,6 @@ def _call_words(module: ModuleAnalysis) -> tuple[str, ...]:
     return tuple(sorted(w for w in words if w))
 
 
-def _lines_naming(text: str, words: tuple[str, ...]) -> list[int]:
-    """The numbers (1-based, ascending, as ``ast`` counts lines: ``\n``, ``\r\n``, ``\r``)
-    of the lines of ``text`` where one of ``words`` occurs as a whole word, identifiers
-    NFKC-normalised as Python reads them (``ＬＬＭ`` is ``LLM``)."""
-    if not words:
-        return []
-    pattern = re.compile(r"(?<![\w])(?:" + "|".join(map(re.escape, words)) + r")(?![\w])")
-    lines: list[int] = []
-    if text.isascii() and "\r" not in text:
-        line, position = 1, 0
-        for match in pattern.finditer(text):
-            line += text.count("\n", position, match.start())
-            position = match.start()
-            if not lines or lines[-1] != line:
-                lines.append(line)
-        return lines
-    import unicodedata
-
-    for number, physical in enumerate(_PHYSICAL_LINE.findall(text), 1):
-        if not physical.isascii():
-            physical = unicodedata.normalize("NFKC", physical)
-        if pattern.search(physical):
-            lines.append(number)
-    return lines
-
-
-def _spans_a_line(stmt: ast.stmt, lines: list[int]) -> bool:
-    """Whether ``stmt``'s lines (its decorators included) hold one of ``lines`` (ascending)."""
-    first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
-    at = bisect.bisect_left(lines, first)
-    return at < len(lines) and lines[at] <= (stmt.end_lineno or first)
-
-
-_PHYSICAL_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
 #: Nodes the walker never needs to enter: names, constants and the operator/context
@@ -741,9 +649,9 @@ class _Walker(ast.NodeVisitor):
         self.structural = False
 
     def visit_Module(self, node: ast.Module) -> None:
-        lines = _lines_naming(self.module.text, _call_words(self.module))
+        lines = lines_naming(self.module.text, _call_words(self.module))
         for stmt in node.body:
-            self.structural = not _spans_a_line(stmt, lines)
+            self.structural = not spans_a_line(stmt, lines)
             self.visit(stmt)
         self.structural = False
 

@@ -6,6 +6,8 @@ module state, no configuration.
 from __future__ import annotations
 
 import ast
+import bisect
+import re
 from collections.abc import Iterator
 
 from lint_gpu_tests.source import walk_nodes
@@ -131,3 +133,39 @@ def is_raises_with(node: ast.With | ast.AsyncWith) -> bool:
         isinstance(item.context_expr, ast.Call) and last_name(item.context_expr.func) == "raises"
         for item in node.items
     )
+
+
+def lines_naming(text: str, words: tuple[str, ...]) -> list[int]:
+    """The numbers (1-based, ascending, as ``ast`` counts lines: ``\n``, ``\r\n``, ``\r``)
+    of the lines of ``text`` where one of ``words`` occurs as a whole word, identifiers
+    NFKC-normalised as Python reads them (``ＬＬＭ`` is ``LLM``)."""
+    if not words:
+        return []
+    pattern = re.compile(r"(?<![\w])(?:" + "|".join(map(re.escape, words)) + r")(?![\w])")
+    lines: list[int] = []
+    if text.isascii() and "\r" not in text:
+        line, position = 1, 0
+        for match in pattern.finditer(text):
+            line += text.count("\n", position, match.start())
+            position = match.start()
+            if not lines or lines[-1] != line:
+                lines.append(line)
+        return lines
+    import unicodedata
+
+    for number, physical in enumerate(_PHYSICAL_LINE.findall(text), 1):
+        if not physical.isascii():
+            physical = unicodedata.normalize("NFKC", physical)
+        if pattern.search(physical):
+            lines.append(number)
+    return lines
+
+
+def spans_a_line(stmt: ast.stmt, lines: list[int]) -> bool:
+    """Whether ``stmt``'s lines (its decorators included) hold one of ``lines`` (ascending)."""
+    first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+    at = bisect.bisect_left(lines, first)
+    return at < len(lines) and lines[at] <= (stmt.end_lineno or first)
+
+
+_PHYSICAL_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")

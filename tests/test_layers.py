@@ -23,7 +23,7 @@ LAYERS: list[set[str]] = [
     {"config"},
     {"source", "writer", "prefilter", "noqa"},
     {"syntax"},
-    {"scopes"},
+    {"scopes", "process_targets"},
     {"analysis", "mappings", "helper_calls"},
     # Fix planning (lint_gpu_tests/fixplan/), one concern a module, bottom to top.
     {"fixplan", "fixplan.groups", "fixplan.blocks"},

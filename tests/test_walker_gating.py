@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests import analysis
+from lint_gpu_tests import analysis, process_targets
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.rules import ALL_RULES
@@ -61,9 +61,11 @@ def test_gated_walk_records_what_a_full_walk_does(name: str, source: bytes,
     text = decode_source(source)
     path = "test_module.py"
     gated = ModuleAnalysis.build(ast.parse(source), text, path, Config())
-    monkeypatch.setattr(analysis, "_lines_naming",
-                        lambda text, words: list(range(1, text.count("\n") + text.count("\r")
-                                                       + 2)))
+    def every_line(text: str, words: tuple[str, ...]) -> list[int]:
+        return list(range(1, text.count("\n") + text.count("\r") + 2))
+
+    monkeypatch.setattr(analysis, "lines_naming", every_line)
+    monkeypatch.setattr(process_targets, "lines_naming", every_line)
     full = ModuleAnalysis.build(ast.parse(source), text, path, Config())
     assert _facts(gated) == _facts(full)
 
