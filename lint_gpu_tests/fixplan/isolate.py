@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from lint_gpu_tests.analysis import EngineSite, FunctionInfo, ModuleAnalysis
 from lint_gpu_tests.fixplan.blocks import walk_statements
 from lint_gpu_tests.fixplan.flow import STORE_METHODS
+from lint_gpu_tests.fixplan.groups import engine_group, group_cleanup_loop
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
@@ -183,7 +184,19 @@ def _plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePlan | Fi
             any(n is stmt for n in ast.walk(loop)) for loop in loops_with_engine)
 
     statements = [s for top in node.body for s in walk_statements(top)]
+    # A loop that only tears down a group's engines (``for llm in llms: llm.shutdown()``)
+    # goes whole, as with the runner fix (shape 1).
+    containers = {group.container for site in sites if (group := engine_group(
+        module, site.call, site.statement, func)) is not None}
     for stmt in statements:
+        loop = next((found for container in sorted(containers) if (found := group_cleanup_loop(
+            module, stmt, container, planner.is_cleanup_statement))), [])
+        if loop and not any(planner.shares_line(s) for s in loop) and \
+                not runs_before_next_engine(stmt):
+            remove.update(s.lineno for s in loop)
+    for stmt in statements:
+        if stmt.lineno in remove:
+            continue  # a group's teardown loop, or a statement of one
         cleanup = isinstance(stmt, ast.Delete) and any(
             isinstance(t, ast.Name) and t.id in deletable for t in stmt.targets) or (
             isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and (

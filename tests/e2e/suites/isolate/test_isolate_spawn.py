@@ -26,6 +26,18 @@ def test_cleanup_and_finalizer(max_tokens, request):
     cleanup_dist_env_and_memory()
 
 
+def test_group_teardown_loop():
+    # Two engines alive together; the loop that shuts them down goes with the isolation.
+    llms = [LLM(MODEL, max_model_len=128, enforce_eager=True, dtype="float32", seed=s,
+                gpu_memory_utilization=0.4)
+            for s in (2, 3)]
+    outputs = [llm.generate(PROMPTS[:1], SamplingParams(temperature=0.0, max_tokens=4))
+               for llm in llms]
+    assert [len(o) for o in outputs] == [1, 1]
+    for llm in llms:
+        llm.llm_engine.engine_core.shutdown()
+
+
 def test_engine_kept_in_module_state():
     # The runner strategy has no fix: the engine escapes into module state and outlives
     # any with-block; in its own process it dies with the child.
