@@ -56,6 +56,7 @@ class Command:
     cwd: Path
     clear: Path | None = None
     times: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
     peak_kib: int = 0
 
     def run(self) -> None:
@@ -70,11 +71,18 @@ class Command:
         if proc.returncode not in (0, 1):
             raise SystemExit(f"{self.label}: exit {proc.returncode}: {' '.join(self.argv)}")
         self.times.append(elapsed)
+        self.cpu.append(usage.ru_utime + usage.ru_stime)  # worker processes included
         self.peak_kib = max(self.peak_kib, usage.ru_maxrss)
 
     @property
     def median(self) -> float:
         return statistics.median(self.times)
+
+    @property
+    def median_cpu(self) -> float:
+        """Median CPU seconds (user + system, of the command and the workers it waited for):
+        less sensitive than wall time to other jobs on a shared machine."""
+        return statistics.median(self.cpu)
 
 
 def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
@@ -113,17 +121,19 @@ def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
 def report(commands: Sequence[Command], label: str) -> list[str]:
     by = {c.label.split(": ", 1)[1]: c for c in commands if c.label.startswith(label + ":")}
 
-    def ratio(a: str, b: str) -> str:
+    def ratio(a: str, b: str, cpu: bool = False) -> str:
         if a in by and b in by:
+            if cpu:
+                return f"{by[a].median_cpu / by[b].median_cpu:.2f}x"
             return f"{by[a].median / by[b].median:.2f}x"
         return "-"
 
     lines = [f"### {label}", "",
-             "| command | median s | runs | peak RSS MiB (largest process) |",
-             "| --- | ---: | ---: | ---: |"]
+             "| command | median s | median CPU s | runs | peak RSS MiB (largest process) |",
+             "| --- | ---: | ---: | ---: | ---: |"]
     for name, command in by.items():
-        lines.append(f"| {name} | {command.median:.3f} | {len(command.times)} | "
-                     f"{command.peak_kib / 1024:.0f} |")
+        lines.append(f"| {name} | {command.median:.3f} | {command.median_cpu:.3f} | "
+                     f"{len(command.times)} | {command.peak_kib / 1024:.0f} |")
     lines += [
         "",
         f"- cold ratio gpu-test-lint / floor: {ratio('gpu-test-lint cold', 'floor cold')}"
@@ -131,6 +141,10 @@ def report(commands: Sequence[Command], label: str) -> list[str]:
         f"{ratio('gpu-test-lint cold', 'floor cold + environ')}",
         f"- warm ratio gpu-test-lint / floor: {ratio('gpu-test-lint warm', 'floor warm')}"
         " (goal <= 2x)",
+        f"- CPU time ratios: cold --jobs 1 / floor "
+        f"{ratio('gpu-test-lint cold --jobs 1', 'floor cold', cpu=True)}, / floor + environ "
+        f"{ratio('gpu-test-lint cold --jobs 1', 'floor cold + environ', cpu=True)}; "
+        f"warm / floor {ratio('gpu-test-lint warm', 'floor warm', cpu=True)}",
         f"- cold ratio gpu-test-lint / ruff: {ratio('gpu-test-lint cold', 'ruff cold')}"
         " (target <= 3x)",
         f"- warm ratio gpu-test-lint / ruff: {ratio('gpu-test-lint warm', 'ruff warm')}"
