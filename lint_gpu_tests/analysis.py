@@ -15,14 +15,13 @@ collects the facts the rules GPU001–GPU006 report on:
 from __future__ import annotations
 
 import ast
-import bisect
 import os
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.config import REEXPORTS, Config
 from lint_gpu_tests.process_targets import process_targets
 from lint_gpu_tests.scopes import ScopeIndex
-from lint_gpu_tests.source import parent_index
+from lint_gpu_tests.source import TopLevel, parent_index
 from lint_gpu_tests.syntax import (
     FunctionNode,
     dotted_name,
@@ -207,31 +206,20 @@ class ModuleAnalysis:
         found = parents.get(id(node))
         if found is not None or node is self.tree or self._fully_indexed:
             return found
-        top = self._top_statement_at(getattr(node, "lineno", None))
-        if top is not None and id(top) not in self._indexed:
-            self._indexed.add(id(top))
-            parents[id(top)] = self.tree
-            parents.update(parent_index(top))
-            found = parents.get(id(node))
-            if found is not None:
-                return found
+        line = getattr(node, "lineno", None)
+        if self._top is None:
+            self._top = TopLevel(self.tree.body)
+        for top in self._top.at(line) if line is not None else ():
+            if id(top) not in self._indexed:
+                self._indexed.add(id(top))
+                parents[id(top)] = self.tree
+                parents.update(parent_index(top))
+        found = parents.get(id(node))
+        if found is not None:
+            return found
         parents.update(parent_index(self.tree))
         self._fully_indexed = True
         return parents.get(id(node))
-
-    def _top_statement_at(self, line: int | None) -> ast.stmt | None:
-        """The statement of the module's body whose lines (decorators included) hold
-        ``line``, else ``None``."""
-        if line is None:
-            return None
-        if self._top_starts is None:
-            self._top_starts = [min([s.lineno, *(d.lineno for d in getattr(
-                s, "decorator_list", ()))]) for s in self.tree.body]
-        index = bisect.bisect_right(self._top_starts, line) - 1
-        if index < 0:
-            return None
-        stmt = self.tree.body[index]
-        return stmt if line <= (stmt.end_lineno or stmt.lineno) else None
 
     def _collect_imports(self) -> None:
         """Map local names to qualified names; a local def/class/assignment shadows.
@@ -531,7 +519,7 @@ class ModuleAnalysis:
     _busy_functions: set[int] | None = None
     _indexed: set[int] = field(default_factory=set)
     _fully_indexed: bool = False
-    _top_starts: list[int] | None = None
+    _top: TopLevel | None = None
 
 
 _STATEMENT_NODES = (ast.stmt, ast.excepthandler, ast.match_case)

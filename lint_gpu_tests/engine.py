@@ -22,7 +22,6 @@ from lint_gpu_tests.noqa import (
     _logical_ranges,
     _noqa_codes,
     parse_noqa,
-    physical_lines,
 )
 from lint_gpu_tests.source import (
     _DEEP_STATE,
@@ -34,6 +33,7 @@ from lint_gpu_tests.source import (
     call_with_deep_stack,
     decode_source,
     parse_source,
+    physical_lines,
 )
 from lint_gpu_tests.source import parse_error as _parse_error
 

@@ -11,6 +11,8 @@ import ast
 import re
 from dataclasses import dataclass, field
 
+from lint_gpu_tests.source import first_line, physical_lines
+
 NOQA_RE = re.compile(r"#[ \t]*noqa(?::[\s]?(?P<codes>([A-Z]+[0-9]+(?:[,\s]+)?)+))?", re.IGNORECASE)
 """An inline ``# noqa`` as flake8 spells it (``flake8.defaults.NOQA_INLINE_REGEXP``); ``#noqa``
 without the space is accepted too, as ruff does."""
@@ -80,7 +82,7 @@ def _ranges_holding(text: str, physical: list[str], tree: ast.Module, wanted: se
     ``None`` when a slice does not tokenise (the caller tokenises the whole text)."""
     spans: list[list[int]] = []
     for stmt in tree.body:
-        first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+        first = first_line(stmt)
         last = stmt.end_lineno or stmt.lineno
         if spans and first <= spans[-1][1]:  # ``a = 1; b = 2``: statements share a line
             spans[-1][1] = max(spans[-1][1], last)
@@ -119,15 +121,6 @@ def _token_ranges(text: str, offset: int) -> list[tuple[int, int]]:
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return []
     return ranges
-
-
-_LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
-
-
-def physical_lines(text: str) -> list[str]:
-    """``text`` split into lines as the tokenizer counts them (``\n``, ``\r\n``, ``\r``;
-    unlike :meth:`str.splitlines`, a form feed does not end a line), endings kept."""
-    return _LINE_RE.findall(text)
 
 
 def parse_noqa(text: str, tree: ast.Module | None = None) -> Noqa:

@@ -12,11 +12,11 @@ text): a load anywhere else resolves through the module's imports, which needs n
 from __future__ import annotations
 
 import ast
-import bisect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from lint_gpu_tests.source import TopLevel, first_line
 from lint_gpu_tests.syntax import dotted_name, head_name, iter_statements
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -55,7 +55,7 @@ class ScopeIndex:
         self.text = text
         self.resolved: dict[int, str | None] = {}
         self._done: set[int] = set()
-        self._starts: list[int] | None = None
+        self._statements = TopLevel(tree.body)
         self._top: set[int] | None = None
         self._lines: list[str] | None = None
 
@@ -67,26 +67,13 @@ class ScopeIndex:
             return False, None
         key = id(name)
         if key not in self.resolved:
-            for index in self._statements_at(name.lineno):
-                if index not in self._done:
-                    self._done.add(index)
-                    self._resolve(self.tree.body[index])
+            for stmt in self._statements.at(name.lineno):
+                if id(stmt) not in self._done:
+                    self._done.add(id(stmt))
+                    self._resolve(stmt)
         if key in self.resolved:
             return True, self.resolved[key]
         return False, None
-
-    def _statements_at(self, line: int) -> list[int]:
-        """Indices of the top-level statements whose lines (decorators included) hold
-        ``line`` (more than one when statements share a line: ``a = 1; b = 2``)."""
-        body = self.tree.body
-        if self._starts is None:
-            self._starts = [_first_line(s) for s in body]
-        out: list[int] = []
-        index = bisect.bisect_right(self._starts, line) - 1
-        while index >= 0 and (body[index].end_lineno or body[index].lineno) >= line:
-            out.append(index)
-            index -= 1
-        return out
 
     def _resolve(self, stmt: ast.stmt) -> None:
         tracked = set(self.imports)
@@ -95,16 +82,10 @@ class ScopeIndex:
         if not _binds(stmt, tracked, self._top):
             if self._lines is None:
                 self._lines = self.text.splitlines()
-            if not _expressions_bind(self._lines[_first_line(stmt) - 1:
+            if not _expressions_bind(self._lines[first_line(stmt) - 1:
                                                  stmt.end_lineno or stmt.lineno], tracked):
                 return
         self.resolved.update(_ScopeResolver(self.imports).run([stmt]))
-
-
-def _first_line(stmt: ast.stmt) -> int:
-    """The first line of ``stmt``, its decorators included."""
-    decorators: list[ast.expr] = getattr(stmt, "decorator_list", [])
-    return min([stmt.lineno, *(d.lineno for d in decorators)])
 
 
 def _binds(statement: ast.stmt, tracked: set[str], top: set[int]) -> bool:

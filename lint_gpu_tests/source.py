@@ -8,6 +8,8 @@ through here, and nothing here imports them.
 from __future__ import annotations
 
 import ast
+import bisect
+import re
 import sys
 import threading
 import warnings
@@ -27,10 +29,13 @@ __all__ = [
     "InternalError",
     "SourceTooDeep",
     "call_with_deep_stack",
+    "TopLevel",
     "decode_source",
+    "first_line",
     "parent_index",
     "parse_error",
     "parse_source",
+    "physical_lines",
     "walk_nodes",
 ]
 
@@ -222,3 +227,41 @@ def walk_nodes(roots: Sequence[ast.AST], stop: tuple[type[ast.AST], ...] = ()) -
                 children.extend(item for item in value if isinstance(item, node_type))
         stack.extend(reversed(children))
     return out
+
+
+_LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def physical_lines(text: str) -> list[str]:
+    """``text`` split into lines as the tokenizer counts them (``\n``, ``\r\n``, ``\r``;
+    unlike :meth:`str.splitlines`, a form feed does not end a line), endings kept."""
+    return _LINE_RE.findall(text)
+
+
+def first_line(stmt: ast.stmt) -> int:
+    """The first line of ``stmt``, its decorators included."""
+    decorators: list[ast.expr] = getattr(stmt, "decorator_list", [])
+    return min([stmt.lineno, *(d.lineno for d in decorators)])
+
+
+class TopLevel:
+    """The statements of a module's body, found by line (for work done one top-level
+    statement at a time: a parent index, scope resolution).
+
+    Args:
+        body: the module's statements, in source order.
+    """
+
+    def __init__(self, body: list[ast.stmt]) -> None:
+        self.body = body
+        self._starts = [first_line(s) for s in body]
+
+    def at(self, line: int) -> list[ast.stmt]:
+        """The statements whose lines (decorators included) hold ``line``: none outside
+        every statement, several when statements share it (``a = 1; b = 2``)."""
+        out: list[ast.stmt] = []
+        index = bisect.bisect_right(self._starts, line) - 1
+        while index >= 0 and (self.body[index].end_lineno or self.body[index].lineno) >= line:
+            out.append(self.body[index])
+            index -= 1
+        return out

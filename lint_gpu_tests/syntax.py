@@ -10,7 +10,7 @@ import bisect
 import re
 from collections.abc import Iterator
 
-from lint_gpu_tests.source import walk_nodes
+from lint_gpu_tests.source import first_line, walk_nodes
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 """A function definition, plain or ``async``."""
@@ -136,36 +136,40 @@ def is_raises_with(node: ast.With | ast.AsyncWith) -> bool:
 
 
 def lines_naming(text: str, words: tuple[str, ...]) -> list[int]:
-    """The numbers (1-based, ascending, as ``ast`` counts lines: ``\n``, ``\r\n``, ``\r``)
-    of the lines of ``text`` where one of ``words`` occurs as a whole word, identifiers
-    NFKC-normalised as Python reads them (``ＬＬＭ`` is ``LLM``)."""
+    """The numbers (1-based, ascending) of the lines of ``text`` where one of ``words``
+    occurs as a whole word (see :func:`lines_matching`)."""
     if not words:
         return []
-    pattern = re.compile(r"(?<![\w])(?:" + "|".join(map(re.escape, words)) + r")(?![\w])")
-    lines: list[int] = []
-    if text.isascii() and "\r" not in text:
-        line, position = 1, 0
-        for match in pattern.finditer(text):
-            line += text.count("\n", position, match.start())
-            position = match.start()
-            if not lines or lines[-1] != line:
-                lines.append(line)
-        return lines
-    import unicodedata
+    return lines_matching(text, re.compile(
+        r"(?<![\w])(?:" + "|".join(map(re.escape, words)) + r")(?![\w])"))
 
-    for number, physical in enumerate(_PHYSICAL_LINE.findall(text), 1):
-        if not physical.isascii():
-            physical = unicodedata.normalize("NFKC", physical)
-        if pattern.search(physical):
-            lines.append(number)
+
+def lines_matching(text: str, pattern: re.Pattern[str]) -> list[int]:
+    """The numbers (1-based, ascending, as ``ast`` counts lines: ``\n``, ``\r\n``, ``\r``)
+    of the lines of ``text`` where ``pattern`` starts a match (a match may run on over
+    line breaks), identifiers NFKC-normalised as Python reads them (``ＬＬＭ`` is ``LLM``;
+    the normalisation makes and removes no line break)."""
+    if not text.isascii():
+        import unicodedata
+
+        text = unicodedata.normalize("NFKC", text)
+    crs = "\r" in text
+    lines: list[int] = []
+    line, position = 1, 0
+    for match in pattern.finditer(text):
+        start = match.start()  # never between "\r" and "\n": a match starts a word
+        line += text.count("\n", position, start)
+        if crs:
+            line += text.count("\r", position, start) - text.count("\r\n", position, start)
+        position = start
+        if not lines or lines[-1] != line:
+            lines.append(line)
     return lines
 
 
 def spans_a_line(stmt: ast.stmt, lines: list[int]) -> bool:
     """Whether ``stmt``'s lines (its decorators included) hold one of ``lines`` (ascending)."""
-    first = min([stmt.lineno, *(d.lineno for d in getattr(stmt, "decorator_list", ()))])
+    first = first_line(stmt)
     at = bisect.bisect_left(lines, first)
     return at < len(lines) and lines[at] <= (stmt.end_lineno or first)
 
-
-_PHYSICAL_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")

@@ -250,3 +250,16 @@ def test_whole_word_test_matches_the_regular_expression(text: bytes) -> None:
 
     expected = re.search(rb"(?<![A-Za-z0-9_])LLM(?![A-Za-z0-9_])", text) is not None
     assert _has_word(text, b"LLM") is expected
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+@pytest.mark.parametrize("comment", ["", "# café\n"])
+def test_gpu008_finds_a_change_below_the_first_function_whatever_the_line_ends(
+        newline: str, comment: str) -> None:
+    """GPU008 scans only the functions spanning a line where a change may start; those lines
+    are counted as ``ast`` counts them (a lone CR ends a line; a non-ASCII module too), also
+    for a change that runs on over a line continuation."""
+    text = (f"{comment}import os\n\n\ndef test_a():\n    pass\n\n\ndef test_b():\n"
+            "    os.environ \\\n        [\"VLLM_USE_V1\"] = \"1\"\n").replace("\n", newline)
+    found = check_source(text.encode(), "test_env.py", Config(select=("GPU008",)))
+    assert [(v.code, v.location.row) for v in found] == [("GPU008", 9 + bool(comment))]

@@ -23,7 +23,13 @@ from lint_gpu_tests.rules._common import (
     module_constants,
     none_fix,
 )
-from lint_gpu_tests.syntax import fixture_decorator, is_main_guard, last_name
+from lint_gpu_tests.syntax import (
+    fixture_decorator,
+    is_main_guard,
+    last_name,
+    lines_matching,
+    spans_a_line,
+)
 
 #: pytest's xunit-style setup and teardown functions and methods (no fixtures reach them).
 XUNIT_FUNCTIONS = frozenset({
@@ -40,11 +46,9 @@ OS_FUNCTIONS = {"os.putenv": False, "os.unsetenv": True}
 CONTEXT_CALL = "context"
 MONKEYPATCH = "monkeypatch"
 CONTEXT_NAME = "mp"
-Lines = frozenset[int]
-"""Line numbers (1-based) of a module."""
 _ALIASED = re.compile(rb"(?:[\s\\)]|#[^\n]*)*as(?![A-Za-z0-9_])")
-EVERY_LINE: Lines = frozenset({0})
-"""Stands for every line of a module (a marker compared by identity)."""
+#: :data:`~lint_gpu_tests.prefilter.ENVIRONMENT_CHANGE` for the module's text.
+_CHANGE = re.compile(ENVIRONMENT_CHANGE.pattern.decode("ascii"))
 C_ENV_ONLY = ("`os.putenv`/`os.unsetenv` change only the environment of child processes, "
               "not `os.environ`; `monkeypatch` changes both")
 
@@ -264,19 +268,19 @@ def find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
     order: in tests, fixtures and xunit functions, and at module level of a test module
     other than ``conftest.py``."""
     lines = _change_lines(module)
-    if not lines:
+    if lines == []:
         return []
     finder = _Finder(module)
     out: list[EnvMutation] = []
     if os.path.basename(module.path) != "conftest.py" and is_test_module_path(
             module.path, module.config):
         # Only modules pytest imports by their name run their top level in the session.
-        body = [s for s in module.tree.body if _holds_a_line(s, lines)]
+        body = [s for s in module.tree.body if lines is None or spans_a_line(s, lines)]
         out += finder.scan(list(_module_level_nodes(body)), None)
     guarded = any(_autouse_patches_environ(module, f) for f in module.functions)
     for func in module.functions:
-        if not _holds_a_line(func.node, lines) or not _watched(func) or is_isolated(func) \
-                or _patched_by_decorator(module, func):
+        if (lines is not None and not spans_a_line(func.node, lines)) or not _watched(func) \
+                or is_isolated(func) or _patched_by_decorator(module, func):
             continue
         if guarded and (func.kind == "test" or func.fixture_scope == "function"):
             continue
@@ -284,30 +288,19 @@ def find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
     return sorted(out, key=lambda m: (m.node.lineno, m.node.col_offset))  # type: ignore[attr-defined]
 
 
-def _change_lines(module: ModuleAnalysis) -> Lines:
-    """The lines on which a change of the environment may start
-    (:data:`~lint_gpu_tests.prefilter.ENVIRONMENT_CHANGE`), or :data:`EVERY_LINE` when the
+def _change_lines(module: ModuleAnalysis) -> list[int] | None:
+    """The lines (ascending) on which a change of the environment may start
+    (:data:`~lint_gpu_tests.prefilter.ENVIRONMENT_CHANGE`), or ``None`` (every line) when the
     module imports ``environ`` or one of the functions under another name: then a change can
     be spelt without them. Empty when the module cannot change the environment: GPU008's
     first test, the same as the prefilter's."""
     source = module.text.encode("utf-8", "surrogatepass")
     if not changes_environment(source):
-        return frozenset()
-    lines: set[int] = set()
-    for match in ENVIRONMENT_CHANGE.finditer(source):
-        if match.group(0).endswith(b"as") or _ALIASED.match(source, match.end()):
-            return EVERY_LINE
-        lines.add(source.count(b"\n", 0, match.start()) + 1)
-    return frozenset(lines)
-
-
-def _holds_a_line(node: ast.stmt, lines: Lines) -> bool:
-    """Whether ``node`` (its decorators included) spans one of ``lines``."""
-    if lines is EVERY_LINE:
-        return True
-    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
-    last = node.end_lineno or node.lineno
-    return any(first <= line <= last for line in lines)
+        return []
+    if any(match.group(0).endswith(b"as") or _ALIASED.match(source, match.end())
+           for match in ENVIRONMENT_CHANGE.finditer(source)):
+        return None
+    return lines_matching(module.text, _CHANGE)
 
 
 def _watched(func: FunctionInfo) -> bool:
