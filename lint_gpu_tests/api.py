@@ -528,18 +528,25 @@ def check_paths(
     memo: conftest_index.Memo = {}
     stat_keys: dict[str, tuple[str, str]] = {}  # path -> (digest read, stat key before it)
     sizes: dict[str, int] = {}
+
+    def serves(cached: list[Violation]) -> bool:
+        """Whether cached results answer this run (no fix asked of them)."""
+        return not (fix or diff) or not wanted_fixes(cached, unsafe_fixes)
+
+    def settle(path: str, violations: list[Violation], *, hit: bool) -> None:
+        done[path] = _Outcome(FileResult(path, violations))
+        run.cache_hits += hit
+        if progress is not None:
+            progress(1)
+
     for path in found.files:
         key = None
         if caches is not None:
             store = caches(configs[path])  # first: it loads the conftest index digests read
             key = stat_key(path, _fixtures_key(path, configs[path], memo))
             cached = store.lookup_unchanged(path, key) if key is not None else None
-            if cached is not None and (not (fix or diff)
-                                       or not wanted_fixes(cached, unsafe_fixes)):
-                done[path] = _Outcome(FileResult(path, cached))
-                run.cache_hits += 1
-                if progress is not None:
-                    progress(1)
+            if cached is not None and serves(cached):
+                settle(path, cached, hit=True)
                 continue
         try:
             source = Path(path).read_bytes()
@@ -550,24 +557,18 @@ def check_paths(
         if caches is not None:
             digest = file_digest(path, source, configs[path], memo)
             cached = store.lookup(path, digest)
-            if cached is not None and (not (fix or diff)
-                                       or not wanted_fixes(cached, unsafe_fixes)):
+            if cached is not None and serves(cached):
                 store.store(path, digest, cached, key)  # found by its status next time
-                done[path] = _Outcome(FileResult(path, cached))
-                run.cache_hits += 1
-                if progress is not None:
-                    progress(1)
+                settle(path, cached, hit=True)
                 continue
             if key is not None:
                 stat_keys[path] = (digest, key)
         if prefilter and _skipped(source, path, configs[path], memo):
             # Decided here, before any worker starts: only files to analyse count towards
             # the parallel threshold, and workers inherit the conftest index built here.
-            done[path] = _Outcome(FileResult(path, []))
             if caches is not None and digest is not None:
                 caches(configs[path]).store(path, digest, [], key)
-            if progress is not None:
-                progress(1)
+            settle(path, [], hit=False)
             continue
         todo.append(path)
         sizes[path] = len(source)
@@ -589,9 +590,8 @@ def check_paths(
         if caches is not None and outcome.digest is not None and outcome.cacheable is not None:
             read = stat_keys.get(path)
             # The status key only when the worker's bytes are the ones read here, unfixed.
-            same = read is not None and read[0] == outcome.digest
-            caches(configs[path]).store(path, outcome.digest, outcome.cacheable,
-                                        read[1] if same and read is not None else None)
+            key = read[1] if read is not None and read[0] == outcome.digest else None
+            caches(configs[path]).store(path, outcome.digest, outcome.cacheable, key)
         if progress is not None:
             progress(1)
     if caches is not None:
