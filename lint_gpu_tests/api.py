@@ -25,6 +25,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lint_gpu_tests import conftest_index
 from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir, stat_key
@@ -43,7 +44,15 @@ from lint_gpu_tests.engine import (
 from lint_gpu_tests.fixloop import FixOutcome, fix_source
 from lint_gpu_tests.ftypes import FileResult, Location, Violation
 from lint_gpu_tests.output import Edit
-from lint_gpu_tests.prefilter import ENVIRONMENT_RULES, enabled_rule_codes, prefilter_for
+from lint_gpu_tests.prefilter import (
+    ENVIRONMENT_RULES,
+    Prefilter,
+    enabled_rule_codes,
+    prefilter_for,
+)
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = [
     "Config",
@@ -90,11 +99,28 @@ def may_hold_violation(source: bytes, path: str, config: Config,
     :mod:`lint_gpu_tests.prefilter`; engine fixtures from the conftests of ``path`` count).
     Such a file is not parsed at all, so a syntax error in it is not reported (``GPU900``
     is for files that are analysed). ``memo`` as for :func:`file_digest`."""
+    return _prefilter(path, config, memo).admits(source)
+
+
+def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
+               filters: dict[tuple[str, int], Prefilter] | None = None) -> Prefilter:
+    """The :class:`~lint_gpu_tests.prefilter.Prefilter` of ``path`` under ``config``;
+    ``filters`` keeps them for one run, per directory and config (``per-file-ignores``
+    aside, every file of a directory but its ``conftest.py`` gets the same)."""
+    directory, name = os.path.split(path)
+    key = (directory if name != "conftest.py" else path, id(config))
+    if filters is not None and not config.per_file_ignores:
+        known = filters.get(key)
+        if known is not None:
+            return known
     codes = enabled_rule_codes(config, per_file_ignored_codes(path, config))
     fixtures = (frozenset(n for n in conftest_engine_fixtures(path, config, memo)
                           if n.isidentifier())
                 if not ENVIRONMENT_RULES.issuperset(codes) else frozenset())
-    return prefilter_for(config, codes, fixtures).admits(source)
+    found = prefilter_for(config, codes, fixtures)
+    if filters is not None and not config.per_file_ignores:
+        filters[key] = found
+    return found
 
 
 def file_digest(path: str, source: bytes, config: Config,
@@ -112,13 +138,14 @@ def _fixtures_key(path: str, config: Config, memo: conftest_index.Memo) -> str:
     return ",".join(sorted(conftest_engine_fixtures(path, config, memo)))
 
 
-def _skipped(source: bytes, path: str, config: Config, memo: conftest_index.Memo) -> bool:
-    """True when the prefilter keeps ``source`` back; False also when asking fails (the
-    file's check then reports the failure)."""
+def _skipped(source: bytes, path: str, config: Config, memo: conftest_index.Memo,
+             filters: dict[tuple[str, int], Prefilter]) -> bool | None:
+    """True when the prefilter keeps ``source`` back, False when it admits it; ``None``
+    when asking fails (the file's check then asks again, and reports the failure)."""
     try:
-        return not may_hold_violation(source, path, config, memo)
+        return not _prefilter(path, config, memo, filters).admits(source)
     except Exception:  # noqa: BLE001 - e.g. a per-file-ignores pattern; checked normally
-        return False
+        return None
 
 
 def _check_bytes(source: bytes, path: str, config: Config, prefilter: bool) -> list[Violation]:
@@ -179,6 +206,7 @@ class _Mode:
     diff: bool
     prefilter: bool
     verbose: bool
+    cache: bool = True
 
 
 @dataclass
@@ -218,18 +246,23 @@ def unified_diff(path: str, old: bytes, new: bytes) -> str:
     return "".join(out)
 
 
-def _process(path: str, source: bytes | None, config: Config, mode: _Mode) -> _Outcome:
+def _process(path: str, source: bytes | None, config: Config, mode: _Mode,
+             digest: str | None = None, admitted: bool = False) -> _Outcome:
     """Check (and maybe fix) one file; raises nothing but ``KeyboardInterrupt`` and
     ``SystemExit`` (a ``BaseException`` such as LibCST's ``PanicException`` is this file's
-    error)."""
+    error). ``source``: its bytes when already read, with their cache key ``digest`` (else
+    computed here when ``mode`` caches) and ``admitted`` when the prefilter has passed them."""
     if source is None:
+        digest, admitted = None, False
         try:
             source = Path(path).read_bytes()
         except OSError as exc:
             return _Outcome(FileResult(path, error=f"cannot read file: {exc.strerror or exc}"))
-    digest = file_digest(path, source, config)
+    if digest is None and mode.cache:
+        digest = file_digest(path, source, config)
     try:
-        violations = _check_bytes(source, path, config, mode.prefilter)
+        violations = check_source(source, path, config) if admitted else \
+            _check_bytes(source, path, config, mode.prefilter)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - reported for this file, the run goes on
@@ -239,8 +272,8 @@ def _process(path: str, source: bytes | None, config: Config, mode: _Mode) -> _O
     return _fix(path, source, digest, violations, config, mode)
 
 
-def _fix(path: str, source: bytes, digest: str, violations: list[Violation], config: Config,
-         mode: _Mode) -> _Outcome:
+def _fix(path: str, source: bytes, digest: str | None, violations: list[Violation],
+         config: Config, mode: _Mode) -> _Outcome:
     try:
         outcome: FixOutcome = fix_source(source, path, config, unsafe=mode.unsafe,
                                          violations=violations)
@@ -267,7 +300,7 @@ def _fix(path: str, source: bytes, digest: str, violations: list[Violation], con
     except OSError as exc:
         result = FileResult(path, violations, [], None, f"cannot write fixed file: {exc}")
         return _Outcome(result, digest, violations)
-    new_digest = file_digest(path, outcome.new_source, config)
+    new_digest = file_digest(path, outcome.new_source, config) if mode.cache else None
     return _Outcome(result, new_digest, outcome.remaining if outcome.error is None else None)
 
 
@@ -279,19 +312,48 @@ def _init_worker(mode: _Mode) -> None:
     _WORKER_MODE = mode
 
 
-def _work(item: tuple[str, Config]) -> _Outcome:
+@dataclass(frozen=True)
+class _Item:
+    """One file for a worker: its bytes as the parent read them, their cache key (``None``
+    without the cache) and whether the prefilter admitted them (else it asks again)."""
+
+    path: str
+    config: Config
+    source: bytes
+    digest: str | None
+    admitted: bool
+
+
+def _work(item: _Item) -> _Outcome:
     assert _WORKER_MODE is not None
-    return _process(item[0], None, item[1], _WORKER_MODE)
+    return _process(item.path, item.source, item.config, _WORKER_MODE, item.digest,
+                    item.admitted)
 
 
-def _run_parallel(items: Sequence[tuple[str, Config]], mode: _Mode, jobs: int
-                  ) -> Iterator[_Outcome]:
-    from concurrent.futures import ProcessPoolExecutor  # imported only for parallel runs
+class _Pool:
+    """Worker processes fed one file at a time while the parent still reads the rest
+    (started only once a run has more files to analyse than its threshold). Workers that
+    start by ``fork`` inherit the conftest index the parent built before the first file."""
 
-    chunksize = max(1, min(16, len(items) // (jobs * 16)))
-    with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
-                             initargs=(mode,)) as pool:
-        yield from pool.map(_work, items, chunksize=chunksize)
+    def __init__(self, mode: _Mode, jobs: int) -> None:
+        from concurrent.futures import ProcessPoolExecutor  # only for parallel runs
+
+        self._executor = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
+                                             initargs=(mode,))
+        self._futures: list[Future[_Outcome]] = []
+
+    def submit(self, item: _Item) -> None:
+        self._futures.append(self._executor.submit(_work, item))
+
+    def outcomes(self) -> Iterator[_Outcome]:
+        """Each submitted file's outcome, as they finish; the workers stop after the last."""
+        from concurrent.futures import as_completed
+
+        try:
+            for future in as_completed(self._futures):
+                yield future.result()
+        finally:
+            self._executor.shutdown(cancel_futures=True)
 
 
 class _Caches:
@@ -518,27 +580,35 @@ def check_paths(
                            force_exclude=force_exclude)
     if on_discovered is not None:
         on_discovered(found)
-    mode = _Mode(fix=fix, unsafe=unsafe_fixes, diff=diff, prefilter=prefilter, verbose=verbose)
+    mode = _Mode(fix=fix, unsafe=unsafe_fixes, diff=diff, prefilter=prefilter, verbose=verbose,
+                 cache=cache)
     configs = {path: resolver.for_file(path) for path in found.files}
     caches = _Caches(cache_dir) if cache else None
     run = RunResult(problems=found.problems)
     done: dict[str, _Outcome] = {}
-    todo: list[str] = []
-    sources: dict[str, bytes] = {}
+    todo: list[_Item] = []
     memo: conftest_index.Memo = {}
+    filters: dict[tuple[str, int], Prefilter] = {}
     stat_keys: dict[str, tuple[str, str]] = {}  # path -> (digest read, stat key before it)
-    sizes: dict[str, int] = {}
+    workers = jobs if jobs is not None else default_jobs()
+    pool: _Pool | None = None
 
     def serves(cached: list[Violation]) -> bool:
         """Whether cached results answer this run (no fix asked of them)."""
         return not (fix or diff) or not wanted_fixes(cached, unsafe_fixes)
 
-    def settle(path: str, violations: list[Violation], *, hit: bool) -> None:
-        done[path] = _Outcome(FileResult(path, violations))
+    def settle(path: str, violations: list[Violation], *, hit: bool,
+               error: str | None = None) -> None:
+        done[path] = _Outcome(FileResult(path, violations, error=error))
         run.cache_hits += hit
         if progress is not None:
             progress(1)
 
+    for path in found.files:
+        # The conftest index first, for every directory: workers forked later inherit it.
+        if caches is not None:
+            caches(configs[path])  # loads the conftest index digests its cache read
+        conftest_engine_fixtures(path, configs[path], memo)
     for path in found.files:
         key = None
         if caches is not None:
@@ -550,8 +620,8 @@ def check_paths(
                 continue
         try:
             source = Path(path).read_bytes()
-        except OSError:
-            todo.append(path)  # reported by the worker
+        except OSError as exc:
+            settle(path, [], hit=False, error=f"cannot read file: {exc.strerror or exc}")
             continue
         digest = None
         if caches is not None:
@@ -563,27 +633,27 @@ def check_paths(
                 continue
             if key is not None:
                 stat_keys[path] = (digest, key)
-        if prefilter and _skipped(source, path, configs[path], memo):
-            # Decided here, before any worker starts: only files to analyse count towards
-            # the parallel threshold, and workers inherit the conftest index built here.
+        skipped = _skipped(source, path, configs[path], memo, filters) if prefilter else False
+        if skipped:
+            # Decided here: only files to analyse count towards the parallel threshold.
             if caches is not None and digest is not None:
                 caches(configs[path]).store(path, digest, [], key)
             settle(path, [], hit=False)
             continue
-        todo.append(path)
-        sizes[path] = len(source)
-        if len(todo) <= parallel_threshold:
-            sources[path] = source
-    workers = jobs if jobs is not None else default_jobs()
-    if workers > 1 and len(todo) > parallel_threshold:
-        sources.clear()
-        # Largest first (by bytes, as read above), so no worker is left with a big file
-        # at the end while the others idle; results are kept by path, not by order.
-        order = sorted(todo, key=lambda p: -sizes.get(p, 0))
-        outcomes: Iterator[_Outcome] = _run_parallel([(p, configs[p]) for p in order], mode,
-                                                     workers)
-    else:
-        outcomes = (_process(p, sources.pop(p, None), configs[p], mode) for p in todo)
+        item = _Item(path, configs[path], source, digest, skipped is False and prefilter)
+        if pool is not None:
+            pool.submit(item)
+            continue
+        todo.append(item)
+        if workers > 1 and len(todo) > parallel_threshold:
+            pool = _Pool(mode, workers)
+            # Largest first, so no worker is left with a big file at the end while the
+            # other idles; results are kept by path, not by order.
+            for waiting in sorted(todo, key=lambda i: -len(i.source)):
+                pool.submit(waiting)
+            todo.clear()
+    outcomes: Iterator[_Outcome] = pool.outcomes() if pool is not None else (
+        _process(i.path, i.source, i.config, mode, i.digest, i.admitted) for i in todo)
     for outcome in outcomes:
         path = outcome.result.path
         done[path] = outcome

@@ -17,14 +17,22 @@ import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.prefilter import engine_prefilter
+
+if TYPE_CHECKING:
+    from lint_gpu_tests.analysis import ModuleAnalysis
 
 _KNOWN: dict[tuple[Config, str], frozenset[str]] = {}
 """(config, content hash of a conftest) -> the engine fixtures it defines."""
 _LEARNED: dict[Config, dict[str, list[str]]] = {}
 """Entries found by parsing since the last :func:`learned` call, per config."""
+
+_ANALYSED: dict[str, tuple[bytes, Config, ModuleAnalysis]] = {}
+"""Absolute path of a conftest -> (its bytes, the config, the analysis) built to index it,
+for :func:`analysed` (its check reuses the analysis instead of parsing the file again)."""
+MAX_ANALYSED = 64
 
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "tox.ini", "pytest.ini", ".git")
 MAX_LEVELS = 32
@@ -119,8 +127,24 @@ def _fixtures_of(conftest: str, size: int, mtime_ns: int, config: Config) -> fro
     return known
 
 
+def analysed(path: str, source: bytes, config: Config) -> ModuleAnalysis | None:
+    """The analysis this process built of the conftest at ``path`` to index it, when it was
+    built from the bytes ``source`` under ``config`` (``None`` otherwise); handed out once.
+    The check of a conftest takes it instead of parsing and analysing the file again: the
+    analysis depends on the path only through its absolute form and file name, and a
+    worker process forked after the index was built inherits it."""
+    if not _ANALYSED or os.path.basename(path) != "conftest.py":
+        return None
+    entry = _ANALYSED.pop(os.path.abspath(path), None)
+    if entry is None or entry[1] != config or entry[1].root != config.root or \
+            entry[0] != source:
+        return None
+    return entry[2]
+
+
 def _parse_fixtures(conftest: str, source: bytes, config: Config) -> frozenset[str]:
     from lint_gpu_tests.analysis import OWN_RUNNER_FIXTURE, ModuleAnalysis
+    from lint_gpu_tests.prefilter import engine_prefilter
     from lint_gpu_tests.source import parse_source
 
     if not engine_prefilter(config).admits(source):
@@ -132,6 +156,11 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config) -> frozenset[s
         module = ModuleAnalysis.build(tree, text, conftest, config)
     except (RecursionError, MemoryError):
         return frozenset()
+    if not _engine_fixtures(conftest_files(conftest), config, None):
+        # What its own check would build (no engine fixtures from conftests above it).
+        if len(_ANALYSED) >= MAX_ANALYSED:
+            _ANALYSED.pop(next(iter(_ANALYSED)))
+        _ANALYSED[conftest] = (source, config, module)
     names = set(module.engine_fixtures)
     if module.own_runner_fixture == "this module":
         names.add(OWN_RUNNER_FIXTURE + config.runner_fixture)

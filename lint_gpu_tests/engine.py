@@ -12,6 +12,7 @@ import ast
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from lint_gpu_tests.codes import INTERNAL_ERROR_CODE, PARSE_ERROR_CODE, PARSE_ERROR_NAME
 from lint_gpu_tests.config import Config
@@ -36,6 +37,9 @@ from lint_gpu_tests.source import (
     physical_lines,
 )
 from lint_gpu_tests.source import parse_error as _parse_error
+
+if TYPE_CHECKING:
+    from lint_gpu_tests.analysis import ModuleAnalysis
 
 # Names of the layer below, re-exported: the engine is where front ends and tests meet.
 __all__ = [
@@ -159,7 +163,8 @@ class CheckResult:
 
 
 def check_tree(
-    tree: ast.Module, text: str, path: str, config: Config, *, apply_noqa: bool = True
+    tree: ast.Module, text: str, path: str, config: Config, *, apply_noqa: bool = True,
+    module: ModuleAnalysis | None = None,
 ) -> list[Violation]:
     """Run every enabled rule over a parsed module and return sorted violations.
 
@@ -169,6 +174,8 @@ def check_tree(
         path: the path used in violations and for test-module detection.
         config: settings (selection, engine classes, runner names...).
         apply_noqa: drop violations suppressed by ``# noqa`` (:func:`parse_noqa`).
+        module: the analysis of ``tree`` for ``path`` under ``config``, when one is at hand
+            (a conftest's, from :func:`lint_gpu_tests.conftest_index.analysed`).
 
     A module nesting deeper than the default recursion limit allows is analysed again in
     :func:`call_with_deep_stack`; fixes in a module deeper than :data:`MAX_FIX_DEPTH` are
@@ -179,15 +186,15 @@ def check_tree(
         InternalError: when a rule raises; the message names the rule and the error.
     """
     try:
-        return _check_tree(tree, text, path, config, apply_noqa)
+        return _check_tree(tree, text, path, config, apply_noqa, module)
     except SourceTooDeep:
         if getattr(_DEEP_STATE, "active", False):
             raise
     return call_with_deep_stack(_check_tree, tree, text, path, config, apply_noqa)
 
 
-def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_noqa: bool
-                ) -> list[Violation]:
+def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_noqa: bool,
+                module: ModuleAnalysis | None = None) -> list[Violation]:
     from lint_gpu_tests.analysis import ModuleAnalysis
     from lint_gpu_tests.conftest_index import conftest_engine_fixtures
     from lint_gpu_tests.rules import ALL_RULES
@@ -198,8 +205,9 @@ def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_no
     if not codes:
         return []
     try:
-        module = ModuleAnalysis.build(tree, text, path, config,
-                                      conftest_engine_fixtures(path, config))
+        if module is None:
+            module = ModuleAnalysis.build(tree, text, path, config,
+                                          conftest_engine_fixtures(path, config))
     except RecursionError as exc:
         raise SourceTooDeep(TOO_DEEP_TO_ANALYSE) from exc
     if not module.in_scope:
@@ -316,11 +324,18 @@ def check_source(source: bytes, path: str, config: Config) -> list[Violation]:
     Raises:
         InternalError: when a rule fails unexpectedly on this file.
     """
-    tree, text, error = parse_source(source, path)
+    from lint_gpu_tests.conftest_index import analysed
+
+    module = analysed(path, source, config)
+    tree: ast.Module | None
+    if module is not None:
+        tree, text, error = module.tree, module.text, None
+    else:
+        tree, text, error = parse_source(source, path)
     if error is None:
         assert tree is not None
         try:
-            return check_tree(tree, text, path, config)
+            return check_tree(tree, text, path, config, module=module)
         except SourceTooDeep:
             error = _parse_error(path, TOO_DEEP_TO_ANALYSE, 1, 1)
     return [error] if config.is_code_enabled(PARSE_ERROR_CODE) else []

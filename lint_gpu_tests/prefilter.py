@@ -25,7 +25,12 @@ in :mod:`lint_gpu_tests.rules`:
   gives it (``from os import environ as env``). So a file passes when ``environ`` is
   followed (past spaces, line continuations, closing parentheses and comments) by ``[``,
   by one of those methods or by ``as``, or when it names ``putenv``/``unsetenv``. A file
-  that only reads ``os.environ.get(...)`` is not parsed.
+  that only reads ``os.environ.get(...)`` is not parsed. The rule reports only variables the
+  file names with a literal (or a module constant's), so the file must also write the
+  literal part of one ``environment-variables`` pattern (``VLLM_`` of ``VLLM_*``,
+  :func:`names_variable`); the rule's first test asks the same, so a name spelt with escape
+  sequences or split across adjacent strings is not reported whichever rules a file passes
+  for.
 
 The test is conservative where bytes may not mean what they look like: an ASCII file with
 an encoding declaration for a codec that is not ASCII-compatible (``utf-7``, ``utf-16``)
@@ -49,6 +54,9 @@ from lint_gpu_tests.config import Config
 __all__ = [
     "ENVIRONMENT_CHANGE",
     "changes_environment",
+    "literal_run",
+    "names_variable",
+    "variable_fragments",
     "RUNNER_FACTORY_FIXTURE",
     "Prefilter",
     "enabled_rule_codes",
@@ -69,6 +77,57 @@ def changes_environment(source: bytes) -> bool:
     (:data:`ENVIRONMENT_CHANGE`; the rule's own first test of a module, too)."""
     return (b"environ" in source or b"putenv" in source or b"unsetenv" in source) and \
         ENVIRONMENT_CHANGE.search(source) is not None
+
+
+def literal_run(pattern: str) -> str:
+    """The longest run of literal characters in the ``fnmatch`` pattern ``pattern`` (what
+    every name it matches contains: ``VLLM_`` of ``VLLM_*``); ``""`` when it has none."""
+    runs, run, at = [], "", 0
+    while at < len(pattern):
+        char = pattern[at]
+        if char in "*?":
+            runs.append(run)
+            run, at = "", at + 1
+            continue
+        if char == "[":
+            end = at + 1
+            if end < len(pattern) and pattern[end] == "!":
+                end += 1
+            if end < len(pattern) and pattern[end] == "]":
+                end += 1
+            end = pattern.find("]", end)
+            if end != -1:  # a character class: one character of a set, not a literal
+                runs.append(run)
+                run, at = "", end + 1
+                continue
+        run += char
+        at += 1
+    runs.append(run)
+    return max(runs, key=len)
+
+
+@lru_cache(maxsize=64)
+def variable_fragments(patterns: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The literal run (:func:`literal_run`) of each pattern of ``environment-variables``;
+    ``None`` when a pattern has none (``*``): then any name may match."""
+    runs = tuple(literal_run(p) for p in patterns)
+    return None if not all(runs) else runs
+
+
+def names_variable(source: bytes | str, patterns: tuple[str, ...]) -> bool:
+    """Whether ``source`` (a file's raw bytes, or its decoded text) writes the literal part
+    of a configured variable name (:func:`variable_fragments`): GPU008 reports only
+    variables named in the file, so a file that writes none cannot hold its violation. In
+    bytes, a fragment that is not ASCII counts as written."""
+    fragments = variable_fragments(patterns)
+    if fragments is None:
+        return True
+    if isinstance(source, str):
+        return any(fragment in source for fragment in fragments)
+    return any(not fragment.isascii() or fragment.encode("ascii") in source
+               for fragment in fragments)
+
+
 ENVIRONMENT_RULES = frozenset({"GPU008"})
 RUNNER_FACTORY_FIXTURE = "vllm_runner_factory"
 """GPU007's factory fixture (``rules/gpu007_engines_oversubscribe_device.py``)."""
@@ -111,11 +170,14 @@ class Prefilter:
 
     Attributes:
         words: identifiers, found only as whole words (not inside a longer identifier).
-        environment: a change of the environment (:data:`ENVIRONMENT_CHANGE`) also admits.
+        environment: a change of the environment (:data:`ENVIRONMENT_CHANGE`) also admits,
+            in a file that names one of the ``variables`` (:func:`names_variable`).
+        variables: the ``environment-variables`` patterns GPU008 reports.
     """
 
     words: tuple[bytes, ...]
     environment: bool
+    variables: tuple[str, ...] = ()
 
     def admits(self, source: bytes) -> bool:
         """Return False only when ``source`` (a file's raw bytes) names none of the needles,
@@ -123,7 +185,8 @@ class Prefilter:
         text = _comparable(source)
         if text is None:
             return True
-        if self.environment and changes_environment(text):
+        if self.environment and changes_environment(text) and names_variable(
+                source, self.variables):
             return True
         return any(word in text and _has_word(text, word) for word in self.words)
 
@@ -189,4 +252,5 @@ def prefilter_for(config: Config, codes: tuple[str, ...],
         else:
             words.update(rule_words(config))
             words.update(fixtures)
-    return Prefilter(tuple(sorted(w.encode("utf-8") for w in words)), environment)
+    return Prefilter(tuple(sorted(w.encode("utf-8") for w in words)), environment,
+                     config.environment_variables)

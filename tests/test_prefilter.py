@@ -15,6 +15,8 @@ from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.prefilter import (
     RUNNER_FACTORY_FIXTURE,
     enabled_rule_codes,
+    literal_run,
+    names_variable,
     prefilter_for,
     rule_words,
 )
@@ -89,7 +91,8 @@ def test_gpu900_alone_looks_at_the_files_the_rules_would(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     Path("test_broken.py").write_bytes(BROKEN_NAMING_LLM)
-    Path("test_env.py").write_bytes(b"import os\nos.environ[\n")
+    Path("test_env.py").write_bytes(b"import os\nos.environ[\"VLLM_X\"\n")
+    Path("test_other_env.py").write_bytes(b"import os\nos.environ[\"OTHER\"\n")
     Path("test_plain.py").write_bytes(BROKEN_PLAIN)
     config = Config(root=str(tmp_path), select=("GPU900",))
     result = api.check_paths(["."], config, jobs=1, cache=False)
@@ -263,3 +266,59 @@ def test_gpu008_finds_a_change_below_the_first_function_whatever_the_line_ends(
             "    os.environ \\\n        [\"VLLM_USE_V1\"] = \"1\"\n").replace("\n", newline)
     found = check_source(text.encode(), "test_env.py", Config(select=("GPU008",)))
     assert [(v.code, v.location.row) for v in found] == [("GPU008", 9 + bool(comment))]
+
+
+@pytest.mark.parametrize(("pattern", "run"), [
+    ("VLLM_*", "VLLM_"), ("CUDA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"),
+    ("*_DEVICES", "_DEVICES"), ("VLLM_?_LONGER*", "_LONGER"), ("A[BC]DEF", "DEF"),
+    ("AB[!C]D", "AB"), ("X[]]YZW", "YZW"), ("AB[CD", "AB[CD"), ("*", ""), ("?*", ""),
+    ("[AB]", ""),
+])
+def test_literal_run_is_what_every_matching_name_contains(pattern: str, run: str) -> None:
+    import fnmatch
+
+    assert literal_run(pattern) == run
+    for name in ("VLLM_USE_V1", "CUDA_VISIBLE_DEVICES", "ADEVICES", "VLLM_X_LONGER", "ACDEF",
+                 "ABXD", "X]YZW", "AB[CD", "A", "B"):
+        if fnmatch.fnmatchcase(name, pattern):
+            assert run in name
+
+
+@pytest.mark.parametrize(("source", "patterns", "expected"), [
+    (b'os.environ["VLLM_X"] = "1"', ("VLLM_*",), True),
+    (b'os.environ["OTHER"] = "1"', ("VLLM_*", "HF_HUB_OFFLINE"), False),
+    (b'os.environ["OTHER"] = "1"', ("VLLM_*", "*"), True),
+    # Bytes are not decoded for a pattern that is not ASCII: it counts as written.
+    (b'os.environ["OTHER"] = "1"', ("\u00c9T\u00c9_*",), True),
+    ('os.environ["OTHER"] = "1"', ("\u00c9T\u00c9_*",), False),
+    ('os.environ["\u00c9T\u00c9_X"] = "1"', ("\u00c9T\u00c9_*",), True),
+])
+def test_names_variable(source: bytes | str, patterns: tuple[str, ...], expected: bool) -> None:
+    assert names_variable(source, patterns) is expected
+
+
+@pytest.mark.parametrize(("assignment", "reported"), [
+    ('os.environ["VLLM_USE_V1"] = "1"', True),
+    ('os.environ[NAME] = "1"', True),
+    ('os.environ.update(VLLM_USE_V1="1")', True),
+    ('os.environ["ASCEND_RT_VISIBLE_DEVICES"] = "0,1"', False),
+    # The literal part of the name is not written whole: GPU008 does not look.
+    ('os.environ["VL" "LM_USE_V1"] = "1"', False),
+    ('os.environ["\\x56LLM_USE_V1"] = "1"', False),
+])
+def test_gpu008_looks_only_at_files_naming_a_configured_variable(assignment: str,
+                                                                 reported: bool) -> None:
+    """GPU008's first test and the prefilter's are one: the file must write the literal part
+    of a configured variable's name (``VLLM_`` of ``VLLM_*``), so a file the prefilter keeps
+    back holds no GPU008, and one it admits is reported as without the prefilter."""
+    source = (f'import os\n\nNAME = "VLLM_USE_V1"\n\n\ndef test_env():\n'
+              f'    {assignment}\n').encode()
+    if "NAME]" not in assignment:
+        source = source.replace(b'NAME = "VLLM_USE_V1"\n', b"")
+    config = Config(select=("GPU008",))
+    found = [v.code for v in check_source(source, "test_env.py", config)]
+    assert found == (["GPU008"] if reported else [])
+    admitted = prefilter_for(config, enabled_rule_codes(config)).admits(source)
+    assert admitted is reported
+    assert api._check_bytes(source, "test_env.py", config, prefilter=True) == \
+        check_source(source, "test_env.py", config)

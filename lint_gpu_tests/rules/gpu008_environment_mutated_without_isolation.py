@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, is_test_module_path
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
-from lint_gpu_tests.prefilter import ENVIRONMENT_CHANGE, changes_environment
+from lint_gpu_tests.prefilter import ENVIRONMENT_CHANGE, changes_environment, names_variable
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
     hit_at,
@@ -114,7 +114,9 @@ class EnvironmentMutatedWithoutIsolation(Rule):
         "`CUDA_VISIBLE_DEVICES`, `HF_HUB_OFFLINE` by default) by hand: "
         "`os.environ[name] = value`, `del os.environ[name]`, `os.environ.update(...)`, "
         "`.setdefault(...)`, `.pop(...)`, `os.putenv(...)`, `os.unsetenv(...)`. A variable "
-        "whose name is known only at run time is not reported. Not violations: a test or "
+        "whose name is known only at run time is not reported, nor one whose name the "
+        "file does not write with its literal part whole (`VLLM_` of `VLLM_*`: not in "
+        "escape sequences, not split across adjacent strings). Not violations: a test or "
         "fixture that runs in its own process (the isolation decorators), code inside "
         "`with mock.patch.dict(os.environ, ...)` or under such a decorator, "
         "`monkeypatch.setenv`/`delenv`, tests and function-scoped fixtures of a module "
@@ -292,10 +294,12 @@ def _change_lines(module: ModuleAnalysis) -> list[int] | None:
     """The lines (ascending) on which a change of the environment may start
     (:data:`~lint_gpu_tests.prefilter.ENVIRONMENT_CHANGE`), or ``None`` (every line) when the
     module imports ``environ`` or one of the functions under another name: then a change can
-    be spelt without them. Empty when the module cannot change the environment: GPU008's
-    first test, the same as the prefilter's."""
+    be spelt without them. Empty when the module cannot change the environment or writes no
+    configured variable's name (its literal part, :func:`names_variable`): GPU008's first
+    test, the same as the prefilter's."""
     source = module.text.encode("utf-8", "surrogatepass")
-    if not changes_environment(source):
+    if not changes_environment(source) or not names_variable(
+            module.text, module.config.environment_variables):
         return []
     if any(match.group(0).endswith(b"as") or _ALIASED.match(source, match.end())
            for match in ENVIRONMENT_CHANGE.finditer(source)):
