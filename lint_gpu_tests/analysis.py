@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from lint_gpu_tests.config import REEXPORTS, Config
 from lint_gpu_tests.process_targets import process_targets
 from lint_gpu_tests.scopes import ScopeIndex
-from lint_gpu_tests.source import TopLevel, parent_index
+from lint_gpu_tests.source import TopLevel, child_fields, parent_index
 from lint_gpu_tests.syntax import (
     FunctionNode,
     dotted_name,
@@ -647,8 +647,9 @@ class _Walker(ast.NodeVisitor):
         """Visit the children of ``node``, skipping leaves that cannot hold what the walker
         records (the same visits as :class:`ast.NodeVisitor`'s, at about half the cost);
         in a statement that names no call the walker records, only nested statements."""
+        fields = child_fields(node.__class__)
         if self.structural:
-            for name in node._fields:
+            for name in fields:
                 value = getattr(node, name, None)
                 if value.__class__ is list:
                     for item in value:
@@ -656,7 +657,7 @@ class _Walker(ast.NodeVisitor):
                             self.visit(item)
             return
         visit, node_type, leaves = self.visit, ast.AST, _WALKER_LEAVES
-        for name in node._fields:
+        for name in fields:
             value = getattr(node, name, None)
             if isinstance(value, node_type):
                 if not isinstance(value, leaves):

@@ -32,27 +32,16 @@ from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir, s
 from lint_gpu_tests.config import Config, ConfigError, ConfigResolver, resolve_config
 from lint_gpu_tests.conftest_index import conftest_engine_fixtures
 from lint_gpu_tests.discovery import Discovery, PathNotFoundError, Problem, discover_files
-from lint_gpu_tests.engine import (
-    PARSE_ERROR_CODE,
-    InternalError,
-    add_noqa,
-    check_source,
-    decode_source,
-    per_file_ignored_codes,
-    wanted_fixes,
-)
-from lint_gpu_tests.fixloop import FixOutcome, fix_source
-from lint_gpu_tests.ftypes import FileResult, Location, Violation
+from lint_gpu_tests.codes import PARSE_ERROR_CODE
+from lint_gpu_tests.ftypes import FileResult, Location, Violation, wanted_fixes
 from lint_gpu_tests.output import Edit
-from lint_gpu_tests.prefilter import (
-    ENVIRONMENT_RULES,
-    Prefilter,
-    enabled_rule_codes,
-    prefilter_for,
-)
+from lint_gpu_tests.source import InternalError, decode_source
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
+
+    from lint_gpu_tests.fixloop import FixOutcome
+    from lint_gpu_tests.prefilter import Prefilter
 
 __all__ = [
     "Config",
@@ -76,6 +65,23 @@ __all__ = [
     "may_hold_violation",
     "resolve_config",
 ]
+
+def check_source(source: bytes, path: str, config: Config) -> list[Violation]:
+    """:func:`lint_gpu_tests.engine.check_source` (the checker is imported on first use: a
+    run that the cache answers whole never loads it)."""
+    from lint_gpu_tests.engine import check_source as check
+
+    return check(source, path, config)
+
+
+def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False,
+               violations: list[Violation] | None = None) -> FixOutcome:
+    """:func:`lint_gpu_tests.fixloop.fix_source` (imported on first use, as
+    :func:`check_source`)."""
+    from lint_gpu_tests.fixloop import fix_source as fix
+
+    return fix(source, path, config, unsafe=unsafe, violations=violations)
+
 
 PARALLEL_THRESHOLD = 64
 """Below this many files to analyse, a run stays in one process (a pool costs more)."""
@@ -113,6 +119,9 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
         known = filters.get(key)
         if known is not None:
             return known
+    from lint_gpu_tests.engine import per_file_ignored_codes
+    from lint_gpu_tests.prefilter import ENVIRONMENT_RULES, enabled_rule_codes, prefilter_for
+
     codes = enabled_rule_codes(config, per_file_ignored_codes(path, config))
     fixtures = (frozenset(n for n in conftest_engine_fixtures(path, config, memo)
                           if n.isidentifier())
@@ -128,14 +137,17 @@ def file_digest(path: str, source: bytes, config: Config,
     """Cache key of a file's results: its bytes plus the conftest engine fixtures it may
     receive (a conftest change can change a test module's violations); ``memo`` as for
     :func:`~lint_gpu_tests.conftest_index.conftest_engine_fixtures`."""
-    extra = sorted(n.encode("utf-8") for n in conftest_engine_fixtures(path, config, memo))
-    return content_hash(source + b"\0" + b",".join(extra) if extra else source)
+    return _digest(source, _joined(conftest_engine_fixtures(path, config, memo)))
 
 
-def _fixtures_key(path: str, config: Config, memo: conftest_index.Memo) -> str:
-    """The conftest engine fixtures ``path`` may receive, as one string for
-    :func:`~lint_gpu_tests.cache.stat_key` (what :func:`file_digest` adds to the bytes)."""
-    return ",".join(sorted(conftest_engine_fixtures(path, config, memo)))
+def _joined(fixtures: frozenset[str]) -> str:
+    """Conftest engine fixtures as one string: what :func:`file_digest` adds to the bytes,
+    and :func:`~lint_gpu_tests.cache.stat_key` to the file's status."""
+    return ",".join(sorted(fixtures))
+
+
+def _digest(source: bytes, fixtures: str) -> str:
+    return content_hash(source + b"\0" + fixtures.encode("utf-8") if fixtures else source)
 
 
 def _skipped(source: bytes, path: str, config: Config, memo: conftest_index.Memo,
@@ -512,6 +524,8 @@ def add_noqa_to_files(result: RunResult) -> tuple[int, list[tuple[str, str]]]:
             continue
         try:
             source = Path(file.path).read_bytes()
+            from lint_gpu_tests.engine import add_noqa
+
             new, count = add_noqa(source, file.violations)
             if new is not None:
                 from lint_gpu_tests.writer import atomic_write
@@ -604,16 +618,20 @@ def check_paths(
         if progress is not None:
             progress(1)
 
+    # The conftest index first, for every directory: workers forked later inherit it.
+    stores = {path: caches(configs[path]) for path in found.files} if caches is not None \
+        else {}  # first: a store loads the conftest index its cache holds
+    joined: dict[frozenset[str], str] = {}
+    fixtures: dict[str, str] = {}  # path -> its conftest engine fixtures, joined
     for path in found.files:
-        # The conftest index first, for every directory: workers forked later inherit it.
-        if caches is not None:
-            caches(configs[path])  # loads the conftest index digests its cache read
-        conftest_engine_fixtures(path, configs[path], memo)
+        names = conftest_engine_fixtures(path, configs[path], memo)
+        text = joined.get(names)
+        fixtures[path] = text if text is not None else joined.setdefault(names, _joined(names))
     for path in found.files:
         key = None
         if caches is not None:
-            store = caches(configs[path])  # first: it loads the conftest index digests read
-            key = stat_key(path, _fixtures_key(path, configs[path], memo))
+            store = stores[path]
+            key = stat_key(path, fixtures[path])
             cached = store.lookup_unchanged(path, key) if key is not None else None
             if cached is not None and serves(cached):
                 settle(path, cached, hit=True)
@@ -625,7 +643,7 @@ def check_paths(
             continue
         digest = None
         if caches is not None:
-            digest = file_digest(path, source, configs[path], memo)
+            digest = _digest(source, fixtures[path])
             cached = store.lookup(path, digest)
             if cached is not None and serves(cached):
                 store.store(path, digest, cached, key)  # found by its status next time
@@ -637,7 +655,7 @@ def check_paths(
         if skipped:
             # Decided here: only files to analyse count towards the parallel threshold.
             if caches is not None and digest is not None:
-                caches(configs[path]).store(path, digest, [], key)
+                store.store(path, digest, [], key)
             settle(path, [], hit=False)
             continue
         item = _Item(path, configs[path], source, digest, skipped is False and prefilter)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from lint_gpu_tests.codes import INTERNAL_ERROR_CODE, PARSE_ERROR_CODE, PARSE_ERROR_NAME
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation
+from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation, wanted_fixes
 from lint_gpu_tests.noqa import (
     NOQA_RE,
     Noqa,
@@ -339,11 +339,5 @@ def check_source(source: bytes, path: str, config: Config) -> list[Violation]:
         except SourceTooDeep:
             error = _parse_error(path, TOO_DEEP_TO_ANALYSE, 1, 1)
     return [error] if config.is_code_enabled(PARSE_ERROR_CODE) else []
-
-
-def wanted_fixes(violations: Iterable[Violation], unsafe: bool) -> list[Violation]:
-    """Return the violations whose fix may be applied (safe, or unsafe when allowed)."""
-    allowed = {Applicability.SAFE} | ({Applicability.UNSAFE} if unsafe else set())
-    return [v for v in violations if v.fix is not None and v.fix.applicability in allowed]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 
@@ -95,3 +96,9 @@ class FileResult:
     fixed: list[Violation] = field(default_factory=list)
     new_source: bytes | None = None
     error: str | None = None
+
+
+def wanted_fixes(violations: Iterable[Violation], unsafe: bool) -> list[Violation]:
+    """Return the violations whose fix may be applied (safe, or unsafe when allowed)."""
+    allowed = {Applicability.SAFE} | ({Applicability.UNSAFE} if unsafe else set())
+    return [v for v in violations if v.fix is not None and v.fix.applicability in allowed]

@@ -184,6 +184,25 @@ def parse_source(source: bytes, path: str) -> tuple[ast.Module | None, str, Viol
     return tree, text, None
 
 
+#: Fields that never hold a node, whatever the node (identifiers, numbers, flags, comments).
+_SCALAR_FIELDS = frozenset({"name", "id", "attr", "arg", "module", "asname", "rest", "level",
+                            "is_async", "conversion", "type_comment", "kind"})
+#: Nodes whose ``value`` is a Python object, not a node.
+_CONSTANT_VALUES = (ast.Constant, ast.MatchSingleton)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def child_fields(cls: type[ast.AST]) -> tuple[str, ...]:
+    """The fields of the node class ``cls`` that may hold nodes (``_fields`` without the
+    identifiers, numbers and flags of Python's grammar, ``Parser/Python.asdl``): walkers read
+    only these."""
+    fields = _CHILD_FIELDS.get(cls)
+    if fields is None:
+        skip = _SCALAR_FIELDS | ({"value"} if issubclass(cls, _CONSTANT_VALUES) else set())
+        fields = _CHILD_FIELDS[cls] = tuple(f for f in cls._fields if f not in skip)
+    return fields
+
+
 def parent_index(tree: ast.AST) -> dict[int, ast.AST]:
     """``id(node) -> its parent`` for every node below ``tree``, built in one pass that reads
     each node's fields directly (about three times faster than ``ast.walk`` with
@@ -191,9 +210,11 @@ def parent_index(tree: ast.AST) -> dict[int, ast.AST]:
     parents: dict[int, ast.AST] = {}
     stack: list[ast.AST] = [tree]
     pop, push, node_type = stack.pop, stack.append, ast.AST
+    fields_of = _CHILD_FIELDS.get
     while stack:
         node = pop()
-        for name in node._fields:
+        cls = node.__class__
+        for name in fields_of(cls) or child_fields(cls):
             value = getattr(node, name, None)
             if isinstance(value, node_type):
                 parents[id(value)] = node
@@ -212,14 +233,15 @@ def walk_nodes(roots: Sequence[ast.AST], stop: tuple[type[ast.AST], ...] = ()) -
     nodes of the ``stop`` types (which are included themselves)."""
     out: list[ast.AST] = []
     stack: list[ast.AST] = list(reversed(roots))
-    pop, node_type = stack.pop, ast.AST
+    pop, node_type, fields_of = stack.pop, ast.AST, _CHILD_FIELDS.get
     while stack:
         node = pop()
         out.append(node)
         if stop and isinstance(node, stop):
             continue
         children: list[ast.AST] = []
-        for name in node._fields:
+        cls = node.__class__
+        for name in fields_of(cls) or child_fields(cls):
             value = getattr(node, name, None)
             if isinstance(value, node_type):
                 children.append(value)

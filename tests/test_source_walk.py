@@ -42,3 +42,40 @@ def test_parent_index_matches_iter_child_nodes() -> None:
         index = parent_index(tree)
         assert {key: index[key] for key in expected} == expected
         assert len(index) >= len(expected)
+
+
+def _every_node_class() -> list[type[ast.AST]]:
+    found: list[type[ast.AST]] = []
+    stack: list[type[ast.AST]] = [ast.AST]
+    while stack:
+        cls = stack.pop()
+        found.append(cls)
+        stack.extend(cls.__subclasses__())
+    return found
+
+
+def test_child_fields_leave_out_only_fields_that_never_hold_a_node() -> None:
+    """Every field the walkers skip holds an identifier, number, flag or constant: in every
+    node of the package's modules and of a module using every kind of statement, and by
+    name in every node class of ``ast``."""
+    from lint_gpu_tests.source import child_fields
+
+    every_kind = ast.parse(
+        "import a.b as c\nfrom . import d as e\nglobal g\nx: int = 1\nx += f'{y!r:>{w}}'\n"
+        "async def h(*a, k=1, **kw):\n    nonlocal z\n    async with m as n:\n        pass\n"
+        "    async for i in j:\n        await i\n    return [q async for q in r]\n"
+        "try:\n    pass\nexcept E as err:\n    raise\nmatch v:\n"
+        "    case {'k': 1, **rest}: pass\n    case C(1, kw=2) | [1, *others]: pass\n"
+        "    case None | True as s: pass\nlambda u=1: u\n")
+    for tree in [*_modules(), every_kind]:
+        for node in ast.walk(tree):
+            kept = child_fields(node.__class__)
+            for name in set(node._fields) - set(kept):
+                value = getattr(node, name, None)
+                items = value if isinstance(value, list) else [value]
+                assert not any(isinstance(item, ast.AST) for item in items), (node, name)
+    for cls in _every_node_class():
+        skipped = set(cls._fields) - set(child_fields(cls))
+        assert skipped <= {"name", "id", "attr", "arg", "module", "asname", "rest", "level",
+                           "is_async", "conversion", "type_comment", "kind", "value"}
+        assert "value" not in skipped or issubclass(cls, (ast.Constant, ast.MatchSingleton))
