@@ -485,6 +485,18 @@ class ModuleAnalysis:
             nodes = self._nodes_cache[key] = list(walk_function(func.node))
         return nodes
 
+    def bound_names(self, func: FunctionInfo) -> frozenset[str]:
+        """Names ``func`` binds itself: its parameters and the names its body stores to
+        (assignments, loop and ``with`` targets; nested functions and classes excluded).
+        Cached: several rules ask it of the same functions."""
+        key = id(func.node)
+        names = self._bound_cache.get(key)
+        if names is None:
+            stored = {n.id for n in self.nodes_of(func)
+                      if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            names = self._bound_cache[key] = frozenset(stored | set(func.params))
+        return names
+
     def owns_engine(self, func: FunctionInfo) -> bool:
         """True when ``func`` builds an engine, holds a runner, or receives an engine or
         runner fixture, from this module or a conftest (SPEC §3, GPU004)."""
@@ -514,6 +526,7 @@ class ModuleAnalysis:
     _bindings_cache: dict[int, Bindings] = field(default_factory=dict)
     _classes: list[ast.ClassDef] = field(default_factory=list)
     _nodes_cache: dict[int, list[ast.AST]] = field(default_factory=dict)
+    _bound_cache: dict[int, frozenset[str]] = field(default_factory=dict)
     _conftest_fixtures: frozenset[str] = frozenset()
     _lines: list[str] | None = None
     _busy_functions: set[int] | None = None

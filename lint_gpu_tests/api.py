@@ -25,14 +25,14 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from lint_gpu_tests import conftest_index
 from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir, stat_key
+from lint_gpu_tests.codes import PARSE_ERROR_CODE
 from lint_gpu_tests.config import Config, ConfigError, ConfigResolver, resolve_config
 from lint_gpu_tests.conftest_index import conftest_engine_fixtures
 from lint_gpu_tests.discovery import Discovery, PathNotFoundError, Problem, discover_files
-from lint_gpu_tests.codes import PARSE_ERROR_CODE
 from lint_gpu_tests.ftypes import FileResult, Location, Violation, wanted_fixes
 from lint_gpu_tests.output import Edit
 from lint_gpu_tests.source import InternalError, decode_source
@@ -211,8 +211,7 @@ class RunResult:
         return bool(self.errors) or any(p.fatal for p in self.problems)
 
 
-@dataclass(frozen=True)
-class _Mode:
+class _Mode(NamedTuple):
     fix: bool
     unsafe: bool
     diff: bool
@@ -221,8 +220,7 @@ class _Mode:
     cache: bool = True
 
 
-@dataclass
-class _Outcome:
+class _Outcome(NamedTuple):
     result: FileResult
     digest: str | None = None
     cacheable: list[Violation] | None = None
@@ -324,8 +322,7 @@ def _init_worker(mode: _Mode) -> None:
     _WORKER_MODE = mode
 
 
-@dataclass(frozen=True)
-class _Item:
+class _Item(NamedTuple):
     """One file for a worker: its bytes as the parent read them, their cache key (``None``
     without the cache) and whether the prefilter admitted them (else it asks again)."""
 

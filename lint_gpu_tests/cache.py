@@ -82,16 +82,28 @@ def code_stamp() -> str:
     """Short hash of the checker's own sources (names, sizes, modification times), so that
     results cached by one build of the rules are never served to another, also between
     releases (an editable install, a patched rule)."""
-    package = Path(__file__).resolve().parent
+    package = os.path.dirname(os.path.realpath(__file__))
     parts: list[str] = []
-    for source in sorted(package.rglob("*.py")):
-        if "runtime" in source.relative_to(package).parts:
-            continue
+    pending = [""]
+    while pending:  # os.scandir, not Path.rglob: this runs at the start of every run
+        relative = pending.pop()
         try:
-            stat = source.stat()
+            with os.scandir(os.path.join(package, relative)) as entries:
+                found = list(entries)
         except OSError:
             continue
-        parts.append(f"{source.relative_to(package)}:{stat.st_size}:{stat.st_mtime_ns}")
+        for entry in found:
+            name = os.path.join(relative, entry.name) if relative else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in ("runtime", "__pycache__"):
+                    pending.append(name)
+            elif entry.name.endswith(".py"):
+                try:
+                    stat = entry.stat()
+                except OSError:
+                    continue
+                parts.append(f"{name}:{stat.st_size}:{stat.st_mtime_ns}")
+    parts.sort()
     return hashlib.blake2b("\n".join(parts).encode(), digest_size=6).hexdigest()
 
 

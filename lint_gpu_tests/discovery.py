@@ -27,7 +27,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from lint_gpu_tests.config import Config, ConfigResolver
 
@@ -112,8 +112,7 @@ def _names_regex(patterns: Sequence[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
 
 
-@dataclass
-class _Ignore:
+class _Ignore(NamedTuple):
     """A ``.gitignore`` (or exclude list) anchored at ``base`` (an absolute directory).
 
     Speed matters here (every walked entry is checked against every applicable list):
@@ -338,8 +337,7 @@ def discover_files(
     return result
 
 
-@dataclass
-class _Walk:
+class _Walk(NamedTuple):
     """What stays the same during the walk of one named directory.
 
     Attributes:

@@ -407,6 +407,22 @@ class Helpers(dict[str, "ast.FunctionDef | ast.AsyncFunctionDef"]):
     def __init__(self) -> None:
         super().__init__()
         self.summaries: dict[str, HelperSummary] = {}
+        self.locals: dict[int, tuple[set[str], set[str]]] = {}
+
+    def local_facts(self, func: ast.AST) -> tuple[set[str], set[str]]:
+        """``(fresh containers, declared names)`` of ``func`` (:func:`_fresh_containers`
+        less its parameters and ``global``/``nonlocal`` names; those names), once per
+        function: the value flows of a module's sites keep asking them of the same ones."""
+        known = self.locals.get(id(func))
+        if known is None:
+            params = {a.arg for a in ast.walk(getattr(func, "args", ast.arguments(
+                posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])))
+                if isinstance(a, ast.arg)}
+            declared = {name for n in ast.walk(func)
+                        if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+            known = self.locals[id(func)] = (_fresh_containers(func) - params - declared,
+                                             declared)
+        return known
 
 
 def summarize_helper(name: str, helpers: Helpers) -> HelperSummary:
@@ -488,13 +504,10 @@ def value_flow(func: ast.AST, region: list[ast.stmt], aliases: set[str],
         the engine anywhere there counts everywhere), which can only widen the block.
     """
     nodes = [n for stmt in region for n in ast.walk(stmt)]
-    params = {a.arg for a in ast.walk(getattr(func, "args", ast.arguments(
-        posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])))
-        if isinstance(a, ast.arg)}
-    declared = {name for n in ast.walk(func) if isinstance(n, (ast.Global, ast.Nonlocal))
-                for name in n.names}
-    state = _FlowState(aliases, seed, _fresh_containers(func) - params - declared, declared)
-    state.helpers = helpers if helpers is not None else Helpers()
+    helpers = helpers if helpers is not None else Helpers()
+    fresh, declared = helpers.local_facts(func)
+    state = _FlowState(aliases, seed, set(fresh), set(declared))
+    state.helpers = helpers
     state.data_functions = {
         n.name for n in nodes if isinstance(n, ast.FunctionDef)
         and not any(isinstance(m, (ast.Yield, ast.YieldFrom)) for m in _own_nodes(n))}

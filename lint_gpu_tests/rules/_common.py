@@ -121,8 +121,4 @@ def literal_value(node: ast.AST, constants: dict[str, object],
 def local_names(module: ModuleAnalysis, func: FunctionInfo | None) -> frozenset[str]:
     """Names ``func`` binds itself (parameters, assignments, loop and with targets), which
     hide module constants of the same name; empty at module level."""
-    if func is None:
-        return frozenset()
-    stored = {n.id for n in module.nodes_of(func)
-              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    return frozenset(stored | set(func.params))
+    return frozenset() if func is None else module.bound_names(func)
