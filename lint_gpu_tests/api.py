@@ -347,6 +347,8 @@ class _Pool:
     def __init__(self, mode: _Mode, jobs: int) -> None:
         from concurrent.futures import ProcessPoolExecutor  # only for parallel runs
 
+        import lint_gpu_tests.rules  # noqa: F401 - once here, not in every worker
+
         self._executor = ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
                                              initargs=(mode,))
         self._futures: list[Future[_Outcome]] = []
