@@ -54,10 +54,16 @@ def process_targets(tree: ast.Module, text: str, imports: Mapping[str, str],
                 or launched(func.value)))
 
     # A launching call spells a launcher's last name, a name an import binds to one, or
-    # a launching method; only the top-level statements that do need walking.
-    words = {q.rsplit(".", 1)[-1] for q in launchers} | LAUNCH_METHODS
-    words.update(name for name, full in imports.items() if full in launchers)
-    lines = lines_naming(text, tuple(sorted(words)))
+    # a launching method; only the top-level statements that do need walking. A method
+    # launches only on what a launcher call returned, so without such a call (found in
+    # the statements spelling a launcher) nothing is launched.
+    names = {q.rsplit(".", 1)[-1] for q in launchers}
+    names.update(name for name, full in imports.items() if full in launchers)
+    spelled = lines_naming(text, tuple(sorted(names)))
+    if not any(isinstance(node, ast.Call) and qualified(node.func) in launchers
+               for node in walk_nodes([s for s in tree.body if spans_a_line(s, spelled)])):
+        return set()
+    lines = lines_naming(text, tuple(sorted(names | LAUNCH_METHODS)))
     calls: list[ast.Call] = []
     binders: list[ast.Assign | ast.With | ast.AsyncWith] = []
     for node in walk_nodes([s for s in tree.body if spans_a_line(s, lines)]):
