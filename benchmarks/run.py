@@ -15,6 +15,8 @@ What it times, in one process and alternating (round 1 runs every command once, 
   and ``benchmarks/floor_warm.py`` (start Python, read and hash every file); the report gives
   ours / floor for both, with the goals (cold <= 1.5x, warm <= 2x);
 * ``ruff check --select E9,F`` cold and warm (its own cache, emptied the same way);
+* with ``--baseline CHECKOUT``, our cold and warm runs from that checkout too
+  (``PYTHONPATH``; its package compiled first), for before/after ratios in the same rounds;
 * flake8 with the gpu-test-lint plugin (``--extend-select GPU``) and without it (the plugin
   dropped from flake8's plugin list by ``benchmarks/flake8_toggle.py``), both with flake8's
   default checks, so the difference is the plugin's cost.
@@ -55,6 +57,7 @@ class Command:
     argv: list[str]
     cwd: Path
     clear: Path | None = None
+    env: dict[str, str] | None = None
     times: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
     peak_kib: int = 0
@@ -64,7 +67,8 @@ class Command:
             shutil.rmtree(self.clear, ignore_errors=True)
         start = time.perf_counter()
         proc = subprocess.Popen(self.argv, cwd=self.cwd, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
+                                stderr=subprocess.DEVNULL,
+                                env={**os.environ, **self.env} if self.env else None)
         _, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -86,7 +90,7 @@ class Command:
 
 
 def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
-                 flake8: bool, jobs1: bool) -> list[Command]:
+                 flake8: bool, jobs1: bool, baseline: Path | None = None) -> list[Command]:
     gpu_cache = scratch / f"gpu-cache-{label}"
     ruff_cache = scratch / f"ruff-cache-{label}"
     gpu = [str(BIN / "gpu-test-lint"), "check", "--exit-zero", "-q", "--cache-dir",
@@ -107,6 +111,20 @@ def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
     if jobs1:
         out.append(Command(f"{label}: gpu-test-lint cold --jobs 1",
                            [*gpu[:2], "--no-cache", "--jobs", "1", *gpu[2:]], cwd))
+    if baseline is not None:
+        # The same commands from another checkout (``PYTHONPATH``), in the same rounds.
+        env = {"PYTHONPATH": str(baseline)}
+        base = [sys.executable, "-c", "from lint_gpu_tests.cli import main; main()", *gpu[1:4],
+                "--cache-dir", str(scratch / f"baseline-cache-{label}"), *paths]
+        out += [
+            Command(f"{label}: baseline cold", [*base[:4], "--no-cache", *base[4:]], cwd,
+                    env=env),
+            Command(f"{label}: baseline warm", base, cwd, env=env),
+        ]
+        if jobs1:
+            out.append(Command(f"{label}: baseline cold --jobs 1",
+                               [*base[:4], "--no-cache", "--jobs", "1", *base[4:]], cwd,
+                               env=env))
     if flake8:
         toggle = [sys.executable, str(HERE / "flake8_toggle.py")]
         out += [
@@ -149,6 +167,10 @@ def report(commands: Sequence[Command], label: str) -> list[str]:
         " (target <= 3x)",
         f"- warm ratio gpu-test-lint / ruff: {ratio('gpu-test-lint warm', 'ruff warm')}"
         " (target <= 1.5x)",
+        *([f"- against the baseline checkout: cold "
+           f"{ratio('gpu-test-lint cold', 'baseline cold')}, cold --jobs 1 "
+           f"{ratio('gpu-test-lint cold --jobs 1', 'baseline cold --jobs 1')}, warm "
+           f"{ratio('gpu-test-lint warm', 'baseline warm')}"] if "baseline cold" in by else []),
         f"- flake8 with plugin / without: "
         f"{ratio('flake8 + GPU plugin', 'flake8 without plugin')} (target <= 1.10x)",
         "",
@@ -192,7 +214,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-flake8", action="store_true", help="skip the flake8 rows")
     parser.add_argument("--scaling", action="store_true")
     parser.add_argument("--out", type=Path, help="also write the Markdown report here")
+    parser.add_argument("--baseline", type=Path,
+                        help="another checkout: its cold and warm runs in the same rounds")
     args = parser.parse_args(argv)
+    if args.baseline is not None:
+        args.baseline = args.baseline.resolve()
+        compileall.compile_dir(str(args.baseline / "lint_gpu_tests"), quiet=1)
 
     # This container sets PYTHONDONTWRITEBYTECODE=1: compile once, or every run recompiles.
     compileall.compile_dir(str(HERE.parent / "lint_gpu_tests"), quiet=1)
@@ -213,7 +240,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             count = sum(1 for _ in real.rglob("*.py"))
             label = f"real trees ({', '.join(names)}; {count} files)"
             groups.append((label, commands_for(label, names, real, scratch,
-                                               not args.no_flake8, True), args.rounds))
+                                               not args.no_flake8, True, args.baseline),
+                           args.rounds))
         if args.generated:
             gen = scratch / "generated"
             subprocess.run([sys.executable, str(HERE / "gen_tree.py"), str(gen),
