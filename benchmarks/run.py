@@ -112,18 +112,18 @@ def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
         out.append(Command(f"{label}: gpu-test-lint cold --jobs 1",
                            [*gpu[:2], "--no-cache", "--jobs", "1", *gpu[2:]], cwd))
     if baseline is not None:
-        # The same commands from another checkout (``PYTHONPATH``), in the same rounds.
+        # The same commands from another checkout, in the same rounds: ``PYTHONPATH`` comes
+        # before the editable install's finder, so the same script runs that checkout.
         env = {"PYTHONPATH": str(baseline)}
-        base = [sys.executable, "-c", "from lint_gpu_tests.cli import main; main()", *gpu[1:4],
-                "--cache-dir", str(scratch / f"baseline-cache-{label}"), *paths]
+        base = [*gpu[:5], str(scratch / f"baseline-cache-{label}"), *paths]
         out += [
-            Command(f"{label}: baseline cold", [*base[:4], "--no-cache", *base[4:]], cwd,
+            Command(f"{label}: baseline cold", [*base[:2], "--no-cache", *base[2:]], cwd,
                     env=env),
             Command(f"{label}: baseline warm", base, cwd, env=env),
         ]
         if jobs1:
             out.append(Command(f"{label}: baseline cold --jobs 1",
-                               [*base[:4], "--no-cache", "--jobs", "1", *base[4:]], cwd,
+                               [*base[:2], "--no-cache", "--jobs", "1", *base[2:]], cwd,
                                env=env))
     if flake8:
         toggle = [sys.executable, str(HERE / "flake8_toggle.py")]
