@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from lint_gpu_tests.config import REEXPORTS, Config
 from lint_gpu_tests.process_targets import process_targets
@@ -633,6 +635,10 @@ def _enter_context_arg(module: ModuleAnalysis, value: ast.AST) -> bool:
     )
 
 
+_VISITORS: dict[type, Callable[[_Walker, Any], None]] = {}
+"""Node class -> the :class:`_Walker` method that visits it."""
+
+
 class _Walker(ast.NodeVisitor):
     """Collects functions, engine sites and runner calls with their context.
 
@@ -648,6 +654,16 @@ class _Walker(ast.NodeVisitor):
         self.raises_bodies: set[int] = set()
         self.main_depth = 0
         self.structural = False
+
+    def visit(self, node: ast.AST) -> None:
+        """:meth:`ast.NodeVisitor.visit`, with the method for each node class looked up once
+        (not a string built and an attribute looked up per node)."""
+        cls = node.__class__
+        method = _VISITORS.get(cls)
+        if method is None:
+            method = _VISITORS[cls] = getattr(_Walker, "visit_" + cls.__name__,
+                                              _Walker.generic_visit)
+        method(self, node)
 
     def visit_Module(self, node: ast.Module) -> None:
         lines = lines_naming(self.module.text, _call_words(self.module))
