@@ -262,7 +262,7 @@ def _show(paths: list[str], config: ConfigResolver, *, files: bool, force_exclud
           respect_gitignore: bool) -> int:
     """``--show-files`` / ``--show-settings``: what a run over ``paths`` would check, and
     with which settings."""
-    from lint_gpu_tests.api import PathNotFoundError, discover_files
+    from lint_gpu_tests.api import PathNotFoundError, discover_files, may_hold_violation
     from lint_gpu_tests.config import config_as_toml
     from lint_gpu_tests.engine import in_scope
 
@@ -275,14 +275,21 @@ def _show(paths: list[str], config: ConfigResolver, *, files: bool, force_exclud
         click.echo(f"{'error' if problem.fatal else 'warning'}: {problem.path}: "
                    f"{problem.message}", err=True)
     if files:
+        memo: dict[tuple[str, int], frozenset[str]] = {}
         for path in found.files:
+            settings = config.for_file(path)
             try:
-                scope = in_scope(open(path, "rb").read(), path, config.for_file(path))
+                with open(path, "rb") as handle:
+                    source = handle.read()
             except OSError as exc:
                 click.echo(f"{path} (cannot read: {exc.strerror or exc})")
                 continue
+            if not may_hold_violation(source, path, settings, memo):
+                # As a check run does: such a file is not even parsed.
+                click.echo(f"{path} (not analysed: names nothing the rules look for)")
+                continue
             note = {True: "", False: " (not a test module: no rule applies)",
-                    None: " (does not parse: GPU900)"}[scope]
+                    None: " (does not parse: GPU900)"}[in_scope(source, path, settings)]
             click.echo(f"{path}{note}")
         return 0
     groups: dict[int, tuple[Any, list[str]]] = {}

@@ -122,8 +122,9 @@ PSEUDO_RULES: dict[str, tuple[str, str]] = {
                "parser's line, column and message. It is never rewritten, and the rest of the "
                "run goes on. Only files that are analysed are parsed, so only they get "
                "`GPU900`: a file whose bytes name nothing an enabled rule starts from (an "
-               "engine class, a runner, an engine fixture of its conftests, `os.environ`; see "
-               "`lint_gpu_tests/prefilter.py`) is not parsed, as ruff's `E9` "
+               "engine class, a runner, an engine fixture of its conftests, a change of "
+               "`os.environ` in a file that names a configured variable such as `VLLM_...`; "
+               "see `lint_gpu_tests/prefilter.py`) is not parsed, as ruff's `E9` "
                "and flake8's `E999` already report syntax errors. With `--select GPU900` "
                "alone, the files every rule would analyse are parsed. The flake8 plugin leaves "
                "this to flake8's own `E999`."),

@@ -142,16 +142,25 @@ def test_add_noqa_refuses_fix(project: Path) -> None:
 def test_show_files_lists_what_is_checked_and_what_the_rules_skip(project: Path) -> None:
     (project / "tests" / "test_x.py").write_text(ENGINE)
     (project / "tests" / "helpers.py").write_text("def build():\n    return 1\n")
-    (project / "tests" / "test_bad.py").write_text("def f(:\n")
+    (project / "tests" / "engine_helpers.py").write_text(
+        "from vllm import LLM\n\ndef build():\n    return LLM('m')\n")
+    (project / "tests" / "test_bad.py").write_text("from vllm import LLM\n\ndef f(:\n")
+    (project / "tests" / "test_bad_plain.py").write_text("def f(:\n")
     (project / "build").mkdir()
     (project / "build" / "test_y.py").write_text(ENGINE)
     result = run("check", "--show-files", ".")
     assert (result.exit_code, result.stderr) == (0, "")
     assert result.stdout.splitlines() == [
-        "tests/helpers.py (not a test module: no rule applies)",
+        "tests/engine_helpers.py (not a test module: no rule applies)",
+        "tests/helpers.py (not analysed: names nothing the rules look for)",
         "tests/test_bad.py (does not parse: GPU900)",
+        "tests/test_bad_plain.py (not analysed: names nothing the rules look for)",
         "tests/test_x.py",
     ]
+    # What a check run reports agrees: GPU900 for the analysed file only.
+    check = run("check", "--no-cache", "--select", "GPU900", ".")
+    assert [line.split(":")[0] for line in check.stdout.splitlines() if "GPU900" in line] \
+        == ["tests/test_bad.py"]
 
 
 def test_show_settings_per_config_file(project: Path) -> None:

@@ -45,6 +45,26 @@ def test_message_names_the_variables_and_the_monkeypatch_call() -> None:
     ]
 
 
+def test_message_of_putenv_names_the_environment_not_os_environ() -> None:
+    """``os.putenv``/``os.unsetenv`` change the process environment (what engine processes
+    inherit), not ``os.environ``: the message says which."""
+    found = check_source(textwrap.dedent("""\
+        import os
+        from os import unsetenv as unset
+
+
+        def test_x():
+            os.putenv("VLLM_D", "1")
+            unset("VLLM_E")
+        """).encode(), "tests/test_x.py", Config())
+    assert [(v.location.row, v.message) for v in found] == [
+        (6, "`VLLM_D` set in the environment (`os.putenv`) by hand leaks into every later "
+            "test; use `monkeypatch.setenv`"),
+        (7, "`VLLM_E` removed from the environment (`os.unsetenv`) by hand leaks into every "
+            "later test; use `monkeypatch.delenv`"),
+    ]
+
+
 def test_only_configured_variables_with_known_names() -> None:
     source = """\
         import os

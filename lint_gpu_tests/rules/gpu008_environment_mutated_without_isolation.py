@@ -67,6 +67,8 @@ class EnvMutation:
             safety*; :mod:`lint_gpu_tests.codemods.use_monkeypatch_env` does it).
         reason: why it is not rewritable; for a rewritable one, why the rewrite is unsafe
             (or ``""``).
+        function_name: ``os.putenv``/``os.unsetenv`` when the change is a call of one (it
+            changes the process environment only, not ``os.environ``); else ``""``.
     """
 
     node: ast.AST
@@ -76,6 +78,7 @@ class EnvMutation:
     names: tuple[str, ...]
     rewritable: bool
     reason: str = ""
+    function_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,7 @@ class EnvironmentMutatedWithoutIsolation(Rule):
     code = "GPU008"
     name = "environment-mutated-without-isolation"
     summary = "Engine configuration set in `os.environ` by hand leaks into later tests"
-    message = "{names} {verb} `os.environ` by hand leaks into every later test; use " \
+    message = "{names} {verb} {where} by hand leaks into every later test; use " \
               "`monkeypatch.{method}`"
     fix_title = "Use `monkeypatch.setenv` / `monkeypatch.delenv`"
     what_it_does = (
@@ -254,8 +257,11 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
             names = ", ".join(f"`{name}`" for name in mutation.names)
             verb = "removed from" if mutation.removes else "set in"
             method = "delenv" if mutation.removes else "setenv"
+            where = f"the environment (`{mutation.function_name}`)" \
+                if mutation.function_name else "`os.environ`"
             yield hit_at(mutation.node, self.message.format(names=names, verb=verb,
-                                                            method=method), plan.fix)
+                                                            where=where, method=method),
+                         plan.fix)
 
 
 # ---------------------------------------------------------------------- detection
@@ -397,12 +403,14 @@ class _Finder:
         return value if isinstance(value, str) else None
 
     def _make(self, node: ast.AST, func: FunctionInfo | None, removes: bool,
-              names: list[str], rewritable: bool, reason: str = "") -> EnvMutation | None:
+              names: list[str], rewritable: bool, reason: str = "", function_name: str = ""
+              ) -> EnvMutation | None:
         wanted = tuple(n for n in names if configured(n, self.patterns))
         if not wanted:
             return None
         statement = self.module.statement_of(node)
-        return EnvMutation(node, statement, func, removes, wanted, rewritable, reason)
+        return EnvMutation(node, statement, func, removes, wanted, rewritable, reason,
+                           function_name)
 
     def _classify(self, node: ast.AST, func: FunctionInfo | None,
                   locals_: frozenset[str]) -> EnvMutation | None:
@@ -448,7 +456,8 @@ class _Finder:
             removes = OS_FUNCTIONS[qualified]
             if len(node.args) != (1 if removes else 2):
                 return None
-            return self._make(node, func, removes, [name], not used, used or C_ENV_ONLY)
+            return self._make(node, func, removes, [name], not used, used or C_ENV_ONLY,
+                              qualified)
         if not (isinstance(node.func, ast.Attribute) and node.func.attr in ENVIRON_METHODS
                 and self._is_environ(node.func.value)):
             return None
