@@ -362,7 +362,8 @@ def _fresh_containers(func: ast.AST) -> set[str]:
     built: set[str] = set()
     other: set[str] = set()
     direct: set[int] = set()
-    for node in ast.walk(func):
+    nodes = walk_nodes([func])  # sets only: the order of the walk does not matter
+    for node in nodes:
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             value = node.value
@@ -376,7 +377,7 @@ def _fresh_containers(func: ast.AST) -> set[str]:
                         (built if fresh else other).add(target.id)
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             direct.add(id(node.target))
-    for node in ast.walk(func):
+    for node in nodes:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and \
                 id(node) not in direct:
             other.add(node.id)
@@ -418,7 +419,7 @@ class Helpers(dict[str, "ast.FunctionDef | ast.AsyncFunctionDef"]):
             params = {a.arg for a in ast.walk(getattr(func, "args", ast.arguments(
                 posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])))
                 if isinstance(a, ast.arg)}
-            declared = {name for n in ast.walk(func)
+            declared = {name for n in walk_nodes([func])
                         if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
             known = self.locals[id(func)] = (_fresh_containers(func) - params - declared,
                                              declared)

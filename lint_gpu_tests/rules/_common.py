@@ -10,6 +10,7 @@ from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.rule import Hit
+from lint_gpu_tests.source import walk_nodes
 from lint_gpu_tests.syntax import names_in
 
 
@@ -91,10 +92,9 @@ def module_constants(module: ModuleAnalysis) -> dict[str, object]:
             targets, value = list(stmt.targets), stmt.value
         elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
             targets, value = [stmt.target], stmt.value
-        for target in targets:
-            for name in ast.walk(target):
-                if isinstance(name, ast.Name):
-                    counts[name.id] = counts.get(name.id, 0) + 1
+        for name in walk_nodes(targets):
+            if isinstance(name, ast.Name):
+                counts[name.id] = counts.get(name.id, 0) + 1
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and len(targets) == 1 and \
                 isinstance(targets[0], ast.Name) and value is not None:
             try:
