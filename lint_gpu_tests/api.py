@@ -115,10 +115,9 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
     aside, every file of a directory but its ``conftest.py`` gets the same)."""
     directory, name = os.path.split(path)
     key = (directory if name != "conftest.py" else path, id(config))
-    if filters is not None and not config.per_file_ignores:
-        known = filters.get(key)
-        if known is not None:
-            return known
+    kept = filters if not config.per_file_ignores else None
+    if kept is not None and (known := kept.get(key)) is not None:
+        return known
     from lint_gpu_tests.engine import per_file_ignored_codes
     from lint_gpu_tests.prefilter import ENVIRONMENT_RULES, enabled_rule_codes, prefilter_for
 
@@ -127,8 +126,8 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
                           if n.isidentifier())
                 if not ENVIRONMENT_RULES.issuperset(codes) else frozenset())
     found = prefilter_for(config, codes, fixtures)
-    if filters is not None and not config.per_file_ignores:
-        filters[key] = found
+    if kept is not None:
+        kept[key] = found
     return found
 
 
