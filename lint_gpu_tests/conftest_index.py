@@ -47,18 +47,46 @@ def conftest_files(path: str) -> list[str]:
     return [c for c in _conftests_from(os.path.dirname(absolute)) if c != absolute]
 
 
-@lru_cache(maxsize=4096)
-def _conftests_from(directory: str) -> tuple[str, ...]:
-    """``conftest.py`` files in ``directory`` and its parents up to the project root (memoised
-    per directory: a run asks once per directory, not once per file)."""
-    here = (os.path.join(directory, "conftest.py"),) if os.path.isfile(
-        os.path.join(directory, "conftest.py")) else ()
+_LEVELS: dict[str, tuple[int, bool, bool]] = {}
+"""Absolute directory -> (its modification time in ns, whether it holds a ``conftest.py``
+file, whether it is a project root), for :func:`_level`."""
+MAX_LEVELS_KEPT = 4096
+
+
+def _level(directory: str) -> tuple[bool, bool]:
+    """``(holds a conftest.py file, is the project root)`` for ``directory``. Kept for as
+    long as the directory's modification time stays the same: creating, removing or
+    renaming an entry in a directory changes it, so a process that checks again (an
+    editor's, a test's) sees a ``conftest.py`` or root marker added since; one stat per
+    directory asks, where the answer itself takes six."""
     parent = os.path.dirname(directory)
+    try:
+        mtime = os.stat(directory).st_mtime_ns
+    except OSError:
+        return False, parent == directory
+    known = _LEVELS.get(directory)
+    if known is not None and known[0] == mtime:
+        return known[1], known[2]
+    here = os.path.isfile(os.path.join(directory, "conftest.py"))
     at_root = parent == directory or any(
         os.path.exists(os.path.join(directory, m)) for m in ROOT_MARKERS)
-    if at_root or directory.count(os.sep) > MAX_LEVELS:
-        return here
-    return here + _conftests_from(parent)
+    if len(_LEVELS) >= MAX_LEVELS_KEPT:
+        _LEVELS.clear()
+    _LEVELS[directory] = (mtime, here, at_root)
+    return here, at_root
+
+
+def _conftests_from(directory: str) -> tuple[str, ...]:
+    """``conftest.py`` files in ``directory`` and its parents up to the project root."""
+    found: list[str] = []
+    while True:
+        here, at_root = _level(directory)
+        if here:
+            found.append(os.path.join(directory, "conftest.py"))
+        parent = os.path.dirname(directory)
+        if at_root or parent == directory or directory.count(os.sep) > MAX_LEVELS:
+            return tuple(found)
+        directory = parent
 
 
 Memo = dict[tuple[str, int], frozenset[str]]

@@ -86,6 +86,27 @@ def test_cached_results_follow_a_conftest_change(tmp_path: Path) -> None:
     assert [v.code for f in second.files for v in f.violations] == []
 
 
+def test_a_conftest_added_or_removed_between_two_checks_in_one_process_counts(
+        tmp_path: Path) -> None:
+    """An editor or a test suite checks again in the same process: the conftest search
+    sees a ``conftest.py`` (or a project root marker) added or removed since."""
+    test = make_project(tmp_path)
+    conftest = tmp_path / "tests" / "conftest.py"
+    conftest.unlink()
+    assert conftest_files(str(test)) == []
+    assert codes(test, Config()) == []
+    conftest.write_text(CONFTEST)
+    assert conftest_files(str(test)) == [str(conftest)]
+    assert codes(test, Config()) == [(6, 5, "GPU004")]
+    (tmp_path / "tests" / "unit" / "setup.cfg").write_text("")  # a root below the conftest
+    assert conftest_files(str(test)) == []
+    assert codes(test, Config()) == []
+    (tmp_path / "tests" / "unit" / "setup.cfg").unlink()
+    conftest.unlink()
+    assert conftest_files(str(test)) == []
+    assert codes(test, Config()) == []
+
+
 def test_flake8_reports_the_same(tmp_path: Path) -> None:
     test = make_project(tmp_path)
     out = subprocess.run([sys.executable, "-m", "flake8", "--select", "GPU", str(test)],
