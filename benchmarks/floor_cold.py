@@ -5,7 +5,9 @@ No Python checker that reports on engines can do less on a cold run; ``benchmark
 divides ``gpu-test-lint check --no-cache`` by this. ``--substring`` counts a name inside a
 longer word too (``VLLM_USE_V1`` names ``LLM``): a looser floor that parses more files.
 ``--environ`` also parses files naming ``environ``/``putenv`` (what GPU008 needs).
-Usage: ``python floor_cold.py [--substring] [--environ] PATH...``.
+``--walk`` then visits every node of each parsed tree once, in Python, doing nothing with it:
+the least any analysis that reads the whole of each parsed file costs on top of the floor.
+Usage: ``python floor_cold.py [--substring] [--environ] [--walk] PATH...``.
 """
 
 import ast
@@ -19,22 +21,44 @@ WORDS = re.compile(rb"(?<![A-Za-z0-9_])(?:LLM|VllmRunner|vllm_runner)(?![A-Za-z0
 ENVIRON = (b"environ", b"putenv")
 
 
+def visit(tree: ast.AST) -> int:
+    """Visit every node below ``tree`` once (each node's fields read, no other work), as
+    ``lint_gpu_tests.source.walk_nodes`` does; return how many."""
+    count = 0
+    stack = [tree]
+    node_type = ast.AST
+    while stack:
+        node = stack.pop()
+        count += 1
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, node_type):
+                stack.append(value)
+            elif value.__class__ is list:
+                stack.extend(item for item in value if isinstance(item, node_type))
+    return count
+
+
 def main(args: list[str]) -> int:
     substring = "--substring" in args
     environ = "--environ" in args
+    walk = "--walk" in args
     paths = [a for a in args if not a.startswith("--")] or ["."]
-    parsed = 0
+    parsed = nodes = 0
     for path in python_files(paths):
         with open(path, "rb") as handle:
             data = handle.read()
         named = any(n in data for n in NAMES) and (substring or WORDS.search(data) is not None)
         if named or (environ and any(n in data for n in ENVIRON)):
             try:
-                ast.parse(data)
+                tree = ast.parse(data)
             except (SyntaxError, ValueError):
                 pass
+            else:
+                if walk:
+                    nodes += visit(tree)
             parsed += 1
-    print(parsed, "files parsed")
+    print(parsed, "files parsed", *(["", nodes, "nodes visited"] if walk else []))
     return 0
 
 

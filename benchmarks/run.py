@@ -89,6 +89,11 @@ class Command:
         return statistics.median(self.cpu)
 
 
+STARTUP_IMPORTS = ("import lint_gpu_tests.cli, lint_gpu_tests.api, lint_gpu_tests.engine, "
+                   "lint_gpu_tests.rules")
+"""What a cold run imports before it reads a file (the CLI, click, the checker and the rules)."""
+
+
 def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
                  flake8: bool, jobs1: bool, baseline: Path | None = None) -> list[Command]:
     gpu_cache = scratch / f"gpu-cache-{label}"
@@ -102,6 +107,10 @@ def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
         Command(f"{label}: gpu-test-lint cold", [*gpu[:2], "--no-cache", *gpu[2:]], cwd),
         Command(f"{label}: floor cold", floor_cold, cwd),
         Command(f"{label}: floor cold + environ", [*floor_cold[:2], "--environ", *paths], cwd),
+        Command(f"{label}: floor cold + one walk", [*floor_cold[:2], "--walk", *paths], cwd),
+        Command(f"{label}: python start", [sys.executable, "-c", "pass"], cwd),
+        Command(f"{label}: gpu-test-lint imports", [sys.executable, "-c", STARTUP_IMPORTS],
+                cwd),
         Command(f"{label}: ruff cold", ruff, cwd, clear=ruff_cache),
         Command(f"{label}: gpu-test-lint warm", gpu, cwd),
         Command(f"{label}: floor warm", [sys.executable, str(HERE / "floor_warm.py"), *paths],
@@ -136,6 +145,22 @@ def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
     return out
 
 
+def budget(by: dict[str, Command]) -> list[str]:
+    """What the cold goal leaves for the work beyond the floor's, and what two fixed costs
+    take of it: our imports beyond Python's start, and one bare walk over the parsed trees."""
+    needed = ("floor cold", "floor cold + one walk", "python start", "gpu-test-lint imports")
+    if not all(n in by for n in needed):
+        return []
+    floor = by["floor cold"].median
+    left = 0.5 * floor
+    imports = by["gpu-test-lint imports"].median - by["python start"].median
+    walk = by["floor cold + one walk"].median - floor
+    return [f"- cold budget at the goal (0.5 x floor, beyond the floor's own work): "
+            f"{left:.3f} s; our imports beyond Python's start take {imports:.3f} s "
+            f"({imports / left:.0%}), one bare walk over the parsed trees "
+            f"{walk:.3f} s ({walk / left:.0%})"]
+
+
 def report(commands: Sequence[Command], label: str) -> list[str]:
     by = {c.label.split(": ", 1)[1]: c for c in commands if c.label.startswith(label + ":")}
 
@@ -159,6 +184,7 @@ def report(commands: Sequence[Command], label: str) -> list[str]:
         f"{ratio('gpu-test-lint cold', 'floor cold + environ')}",
         f"- warm ratio gpu-test-lint / floor: {ratio('gpu-test-lint warm', 'floor warm')}"
         " (goal <= 2x)",
+        *budget(by),
         f"- CPU time ratios: cold --jobs 1 / floor "
         f"{ratio('gpu-test-lint cold --jobs 1', 'floor cold', cpu=True)}, / floor + environ "
         f"{ratio('gpu-test-lint cold --jobs 1', 'floor cold + environ', cpu=True)}; "
