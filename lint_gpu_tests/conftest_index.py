@@ -4,7 +4,9 @@ GPU004 fires in a function that *receives* an engine from a fixture (SPEC §3). 
 fixtures usually live in a ``conftest.py`` beside or above the test module, so the checker
 reads those too: every ``conftest.py`` from the module's directory up to the project root
 (the first directory holding ``pyproject.toml``, ``setup.cfg``, ``tox.ini``, ``pytest.ini``
-or ``.git``, as pytest's rootdir search does). Each conftest is read once per process (memoised
+or ``.git``, as pytest's rootdir search does). Which directories hold a conftest or a root
+marker is asked again whenever a directory's modification time changes (a process that checks
+twice sees a conftest added in between). Each conftest is read once per process (memoised
 by its path, size and modification time) and parsed only when its content is new: the names
 found are kept by the BLAKE2b hash of its bytes, and the result cache persists that index
 (:func:`remember` loads it, :func:`learned` hands back what a run found), so a warm run

@@ -40,6 +40,7 @@ def module_run(cwd: Path, *args: str, stdin: bytes = b"") -> subprocess.Complete
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
     env.pop("GPU_TEST_LINT_CACHE_DIR", None)
+    env.pop("PYTHONUNBUFFERED", None)  # as a user's shell has it: stdout buffered in a pipe
     return subprocess.run([sys.executable, "-m", "lint_gpu_tests", *args], cwd=cwd, env=env,
                           input=stdin, capture_output=True, check=False, timeout=120)
 
@@ -230,3 +231,54 @@ def test_rule_unknown_code_still_refused() -> None:
     result = run("rule", "GPU998")
     assert (result.exit_code, result.stderr) == (
         2, "error: unknown rule code `GPU998` (see `gpu-test-lint rules`)\n")
+
+
+# --------------------------------------------------------------------------- the fast exit
+
+
+def test_the_console_script_is_run() -> None:
+    import tomllib
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"gpu-test-lint": "lint_gpu_tests.cli:run"}
+
+
+class _Exited(Exception):
+    pass
+
+
+@pytest.mark.parametrize(("raised", "status", "stderr"), [
+    (SystemExit(None), 0, ""), (SystemExit(2), 2, ""), (SystemExit("bad"), 1, "bad\n")])
+def test_run_exits_with_the_status_the_interpreter_would(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        raised: SystemExit, status: int, stderr: str) -> None:
+    def main() -> None:
+        raise raised
+
+    def exit_(code: int) -> None:
+        raise _Exited(code)
+
+    monkeypatch.setattr(cli, "main", main)
+    monkeypatch.setattr(cli.os, "_exit", exit_)
+    with pytest.raises(_Exited) as exited:
+        cli.run()
+    assert (exited.value.args, capsys.readouterr().err) == ((status,), stderr)
+
+
+def test_run_exits_1_when_the_reader_went_away(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Closed:
+        def flush(self) -> None:
+            raise BrokenPipeError
+
+    def main() -> None:
+        raise SystemExit(0)
+
+    def exit_(code: int) -> None:
+        raise _Exited(code)
+
+    monkeypatch.setattr(cli, "main", main)
+    monkeypatch.setattr(cli.os, "_exit", exit_)
+    monkeypatch.setattr(cli.sys, "stdout", Closed())
+    with pytest.raises(_Exited) as exited:
+        cli.run()
+    assert exited.value.args == (1,)
