@@ -89,9 +89,10 @@ class Command:
         return statistics.median(self.cpu)
 
 
-STARTUP_IMPORTS = ("import lint_gpu_tests.cli, lint_gpu_tests.api, lint_gpu_tests.engine, "
-                   "lint_gpu_tests.rules")
-"""What a cold run imports before it reads a file (the CLI, click, the checker and the rules)."""
+STARTUP_IMPORTS = ("import os, lint_gpu_tests.cli, lint_gpu_tests.api, lint_gpu_tests.engine, "
+                   "lint_gpu_tests.rules; os._exit(0)")
+"""What a cold run imports before it reads a file (the CLI, click, the checker and the
+rules), left the way the CLI leaves (``os._exit``, no teardown)."""
 
 
 def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
@@ -122,17 +123,19 @@ def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
                            [*gpu[:2], "--no-cache", "--jobs", "1", *gpu[2:]], cwd))
     if baseline is not None:
         # The same commands from another checkout, in the same rounds: ``PYTHONPATH`` comes
-        # before the editable install's finder, so the same script runs that checkout.
+        # before the editable install's finder, and ``python -m lint_gpu_tests`` runs that
+        # checkout's own entry point (the installed script names this checkout's).
         env = {"PYTHONPATH": str(baseline)}
-        base = [*gpu[:5], str(scratch / f"baseline-cache-{label}"), *paths]
+        base = [sys.executable, "-m", "lint_gpu_tests", *gpu[1:5],
+                str(scratch / f"baseline-cache-{label}"), *paths]
         out += [
-            Command(f"{label}: baseline cold", [*base[:2], "--no-cache", *base[2:]], cwd,
+            Command(f"{label}: baseline cold", [*base[:4], "--no-cache", *base[4:]], cwd,
                     env=env),
             Command(f"{label}: baseline warm", base, cwd, env=env),
         ]
         if jobs1:
             out.append(Command(f"{label}: baseline cold --jobs 1",
-                               [*base[:2], "--no-cache", "--jobs", "1", *base[2:]], cwd,
+                               [*base[:4], "--no-cache", "--jobs", "1", *base[4:]], cwd,
                                env=env))
     if flake8:
         toggle = [sys.executable, str(HERE / "flake8_toggle.py")]
