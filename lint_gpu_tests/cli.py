@@ -375,9 +375,18 @@ def _run_add_noqa(paths: list[str], config: ConfigResolver, *, cache: bool,
 def _quiet_broken_pipe() -> NoReturn:
     """The reader of stdout went away (``gpu-test-lint ... | head``): stop quietly, as
     command-line tools do, with the exit status a pipe-closed writer gets (1)."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
+    _discard_stdout()
     sys.exit(1)
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device, so what is still buffered for it goes nowhere
+    instead of failing again at the flush."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a test's stream): nothing to do
+        pass
 
 
 def _run_check(paths: list[str], config: ConfigResolver, fmt: OutputFormat, *, fix: bool,
@@ -518,13 +527,24 @@ def run() -> NoReturn:
     garbage collection) does nothing a finished run needs: the cache and fixed files are
     written and closed, and the worker processes are joined, before :func:`main` returns.
     It took about 0.03 s of every run (``benchmarks/run.py``'s imports row, and the warm
-    runs of docs/performance.md), a sixth of a warm one. An exception other than
-    ``SystemExit`` (``KeyboardInterrupt``) leaves the ordinary way.
+    runs of docs/performance.md), a sixth of a warm one. Output that cannot be written
+    where click itself writes it (``--version``, ``--help``, ``rules`` into a full disk)
+    ends as ``check``'s does: one ``error:`` line and status 2, or, when the reader of a
+    pipe went away, quietly with 1. Any other exception (``KeyboardInterrupt``) leaves the
+    ordinary way.
     """
+    code: object
     try:
         main()
     except SystemExit as exc:
         code = exc.code
+    except BrokenPipeError:
+        code = 1
+        _discard_stdout()
+    except OSError as exc:
+        _discard_stdout()
+        print(f"error: cannot write the output: {exc}", file=sys.stderr)
+        code = 2
     else:  # pragma: no cover - click's standalone mode always exits
         code = 0
     if code is None:

@@ -247,11 +247,8 @@ class _Exited(Exception):
     pass
 
 
-@pytest.mark.parametrize(("raised", "status", "stderr"), [
-    (SystemExit(None), 0, ""), (SystemExit(2), 2, ""), (SystemExit("bad"), 1, "bad\n")])
-def test_run_exits_with_the_status_the_interpreter_would(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        raised: SystemExit, status: int, stderr: str) -> None:
+def _run_with(monkeypatch: pytest.MonkeyPatch, raised: BaseException) -> int:
+    """``cli.run()`` with ``main`` raising ``raised``; the status ``os._exit`` was given."""
     def main() -> None:
         raise raised
 
@@ -259,10 +256,24 @@ def test_run_exits_with_the_status_the_interpreter_would(
         raise _Exited(code)
 
     monkeypatch.setattr(cli, "main", main)
-    monkeypatch.setattr(cli.os, "_exit", exit_)
+    monkeypatch.setattr(os, "_exit", exit_)
     with pytest.raises(_Exited) as exited:
         cli.run()
-    assert (exited.value.args, capsys.readouterr().err) == ((status,), stderr)
+    status: int = exited.value.args[0]
+    return status
+
+
+@pytest.mark.parametrize(("raised", "status", "stderr"), [
+    (SystemExit(None), 0, ""), (SystemExit(2), 2, ""), (SystemExit("bad"), 1, "bad\n"),
+    # --version, --help and rules write through click, outside the check command's own
+    # error handling (found by a first-time user: a traceback and status 1).
+    (BrokenPipeError(32, "Broken pipe"), 1, ""),
+    (OSError(28, "No space left on device"),
+     2, "error: cannot write the output: [Errno 28] No space left on device\n")])
+def test_run_exits_with_the_status_the_interpreter_or_check_would(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        raised: BaseException, status: int, stderr: str) -> None:
+    assert (_run_with(monkeypatch, raised), capsys.readouterr().err) == (status, stderr)
 
 
 def test_run_exits_1_when_the_reader_went_away(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -270,15 +281,17 @@ def test_run_exits_1_when_the_reader_went_away(monkeypatch: pytest.MonkeyPatch) 
         def flush(self) -> None:
             raise BrokenPipeError
 
-    def main() -> None:
-        raise SystemExit(0)
+    monkeypatch.setattr(sys, "stdout", Closed())
+    assert _run_with(monkeypatch, SystemExit(0)) == 1
 
-    def exit_(code: int) -> None:
-        raise _Exited(code)
 
-    monkeypatch.setattr(cli, "main", main)
-    monkeypatch.setattr(cli.os, "_exit", exit_)
-    monkeypatch.setattr(cli.sys, "stdout", Closed())
-    with pytest.raises(_Exited) as exited:
-        cli.run()
-    assert exited.value.args == (1,)
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [["-V"], ["--help"], ["rules"], ["rule", "GPU001"]])
+def test_output_into_a_full_disk_is_one_error_line(project: Path, args: list[str]) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "lint_gpu_tests", *args], cwd=project,
+                              env=env, stdout=full, stderr=subprocess.PIPE, check=False,
+                              timeout=120)
+    assert (proc.returncode, proc.stderr) == (
+        2, b"error: cannot write the output: [Errno 28] No space left on device\n")

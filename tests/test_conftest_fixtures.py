@@ -58,6 +58,15 @@ def test_conftest_engine_fixture_makes_the_test_own_an_engine(tmp_path: Path) ->
     assert codes(test, Config()) == [(6, 5, "GPU004")]
 
 
+def test_the_del_of_a_fixture_parameter_is_left_alone(tmp_path: Path) -> None:
+    """``del llm`` of the fixture's parameter frees nothing (pytest holds the value): only
+    the ``gc.collect()`` after it is manual cleanup (GPU004's docs say so)."""
+    test = make_project(tmp_path)
+    test.write_text("import gc\n\n\ndef test_generate(llm):\n    assert llm.generate(['hi'])\n"
+                    "    del llm\n    gc.collect()\n")
+    assert codes(test, Config()) == [(7, 5, "GPU004")]
+
+
 def test_a_local_fixture_of_the_same_name_overrides_the_conftest(tmp_path: Path) -> None:
     test = make_project(tmp_path)
     test.write_text("import gc\n\nimport pytest\n\n\n@pytest.fixture\ndef llm():\n"
