@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -53,6 +54,10 @@ _LEVELS: dict[str, tuple[int, bool, bool]] = {}
 """Absolute directory -> (its modification time in ns, whether it holds a ``conftest.py``
 file, whether it is a project root), for :func:`_level`."""
 MAX_LEVELS_KEPT = 4096
+RACY_NS = 3_000_000_000
+"""A directory modified less than this long ago (ns) is not kept: file systems stamp
+times from a coarse clock (a few ms on Linux, 2 s on FAT), so an entry added in the same
+tick as the answer was found would leave the time unchanged (git's "racily clean" case)."""
 
 
 def _level(directory: str) -> tuple[bool, bool]:
@@ -60,7 +65,8 @@ def _level(directory: str) -> tuple[bool, bool]:
     long as the directory's modification time stays the same: creating, removing or
     renaming an entry in a directory changes it, so a process that checks again (an
     editor's, a test's) sees a ``conftest.py`` or root marker added since; one stat per
-    directory asks, where the answer itself takes six."""
+    directory asks, where the answer itself takes six. A directory modified in the last
+    :data:`RACY_NS` is asked in full each time."""
     parent = os.path.dirname(directory)
     try:
         mtime = os.stat(directory).st_mtime_ns
@@ -72,9 +78,10 @@ def _level(directory: str) -> tuple[bool, bool]:
     here = os.path.isfile(os.path.join(directory, "conftest.py"))
     at_root = parent == directory or any(
         os.path.exists(os.path.join(directory, m)) for m in ROOT_MARKERS)
-    if len(_LEVELS) >= MAX_LEVELS_KEPT:
-        _LEVELS.clear()
-    _LEVELS[directory] = (mtime, here, at_root)
+    if time.time_ns() - mtime > RACY_NS:
+        if len(_LEVELS) >= MAX_LEVELS_KEPT:
+            _LEVELS.clear()
+        _LEVELS[directory] = (mtime, here, at_root)
     return here, at_root
 
 
@@ -85,10 +92,9 @@ def _conftests_from(directory: str) -> tuple[str, ...]:
         here, at_root = _level(directory)
         if here:
             found.append(os.path.join(directory, "conftest.py"))
-        parent = os.path.dirname(directory)
-        if at_root or parent == directory or directory.count(os.sep) > MAX_LEVELS:
+        if at_root or directory.count(os.sep) > MAX_LEVELS:  # at_root: "/" too
             return tuple(found)
-        directory = parent
+        directory = os.path.dirname(directory)
 
 
 Memo = dict[tuple[str, int], frozenset[str]]

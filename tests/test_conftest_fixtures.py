@@ -116,6 +116,29 @@ def test_a_conftest_added_or_removed_between_two_checks_in_one_process_counts(
     assert codes(test, Config()) == []
 
 
+def test_a_directory_not_modified_lately_is_answered_from_what_was_kept(
+        tmp_path: Path) -> None:
+    """The conftest search keeps a directory's answer while its modification time stays
+    the same, and only for a directory modified more than ``RACY_NS`` ago; adding a
+    conftest there changes the time, so the next search finds it."""
+    import os
+
+    from lint_gpu_tests import conftest_index
+
+    test = make_project(tmp_path)
+    conftest = tmp_path / "tests" / "conftest.py"
+    conftest.unlink()
+    unit = test.parent
+    hour_ago = os.stat(unit).st_mtime_ns - 3600 * 10**9
+    os.utime(unit, ns=(hour_ago, hour_ago))
+    assert conftest_files(str(test)) == []
+    assert conftest_index._LEVELS[str(unit)] == (hour_ago, False, False)
+    assert str(unit.parent) not in conftest_index._LEVELS  # modified just now: not kept
+    (unit / "conftest.py").write_text(CONFTEST)
+    assert conftest_files(str(test)) == [str(unit / "conftest.py")]
+    assert codes(test, Config()) == [(6, 5, "GPU004")]
+
+
 def test_flake8_reports_the_same(tmp_path: Path) -> None:
     test = make_project(tmp_path)
     out = subprocess.run([sys.executable, "-m", "flake8", "--select", "GPU", str(test)],
