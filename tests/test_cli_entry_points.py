@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 import pytest
 from click.testing import CliRunner, Result
@@ -35,14 +36,17 @@ def run(*args: str) -> Result:
     return CliRunner().invoke(cli.cli, list(args), catch_exceptions=False)
 
 
-def module_run(cwd: Path, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    """``python -m lint_gpu_tests ARGS`` in a real process (this checkout first on the path)."""
+def module_run(cwd: Path, *args: str, stdin: bytes = b"", stdout: IO[bytes] | None = None
+               ) -> subprocess.CompletedProcess[bytes]:
+    """``python -m lint_gpu_tests ARGS`` in a real process (this checkout first on the path);
+    stdout and stderr captured, or stdout into ``stdout``."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
     env.pop("GPU_TEST_LINT_CACHE_DIR", None)
     env.pop("PYTHONUNBUFFERED", None)  # as a user's shell has it: stdout buffered in a pipe
     return subprocess.run([sys.executable, "-m", "lint_gpu_tests", *args], cwd=cwd, env=env,
-                          input=stdin, capture_output=True, check=False, timeout=120)
+                          input=stdin, stdout=stdout or subprocess.PIPE,
+                          stderr=subprocess.PIPE, check=False, timeout=120)
 
 
 # --------------------------------------------------------------------------- --stdin-filename
@@ -288,10 +292,7 @@ def test_run_exits_1_when_the_reader_went_away(monkeypatch: pytest.MonkeyPatch) 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 @pytest.mark.parametrize("args", [["-V"], ["--help"], ["rules"], ["rule", "GPU001"]])
 def test_output_into_a_full_disk_is_one_error_line(project: Path, args: list[str]) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    with open("/dev/full", "w") as full:
-        proc = subprocess.run([sys.executable, "-m", "lint_gpu_tests", *args], cwd=project,
-                              env=env, stdout=full, stderr=subprocess.PIPE, check=False,
-                              timeout=120)
+    with open("/dev/full", "wb") as full:
+        proc = module_run(project, *args, stdout=full)
     assert (proc.returncode, proc.stderr) == (
         2, b"error: cannot write the output: [Errno 28] No space left on device\n")
