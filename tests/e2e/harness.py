@@ -1,6 +1,7 @@
 """The differential harness: run a corpus of hand-managed test modules on real vLLM, fix a
 copy with ``gpu-test-lint check --fix`` (and another with ``--unsafe-fixes``), run again and
-compare what each test did (``recorder.py`` records it).
+compare what each test did (``recorder.py`` records it; ``session.py`` runs one module;
+``recordings.py`` keeps what the runs recorded, keyed by their inputs).
 
 A safe fix must give, per test id, the same outcome, the same resolved engine configurations,
 the same generated texts, and leave no engine process alive at any test's start that no
@@ -12,11 +13,9 @@ differ, with its reason.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,19 +46,18 @@ class Difference:
 
 @dataclass
 class Run:
-    """One inner pytest session over a tree of suite modules.
+    """One variant's runs of the corpus: every module's inner session, run now or taken from
+    its recording (``recordings.py``).
 
     Attributes:
-        records: the recorder's JSON, by test id.
-        seconds: wall time of the pytest process.
-        returncode: pytest's exit status.
-        log: path of the captured stdout/stderr.
+        records: the recorder's JSON, by test id, over all modules.
+        seconds: the sessions' wall times added up, in seconds (a recording's as recorded).
+        logs: module -> path of the captured stdout/stderr of the sessions run now.
     """
 
-    records: dict[str, dict[str, Any]]
-    seconds: float
-    returncode: int
-    log: Path
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seconds: float = 0.0
+    logs: dict[str, Path] = field(default_factory=dict)
 
 
 @dataclass
@@ -84,6 +82,10 @@ class Manifest:
 
     def leaks_before(self, module: str) -> list[str]:
         return list(self.modules.get(module, {}).get("leaks_before", []))
+
+    def peak_engines(self, module: str) -> int:
+        """The most engines ``module`` has alive at once in any variant (default 1)."""
+        return int(self.modules.get(module, {}).get("peak_engines", 1))
 
     def unsafe_may_change(self, module: str, test: str) -> set[str]:
         entry = self.modules.get(module, {}).get("unsafe_differs", {}).get(test, {})
@@ -145,39 +147,6 @@ def check_report(tree: Path) -> list[dict[str, Any]]:
                            "--exit-zero", "."], cwd=tree, capture_output=True, text=True,
                           timeout=300)
     return list(json.loads(proc.stdout or "[]"))
-
-
-#: Wall-clock limit of one inner session, a guard against a hung engine: the whole corpus
-#: takes 1080-1150 s on a quiet 2-core machine (docs/e2e.md) and over 1200 s when other jobs
-#: share it, which a 1200 s limit turned into an error of every differential test.
-SESSION_TIMEOUT_S = 2400
-
-
-def run_suites(tree: Path, modules: list[str], *, timeout_s: float = SESSION_TIMEOUT_S) -> Run:
-    """Run ``modules`` of ``tree`` in one pytest process with the recorder.
-
-    Args:
-        tree: a folder made by :func:`copy_corpus` (possibly fixed since).
-        modules: file names inside it, run in this order.
-        timeout_s: wall-clock limit in seconds for the whole session.
-
-    Returns:
-        The run; ``records`` is empty when pytest died before writing them.
-    """
-    record = tree / ".record.json"
-    log = tree / ".pytest.log"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(E2E_DIR), env.get("PYTHONPATH")]))
-    env["GPU_TEST_LINT_RECORD"] = str(record)
-    cmd = [sys.executable, "-m", "pytest", "-p", "recorder", "-p", "no:randomly",
-           "-rA", "--tb=short", *modules]
-    start = time.monotonic()
-    with open(log, "w", encoding="utf-8") as out:
-        proc = subprocess.run(cmd, cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT,
-                              timeout=timeout_s)
-    seconds = time.monotonic() - start
-    records = json.loads(record.read_text()) if record.exists() else {}
-    return Run(records, seconds, proc.returncode, log)
 
 
 def module_of(test_id: str) -> str:

@@ -12,7 +12,10 @@ session ends. Per test id it records:
 - ``texts``: the generated texts of every ``LLM.generate`` call, in call order;
 - ``cores_at_start`` / ``leaked_at_start``: ``VLLM::EngineCore`` processes alive when the
   test's set-up starts, and how many of them no active fixture accounts for (an engine a
-  still-cached module fixture holds is the fixture's, not a leak).
+  still-cached module fixture holds is the fixture's, not a leak);
+- ``cores_peak``: the most ``VLLM::EngineCore`` processes seen alive during the test (at its
+  start and right after each engine it built), which the harness's scheduler keeps within
+  the machine's engine budget (``MANIFEST.toml``'s ``peak_engines``).
 
 Engines built at import time (module-level engines) are recorded under
 ``<import>::<module file>``.
@@ -72,7 +75,9 @@ class Recorder:
         recorder = self
 
         def on_engine(llm: Any) -> None:
-            recorder._entry()["engines"].append(resolved_config(llm))
+            entry = recorder._entry()
+            entry["engines"].append(resolved_config(llm))
+            entry["cores_peak"] = max(entry["cores_peak"] or 0, _engine_cores())
             if recorder.creating_fixture is not None:
                 recorder.active_fixture_engines[id(llm)] = (
                     recorder.creating_fixture, weakref.ref(llm))
@@ -86,7 +91,7 @@ class Recorder:
         key = nodeid or self.current or "<import>"
         return self.records.setdefault(key, {
             "outcome": None, "engines": [], "texts": [],
-            "cores_at_start": None, "leaked_at_start": None,
+            "cores_at_start": None, "leaked_at_start": None, "cores_peak": None,
         })
 
     # -- pytest hooks -------------------------------------------------------------------
@@ -106,11 +111,12 @@ class Recorder:
                                 ) -> Generator[None, None, None]:
         self.current = item.nodeid
         entry = self._entry(item.nodeid)
-        cores = [p for p in engine_processes() if "EngineCore" in _name(p)]
+        cores = _engine_cores()
         expected = sum(1 for _, ref in self.active_fixture_engines.values()
                        if ref() is not None)
-        entry["cores_at_start"] = len(cores)
-        entry["leaked_at_start"] = max(0, len(cores) - expected)
+        entry["cores_at_start"] = cores
+        entry["cores_peak"] = max(entry["cores_peak"] or 0, cores)
+        entry["leaked_at_start"] = max(0, cores - expected)
         child = f"{self.path}.child"
         os.environ[CHILD_ENV] = child
         try:
@@ -197,6 +203,11 @@ def merge_child_records(entry: dict[str, Any], path: str) -> None:
             for key, value in json.loads(line).items():
                 entry[key].append(value)
     os.unlink(path)
+
+
+def _engine_cores() -> int:
+    """``VLLM::EngineCore`` processes alive below this process."""
+    return sum(1 for p in engine_processes() if "EngineCore" in _name(p))
 
 
 def _name(process: Any) -> str:

@@ -1,17 +1,21 @@
 """Every fix proven by running it: the corpus in ``suites/`` on real vLLM, before and after.
 
-One inner pytest session per variant (the original corpus, ``--fix``, and ``--fix
---unsafe-fixes`` for the modules where it writes something else), so the engines are built
-once per test and variant. See ``harness.py`` for what is compared and ``suites/MANIFEST.toml``
-for the leaks expected before the fix. The figures go to ``tests/e2e/work/differential.json``
-(``docs/e2e.md`` is written from it).
+Each corpus module runs in its own inner pytest session per variant (the original corpus,
+``--fix``, and ``--fix --unsafe-fixes`` where it writes something else), two sessions side by
+side within the machine's engine budget. A session's result is kept as a recording keyed by
+exactly what it depends on (``recordings.py``): a module runs on the real engine when one of its
+variants' keys has no recording, when it is this commit's sample (``sample_module``), or always
+under ``make e2e-full``; the comparison is the same either way. See ``harness.py`` for what is
+compared and ``suites/MANIFEST.toml`` for the leaks expected before the fix. The figures go to
+``tests/e2e/work/differential.json`` (``docs/e2e.md`` is written from it).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +25,39 @@ from harness import (
     E2E_DIR,
     Manifest,
     Run,
-    apply_fix,
     check_report,
     compare,
-    copy_corpus,
     engines_built,
     leaked_tests,
     module_of,
-    run_suites,
 )
 from harness import (
     test_name as short_name,
 )
+from recordings import (
+    VARIANTS,
+    Job,
+    Recording,
+    Store,
+    corpus_inputs,
+    default_workers,
+    full_run,
+    installed_environment,
+    key_of,
+    modules_to_run,
+    run_jobs,
+    sample_module,
+)
+from session import SessionResult, run_session
 
 MANIFEST = Manifest.load()
 # GPU_TEST_LINT_E2E_MODULES="a.py,b.py" runs only those corpus modules (for work on one shape);
 # unset, the whole corpus runs, in the manifest's order.
 _ONLY = [m for m in os.environ.get("GPU_TEST_LINT_E2E_MODULES", "").split(",") if m]
 MODULES: list[str] = [m for m in MANIFEST.order if not _ONLY or m in _ONLY]
+#: Fields a recording made on another CPU may not reproduce: greedy texts come from float
+#: kernels that differ between CPUs; outcomes, configurations and leaks do not.
+CPU_DEPENDENT = ("texts",)
 
 
 @dataclass
@@ -50,25 +69,65 @@ class Variants:
     left_after_safe: list[dict[str, Any]]
     left_after_unsafe: list[dict[str, Any]]
     trees: dict[str, Path]
+    #: modules run on the real engine now, and those taken from their recordings
+    rerun: list[str] = field(default_factory=list)
+    recorded: list[str] = field(default_factory=list)
+    sample: str | None = None
+    #: (module, variant) -> the session run now / the recording kept (before this run)
+    fresh: dict[tuple[str, str], SessionResult] = field(default_factory=dict)
+    kept: dict[tuple[str, str], Recording] = field(default_factory=dict)
+    pruned: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+#: The last differential run of this process, for the terminal summary (``conftest.py``).
+LAST: list[Variants] = []
 
 
 @pytest.fixture(scope="module")
 def variants(tmp_path_factory: pytest.TempPathFactory, tiny_model: str) -> Variants:
-    base = tmp_path_factory.mktemp("differential")
-    trees = {name: base / name for name in ("before", "safe", "unsafe")}
-    for tree in trees.values():
-        copied = copy_corpus(tree)
-        assert sorted(copied) == sorted(MANIFEST.order), "MANIFEST.toml order lists every module"
-    apply_fix(trees["safe"], unsafe=False)
-    apply_fix(trees["unsafe"], unsafe=True)
-    unsafe_modules = [m for m in MODULES
-                      if (trees["unsafe"] / m).read_bytes() != (trees["safe"] / m).read_bytes()]
-    before = run_suites(trees["before"], MODULES)
-    safe = run_suites(trees["safe"], MODULES)
-    unsafe = run_suites(trees["unsafe"], unsafe_modules) if unsafe_modules else None
-    result = Variants(before, safe, unsafe, unsafe_modules, check_report(trees["safe"]),
-                      check_report(trees["unsafe"]), trees)
+    start = time.monotonic()
+    trees, inputs = corpus_inputs(tmp_path_factory.mktemp("differential"), MANIFEST.order)
+    unsafe_everywhere = [m for m in MANIFEST.order if (m, "unsafe") in inputs]
+    # Every module's keys, whichever run: the store is pruned to exactly these.
+    keys = {mv: key_of(i) for mv, i in inputs.items()}
+    store = Store()
+    sample = sample_module(MODULES)
+    rerun = modules_to_run(keys, store, full=full_run(), sample=sample, only=MODULES)
+    kept = {mv: rec for mv, k in keys.items() if mv[0] in MODULES
+            and (rec := store.get(k)) is not None}
+    jobs = [Job(m, v, trees[v], MANIFEST.peak_engines(m),
+                kept[(m, v)].seconds if (m, v) in kept else 100.0)
+            for (m, v) in keys if m in rerun]
+    done = run_jobs(jobs, lambda job: run_session(job.tree, job.module),
+                    workers=default_workers())
+    fresh = {(job.module, job.variant): result for job, result in done.items()}
+    for (m, v), result in fresh.items():
+        # A complete run is kept; the sample's kept recording stays as it was (its fresh run
+        # is compared with it below) unless this is a full run.
+        if result.complete and (full_run() or (m, v) not in kept):
+            store.put(inputs[(m, v)], result.records, result.seconds, result.returncode)
+    pruned = store.prune(keys.values())
+    runs = {v: Run() for v in VARIANTS}
+    for (m, v) in keys:
+        if m not in MODULES:
+            continue
+        run = runs[v]
+        if (m, v) in fresh:
+            run.records.update(fresh[(m, v)].records)
+            run.seconds += fresh[(m, v)].seconds
+            run.logs[m] = fresh[(m, v)].log
+        elif (m, v) in kept:
+            run.records.update(kept[(m, v)].records)
+            run.seconds += kept[(m, v)].seconds
+    unsafe_modules = [m for m in unsafe_everywhere if m in MODULES]
+    result = Variants(runs["before"], runs["safe"], runs["unsafe"] if unsafe_modules else None,
+                      unsafe_modules, check_report(trees["safe"]),
+                      check_report(trees["unsafe"]), trees, rerun,
+                      [m for m in MODULES if m not in rerun], sample, fresh, kept, pruned,
+                      time.monotonic() - start)
     _write_summary(result)
+    LAST.append(result)
     return result
 
 
@@ -77,7 +136,8 @@ def _write_summary(v: Variants) -> None:
     out.mkdir(exist_ok=True)
     summary: dict[str, Any] = {
         "seconds": {"before": v.before.seconds, "safe": v.safe.seconds,
-                    "unsafe": v.unsafe.seconds if v.unsafe else 0.0},
+                    "unsafe": v.unsafe.seconds if v.unsafe else 0.0, "wall": v.seconds},
+        "rerun": v.rerun, "from_recordings": v.recorded, "sample": v.sample,
         "modules": {},
     }
     for module in MODULES:
@@ -106,9 +166,10 @@ def _write_summary(v: Variants) -> None:
             target = out / name / module
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes((tree / module).read_bytes())
-        for extra in (".pytest.log",):
-            if (tree / extra).exists():
-                (out / name / extra.lstrip(".")).write_bytes((tree / extra).read_bytes())
+        run = {"before": v.before, "safe": v.safe, "unsafe": v.unsafe}[name]
+        for module, log in (run.logs if run else {}).items():
+            target = out / name / f"{module}.log"
+            target.write_bytes(log.read_bytes())
 
 
 def _names(filename: str, module: str) -> bool:
@@ -146,8 +207,9 @@ def test_the_leak_is_there_before_the_fix(variants: Variants, module: str) -> No
 @pytest.mark.parametrize("module", MODULES)
 def test_safe_fix_keeps_behaviour(variants: Variants, module: str) -> None:
     """Same outcomes, resolved configurations and texts; no engine alive at a test's start."""
-    assert variants.before.records, f"the original corpus did not run: {variants.before.log}"
-    assert variants.safe.records, f"the fixed corpus did not run: {variants.safe.log}"
+    for run, name in ((variants.before, "original"), (variants.safe, "fixed")):
+        assert any(module_of(t) == module for t in run.records), \
+            f"the {name} module did not run: {run.logs.get(module)}"
     assert compare(variants.before.records, variants.safe.records, module) == []
 
 
@@ -160,3 +222,77 @@ def test_unsafe_fix_differs_only_as_stated(variants: Variants, module: str) -> N
     unexpected = [d for d in compare(variants.before.records, variants.unsafe.records, module)
                   if d.field not in MANIFEST.unsafe_may_change(module, d.test.split("::", 1)[-1])]
     assert unexpected == []
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_the_engine_budget_holds(variants: Variants, module: str) -> None:
+    """No variant had more engines alive at once than ``peak_engines`` in the manifest, which
+    the scheduler relied on to keep the machine within 3 engines."""
+    runs = [r for r in (variants.before, variants.safe, variants.unsafe) if r is not None]
+    peak = max((r.get("cores_peak") or 0 for run in runs for t, r in run.records.items()
+                if module_of(t) == module), default=0)
+    assert peak <= MANIFEST.peak_engines(module)
+
+
+def test_every_session_run_now_completed(variants: Variants) -> None:
+    """Each inner session run now ended normally (pytest's status 0 or 1, records written);
+    an incomplete one is not kept as a recording."""
+    broken = {f"{m} ({v})": (r.returncode, str(r.log)) for (m, v), r in variants.fresh.items()
+              if not r.complete}
+    assert broken == {}
+
+
+def test_recordings_were_made_in_this_environment(variants: Variants) -> None:
+    """Every recording used was made with the packages, Python and machine installed here: one
+    made elsewhere is stale (``make e2e-full`` makes them anew)."""
+    here = installed_environment()
+    stale = {str(rec.path.name): sorted(set(rec.environment["packages"]) ^ set(here["packages"]))
+             or [rec.environment["python"], here["python"]]
+             for rec in variants.kept.values()
+             if (rec.environment["packages"], rec.environment["python"], rec.environment["machine"])
+             != (here["packages"], here["python"], here["machine"])}
+    assert stale == {}
+
+
+def reproduction_differences(recorded: dict[str, dict[str, Any]],
+                             fresh: dict[str, dict[str, Any]], module: str, *,
+                             same_cpu: bool) -> list[str]:
+    """How a fresh run of one variant of ``module`` differs from its recording: outcomes,
+    configurations and leaks at each test's start (not for the manifest's ``may_leak_before``
+    tests, which leak only until the garbage collector runs), and texts when both ran on the
+    same CPU model (:data:`CPU_DEPENDENT`)."""
+    fields = ["outcome", "engines", "leaked_at_start"]
+    if same_cpu:
+        fields += list(CPU_DEPENDENT)
+    gc_dependent = set(MANIFEST.modules.get(module, {}).get("may_leak_before", []))
+    out = []
+    for test_id in sorted({t for t in (*recorded, *fresh) if module_of(t) == module}):
+        r, f = recorded.get(test_id), fresh.get(test_id)
+        if r is None or f is None:
+            out.append(f"{test_id}: recorded {r is not None}, run now {f is not None}")
+            continue
+        for name in fields:
+            if name == "leaked_at_start" and short_name(test_id) in gc_dependent:
+                continue
+            if r.get(name) != f.get(name):
+                out.append(f"{test_id} {name}: recorded {r.get(name)!r}, now {f.get(name)!r}")
+    return out
+
+
+def test_fresh_runs_reproduce_their_recordings(variants: Variants) -> None:
+    """Every module and variant run now that also had a recording (this commit's sample, a
+    module whose other variant changed, every module under ``make e2e-full``) gives what the
+    recording says. A recording the real engine no longer reproduces fails here."""
+    if not any(mv in variants.kept for mv in variants.fresh):
+        pytest.skip("no module run now had a recording to reproduce")
+    here = installed_environment()["cpu"]
+    differences = {f"{m} ({v})": diffs for (m, v), rec in variants.kept.items()
+                   if (m, v) in variants.fresh and (diffs := reproduction_differences(
+                       rec.records, variants.fresh[(m, v)].records, m,
+                       same_cpu=rec.environment["cpu"] == here))}
+    assert differences == {}
+
+
+def test_every_module_is_run_or_recorded(variants: Variants) -> None:
+    """Every module is run now or taken from a recording, never neither."""
+    assert sorted(variants.rerun + variants.recorded) == sorted(MODULES)

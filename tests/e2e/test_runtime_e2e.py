@@ -35,9 +35,9 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import ENGINE_ENV
 from engine_procs import ENGINE_PREFIX
 from rt_inner import read_records
+from tiny_model import ENGINE_ENV
 
 from lint_gpu_tests.runtime import VllmRunner
 

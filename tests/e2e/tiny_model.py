@@ -38,6 +38,17 @@ ENGINE_KWARGS: dict[str, object] = {
     "dtype": "float32",
 }
 
+#: The environment every e2e engine runs in (``conftest.py`` sets it for the whole run, so the
+#: inner sessions inherit it): no network at test time, a small KV cache (GiB) for the CPU
+#: engine.
+ENGINE_ENV: dict[str, str] = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
+
 _SPECIALS = ["[UNK]", "[BOS]", "[EOS]", "[PAD]"]
 
 
