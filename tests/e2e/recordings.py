@@ -385,9 +385,11 @@ def sample_module(modules: list[str]) -> str | None:
 
 def run_jobs(jobs: list[Job], run: Callable[[Job], Any], *, workers: int,
              engine_budget: int = ENGINE_BUDGET) -> dict[Job, Any]:
-    """Run ``jobs`` with ``run`` on ``workers`` threads (each an inner pytest process), the
-    longest first, never starting one whose ``peak`` would take the engines of the running
-    jobs past ``engine_budget`` (a job whose peak alone exceeds it runs alone).
+    """Run ``jobs`` with ``run`` on ``workers`` threads (each an inner pytest process), never
+    starting one whose ``peak`` would take the engines of the running jobs past
+    ``engine_budget`` (a job whose peak alone exceeds it runs alone). The jobs of the highest
+    peak go first, the longest of them first, so that the lighter jobs are left to run beside
+    them (under a budget of 3, two jobs of peak 2 cannot run together, a 2 and a 1 can).
 
     Returns:
         ``job -> run(job)``.
@@ -395,7 +397,7 @@ def run_jobs(jobs: list[Job], run: Callable[[Job], Any], *, workers: int,
     Raises:
         Whatever ``run`` raised, after every started job has ended.
     """
-    pending = sorted(jobs, key=lambda j: -j.cost)
+    pending = sorted(jobs, key=lambda j: (-j.peak, -j.cost))
     results: dict[Job, Any] = {}
     errors: list[BaseException] = []
     lock = threading.Condition()

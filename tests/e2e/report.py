@@ -21,10 +21,13 @@ def _names(tests: list[str]) -> str:
 def render(summary: dict[str, Any]) -> str:
     """Markdown for one ``differential.json``."""
     seconds = summary["seconds"]
+    rerun, recorded = summary.get("rerun", []), summary.get("from_recordings", [])
     lines = [
-        f"Inner pytest sessions: original {seconds['before']:.0f} s, `--fix` "
-        f"{seconds['safe']:.0f} s, `--fix --unsafe-fixes` {seconds['unsafe']:.0f} s "
-        "(only the modules where it writes something else).",
+        f"Inner pytest sessions, one per module and variant (run now, or as recorded): "
+        f"original {seconds['before']:.0f} s, `--fix` {seconds['safe']:.0f} s, `--fix "
+        f"--unsafe-fixes` {seconds['unsafe']:.0f} s (only the modules where it writes something "
+        f"else); {seconds.get('wall', 0):.0f} s wall for the differential, {len(rerun)} modules "
+        f"run on the real engine, {len(recorded)} taken from their recordings.",
         "",
         "| module | engines built (before / safe / unsafe) | tests starting with a leaked engine, "
         "before | after `--fix` | behaviour differences after `--fix` | left after `--fix` |",

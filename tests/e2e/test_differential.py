@@ -99,14 +99,19 @@ def variants(tmp_path_factory: pytest.TempPathFactory, tiny_model: str) -> Varia
     jobs = [Job(m, v, trees[v], MANIFEST.peak_engines(m),
                 kept[(m, v)].seconds if (m, v) in kept else 100.0)
             for (m, v) in keys if m in rerun]
-    done = run_jobs(jobs, lambda job: run_session(job.tree, job.module),
-                    workers=default_workers())
+
+    def run(job: Job) -> SessionResult:
+        result = run_session(job.tree, job.module)
+        # Kept as soon as it is complete (an interrupted run keeps what it finished); the
+        # sample's recording stays as it was (its fresh run is compared with it below), except
+        # in a full run.
+        mv = (job.module, job.variant)
+        if result.complete and (full_run() or mv not in kept):
+            store.put(inputs[mv], result.records, result.seconds, result.returncode)
+        return result
+
+    done = run_jobs(jobs, run, workers=default_workers())
     fresh = {(job.module, job.variant): result for job, result in done.items()}
-    for (m, v), result in fresh.items():
-        # A complete run is kept; the sample's kept recording stays as it was (its fresh run
-        # is compared with it below) unless this is a full run.
-        if result.complete and (full_run() or (m, v) not in kept):
-            store.put(inputs[(m, v)], result.records, result.seconds, result.returncode)
     pruned = store.prune(keys.values())
     runs = {v: Run() for v in VARIANTS}
     for (m, v) in keys:
