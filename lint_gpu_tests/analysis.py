@@ -1,6 +1,6 @@
 """The shared analysis every rule reads: imports, functions, engines, runners, cleanup.
 
-One pass over a module's stdlib ``ast`` tree (SPEC §2: detection never needs LibCST)
+One pass over a module's stdlib ``ast`` tree (detection never needs LibCST)
 collects the facts the rules GPU001–GPU006 report on:
 
 * which names refer to an engine class (``vllm.LLM`` however imported) and which to a
@@ -327,7 +327,7 @@ class ModuleAnalysis:
                         self.engine_fixtures.add(info.name)
 
     def _mark_process_targets(self) -> None:
-        """Mark the functions that run as their own process as isolated (SPEC §3; see
+        """Mark the functions that run as their own process as isolated (see
         :func:`lint_gpu_tests.process_targets.process_targets`). A test that pytest collects
         from a test file also runs in pytest's own process, so it is left as it is."""
         targets = process_targets(self.tree, self.text, self.imports, self.qualified,
@@ -501,7 +501,7 @@ class ModuleAnalysis:
 
     def owns_engine(self, func: FunctionInfo) -> bool:
         """True when ``func`` builds an engine, holds a runner, or receives an engine or
-        runner fixture, from this module or a conftest (SPEC §3, GPU004)."""
+        runner fixture, from this module or a conftest (GPU004)."""
         names = self.function_bindings(func)
         if names.engines or names.runners or names.built_engine:
             return True

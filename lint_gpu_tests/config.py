@@ -47,7 +47,7 @@ DEFAULT_PROCESS_LAUNCHERS = (
     "concurrent.futures.process.ProcessPoolExecutor",
 )
 TARGETS = ("bundled", "vllm")
-#: How GPU001/GPU004 fixes manage an engine (SPEC §4 "Fix strategies"): ``runner`` wraps
+#: How GPU001/GPU004 fixes manage an engine (README, "Fix strategies"): ``runner`` wraps
 #: its live range in the runner's with-block, ``isolate`` runs the test in a new process.
 FIX_STRATEGIES = ("runner", "isolate")
 SELECTOR_KEYS = ("select", "ignore", "extend-select")
@@ -73,7 +73,7 @@ class Config:
         per_file_ignores: gitignore-style pattern -> code prefixes ignored in matching files.
         exclude: gitignore-style patterns replacing the default excludes.
         extend_exclude: patterns added to ``exclude``.
-        target: which runner fixes target, ``"bundled"`` or ``"vllm"`` (SPEC §4).
+        target: which runner fixes target, ``"bundled"`` or ``"vllm"`` (README, "Fix safety").
         fix_strategy: ``"runner"`` (wrap in the runner's with-block) or ``"isolate"``
             (decorate the test with ``create_new_process_for_each_test("spawn")``).
         engine_classes: qualified names of engine classes (default ``vllm.LLM``).

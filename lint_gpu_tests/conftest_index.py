@@ -1,6 +1,6 @@
 """Engine fixtures defined in the ``conftest.py`` files pytest loads for a test module.
 
-GPU004 fires in a function that *receives* an engine from a fixture (SPEC §3). Such
+GPU004 fires in a function that *receives* an engine from a fixture (docs/rules.md, GPU004). Such
 fixtures usually live in a ``conftest.py`` beside or above the test module, so the checker
 reads those too: every ``conftest.py`` from the module's directory up to the project root
 (the first directory holding ``pyproject.toml``, ``setup.cfg``, ``tox.ini``, ``pytest.ini``

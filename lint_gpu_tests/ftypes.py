@@ -11,7 +11,8 @@ class Applicability(enum.Enum):
     """How safe a violation's fix is, as in ruff.
 
     ``SAFE`` fixes keep behaviour and are applied by ``--fix``; ``UNSAFE`` fixes may
-    change behaviour (SPEC §4) and need ``--unsafe-fixes``; ``NONE`` means no fix exists.
+    change behaviour (README, "Fix safety") and need ``--unsafe-fixes``; ``NONE`` means no fix
+    exists.
     """
 
     SAFE = "safe"

@@ -1,5 +1,4 @@
-"""Who calls a helper that builds an engine, and can they pass it the runner fixture
-(issue 11, shape 3)?
+"""Who calls a helper that builds an engine, and can they pass it the runner fixture?
 
 With ``target = "vllm"`` the runner class lives in vLLM's ``tests/conftest.py``, which a helper
 cannot import; only tests and fixtures can receive it, as the ``vllm_runner`` fixture. So the

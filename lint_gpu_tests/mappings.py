@@ -1,4 +1,5 @@
-"""What a ``**mapping`` argument of an engine call holds (issue 11, shape 2).
+"""What a ``**mapping`` argument of an engine call holds (``LLM(**kwargs)`` with a dict built in
+the test or module).
 
 ``LLM(**llm_kwargs)`` and ``LLM(**MODEL_CONFIGS[name])`` hide the engine's arguments, the model
 included, in a mapping. With ``target = "bundled"`` that needs nothing: the bundled runner takes
@@ -352,7 +353,7 @@ def plan_mapping(
     equivalent: Callable[[ast.expr, ModuleAnalysis], tuple[str | None, str | None]],
 ) -> tuple[tuple[str, ...] | None, str | None]:
     """How ``LLM(**mapping)`` becomes ``vllm_runner(**_runner_kwargs(mapping, ...))`` for
-    vLLM's runner (``target = "vllm"``; SPEC §4).
+    vLLM's runner (``target = "vllm"``; README, "Fix safety").
 
     Args:
         module / func / call: the engine call and where it is.

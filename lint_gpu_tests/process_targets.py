@@ -1,4 +1,4 @@
-"""Functions a module runs as their own process (SPEC §3: the child's exit frees what it
+"""Functions a module runs as their own process (the child's exit frees what it
 built, so GPU001/GPU004 leave them alone): a function passed to a configured
 ``process-launchers`` call (its ``target=``/``fn=`` or a positional argument:
 ``multiprocessing.Process(target=f)``, ``torch.multiprocessing.spawn(f, nprocs=2)``), or to a

@@ -27,6 +27,7 @@ from harness import Manifest  # noqa: E402
 from recordings import (  # noqa: E402
     Job,
     Store,
+    code_digest,
     corpus_inputs,
     key_of,
     modules_to_run,
@@ -215,3 +216,14 @@ def test_the_sample_rotates_with_the_commit(monkeypatch: pytest.MonkeyPatch) -> 
     chosen = sample_module(MODULES)
     assert chosen in MODULES
     assert sample_module(MODULES) == chosen  # the same commit picks the same module
+
+
+def test_a_comment_or_docstring_in_the_runtime_re_runs_nothing() -> None:
+    """The harness and the runtime are keyed by their code: a comment, a docstring or a
+    re-wrapped line leaves every key as it is; a changed value does not."""
+    plain = b"def f(a, b):\n    return a + b\n\nLIMIT = 3\n"
+    same = (b'"""Module."""\n\n\ndef f(a,\n      b):  # why\n    """Adds."""\n'
+            b"    return a + b\n\n\nLIMIT = 3  # seconds\n")
+    assert code_digest(same) == code_digest(plain)
+    assert code_digest(plain.replace(b"3", b"4")) != code_digest(plain)
+    assert code_digest(plain.replace(b"a + b", b"b + a")) != code_digest(plain)

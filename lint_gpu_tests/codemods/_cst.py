@@ -46,7 +46,7 @@ def runner_call(
     call: cst.Call, func_name: str, *, target: str, compilation_config: str | None = None,
     add_defaults: bool = True,
 ) -> tuple[cst.Call, bool]:
-    """Turn an engine call into a runner call (SPEC §4 argument mapping).
+    """Turn an engine call into a runner call (the argument mapping of README, "Fix safety").
 
     ``LLM(model=x, ...)`` becomes ``func_name(x, ...)``; ``tokenizer=`` becomes
     ``tokenizer_name=``; ``**kwargs`` and positional arguments are kept. With

@@ -1,4 +1,4 @@
-"""The ``contextlib.ExitStack()`` rewrite of issue 11's groups and factory fixtures.
+"""The ``contextlib.ExitStack()`` rewrite of engine groups and factory fixtures.
 
 Applies a :class:`lint_gpu_tests.fixplan.plan.WrapPlan` whose ``group`` is set
 (:mod:`lint_gpu_tests.fixplan.groups` says which shapes): the engine call becomes

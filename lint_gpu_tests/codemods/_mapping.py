@@ -1,4 +1,4 @@
-"""``LLM(**mapping)`` onto vLLM's ``VllmRunner`` (issue 11, shape 2; ``target = "vllm"``).
+"""``LLM(**mapping)`` onto vLLM's ``VllmRunner`` (``target = "vllm"``).
 
 The planner (:func:`lint_gpu_tests.mappings.plan_mapping`) decides; this module only builds
 the nodes: the ``**mapping`` argument becomes ``**_runner_kwargs(mapping, <defaults>)`` and the

@@ -150,7 +150,7 @@ class WrapTransformer(cst.CSTTransformer):
     def _build_with(
         self, plan: WrapPlan, site: cst.BaseStatement, rest: list[cst.BaseStatement]
     ) -> cst.With:
-        if plan.group is not None:  # issue 11: one ExitStack for a group or a factory
+        if plan.group is not None:  # one ExitStack for a group or a factory
             group_finder = _CallFinder(self.config, self.engine_locals)
             site.visit(group_finder)
             return build_group_with(plan, site, group_finder.found, rest, self.config,

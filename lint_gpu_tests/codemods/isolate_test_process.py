@@ -34,7 +34,7 @@ from lint_gpu_tests.ftypes import Violation
 
 class IsolateTestProcess(GpuCodemod):
     """Decorate tests that build engines by hand with process isolation and delete their
-    manual cleanup (SPEC §4, fix strategy ``isolate``)."""
+    manual cleanup (README, "Fix strategies": ``isolate``)."""
 
     DESCRIPTION = ("Run tests that build vLLM engines by hand in a new process "
                    "(GPU001, fix-strategy isolate).")

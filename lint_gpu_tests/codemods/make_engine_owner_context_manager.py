@@ -38,7 +38,7 @@ from lint_gpu_tests.ftypes import Violation
 
 class MakeEngineOwnerContextManager(GpuCodemod):
     """Rewrite one engine-owning helper class per pass into a context manager over the
-    runner, and its instances of this module into with-blocks (SPEC §4; unsafe)."""
+    runner, and its instances of this module into with-blocks (unsafe: README, "Fix safety")."""
 
     DESCRIPTION = ("Make helper classes that own a vLLM engine context managers over "
                    "`VllmRunner` and enter them with `with` (GPU001).")

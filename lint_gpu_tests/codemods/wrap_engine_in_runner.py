@@ -12,7 +12,7 @@ from lint_gpu_tests.ftypes import Violation
 
 
 class WrapEngineInRunner(GpuCodemod):
-    """Rewrite each hand-built engine's live range into a runner with-block (SPEC §4).
+    """Rewrite each hand-built engine's live range into a runner with-block (README, "Fix safety").
 
     One engine per function per pass; the driver runs passes until nothing changes.
     """

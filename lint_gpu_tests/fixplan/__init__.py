@@ -1,11 +1,12 @@
 """Fix planning on the ``ast`` tree: which statements a rewrite covers and how safe it is.
 
 The checker decides here, without LibCST, whether each violation has a safe, unsafe or no
-fix (SPEC §4); the codemods in ``lint_gpu_tests/codemods/`` apply the plans. One concern a
+fix (README, "Fix safety"); the codemods in ``lint_gpu_tests/codemods/`` apply the plans. One
+concern a
 module, from the bottom up (each imports only the ones above it in this list):
 
 - :mod:`~lint_gpu_tests.fixplan.groups`: engines that do not live in one name (kept in a
-  container, made by a factory fixture, rebound in the branches of an ``if``; issue 11).
+  container, made by a factory fixture, rebound in the branches of an ``if``).
 - :mod:`~lint_gpu_tests.fixplan.blocks`: where a statement sits (its block, the statements
   nested in it, whether it shares its line), and the names a statement reads or binds.
 - :mod:`~lint_gpu_tests.fixplan.plan`: :class:`~lint_gpu_tests.fixplan.plan.WrapPlan`, the

@@ -1,4 +1,5 @@
-"""Fix planning for helper classes that own an engine (issue 11, shape 4).
+"""Fix planning for helper classes that own an engine (a class whose ``__init__`` builds the
+engine, as vLLM's LoRA suite had).
 
 The shape, as vLLM's LoRA suite had it before its hand migration::
 
@@ -20,7 +21,7 @@ VllmRunner(...)``, ``self.llm = weakref.proxy(self._runner.llm)``, ``__enter__``
 and returning ``self``, ``__exit__`` exiting it) and enters every instance of this module
 with ``with Tester(MODEL) as tester:``; GPU001's rule examples show both forms.
 
-Decisions (SPEC §4, "keeps behaviour"):
+Decisions (README, "Fix safety": a safe fix keeps behaviour):
 
 * The engine is still built where it was (``__init__`` or the method it calls): the
   bundled ``VllmRunner`` builds it on construction, so nothing moves in time, and a
@@ -36,7 +37,7 @@ Decisions (SPEC §4, "keeps behaviour"):
   class defines (a body of nothing but ``del self.llm``, ``gc.collect()`` ...) and their
   calls ``tester.close()`` go, the block ending where ``close()`` ran, so teardown happens
   exactly where it did.
-* Always **unsafe** (SPEC §4 names helper classes): the class's contract changes (a
+* Always **unsafe** (a helper class's callers may hold the engine): the class's contract changes (a
   context manager, a proxy), and the rewrite is proven only for the uses in this module;
   the differential corpus (``tests/e2e/suites/test_engine_owner_class.py``) shows the same
   outcomes, configurations and outputs, so ``--unsafe-fixes`` applies it.

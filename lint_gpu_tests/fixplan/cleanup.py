@@ -23,7 +23,7 @@ class CleanupRecognizer(StatementLayout):
 
     def is_cleanup_statement(self, stmt: ast.stmt, names: set[str]) -> bool:
         """True when ``stmt`` only does manual cleanup of an engine in ``names`` (or the
-        process-wide cleanup SPEC §3 lists for GPU004), or registers such a finalizer."""
+        process-wide cleanup GPU004 lists (docs/rules.md)), or registers such a finalizer."""
         module = self.module
         if isinstance(stmt, ast.Delete):
             return all(isinstance(t, ast.Name) and t.id in names for t in stmt.targets)

@@ -1,6 +1,7 @@
 """Fix planning for engines that do not live in one name: groups, factories, branches.
 
-Issue 11 shapes 1, 5 and 6, recognised on the ``ast`` tree; :mod:`lint_gpu_tests.fixplan.planner`
+Engines kept together in a container, a name rebound in branches and a factory fixture, recognised
+on the ``ast`` tree; :mod:`lint_gpu_tests.fixplan.planner`
 asks this module before planning a construction and carries the answer in
 ``WrapPlan.group``, which ``lint_gpu_tests/codemods/_groups.py`` applies:
 

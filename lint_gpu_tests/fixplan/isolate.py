@@ -1,4 +1,5 @@
-"""Fix planning for the ``isolate`` fix strategy (config ``fix-strategy``, SPEC §4).
+"""Fix planning for the ``isolate`` fix strategy (config ``fix-strategy``; README, "Fix
+strategies").
 
 With ``fix-strategy = "isolate"`` a test that builds engines by hand is not wrapped in the
 runner: it is decorated with ``@create_new_process_for_each_test("spawn")`` (the bundled

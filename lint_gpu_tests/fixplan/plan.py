@@ -20,7 +20,8 @@ WRAP_TITLE = "Wrap in `with {runner}(...)`"
 #: Keyword arguments of ``vllm.LLM`` renamed by the runner (vLLM tests/conftest.py).
 RENAMED_KWARGS = {"tokenizer": "tokenizer_name"}
 #: Defaults of vLLM's ``tests/conftest.py`` ``VllmRunner`` that differ from ``vllm.LLM``
-#: (SPEC §4, read from vLLM in 2026): added when the call does not set them.
+#: (read from vLLM's ``tests/conftest.py`` in 2026; README, "Fix safety"): added when the call
+#: does not set them.
 VLLM_TARGET_DEFAULTS = (
     ("trust_remote_code", "False"),
     ("max_model_len", "None"),

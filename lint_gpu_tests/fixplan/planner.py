@@ -1,7 +1,7 @@
 """The planner: which statements a rewrite covers and how safe it is.
 
 The checker decides here, without LibCST, whether each violation has a safe, unsafe or
-no fix (SPEC §4), and records *what* the rewrite must do as a
+no fix (README, "Fix safety"), and records *what* the rewrite must do as a
 :class:`~lint_gpu_tests.fixplan.plan.WrapPlan`: the block and the range of statements the
 ``with`` covers (construction to last use), the cleanup statements to delete, the
 parameters to add or drop. The codemods in ``lint_gpu_tests/codemods/`` apply plans
@@ -129,7 +129,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return _none("built at module or class level: it lives as long as the module", title)
         if func.kind == "method" and func.name == "__init__":
             return _none("built in a helper class: the engine outlives `__init__`", title)
-        # Issue 11: engines kept in a container (shape 1), made by a factory fixture
+        # Engines kept in a container (shape 1), made by a factory fixture
         # (shape 6): fixplan.groups says where their ExitStack block starts.
         group = engine_group(module, call, stmt, func) if kind == "engine" else None
         if group is None and kind == "engine":
@@ -564,7 +564,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
 
     def _factory_plan(self, call: ast.Call, parts: FactoryParts | str,
                       title: str) -> WrapPlan | FixInfo:
-        """Shape 6 of issue 11: the fixture's body from the factory's ``def`` to its
+        """A factory fixture: the fixture's body from the factory's ``def`` to its
         ``return`` goes into a ``contextlib.ExitStack()`` (always unsafe, with
         :data:`FACTORY_REASON`)."""
         if isinstance(parts, str):

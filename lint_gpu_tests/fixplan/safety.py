@@ -83,7 +83,7 @@ class SafetyChecks:
         return None
 
     def _argument_problem(self, call: ast.Call) -> str | None:
-        """Whether the call's arguments can be mapped onto the runner's (SPEC §4)."""
+        """Whether the call's arguments can be mapped onto the runner's (README, "Fix safety")."""
         config = self.module.config
         has_star = any(k.arg is None for k in call.keywords) or any(
             isinstance(a, ast.Starred) for a in call.args)
@@ -108,7 +108,7 @@ def compilation_config_equivalent(value: ast.expr, module: ModuleAnalysis
     ``CompilationConfig(mode=CompilationMode(value))``, ``None`` into ``CompilationConfig()``
     and a dict into ``CompilationConfig(**dict)``, and passes anything else through
     (vllm/entrypoints/llm.py, ``LLM.__init__``). vLLM's ``VllmRunner`` replaces every falsy
-    value by ``{"cudagraph_capture_sizes": [4]}`` first (tests/conftest.py, SPEC §4), so
+    value by ``{"cudagraph_capture_sizes": [4]}`` first (vLLM's tests/conftest.py), so
     each falsy value is spelled as the explicit config of the same meaning: ``0``/``False``
     /``CompilationMode.NONE`` become ``CompilationConfig(mode=...)`` (compilation off, not
     the platform's default mode), ``None``/``{}``/``dict()`` become ``CompilationConfig()``.

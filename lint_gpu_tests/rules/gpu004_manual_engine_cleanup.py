@@ -315,8 +315,8 @@ def _engine_holders(module: ModuleAnalysis, func: FunctionInfo, deletable: set[s
 
 def _engine_used_later(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stmt,
                        held: set[str]) -> bool:
-    """True when a cleanup call ``stmt`` is not the teardown of ``func``'s engine (SPEC
-    §3: GPU004 is cleanup after the engine's last use): it comes before a later use of the
+    """True when a cleanup call ``stmt`` is not the teardown of ``func``'s engine (GPU004
+    is cleanup after the engine's last use): it comes before a later use of the
     engine, or before any engine is held at all (no name of ``held`` before it, no engine
     fixture parameter). Later means in the order the code runs: the rest of the enclosing
     loop, the loop again from its start, then what follows it; a name of ``held`` read

@@ -3,7 +3,8 @@
 ``from lint_gpu_tests.runtime import VllmRunner, create_new_process_for_each_test,
 wait_for_gpu_memory_to_clear``. Importing this package is cheap: the submodules load on
 first attribute access, and none of them imports torch, vLLM, pynvml or amdsmi until a
-function needs it (SPEC §6). This package never imports the linter or libcst.
+function needs it (README, "Writing GPU tests against the runner"). This package never imports the
+linter or libcst.
 """
 
 from __future__ import annotations

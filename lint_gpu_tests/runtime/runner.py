@@ -1,6 +1,7 @@
 """``VllmRunner``: build an engine, and tear it down completely when the block ends.
 
-Why each teardown step exists (SPEC §1, §6): a vLLM V1 ``LLM`` owns a child process
+Why each teardown step exists (README, "Writing GPU tests against the runner";
+docs/gpu-runtime.md): a vLLM V1 ``LLM`` owns a child process
 (EngineCore) that holds the weights and KV cache on the GPU. Its memory comes back when
 that process ends, which happens on ``llm.llm_engine.engine_core.shutdown()`` or when
 the garbage collector finalises the client, and the collector may not get to it while

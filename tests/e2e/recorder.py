@@ -46,11 +46,15 @@ CHILD_ENV = "GPU_TEST_LINT_RECORD_CHILD"
 
 def resolved_config(llm: Any) -> dict[str, Any]:
     """What ``llm`` really resolved (``llm.llm_engine.vllm_config``, vLLM 0.32's
-    ``VllmConfig``): the fields of :func:`vllm_test_runner.config_summary` and the model's
-    folder name."""
+    ``VllmConfig``): the fields of :func:`vllm_test_runner.config_summary` (the model's path
+    in them written ``<model>``) and the model's folder name."""
     config = llm.llm_engine.vllm_config
-    return {"model": os.path.basename(str(config.model_config.model)),
-            **config_summary(config)}
+    model = str(config.model_config.model)
+    # The model's folder is this checkout's cache (``.e2e-cache/``): a path that names it is
+    # recorded relative to it, so that a recording made in one checkout holds in another.
+    summary = {name: value.replace(model, "<model>") if isinstance(value, str) else value
+               for name, value in config_summary(config).items()}
+    return {"model": os.path.basename(model), **summary}
 
 
 class Recorder:

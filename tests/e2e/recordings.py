@@ -6,11 +6,13 @@ depends on, and only on:
 
 - the module's bytes in that tree, and the files pytest reads beside it there (``pytest.ini``
   and every ``conftest.py`` from the tree's root down to the module's folder);
-- the harness that runs and records it (:data:`HARNESS_FILES`: the inner session's command
+- the code (:func:`code_digest`: comments and docstrings aside) of the harness that runs and
+  records it (:data:`HARNESS_FILES`: the inner session's command
   line, the recorder, the tiny model's recipe, the engines' arguments and environment,
   ``tiny_model.ENGINE_ENV``, which ``conftest.py`` sets for the inner sessions to inherit);
-- the runtime the module's tests use (``lint_gpu_tests/runtime/`` and the package's
-  ``__init__.py``: the ``vllm_runner`` fixture, isolation; the original corpus uses it too);
+- the code of the runtime the module's tests use (``lint_gpu_tests/runtime/`` and the
+  package's ``__init__.py``: the ``vllm_runner`` fixture, isolation; the original corpus uses
+  it too);
 - the environment: Python's version and machine, and the e2e venv's pinned packages
   (``constraints.txt``: vLLM, torch and all they pull).
 
@@ -28,6 +30,7 @@ every module and writes them anew.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -68,26 +71,43 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _files_digest(paths: Iterable[Path], root: Path) -> str:
-    """One digest of ``paths``' names (relative to ``root``) and bytes, in name order."""
+def code_digest(source: bytes) -> str:
+    """Digest of what a Python file does, not how it is written: its syntax tree with the
+    docstrings dropped, no positions (``ast.dump``). A comment, a docstring, blank lines or a
+    re-wrapped line leave it as it is; any change to code changes it. (``ast.dump`` may differ
+    between Python versions, and Python's ``major.minor`` is a key input.)"""
+    tree = ast.parse(source)
+    scopes = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    for node in ast.walk(tree):
+        if not isinstance(node, scopes) or not node.body:
+            continue
+        first = node.body[0]
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+                and isinstance(first.value.value, str):
+            node.body = node.body[1:] or [ast.Pass()]
+    return _digest(ast.dump(tree, include_attributes=False).encode())
+
+
+def _code_files_digest(paths: Iterable[Path], root: Path) -> str:
+    """One digest of ``paths``' names (relative to ``root``) and :func:`code_digest`."""
     h = hashlib.sha256()
     for path in sorted(paths, key=lambda p: p.relative_to(root).as_posix()):
         h.update(path.relative_to(root).as_posix().encode() + b"\0")
-        h.update(_digest(path.read_bytes()).encode() + b"\n")
+        h.update(code_digest(path.read_bytes()).encode() + b"\n")
     return h.hexdigest()
 
 
 def harness_digest() -> str:
-    """Digest of :data:`HARNESS_FILES` (in ``tests/e2e/``)."""
-    return _files_digest([E2E_DIR / name for name in HARNESS_FILES], E2E_DIR)
+    """Digest of the code of :data:`HARNESS_FILES` (in ``tests/e2e/``; :func:`code_digest`)."""
+    return _code_files_digest([E2E_DIR / name for name in HARNESS_FILES], E2E_DIR)
 
 
 def runtime_digest() -> str:
-    """Digest of the runtime's sources: ``lint_gpu_tests/__init__.py`` (imported first by
-    any of its modules) and every ``*.py`` under ``lint_gpu_tests/runtime/``."""
+    """Digest of the code of the runtime (:func:`code_digest`): ``lint_gpu_tests/__init__.py``
+    (imported first by any of its modules) and every ``*.py`` under ``lint_gpu_tests/runtime/``."""
     package = REPO_ROOT / "lint_gpu_tests"
     files = [package / "__init__.py", *(package / "runtime").rglob("*.py")]
-    return _files_digest([f for f in files if "__pycache__" not in f.parts], REPO_ROOT)
+    return _code_files_digest([f for f in files if "__pycache__" not in f.parts], REPO_ROOT)
 
 
 def environment_id() -> dict[str, str]:
