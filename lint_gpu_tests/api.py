@@ -205,6 +205,11 @@ class RunResult:
         return [(r.path, r.error) for r in self.files if r.error is not None]
 
     @property
+    def failed(self) -> list[FileResult]:
+        """The files whose read, check or fix failed (their ``error`` is set), in path order."""
+        return [r for r in self.files if r.error is not None]
+
+    @property
     def has_fatal_problem(self) -> bool:
         """True when an internal error or an unreadable directory makes the run exit 2."""
         return bool(self.errors) or any(p.fatal for p in self.problems)
@@ -266,7 +271,8 @@ def _process(path: str, source: bytes | None, config: Config, mode: _Mode,
         try:
             source = Path(path).read_bytes()
         except OSError as exc:
-            return _Outcome(FileResult(path, error=f"cannot read file: {exc.strerror or exc}"))
+            return _Outcome(FileResult(path, error=f"cannot read file: {exc.strerror or exc}",
+                                       error_stage="read"))
     if digest is None and mode.cache:
         digest = file_digest(path, source, config)
     try:
@@ -275,7 +281,8 @@ def _process(path: str, source: bytes | None, config: Config, mode: _Mode,
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - reported for this file, the run goes on
-        return _Outcome(FileResult(path, error=_error_text(path, exc, mode.verbose)), digest)
+        return _Outcome(FileResult(path, error=_error_text(path, exc, mode.verbose),
+                                   error_has_traceback=True), digest)
     if not (mode.fix or mode.diff) or not wanted_fixes(violations, mode.unsafe):
         return _Outcome(FileResult(path, violations), digest, violations)
     return _fix(path, source, digest, violations, config, mode)
@@ -289,14 +296,16 @@ def _fix(path: str, source: bytes, digest: str | None, violations: list[Violatio
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - e.g. LibCST's PanicException; run goes on
-        return _Outcome(FileResult(path, violations, error=_error_text(path, exc, mode.verbose)),
+        return _Outcome(FileResult(path, violations, error=_error_text(path, exc, mode.verbose),
+                                   error_stage="fix", error_has_traceback=True),
                         digest, violations)
     error = outcome.error
     if error is not None and outcome.exception is not None and mode.verbose:
         import traceback
 
         error += "\n" + "".join(traceback.format_exception(outcome.exception)).rstrip()
-    result = FileResult(path, outcome.remaining, outcome.fixed, outcome.new_source, error)
+    result = FileResult(path, outcome.remaining, outcome.fixed, outcome.new_source, error,
+                        error_stage="fix", error_has_traceback=outcome.exception is not None)
     if outcome.new_source is None:
         return _Outcome(result, digest, outcome.remaining if outcome.error is None else None)
     if mode.diff:
@@ -611,7 +620,7 @@ def check_paths(
 
     def settle(path: str, violations: list[Violation], *, hit: bool,
                error: str | None = None) -> None:
-        done[path] = _Outcome(FileResult(path, violations, error=error))
+        done[path] = _Outcome(FileResult(path, violations, error=error, error_stage="read"))
         run.cache_hits += hit
         if progress is not None:
             progress(1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -32,6 +32,9 @@ from lint_gpu_tests.output import (
     statistics_lines,
     summary_lines,
 )
+
+if TYPE_CHECKING:
+    from lint_gpu_tests.ftypes import FileResult
 
 PROGRESS_MIN_FILES = 500
 """Fewest files for which a progress bar is drawn (on a terminal only)."""
@@ -114,7 +117,7 @@ class _Progress:
 def cli() -> None:
     """Find (and fix) vLLM engines that GPU tests manage by hand.
 
-    Commands: check (the default), rule CODE, rules. Also ``python -m lint_gpu_tests``.
+    Commands: check (the default), rule CODE, rules. Also: python -m lint_gpu_tests.
     """
 
 
@@ -201,7 +204,12 @@ def check_command(
     show_settings: bool,
     verbose: bool,
 ) -> None:
-    """Check PATHS (default: the current directory) for hand-managed engines."""
+    """Check PATHS (default: the current directory; - reads standard input) for
+    hand-managed engines."""
+    if "-" in paths:  # ruff's convention: `-` is standard input
+        paths = tuple(p for p in paths if p != "-")
+        if stdin_filename is None:
+            stdin_filename = "-"
     if add_noqa and (fix or diff or stdin_filename is not None):
         fail("--add-noqa cannot be combined with --fix, --diff or --stdin-filename")
     overrides: dict[str, Any] = {}
@@ -321,7 +329,7 @@ def _run_stdin(filename: str, config: ConfigResolver, fmt: OutputFormat, *, fix:
     result = check_stdin(source, filename, settings, fix=fix or diff,
                          unsafe_fixes=unsafe_fixes, verbose=verbose)
     if result.error is not None:
-        click.echo(f"error: failed to check {filename}: {result.error}", err=True)
+        _report_failures([result], verbose)
     edits = (stdin_edits(source, result, settings, unsafe_fixes=unsafe_fixes)
              if fmt in (OutputFormat.JSON, OutputFormat.SARIF) and not fix and not diff
              else {})
@@ -366,10 +374,22 @@ def _run_add_noqa(paths: list[str], config: ConfigResolver, *, cache: bool,
         click.echo(f"{'error' if problem.fatal else 'warning'}: {problem.path}: "
                    f"{problem.message}", err=True)
     added, errors = add_noqa_to_files(result)
-    for path, message in [*result.errors, *errors]:
-        click.echo(f"error: failed to check {path}: {message}", err=True)
+    _report_failures(result.failed, verbose=False)
+    for path, message in errors:
+        click.echo(f"error: failed to add noqa to {path}: {message}", err=True)
     click.echo(f"Added {added} noqa directive{'' if added == 1 else 's'}.", err=True)
     return 2 if result.has_fatal_problem or errors else 0
+
+
+def _report_failures(failed: list[FileResult], verbose: bool) -> None:
+    """One ``error: failed to read|check|fix PATH: why`` line per file, on stderr, then the
+    ``--verbose`` hint when an exception's traceback is there to see."""
+    verbs = {"read": "check", "check": "check", "fix": "fix"}
+    for file in failed:
+        click.echo(f"error: failed to {verbs.get(file.error_stage, 'check')} {file.path}: "
+                   f"{file.error}", err=True)
+    if not verbose and any(file.error_has_traceback for file in failed):
+        click.echo("hint: run with --verbose to see the traceback", err=True)
 
 
 def _quiet_broken_pipe() -> NoReturn:
@@ -414,10 +434,9 @@ def _run_check(paths: list[str], config: ConfigResolver, fmt: OutputFormat, *, f
     for problem in result.problems:
         level = "error" if problem.fatal else "warning"
         click.echo(f"{level}: {problem.path}: {problem.message}", err=True)
-    for path, message in result.errors:
-        click.echo(f"error: failed to check {path}: {message}", err=True)
-    if result.errors and not verbose:
-        click.echo("hint: run with --verbose to see the traceback", err=True)
+    _report_failures(result.failed, verbose)
+    if not result.files and not result.problems:
+        click.echo(f"warning: No Python files found under {', '.join(paths) or '.'}", err=True)
 
     color = _use_color() and fmt.is_text
     options = RenderOptions(unsafe_fixes=unsafe_fixes, color=color, cwd=os.getcwd(),

@@ -210,13 +210,16 @@ def _qualified_names(key: str, value: object, source: str) -> tuple[str, ...]:
     return names
 
 
-def config_from_table(table: Mapping[str, object], source: str, root: str = ".") -> Config:
+def config_from_table(table: Mapping[str, object], source: str, root: str = ".",
+                      where: str = "in [tool.gpu-test-lint]") -> Config:
     """Build a :class:`Config` from a parsed ``[tool.gpu-test-lint]`` table.
 
     Args:
         table: the table's keys and values, as ``tomllib`` returns them.
         source: file name used in error messages.
         root: directory that relative patterns are anchored to.
+        where: where the table is, for error messages (``"in [tool.gpu-test-lint]"``, or
+            ``"at the top level"`` of a ``.gpu-test-lint.toml`` or ``--config`` file).
 
     Raises:
         ConfigError: for an unknown key (named in the message) or a value of the wrong type.
@@ -250,7 +253,9 @@ def config_from_table(table: Mapping[str, object], source: str, root: str = ".")
 
             close = difflib.get_close_matches(key, sorted(KNOWN_KEYS), n=1)
             hint = f" (did you mean `{close[0]}`?)" if close else ""
-            raise ConfigError(f"{source}: unknown key `{key}` in [tool.gpu-test-lint]{hint}")
+            if isinstance(value, dict):  # `[lint]`, `[tool.ruff]`...: a table, not a key
+                raise ConfigError(f"{source}: unknown table `[{key}]` {where}{hint}")
+            raise ConfigError(f"{source}: unknown key `{key}` {where}{hint}")
     if kwargs.get("target", "bundled") not in TARGETS:
         raise ConfigError(
             f"{source}: `target` must be one of {', '.join(TARGETS)}, got {kwargs['target']!r}"
@@ -289,13 +294,16 @@ def load_config_file(path: Path) -> Config:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
     tool = data.get("tool", {})
+    where = "in [tool.gpu-test-lint]"
     if path.name == "pyproject.toml":
         table = tool.get("gpu-test-lint", {}) if isinstance(tool, dict) else {}
+    elif isinstance(tool, dict) and "gpu-test-lint" in tool:
+        table = tool["gpu-test-lint"]
     else:
-        table = tool.get("gpu-test-lint", data) if isinstance(tool, dict) and tool else data
+        table, where = data, "at the top level"
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.gpu-test-lint] must be a table")
-    return config_from_table(table, str(path), root=os.path.abspath(path.parent))
+    return config_from_table(table, str(path), root=os.path.abspath(path.parent), where=where)
 
 
 def _has_table(pyproject: Path) -> bool:

@@ -139,7 +139,7 @@ def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - a failed pass is reported, file kept
-            error = f"fix failed: {_failure_detail(exc)}; pass discarded"
+            error = f"{_failure_detail(exc)}; pass discarded"
             failure = exc
             break
         if candidate is None or candidate == current:

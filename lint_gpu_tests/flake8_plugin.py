@@ -34,6 +34,9 @@ from lint_gpu_tests.engine import INTERNAL_ERROR_CODE, InternalError, check_tree
 Flake8Result = tuple[int, int, str, type[Any]]
 
 _RESOLVER = ConfigResolver()
+#: Configuration errors already reported by this process: each is reported once, on the
+#: first file it concerns, not on every file (flake8's worker processes report it once each).
+_REPORTED: set[str] = set()
 
 
 def _config_for(path: str) -> Config | str:
@@ -79,7 +82,9 @@ class GpuTestLintPlugin:
         path = self.filename if on_disk else os.path.join(os.getcwd(), "stdin.py")
         config = _config_for(path)
         if isinstance(config, str):
-            yield 1, 0, f"{INTERNAL_ERROR_CODE} configuration error: {config}", type(self)
+            if config not in _REPORTED:
+                _REPORTED.add(config)
+                yield 1, 0, f"{INTERNAL_ERROR_CODE} configuration error: {config}", type(self)
             return
         if on_disk and is_excluded(path, config):
             return

@@ -90,6 +90,10 @@ class FileResult:
         fixed: violations that fixes removed (for ``--show-fixes`` and statistics).
         new_source: the fixed text when a fix changed the file, else ``None``.
         error: an internal-error or I/O message for this file, else ``None``.
+        error_stage: where ``error`` happened: ``"read"``, ``"check"`` or ``"fix"`` (a fix
+            pass thrown away, or a fix that did not converge; the file is left as it was).
+        error_has_traceback: True when ``error`` comes from an exception, whose traceback
+            ``--verbose`` prints (not for an unreadable file or a fix that did not converge).
     """
 
     path: str
@@ -97,6 +101,8 @@ class FileResult:
     fixed: list[Violation] = field(default_factory=list)
     new_source: bytes | None = None
     error: str | None = None
+    error_stage: str = "check"
+    error_has_traceback: bool = False
 
 
 def wanted_fixes(violations: Iterable[Violation], unsafe: bool) -> list[Violation]:

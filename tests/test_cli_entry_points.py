@@ -98,6 +98,28 @@ def test_stdin_diff(project: Path) -> None:
         "--- tests/test_x.py", "+++ tests/test_x.py", "@@ -1,9 +1,7 @@"]
 
 
+def test_a_dash_path_reads_standard_input(project: Path) -> None:
+    """``check -`` (ruff's convention) checks the source on stdin, reported as ``-``; with
+    ``--stdin-filename`` the name is that one."""
+    proc = module_run(project, "check", "--no-cache", "-", stdin=ENGINE.encode())
+    assert (proc.returncode, proc.stderr) == (1, b"")
+    assert proc.stdout.decode().splitlines()[:2] == [f"-:{GPU001}", f"-:{GPU004}"]
+    named = module_run(project, "check", "--no-cache", "--stdin-filename", "tests/test_x.py",
+                       "-", stdin=ENGINE.encode())
+    assert (named.returncode, named.stderr) == (1, b"")
+    assert named.stdout.decode().splitlines()[0] == f"tests/test_x.py:{GPU001}"
+    fixed = module_run(project, "check", "--fix", "-", stdin=ENGINE.encode())
+    assert (fixed.returncode, fixed.stdout) == (0, FIXED.encode())
+
+
+def test_no_python_file_found_warns_and_passes(project: Path) -> None:
+    (project / "docs").mkdir()
+    (project / "docs" / "notes.txt").write_text("no python here\n")
+    proc = module_run(project, "check", "--no-cache", "docs")
+    assert proc.returncode == 0
+    assert proc.stderr.decode() == "warning: No Python files found under docs\n"
+
+
 def test_stdin_uses_the_config_of_the_named_path(project: Path) -> None:
     (project / "sub").mkdir()
     (project / "sub" / ".gpu-test-lint.toml").write_text('ignore = ["GPU004"]\n')

@@ -22,3 +22,16 @@ def test_closed_pipe_is_quiet(tmp_path: Path) -> None:
     assert proc.wait() == 1
     assert first.endswith(b"GPU001 [*] Engine `LLM(...)` built outside `with vllm_runner(...)`\n")
     assert b"Traceback" not in stderr and b"BrokenPipe" not in stderr
+
+
+def test_help_texts_show_no_rest_markup() -> None:
+    """Every command's ``--help`` reads as plain text: no ``double backticks`` or
+    ``:role:`` markup from the docstrings click prints."""
+    from click.testing import CliRunner
+
+    from lint_gpu_tests import cli
+
+    for args in ([], ["check"], ["rule"], ["rules"]):
+        text = CliRunner().invoke(cli.cli, [*args, "--help"]).output
+        assert "``" not in text and ":func:" not in text and ":class:" not in text, args
+        assert args or "Also: python -m lint_gpu_tests." in " ".join(text.split())

@@ -118,8 +118,8 @@ def test_invalid_nested_config_is_exit_2_naming_it(monorepo: Path) -> None:
     (monorepo / "b" / ".gpu-test-lint.toml").write_text('selct = ["GPU001"]\n')
     result = run("--no-cache", ".")
     assert (result.exit_code, result.stdout) == (2, "")
-    assert result.stderr == (f"error: {monorepo}/b/.gpu-test-lint.toml: unknown key `selct` in "
-                             "[tool.gpu-test-lint] (did you mean `select`?)\n")
+    assert result.stderr == (f"error: {monorepo}/b/.gpu-test-lint.toml: unknown key `selct` at "
+                             "the top level (did you mean `select`?)\n")
 
 
 def test_resolver_api(monorepo: Path) -> None:

@@ -137,3 +137,21 @@ def test_unknown_codes_are_errors_with_a_suggestion() -> None:
 def test_unknown_key_suggests_the_known_one() -> None:
     with pytest.raises(ConfigError, match=r"unknown key `traget` .*\(did you mean `target`\?\)"):
         config_from_table({"traget": "vllm"}, "pyproject.toml")
+
+
+def test_an_unknown_table_of_a_config_file_is_named_as_such(tmp_path: Path) -> None:
+    """A ``--config``/``.gpu-test-lint.toml`` file holds its settings at its top level: a table
+    there (``[lint]``, as ruff.toml has) is named as a table, and where it is."""
+    from lint_gpu_tests.config import load_config_file as load_config
+
+    standalone = tmp_path / "lint.toml"
+    standalone.write_text('[lint]\nselect = ["GPU001"]\n')
+    with pytest.raises(ConfigError, match=r"unknown table `\[lint\]` at the top level$"):
+        load_config(standalone)
+    standalone.write_text("bogus = 1\n")
+    with pytest.raises(ConfigError, match=r"unknown key `bogus` at the top level$"):
+        load_config(standalone)
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.gpu-test-lint.lint]\nselect = ["GPU001"]\n')
+    with pytest.raises(ConfigError, match=r"unknown table `\[lint\]` in \[tool.gpu-test-lint\]$"):
+        load_config(pyproject)

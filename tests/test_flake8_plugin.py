@@ -100,6 +100,22 @@ def test_plugin_config_error_is_reported_not_raised(tmp_path: Path) -> None:
     assert (line, col) == (1, 0)
     assert message.startswith("GPU999 configuration error: ")
     assert "unknown key `bogus`" in message
+    # once, not once per file: a second file under the same broken config reports nothing
+    other = tmp_path / "test_y.py"
+    other.write_text(SAMPLE)
+    again = GpuTestLintPlugin(ast.parse(SAMPLE), str(other), SAMPLE.splitlines(keepends=True))
+    assert list(again.run()) == []
+
+
+def test_flake8_reports_a_config_error_once(tmp_path: Path) -> None:
+    (tmp_path / ".gpu-test-lint.toml").write_text('bogus = 1\n')
+    for name in ("test_a.py", "test_b.py", "test_c.py"):
+        (tmp_path / name).write_text(SAMPLE)
+    proc = subprocess.run([sys.executable, "-m", "flake8", "-j", "1", "--select", "GPU", "."],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1 and "GPU999 configuration error:" in lines[0], lines
 
 
 @pytest.mark.skipif(not (REALSUITES / "gaudi" / "tests").is_dir(),
