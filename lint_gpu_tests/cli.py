@@ -461,6 +461,12 @@ def _run_check(paths: list[str], config: ConfigResolver, fmt: OutputFormat, *, f
         for line in statistics_lines([*remaining, *result.fixed] if fix else remaining,
                                      unsafe_fixes):
             click.echo(line, color=color)
+        if not quiet:
+            # As ruff: how many `[*]` fixes `--fix` applies, and the unsafe ones apart (hidden
+            # without `--unsafe-fixes`).
+            for line in summary_lines(remaining, 0, unsafe_fixes=unsafe_fixes,
+                                      fix_mode=False)[1:]:
+                click.echo(line)
     else:
         text = render(remaining, fmt, options)
         if text:

@@ -290,7 +290,18 @@ def test_statistics(tree: Path) -> None:
         "3\tGPU091\t[*] fake-safe",
         "1\tGPU092\t[ ] fake-unsafe",
         "1\tGPU093\t[ ] fake-nofix",
+        "[*] 3 fixable with the `--fix` option (1 hidden fix can be enabled with the "
+        "`--unsafe-fixes` option).",
     ]
+    unsafe = run("check", "--statistics", "--unsafe-fixes", "tests")
+    assert unsafe.stdout.splitlines() == [
+        "3\tGPU091\t[*] fake-safe",
+        "1\tGPU092\t[*] fake-unsafe",
+        "1\tGPU093\t[ ] fake-nofix",
+        "[*] 4 fixable with the `--fix` option.",
+    ]
+    quiet = run("check", "--statistics", "--quiet", "tests")
+    assert len(quiet.stdout.splitlines()) == 3
 
 
 def test_cache_created_at_config_root_and_no_cache(tree: Path) -> None:
