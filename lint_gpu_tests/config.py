@@ -54,8 +54,17 @@ SELECTOR_KEYS = ("select", "ignore", "extend-select")
 #: vLLM's default ``gpu_memory_utilization`` (vllm/config/cache.py ``CacheConfig``, and the
 #: keyword default of ``vllm.LLM.__init__``, 0.92 in vLLM 0.32).
 DEFAULT_ENGINE_MEMORY_SHARE = 0.92
-#: Environment variables GPU008 treats as engine configuration (``fnmatch`` patterns).
-DEFAULT_ENVIRONMENT_VARIABLES = ("VLLM_*", "CUDA_VISIBLE_DEVICES", "HF_HUB_OFFLINE")
+#: Environment variables GPU008 treats as engine configuration (``fnmatch`` patterns): the
+#: families vLLM, torch, Hugging Face and the collective libraries read, and the device
+#: visibility variables of every platform vLLM supports (ROCm: ``HIP_``/``ROCR_VISIBLE_DEVICES``;
+#: Intel XPU: ``ZE_AFFINITY_MASK``, ``ONEAPI_DEVICE_SELECTOR``; TPU: ``TPU_*``; Gaudi HPU:
+#: ``HABANA_VISIBLE_*``, ``HCCL_*``; Ascend NPU: ``ASCEND_RT_VISIBLE_DEVICES``, ``HCCL_*``).
+DEFAULT_ENVIRONMENT_VARIABLES = (
+    "VLLM_*", "CUDA_*", "HF_*", "TRANSFORMERS_*", "TOKENIZERS_*", "TORCH_*", "PYTORCH_*",
+    "NCCL_*", "OMP_*", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK",
+    "ONEAPI_DEVICE_SELECTOR", "TPU_*", "HABANA_VISIBLE_*", "HCCL_*",
+    "ASCEND_RT_VISIBLE_DEVICES",
+)
 
 
 class ConfigError(Exception):
@@ -90,7 +99,8 @@ class Config:
         engine_memory_share: the ``gpu_memory_utilization`` GPU007 assumes for an engine that
             does not set it (a fraction of the device, 0 < share <= 1).
         environment_variables: case-sensitive ``fnmatch`` patterns of the environment
-            variables GPU008 treats as engine configuration.
+            variables GPU008 treats as engine configuration (replaces the defaults).
+        extend_environment_variables: patterns added to ``environment_variables``.
         root: directory the config was found in (for relative patterns).
         source: the config file these settings come from (``""`` for the defaults).
     """
@@ -113,8 +123,14 @@ class Config:
     test_roots: tuple[str, ...] = ()
     engine_memory_share: float = DEFAULT_ENGINE_MEMORY_SHARE
     environment_variables: tuple[str, ...] = DEFAULT_ENVIRONMENT_VARIABLES
+    extend_environment_variables: tuple[str, ...] = ()
     root: str = field(default=".", compare=False)
     source: str = field(default="", compare=False)
+
+    @property
+    def environment_patterns(self) -> tuple[str, ...]:
+        """The patterns GPU008 matches: ``environment-variables`` and their extension."""
+        return self.environment_variables + self.extend_environment_variables
 
     def is_code_enabled(self, code: str) -> bool:
         """Return True when ``code`` is selected and not ignored (longest prefix wins, as ruff)."""
@@ -149,6 +165,7 @@ _LIST_KEYS = {
     "cleanup-functions": "cleanup_functions",
     "test-roots": "test_roots",
     "environment-variables": "environment_variables",
+    "extend-environment-variables": "extend_environment_variables",
 }
 _STR_KEYS = {
     "target": "target",

@@ -253,4 +253,4 @@ def prefilter_for(config: Config, codes: tuple[str, ...],
             words.update(rule_words(config))
             words.update(fixtures)
     return Prefilter(tuple(sorted(w.encode("utf-8") for w in words)), environment,
-                     config.environment_variables)
+                     config.environment_patterns)

@@ -211,7 +211,11 @@ def test_show_settings_per_config_file(project: Path) -> None:
              '"torch.multiprocessing.start_processes", "concurrent.futures.ProcessPoolExecutor", '
              '"concurrent.futures.process.ProcessPoolExecutor"]',
              "cleanup-functions = []", "test-roots = []",
-             'environment-variables = ["VLLM_*", "CUDA_VISIBLE_DEVICES", "HF_HUB_OFFLINE"]',
+             'environment-variables = ["VLLM_*", "CUDA_*", "HF_*", "TRANSFORMERS_*", '
+             '"TOKENIZERS_*", "TORCH_*", "PYTORCH_*", "NCCL_*", "OMP_*", "HIP_VISIBLE_DEVICES", '
+             '"ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR", "TPU_*", '
+             '"HABANA_VISIBLE_*", "HCCL_*", "ASCEND_RT_VISIBLE_DEVICES"]',
+             "extend-environment-variables = []",
              'target = "{target}"', 'fix-strategy = "runner"', 'runner-fixture = "vllm_runner"',
              'runner-attribute = "llm"',
              "engine-memory-share = 0.92"]

@@ -82,6 +82,53 @@ def test_only_configured_variables_with_known_names() -> None:
     assert gpu008(source) == []
 
 
+@pytest.mark.parametrize("name", [
+    "PYTORCH_CUDA_ALLOC_CONF", "OMP_NUM_THREADS", "NCCL_P2P_DISABLE", "HCCL_BUFFSIZE",
+    "CUDA_LAUNCH_BLOCKING", "HF_HOME", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
+    "TORCH_COMPILE_DISABLE", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK",
+    "ONEAPI_DEVICE_SELECTOR", "TPU_VISIBLE_CHIPS", "HABANA_VISIBLE_MODULES",
+    "ASCEND_RT_VISIBLE_DEVICES", "VLLM_USE_V1",
+])
+def test_the_default_families_an_engine_torch_or_a_collective_reads(name: str) -> None:
+    source = f"""\
+        import os
+
+
+        def test_x():
+            os.environ["{name}"] = "1"
+        """
+    assert [(row, col) for row, col, *_ in gpu008(source)] == [(5, 5)]
+
+
+def test_other_variables_are_not_engine_configuration_by_default() -> None:
+    source = """\
+        import os
+
+
+        def test_x():
+            os.environ["MYAPP_DEBUG"] = "1"
+            os.environ["PATH"] = "/bin"
+            os.environ["HIP_PLATFORM"] = "amd"
+        """
+    assert gpu008(source) == []
+
+
+def test_extend_environment_variables_adds_to_the_defaults() -> None:
+    source = """\
+        import os
+
+
+        def test_x():
+            os.environ["MYAPP_DEBUG"] = "1"
+            os.environ["VLLM_USE_V1"] = "1"
+        """
+    config = config_from_table({"extend-environment-variables": ["MYAPP_*"]}, "t")
+    assert [row for row, *_ in gpu008(source, config)] == [5, 6]
+    both = config_from_table({"environment-variables": ["OMP_*"],
+                              "extend-environment-variables": ["MYAPP_*"]}, "t")
+    assert [row for row, *_ in gpu008(source, both)] == [5]
+
+
 def test_environment_variables_option_replaces_the_defaults() -> None:
     source = """\
         import os

@@ -301,7 +301,7 @@ def test_names_variable(source: bytes | str, patterns: tuple[str, ...], expected
     ('os.environ["VLLM_USE_V1"] = "1"', True),
     ('os.environ[NAME] = "1"', True),
     ('os.environ.update(VLLM_USE_V1="1")', True),
-    ('os.environ["ASCEND_RT_VISIBLE_DEVICES"] = "0,1"', False),
+    ('os.environ["MYAPP_VISIBLE_DEVICES"] = "0,1"', False),
     # The literal part of the name is not written whole: GPU008 does not look.
     ('os.environ["VL" "LM_USE_V1"] = "1"', False),
     ('os.environ["\\x56LLM_USE_V1"] = "1"', False),

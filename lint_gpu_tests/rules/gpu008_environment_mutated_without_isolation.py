@@ -113,8 +113,14 @@ class EnvironmentMutatedWithoutIsolation(Rule):
     fix_title = "Use `monkeypatch.setenv` / `monkeypatch.delenv`"
     what_it_does = (
         "Checks for tests, fixtures, xunit-style setup functions and module-level code of "
-        "test modules that change the configured environment variables (`VLLM_*`, "
-        "`CUDA_VISIBLE_DEVICES`, `HF_HUB_OFFLINE` by default) by hand: "
+        "test modules that change the configured environment variables by hand (by "
+        "default the families an engine, torch, Hugging Face or a collective library reads: "
+        "`VLLM_*`, `CUDA_*`, `HF_*`, `TRANSFORMERS_*`, `TOKENIZERS_*`, `TORCH_*`, "
+        "`PYTORCH_*`, `NCCL_*`, `OMP_*`, and the device visibility variables of every "
+        "platform vLLM supports: `HIP_VISIBLE_DEVICES`, `ROCR_VISIBLE_DEVICES`, "
+        "`ZE_AFFINITY_MASK`, `ONEAPI_DEVICE_SELECTOR`, `TPU_*`, `HABANA_VISIBLE_*`, "
+        "`HCCL_*`, `ASCEND_RT_VISIBLE_DEVICES`; `environment-variables` replaces them, "
+        "`extend-environment-variables` adds to them): "
         "`os.environ[name] = value`, `del os.environ[name]`, `os.environ.update(...)`, "
         "`.setdefault(...)`, `.pop(...)`, `os.putenv(...)`, `os.unsetenv(...)`. A variable "
         "whose name is known only at run time is not reported, nor one whose name the "
@@ -150,7 +156,7 @@ class EnvironmentMutatedWithoutIsolation(Rule):
         "reach it), in a class with base classes, when the value of `.pop`/`.setdefault` "
         "is used, or when the keys of `.update(...)` are not all known."
     )
-    options = ("environment-variables", "isolation-decorators")
+    options = ("environment-variables", "extend-environment-variables", "isolation-decorators")
     references = ("pytest: How to monkeypatch/mock modules and environments "
                   "(`monkeypatch.setenv`, `MonkeyPatch.context`)",
                   "vLLM vllm/envs.py: every `VLLM_*` setting is read from `os.environ`")
@@ -305,7 +311,7 @@ def _change_lines(module: ModuleAnalysis) -> list[int] | None:
     test, the same as the prefilter's."""
     source = module.text.encode("utf-8", "surrogatepass")
     if not changes_environment(source) or not names_variable(
-            module.text, module.config.environment_variables):
+            module.text, module.config.environment_patterns):
         return []
     if any(match.group(0).endswith(b"as") or _ALIASED.match(source, match.end())
            for match in ENVIRONMENT_CHANGE.finditer(source)):
@@ -373,7 +379,7 @@ class _Finder:
     def __init__(self, module: ModuleAnalysis) -> None:
         self.module = module
         self.constants = module_constants(module)
-        self.patterns = module.config.environment_variables
+        self.patterns = module.config.environment_patterns
 
     def scan(self, nodes: list[ast.AST], func: FunctionInfo | None) -> list[EnvMutation]:
         locals_ = local_names(self.module, func)
