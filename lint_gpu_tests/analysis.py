@@ -52,6 +52,11 @@ CLEANUP_FUNCTIONS = frozenset(
     }
 )
 
+#: vLLM's tests' own cleanup helper before ``cleanup_dist_env_and_memory`` (``cleanup()`` in
+#: vLLM's ``tests/conftest.py`` and ``tests/utils.py``): cleanup under ``target = "vllm"``
+#: when imported from a ``conftest`` or ``utils`` module.
+LEGACY_VLLM_CLEANUP = "cleanup"
+
 TEST_FILE_PREFIX = "test_"
 TEST_FILE_SUFFIX = "_test.py"
 
@@ -416,8 +421,10 @@ class ModuleAnalysis:
         """Name the manual cleanup a call performs, or ``None``.
 
         Recognised: ``gc.collect()``, ``torch.<device>.empty_cache()``, vLLM's cleanup
-        helpers (``cleanup_dist_env_and_memory`` ...), configured ``cleanup-functions``,
-        and a direct ``....engine_core.shutdown()``.
+        helpers (``cleanup_dist_env_and_memory`` ...; under ``target = "vllm"`` also the
+        older ``cleanup()`` of vLLM's ``tests/conftest.py``/``tests/utils.py``), configured
+        ``cleanup-functions`` (a bare name matches the call's last name, a dotted one its
+        qualified name however it is imported), and a direct ``....engine_core.shutdown()``.
         """
         func = call.func
         qualified = self.qualified(func)
@@ -432,6 +439,11 @@ class ModuleAnalysis:
                 return f"{'.'.join(parts[-3:])}()"
         name = last_name(func)
         if name in CLEANUP_FUNCTIONS or (name and name in self.config.cleanup_functions):
+            return f"{name}()"
+        if qualified is not None and qualified in self.config.cleanup_functions:
+            return f"{name}()"  # a dotted entry (`pkg.mod.force_shutdown`), however imported
+        if name == LEGACY_VLLM_CLEANUP and self.config.target == "vllm" and qualified and \
+                qualified.split(".")[-2:-1] in (["conftest"], ["utils"]):
             return f"{name}()"
         if name == "shutdown" and isinstance(func, ast.Attribute):
             target = dotted_name(func.value) or ""

@@ -74,6 +74,44 @@ def test_cleanup_functions_are_reported_and_removed() -> None:
         """).encode()
 
 
+@pytest.mark.parametrize(("imported", "spelled"), [
+    ("from llm_cache_util import force_engine_shutdown", "force_engine_shutdown(llm)"),
+    ("from llm_cache_util import force_engine_shutdown as force", "force(llm)"),
+    ("import llm_cache_util", "llm_cache_util.force_engine_shutdown(llm)"),
+    ("import llm_cache_util as util", "util.force_engine_shutdown(llm)"),
+])
+def test_a_dotted_cleanup_function_matches_however_it_is_imported(imported: str,
+                                                                  spelled: str) -> None:
+    """A ``cleanup-functions`` entry with a module path names that function wherever it is
+    imported from and under whatever name (a dotted entry matched nothing before)."""
+    source = (f"{imported}\nfrom vllm import LLM\n\n\ndef test_generate():\n"
+              f'    llm = LLM("m")\n    assert llm.generate(["x"])\n    {spelled}\n')
+    config = config_from_table({"cleanup-functions": ["llm_cache_util.force_engine_shutdown"]},
+                               "t")
+    assert found(source, config) == [(6, 11, "GPU001"), (8, 5, "GPU004")]
+    other = config_from_table({"cleanup-functions": ["other_pkg.force_engine_shutdown"]}, "t")
+    assert found(source, other) == [(6, 11, "GPU001")]
+    outcome = fix_source(source.encode(), "tests/test_x.py", config)
+    assert outcome.new_source is not None and spelled not in outcome.new_source.decode()
+
+
+@pytest.mark.parametrize(("target", "origin", "reported"), [
+    ("vllm", "tests.conftest", True),
+    ("vllm", "tests.utils", True),
+    ("vllm", "mylib.helpers", False),
+    ("bundled", "tests.conftest", False),
+])
+def test_vllms_older_cleanup_helper_under_target_vllm(target: str, origin: str,
+                                                        reported: bool) -> None:
+    source = (f"from vllm import LLM\n\nfrom {origin} import cleanup\n\n\n"
+              'def test_generate():\n    llm = LLM("m")\n    assert llm.generate(["x"])\n'
+              "    del llm\n    cleanup()\n")
+    config = config_from_table({"target": target}, "t")
+    codes = [(row, code) for row, _, code in found(source, config)]
+    assert ((10, "GPU004") in codes) is reported
+    assert (9, "GPU004") in codes
+
+
 def test_isolation_decorators_configurable() -> None:
     source = """\
         from vllm import LLM

@@ -19,7 +19,7 @@ from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from lint_gpu_tests.analysis import CLEANUP_FUNCTIONS, ModuleAnalysis
+from lint_gpu_tests.analysis import CLEANUP_FUNCTIONS, LEGACY_VLLM_CLEANUP, ModuleAnalysis
 from lint_gpu_tests.codemods._imports import (
     add_from_import,
     add_stdlib_import,
@@ -159,7 +159,9 @@ class GpuCodemod(VisitorBasedCodemodCommand):
         before are considered, so an import that was already unused is left alone."""
         used_before = {n.id for n in ast.walk(module.tree) if isinstance(n, ast.Name)}
         candidates = {"gc", "torch", "atexit", "vllm", *CLEANUP_FUNCTIONS,
-                      *self.config.cleanup_functions}
+                      *(c.rsplit(".", 1)[-1] for c in self.config.cleanup_functions)}
+        if self.config.target == "vllm":
+            candidates.add(LEGACY_VLLM_CLEANUP)
         for local, qualified in module.imports.items():
             if local not in used_before:
                 continue
