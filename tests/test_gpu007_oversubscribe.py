@@ -92,6 +92,40 @@ def test_bound_engines_die_at_del_shutdown_and_live_through_rebinding() -> None:
     assert [(row, col) for row, col, _ in gpu007(source)] == [(16, 11)]
 
 
+def test_an_explicit_close_or_shutdown_ends_the_engine_in_a_finally_too() -> None:
+    source = """\
+        from vllm import LLM
+
+
+        def test_close_in_finally():
+            first = LLM("a")
+            try:
+                first.generate(["x"])
+            finally:
+                first.close()
+            second = LLM("b")
+            assert second
+
+
+        def test_shutdown_in_finally():
+            first = LLM("a")
+            try:
+                first.generate(["x"])
+            finally:
+                first.shutdown()
+            second = LLM("b")
+            assert second
+
+
+        def test_closed_after_the_second_is_built():
+            first = LLM("a")
+            second = LLM("b")
+            first.close()
+            assert second
+        """
+    assert [(row, col) for row, col, _ in gpu007(source)] == [(26, 14)]
+
+
 def test_unbound_engine_lives_for_its_statement() -> None:
     assert gpu007("""\
         from vllm import LLM

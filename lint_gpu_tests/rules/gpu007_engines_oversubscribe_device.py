@@ -21,8 +21,10 @@ BYTES_KEYWORDS = frozenset({"kv_cache_memory_bytes"})
 #: The bundled runtime's factory fixture (lint_gpu_tests/runtime/plugin.py): each call
 #: builds one more engine, alive until its with-block ends or the test does.
 RUNNER_FACTORY_FIXTURE = "vllm_runner_factory"
-#: Calls that end a bound engine's or runner's life before its name goes away.
-END_CALLS = frozenset({"shutdown", "__exit__"})
+#: Calls on an engine (or on an attribute path from it, ``llm.llm_engine.engine_core``) that
+#: end its life as ``del`` of its last reference does: ``shutdown()`` (``LLM`` and the engine
+#: core), ``close()`` (the engine clients), ``__exit__`` (a runner entered by hand).
+END_CALLS = frozenset({"shutdown", "close", "__exit__"})
 #: Sums are compared with this slack, so 0.5 + 0.5 (or 0.1 * 10) is not "past 1.0".
 EPSILON = 1e-9
 
@@ -70,7 +72,9 @@ class EnginesOversubscribeDevice(Rule):
     what_it_does = (
         "Checks for engines alive at the same time in one function: nested runners, "
         "runners in one `with` group or one `ExitStack`, several `LLM(...)` bound in one "
-        "scope before the earlier ones are deleted or shut down, engine fixtures the test "
+        "scope before the earlier ones are deleted, shut down or closed (`del llm`, "
+        "`llm.shutdown()`, `llm.llm_engine.engine_core.shutdown()`, `engine.close()`, in "
+        "a `finally` too), engine fixtures the test "
         "requests together with engines it builds, and engines built through a factory "
         "fixture (the bundled `vllm_runner_factory` included). Each engine asks for its "
         "`gpu_memory_utilization` share of the device (`engine-memory-share`, vLLM's "
@@ -389,8 +393,9 @@ class _Lives:
 
     def _bound_end(self, func: FunctionInfo, name: str | None, statement: ast.stmt) -> Position:
         """Where a bound engine dies: its ``del``, the statement rebinding its name (the new
-        engine is built while the old one still holds memory), a ``name....shutdown()`` or
-        ``name.__exit__(...)`` call; else the end of the function. An unbound engine lives
+        engine is built while the old one still holds memory), a ``name....shutdown()``,
+        ``name....close()`` or ``name.__exit__(...)`` call (in a ``finally`` too); else the
+        end of the function. An unbound engine lives
         for its statement only."""
         if name is None:
             return (statement.end_lineno or statement.lineno, statement.end_col_offset or 0)
