@@ -172,6 +172,17 @@ def installed_environment() -> dict[str, Any]:
             "cpu": cpu_model(), "packages": packages}
 
 
+#: Packaging tools in the e2e venv that ``pip freeze`` (and so ``constraints.txt``) leaves
+#: out, and that ``make install-e2e`` takes at their newest (``pip install --upgrade pip``):
+#: not compared between a recording's environment and the installed one.
+INSTALLERS = frozenset({"pip", "setuptools", "wheel"})
+
+
+def comparable_packages(packages: Iterable[str]) -> set[str]:
+    """``name==version`` entries of an environment, the :data:`INSTALLERS` left out."""
+    return {p for p in packages if p.split("==", 1)[0] not in INSTALLERS}
+
+
 def cpu_model() -> str:
     """The CPU's ``model name`` from ``/proc/cpuinfo`` (``platform.processor()`` elsewhere)."""
     try:
