@@ -35,3 +35,48 @@ def test_help_texts_show_no_rest_markup() -> None:
         text = CliRunner().invoke(cli.cli, [*args, "--help"]).output
         assert "``" not in text and ":func:" not in text and ":class:" not in text, args
         assert args or "Also: python -m lint_gpu_tests." in " ".join(text.split())
+
+
+def test_gpu006_on_a_runner_outside_a_with_names_gpu005_and_follows_its_safety() -> None:
+    """GPU006 of a runner not in a with-statement says so and names GPU005; its safe fix is
+    not offered alone where the GPU005 fix it depends on is unsafe."""
+    import textwrap
+
+    from lint_gpu_tests.config import Config
+    from lint_gpu_tests.engine import check_source
+
+    def gpu006(source: str) -> list[tuple[str, str, str]]:
+        found = check_source(textwrap.dedent(source).encode(), "tests/test_x.py", Config())
+        return [(v.message, v.fix.applicability.value, v.fix.reason) for v in found
+                if v.code == "GPU006" and v.fix is not None]
+
+    [(message, applicability, reason)] = gpu006("""\
+        def test_a(vllm_runner):
+            runner = vllm_runner("m")
+            llm = runner.llm
+            assert llm.generate(["x"])
+        """)
+    assert message == ("`llm = runner.llm` keeps the engine alive after the runner's teardown, "
+                       "and `runner` is not in a with-statement (GPU005, line 2); use a weak "
+                       "proxy")
+    assert (applicability, reason) == ("safe", "")
+    [(_, applicability, reason)] = gpu006("""\
+        import threading
+
+
+        def test_a(vllm_runner):
+            runner = vllm_runner("m")
+            llm = runner.llm
+            threading.Thread(target=runner.close).start()
+            assert llm.generate(["x"])
+        """)
+    assert applicability == "unsafe"
+    assert reason.startswith("the GPU005 fix of `runner` (line 5) it depends on is unsafe: ")
+    [(message, applicability, _)] = gpu006("""\
+        def test_a(vllm_runner):
+            with vllm_runner("m") as runner:
+                llm = runner.llm
+                assert llm.generate(["x"])
+        """)
+    assert message.endswith("keeps the engine alive after the with-block; use a weak proxy")
+    assert applicability == "safe"

@@ -5,8 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, RunnerCall
 from lint_gpu_tests.fixplan.flow import value_flow
+from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.safety import WEAK_CALLABLES
 from lint_gpu_tests.ftypes import Applicability, FixInfo
@@ -21,6 +22,9 @@ class StrongEngineAlias(Rule):
     name = "strong-engine-alias"
     summary = "A name holds the runner's engine strongly"
     message = "`{name} = {expr}` keeps the engine alive after the with-block; use a weak proxy"
+    bare_message = ("`{name} = {expr}` keeps the engine alive after the runner's teardown, and "
+                    "`{runner}` is not in a with-statement (GPU005, line {line}); use a weak "
+                    "proxy")
     fix_title = "Bind to `weakref.proxy(...)`"
     what_it_does = (
         "Checks for a name bound to the runner's engine (`runner.llm`, `runner.model`, or "
@@ -34,7 +38,9 @@ class StrongEngineAlias(Rule):
     fix_safety = (
         "Safe: the name is bound to `weakref.proxy(runner.llm)`, which behaves like the engine "
         "inside the block. Unsafe when the name is compared by identity, passed to a thread, "
-        "or escapes the function, since a proxy is not the engine and dies with the block."
+        "or escapes the function, since a proxy is not the engine and dies with the block; "
+        "and, for a runner not yet in a with-statement, when the GPU005 fix it depends on is "
+        "unsafe."
     )
     options = ("runner-attribute",)
     INVALID = (
@@ -115,8 +121,43 @@ def test_chat(vllm_runner):
                     fix = FixInfo(Applicability.NONE, self.fix_title,
                                   f"`{weak}({bound[0]})` needs the engine itself: a proxy "
                                   "cannot be weakly referenced")
-                yield hit_at(value, self.message.format(name=bound[0],
-                                                        expr=ast.unparse(value)), fix)
+                message = self.message.format(name=bound[0], expr=ast.unparse(value))
+                bare = _bare_runner_call(module, func, value.value.id)
+                if bare is not None:
+                    # No with-block yet: GPU005 reports the runner, and this fix only keeps
+                    # behaviour once the runner's own fix has run.
+                    message = self.bare_message.format(
+                        name=bound[0], expr=ast.unparse(value), runner=value.value.id,
+                        line=bare.call.lineno)
+                    runner_fix = _runner_fix(module, bare)
+                    if fix.applicability is Applicability.SAFE and \
+                            runner_fix.applicability is not Applicability.SAFE:
+                        fix = FixInfo(Applicability.UNSAFE, self.fix_title,
+                                      f"the GPU005 fix of `{value.value.id}` (line "
+                                      f"{bare.call.lineno}) it depends on is "
+                                      f"{runner_fix.applicability.value}: "
+                                      f"{runner_fix.reason or 'no fix'}")
+                yield hit_at(value, message, fix)
+
+
+def _bare_runner_call(module: ModuleAnalysis, func: FunctionInfo,
+                      runner: str) -> RunnerCall | None:
+    """The runner call of ``func`` bound to ``runner`` outside a with-statement
+    (``runner = vllm_runner(...)``, which GPU005 reports), if any."""
+    for call in module.runner_calls:
+        if call.function is not func or call.context != "bare":
+            continue
+        parent = module.parent(call.call)
+        if isinstance(parent, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == runner for t in parent.targets):
+            return call
+    return None
+
+
+def _runner_fix(module: ModuleAnalysis, call: RunnerCall) -> FixInfo:
+    """The fix GPU005 offers for ``call`` (the same plan its rule makes)."""
+    plan = planner_for(module).runner_plan(call)
+    return plan.fix_info("") if isinstance(plan, WrapPlan) else plan
 
 
 def _weakly_referenced(module: ModuleAnalysis, func: ast.AST, names: set[str]) -> str | None:
