@@ -121,7 +121,7 @@ def cli() -> None:
     """
 
 
-@cli.command("check")
+@cli.command("check", short_help="Check PATHS for hand-managed engines (- is stdin).")
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--fix", is_flag=True, help="Apply safe fixes, writing files in place.")
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply (or count) unsafe fixes.")

@@ -110,12 +110,21 @@ def runtime_digest() -> str:
     return _code_files_digest([f for f in files if "__pycache__" not in f.parts], REPO_ROOT)
 
 
-def environment_id() -> dict[str, str]:
-    """The environment a recording is valid for, from what the repository declares: Python's
-    ``major.minor`` and machine (the e2e venv is made from the interpreter that runs this), and
-    the digest of ``constraints.txt``, which pins every package of the e2e venv."""
-    return {"python": ".".join(platform.python_version_tuple()[:2]),
-            "machine": platform.machine(),
+Platform = tuple[str, str]
+
+
+def this_platform() -> Platform:
+    """This interpreter's Python ``major.minor`` and machine (the e2e venv is made from the
+    interpreter that runs the suite)."""
+    return ".".join(platform.python_version_tuple()[:2]), platform.machine()
+
+
+def environment_id(on: Platform | None = None) -> dict[str, str]:
+    """The environment a recording is valid for: Python's ``major.minor`` and the machine
+    (``on``, default :func:`this_platform`), and the digest of ``constraints.txt``, which pins
+    every package of the e2e venv."""
+    python, machine = on or this_platform()
+    return {"python": python, "machine": machine,
             "constraints": _digest(CONSTRAINTS.read_bytes())}
 
 
@@ -130,12 +139,13 @@ def support_files(tree: Path, module: str) -> list[Path]:
     return [f for f in files if f.is_file()]
 
 
-def recording_inputs(tree: Path, module: str) -> dict[str, Any]:
+def recording_inputs(tree: Path, module: str, on: Platform | None = None) -> dict[str, Any]:
     """Everything ``module`` of ``tree`` run on the real engine depends on (module docstring).
 
     Args:
         tree: a corpus copy (``harness.copy_corpus``), original or fixed.
         module: the module's ``/``-separated path inside it.
+        on: the Python and machine the recording is for (default: this interpreter's).
 
     Returns:
         A JSON-able dict; :func:`key_of` turns it into the recording's key.
@@ -146,7 +156,7 @@ def recording_inputs(tree: Path, module: str) -> dict[str, Any]:
                         for f in support_files(tree, module)},
             "harness": harness_digest(),
             "runtime": runtime_digest(),
-            "environment": environment_id()}
+            "environment": environment_id(on)}
 
 
 def key_of(inputs: dict[str, Any]) -> str:
@@ -195,7 +205,7 @@ def cpu_model() -> str:
     return platform.processor()
 
 
-def corpus_inputs(base: Path, modules: list[str]
+def corpus_inputs(base: Path, modules: list[str], on: Platform | None = None
                   ) -> tuple[dict[str, Path], dict[tuple[str, str], dict[str, Any]]]:
     """Make the corpus's variant trees under ``base`` (``before``: the copy as it is; ``safe``:
     fixed with ``check --fix``; ``unsafe``: with ``--fix --unsafe-fixes``) and the recording
@@ -205,6 +215,7 @@ def corpus_inputs(base: Path, modules: list[str]
     Args:
         base: an empty folder.
         modules: every corpus module (``MANIFEST.toml``'s ``order``).
+        on: the Python and machine of the inputs (default: this interpreter's).
 
     Returns:
         ``variant -> tree`` and ``(module, variant) -> inputs``, modules in ``modules``' order.
@@ -223,7 +234,7 @@ def corpus_inputs(base: Path, modules: list[str]
     apply_fix(trees["unsafe"], unsafe=True)
     unsafe = {m for m in modules
               if (trees["unsafe"] / m).read_bytes() != (trees["safe"] / m).read_bytes()}
-    inputs = {(m, v): recording_inputs(trees[v], m) for m in modules for v in VARIANTS
+    inputs = {(m, v): recording_inputs(trees[v], m, on) for m in modules for v in VARIANTS
               if v != "unsafe" or m in unsafe}
     return trees, inputs
 
@@ -323,11 +334,27 @@ class Store:
         wanted = set(current)
         return [k for k in self.keys() if k not in wanted]
 
-    def prune(self, current: Iterable[str]) -> list[str]:
-        """Remove the orphans (:meth:`orphans`); returns their keys."""
-        gone = self.orphans(current)
-        for key in gone:
-            self.path(key).unlink()
+    def platforms(self) -> set[Platform]:
+        """The Pythons and machines the kept recordings were made for."""
+        found = set()
+        for key in self.keys():
+            data = json.loads(self.path(key).read_text(encoding="utf-8"))
+            env = data.get("inputs", {}).get("environment", {})
+            found.add((str(env.get("python")), str(env.get("machine"))))
+        return found
+
+    def prune(self, current: Iterable[str], on: Platform | None = None) -> list[str]:
+        """Remove the orphans (:meth:`orphans`) made for the Python and machine ``on``
+        (default: this interpreter's); recordings made for another platform are not this
+        run's to judge. Returns the keys removed."""
+        python, machine = on or this_platform()
+        gone = []
+        for key in self.orphans(current):
+            data = json.loads(self.path(key).read_text(encoding="utf-8"))
+            env = data.get("inputs", {}).get("environment", {})
+            if (env.get("python"), env.get("machine")) == (python, machine):
+                self.path(key).unlink()
+                gone.append(key)
         return gone
 
 
@@ -481,14 +508,25 @@ def full_run() -> bool:
 
 
 def _main() -> None:
-    """``python tests/e2e/recordings.py``: the kept recordings, one line each."""
+    """``python tests/e2e/recordings.py``: the kept recordings, one line each: key, module,
+    ``original`` or ``fixed`` (its bytes against the corpus's), tests, seconds, platform."""
+    from harness import CORPUS
+
     store = Store()
     for key in store.keys():
         rec = store.get(key)
         assert rec is not None
-        print(f"{key}  {rec.inputs['module']:40}  {len(rec.records):3} tests  "
-              f"{rec.seconds:6.1f} s")
+        module = rec.inputs["module"]
+        original = (CORPUS / module).is_file() and \
+            rec.inputs["source"] == _digest((CORPUS / module).read_bytes())
+        env = rec.inputs["environment"]
+        print(f"{key}  {module:36}  {'original' if original else 'fixed':8}  "
+              f"{len(rec.records):3} tests  {rec.seconds:6.1f} s  "
+              f"Python {env['python']} {env['machine']}")
 
 
 if __name__ == "__main__":
-    sys.exit(_main())
+    try:
+        sys.exit(_main())
+    except BrokenPipeError:  # `| head`
+        sys.exit(0)
