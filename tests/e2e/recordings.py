@@ -334,27 +334,24 @@ class Store:
         wanted = set(current)
         return [k for k in self.keys() if k not in wanted]
 
+    def platform_of(self, key: str) -> Platform:
+        """The Python and machine the recording of ``key`` was made for (its inputs')."""
+        data = json.loads(self.path(key).read_text(encoding="utf-8"))
+        env = data.get("inputs", {}).get("environment", {})
+        return str(env.get("python")), str(env.get("machine"))
+
     def platforms(self) -> set[Platform]:
         """The Pythons and machines the kept recordings were made for."""
-        found = set()
-        for key in self.keys():
-            data = json.loads(self.path(key).read_text(encoding="utf-8"))
-            env = data.get("inputs", {}).get("environment", {})
-            found.add((str(env.get("python")), str(env.get("machine"))))
-        return found
+        return {self.platform_of(key) for key in self.keys()}
 
     def prune(self, current: Iterable[str], on: Platform | None = None) -> list[str]:
         """Remove the orphans (:meth:`orphans`) made for the Python and machine ``on``
         (default: this interpreter's); recordings made for another platform are not this
         run's to judge. Returns the keys removed."""
-        python, machine = on or this_platform()
-        gone = []
-        for key in self.orphans(current):
-            data = json.loads(self.path(key).read_text(encoding="utf-8"))
-            env = data.get("inputs", {}).get("environment", {})
-            if (env.get("python"), env.get("machine")) == (python, machine):
-                self.path(key).unlink()
-                gone.append(key)
+        platform_ = on or this_platform()
+        gone = [key for key in self.orphans(current) if self.platform_of(key) == platform_]
+        for key in gone:
+            self.path(key).unlink()
         return gone
 
 
