@@ -40,6 +40,8 @@ from lint_gpu_tests.source import InternalError, decode_source
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
+    from lint_gpu_tests.analysis import ModuleAnalysis
+    from lint_gpu_tests.engine import CheckResult
     from lint_gpu_tests.fixloop import FixOutcome
     from lint_gpu_tests.prefilter import Prefilter
 
@@ -55,6 +57,7 @@ __all__ = [
     "Violation",
     "add_noqa_to_files",
     "check_file",
+    "check_module",
     "check_paths",
     "check_source",
     "check_stdin",
@@ -69,18 +72,25 @@ __all__ = [
 def check_source(source: bytes, path: str, config: Config) -> list[Violation]:
     """:func:`lint_gpu_tests.engine.check_source` (the checker is imported on first use: a
     run that the cache answers whole never loads it)."""
-    from lint_gpu_tests.engine import check_source as check
+    return check_module(source, path, config).violations
+
+
+def check_module(source: bytes, path: str, config: Config) -> CheckResult:
+    """:func:`lint_gpu_tests.engine.check_module`: the violations and the analysis their
+    fixes' plans refer to (imported on first use, as :func:`check_source`)."""
+    from lint_gpu_tests.engine import check_module as check
 
     return check(source, path, config)
 
 
 def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False,
-               violations: list[Violation] | None = None) -> FixOutcome:
+               violations: list[Violation] | None = None,
+               analysis: ModuleAnalysis | None = None) -> FixOutcome:
     """:func:`lint_gpu_tests.fixloop.fix_source` (imported on first use, as
     :func:`check_source`)."""
     from lint_gpu_tests.fixloop import fix_source as fix
 
-    return fix(source, path, config, unsafe=unsafe, violations=violations)
+    return fix(source, path, config, unsafe=unsafe, violations=violations, analysis=analysis)
 
 
 PARALLEL_THRESHOLD = 64
@@ -162,9 +172,17 @@ def _skipped(source: bytes, path: str, config: Config, memo: conftest_index.Memo
 def _check_bytes(source: bytes, path: str, config: Config, prefilter: bool) -> list[Violation]:
     """Check one file's bytes; with ``prefilter``, a file no enabled rule can report on
     (:func:`may_hold_violation`) is not even parsed."""
+    return _checked_bytes(source, path, config, prefilter).violations
+
+
+def _checked_bytes(source: bytes, path: str, config: Config, prefilter: bool) -> CheckResult:
+    """:func:`_check_bytes`, with the analysis the violations were found on
+    (:func:`lint_gpu_tests.engine.check_module`)."""
     if prefilter and not may_hold_violation(source, path, config):
-        return []
-    return check_source(source, path, config)
+        from lint_gpu_tests.engine import CheckResult
+
+        return CheckResult()
+    return check_module(source, path, config)
 
 
 # --------------------------------------------------------------------------- results
@@ -276,23 +294,24 @@ def _process(path: str, source: bytes | None, config: Config, mode: _Mode,
     if digest is None and mode.cache:
         digest = file_digest(path, source, config)
     try:
-        violations = check_source(source, path, config) if admitted else \
-            _check_bytes(source, path, config, mode.prefilter)
+        checked = _checked_bytes(source, path, config, mode.prefilter and not admitted)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - reported for this file, the run goes on
         return _Outcome(FileResult(path, error=_error_text(path, exc, mode.verbose),
                                    error_has_traceback=True), digest)
+    violations = checked.violations
     if not (mode.fix or mode.diff) or not wanted_fixes(violations, mode.unsafe):
         return _Outcome(FileResult(path, violations), digest, violations)
-    return _fix(path, source, digest, violations, config, mode)
+    return _fix(path, source, digest, checked, config, mode)
 
 
-def _fix(path: str, source: bytes, digest: str | None, violations: list[Violation],
+def _fix(path: str, source: bytes, digest: str | None, checked: CheckResult,
          config: Config, mode: _Mode) -> _Outcome:
+    violations = checked.violations
     try:
         outcome: FixOutcome = fix_source(source, path, config, unsafe=mode.unsafe,
-                                         violations=violations)
+                                         violations=violations, analysis=checked.module)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - e.g. LibCST's PanicException; run goes on

@@ -52,6 +52,7 @@ __all__ = [
     "SourceTooDeep",
     "add_noqa",
     "call_with_deep_stack",
+    "check_module",
     "check_source",
     "check_tree",
     "decode_source",
@@ -155,11 +156,18 @@ def in_scope(source: bytes, path: str, config: Config) -> bool | None:
 
 @dataclass
 class CheckResult:
-    """Violations of one file plus the parsed tree (reused by fixing)."""
+    """One file's violations and the analysis they were found on.
+
+    Attributes:
+        violations: as :func:`check_source` returns them; their fixes carry the plans
+            made on ``module`` (:attr:`lint_gpu_tests.ftypes.FixInfo.plan`).
+        module: the analysis of the file's text, which a fix of these violations applies
+            its plans to; ``None`` when no rule looked at the file (it does not parse, is
+            not a test module, or no rule is enabled).
+    """
 
     violations: list[Violation] = field(default_factory=list)
-    tree: ast.Module | None = None
-    text: str = ""
+    module: ModuleAnalysis | None = None
 
 
 def check_tree(
@@ -185,6 +193,12 @@ def check_tree(
         SourceTooDeep: when even the deep thread cannot walk the module.
         InternalError: when a rule raises; the message names the rule and the error.
     """
+    return _checked_tree(tree, text, path, config, apply_noqa, module).violations
+
+
+def _checked_tree(tree: ast.Module, text: str, path: str, config: Config, apply_noqa: bool,
+                  module: ModuleAnalysis | None) -> CheckResult:
+    """:func:`check_tree`, with the analysis the violations were found on."""
     try:
         return _check_tree(tree, text, path, config, apply_noqa, module)
     except SourceTooDeep:
@@ -194,7 +208,7 @@ def check_tree(
 
 
 def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_noqa: bool,
-                module: ModuleAnalysis | None = None) -> list[Violation]:
+                module: ModuleAnalysis | None = None) -> CheckResult:
     from lint_gpu_tests.analysis import ModuleAnalysis
     from lint_gpu_tests.conftest_index import conftest_engine_fixtures
     from lint_gpu_tests.rules import ALL_RULES
@@ -203,7 +217,7 @@ def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_no
     ignored = per_file_ignored_codes(path, config)
     codes = [rule for rule in codes if not any(rule.code.startswith(p) for p in ignored)]
     if not codes:
-        return []
+        return CheckResult()
     try:
         if module is None:
             module = ModuleAnalysis.build(tree, text, path, config,
@@ -211,7 +225,7 @@ def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_no
     except RecursionError as exc:
         raise SourceTooDeep(TOO_DEEP_TO_ANALYSE) from exc
     if not module.in_scope:
-        return []
+        return CheckResult()
     lines: list[str] | None = None
     noqa: Noqa | None = None
     out: list[Violation] = []
@@ -251,7 +265,7 @@ def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_no
         out = _drop_orphan_fixes(out, depends)
     if any(v.fixable for v in out):
         out = _drop_too_deep_fixes(tree, text, out)
-    return sorted(set(out), key=Violation.sort_key)
+    return CheckResult(sorted(set(out), key=Violation.sort_key), module)
 
 
 def _drop_too_deep_fixes(tree: ast.Module, text: str, out: list[Violation]
@@ -309,7 +323,13 @@ def per_file_ignored_codes(path: str, config: Config) -> tuple[str, ...]:
 
 
 def check_source(source: bytes, path: str, config: Config) -> list[Violation]:
-    """Check one file's bytes and return its violations, sorted by position.
+    """Check one file's bytes and return its violations, sorted by position (the
+    :attr:`CheckResult.violations` of :func:`check_module`)."""
+    return check_module(source, path, config).violations
+
+
+def check_module(source: bytes, path: str, config: Config) -> CheckResult:
+    """Check one file's bytes: its violations, sorted by position, and their analysis.
 
     Args:
         source: the file's raw bytes (any PEP 263 encoding, BOM allowed).
@@ -317,9 +337,10 @@ def check_source(source: bytes, path: str, config: Config) -> list[Violation]:
         config: the run's settings.
 
     Returns:
-        Violations after selection and ``# noqa``. A file that does not parse yields a single
-        ``GPU900`` violation with the parser's line and message (never an exception); so
-        does one that parses but nests too deeply for the analysis to walk.
+        Violations after selection and ``# noqa``, with the analysis they were found on (the
+        fixes' plans refer to it). A file that does not parse yields a single ``GPU900``
+        violation with the parser's line and message (never an exception); so does one that
+        parses but nests too deeply for the analysis to walk.
 
     Raises:
         InternalError: when a rule fails unexpectedly on this file.
@@ -335,9 +356,9 @@ def check_source(source: bytes, path: str, config: Config) -> list[Violation]:
     if error is None:
         assert tree is not None
         try:
-            return check_tree(tree, text, path, config, module=module)
+            return _checked_tree(tree, text, path, config, True, module)
         except SourceTooDeep:
             error = _parse_error(path, TOO_DEEP_TO_ANALYSE, 1, 1)
-    return [error] if config.is_code_enabled(PARSE_ERROR_CODE) else []
+    return CheckResult([error] if config.is_code_enabled(PARSE_ERROR_CODE) else [])
 
 

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.engine import check_source, wanted_fixes
-from lint_gpu_tests.ftypes import Violation
+from lint_gpu_tests.engine import CheckResult, check_module, wanted_fixes
+from lint_gpu_tests.ftypes import FixKind, Violation
 from lint_gpu_tests.source import InternalError, call_with_deep_stack, parse_source
+
+if TYPE_CHECKING:
+    from lint_gpu_tests.analysis import ModuleAnalysis
 
 __all__ = ["MAX_FIX_PASSES", "FixOutcome", "fix_source"]
 
@@ -77,10 +81,13 @@ def _fixed_violations(original: list[Violation], remaining: list[Violation],
 
 
 def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False,
-               violations: list[Violation] | None = None) -> FixOutcome:
+               violations: list[Violation] | None = None,
+               analysis: ModuleAnalysis | None = None) -> FixOutcome:
     """Check ``source`` and apply fixes until nothing changes (at most 10 passes).
 
-    Each pass runs the codemods on the current text; a pass whose output does not parse,
+    Each pass applies the plans the violations of the current text carry (one codemod,
+    :func:`lint_gpu_tests.codemods.driver.apply_fixes`), then checks the new text once,
+    which gives the next pass its violations and plans. A pass whose output does not parse,
     or that raises (LibCST's ``PanicException``, a ``BaseException``, included), is thrown
     away (the file is left as the last good pass had it) and reported in ``error``. When
     the tenth pass still leaves something to fix, the fixes do not converge: nothing is
@@ -93,8 +100,11 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
         path: path used for reports and scope.
         config: the run's settings.
         unsafe: apply unsafe fixes too (``--unsafe-fixes``).
-        violations: ``check_source(source, path, config)`` when the caller has it already
-            (saves checking the same bytes again).
+        violations: ``check_module(source, path, config).violations`` when the caller
+            has them already, with ``analysis``, that check's analysis: the first pass
+            applies the plans they carry. Without ``analysis``, or when a fix to apply has
+            no plan (violations read back from the cache), the bytes are checked again.
+        analysis: see ``violations``.
 
     Returns:
         A :class:`FixOutcome`; ``new_source`` keeps the original encoding, BOM and
@@ -103,10 +113,25 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
     Raises:
         InternalError: when a rule fails unexpectedly.
     """
-    original = violations if violations is not None else check_source(source, path, config)
-    if not wanted_fixes(original, unsafe):
+    if violations is None:
+        checked = check_module(source, path, config)
+    else:
+        checked = CheckResult(violations, analysis)
+    original = checked.violations
+    todo = wanted_fixes(original, unsafe)
+    if not todo:
         return FixOutcome(None, [], original)
-    return call_with_deep_stack(_fix_loop, source, path, config, unsafe, original)
+    if checked.module is None or any(_needs_plan(v) for v in todo):
+        checked = check_module(source, path, config)  # the same violations, with plans
+    return call_with_deep_stack(_fix_loop, source, path, config, unsafe, checked)
+
+
+def _needs_plan(violation: Violation) -> bool:
+    """True when the fix of ``violation`` is missing the plan a codemod applies (a violation
+    read back from the cache carries no kind nor plan)."""
+    fix = violation.fix
+    return fix is None or fix.kind is None or (fix.kind is not FixKind.WITH_ANOTHER
+                                               and fix.plan is None)
 
 
 def _failure_detail(exc: BaseException) -> str:
@@ -123,19 +148,22 @@ def _failure_detail(exc: BaseException) -> str:
 
 
 def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
-              original: list[Violation]) -> FixOutcome:
+              checked: CheckResult) -> FixOutcome:
     from lint_gpu_tests.codemods.driver import apply_fixes  # imports libcst
 
+    original = checked.violations
     current = source
     current_violations = original
+    analysis = checked.module
     error: str | None = None
     failure: BaseException | None = None
     for _ in range(MAX_FIX_PASSES):
         todo = wanted_fixes(current_violations, unsafe)
         if not todo:
             break
+        assert analysis is not None  # violations with fixes come from an analysis
         try:
-            candidate = apply_fixes(current, path, config, todo)
+            candidate = apply_fixes(current, path, config, todo, analysis)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # noqa: BLE001 - a failed pass is reported, file kept
@@ -149,7 +177,8 @@ def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
             error = f"fix produced invalid code ({parse_error.message}); pass discarded"
             break
         current = candidate
-        current_violations = check_source(current, path, config)
+        checked = check_module(current, path, config)
+        current_violations, analysis = checked.violations, checked.module
     else:
         if wanted_fixes(current_violations, unsafe):
             return FixOutcome(None, [], original,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class Applicability(enum.Enum):
@@ -20,19 +21,52 @@ class Applicability(enum.Enum):
     NONE = "none"
 
 
+class FixKind(enum.Enum):
+    """Which transformation applies a fix: each codemod declares the kind it applies
+    (``lint_gpu_tests.codemods.driver`` runs them in its order, one a pass).
+
+    ``WITH_ANOTHER`` is a fix made by another violation's rewrite (a finalizer removed with
+    its engine's GPU001 rewrite, a fixture's ``yield llm`` that the rewrite turns into a
+    proxy): no codemod takes it, and it is fixed when that rewrite runs.
+    """
+
+    WRAP_RUNNER_IN_WITH = "wrap-runner-in-with"
+    WRAP_ENGINE_IN_RUNNER = "wrap-engine-in-runner"
+    ISOLATE_TEST_PROCESS = "isolate-test-process"
+    ENGINE_OWNER_CONTEXT_MANAGER = "engine-owner-context-manager"
+    PROXY_ENGINE_REFERENCE = "proxy-engine-reference"
+    REMOVE_MANUAL_CLEANUP = "remove-manual-cleanup"
+    USE_MONKEYPATCH_ENV = "use-monkeypatch-env"
+    WITH_ANOTHER = "with-another-fix"
+
+
 @dataclass(frozen=True)
 class FixInfo:
-    """What the checker knows of a violation's fix before any rewriting happens.
+    """A violation's fix: how safe it is, what it is called, and the plan that makes it.
+
+    The rule that reports the violation plans its fix once, on the module's analysis;
+    the plan travels with the violation to the codemod that applies it
+    (:class:`FixKind` says which), so nothing is planned twice or matched back by line.
 
     Attributes:
         applicability: safe, unsafe or none.
         title: short fix title shown to users, e.g. "Wrap in `with vllm_runner(...)`".
         reason: why the fix is unsafe or missing ("" for a safe fix).
+        kind: the transformation that applies the fix; ``None`` for a fix that does not
+            exist (``applicability`` none).
+        plan: the plan the codemod of ``kind`` applies (a ``WrapPlan``, ``ClassPlan``,
+            ``ProxyPlan``, ``CleanupPlan`` or ``EnvFixPlan`` of
+            :mod:`lint_gpu_tests.fixplan`), made on the analysis of the text the
+            violation was found in; ``None`` where no codemod is involved, and in a
+            violation read back from the cache or made by another process (a fix then checks
+            the file again). Neither ``kind`` nor ``plan`` takes part in comparisons.
     """
 
     applicability: Applicability
     title: str
     reason: str = ""
+    kind: FixKind | None = field(default=None, compare=False)
+    plan: Any = field(default=None, compare=False, repr=False)
 
     @property
     def available(self) -> bool:

@@ -93,8 +93,8 @@ def test_check_paths_uses_cache_and_sees_edits(tmp_path: Path,
     assert first.cache_hits == 0
     assert [v.code for v in first.violations] == ["GPU091", "GPU092", "GPU093"]
     calls: list[str] = []
-    real = api.check_source
-    monkeypatch.setattr(api, "check_source", lambda s, p, c: calls.append(p) or real(s, p, c))
+    real = api.check_module
+    monkeypatch.setattr(api, "check_module", lambda s, p, c: calls.append(p) or real(s, p, c))
     second = api.check_paths(["."], config)
     assert (second.cache_hits, calls) == (1, [])
     assert second.violations == first.violations

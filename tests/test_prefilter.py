@@ -11,7 +11,7 @@ import pytest
 from lint_gpu_tests import api
 from lint_gpu_tests.codes import RULE_CODES
 from lint_gpu_tests.config import Config, config_from_table
-from lint_gpu_tests.engine import check_source
+from lint_gpu_tests.engine import CheckResult, check_source
 from lint_gpu_tests.prefilter import (
     RUNNER_FACTORY_FIXTURE,
     enabled_rule_codes,
@@ -49,15 +49,15 @@ def test_every_example_is_analysed_by_its_rule_alone(code: str, path: str, sourc
 
 
 def _recording(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record the paths :func:`api.check_source` (parse and analysis) is called for."""
+    """Record the paths :func:`api.check_module` (parse and analysis) is called for."""
     seen: list[str] = []
-    real = api.check_source
+    real = api.check_module
 
-    def record(source: bytes, path: str, config: Config) -> list:  # type: ignore[type-arg]
+    def record(source: bytes, path: str, config: Config) -> CheckResult:
         seen.append(path)
         return real(source, path, config)
 
-    monkeypatch.setattr(api, "check_source", record)
+    monkeypatch.setattr(api, "check_module", record)
     return seen
 
 

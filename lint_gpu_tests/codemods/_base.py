@@ -1,18 +1,22 @@
-"""Common base of the codemod commands: analysis of the module, plan selection, imports.
+"""Common base of the codemod commands: the plans to apply, the analysis they refer to,
+imports.
 
-Each command is a LibCST ``VisitorBasedCodemodCommand`` runnable on its own
-(``python -m libcst.tool codemod wrap_engine_in_runner.WrapEngineInRunner tests/``), in
-which case it checks the module itself with the default (or nearest) configuration and
-applies the safe fixes of its rules. Driven by ``gpu-test-lint --fix``, it receives the
-run's configuration and the violations that may be fixed (selection, ``# noqa`` and
-``--unsafe-fixes`` already applied).
+Each command applies one :class:`~lint_gpu_tests.ftypes.FixKind` of fix. Driven by
+``gpu-test-lint --fix`` (:mod:`lint_gpu_tests.codemods.driver`), it receives the run's
+configuration, the violations whose fixes may be applied (selection, ``# noqa`` and
+``--unsafe-fixes`` already applied), each carrying the plan its rule made, and the analysis
+those plans were made on: it plans nothing itself. Run on its own
+(``python -m libcst.tool codemod wrap_engine_in_runner.WrapEngineInRunner tests/``), it
+checks the module once with the default (or nearest) configuration and applies the safe
+fixes of its kind.
 """
 
 from __future__ import annotations
 
 import ast
 from abc import abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
 
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
@@ -32,7 +36,7 @@ from lint_gpu_tests.codemods._imports import (
 from lint_gpu_tests.codemods._mapping import add_helper
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan.plan import WrapPlan
-from lint_gpu_tests.ftypes import FixInfo, Violation
+from lint_gpu_tests.ftypes import FixKind, Violation
 from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
 
 #: Import lines each need adds, as (module, object) for ``AddImportsVisitor``.
@@ -45,53 +49,62 @@ IMPORTS = {
 
 
 class GpuCodemod(VisitorBasedCodemodCommand):
-    """Base class: subclasses set ``CODES`` and implement :meth:`rewrite`."""
+    """Base class: subclasses set ``KIND`` (the fixes they apply), ``CODES`` (the rules
+    whose violations those fixes are) and implement :meth:`rewrite`."""
 
-    CODES: frozenset[str] = frozenset()
+    KIND: ClassVar[FixKind]
+    CODES: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(
         self,
         context: CodemodContext,
         config: Config | None = None,
         violations: Iterable[Violation] | None = None,
+        analysis: ModuleAnalysis | None = None,
     ) -> None:
+        """Args:
+            context: LibCST's codemod context (``filename`` names the module).
+            config: the run's settings; the defaults when ``None``.
+            violations: the violations whose fixes may be applied, as
+                :func:`lint_gpu_tests.engine.check_module` found them on the text this
+                command transforms; ``None``: check the text here (a run on its own).
+            analysis: the analysis ``violations`` were found on (their plans refer to it).
+        """
         super().__init__(context)
         self.config = config or Config()
         self._violations = list(violations) if violations is not None else None
+        self._analysis = analysis
 
-    def violations(self, code_text: str) -> list[Violation]:
-        """The violations this command may fix in ``code_text``."""
-        if self._violations is not None:
-            return [v for v in self._violations if v.code in self.CODES]
-        from lint_gpu_tests.engine import check_source, wanted_fixes
+    def plans(self, text: str) -> tuple[list[Any], ModuleAnalysis | None]:
+        """The plans of this command's kind among the fixes to apply to ``text``, in the
+        violations' order, and the analysis they refer to."""
+        violations, analysis = self._violations, self._analysis
+        if violations is None or analysis is None:
+            from lint_gpu_tests.engine import check_module, wanted_fixes
 
-        path = self.context.filename or "tests/test_codemod.py"
-        found = check_source(code_text.encode("utf-8"), path, self.config)
-        return [v for v in wanted_fixes(found, unsafe=False) if v.code in self.CODES]
-
-    def analysis(self, text: str) -> ModuleAnalysis:
-        """Analyse the module's current text (the plans' line numbers refer to it)."""
-        path = self.context.filename or "tests/test_codemod.py"
-        return ModuleAnalysis.build(ast.parse(text), text, path, self.config)
+            path = self.context.filename or "tests/test_codemod.py"
+            checked = check_module(text.encode("utf-8"), path, self.config)
+            violations, analysis = wanted_fixes(checked.violations, False), checked.module
+        return [v.fix.plan for v in violations if v.fix is not None
+                and v.fix.kind is self.KIND and v.fix.plan is not None], analysis
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        text = tree.code
-        todo = self.violations(text)
-        if not todo:
+        plans, module = self.plans(tree.code)
+        if not plans or module is None:
             return tree
-        module = self.analysis(text)
-        return self.rewrite(tree, module, todo)
+        return self.rewrite(tree, module, plans)
 
     @abstractmethod
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
-                todo: list[Violation]) -> cst.Module:
-        """Return the rewritten tree for the violations in ``todo``.
+                plans: Sequence[Any]) -> cst.Module:
+        """Return ``tree`` rewritten by ``plans`` (made on ``module``, the analysis of
+        ``tree``'s text; each of this command's :attr:`KIND`).
 
         Abstract, so ``python -m libcst.tool list`` does not offer this base class as a
         codemod."""
 
     def apply_plans(self, tree: cst.Module, module: ModuleAnalysis,
-                    candidates: Iterable[WrapPlan | FixInfo]) -> cst.Module:
+                    candidates: Iterable[WrapPlan]) -> cst.Module:
         """Apply with-block plans (at most one per function) and schedule imports."""
         from lint_gpu_tests.codemods._wrap import WrapTransformer
 
@@ -99,7 +112,7 @@ class GpuCodemod(VisitorBasedCodemodCommand):
         plans: list[WrapPlan] = []
         seen: set[int] = set()
         for plan in candidates:
-            if isinstance(plan, WrapPlan) and plan.function_line not in seen:
+            if plan.function_line not in seen:
                 seen.add(plan.function_line)
                 plans.append(plan)
         if not plans:

@@ -3,8 +3,10 @@
 Order: runners into with-statements (GPU005), engines into runners (GPU001 with its
 GPU003/GPU004), tests into new processes (GPU001 under ``fix-strategy = "isolate"``), helper
 classes owning an engine into context managers (GPU001), weak proxies (GPU002/GPU006),
-leftover cleanup (GPU004). Only one command runs per pass so fixes never overlap;
-``fix_source`` re-checks and calls again.
+leftover cleanup (GPU004), environment variables through monkeypatch (GPU008). Each command
+applies the fixes of its :class:`~lint_gpu_tests.ftypes.FixKind`, with the plans the rules
+made; only one command runs per pass so fixes never overlap; ``fix_source`` re-checks and
+calls again.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst.codemod import CodemodContext
 
+from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.codemods.isolate_test_process import IsolateTestProcess
 from lint_gpu_tests.codemods.make_engine_owner_context_manager import (
@@ -41,15 +44,18 @@ class RoundTripError(Exception):
     """LibCST cannot reproduce the file byte for byte, so it is not rewritten."""
 
 
-def apply_fixes(source: bytes, path: str, config: Config,
-                violations: list[Violation]) -> bytes | None:
-    """Run the first codemod that changes the file and return the new bytes.
+def apply_fixes(source: bytes, path: str, config: Config, violations: list[Violation],
+                analysis: ModuleAnalysis) -> bytes | None:
+    """Run the first codemod, in :data:`ORDER`, that changes the file, on the plans of its
+    kind that ``violations`` carry, and return the new bytes.
 
     Args:
         source: the file's bytes (encoding, BOM and line endings are kept by LibCST).
         path: used for the codemod context.
         config: the run's settings.
-        violations: the violations whose fixes may be applied.
+        violations: the violations whose fixes may be applied, as
+            :func:`lint_gpu_tests.engine.check_module` found them in ``source``.
+        analysis: the analysis they were found on (their plans refer to it).
 
     Returns:
         New bytes, or ``None`` when no codemod changed anything.
@@ -62,14 +68,13 @@ def apply_fixes(source: bytes, path: str, config: Config,
     module = cst.parse_module(source)
     if module.bytes != source:
         raise RoundTripError("LibCST cannot round-trip this file byte for byte")
-    codes = {v.code for v in violations}
+    kinds = {v.fix.kind for v in violations if v.fix is not None}
     for command in ORDER:
-        if not (command.CODES & codes):
+        if command.KIND not in kinds:
             continue
         context = CodemodContext(filename=path)
         try:
-            new = command(context, config=config,
-                          violations=violations).transform_module(module)
+            new = command(context, config, violations, analysis).transform_module(module)
         except RecursionError as exc:
             raise InternalError(f"{'/'.join(sorted(command.CODES))} ({command.__name__}): "
                                 "source nests too deeply to rewrite") from exc

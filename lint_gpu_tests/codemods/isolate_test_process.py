@@ -12,7 +12,7 @@ Plans come from :mod:`lint_gpu_tests.fixplan.isolate`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import libcst as cst
 from libcst.codemod import CodemodContext
@@ -23,13 +23,8 @@ from lint_gpu_tests.codemods._base import GpuCodemod, engine_locals
 from lint_gpu_tests.codemods._imports import add_from_import, first_party_packages
 from lint_gpu_tests.codemods._wrap import WrapTransformer
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixplan.isolate import (
-    ISOLATE_CALL,
-    ISOLATE_DECORATOR,
-    IsolatePlan,
-    strategy_plan,
-)
-from lint_gpu_tests.ftypes import Violation
+from lint_gpu_tests.fixplan.isolate import ISOLATE_CALL, ISOLATE_DECORATOR, IsolatePlan
+from lint_gpu_tests.ftypes import FixKind, Violation
 
 
 class IsolateTestProcess(GpuCodemod):
@@ -38,24 +33,24 @@ class IsolateTestProcess(GpuCodemod):
 
     DESCRIPTION = ("Run tests that build vLLM engines by hand in a new process "
                    "(GPU001, fix-strategy isolate).")
+    KIND = FixKind.ISOLATE_TEST_PROCESS
     CODES = frozenset({"GPU001"})
     #: A decorator import from the project's own ``tests`` package, added after the pass.
     _first_party_import: str | None = None
 
     def __init__(self, context: CodemodContext, config: Config | None = None,
-                 violations: Iterable[Violation] | None = None) -> None:
+                 violations: Iterable[Violation] | None = None,
+                 analysis: ModuleAnalysis | None = None) -> None:
         """As :class:`GpuCodemod`; run alone (``python -m libcst.tool codemod``, no
         ``config``), it uses the default settings with ``fix-strategy = "isolate"``."""
-        super().__init__(context, config or Config(fix_strategy="isolate"), violations)
+        super().__init__(context, config or Config(fix_strategy="isolate"), violations,
+                         analysis)
 
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
-                todo: list[Violation]) -> cst.Module:
-        rows = {v.location.row for v in todo}
+                todo: Sequence[IsolatePlan]) -> cst.Module:
         plans: dict[int, IsolatePlan] = {}
-        for site in module.engines:
-            plan = strategy_plan(module, site)
-            if isinstance(plan, IsolatePlan) and site.call.lineno in rows:
-                plans.setdefault(plan.function_line, plan)
+        for plan in todo:  # the GPU001 of every engine of a test carry the test's plan
+            plans.setdefault(plan.function_line, plan)
         if not plans:
             return tree
         wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)

@@ -32,8 +32,8 @@ from lint_gpu_tests.codemods._cst import (
 )
 from lint_gpu_tests.codemods._wrap import WrapTransformer
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
-from lint_gpu_tests.ftypes import Violation
+from lint_gpu_tests.fixplan.classes import ClassPlan
+from lint_gpu_tests.ftypes import FixKind
 
 
 class MakeEngineOwnerContextManager(GpuCodemod):
@@ -42,15 +42,12 @@ class MakeEngineOwnerContextManager(GpuCodemod):
 
     DESCRIPTION = ("Make helper classes that own a vLLM engine context managers over "
                    "`VllmRunner` and enter them with `with` (GPU001).")
+    KIND = FixKind.ENGINE_OWNER_CONTEXT_MANAGER
     CODES = frozenset({"GPU001"})
 
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
-                todo: list[Violation]) -> cst.Module:
-        rows = {v.location.row for v in todo}
-        plan = next((o.plan for o in owner_classes(module)
-                     if isinstance(o.plan, ClassPlan) and o.plan.call_line in rows), None)
-        if plan is None:
-            return tree
+                plans: Sequence[ClassPlan]) -> cst.Module:
+        plan = plans[0]
         config = self.config
         as_runner = replace(config, runner_classes=(*config.runner_classes, plan.class_name))
         wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)

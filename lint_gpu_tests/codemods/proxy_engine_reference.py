@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import ast
+from collections.abc import Sequence
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -10,8 +10,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.codemods._cst import proxy_of, statement_code, weak_referent
-from lint_gpu_tests.fixplan.safety import weak_calls
-from lint_gpu_tests.ftypes import Violation
+from lint_gpu_tests.fixplan.proxy import ProxyPlan, weak_referents
+from lint_gpu_tests.ftypes import FixKind
 
 
 class ProxyEngineReference(GpuCodemod):
@@ -20,63 +20,20 @@ class ProxyEngineReference(GpuCodemod):
     ``yield``)."""
 
     DESCRIPTION = "Bind and yield weak proxies of the runner's engine (GPU002, GPU006)."
+    KIND = FixKind.PROXY_ENGINE_REFERENCE
     CODES = frozenset({"GPU002", "GPU006"})
 
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
-                todo: list[Violation]) -> cst.Module:
-        lines: set[int] = set()
-        for v in todo:
-            lines.add(v.location.row)
-            if v.code == "GPU002":
-                lines |= self._alias_lines(module, v.location.row)
+                plans: Sequence[ProxyPlan]) -> cst.Module:
+        lines = {line for plan in plans for line in plan.lines}
         wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
         transformer = _Proxy(lines, wrapper.resolve(PositionProvider),  # type: ignore[arg-type]
-                             module.runner_attributes(), self._weak_referents(module, lines))
+                             module.runner_attributes(), weak_referents(module, lines))
         new_tree = wrapper.module.visit(transformer)
         if not transformer.changed:
             return tree
         self.add_imports({"weakref"})
         return new_tree
-
-    @staticmethod
-    def _weak_referents(module: ModuleAnalysis,
-                        lines: set[int]) -> dict[tuple[int, str], tuple[str, str]]:
-        """``weakref.proxy(llm)``/``weakref.ref(llm)`` calls, inside the with-block, on an
-        alias that becomes a proxy at one of ``lines``: ``(line, callee) -> (alias,
-        runner.llm source)``. A proxy cannot be weakly referenced, so they take the
-        runner's engine instead (no proxy of a proxy)."""
-        out: dict[tuple[int, str], tuple[str, str]] = {}
-        for node in ast.walk(module.tree):
-            if not (isinstance(node, ast.Assign) and node.lineno in lines
-                    and isinstance(node.value, ast.Attribute)):
-                continue
-            aliases = {t.id for t in node.targets if isinstance(t, ast.Name)}
-            scope: ast.AST | None = module.parent(node)
-            while scope is not None and not isinstance(scope, (
-                    ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef)):
-                scope = module.parent(scope)
-            if scope is None or not aliases:
-                continue
-            for key in weak_calls(module, [scope], aliases):
-                out[key] = (next(iter(aliases)) if len(aliases) == 1 else "",
-                            ast.unparse(node.value))
-        return out
-
-    def _alias_lines(self, module: ModuleAnalysis, row: int) -> set[int]:
-        """Lines of ``x = runner.llm`` aliases that a fixture yields at ``row``."""
-        out: set[int] = set()
-        for func in module.functions:
-            names = module.function_bindings(func)
-            for node in module.nodes_of(func):
-                if isinstance(node, (ast.Yield, ast.Return)) and node.lineno == row and \
-                        isinstance(node.value, ast.Name) and node.value.id in names.strong_aliases:
-                    for stmt in module.nodes_of(func):
-                        if isinstance(stmt, ast.Assign) and any(
-                            isinstance(t, ast.Name) and t.id == node.value.id
-                            for t in stmt.targets
-                        ) and isinstance(stmt.value, ast.Attribute):
-                            out.add(stmt.lineno)
-        return out
 
 
 class _Proxy(cst.CSTTransformer):

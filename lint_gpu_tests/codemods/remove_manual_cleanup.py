@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
-from lint_gpu_tests.ftypes import Violation
+from lint_gpu_tests.fixplan.plan import CleanupPlan
+from lint_gpu_tests.ftypes import FixKind
 
 
 class RemoveManualCleanup(GpuCodemod):
@@ -15,12 +18,12 @@ class RemoveManualCleanup(GpuCodemod):
     already use the runner (an unsafe fix: it changes when memory is freed)."""
 
     DESCRIPTION = "Remove manual engine cleanup the runner already does (GPU004)."
+    KIND = FixKind.REMOVE_MANUAL_CLEANUP
     CODES = frozenset({"GPU004"})
 
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
-                todo: list[Violation]) -> cst.Module:
-        lines = {v.location.row for v in todo if v.fix is not None and
-                 v.fix.title == "Remove the manual cleanup"}
+                plans: Sequence[CleanupPlan]) -> cst.Module:
+        lines = {plan.line for plan in plans}
         wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
         transformer = _Remove(lines, wrapper.resolve(PositionProvider))  # type: ignore[arg-type]
         new_tree = wrapper.module.visit(transformer)

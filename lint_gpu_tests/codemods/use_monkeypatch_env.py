@@ -17,14 +17,11 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.codemods._cst import add_param, leading_lines
-from lint_gpu_tests.ftypes import Violation
+from lint_gpu_tests.ftypes import FixKind
 from lint_gpu_tests.rules.gpu008_environment_mutated_without_isolation import (
     CONTEXT_NAME,
     MONKEYPATCH,
     EnvFixPlan,
-    EnvironmentMutatedWithoutIsolation,
-    find_mutations,
-    plan_fix,
 )
 
 CONTEXT_EXPR = "pytest.MonkeyPatch.context()"
@@ -34,21 +31,12 @@ class UseMonkeypatchEnv(GpuCodemod):
     """``os.environ["VLLM_X"] = v`` -> ``monkeypatch.setenv("VLLM_X", v)`` and the like."""
 
     DESCRIPTION = "Set engine environment variables through monkeypatch (GPU008)."
+    KIND = FixKind.USE_MONKEYPATCH_ENV
     CODES = frozenset({"GPU008"})
 
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
-                todo: list[Violation]) -> cst.Module:
-        rows = {v.location.row for v in todo}
-        title = EnvironmentMutatedWithoutIsolation.fix_title
-        edits: dict[int, EnvFixPlan] = {}  # statement line -> its plan
-        for mutation in find_mutations(module):
-            if mutation.node.lineno not in rows or not mutation.rewritable:  # type: ignore[attr-defined]
-                continue
-            plan = plan_fix(module, mutation, title)
-            if plan.fix.available:
-                edits[mutation.statement.lineno] = plan
-        if not edits:
-            return tree
+                plans: Sequence[EnvFixPlan]) -> cst.Module:
+        edits = {plan.statement_line: plan for plan in plans}  # statement line -> its plan
         wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
         transformer = _UseMonkeypatch(edits, wrapper.resolve(PositionProvider))  # type: ignore[arg-type]
         new_tree = wrapper.module.visit(transformer)

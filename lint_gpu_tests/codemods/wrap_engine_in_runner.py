@@ -3,12 +3,14 @@ by hand in ``with vllm_runner(...) as runner:``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
-from lint_gpu_tests.fixplan.isolate import IsolatePlan, strategy_plan
-from lint_gpu_tests.ftypes import Violation
+from lint_gpu_tests.fixplan.plan import WrapPlan
+from lint_gpu_tests.ftypes import FixKind
 
 
 class WrapEngineInRunner(GpuCodemod):
@@ -18,12 +20,9 @@ class WrapEngineInRunner(GpuCodemod):
     """
 
     DESCRIPTION = "Wrap hand-built vLLM engines in `with vllm_runner(...) as runner:` (GPU001)."
+    KIND = FixKind.WRAP_ENGINE_IN_RUNNER
     CODES = frozenset({"GPU001"})
 
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
-                todo: list[Violation]) -> cst.Module:
-        rows = {v.location.row for v in todo}
-        plans = (strategy_plan(module, site) for site in module.engines
-                 if site.call.lineno in rows)
-        return self.apply_plans(tree, module, (p for p in plans
-                                               if not isinstance(p, IsolatePlan)))
+                plans: Sequence[WrapPlan]) -> cst.Module:
+        return self.apply_plans(tree, module, plans)

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field, replace
 from lint_gpu_tests.analysis import EngineSite, ModuleAnalysis, RunnerCall
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
 
 CLASS_TITLE = "Make `{cls}` a context manager over `{runner}` and enter it with `with`"
 UNSAFE_REASON = (
@@ -114,8 +114,10 @@ class ClassPlan:
         return ("GPU001", self.call_line)
 
     def fix_info(self, title: str | None = None) -> FixInfo:
-        """The fix of GPU001 (or, with ``title``, of a GPU004 the rewrite removes)."""
-        return FixInfo(self.applicability, title or self.title, self.reason)
+        """The fix of GPU001 (or, with ``title``, of a GPU004 the rewrite removes), carrying
+        this plan."""
+        return FixInfo(self.applicability, title or self.title, self.reason,
+                       FixKind.ENGINE_OWNER_CONTEXT_MANAGER, self)
 
 
 @dataclass(frozen=True)

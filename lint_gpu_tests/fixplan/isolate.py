@@ -46,7 +46,7 @@ from lint_gpu_tests.fixplan.flow import STORE_METHODS
 from lint_gpu_tests.fixplan.groups import engine_group, group_cleanup_loop
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
 from lint_gpu_tests.syntax import last_name
 
 ISOLATE_DECORATOR = "create_new_process_for_each_test"
@@ -104,6 +104,11 @@ class IsolatePlan(WrapPlan):
     def anchor(self) -> tuple[str, int]:
         """``("GPU001", row)`` of the test's first engine construction."""
         return ("GPU001", self.call_line)
+
+    @property
+    def fix_kind(self) -> FixKind:
+        """The codemod that applies this plan."""
+        return FixKind.ISOLATE_TEST_PROCESS
 
 
 def strategy_plan(module: ModuleAnalysis, site: EngineSite) -> WrapPlan | FixInfo:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.fixplan.groups import GroupShape
-from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
 from lint_gpu_tests.helper_calls import HelperCallers
 
 WRAP_TITLE = "Wrap in `with {runner}(...)`"
@@ -99,7 +99,33 @@ class WrapPlan:
         """``(code, row)`` of the violation whose fix this plan is (GPU001 or GPU005)."""
         return ("GPU001" if self.kind == "engine" else "GPU005", self.call_line)
 
+    @property
+    def fix_kind(self) -> FixKind:
+        """The codemod that applies this plan."""
+        if self.kind == "engine":
+            return FixKind.WRAP_ENGINE_IN_RUNNER
+        return FixKind.WRAP_RUNNER_IN_WITH
+
     def fix_info(self, title: str | None = None) -> FixInfo:
-        """The :class:`FixInfo` for violations this plan fixes (``title`` overrides the
-        plan's own, e.g. for GPU004 "Remove the manual cleanup")."""
-        return FixInfo(self.applicability, title or self.title, self.reason)
+        """The fix of the violation this plan is made for (GPU001 or GPU005, at
+        :attr:`anchor`), carrying this plan (``title`` overrides the plan's own)."""
+        return FixInfo(self.applicability, title or self.title, self.reason, self.fix_kind,
+                       self)
+
+    def covered_fix(self, title: str) -> FixInfo:
+        """The fix of a violation this plan's rewrite fixes along with its own (a GPU003
+        finalizer, a GPU002 ``yield llm``): as safe as this plan, applied by no codemod of
+        its own (:attr:`FixKind.WITH_ANOTHER`)."""
+        return FixInfo(self.applicability, title, self.reason, FixKind.WITH_ANOTHER)
+
+
+@dataclass(frozen=True)
+class CleanupPlan:
+    """GPU004: delete the cleanup statement that starts on ``line`` (1-based, ``ast``'s).
+
+    Every GPU004 fix carries one, also where the cleanup goes with an engine's rewrite
+    (that rewrite deletes it first; the codemod of
+    :attr:`FixKind.REMOVE_MANUAL_CLEANUP` runs only when no rewrite before it in the
+    driver's order changed the file)."""
+
+    line: int

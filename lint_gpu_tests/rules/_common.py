@@ -57,7 +57,7 @@ def covering_fix(
         if isinstance(plan, WrapPlan):
             lines = plan.unwrap_try_lines if try_line else plan.remove_lines
             if line in lines:
-                return plan, plan.fix_info(title)
+                return plan, plan.covered_fix(title)
     reason = next((p.reason for p in plans if isinstance(p, FixInfo)),
                   "the engine is not built in this function")
     return None, none_fix(title, reason)

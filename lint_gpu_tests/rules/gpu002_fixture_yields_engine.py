@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.fixplan.proxy import proxy_plan
+from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at, none_fix
 
@@ -117,14 +118,21 @@ def runner_cls(vllm_runner):
                                 and value.id in names.engines)
                         ):
                             plan = planner.engine_plan(site)
-                            fix = plan.fix_info() if isinstance(plan, WrapPlan) else plan
+                            fix = plan.covered_fix(plan.title) if isinstance(plan, WrapPlan) \
+                                else plan
                             break
                 elif isinstance(value, ast.Name):
-                    fix = FixInfo(Applicability.SAFE, f"Bind `{value.id}` to a weak proxy")
+                    fix = FixInfo(Applicability.SAFE, f"Bind `{value.id}` to a weak proxy",
+                                  kind=FixKind.PROXY_ENGINE_REFERENCE,
+                                  plan=proxy_plan(module, value.lineno, yielded=True))
                 elif isinstance(node, ast.Return):
                     fix = FixInfo(Applicability.UNSAFE, self.fix_title,
                                   "a `return` inside the runner's block becomes a `yield`, "
-                                  "which changes when the engine is torn down")
+                                  "which changes when the engine is torn down",
+                                  FixKind.PROXY_ENGINE_REFERENCE,
+                                  proxy_plan(module, value.lineno, yielded=True))
                 else:
-                    fix = FixInfo(Applicability.SAFE, self.fix_title)
+                    fix = FixInfo(Applicability.SAFE, self.fix_title,
+                                  kind=FixKind.PROXY_ENGINE_REFERENCE,
+                                  plan=proxy_plan(module, value.lineno, yielded=True))
                 yield hit_at(value, self.message.format(fixture=func.name), fix, plan)

@@ -9,9 +9,9 @@ from dataclasses import replace
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
 from lint_gpu_tests.fixplan.blocks import _stmt_block
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
-from lint_gpu_tests.fixplan.plan import WrapPlan
+from lint_gpu_tests.fixplan.plan import CleanupPlan, WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
 from lint_gpu_tests.prefilter import RUNNER_FACTORY_FIXTURE
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
@@ -215,10 +215,10 @@ def test_uses_helper():
         reported: set[int] = set()
         for hit in self._owner_class_hits(module):
             reported.add(hit.node_line)
-            yield hit
+            yield _removal(hit)
         for hit in self._function_hits(module):
             if hit.node_line not in reported:
-                yield hit
+                yield _removal(hit)
 
     def _owner_class_hits(self, module: ModuleAnalysis) -> Iterator[Hit]:
         """Cleanup in the methods of a helper class that owns an engine (``del self.llm``,
@@ -289,6 +289,17 @@ def test_uses_helper():
                 else:
                     fix = none_fix(self.fix_title, "not a statement of its own")
                 yield hit_at(node, self.message.format(what=what), fix, plan)
+
+
+def _removal(hit: Hit) -> Hit:
+    """``hit`` with its fix, if it has one, carrying the deletion of its statement. Where an
+    engine's rewrite deletes the statement too (:attr:`Hit.depends_on`), that rewrite runs
+    first and the deletion is not needed; it runs only when the rewrite changed nothing."""
+    fix = hit.fix
+    if fix is None or not fix.available:
+        return hit
+    return replace(hit, fix=replace(fix, kind=FixKind.REMOVE_MANUAL_CLEANUP,
+                                    plan=CleanupPlan(hit.node_line)))
 
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)

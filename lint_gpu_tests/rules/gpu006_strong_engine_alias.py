@@ -9,8 +9,9 @@ from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, RunnerCall
 from lint_gpu_tests.fixplan.flow import value_flow
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
+from lint_gpu_tests.fixplan.proxy import proxy_plan
 from lint_gpu_tests.fixplan.safety import WEAK_CALLABLES
-from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at
 
@@ -114,8 +115,11 @@ def test_chat(vllm_runner):
                 ):
                     escape = f"`{bound[0]}` is used after the runner's block, where a proxy " \
                              "is dead"
-                fix = FixInfo(Applicability.SAFE, self.fix_title) if escape is None else FixInfo(
-                    Applicability.UNSAFE, self.fix_title, escape.removeprefix("none:"))
+                plan = proxy_plan(module, value.lineno, yielded=False)
+                fix = FixInfo(Applicability.SAFE, self.fix_title, "",
+                              FixKind.PROXY_ENGINE_REFERENCE, plan) if escape is None else \
+                    FixInfo(Applicability.UNSAFE, self.fix_title, escape.removeprefix("none:"),
+                            FixKind.PROXY_ENGINE_REFERENCE, plan)
                 weak = _weakly_referenced(module, func.node, set(bound))
                 if weak is not None:
                     fix = FixInfo(Applicability.NONE, self.fix_title,
@@ -136,7 +140,7 @@ def test_chat(vllm_runner):
                                       f"the GPU005 fix of `{value.value.id}` (line "
                                       f"{bare.call.lineno}) it depends on is "
                                       f"{runner_fix.applicability.value}: "
-                                      f"{runner_fix.reason or 'no fix'}")
+                                      f"{runner_fix.reason or 'no fix'}", fix.kind, fix.plan)
                 yield hit_at(value, message, fix)
 
 

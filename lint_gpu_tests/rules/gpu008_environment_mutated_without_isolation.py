@@ -8,11 +8,11 @@ import fnmatch
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, is_test_module_path
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
 from lint_gpu_tests.prefilter import ENVIRONMENT_CHANGE, changes_environment, names_variable
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
@@ -93,6 +93,7 @@ class EnvFixPlan:
         wrap_line: start line of the first statement of the function body that the new
             ``with pytest.MonkeyPatch.context() as mp:`` covers (to the end of the body);
             ``None`` when no block is added.
+        statement_line: start line of the mutating statement the codemod replaces.
     """
 
     fix: FixInfo
@@ -100,6 +101,7 @@ class EnvFixPlan:
     function_line: int = 0
     add_param: bool = False
     wrap_line: int | None = None
+    statement_line: int = 0
 
 
 class EnvironmentMutatedWithoutIsolation(Rule):
@@ -265,9 +267,12 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
             method = "delenv" if mutation.removes else "setenv"
             where = f"the environment (`{mutation.function_name}`)" \
                 if mutation.function_name else "`os.environ`"
+            fix = plan.fix
+            if fix.available:
+                fix = replace(fix, kind=FixKind.USE_MONKEYPATCH_ENV, plan=replace(
+                    plan, statement_line=mutation.statement.lineno))
             yield hit_at(mutation.node, self.message.format(names=names, verb=verb,
-                                                            where=where, method=method),
-                         plan.fix)
+                                                            where=where, method=method), fix)
 
 
 # ---------------------------------------------------------------------- detection
