@@ -1,21 +1,36 @@
-"""Every code the checker can report, as data (the bottom layer: imports nothing).
+"""Every code the checker can report, as data (the bottom layer: imports no module of the
+package).
 
-Configuration validates ``select``/``ignore`` against these without importing the rules;
-``tests/test_layers.py`` checks that :data:`RULE_CODES` matches the rule registry.
+Configuration validates ``select``/``ignore`` against these without importing the rules: a
+rule's code and name come from its module's file name, ``rules/gpuNNN_kebab_name.py``
+(``GPUNNN``, ``kebab-name``); ``tests/test_layers.py`` checks that :data:`RULE_CODES` matches
+the rule registry (:data:`lint_gpu_tests.rules.ALL_RULES`), and
+:func:`lint_gpu_tests.rules.register` adds the code of a rule from outside the package.
 """
 
 from __future__ import annotations
 
+import os
+import re
+
+#: A rule module's file name: ``gpu001_engine_outside_runner.py``.
+RULE_MODULE = re.compile(r"gpu(?P<number>\d{3})_(?P<name>[a-z0-9_]+)\.py")
+
+
+def rule_modules() -> dict[str, str]:
+    """Rule code -> the name of its module in ``lint_gpu_tests/rules/``, in code order."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules")
+    found = {}
+    for entry in os.listdir(folder):
+        match = RULE_MODULE.fullmatch(entry)
+        if match is not None:
+            found[f"GPU{match.group('number')}"] = entry.removesuffix(".py")
+    return dict(sorted(found.items()))
+
+
 #: Rule code -> kebab-case name, in code order (``lint_gpu_tests/rules/``).
 RULE_CODES: dict[str, str] = {
-    "GPU001": "engine-outside-runner",
-    "GPU002": "fixture-yields-engine",
-    "GPU003": "finalizer-shutdown",
-    "GPU004": "manual-engine-cleanup",
-    "GPU005": "runner-without-with",
-    "GPU006": "strong-engine-alias",
-    "GPU007": "engines-oversubscribe-device",
-    "GPU008": "environment-mutated-without-isolation",
+    code: module.split("_", 1)[1].replace("_", "-") for code, module in rule_modules().items()
 }
 
 PARSE_ERROR_CODE = "GPU900"

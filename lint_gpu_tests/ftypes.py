@@ -21,6 +21,22 @@ class Applicability(enum.Enum):
     NONE = "none"
 
 
+class Trigger(enum.Enum):
+    """What a file must name for a rule to look at it: the prefilter
+    (:mod:`lint_gpu_tests.prefilter`) parses a file only when it names what one of the
+    enabled rules starts from. A rule declares its triggers (``Rule.triggers``); a plain
+    string there is an identifier of its own, looked for as a whole word.
+
+    ``ENGINE``: an engine class, a runner class, the runner or factory fixture, or an engine
+    fixture of the file's conftests (all as configured). ``ENVIRONMENT``: a change of
+    ``os.environ`` (or ``os.putenv``/``os.unsetenv``) in a file that names a configured
+    variable.
+    """
+
+    ENGINE = "engine"
+    ENVIRONMENT = "environment"
+
+
 class FixKind(enum.Enum):
     """Which transformation applies a fix: each codemod declares the kind it applies
     (``lint_gpu_tests.codemods.driver`` runs them in its order, one a pass).

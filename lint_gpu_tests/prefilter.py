@@ -3,34 +3,38 @@
 A file is analysed (parsed, then run through the rules) only when its bytes name something
 an enabled rule needs; every other file is read (and hashed, for the cache) and nothing
 more, so ``GPU900`` (syntax error) is reported only for files that are analysed, as ruff's
-and flake8's own syntax checks already cover the rest. What each rule needs, from the rules
-in :mod:`lint_gpu_tests.rules`:
+and flake8's own syntax checks already cover the rest. Each rule declares what it starts
+from (``Rule.triggers``: :class:`~lint_gpu_tests.ftypes.Trigger` members, or identifiers of
+its own, looked for as whole words); :func:`prefilter_for` makes the test from the triggers
+of the enabled rules. What the two kinds of trigger mean, from the rules in
+:mod:`lint_gpu_tests.rules`:
 
-* GPU001-GPU007 all start from an engine or a runner (:mod:`lint_gpu_tests.analysis`): an
-  engine is a call of a configured engine class, and however it is imported (``from vllm
-  import LLM as E``, ``import vllm; vllm.LLM(...)``, ``LLM.from_engine_args(...)``) the
-  class's own last name is written in the file; a runner is a call or a parameter named
-  after the runner fixture or a runner class; GPU004's "receives an engine fixture" is a
-  parameter named after an engine fixture of the module (whose body builds an engine or
-  holds a runner, so it names one) or of a conftest (:func:`conftest names
-  <lint_gpu_tests.conftest_index.conftest_engine_fixtures>`, passed in); GPU007 also counts
-  engines built through the runtime's ``vllm_runner_factory`` parameter. Cleanup calls,
-  isolation decorators and runner attributes only matter in a function that owns an engine,
-  so they are not needed. All of these are identifiers, looked for as whole words.
-* GPU008 starts from a change of ``os.environ`` or a call of ``os.putenv``/``os.unsetenv``
-  (:data:`ENVIRONMENT_CHANGE`, also the rule's own first test of the text): the rule finds
-  only a subscript of ``os.environ`` (set or deleted), a call of its ``update``/
-  ``setdefault``/``pop`` methods, and those two functions, with ``os.environ`` written as
-  ``<os>.environ``, as ``environ`` imported from ``os``, or under the name an ``import``
-  gives it (``from os import environ as env``). So a file passes when ``environ`` is
-  followed (past spaces, line continuations, closing parentheses and comments) by ``[``,
-  by one of those methods or by ``as``, or when it names ``putenv``/``unsetenv``. A file
-  that only reads ``os.environ.get(...)`` is not parsed. The rule reports only variables the
-  file names with a literal (or a module constant's), so the file must also write the
-  literal part of one ``environment-variables`` pattern (``VLLM_`` of ``VLLM_*``,
-  :func:`names_variable`); the rule's first test asks the same, so a name spelt with escape
-  sequences or split across adjacent strings is not reported whichever rules a file passes
-  for.
+* ``Trigger.ENGINE`` (GPU001-GPU007): they all start from an engine or a runner
+  (:mod:`lint_gpu_tests.analysis`): an engine is a call of a configured engine class, and
+  however it is imported (``from vllm import LLM as E``, ``import vllm; vllm.LLM(...)``,
+  ``LLM.from_engine_args(...)``) the class's own last name is written in the file; a runner
+  is a call or a parameter named after the runner fixture or a runner class; GPU004's
+  "receives an engine fixture" is a parameter named after an engine fixture of the module
+  (whose body builds an engine or holds a runner, so it names one) or of a conftest
+  (:func:`conftest names <lint_gpu_tests.conftest_index.conftest_engine_fixtures>`, passed
+  in); GPU007 also counts engines built through the runtime's ``vllm_runner_factory``
+  parameter. Cleanup calls, isolation decorators and runner attributes only matter in a
+  function that owns an engine, so they are not needed. All of these are identifiers, looked
+  for as whole words.
+* ``Trigger.ENVIRONMENT`` (GPU008) starts from a change of ``os.environ`` or a call of
+  ``os.putenv``/``os.unsetenv`` (:data:`ENVIRONMENT_CHANGE`, also the rule's own first test
+  of the text): the rule finds only a subscript of ``os.environ`` (set or deleted), a call
+  of its ``update``/``setdefault``/``pop`` methods, and those two functions, with
+  ``os.environ`` written as ``<os>.environ``, as ``environ`` imported from ``os``, or under
+  the name an ``import`` gives it (``from os import environ as env``). So a file passes when
+  ``environ`` is followed (past spaces, line continuations, closing parentheses and
+  comments) by ``[``, by one of those methods or by ``as``, or when it names
+  ``putenv``/``unsetenv``. A file that only reads ``os.environ.get(...)`` is not parsed. The
+  rule reports only variables the file names with a literal (or a module constant's), so the
+  file must also write the literal part of one ``environment-variables`` pattern (``VLLM_``
+  of ``VLLM_*``, :func:`names_variable`); the rule's first test asks the same, so a name
+  spelt with escape sequences or split across adjacent strings is not reported whichever
+  rules a file passes for.
 
 The test is conservative where bytes may not mean what they look like: an ASCII file with
 an encoding declaration for a codec that is not ASCII-compatible (``utf-7``, ``utf-16``)
@@ -50,6 +54,7 @@ from functools import lru_cache
 
 from lint_gpu_tests import codes as _codes
 from lint_gpu_tests.config import Config
+from lint_gpu_tests.ftypes import Trigger
 
 __all__ = [
     "ENVIRONMENT_CHANGE",
@@ -128,7 +133,6 @@ def names_variable(source: bytes | str, patterns: tuple[str, ...]) -> bool:
                for fragment in fragments)
 
 
-ENVIRONMENT_RULES = frozenset({"GPU008"})
 RUNNER_FACTORY_FIXTURE = "vllm_runner_factory"
 """GPU007's factory fixture (``rules/gpu007_engines_oversubscribe_device.py``)."""
 
@@ -240,17 +244,21 @@ def engine_prefilter(config: Config) -> Prefilter:
 
 
 @lru_cache(maxsize=256)
-def prefilter_for(config: Config, codes: tuple[str, ...],
+def prefilter_for(config: Config, triggers: tuple[Trigger | str, ...],
                   fixtures: frozenset[str] = frozenset()) -> Prefilter:
-    """The :class:`Prefilter` of the rules ``codes`` under ``config``, with ``fixtures`` (engine
-    fixtures from conftests, :mod:`lint_gpu_tests.conftest_index`) as more words."""
+    """The :class:`Prefilter` of rules that start from ``triggers`` (their ``Rule.triggers``
+    together: :func:`lint_gpu_tests.rules.triggers_of`) under ``config``, with ``fixtures``
+    (engine fixtures from conftests, :mod:`lint_gpu_tests.conftest_index`) as more words
+    where a rule starts from an engine."""
     words: set[str] = set()
     environment = False
-    for code in codes:
-        if code in ENVIRONMENT_RULES:
+    for trigger in triggers:
+        if trigger is Trigger.ENVIRONMENT:
             environment = True
-        else:
+        elif trigger is Trigger.ENGINE:
             words.update(rule_words(config))
             words.update(fixtures)
+        else:
+            words.add(trigger)
     return Prefilter(tuple(sorted(w.encode("utf-8") for w in words)), environment,
                      config.environment_patterns)

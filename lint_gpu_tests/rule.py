@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from lint_gpu_tests.ftypes import FixKind, Trigger
+
 if TYPE_CHECKING:
     from lint_gpu_tests.analysis import ModuleAnalysis
     from lint_gpu_tests.ftypes import FixInfo
@@ -80,11 +82,24 @@ class Hit:
 class Rule:
     """Base class of every rule. Subclasses set the class attributes and ``check``.
 
+    A rule declares everything the rest of the tool needs of it, so adding one means adding
+    its module ``lint_gpu_tests/rules/gpuNNN_kebab_name.py`` (the file name gives the code
+    and name that configuration accepts before any rule is imported; ``tests/test_layers.py``
+    holds the two to the class) and nothing else: the registry
+    (:data:`lint_gpu_tests.rules.ALL_RULES`), the prefilter, the fix driver, the
+    documentation and the example tests all read it from here. A rule from outside the
+    package is added with :func:`lint_gpu_tests.rules.register`.
+
     Class attributes:
         code: ``"GPU001"`` ...; name: kebab-case name; summary: one plain line for tables
         and SARIF; message: the violation message template (``str.format`` fields).
         what_it_does, why_bad, fix_safety: documentation sections (Markdown).
         fix_title: short title of the fix, or ``""`` for a rule without a fix.
+        triggers: what a file must name for the rule to look at it (:class:`Trigger`
+            members, or identifiers of the rule's own); the prefilter is made from them.
+        fix_kinds: the transformations that apply the rule's fixes
+            (:class:`~lint_gpu_tests.ftypes.FixKind`; each has its codemod in
+            ``lint_gpu_tests/codemods/``); empty for a rule without a fix.
         INVALID / VALID: examples that must / must not be reported.
     """
 
@@ -98,6 +113,8 @@ class Rule:
     fix_safety: ClassVar[str] = ""
     options: ClassVar[tuple[str, ...]] = ()
     references: ClassVar[tuple[str, ...]] = ()
+    triggers: ClassVar[tuple[Trigger | str, ...]] = (Trigger.ENGINE,)
+    fix_kinds: ClassVar[tuple[FixKind, ...]] = ()
     INVALID: ClassVar[tuple[Example, ...]] = ()
     VALID: ClassVar[tuple[Example, ...]] = ()
 

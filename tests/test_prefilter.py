@@ -20,7 +20,7 @@ from lint_gpu_tests.prefilter import (
     prefilter_for,
     rule_words,
 )
-from lint_gpu_tests.rules import ALL_RULES
+from lint_gpu_tests.rules import ALL_RULES, triggers_of
 from lint_gpu_tests.rules import gpu007_engines_oversubscribe_device as gpu007
 
 BROKEN_PLAIN = b"def f(:\n    pass\n"
@@ -184,8 +184,8 @@ def test_a_conftest_engine_fixture_name_lets_the_file_through(tmp_path: Path) ->
     (b"x = 1  # decoding: none\n", False),                          # not a declaration
 ])
 def test_admits(source: bytes, admitted: bool) -> None:
-    codes = enabled_rule_codes(Config())
-    assert prefilter_for(Config(), codes).admits(source) is admitted
+    triggers = triggers_of(enabled_rule_codes(Config()))
+    assert prefilter_for(Config(), triggers).admits(source) is admitted
 
 
 def test_words_follow_config() -> None:
@@ -238,7 +238,7 @@ def test_every_environment_change_gpu008_reports_is_admitted(change: str) -> Non
     source = f"import os\n\n\ndef test_env():\n    {change}\n".encode()
     config = Config(select=("GPU008",))
     assert [v.code for v in check_source(source, "test_env.py", config)] == ["GPU008"]
-    assert prefilter_for(config, enabled_rule_codes(config)).admits(source)
+    assert prefilter_for(config, triggers_of(enabled_rule_codes(config))).admits(source)
 
 
 @pytest.mark.parametrize("text", [
@@ -318,7 +318,7 @@ def test_gpu008_looks_only_at_files_naming_a_configured_variable(assignment: str
     config = Config(select=("GPU008",))
     found = [v.code for v in check_source(source, "test_env.py", config)]
     assert found == (["GPU008"] if reported else [])
-    admitted = prefilter_for(config, enabled_rule_codes(config)).admits(source)
+    admitted = prefilter_for(config, triggers_of(enabled_rule_codes(config))).admits(source)
     assert admitted is reported
     assert api._check_bytes(source, "test_env.py", config, prefilter=True) == \
         check_source(source, "test_env.py", config)

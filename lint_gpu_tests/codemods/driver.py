@@ -1,43 +1,52 @@
 """Applies one codemod per pass to a file's bytes (``lint_gpu_tests.fixloop.fix_source`` loops).
 
-Order: runners into with-statements (GPU005), engines into runners (GPU001 with its
-GPU003/GPU004), tests into new processes (GPU001 under ``fix-strategy = "isolate"``), helper
-classes owning an engine into context managers (GPU001), weak proxies (GPU002/GPU006),
-leftover cleanup (GPU004), environment variables through monkeypatch (GPU008). Each command
-applies the fixes of its :class:`~lint_gpu_tests.ftypes.FixKind`, with the plans the rules
-made; only one command runs per pass so fixes never overlap; ``fix_source`` re-checks and
-calls again.
+Order (:class:`~lint_gpu_tests.ftypes.FixKind`'s, found from the modules here): runners into
+with-statements (GPU005), engines into runners (GPU001 with its GPU003/GPU004), tests into
+new processes (GPU001 under ``fix-strategy = "isolate"``), helper classes owning an engine
+into context managers (GPU001), weak proxies (GPU002/GPU006), leftover cleanup (GPU004),
+environment variables through monkeypatch (GPU008). Each command applies the fixes of its
+:class:`~lint_gpu_tests.ftypes.FixKind`, with the plans the rules made; only one command
+runs per pass so fixes never overlap; ``fix_source`` re-checks and calls again.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 import libcst as cst
 from libcst.codemod import CodemodContext
 
+from lint_gpu_tests import codemods
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
-from lint_gpu_tests.codemods.isolate_test_process import IsolateTestProcess
-from lint_gpu_tests.codemods.make_engine_owner_context_manager import (
-    MakeEngineOwnerContextManager,
-)
-from lint_gpu_tests.codemods.proxy_engine_reference import ProxyEngineReference
-from lint_gpu_tests.codemods.remove_manual_cleanup import RemoveManualCleanup
-from lint_gpu_tests.codemods.use_monkeypatch_env import UseMonkeypatchEnv
-from lint_gpu_tests.codemods.wrap_engine_in_runner import WrapEngineInRunner
-from lint_gpu_tests.codemods.wrap_runner_in_with import WrapRunnerInWith
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import InternalError
-from lint_gpu_tests.ftypes import Violation
+from lint_gpu_tests.ftypes import FixKind, Violation
 
-ORDER: tuple[type[GpuCodemod], ...] = (
-    WrapRunnerInWith,
-    WrapEngineInRunner,
-    IsolateTestProcess,
-    MakeEngineOwnerContextManager,
-    ProxyEngineReference,
-    RemoveManualCleanup,
-    UseMonkeypatchEnv,
-)
+
+def _codemods() -> tuple[type[GpuCodemod], ...]:
+    """Every codemod of ``lint_gpu_tests/codemods/`` (its public modules), one a
+    :class:`FixKind`, in the order of :class:`FixKind`'s members."""
+    found: dict[FixKind, type[GpuCodemod]] = {}
+    for info in pkgutil.iter_modules(codemods.__path__):
+        if info.name.startswith("_") or info.name == "driver":
+            continue
+        module = importlib.import_module(f"{codemods.__name__}.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, GpuCodemod) and \
+                    value.__module__ == module.__name__ and "KIND" in vars(value):
+                if value.KIND in found:
+                    raise ImportError(f"two codemods apply {value.KIND}: "
+                                      f"{found[value.KIND].__name__}, {value.__name__}")
+                found[value.KIND] = value
+    return tuple(found[kind] for kind in FixKind if kind in found)
+
+
+#: The codemods in the order a pass tries them (:class:`FixKind`'s order): runners into
+#: with-statements before engines into runners, whose rewrite removes the cleanup the last
+#: ones would.
+ORDER: tuple[type[GpuCodemod], ...] = _codemods()
 
 
 class RoundTripError(Exception):

@@ -1,32 +1,66 @@
-"""All rules, one module each. ``ALL_RULES`` is ordered by code."""
+"""The rule registry: every rule module of this package, one rule a module, plus the rules
+added with :func:`register`. ``ALL_RULES`` is ordered by code.
+
+A module ``gpuNNN_kebab_name.py`` here is found by its name
+(:func:`lint_gpu_tests.codes.rule_modules`) and its :class:`~lint_gpu_tests.rule.Rule`
+subclass of that code is the rule.
+"""
 
 from __future__ import annotations
 
-from lint_gpu_tests.rule import Rule
-from lint_gpu_tests.rules.gpu001_engine_outside_runner import EngineOutsideRunner
-from lint_gpu_tests.rules.gpu002_fixture_yields_engine import FixtureYieldsEngine
-from lint_gpu_tests.rules.gpu003_finalizer_shutdown import FinalizerShutdown
-from lint_gpu_tests.rules.gpu004_manual_engine_cleanup import ManualEngineCleanup
-from lint_gpu_tests.rules.gpu005_runner_without_with import RunnerWithoutWith
-from lint_gpu_tests.rules.gpu006_strong_engine_alias import StrongEngineAlias
-from lint_gpu_tests.rules.gpu007_engines_oversubscribe_device import EnginesOversubscribeDevice
-from lint_gpu_tests.rules.gpu008_environment_mutated_without_isolation import (
-    EnvironmentMutatedWithoutIsolation,
-)
+import importlib
 
-ALL_RULES: list[type[Rule]] = [
-    EngineOutsideRunner,
-    FixtureYieldsEngine,
-    FinalizerShutdown,
-    ManualEngineCleanup,
-    RunnerWithoutWith,
-    StrongEngineAlias,
-    EnginesOversubscribeDevice,
-    EnvironmentMutatedWithoutIsolation,
-]
+from lint_gpu_tests import codes
+from lint_gpu_tests.ftypes import Trigger
+from lint_gpu_tests.rule import Rule
+
+
+def _rule_of(code: str, module_name: str) -> type[Rule]:
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    found = [value for value in vars(module).values()
+             if isinstance(value, type) and issubclass(value, Rule)
+             and value.__module__ == module.__name__ and getattr(value, "code", None) == code]
+    if len(found) != 1:
+        raise ImportError(f"{module.__name__} defines {len(found)} rules of code {code}, "
+                          "not one")
+    return found[0]
+
+
+ALL_RULES: list[type[Rule]] = [_rule_of(code, name)
+                               for code, name in codes.rule_modules().items()]
+
+
+def register(rule: type[Rule]) -> None:
+    """Add ``rule`` (a :class:`~lint_gpu_tests.rule.Rule` subclass from outside the package)
+    to the registry and its code to :data:`lint_gpu_tests.codes.RULE_CODES`, so it is
+    selected, prefiltered, checked, fixed (by the codemods of its ``fix_kinds``) and
+    documented as the package's own rules are.
+
+    Raises:
+        ValueError: when another rule already has its code.
+    """
+    if any(known.code == rule.code and known is not rule for known in ALL_RULES):
+        raise ValueError(f"code {rule.code} is taken")
+    if rule not in ALL_RULES:
+        ALL_RULES.append(rule)
+        ALL_RULES.sort(key=lambda known: known.code)
+    entries = sorted({**codes.RULE_CODES, rule.code: rule.name}.items())
+    codes.RULE_CODES.clear()
+    codes.RULE_CODES.update(entries)
 
 
 def rule_by_code(code: str) -> type[Rule] | None:
     """Return the rule class for ``code`` (case-insensitive), or ``None``."""
     code = code.upper()
     return next((rule for rule in ALL_RULES if rule.code == code), None)
+
+
+def triggers_of(rule_codes: tuple[str, ...]) -> tuple[Trigger | str, ...]:
+    """What the rules ``rule_codes`` start from (their :attr:`Rule.triggers`, each once, in a
+    stable order), for :func:`lint_gpu_tests.prefilter.prefilter_for`."""
+    found: dict[Trigger | str, None] = {}
+    for code in rule_codes:
+        rule = rule_by_code(code)
+        for trigger in rule.triggers if rule is not None else (Trigger.ENGINE,):
+            found[trigger] = None
+    return tuple(sorted(found, key=lambda t: (isinstance(t, str), str(t))))

@@ -9,6 +9,7 @@ from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_class_of
 from lint_gpu_tests.fixplan.isolate import strategy_plan
 from lint_gpu_tests.fixplan.plan import WrapPlan
+from lint_gpu_tests.ftypes import FixKind
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at, is_isolated
 from lint_gpu_tests.syntax import dotted_name
@@ -22,6 +23,8 @@ class EngineOutsideRunner(Rule):
     summary = "An engine built by hand instead of by the runner's with-statement"
     message = "Engine `{engine}(...)` built outside `with {runner}(...)`"
     fix_title = "Wrap in `with vllm_runner(...)`"
+    fix_kinds = (FixKind.WRAP_ENGINE_IN_RUNNER, FixKind.ISOLATE_TEST_PROCESS,
+                 FixKind.ENGINE_OWNER_CONTEXT_MANAGER)
     what_it_does = (
         "Checks for engines (`vllm.LLM` however imported, or the classes in "
         "`engine-classes`) constructed in a test, fixture, helper function, helper class or "

@@ -22,6 +22,7 @@ class FixtureYieldsEngine(Rule):
     summary = "A fixture hands out the engine itself instead of a weak proxy"
     message = "Fixture `{fixture}` hands out the engine itself; yield `weakref.proxy(...)` of it"
     fix_title = "Yield `weakref.proxy(runner.llm)`"
+    fix_kinds = (FixKind.PROXY_ENGINE_REFERENCE, FixKind.WITH_ANOTHER)
     what_it_does = (
         "Checks for fixtures that `yield` or `return` an engine, the runner's engine "
         "(`runner.llm`), or a name bound to either, instead of `weakref.proxy(...)` of it."

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan.planner import planner_for
+from lint_gpu_tests.ftypes import FixKind
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
     covering_fix,
@@ -25,6 +26,7 @@ class FinalizerShutdown(Rule):
     summary = "An engine torn down by a finalizer or a try/finally"
     message = "Engine shut down by {how}; let `with vllm_runner(...)` tear it down"
     fix_title = "Remove the finalizer (part of the GPU001 rewrite)"
+    fix_kinds = (FixKind.WITH_ANOTHER,)
     what_it_does = (
         "Checks for `request.addfinalizer(...)`, `atexit.register(...)` or "
         "`ExitStack.callback(...)` registering an engine's shutdown, and for a `try/finally` "

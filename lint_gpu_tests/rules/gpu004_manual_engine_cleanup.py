@@ -33,6 +33,7 @@ class ManualEngineCleanup(Rule):
     summary = "Manual cleanup in a function that owns an engine"
     message = "Manual cleanup `{what}` in a function that owns an engine"
     fix_title = "Remove the manual cleanup"
+    fix_kinds = (FixKind.REMOVE_MANUAL_CLEANUP,)
     what_it_does = (
         "In a function that owns an engine (builds one, holds a runner, or receives the "
         "`vllm_runner` or `vllm_runner_factory` fixture or an engine fixture defined in the "

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
+from lint_gpu_tests.ftypes import FixKind
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at
 from lint_gpu_tests.syntax import last_name
@@ -20,6 +21,7 @@ class RunnerWithoutWith(Rule):
     summary = "A runner used outside a with-statement"
     message = "`{runner}(...)` used outside a with-statement; its teardown may never run"
     fix_title = "Wrap in a with-statement"
+    fix_kinds = (FixKind.WRAP_RUNNER_IN_WITH,)
     what_it_does = (
         "Checks for calls of the runner fixture or a runner class that are not the context "
         "expression of a `with` (plain, nested, or in a parenthesised group) and not passed "

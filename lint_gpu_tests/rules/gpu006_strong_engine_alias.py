@@ -27,6 +27,7 @@ class StrongEngineAlias(Rule):
                     "`{runner}` is not in a with-statement (GPU005, line {line}); use a weak "
                     "proxy")
     fix_title = "Bind to `weakref.proxy(...)`"
+    fix_kinds = (FixKind.PROXY_ENGINE_REFERENCE,)
     what_it_does = (
         "Checks for a name bound to the runner's engine (`runner.llm`, `runner.model`, or "
         "the configured `runner-attribute`) without `weakref.proxy`."

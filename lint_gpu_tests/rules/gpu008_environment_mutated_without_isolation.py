@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, is_test_module_path
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
+from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, Trigger
 from lint_gpu_tests.prefilter import ENVIRONMENT_CHANGE, changes_environment, names_variable
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
@@ -113,6 +113,8 @@ class EnvironmentMutatedWithoutIsolation(Rule):
     message = "{names} {verb} {where} by hand leaks into every later test; use " \
               "`monkeypatch.{method}`"
     fix_title = "Use `monkeypatch.setenv` / `monkeypatch.delenv`"
+    fix_kinds = (FixKind.USE_MONKEYPATCH_ENV,)
+    triggers = (Trigger.ENVIRONMENT,)
     what_it_does = (
         "Checks for tests, fixtures, xunit-style setup functions and module-level code of "
         "test modules that change the configured environment variables by hand (by "
