@@ -217,8 +217,13 @@ def slope(by: dict[str, Command], files: int) -> list[str]:
         rounds = [(b - a) / (4 * files) for a, b in zip(one.times, five.times, strict=True)]
         return (five.median - one.median) / (4 * files), rounds
 
+    def per_file_cpu(name: str) -> float:
+        return (by[f"{name} x5"].median_cpu - by[name].median_cpu) / (4 * files)
+
     floor, floor_rounds = per_file("floor cold")
-    lines = [f"- cold slope, floor: {1000 * floor:.3f} ms per file"]
+    floor_cpu = per_file_cpu("floor cold")
+    lines = [f"- cold slope, floor: {1000 * floor:.3f} ms per file (CPU "
+             f"{1000 * floor_cpu:.3f} ms)"]
     for name in ("gpu-test-lint cold", "gpu-test-lint cold --jobs 1", "baseline cold"):
         if f"{name} x5" in by:
             ours, rounds = per_file(name)
@@ -226,7 +231,9 @@ def slope(by: dict[str, Command], files: int) -> list[str]:
             lines.append(f"- cold slope, {name}: {1000 * ours:.3f} ms per file = "
                          f"**{ours / floor:.2f}x** the floor's (goal <= 1.2x; per round "
                          f"min / median / max: {ratios[0]:.2f}x / "
-                         f"{statistics.median(ratios):.2f}x / {ratios[-1]:.2f}x)")
+                         f"{statistics.median(ratios):.2f}x / {ratios[-1]:.2f}x; CPU "
+                         f"{1000 * per_file_cpu(name):.3f} ms, "
+                         f"{per_file_cpu(name) / floor_cpu:.2f}x)")
     return lines
 
 
