@@ -26,6 +26,14 @@ and round by round (min / median / max of the per-round ratios):
   does not, and the report prints that import apart;
 * **``check --diff`` / ``check``**: goal <= 3x on the 3,040-file generated tree;
 * with ``--baseline``: ours / baseline for both commands.
+
+CPU figures (user + system seconds of the command and the workers it waited for; the
+reference's loop in process) are printed beside the wall ones: on a shared machine a run that
+is mostly one busy process (today's ``check --diff``) loses more wall time to other jobs than a
+run spread over workers, so the wall ratios move with the load. Today's ``check --diff`` takes
+about 70 s a run on the generated tree on a quiet machine (140 s on a busy one), so the default
+run (the generated tree, 3 rounds after the warm-up) takes 5 to 10 minutes; ``--generated 0``
+times only the real trees, ``--generated-rounds`` fewer rounds.
 """
 
 from __future__ import annotations
@@ -196,7 +204,8 @@ def report(group: Group) -> list[str]:
         check, diff = group.check[label], group.diff[label]
         pairs = zip(diff.times, check.times, strict=True)
         line = (f"- {label}: `check --diff` / `check` **{diff.median / check.median:.2f}x** "
-                f"(per round min / median / max: {spread([d / c for d, c in pairs])})")
+                f"(per round min / median / max: {spread([d / c for d, c in pairs])}; CPU "
+                f"{diff.median_cpu / check.median_cpu:.2f}x)")
         if ref.wall:
             per_fix = (diff.median - check.median) / n
             per_fix_cpu = (diff.median_cpu - check.median_cpu) / n
