@@ -14,16 +14,16 @@ machine hits them alike:
 * ``check --no-cache PATHS`` and ``check --diff --no-cache PATHS`` of this checkout (``python -m
   lint_gpu_tests`` with ``PYTHONPATH`` set to it), and of ``--baseline CHECKOUT`` when given;
 * ``benchmarks/libcst_roundtrip.py`` over the files the diff fixes (start Python, import LibCST,
-  ``libcst.parse_module(source).code`` once per file) and over an empty list.
+  ``libcst.parse_module(source).code`` once per file, the loop timed inside the process).
 
 The untimed warm-up run of ``check --diff`` names the fixed files (its ``+++`` lines); the
 baseline's warm-up diff is compared with ours byte for byte. The report gives, from the medians
 and round by round (min / median / max of the per-round ratios):
 
 * **fix cost per fixed file**: (``check --diff`` - ``check``) / fixed files, against LibCST's
-  parse and print per fixed file: (roundtrip over the list - roundtrip over nothing) / fixed
-  files. Goal <= 3x. Ours includes importing LibCST (a ``check`` never imports it); the reference
-  does not, and the report prints that import apart;
+  parse and print per fixed file (the roundtrip's loop / fixed files). Goal <= 3x. Ours
+  includes importing LibCST (a ``check`` never imports it); the reference does not, and the
+  report prints its process's start, import and reads apart;
 * **``check --diff`` / ``check``**: goal <= 3x on the 3,040-file generated tree;
 * with ``--baseline``: ours / baseline for both commands.
 
