@@ -3,7 +3,7 @@
 Usage (from the repository root, after ``make install-test``)::
 
     .venv/bin/python benchmarks/run.py --tree /path/to/vllm-ascend/tests --generated 0 \\
-        --no-flake8
+        --no-flake8 --slope
 
 What it times, in one process and alternating (round 1 runs every command once, then round 2,
 ...), so that drifting machine load hits every command alike:
@@ -17,6 +17,11 @@ What it times, in one process and alternating (round 1 runs every command once, 
 * ``ruff check --select E9,F`` cold and warm (its own cache, emptied the same way);
 * with ``--baseline CHECKOUT``, our cold and warm runs from that checkout too
   (``PYTHONPATH``; its package compiled first), for before/after ratios in the same rounds;
+* with ``--slope``, cold runs (ours, ``--jobs 1``, the baseline's, the cold floor) on five
+  copies of the real trees too (copies 1 to 4 end each file with a comment naming the copy, so
+  no two files share their bytes): the cold per-file cost is the slope
+  (t(5T) - t(T)) / (4 files(T)), ours against the floor's (issue 24's goal: <= 1.2x), free of
+  the start-up that a whole-run ratio counts;
 * flake8 with the gpu-test-lint plugin (``--extend-select GPU``) and without it (the plugin
   dropped from flake8's plugin list by ``benchmarks/flake8_toggle.py``), both with flake8's
   default checks, so the difference is the plugin's cost.
@@ -96,7 +101,10 @@ rules), left the way the CLI leaves (``os._exit``, no teardown)."""
 
 
 def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
-                 flake8: bool, jobs1: bool, baseline: Path | None = None) -> list[Command]:
+                 flake8: bool, jobs1: bool, baseline: Path | None = None,
+                 copies: tuple[Path, list[str]] | None = None) -> list[Command]:
+    """The group's commands; ``copies`` (a directory and the paths of five copies of the
+    tree in it) adds the cold runs of the slope rows."""
     gpu_cache = scratch / f"gpu-cache-{label}"
     ruff_cache = scratch / f"ruff-cache-{label}"
     gpu = [str(BIN / "gpu-test-lint"), "check", "--exit-zero", "-q", "--cache-dir",
@@ -137,6 +145,22 @@ def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
             out.append(Command(f"{label}: baseline cold --jobs 1",
                                [*base[:4], "--no-cache", "--jobs", "1", *base[4:]], cwd,
                                env=env))
+    if copies is not None:
+        where, five = copies
+        out += [
+            Command(f"{label}: gpu-test-lint cold x5", [*gpu[:2], "--no-cache", *gpu[2:5],
+                                                        str(scratch / f"x5-cache-{label}"),
+                                                        *five], where),
+            Command(f"{label}: floor cold x5", [*floor_cold[:2], *five], where),
+        ]
+        if jobs1:
+            out.append(Command(f"{label}: gpu-test-lint cold --jobs 1 x5",
+                               [*out[-2].argv[:3], "--jobs", "1", *out[-2].argv[3:]], where))
+        if baseline is not None:
+            out.append(Command(f"{label}: baseline cold x5",
+                               [*base[:4], "--no-cache", *base[4:7],
+                                str(scratch / f"x5-baseline-cache-{label}"), *five],
+                               where, env=env))
     if flake8:
         toggle = [sys.executable, str(HERE / "flake8_toggle.py")]
         out += [
@@ -164,7 +188,56 @@ def budget(by: dict[str, Command]) -> list[str]:
             f"{walk:.3f} s ({walk / left:.0%})"]
 
 
-def report(commands: Sequence[Command], label: str) -> list[str]:
+def five_copies(tree: Path, names: Sequence[str], where: Path) -> list[str]:
+    """Write five copies of the trees ``names`` under ``tree`` into ``where``
+    (``copy0/NAME`` ... ``copy4/NAME``) and return their paths. Copies 1 to 4 end each
+    ``.py`` file with a comment naming the copy, so that no two copies share a file's bytes
+    (the checker remembers a conftest's fixtures by its content within a run)."""
+    paths = []
+    for k in range(5):
+        for name in names:
+            target = where / f"copy{k}" / name
+            shutil.copytree(tree / name, target)
+            if k:
+                for path in target.rglob("*.py"):
+                    with path.open("ab") as handle:
+                        handle.write(f"\n# copy {k}\n".encode())
+            paths.append(str(target.relative_to(where)))
+    return paths
+
+
+def slope(by: dict[str, Command], files: int) -> list[str]:
+    """Cold per-file cost from a tree and five copies of it: (t(5T) - t(T)) / (4 files(T)),
+    ours and the cold floor's, from the medians and round by round."""
+    if "floor cold x5" not in by:
+        return []
+
+    def per_file(name: str) -> tuple[float, list[float]]:
+        one, five = by[name], by[f"{name} x5"]
+        rounds = [(b - a) / (4 * files) for a, b in zip(one.times, five.times, strict=True)]
+        return (five.median - one.median) / (4 * files), rounds
+
+    def per_file_cpu(name: str) -> float:
+        return (by[f"{name} x5"].median_cpu - by[name].median_cpu) / (4 * files)
+
+    floor, floor_rounds = per_file("floor cold")
+    floor_cpu = per_file_cpu("floor cold")
+    lines = [f"- cold slope, floor: {1000 * floor:.3f} ms per file (CPU "
+             f"{1000 * floor_cpu:.3f} ms)"]
+    for name in ("gpu-test-lint cold", "gpu-test-lint cold --jobs 1", "baseline cold"):
+        if f"{name} x5" in by:
+            ours, rounds = per_file(name)
+            ratios = sorted(r / f for r, f in zip(rounds, floor_rounds, strict=True) if f > 0)
+            lines.append(f"- cold slope, {name}: {1000 * ours:.3f} ms per file = "
+                         f"**{ours / floor:.2f}x** the floor's (goal <= 1.2x; per round "
+                         f"min / median / max: {ratios[0]:.2f}x / "
+                         f"{statistics.median(ratios):.2f}x / {ratios[-1]:.2f}x; CPU "
+                         f"{1000 * per_file_cpu(name):.3f} ms, "
+                         f"{per_file_cpu(name) / floor_cpu:.2f}x)")
+    return lines
+
+
+def report(commands: Sequence[Command], label: str, files: int = 0) -> list[str]:
     by = {c.label.split(": ", 1)[1]: c for c in commands if c.label.startswith(label + ":")}
 
     def ratio(a: str, b: str, cpu: bool = False) -> str:
@@ -188,6 +261,7 @@ def report(commands: Sequence[Command], label: str) -> list[str]:
         f"- warm ratio gpu-test-lint / floor: {ratio('gpu-test-lint warm', 'floor warm')}"
         " (goal <= 2x)",
         *budget(by),
+        *slope(by, files),
         f"- CPU time ratios: cold --jobs 1 / floor "
         f"{ratio('gpu-test-lint cold --jobs 1', 'floor cold', cpu=True)}, / floor + environ "
         f"{ratio('gpu-test-lint cold --jobs 1', 'floor cold + environ', cpu=True)}; "
@@ -242,6 +316,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="skip flake8 on the generated tree (slow)")
     parser.add_argument("--no-flake8", action="store_true", help="skip the flake8 rows")
     parser.add_argument("--scaling", action="store_true")
+    parser.add_argument("--slope", action="store_true",
+                        help="also time cold runs on five copies of the real trees: the "
+                             "per-file slope against the floor's")
     parser.add_argument("--out", type=Path, help="also write the Markdown report here")
     parser.add_argument("--baseline", type=Path,
                         help="another checkout: its cold and warm runs in the same rounds")
@@ -258,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              ""]
     with tempfile.TemporaryDirectory(prefix="gtl-bench-") as tmp:
         scratch = Path(tmp)
-        groups: list[tuple[str, list[Command], int]] = []
+        groups: list[tuple[str, list[Command], int, int]] = []
         if args.tree:
             real = scratch / "real"
             names = []
@@ -268,9 +345,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 names.append(name)
             count = sum(1 for _ in real.rglob("*.py"))
             label = f"real trees ({', '.join(names)}; {count} files)"
+            copies = None
+            if args.slope:
+                where = scratch / "real-x5"
+                copies = (where, five_copies(real, names, where))
             groups.append((label, commands_for(label, names, real, scratch,
-                                               not args.no_flake8, True, args.baseline),
-                           args.rounds))
+                                               not args.no_flake8, True, args.baseline,
+                                               copies),
+                           args.rounds, count))
         if args.generated:
             gen = scratch / "generated"
             subprocess.run([sys.executable, str(HERE / "gen_tree.py"), str(gen),
@@ -279,16 +361,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             groups.append((label, commands_for(label, ["."], gen, scratch,
                                                not (args.no_flake8_generated
                                                     or args.no_flake8), True),
-                           args.generated_rounds))
-        for label, commands, rounds in groups:
+                           args.generated_rounds, args.generated))
+        for label, commands, rounds, files in groups:
             for command in commands:  # warm-up: fills caches for the warm rows
                 command.run()
                 command.times.clear()
             for _ in range(rounds):
                 for command in commands:
                     command.run()
-            lines += report(commands, label)
-            print("\n".join(report(commands, label)), flush=True)
+            rows = report(commands, label, files)
+            lines += rows
+            print("\n".join(rows), flush=True)
         if args.scaling and args.generated:
             rows = scaling(scratch / "generated", scratch, max(1, args.generated_rounds))
             lines += rows
