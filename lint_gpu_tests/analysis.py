@@ -23,7 +23,7 @@ from typing import Any
 from lint_gpu_tests.config import REEXPORTS, Config
 from lint_gpu_tests.process_targets import process_targets
 from lint_gpu_tests.scopes import ScopeIndex
-from lint_gpu_tests.source import TopLevel, child_fields, parent_index
+from lint_gpu_tests.source import TopLevel, child_fields, parent_index, walk_nodes
 from lint_gpu_tests.syntax import (
     FunctionNode,
     dotted_name,
@@ -861,3 +861,59 @@ class _Walker(ast.NodeVisitor):
                 in_runner_class=in_runner_class,
             )
         )
+
+
+# ------------------------------------------------------------------ semantic queries
+def is_isolated(func: FunctionInfo | None) -> bool:
+    """True when ``func`` or a function around it runs in its own process."""
+    while func is not None:
+        if func.isolated:
+            return True
+        func = func.parent
+    return False
+
+
+def module_constants(module: ModuleAnalysis) -> dict[str, object]:
+    """Names bound exactly once at module level to a literal (``GPU_UTIL = 0.4``,
+    ``ENV_KEY = "VLLM_X"``), with their values; read with :func:`ast.literal_eval`, so a
+    name bound twice, or to anything computed, is left out. Rules compute it once per
+    module and pass it to :func:`literal_value`."""
+    counts: dict[str, int] = {}
+    values: dict[str, object] = {}
+    for stmt in module.tree.body:
+        targets: list[ast.expr] = []
+        value: ast.expr | None = None
+        if isinstance(stmt, ast.Assign):
+            targets, value = list(stmt.targets), stmt.value
+        elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+            targets, value = [stmt.target], stmt.value
+        for name in walk_nodes(targets):
+            if isinstance(name, ast.Name):
+                counts[name.id] = counts.get(name.id, 0) + 1
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and len(targets) == 1 and \
+                isinstance(targets[0], ast.Name) and value is not None:
+            try:
+                values[targets[0].id] = ast.literal_eval(value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                pass
+    return {name: v for name, v in values.items() if counts.get(name) == 1}
+
+
+def literal_value(node: ast.AST, constants: dict[str, object],
+                  local_names: frozenset[str] = frozenset()) -> object | None:
+    """The value of a literal, or of a module constant's name (``constants`` from
+    :func:`module_constants`) that the function does not rebind (``local_names``: its
+    parameters and assigned names); ``None`` when it is known only at run time."""
+    if isinstance(node, ast.Name):
+        return None if node.id in local_names else constants.get(node.id)
+    try:
+        value: object = ast.literal_eval(node)
+        return value
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def local_names(module: ModuleAnalysis, func: FunctionInfo | None) -> frozenset[str]:
+    """Names ``func`` binds itself (parameters, assignments, loop and with targets), which
+    hide module constants of the same name; empty at module level."""
+    return frozenset() if func is None else module.bound_names(func)

@@ -30,7 +30,7 @@ LAYERS: list[set[str]] = [
     {"fixplan.plan", "fixplan.flow"},
     {"fixplan.cleanup", "fixplan.safety"},
     {"fixplan.planner"},
-    {"fixplan.isolate", "fixplan.classes", "fixplan.proxy"},
+    {"fixplan.isolate", "fixplan.classes", "fixplan.proxy", "fixplan.env"},
     {"rule", "rules"},
     {"engine", "conftest_index"},
     {"codemods"},

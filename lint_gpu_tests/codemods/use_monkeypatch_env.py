@@ -17,12 +17,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.codemods._cst import add_param, leading_lines
+from lint_gpu_tests.fixplan.env import CONTEXT_NAME, MONKEYPATCH, EnvFixPlan
 from lint_gpu_tests.ftypes import FixKind
-from lint_gpu_tests.rules.gpu008_environment_mutated_without_isolation import (
-    CONTEXT_NAME,
-    MONKEYPATCH,
-    EnvFixPlan,
-)
 
 CONTEXT_EXPR = "pytest.MonkeyPatch.context()"
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis import ModuleAnalysis, is_isolated
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_class_of
 from lint_gpu_tests.fixplan.isolate import strategy_plan
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.ftypes import FixKind
 from lint_gpu_tests.rule import Example, Hit, Rule
-from lint_gpu_tests.rules._common import hit_at, is_isolated
+from lint_gpu_tests.rules._common import hit_at
 from lint_gpu_tests.syntax import dotted_name
 
 

@@ -5,17 +5,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis import ModuleAnalysis, is_isolated
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import FixKind
 from lint_gpu_tests.rule import Example, Hit, Rule
-from lint_gpu_tests.rules._common import (
-    covering_fix,
-    function_plans,
-    hit_at,
-    is_isolated,
-    is_shutdown_try,
-)
+from lint_gpu_tests.rules._common import covering_fix, function_plans, hit_at, is_shutdown_try
 
 
 class FinalizerShutdown(Rule):

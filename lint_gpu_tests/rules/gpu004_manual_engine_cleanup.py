@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import replace
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, is_isolated
 from lint_gpu_tests.fixplan.blocks import _stmt_block
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
 from lint_gpu_tests.fixplan.plan import CleanupPlan, WrapPlan
@@ -18,7 +18,6 @@ from lint_gpu_tests.rules._common import (
     covering_fix,
     function_plans,
     hit_at,
-    is_isolated,
     is_shutdown_try,
     none_fix,
 )

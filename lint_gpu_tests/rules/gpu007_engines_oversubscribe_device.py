@@ -8,10 +8,16 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.analysis import (
+    FunctionInfo,
+    ModuleAnalysis,
+    literal_value,
+    local_names,
+    module_constants,
+)
 from lint_gpu_tests.fixplan.groups import engine_group
 from lint_gpu_tests.rule import Example, Hit, Rule
-from lint_gpu_tests.rules._common import hit_at, literal_value, local_names, module_constants
+from lint_gpu_tests.rules._common import hit_at
 from lint_gpu_tests.syntax import last_name
 
 SHARE_KEYWORD = "gpu_memory_utilization"

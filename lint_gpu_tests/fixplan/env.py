@@ -1,0 +1,455 @@
+"""Finding and planning GPU008's fixes: hand-made changes of configured environment
+variables in tests, fixtures, xunit functions and test modules' top level
+(:func:`find_mutations`), and how each becomes ``monkeypatch.setenv``/``delenv``
+(:func:`plan_fix`, :func:`env_fix`), applied by
+:mod:`lint_gpu_tests.codemods.use_monkeypatch_env`. The rule
+(``rules/gpu008_environment_mutated_without_isolation.py``) reports what this finds.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from lint_gpu_tests.analysis import (
+    FunctionInfo,
+    ModuleAnalysis,
+    is_isolated,
+    is_test_module_path,
+    literal_value,
+    local_names,
+    module_constants,
+)
+from lint_gpu_tests.fixplan.planner import planner_for
+from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
+from lint_gpu_tests.prefilter import ENVIRONMENT_CHANGE, changes_environment, names_variable
+from lint_gpu_tests.syntax import (
+    fixture_decorator,
+    is_main_guard,
+    last_name,
+    lines_matching,
+    spans_a_line,
+)
+
+#: pytest's xunit-style setup and teardown functions and methods (no fixtures reach them).
+XUNIT_FUNCTIONS = frozenset({
+    "setup_module", "teardown_module", "setup_function", "teardown_function",
+    "setup_method", "teardown_method", "setup_class", "teardown_class",
+    "setUp", "tearDown", "setUpClass", "tearDownClass", "setup", "teardown",
+})
+#: ``os.environ`` methods that change it, and whether they remove a variable.
+ENVIRON_METHODS = {"update": False, "setdefault": False, "pop": True}
+#: ``os`` functions that change the C environment only.
+OS_FUNCTIONS = {"os.putenv": False, "os.unsetenv": True}
+#: Calls that open a ``MonkeyPatch`` context (``pytest.MonkeyPatch.context()``,
+#: ``monkeypatch.context()``): the name it binds can set variables directly.
+CONTEXT_CALL = "context"
+MONKEYPATCH = "monkeypatch"
+CONTEXT_NAME = "mp"
+_ALIASED = re.compile(rb"(?:[\s\\)]|#[^\n]*)*as(?![A-Za-z0-9_])")
+#: :data:`~lint_gpu_tests.prefilter.ENVIRONMENT_CHANGE` for the module's text.
+_CHANGE = re.compile(ENVIRONMENT_CHANGE.pattern.decode("ascii"))
+C_ENV_ONLY = ("`os.putenv`/`os.unsetenv` change only the environment of child processes, "
+              "not `os.environ`; `monkeypatch` changes both")
+
+
+@dataclass(frozen=True)
+class EnvMutation:
+    """One hand-made change of configured environment variables.
+
+    Attributes:
+        node: what is reported (the assignment, ``del`` or the call).
+        statement: the statement holding it.
+        function: the enclosing test, fixture or xunit function; ``None`` at module level.
+        removes: the change removes variables (``del``, ``.pop``, ``os.unsetenv``).
+        names: the configured variable names it changes, in source order.
+        rewritable: the statement has a shape the codemod rewrites (see the rule's *Fix
+            safety*; :mod:`lint_gpu_tests.codemods.use_monkeypatch_env` does it).
+        reason: why it is not rewritable; for a rewritable one, why the rewrite is unsafe
+            (or ``""``).
+        function_name: ``os.putenv``/``os.unsetenv`` when the change is a call of one (it
+            changes the process environment only, not ``os.environ``); else ``""``.
+    """
+
+    node: ast.AST
+    statement: ast.stmt
+    function: FunctionInfo | None
+    removes: bool
+    names: tuple[str, ...]
+    rewritable: bool
+    reason: str = ""
+    function_name: str = ""
+
+
+@dataclass(frozen=True)
+class EnvFixPlan:
+    """How one mutation is rewritten (computed on the ``ast`` tree; the codemod applies it).
+
+    Attributes:
+        fix: the fix information the violation carries.
+        receiver: the name the replacement calls go through (``monkeypatch``, ``mp``).
+        function_line: line of the owning ``def`` (``ast``'s, the ``def`` keyword).
+        add_param: add ``monkeypatch`` to the function's parameters.
+        wrap_line: start line of the first statement of the function body that the new
+            ``with pytest.MonkeyPatch.context() as mp:`` covers (to the end of the body);
+            ``None`` when no block is added.
+        statement_line: start line of the mutating statement the codemod replaces.
+    """
+
+    fix: FixInfo
+    receiver: str = MONKEYPATCH
+    function_line: int = 0
+    add_param: bool = False
+    wrap_line: int | None = None
+    statement_line: int = 0
+
+
+# ---------------------------------------------------------------------- detection
+def configured(name: str, patterns: tuple[str, ...]) -> bool:
+    """True when ``name`` matches one of the ``environment-variables`` patterns
+    (``fnmatch``, case-sensitive as environment names are)."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
+    """Every hand-made change of a configured variable that is not isolated, in source
+    order: in tests, fixtures and xunit functions, and at module level of a test module
+    other than ``conftest.py``."""
+    lines = _change_lines(module)
+    if lines == []:
+        return []
+    finder = _Finder(module)
+    out: list[EnvMutation] = []
+    if os.path.basename(module.path) != "conftest.py" and is_test_module_path(
+            module.path, module.config):
+        # Only modules pytest imports by their name run their top level in the session.
+        body = [s for s in module.tree.body if lines is None or spans_a_line(s, lines)]
+        out += finder.scan(list(_module_level_nodes(body)), None)
+    guarded = any(_autouse_patches_environ(module, f) for f in module.functions)
+    for func in module.functions:
+        if (lines is not None and not spans_a_line(func.node, lines)) or not _watched(func) \
+                or is_isolated(func) or _patched_by_decorator(module, func):
+            continue
+        if guarded and (func.kind == "test" or func.fixture_scope == "function"):
+            continue
+        out += finder.scan(module.nodes_of(func), func)
+    return sorted(out, key=lambda m: (m.node.lineno, m.node.col_offset))  # type: ignore[attr-defined]
+
+
+def _change_lines(module: ModuleAnalysis) -> list[int] | None:
+    """The lines (ascending) on which a change of the environment may start
+    (:data:`~lint_gpu_tests.prefilter.ENVIRONMENT_CHANGE`), or ``None`` (every line) when the
+    module imports ``environ`` or one of the functions under another name: then a change can
+    be spelt without them. Empty when the module cannot change the environment or writes no
+    configured variable's name (its literal part, :func:`names_variable`): GPU008's first
+    test, the same as the prefilter's."""
+    source = module.text.encode("utf-8", "surrogatepass")
+    if not changes_environment(source) or not names_variable(
+            module.text, module.config.environment_patterns):
+        return []
+    if any(match.group(0).endswith(b"as") or _ALIASED.match(source, match.end())
+           for match in ENVIRONMENT_CHANGE.finditer(source)):
+        return None
+    return lines_matching(module.text, _CHANGE)
+
+
+def _watched(func: FunctionInfo) -> bool:
+    return func.kind in ("test", "fixture") or func.name in XUNIT_FUNCTIONS
+
+
+def _module_level_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Nodes that run at import time: module and class bodies, not functions, lambdas or
+    the ``__main__`` guard."""
+    stack: list[ast.AST] = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        yield node
+        if isinstance(node, ast.If) and is_main_guard(node):
+            stack.extend(reversed(node.orelse))
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _patch_dict_of_environ(module: ModuleAnalysis, node: ast.AST) -> bool:
+    """True for ``mock.patch.dict(os.environ, ...)`` / ``patch.dict("os.environ", ...)``."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "dict" and last_name(node.func.value) == "patch"
+            and node.args):
+        return False
+    target = node.args[0]
+    return module.qualified(target) == "os.environ" or (
+        isinstance(target, ast.Constant) and target.value == "os.environ")
+
+
+def _autouse_patches_environ(module: ModuleAnalysis, func: FunctionInfo) -> bool:
+    """True for a function-scoped autouse fixture that yields inside
+    ``with mock.patch.dict(os.environ, ...)``: every test of the module and its
+    function-scoped fixtures run inside that snapshot, which is restored after each test."""
+    deco = fixture_decorator(func.node)
+    if func.kind != "fixture" or func.fixture_scope != "function" or not (
+            isinstance(deco, ast.Call) and any(
+                kw.arg == "autouse" and isinstance(kw.value, ast.Constant) and
+                kw.value.value is True for kw in deco.keywords)):
+        return False
+    return any(isinstance(node, (ast.With, ast.AsyncWith)) and any(
+        _patch_dict_of_environ(module, item.context_expr) for item in node.items) and any(
+        isinstance(inner, ast.Yield) for inner in ast.walk(node))
+        for node in module.nodes_of(func))
+
+
+def _patched_by_decorator(module: ModuleAnalysis, func: FunctionInfo | None) -> bool:
+    while func is not None:
+        if any(_patch_dict_of_environ(module, d) for d in func.node.decorator_list):
+            return True
+        func = func.parent
+    return False
+
+
+class _Finder:
+    """Classifies nodes as environment changes (shared state: the module's constants)."""
+
+    def __init__(self, module: ModuleAnalysis) -> None:
+        self.module = module
+        self.constants = module_constants(module)
+        self.patterns = module.config.environment_patterns
+
+    def scan(self, nodes: list[ast.AST], func: FunctionInfo | None) -> list[EnvMutation]:
+        locals_ = local_names(self.module, func)
+        out = []
+        for node in nodes:
+            found = self._classify(node, func, locals_)
+            if found is not None and not self._inside_patch_dict(node):
+                out.append(found)
+        return out
+
+    def _inside_patch_dict(self, node: ast.AST) -> bool:
+        current = self.module.parent(node)
+        while current is not None and not isinstance(
+                current, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(current, (ast.With, ast.AsyncWith)) and any(
+                    _patch_dict_of_environ(self.module, item.context_expr)
+                    for item in current.items):
+                return True
+            current = self.module.parent(current)
+        return False
+
+    def _is_environ(self, node: ast.AST) -> bool:
+        return self.module.qualified(node) == "os.environ"
+
+    def _name(self, node: ast.AST, locals_: frozenset[str]) -> str | None:
+        value = literal_value(node, self.constants, locals_)
+        return value if isinstance(value, str) else None
+
+    def _make(self, node: ast.AST, func: FunctionInfo | None, removes: bool,
+              names: list[str], rewritable: bool, reason: str = "", function_name: str = ""
+              ) -> EnvMutation | None:
+        wanted = tuple(n for n in names if configured(n, self.patterns))
+        if not wanted:
+            return None
+        statement = self.module.statement_of(node)
+        return EnvMutation(node, statement, func, removes, wanted, rewritable, reason,
+                           function_name)
+
+    def _classify(self, node: ast.AST, func: FunctionInfo | None,
+                  locals_: frozenset[str]) -> EnvMutation | None:
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            keys = [t.slice for t in targets
+                    if isinstance(t, ast.Subscript) and self._is_environ(t.value)]
+            if not keys:
+                return None
+            names = [n for n in (self._name(k, locals_) for k in keys) if n is not None]
+            if isinstance(node, ast.AugAssign):
+                return self._make(node, func, False, names, False, "an augmented assignment")
+            if len(targets) > 1:
+                return self._make(node, func, False, names, False, "a chained assignment")
+            return self._make(node, func, False, names, True)
+        if isinstance(node, ast.Delete):
+            keys = [t.slice for t in node.targets
+                    if isinstance(t, ast.Subscript) and self._is_environ(t.value)]
+            if not keys:
+                return None
+            names = [n for n in (self._name(k, locals_) for k in keys) if n is not None]
+            if len(keys) != len(node.targets):
+                return self._make(node, func, True, names, False,
+                                  "the `del` also deletes other targets")
+            return self._make(node, func, True, names, True)
+        if isinstance(node, ast.Call):
+            return self._classify_call(node, func, locals_)
+        return None
+
+    def _classify_call(self, node: ast.Call, func: FunctionInfo | None,
+                       locals_: frozenset[str]) -> EnvMutation | None:
+        if self.module.qualified(node.func) not in OS_FUNCTIONS and not (
+                isinstance(node.func, ast.Attribute) and node.func.attr in ENVIRON_METHODS
+                and self._is_environ(node.func.value)):
+            return None  # before asking for the parent: most calls are neither
+        statement_call = isinstance(self.module.parent(node), ast.Expr)
+        used = None if statement_call else "the call's value is used"
+        qualified = self.module.qualified(node.func)
+        if qualified in OS_FUNCTIONS and node.args and not node.keywords:
+            name = self._name(node.args[0], locals_)
+            if name is None:
+                return None
+            removes = OS_FUNCTIONS[qualified]
+            if len(node.args) != (1 if removes else 2):
+                return None
+            return self._make(node, func, removes, [name], not used, used or C_ENV_ONLY,
+                              qualified)
+        if not (isinstance(node.func, ast.Attribute) and node.func.attr in ENVIRON_METHODS
+                and self._is_environ(node.func.value)):
+            return None
+        method = node.func.attr
+        if method == "update":
+            return self._classify_update(node, func, locals_, used)
+        if not node.args or node.keywords:
+            return None
+        key = node.args[0]
+        name = self._name(key, locals_)
+        if name is None:
+            return None
+        if method == "setdefault":
+            if len(node.args) != 2:
+                return self._make(node, func, False, [name], False,
+                                  "`setdefault` without a value sets `None`")
+            return self._make(node, func, False, [name], not used, used or "")
+        if len(node.args) > 2:  # pop
+            return None
+        return self._make(node, func, True, [name], not used, used or "")
+
+    def _classify_update(self, node: ast.Call, func: FunctionInfo | None,
+                         locals_: frozenset[str], used: str | None) -> EnvMutation | None:
+        """``update({...})``, ``update(dict(K=v))``, ``update(K=v)``: one ``setenv`` per key
+        when every key is known."""
+        keys: list[ast.expr | str | None] = []  # a key node, a keyword's name, or unknown
+        sources: list[ast.expr] = list(node.args)
+        keywords = list(node.keywords)
+        if len(sources) == 1 and isinstance(sources[0], ast.Call) and \
+                isinstance(sources[0].func, ast.Name) and sources[0].func.id == "dict" and \
+                not sources[0].args:
+            keywords += sources[0].keywords
+        elif len(sources) == 1 and isinstance(sources[0], ast.Dict):
+            keys += sources[0].keys
+        elif sources:
+            keys.append(None)
+        keys += [kw.arg for kw in keywords]
+        names = [k if isinstance(k, str) or k is None else self._name(k, locals_)
+                 for k in keys]
+        reason = used or ""
+        if not reason and None in names:
+            reason = "some of its keys are known only at run time"
+        if not reason and len(names) > 1 and _has_comment(self.module, node):
+            reason = "the comments inside the call would be lost"
+        return self._make(node, func, False, [n for n in names if n is not None],
+                          not reason, reason)
+
+
+def _has_comment(module: ModuleAnalysis, node: ast.AST) -> bool:
+    """True when a comment sits inside ``node``'s source (between its first and last line)."""
+    first, last = node.lineno, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+    return first != last and any("#" in line for line in module.lines[first:last])
+
+
+# ---------------------------------------------------------------------- fix planning
+def plan_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> EnvFixPlan:
+    """Decide the fix of one mutation (see the rule's *Fix safety*)."""
+    func = mutation.function
+    if not mutation.rewritable:
+        return EnvFixPlan(none_fix(title, mutation.reason))
+    if func is None:
+        return EnvFixPlan(none_fix(title, "at module level the setting applies to the whole "
+                                          "session; set it in a fixture with `monkeypatch`, "
+                                          "or in a conftest.py"))
+    if func.kind not in ("test", "fixture"):
+        return EnvFixPlan(none_fix(title, "pytest passes no fixtures to xunit-style setup"))
+    if func.in_base_class:
+        return EnvFixPlan(none_fix(title, "a method of a class with base classes "
+                                          "(unittest.TestCase gets no fixtures)"))
+    planner = planner_for(module)
+    if planner.shares_line(mutation.statement) or planner.on_header_line(mutation.statement):
+        return EnvFixPlan(none_fix(title, "it shares its line with another statement"))
+    unsafe = mutation.reason
+    line = func.node.lineno
+    existing = _context_name(module, mutation.statement, func)
+    if existing is not None:
+        return EnvFixPlan(_fix(title, unsafe), existing, line)
+    if func.kind == "test" or func.fixture_scope in (None, "function"):
+        if MONKEYPATCH in func.params:
+            return EnvFixPlan(_fix(title, unsafe), MONKEYPATCH, line)
+        if MONKEYPATCH in local_names(module, func):
+            return EnvFixPlan(none_fix(title, "the function binds a local `monkeypatch`"))
+        return EnvFixPlan(_fix(title, unsafe), MONKEYPATCH, line, add_param=True)
+    if module.imports.get("pytest") != "pytest":
+        return EnvFixPlan(none_fix(title, "`pytest` is not imported as `pytest` for "
+                                          "`pytest.MonkeyPatch.context()`"))
+    if not any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in module.nodes_of(func)):
+        return EnvFixPlan(none_fix(title, f"a {func.fixture_scope}-scoped fixture that "
+                                          "returns: a `MonkeyPatch.context()` block would "
+                                          "restore the variable before any test runs"))
+    if CONTEXT_NAME in local_names(module, func):
+        return EnvFixPlan(none_fix(title, f"the fixture binds a local `{CONTEXT_NAME}`"))
+    top = _top_statement(module, mutation.statement, func)
+    first = min((m.statement for m in find_mutations(module)
+                 if m.function is func and m.rewritable),
+                key=lambda s: s.lineno, default=mutation.statement)
+    wrap_from = min(top.lineno, _top_statement(module, first, func).lineno)
+    reason = (f"a {func.fixture_scope}-scoped fixture cannot request the function-scoped "
+              "`monkeypatch`: `pytest.MonkeyPatch.context()` restores the variable when the "
+              "fixture ends, where before it stayed set for the rest of the session")
+    return EnvFixPlan(FixInfo(Applicability.UNSAFE, title,
+                              "; ".join(r for r in (reason, unsafe) if r)),
+                      CONTEXT_NAME, line, wrap_line=wrap_from)
+
+
+
+def env_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> FixInfo:
+    """The fix of ``mutation`` that GPU008 reports (:func:`plan_fix`), carrying its plan for
+    the codemod when there is one."""
+    plan = plan_fix(module, mutation, title)
+    if not plan.fix.available:
+        return plan.fix
+    return replace(plan.fix, kind=FixKind.USE_MONKEYPATCH_ENV,
+                   plan=replace(plan, statement_line=mutation.statement.lineno))
+
+
+def none_fix(title: str, reason: str) -> FixInfo:
+    """A missing fix with its reason."""
+    return FixInfo(Applicability.NONE, title, reason)
+
+def _fix(title: str, unsafe: str) -> FixInfo:
+    if unsafe:
+        return FixInfo(Applicability.UNSAFE, title, unsafe)
+    return FixInfo(Applicability.SAFE, title)
+
+
+def _top_statement(module: ModuleAnalysis, stmt: ast.stmt, func: FunctionInfo) -> ast.stmt:
+    """The statement of ``func``'s own body that holds ``stmt``."""
+    current: ast.AST = stmt
+    while True:
+        parent = module.parent(current)
+        if parent is func.node or parent is None:
+            assert isinstance(current, ast.stmt)
+            return current
+        current = parent
+
+
+def _context_name(module: ModuleAnalysis, stmt: ast.stmt, func: FunctionInfo) -> str | None:
+    """The name bound by an enclosing ``with ....context() as mp:`` of a MonkeyPatch."""
+    current = module.parent(stmt)
+    while current is not None and current is not func.node:
+        if isinstance(current, (ast.With, ast.AsyncWith)):
+            for item in current.items:
+                expr = item.context_expr
+                if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
+                        expr.func.attr == CONTEXT_CALL and last_name(expr.func.value) in (
+                            "MonkeyPatch", MONKEYPATCH) and \
+                        isinstance(item.optional_vars, ast.Name):
+                    return item.optional_vars.id
+        current = module.parent(current)
+    return None
