@@ -401,21 +401,26 @@ def _tree(pid: int) -> list[Any]:
 
 
 def _describe(process: Any) -> str | None:
-    """``"python3 pid 1234: python3 -c import time; time.sleep(600)"``; ``None`` for a
-    process that has ended or is a zombie."""
+    """``"python3 pid 1234 (parent 1200): python3 -c import time; time.sleep(600)"``
+    (the command line with its whitespace collapsed: setproctitle pads a title such as
+    ``VLLM::EngineCore`` with spaces; cut at 100 characters); ``None`` for a process that
+    has ended or is a zombie."""
     try:
         import psutil
 
         with process.oneshot():
             if process.status() == psutil.STATUS_ZOMBIE:
                 return None
-            command = " ".join(process.cmdline())
+            command = " ".join(" ".join(process.cmdline()).split())
             name = process.name()
+            parent = process.ppid()
     except Exception:
         return None
     if len(command) > 100:
         command = command[:97] + "..."
-    return f"{name} pid {process.pid}" + (f": {command}" if command else "")
+    return f"{name} pid {process.pid} (parent {parent})" + (
+        f": {command}" if command and command != name else ""
+    )
 
 
 def _kill_group(pgid: int, wait_s: float = 5.0, others: Sequence[Any] = ()) -> None:

@@ -355,7 +355,8 @@ def test_marker_limit_ends_the_whole_tree_and_names_it(
         [
             f"*IsolatedTestTimeoutError: isolated test ({method}) ran past {limit:g} s (limit from "
             "@pytest.mark.isolation_timeout; set it with *"
-            f"the processes under it: * pid {grandchild}: * -c import time; time.sleep(600)*"
+            f"the processes under it: * pid {grandchild} (parent *): "
+            "* -c import time; time.sleep(600)*"
         ]
     )
     _wait_dead(grandchild, "the grandchild")
