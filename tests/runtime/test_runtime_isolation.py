@@ -130,21 +130,27 @@ def test_child_process_group_is_killed(
         os.sched_yield()
 
 
-def test_timeout_kills_the_child(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("source", ["timeout_s=", "ini isolation_timeout"])
+def test_timeout_kills_the_child(pytester: pytest.Pytester, source: str) -> None:
+    options = ", timeout_s=0.2" if source == "timeout_s=" else ""
+    if source != "timeout_s=":
+        pytester.makeini("[pytest]\nisolation_timeout = 0.2\n")
     pytester.makepyfile(
-        test_slow="""
+        test_slow=f"""
         import time
         from lint_gpu_tests.runtime import create_new_process_for_each_test
 
-        @create_new_process_for_each_test("fork", timeout_s=0.2)
+        @create_new_process_for_each_test("fork"{options})
         def test_hangs():
             time.sleep(600)
         """
     )
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*IsolatedTestTimeoutError: *ran past 0.2 s*killed*"])
-    result.stdout.fnmatch_lines(["*limit from timeout_s=*"])
+    result.stdout.fnmatch_lines(
+        [f"*IsolatedTestTimeoutError: *ran past 0.2 s (limit from {source};*killed*"]
+    )
+    assert isolation._ini_timeout is None  # an inner session's ini is restored at its end
 
 
 def test_child_that_dies_reports_how(pytester: pytest.Pytester) -> None:
@@ -360,24 +366,6 @@ def test_marker_limit_ends_the_whole_tree_and_names_it(
         ]
     )
     _wait_dead(grandchild, "the grandchild")
-
-
-def test_ini_limit(pytester: pytest.Pytester) -> None:
-    pytester.makeini("[pytest]\nisolation_timeout = 0.5\n")
-    pytester.makepyfile(
-        test_ini="""
-        import time
-        from lint_gpu_tests.runtime import create_new_process_for_each_test
-
-        @create_new_process_for_each_test("fork", memory_wait_timeout_s=0)
-        def test_hangs():
-            time.sleep(600)
-        """
-    )
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*ran past 0.5 s (limit from ini isolation_timeout;*"])
-    assert isolation._ini_timeout is None  # restored when the inner session ended
 
 
 def test_time_limit_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
