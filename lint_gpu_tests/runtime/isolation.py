@@ -340,25 +340,27 @@ def _returned(result_path: str) -> bool:
         return False
 
 
-def _wait_for_child(pid: int, result_path: str, limit_s: float | None) -> ChildEnd:
+def _wait_for_child(pid: int, result_path: str, limit_s: float | None) -> tuple[ChildEnd, float]:
     """Poll until ``pid`` exits, ``limit_s`` seconds pass, or the test has returned and the
-    child has not exited :data:`EXIT_GRACE_S` seconds later."""
+    child has not exited :data:`EXIT_GRACE_S` seconds later. Returns how it ended and the
+    seconds since the test returned (0 when it had not). A child still exiting when the
+    limit comes counts as stuck: its test had returned."""
     now = time.monotonic()
     deadline = None if limit_s is None else now + limit_s
     returned_at: float | None = None
     delay = 0.001
     while not _exited(pid):
         now = time.monotonic()
+        if returned_at is None and _returned(result_path):
+            returned_at = now
+        since = 0.0 if returned_at is None else now - returned_at
         if deadline is not None and now >= deadline:
-            return "limit"
-        if returned_at is None:
-            if _returned(result_path):
-                returned_at = now
-        elif now - returned_at >= EXIT_GRACE_S:
-            return "stuck"
+            return ("limit" if returned_at is None else "stuck"), since
+        if returned_at is not None and since >= EXIT_GRACE_S:
+            return "stuck", since
         time.sleep(delay)
         delay = min(delay * 2, 0.05)
-    return "exited"
+    return "exited", 0.0
 
 
 def _group_members(pgid: int) -> list[int]:
@@ -481,15 +483,18 @@ def _stop_sentinel(sentinel: tuple[subprocess.Popen[bytes], int] | None) -> None
         watcher.wait()
 
 
-def _supervise(pid: int, result_path: str, limit_s: float | None) -> tuple[ChildEnd, list[str]]:
+def _supervise(
+    pid: int, result_path: str, limit_s: float | None
+) -> tuple[ChildEnd, float, list[str]]:
     """Wait for the child; then end its whole process tree. Returns how the wait ended and,
-    when the child did not exit by itself, its tree as it was then: the child's own
+    the seconds since the test returned, and when the child did not exit by itself, its tree
+    as it was then: the child's own
     description first, then the other processes'. Whatever interrupts the wait
     (KeyboardInterrupt, another plugin's timeout) ends the tree too. The caller reaps the
     child afterwards."""
     sentinel = _start_sentinel(pid)
     try:
-        end = _wait_for_child(pid, result_path, limit_s)
+        end, since = _wait_for_child(pid, result_path, limit_s)
         left: list[str] = []
         tree: list[Any] = []
         if end != "exited":
@@ -498,7 +503,7 @@ def _supervise(pid: int, result_path: str, limit_s: float | None) -> tuple[Child
             others = [_describe(p) for p in tree if p.pid != pid]
             left = child + [text for text in others if text is not None]
         _kill_group(pid, others=tree)
-        return end, left
+        return end, since, left
     except BaseException:
         _kill_group(pid, others=_tree(pid))
         raise
@@ -524,6 +529,7 @@ class _Run:
     pid: int
     method: StartMethod
     end: ChildEnd
+    since_return_s: float
     how: str
     left: list[str]
     limit_s: float | None
@@ -532,7 +538,7 @@ class _Run:
 
 def _run_forked(
     func: Callable[..., Any], args: Any, kwargs: Any, result_path: str, limit_s: float | None
-) -> tuple[int, ChildEnd, str, list[str]]:
+) -> tuple[int, ChildEnd, float, str, list[str]]:
     global _in_isolated_child
     parent = os.getpid()
     _flush_stdio()
@@ -554,15 +560,15 @@ def _run_forked(
     except (PermissionError, ProcessLookupError):
         pass  # the child did it first, or already exited
     try:
-        end, left = _supervise(pid, result_path, limit_s)
+        end, since, left = _supervise(pid, result_path, limit_s)
     finally:
         _, status = os.waitpid(pid, 0)
-    return pid, end, _describe_status(status), left
+    return pid, end, since, _describe_status(status), left
 
 
 def _run_spawned(
     func: Callable[..., Any], args: Any, kwargs: Any, result_path: str, limit_s: float | None
-) -> tuple[int, ChildEnd, str, list[str]]:
+) -> tuple[int, ChildEnd, float, str, list[str]]:
     module = sys.modules.get(func.__module__)
     module_file = getattr(module, "__file__", None)
     try:
@@ -591,7 +597,7 @@ def _run_spawned(
             start_new_session=True,
         )
         try:
-            end, left = _supervise(process.pid, result_path, limit_s)
+            end, since, left = _supervise(process.pid, result_path, limit_s)
         finally:
             process.wait()
         status = process.returncode
@@ -600,7 +606,7 @@ def _run_spawned(
             if status < 0
             else f"exited with code {status}"
         )
-        return process.pid, end, described, left
+        return process.pid, end, since, described, left
     finally:
         os.unlink(payload_path)
 
@@ -646,8 +652,9 @@ def _report(outcome: dict[str, Any] | None, run: _Run) -> None:
     stuck = ""
     if run.end == "stuck":
         stuck = (
-            f"the test returned, but child {pid} had not exited {EXIT_GRACE_S:g} s later: it "
-            f"waits for processes the test left behind (killed now): {left}"
+            f"the test returned, but child {pid} had not exited "
+            f"{round(run.since_return_s, 1):g} s later: it waits for processes the test left "
+            f"behind (killed now): {left}"
         )
         if outcome is None or outcome["outcome"] in ("passed", "skipped", "xfailed"):
             raise IsolatedTestTimeoutError(f"isolated test ({method}): {stuck}")
@@ -829,7 +836,7 @@ def create_new_process_for_each_test(
             os.close(fd)
             try:
                 execute = _run_forked if start == "fork" else _run_spawned
-                pid, end, how, left = execute(func, args, kwargs, result_path, limit_s)
+                pid, end, since, how, left = execute(func, args, kwargs, result_path, limit_s)
                 outcome = _read_outcome(result_path) if end != "limit" else None
             finally:
                 for path in (result_path, result_path + ".part"):
@@ -846,7 +853,7 @@ def create_new_process_for_each_test(
                     memory_slack_ratio,
                     func,
                 )
-            run = _Run(pid, start, end, how, left, limit_s, limit_source)
+            run = _Run(pid, start, end, since, how, left, limit_s, limit_source)
             _report(outcome, run)
 
         setattr(wrapper, _ORIGINAL_ATTR, func)

@@ -145,9 +145,15 @@ def _format_failure(exc: BaseException, outer: BaseException | None) -> str:
     return "".join(reversed(parts))
 
 
-def _run_step(name: str, step: Callable[[], None], results: list[StepResult]) -> None:
+def _run_step(
+    name: str,
+    step: Callable[[], None],
+    results: list[StepResult],
+    outer: BaseException | None = None,
+) -> None:
+    """Run one teardown step, guarded; ``outer`` is the ``with`` block's own exception
+    (being handled while the step runs), left out of a failure's text."""
     started = time.monotonic()
-    outer = sys.exc_info()[1]  # the with block's exception, while __exit__ handles it
     try:
         step()
     except _Skip as skip:
@@ -287,7 +293,7 @@ def _gc_collect() -> None:
     gc.collect()
 
 
-def release_process_state() -> list[StepResult]:
+def release_process_state(*, _block_exception: BaseException | None = None) -> list[StepResult]:
     """Clear what a finished engine leaves in this process, each step guarded.
 
     In order: ``torch._dynamo.reset()``, vLLM's ``cleanup_dist_env_and_memory()``,
@@ -296,10 +302,11 @@ def release_process_state() -> list[StepResult]:
     (:class:`RunnerTeardownWarning`) and the next still runs. Never raises.
     """
     results: list[StepResult] = []
-    _run_step("dynamo_reset", _dynamo_reset, results)
-    _run_step("cleanup_dist_env_and_memory", _cleanup_dist_env_and_memory, results)
-    _run_step("gc_collect", _gc_collect, results)
-    _run_step("empty_cache", _empty_cache, results)
+    outer = _block_exception
+    _run_step("dynamo_reset", _dynamo_reset, results, outer)
+    _run_step("cleanup_dist_env_and_memory", _cleanup_dist_env_and_memory, results, outer)
+    _run_step("gc_collect", _gc_collect, results, outer)
+    _run_step("empty_cache", _empty_cache, results, outer)
     return results
 
 
@@ -464,33 +471,41 @@ class VllmRunner:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close(_body_failed=exc_type is not None)
+        self.close(_body_failed=exc_type is not None, _body_exception=exc)
 
-    def close(self, *, _body_failed: bool = False) -> None:
+    def close(
+        self, *, _body_failed: bool = False, _body_exception: BaseException | None = None
+    ) -> None:
         """Run the teardown now (what ``__exit__`` does). Harmless when already closed."""
         if self._closed:
             return
         self._closed = True
         steps = self.teardown_steps
         cls = type(self)
+        outer = _body_exception  # left out of a failing step's text: pytest reports it
         _run_step(
             "shutdown_engine_core",
             lambda: _shutdown_with_grace(
                 self._llm, self.engine_processes, cls.shutdown_grace_s, cls.shutdown_timeout_s
             ),
             steps,
+            outer,
         )
-        _run_step("drop_reference", self._drop_reference, steps)
-        steps.extend(release_process_state())
+        _run_step("drop_reference", self._drop_reference, steps, outer)
+        steps.extend(release_process_state(_block_exception=outer))
         group, self._group = self._group, None
         baseline, self._baseline = self._baseline, None
         leak: list[GpuMemoryTimeoutError] = []
         if group is not None:
-            _run_step("wait_for_memory", lambda: group._runner_closed(self), steps)
+            _run_step("wait_for_memory", lambda: group._runner_closed(self), steps, outer)
         else:
             _run_step(
-                "wait_for_memory", lambda: leak.extend(self._wait_for_memory(baseline)), steps
+                "wait_for_memory",
+                lambda: leak.extend(self._wait_for_memory(baseline)),
+                steps,
+                outer,
             )
+        del outer, _body_exception
         if leak and type(self).raise_on_memory_timeout and not _body_failed:
             raise leak[0]
 

@@ -323,7 +323,7 @@ def test_spawned_child_held_by_a_leftover_fails_naming_it(
     result.stdout.fnmatch_lines(
         [
             "*IsolatedTestTimeoutError: isolated test (spawn): the test returned, but child "
-            f"* had not exited 0.5 s later: it waits for processes the test left behind "
+            f"* had not exited * s later: it waits for processes the test left behind "
             f"(killed now): * pid {helper}*"
         ]
     )
@@ -437,3 +437,27 @@ def test_the_tree_ends_when_the_parent_is_killed(tmp_path: Path, method: str) ->
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+def test_wait_for_child_tells_a_hang_from_a_child_that_does_not_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = tmp_path / "outcome"
+    result.write_bytes(b"")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        # no outcome written: the test itself is still running at the limit
+        assert isolation._wait_for_child(sleeper.pid, str(result), 0.2) == ("limit", 0.0)
+        result.write_bytes(b"written")
+        # the test returned; the limit comes before the exit grace ends: still "stuck"
+        monkeypatch.setattr(isolation, "EXIT_GRACE_S", 600.0)
+        end, since = isolation._wait_for_child(sleeper.pid, str(result), 0.2)
+        assert end == "stuck" and since >= 0.0
+        monkeypatch.setattr(isolation, "EXIT_GRACE_S", 0.2)
+        end, since = isolation._wait_for_child(sleeper.pid, str(result), None)
+        assert end == "stuck" and since >= 0.2
+        sleeper.kill()  # not reaped yet: waitid sees it exited
+        assert isolation._wait_for_child(sleeper.pid, str(result), None) == ("exited", 0.0)
+    finally:
+        sleeper.kill()
+        sleeper.wait()

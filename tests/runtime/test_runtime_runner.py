@@ -284,6 +284,18 @@ def test_teardown_warning_does_not_repeat_the_tests_own_assertion() -> None:
     assert "the test's own words" not in step.detail
 
 
+def test_step_failure_inside_the_tests_own_except_block_keeps_its_context() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            raise KeyError("handled by the test")
+        except KeyError:
+            with ShortGraceRunner("m", fail_shutdown=True):  # the block itself passes
+                pass
+    (warning,) = [w for w in caught if w.category is RunnerTeardownWarning]
+    assert "handled by the test" in str(warning.message)
+
+
 def test_step_failure_keeps_its_own_cause() -> None:
     from lint_gpu_tests.runtime.runner import _format_failure
 
