@@ -8,8 +8,14 @@ vLLM's ``tests/utils.py`` has ``fork_new_process_for_each_test`` and
   as a pass), a failure re-raises the child's exception (when it pickles) with the
   child's traceback text chained as its cause;
 * the child leads its own process group, and the whole group (the engine-core processes a
-  test started included) is killed once the child has exited or timed out;
-* ``timeout_s`` bounds the child's run.
+  test started included) is killed once the child has exited or timed out; it also ends
+  with the parent (``PR_SET_PDEATHSIG`` and a watcher process);
+* a time limit bounds the child's run (600 s unless ``timeout_s=``, the
+  ``isolation_timeout`` marker, ``GPU_TEST_LINT_ISOLATION_TIMEOUT`` or the ini option say
+  otherwise), and a child whose test has returned gets :data:`EXIT_GRACE_S` to exit; a hang
+  fails the test naming the processes left;
+* ``fork`` becomes ``spawn`` where the parent has CUDA initialised, by torch or through the
+  driver (:mod:`._cuda`).
 
 ``fork`` runs the test function in a copy of the pytest process (fixture values are
 inherited as they are). ``spawn`` starts a new interpreter that imports the test module
@@ -171,7 +177,9 @@ class ForkAfterCudaWarning(RuntimeWarning):
 
 
 class IsolatedTestTimeoutError(TimeoutError):
-    """The isolated child ran past ``timeout_s``; its process group was killed."""
+    """The isolated child ran past its time limit, or its test returned and it did not exit
+    within :data:`EXIT_GRACE_S`; its whole process tree was killed, and the message names
+    each process of it (pid, parent, command line) and where the limit came from."""
 
 
 class RemoteTraceback(Exception):
