@@ -8,8 +8,14 @@ vLLM's ``tests/utils.py`` has ``fork_new_process_for_each_test`` and
   as a pass), a failure re-raises the child's exception (when it pickles) with the
   child's traceback text chained as its cause;
 * the child leads its own process group, and the whole group (the engine-core processes a
-  test started included) is killed once the child has exited or timed out;
-* ``timeout_s`` bounds the child's run.
+  test started included) is killed once the child has exited or timed out; it also ends
+  with the parent (``PR_SET_PDEATHSIG`` and a watcher process);
+* a time limit bounds the child's run (600 s unless ``timeout_s=``, the
+  ``isolation_timeout`` marker, ``GPU_TEST_LINT_ISOLATION_TIMEOUT`` or the ini option say
+  otherwise), and a child whose test has returned gets :data:`EXIT_GRACE_S` to exit; a hang
+  fails the test naming the processes left;
+* ``fork`` becomes ``spawn`` where the parent has CUDA initialised, by torch or through the
+  driver (:mod:`._cuda`).
 
 ``fork`` runs the test function in a copy of the pytest process (fixture values are
 inherited as they are). ``spawn`` starts a new interpreter that imports the test module
@@ -19,6 +25,7 @@ and plain ``assert`` messages in the child are not rewritten by pytest.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import importlib
 import importlib.util
@@ -30,17 +37,21 @@ import sys
 import tempfile
 import time
 import traceback
-import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
+from ._cuda import CUDA_INIT_FAILURES, cuda_initialised_reason
 from ._platform import default_start_method
+from ._stack import warn_at_function
 from .memory import (
+    DEFAULT_SLACK_RATIO,
     GIB,
     DeviceMemory,
     GpuMemoryLeakWarning,
     GpuMemoryTimeoutError,
+    first_context_allowance,
     read_baseline,
     wait_for_memory_to_return,
 )
@@ -63,48 +74,93 @@ _in_isolated_child = False
 _warned_fork_after_cuda = False
 
 
-def _cuda_initialised_here() -> str | None:
-    """Why forking now would break CUDA in the child, or ``None``.
+DEFAULT_TIMEOUT_S: float = 600.0
+"""Default time limit of an isolated child, in seconds (10 min: a real vLLM 0.25 engine took
+25-30 s to build on an H200; a test building several stays well within it)."""
 
-    Only asks torch when it is already imported (never imports it): ``torch.cuda
-    .is_initialized()`` (this process holds a CUDA context) or ``torch.cuda
-    ._is_in_bad_fork()`` (this process is itself a child forked after CUDA was
-    initialised). A torch whose ``cuda`` module raises counts as not initialised.
+TIMEOUT_ENV = "GPU_TEST_LINT_ISOLATION_TIMEOUT"
+"""Environment variable: the time limit in seconds (over the ini option, under a marker)."""
+
+TIMEOUT_MARKER = "isolation_timeout"
+"""``@pytest.mark.isolation_timeout(seconds)`` (read by the pytest plugin) and the ini
+option ``isolation_timeout = seconds`` share this name."""
+
+EXIT_GRACE_S: float = 30.0
+"""Seconds an isolated child gets to exit once its test has returned (its outcome is
+written). A spawned child's interpreter joins the non-daemon processes the test left
+(multiprocessing's exit handler), which can be forever; a healthy exit, a real vLLM engine
+shut down by its finalizer included, took under 3 s on an H200."""
+
+_ini_timeout: str | None = None
+"""The ini option's raw value, set by the plugin at configure (``None``: not set)."""
+_marker_timeout: object = None
+"""The running test's ``isolation_timeout`` marker value, set by the plugin around the
+test's call (``None``: no marker)."""
+
+
+def _parse_timeout(value: object, source: str) -> float | None:
+    """Seconds from ``value``; 0 means no limit (``None``).
+
+    Raises:
+        ValueError: not a number, or negative.
     """
-    torch = sys.modules.get("torch")
-    cuda = getattr(torch, "cuda", None)
-    for probe, reason in (
-        ("is_initialized", "torch.cuda.is_initialized() is True in this process"),
-        ("_is_in_bad_fork", "torch.cuda._is_in_bad_fork() is True in this process"),
-    ):
-        function = getattr(cuda, probe, None)
-        try:
-            if callable(function) and function():
-                return reason
-        except Exception:
-            continue
-    return None
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{source}: the time limit must be a number of seconds, not {value!r}"
+        ) from None
+    if seconds < 0 or seconds != seconds:
+        raise ValueError(f"{source}: the time limit must be >= 0 seconds (0: none), not {value!r}")
+    return seconds or None
 
 
-def _start_method(chosen: StartMethod | None) -> StartMethod:
+def _time_limit(explicit: float | None) -> tuple[float | None, str]:
+    """The isolated child's time limit (seconds; ``None``: none) and where it comes from:
+    the decorator's ``timeout_s``, else the test's ``isolation_timeout`` marker, else
+    :data:`TIMEOUT_ENV`, else the ini option ``isolation_timeout``, else
+    :data:`DEFAULT_TIMEOUT_S`.
+
+    Raises:
+        ValueError: the value found is not a number of seconds >= 0.
+    """
+    if explicit is not None:
+        return _parse_timeout(explicit, "timeout_s="), "timeout_s="
+    if _marker_timeout is not None:
+        source = f"@pytest.mark.{TIMEOUT_MARKER}"
+        return _parse_timeout(_marker_timeout, source), source
+    env = os.environ.get(TIMEOUT_ENV, "").strip()
+    if env:
+        return _parse_timeout(env, TIMEOUT_ENV), TIMEOUT_ENV
+    if _ini_timeout is not None and _ini_timeout.strip():
+        source = f"ini {TIMEOUT_MARKER}"
+        return _parse_timeout(_ini_timeout.strip(), source), source
+    return DEFAULT_TIMEOUT_S, "the default"
+
+
+def _start_method(
+    chosen: StartMethod | None, func: Callable[..., Any] | None = None
+) -> StartMethod:
     """The start method to use now: ``chosen`` (or the platform's default), except that
-    ``fork`` becomes ``spawn`` when CUDA is initialised here, with a
-    :class:`ForkAfterCudaWarning` the first time."""
+    ``fork`` becomes ``spawn`` when CUDA is initialised here (by torch or below it, through
+    the driver: :func:`~lint_gpu_tests.runtime._cuda.cuda_initialised_reason`), with a
+    :class:`ForkAfterCudaWarning` the first time, filed under the test's ``def``."""
     global _warned_fork_after_cuda
     start: StartMethod = chosen or default_start_method()
     if start != "fork":
         return start
-    reason = _cuda_initialised_here()
+    reason = cuda_initialised_reason()
     if reason is None:
         return start
     if not _warned_fork_after_cuda:
         _warned_fork_after_cuda = True
-        warnings.warn(
+        warn_at_function(
             f"create_new_process_for_each_test: {reason}; a forked child could not use "
-            'CUDA ("Cannot re-initialize CUDA in forked subprocess"), so isolated tests '
+            'CUDA (torch raises "Cannot re-initialize CUDA in forked subprocess", or "CUDA '
+            'driver initialization failed" when cuInit ran below torch), so isolated tests '
             "in this process use spawn instead of fork (said once)",
             ForkAfterCudaWarning,
-            stacklevel=3,
+            func,
         )
     return "spawn"
 
@@ -121,7 +177,9 @@ class ForkAfterCudaWarning(RuntimeWarning):
 
 
 class IsolatedTestTimeoutError(TimeoutError):
-    """The isolated child ran past ``timeout_s``; its process group was killed."""
+    """The isolated child ran past its time limit, or its test returned and it did not exit
+    within :data:`EXIT_GRACE_S`; its whole process tree was killed, and the message names
+    each process of it (pid, parent, command line) and where the limit came from."""
 
 
 class RemoteTraceback(Exception):
@@ -172,8 +230,31 @@ def _write_outcome(path: str, outcome: dict[str, Any]) -> None:
     except Exception:  # e.g. an exception whose pickle breaks later
         outcome = dict(outcome, exception=None)
         data = pickle.dumps(outcome)
-    with open(path, "wb") as file:
+    # whole or not at all: the parent takes a non-empty file as "the test has returned"
+    with open(path + ".part", "wb") as file:
         file.write(data)
+    os.replace(path + ".part", path)
+
+
+_PR_SET_PDEATHSIG = 1
+"""``prctl`` option (``linux/prctl.h``): the signal this process gets when its parent ends."""
+
+
+def _die_with_parent(parent_pid: int) -> bool:
+    """Linux: have the kernel SIGKILL this process when the thread that started it ends
+    (``prctl(PR_SET_PDEATHSIG, SIGKILL)``, through ctypes); ends at once when the parent is
+    already gone. ``False`` where that is not available."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != parent_pid:  # the parent ended before prctl took effect
+        os._exit(1)
+    return True
 
 
 def _flush_stdio() -> None:
@@ -201,10 +282,13 @@ def _resolve_test_function(module_name: str, module_file: str | None, qualname: 
     return getattr(target, _ORIGINAL_ATTR, target)
 
 
-def _spawn_main(payload_path: str, result_path: str) -> None:
-    """Entry of a spawned child: read the payload, run the test, write the outcome."""
+def _spawn_main(payload_path: str, result_path: str, parent_pid: str | None = None) -> None:
+    """Entry of a spawned child: read the payload, run the test, write the outcome. Dies
+    with the parent (``parent_pid``) on Linux."""
     global _in_isolated_child
     _in_isolated_child = True
+    if parent_pid is not None:
+        _die_with_parent(int(parent_pid))
     with open(payload_path, "rb") as file:
         sys_path, module_name, module_file, qualname = pickle.load(file)
         sys.path[:] = sys_path
@@ -225,6 +309,29 @@ def _spawn_main(payload_path: str, result_path: str) -> None:
 
 
 # -- the parent side -----------------------------------------------------------------
+ChildEnd = Literal["exited", "limit", "stuck"]
+"""How the wait for the child ended: it exited; it ran past its time limit; or its test
+returned but it did not exit within :data:`EXIT_GRACE_S`."""
+
+_SENTINEL = """\
+import os, signal, sys
+fd = int(sys.argv[2])
+try:
+    while os.read(fd, 64):
+        pass
+except OSError:
+    pass
+try:
+    os.killpg(int(sys.argv[1]), signal.SIGKILL)
+except OSError:
+    pass
+"""
+"""Runs in a small watcher process: blocks on a pipe whose only writer is the parent, so it
+reads end-of-file when the parent closes it or dies in any way (SIGKILL included), and then
+kills the child's process group. ``PR_SET_PDEATHSIG`` ends the child alone; its own children
+(an engine core) would outlive it."""
+
+
 def _exited(pid: int) -> bool:
     """Whether ``pid`` has exited, without reaping it (so its group id stays ours)."""
     if hasattr(os, "waitid"):
@@ -233,22 +340,41 @@ def _exited(pid: int) -> bool:
     raise NotImplementedError("process isolation needs os.waitid (Linux, macOS)")
 
 
-def _wait_for_exit(pid: int, timeout_s: float | None) -> bool:
-    """Poll until ``pid`` exits; ``False`` when ``timeout_s`` ran out first."""
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+def _returned(result_path: str) -> bool:
+    """Whether the child has written its outcome (the file is replaced whole)."""
+    try:
+        return os.path.getsize(result_path) > 0
+    except OSError:
+        return False
+
+
+def _wait_for_child(pid: int, result_path: str, limit_s: float | None) -> tuple[ChildEnd, float]:
+    """Poll until ``pid`` exits, ``limit_s`` seconds pass, or the test has returned and the
+    child has not exited :data:`EXIT_GRACE_S` seconds later. Returns how it ended and the
+    seconds since the test returned (0 when it had not). A child still exiting when the
+    limit comes counts as stuck: its test had returned."""
+    now = time.monotonic()
+    deadline = None if limit_s is None else now + limit_s
+    returned_at: float | None = None
     delay = 0.001
     while not _exited(pid):
-        if deadline is not None and time.monotonic() >= deadline:
-            return False
+        now = time.monotonic()
+        if returned_at is None and _returned(result_path):
+            returned_at = now
+        since = 0.0 if returned_at is None else now - returned_at
+        if deadline is not None and now >= deadline:
+            return ("limit" if returned_at is None else "stuck"), since
+        if returned_at is not None and since >= EXIT_GRACE_S:
+            return "stuck", since
         time.sleep(delay)
         delay = min(delay * 2, 0.05)
-    return True
+    return "exited", 0.0
 
 
 def _group_members(pgid: int) -> list[int]:
     """Live (not zombie) processes of group ``pgid``, read from ``/proc`` (Linux)."""
     members = []
-    for entry in os.listdir("/proc"):
+    for entry in os.listdir("/proc") if os.path.isdir("/proc/self") else ():
         if not entry.isdigit():
             continue
         try:
@@ -261,21 +387,136 @@ def _group_members(pgid: int) -> list[int]:
     return members
 
 
-def _kill_group(pgid: int, wait_s: float = 5.0) -> None:
-    """SIGKILL the group; on Linux, wait (at most ``wait_s``) until its members are gone,
-    so that the memory they held is being released when the test returns."""
+def _tree(pid: int) -> list[Any]:
+    """psutil processes of the child's tree, the child first: its descendants and the live
+    members of its process group (re-parented ones included); ``[]`` without psutil."""
+    try:
+        import psutil
+    except ImportError:
+        return []
+    found: dict[int, Any] = {}
+    try:
+        child = psutil.Process(pid)
+        found[pid] = child
+        for process in child.children(recursive=True):
+            found.setdefault(process.pid, process)
+    except psutil.Error:
+        pass
+    for member in _group_members(pid):
+        try:
+            found.setdefault(member, psutil.Process(member))
+        except psutil.Error:
+            continue
+    return list(found.values())
+
+
+def _describe(process: Any) -> str | None:
+    """``"python3 pid 1234 (parent 1200): python3 -c import time; time.sleep(600)"``
+    (the command line with its whitespace collapsed: setproctitle pads a title such as
+    ``VLLM::EngineCore`` with spaces; cut at 100 characters); ``None`` for a process that
+    has ended or is a zombie."""
+    try:
+        import psutil
+
+        with process.oneshot():
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return None
+            command = " ".join(" ".join(process.cmdline()).split())
+            name = process.name()
+            parent = process.ppid()
+    except Exception:
+        return None
+    if len(command) > 100:
+        command = command[:97] + "..."
+    return f"{name} pid {process.pid} (parent {parent})" + (
+        f": {command}" if command and command != name else ""
+    )
+
+
+def _kill_group(pgid: int, wait_s: float = 5.0, others: Sequence[Any] = ()) -> None:
+    """SIGKILL the group (and ``others``, psutil processes that left it); on Linux, wait
+    (at most ``wait_s``) until they are gone, so that the memory they held is being
+    released when the test returns."""
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        return
+        pass
+    for process in others:
+        try:
+            process.kill()
+        except Exception:
+            continue
     if not os.path.isdir("/proc/self"):
         return
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         # the child itself is still unreaped (waitid WNOWAIT) and shows as a zombie
-        if not _group_members(pgid):
+        if not _group_members(pgid) and all(_describe(p) is None for p in others):
             return
         time.sleep(0.005)
+
+
+def _start_sentinel(pgid: int) -> tuple[subprocess.Popen[bytes], int] | None:
+    """Start the watcher of :data:`_SENTINEL` for group ``pgid``; returns it and the write
+    end of its pipe (the parent holds it until the child is dealt with), or ``None``."""
+    read_fd, write_fd = os.pipe()
+    try:
+        watcher = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _SENTINEL, str(pgid), str(read_fd)],
+            pass_fds=(read_fd,),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a kill of pytest's own process group spares it
+        )
+    except OSError:
+        os.close(write_fd)
+        return None
+    finally:
+        os.close(read_fd)
+    return watcher, write_fd
+
+
+def _stop_sentinel(sentinel: tuple[subprocess.Popen[bytes], int] | None) -> None:
+    """Close the watcher's pipe (it then kills the group once more: harmless, the child is
+    not reaped yet, so its group id is not reused) and wait for it (at most 10 s)."""
+    if sentinel is None:
+        return
+    watcher, write_fd = sentinel
+    os.close(write_fd)
+    try:
+        watcher.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        watcher.kill()
+        watcher.wait()
+
+
+def _supervise(
+    pid: int, result_path: str, limit_s: float | None
+) -> tuple[ChildEnd, float, list[str]]:
+    """Wait for the child; then end its whole process tree. Returns how the wait ended and,
+    the seconds since the test returned, and when the child did not exit by itself, its tree
+    as it was then: the child's own
+    description first, then the other processes'. Whatever interrupts the wait
+    (KeyboardInterrupt, another plugin's timeout) ends the tree too. The caller reaps the
+    child afterwards."""
+    sentinel = _start_sentinel(pid)
+    try:
+        end, since = _wait_for_child(pid, result_path, limit_s)
+        left: list[str] = []
+        tree: list[Any] = []
+        if end != "exited":
+            tree = _tree(pid)
+            child = [_describe(p) or f"pid {pid}" for p in tree if p.pid == pid] or [f"pid {pid}"]
+            others = [_describe(p) for p in tree if p.pid != pid]
+            left = child + [text for text in others if text is not None]
+        _kill_group(pid, others=tree)
+        return end, since, left
+    except BaseException:
+        _kill_group(pid, others=_tree(pid))
+        raise
+    finally:
+        _stop_sentinel(sentinel)
 
 
 def _describe_status(status: int) -> str:
@@ -289,16 +530,32 @@ def _describe_status(status: int) -> str:
     return f"exited with code {os.waitstatus_to_exitcode(status)}"
 
 
+@dataclass
+class _Run:
+    """One isolated run, as the parent saw it."""
+
+    pid: int
+    method: StartMethod
+    end: ChildEnd
+    since_return_s: float
+    how: str
+    left: list[str]
+    limit_s: float | None
+    limit_source: str
+
+
 def _run_forked(
-    func: Callable[..., Any], args: Any, kwargs: Any, result_path: str, timeout_s: float | None
-) -> tuple[int, bool, str]:
+    func: Callable[..., Any], args: Any, kwargs: Any, result_path: str, limit_s: float | None
+) -> tuple[int, ChildEnd, float, str, list[str]]:
     global _in_isolated_child
+    parent = os.getpid()
     _flush_stdio()
     pid = os.fork()
     if pid == 0:  # child
         code = 0
         try:
             os.setpgid(0, 0)
+            _die_with_parent(parent)
             _in_isolated_child = True
             _write_outcome(result_path, _capture_outcome(func, args, kwargs))
         except BaseException:
@@ -310,15 +567,16 @@ def _run_forked(
         os.setpgid(pid, pid)
     except (PermissionError, ProcessLookupError):
         pass  # the child did it first, or already exited
-    finished = _wait_for_exit(pid, timeout_s)
-    _kill_group(pid)
-    _, status = os.waitpid(pid, 0)
-    return pid, finished, _describe_status(status)
+    try:
+        end, since, left = _supervise(pid, result_path, limit_s)
+    finally:
+        _, status = os.waitpid(pid, 0)
+    return pid, end, since, _describe_status(status), left
 
 
 def _run_spawned(
-    func: Callable[..., Any], args: Any, kwargs: Any, result_path: str, timeout_s: float | None
-) -> tuple[int, bool, str]:
+    func: Callable[..., Any], args: Any, kwargs: Any, result_path: str, limit_s: float | None
+) -> tuple[int, ChildEnd, float, str, list[str]]:
     module = sys.modules.get(func.__module__)
     module_file = getattr(module, "__file__", None)
     try:
@@ -338,48 +596,79 @@ def _run_spawned(
         env["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, [env.get("PYTHONPATH")])])
         code = (
             "import sys; from lint_gpu_tests.runtime.isolation import _spawn_main; "
-            "_spawn_main(sys.argv[1], sys.argv[2])"
+            "_spawn_main(*sys.argv[1:])"
         )
         _flush_stdio()
         process = subprocess.Popen(
-            [sys.executable, "-c", code, payload_path, result_path],
+            [sys.executable, "-c", code, payload_path, result_path, str(os.getpid())],
             env=env,
             start_new_session=True,
         )
-        finished = _wait_for_exit(process.pid, timeout_s)
-        _kill_group(process.pid)
-        process.wait()
+        try:
+            end, since, left = _supervise(process.pid, result_path, limit_s)
+        finally:
+            process.wait()
         status = process.returncode
         described = (
             f"was killed by signal {signal.Signals(-status).name}"
             if status < 0
             else f"exited with code {status}"
         )
-        return process.pid, finished, described
+        return process.pid, end, since, described, left
     finally:
         os.unlink(payload_path)
 
 
-def _report(
-    outcome: dict[str, Any] | None,
-    pid: int,
-    method: str,
-    finished: bool,
-    how: str,
-    timeout_s: float | None,
-) -> None:
+def _cuda_hint(outcome: dict[str, Any], method: str) -> str:
+    """For a forked child that failed to initialise CUDA: that its parent had CUDA, and the
+    fix; ``""`` otherwise."""
+    if method != "fork" or outcome.get("outcome") != "failed":
+        return ""
+    text = f"{outcome.get('summary', '')}\n{outcome.get('traceback', '')}"
+    if not any(marker in text for marker in CUDA_INIT_FAILURES):
+        return ""
+    reason = cuda_initialised_reason()
+    had = (
+        f"the parent process has CUDA initialised ({reason})"
+        if reason is not None
+        else "its parent process had CUDA initialised when it forked (cuInit, through torch "
+        "or below it: a CUDA library, a profiler), which this process could not see"
+    )
+    return (
+        f"the forked child could not initialise CUDA: {had}, and a child forked after "
+        'cuInit cannot use CUDA; fix: use spawn (create_new_process_for_each_test("spawn") '
+        "or @spawn_new_process_for_each_test)"
+    )
+
+
+def _report(outcome: dict[str, Any] | None, run: _Run) -> None:
     """Turn the child's outcome into the same outcome in the parent."""
     import pytest
 
     __tracebackhide__ = True
-    if not finished:
+    pid, method = run.pid, run.method
+    left = "; ".join(run.left[1:]) or "none"
+    if run.end == "limit":
+        limit = f"{run.limit_s:g} s" if run.limit_s is not None else "its limit"
+        child = run.left[0] if run.left else f"pid {pid}"
         raise IsolatedTestTimeoutError(
-            f"isolated test ({method}) ran past {timeout_s:g} s; "
-            f"child {pid} and its process group were killed"
+            f"isolated test ({method}) ran past {limit} (limit from {run.limit_source}; "
+            f"set it with @pytest.mark.{TIMEOUT_MARKER}(seconds), ini {TIMEOUT_MARKER}, "
+            f"{TIMEOUT_ENV} or timeout_s=, 0 for none); child {pid} and its processes were "
+            f"killed: the child ({child}) and the processes under it: {left}"
         )
+    stuck = ""
+    if run.end == "stuck":
+        stuck = (
+            f"the test returned, but child {pid} had not exited "
+            f"{round(run.since_return_s, 1):g} s later: it waits for processes the test left "
+            f"behind (killed now): {left}"
+        )
+        if outcome is None or outcome["outcome"] in ("passed", "skipped", "xfailed"):
+            raise IsolatedTestTimeoutError(f"isolated test ({method}): {stuck}")
     if outcome is None:
         raise IsolatedTestError(
-            f"isolated test ({method}): child {pid} {how} before reporting an outcome"
+            f"isolated test ({method}): child {pid} {run.how} before reporting an outcome"
         )
     kind = outcome["outcome"]
     if kind == "passed":
@@ -391,7 +680,9 @@ def _report(
         raise skip
     if kind == "xfailed":
         pytest.xfail(outcome["message"])
-    remote = RemoteTraceback(f"(in isolated child process {pid}, {method})\n{outcome['traceback']}")
+    notes = [note for note in (_cuda_hint(outcome, method), stuck) if note]
+    header = f"(in isolated child process {pid}, {method})"
+    remote = RemoteTraceback("\n".join([header, *notes, outcome["traceback"]]))
     exception: BaseException | None = None
     if outcome.get("exception") is not None:
         try:
@@ -400,17 +691,34 @@ def _report(
             exception = None
     if not isinstance(exception, BaseException):
         exception = IsolatedTestError(outcome["summary"])
+    add_note = getattr(exception, "add_note", None)  # Python 3.11+
+    for note in notes:
+        if callable(add_note):
+            add_note(note)
     raise exception from remote
 
 
-def _wait_for_release(baseline: list[DeviceMemory], timeout_s: float, slack: int) -> None:
+def _wait_for_release(
+    baseline: list[DeviceMemory],
+    cuda_at_baseline: bool,
+    timeout_s: float,
+    slack: int,
+    slack_ratio: float,
+    func: Callable[..., Any],
+) -> None:
     try:
-        wait_for_memory_to_return(baseline, slack_bytes=slack, timeout_s=timeout_s)
+        wait_for_memory_to_return(
+            baseline,
+            slack_bytes=slack,
+            slack_ratio=slack_ratio,
+            context_allowance=first_context_allowance(cuda_at_baseline),
+            timeout_s=timeout_s,
+        )
     except GpuMemoryTimeoutError as exc:
-        warnings.warn(
+        warn_at_function(
             f"device memory not released after the isolated test's processes ended: {exc}",
             GpuMemoryLeakWarning,
-            stacklevel=3,
+            func,
         )
     except Exception:  # the reader broke: nothing to wait with
         pass
@@ -432,6 +740,7 @@ def create_new_process_for_each_test(
     timeout_s: float | None = None,
     memory_wait_timeout_s: float = 60.0,
     memory_slack_bytes: int = GIB,
+    memory_slack_ratio: float = DEFAULT_SLACK_RATIO,
 ) -> F: ...
 
 
@@ -442,6 +751,7 @@ def create_new_process_for_each_test(
     timeout_s: float | None = None,
     memory_wait_timeout_s: float = 60.0,
     memory_slack_bytes: int = GIB,
+    memory_slack_ratio: float = DEFAULT_SLACK_RATIO,
 ) -> Callable[[F], F]: ...
 
 
@@ -451,6 +761,7 @@ def create_new_process_for_each_test(
     timeout_s: float | None = None,
     memory_wait_timeout_s: float = 60.0,
     memory_slack_bytes: int = GIB,
+    memory_slack_ratio: float = DEFAULT_SLACK_RATIO,
 ) -> Any:
     """Decorator: run the test function in a new child process.
 
@@ -461,41 +772,56 @@ def create_new_process_for_each_test(
         method: ``"fork"`` or ``"spawn"``; ``None`` picks ``"spawn"`` on ROCm and XPU and
             ``"fork"`` elsewhere, when the test runs (see ``_platform.detect_platform``;
             torch is not imported to decide).
-        timeout_s: kill the child's process group and fail the test after this many
-            seconds; ``None``: no limit.
+        timeout_s: the child's time limit, in seconds (0: none). ``None`` (the default)
+            takes it from the test's ``@pytest.mark.isolation_timeout(seconds)``, else the
+            environment variable ``GPU_TEST_LINT_ISOLATION_TIMEOUT``, else the ini option
+            ``isolation_timeout``, else :data:`DEFAULT_TIMEOUT_S` (600 s). At the limit the
+            child's whole process tree is killed and the test fails with
+            :class:`IsolatedTestTimeoutError` naming the processes. A child whose test has
+            returned gets :data:`EXIT_GRACE_S` (30 s) more to exit (a spawned interpreter
+            joins the non-daemon processes the test left), then the same.
         memory_wait_timeout_s: after the child's group is gone, wait up to this many
-            seconds until every visible device is back within ``memory_slack_bytes`` of
-            what it used before the child started (the driver frees a dead process's
-            memory a moment after it exits: about 0.1 s was seen on an H200), so the next
-            test starts on a clean device; at the timeout a
+            seconds until every visible device is back within its slack of what it used
+            before the child started (the driver frees a dead process's memory a moment
+            after it exits: about 0.1 s was seen on an H200), so the next test starts on a
+            clean device; at the timeout a
             :class:`~lint_gpu_tests.runtime.memory.GpuMemoryLeakWarning`. 0 disables it;
-            it is skipped where memory cannot be read (no NVML/amdsmi; torch is never
-            initialised for it).
-        memory_slack_bytes: bytes a device may stay above its pre-test reading (1 GiB).
+            it is skipped where memory cannot be read (no NVML/amdsmi and no CUDA
+            initialised here; torch is never initialised for it).
+        memory_slack_bytes: bytes a device may stay above its pre-test reading, at least
+            (1 GiB) ...
+        memory_slack_ratio: ... or this fraction of the device when more (0.01).
 
     The wrapper keeps the function's name and signature (``functools.wraps``), so pytest
     still injects fixtures. In the parent: a pass is a pass; ``pytest.skip``/``xfail``
     in the child become the same in the parent; any other exception is re-raised (itself
     when it pickles, else :class:`IsolatedTestError`) from a :class:`RemoteTraceback`
     holding the child's traceback. A child that dies without an outcome raises
-    :class:`IsolatedTestError` naming its exit code or signal; one past the timeout raises
-    :class:`IsolatedTestTimeoutError`. After the child exits, its process group (every
-    process it started that did not leave the group) is sent SIGKILL.
+    :class:`IsolatedTestError` naming its exit code or signal. After the child exits, its
+    process group (every process it started that did not leave the group) is sent
+    SIGKILL. The child leads its own process group and, on Linux, dies with the parent
+    (``PR_SET_PDEATHSIG``); a small watcher process kills the group when the parent ends
+    in any way, so a killed pytest leaves no engine behind.
 
     Inside an isolated child, a nested isolated call runs in place.
 
     Never forks after CUDA is initialised: when torch is already imported and
-    ``torch.cuda.is_initialized()`` (or ``torch.cuda._is_in_bad_fork()``) is true, ``fork``
-    (asked for or the default) becomes ``spawn``, with a :class:`ForkAfterCudaWarning` the
-    first time in the process. torch is never imported to decide.
+    ``torch.cuda.is_initialized()`` (or ``torch.cuda._is_in_bad_fork()``) is true, or the
+    CUDA driver reports ``cuInit`` done (a library or profiler initialised CUDA below
+    torch: :mod:`~lint_gpu_tests.runtime._cuda`), ``fork`` (asked for or the default)
+    becomes ``spawn``, with a :class:`ForkAfterCudaWarning` the first time in the process.
+    torch is never imported to decide, nor CUDA initialised. A forked child that fails to
+    initialise CUDA anyway says that its parent had CUDA and that spawn is the fix.
 
     Raises:
-        ValueError: ``method`` is neither ``"fork"`` nor ``"spawn"``.
+        ValueError: ``method`` is neither ``"fork"`` nor ``"spawn"``; (when the test runs)
+            a time limit that is not a number of seconds >= 0.
     """
     options: dict[str, Any] = {
         "timeout_s": timeout_s,
         "memory_wait_timeout_s": memory_wait_timeout_s,
         "memory_slack_bytes": memory_slack_bytes,
+        "memory_slack_ratio": memory_slack_ratio,
     }
     if callable(method):
         return create_new_process_for_each_test(None, **options)(method)
@@ -510,19 +836,33 @@ def create_new_process_for_each_test(
             if _in_isolated_child:
                 func(*args, **kwargs)
                 return
-            start = _start_method(chosen)
+            limit_s, limit_source = _time_limit(timeout_s)
+            start = _start_method(chosen, func)
+            cuda_at_baseline = cuda_initialised_reason() is not None
             baseline = read_baseline() if memory_wait_timeout_s > 0 else None
             fd, result_path = tempfile.mkstemp(prefix="gpu-test-lint-outcome-")
             os.close(fd)
             try:
-                run = _run_forked if start == "fork" else _run_spawned
-                pid, finished, how = run(func, args, kwargs, result_path, timeout_s)
-                outcome = _read_outcome(result_path) if finished else None
+                execute = _run_forked if start == "fork" else _run_spawned
+                pid, end, since, how, left = execute(func, args, kwargs, result_path, limit_s)
+                outcome = _read_outcome(result_path) if end != "limit" else None
             finally:
-                os.unlink(result_path)
+                for path in (result_path, result_path + ".part"):
+                    try:
+                        os.unlink(path)
+                    except FileNotFoundError:
+                        pass
             if baseline:
-                _wait_for_release(baseline, memory_wait_timeout_s, memory_slack_bytes)
-            _report(outcome, pid, start, finished, how, timeout_s)
+                _wait_for_release(
+                    baseline,
+                    cuda_at_baseline,
+                    memory_wait_timeout_s,
+                    memory_slack_bytes,
+                    memory_slack_ratio,
+                    func,
+                )
+            run = _Run(pid, start, end, since, how, left, limit_s, limit_source)
+            _report(outcome, run)
 
         setattr(wrapper, _ORIGINAL_ATTR, func)
         return wrapper  # type: ignore[return-value]

@@ -10,6 +10,9 @@ pytest and the standard library, and does nothing unless asked:
   test's teardown, ``torch._dynamo.reset()``, ``cleanup_dist_env_and_memory()``,
   ``gc.collect()`` and ``empty_cache()``, each only if its library was already imported;
   then engine processes orphaned by an engine the collection freed get up to 10 s to end;
+* ini ``isolation_timeout`` and marker ``@pytest.mark.isolation_timeout(seconds)``: the
+  time limit of the child of ``create_new_process_for_each_test`` (handed to
+  :mod:`~lint_gpu_tests.runtime.isolation`, imported only when one is used);
 * ``--gpu-leak-report``: after each test's teardown, ``gc.collect()``, then the engine
   processes (``VLLM::*`` descendants, with psutil: no GPU needed) still alive and the device
   memory above the session's baseline; the terminal summary names the test after which
@@ -82,6 +85,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "memory to come back before a reading counts (default 3)",
     )
     parser.addini(
+        "isolation_timeout",
+        type="string",
+        default="",
+        help="time limit of each create_new_process_for_each_test child, seconds (default "
+        "600; 0: none); a test's @pytest.mark.isolation_timeout(seconds) and the "
+        "environment variable GPU_TEST_LINT_ISOLATION_TIMEOUT take precedence",
+    )
+    parser.addini(
         "gpu_clean_between_tests",
         type="bool",
         default=False,
@@ -89,7 +100,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+_ISOLATION_INI = pytest.StashKey[tuple[bool, "str | None"]]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "isolation_timeout(seconds): time limit of this test's isolated child "
+        "(create_new_process_for_each_test), seconds; 0: none",
+    )
+    ini_timeout = str(config.getini("isolation_timeout") or "").strip()
+    if ini_timeout:
+        from . import isolation
+
+        config.stash[_ISOLATION_INI] = (True, isolation._ini_timeout)
+        isolation._ini_timeout = ini_timeout
     clean = config.getoption("gpu_clean_between_tests")
     if clean is None:
         clean = bool(config.getini("gpu_clean_between_tests"))
@@ -97,6 +122,32 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_CleanBetweenTests(), _CLEAN_NAME)
     if config.getoption("gpu_leak_report"):
         config.pluginmanager.register(_LeakReport(config), _LEAK_NAME)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    saved = config.stash.get(_ISOLATION_INI, (False, None))
+    if saved[0]:
+        from . import isolation
+
+        isolation._ini_timeout = saved[1]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """Hands the test's ``isolation_timeout`` marker to isolation for the length of the
+    call (isolation reads it when the test's isolated child starts)."""
+    marker = item.get_closest_marker("isolation_timeout")
+    if marker is None:
+        yield
+        return
+    from . import isolation
+
+    value = marker.args[0] if marker.args else marker.kwargs.get("seconds", "")
+    saved, isolation._marker_timeout = isolation._marker_timeout, value
+    try:
+        yield
+    finally:
+        isolation._marker_timeout = saved
 
 
 @pytest.fixture

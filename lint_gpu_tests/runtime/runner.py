@@ -31,13 +31,17 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, Literal
 
+from ._cuda import cuda_initialised_reason
+from ._stack import stacklevel_outside_runtime
 from .memory import (
+    DEFAULT_SLACK_RATIO,
     GIB,
     DeviceMemory,
     GpuMemoryLeakWarning,
     GpuMemoryTimeoutError,
     MemoryReader,
     default_memory_reader,
+    first_context_allowance,
     read_baseline,
     wait_for_memory_to_return,
 )
@@ -92,25 +96,78 @@ class StepResult:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class _Baseline:
+    """Device memory before the engine(s) were built, and whether this process had CUDA
+    initialised then (if not and it has at the wait, its first context is allowed for)."""
+
+    readings: list[DeviceMemory]
+    cuda_at_baseline: bool
+
+
 class _Skip(Exception):
     """Raised by a step that has nothing to do."""
 
 
-def _run_step(name: str, step: Callable[[], None], results: list[StepResult]) -> None:
+def _format_failure(exc: BaseException, outer: BaseException | None) -> str:
+    """``exc`` formatted as ``traceback.format_exception`` would, except that the chain stops
+    at ``outer``: the ``with`` block's own exception, which was being handled while the
+    step ran (so it is ``exc.__context__``) and which pytest reports itself. Repeating it
+    in the warning printed the test's own assertion text a second time."""
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        parts.append(
+            "".join(
+                traceback.format_exception(
+                    type(current), current, current.__traceback__, chain=False
+                )
+            )
+        )
+        if current.__cause__ is not None:
+            following: BaseException | None = current.__cause__
+            joint = "\nThe above exception was the direct cause of the following exception:\n\n"
+        elif current.__context__ is not None and not current.__suppress_context__:
+            following = current.__context__
+            joint = "\nDuring handling of the above exception, another exception occurred:\n\n"
+        else:
+            break
+        if following is outer:
+            parts.append(
+                f"(raised while the block's own {type(outer).__name__} propagated; "
+                "pytest reports that one)\n"
+            )
+            break
+        parts.append(joint)
+        current = following
+    return "".join(reversed(parts))
+
+
+def _run_step(
+    name: str,
+    step: Callable[[], None],
+    results: list[StepResult],
+    outer: BaseException | None = None,
+) -> None:
+    """Run one teardown step, guarded; ``outer`` is the ``with`` block's own exception
+    (being handled while the step runs), left out of a failure's text."""
     started = time.monotonic()
     try:
         step()
     except _Skip as skip:
         results.append(StepResult(name, "skipped", str(skip), time.monotonic() - started))
-    except Exception:
-        detail = traceback.format_exc()
+    except Exception as exc:
+        detail = _format_failure(exc, outer)
+        del exc  # the traceback's frames may hold the engine
         results.append(StepResult(name, "failed", detail, time.monotonic() - started))
         # Format to text: exc_info on a log record would keep the frames (and the engine).
         logger.warning("VllmRunner teardown step %s failed:\n%s", name, detail)
         warnings.warn(
             f"VllmRunner teardown step {name!r} failed (later steps still ran):\n{detail}",
             RunnerTeardownWarning,
-            stacklevel=2,
+            stacklevel=stacklevel_outside_runtime(),
         )
     else:
         results.append(StepResult(name, "ok", seconds=time.monotonic() - started))
@@ -191,7 +248,9 @@ def _shutdown_with_grace(
                 "shutdown began (SIGTERM ignored or teardown hung); killed with SIGKILL"
             )
             logger.warning(message)
-            warnings.warn(message, EngineProcessKilledWarning, stacklevel=4)
+            warnings.warn(
+                message, EngineProcessKilledWarning, stacklevel=stacklevel_outside_runtime()
+            )
 
 
 def _dynamo_reset() -> None:
@@ -234,7 +293,7 @@ def _gc_collect() -> None:
     gc.collect()
 
 
-def release_process_state() -> list[StepResult]:
+def release_process_state(*, _block_exception: BaseException | None = None) -> list[StepResult]:
     """Clear what a finished engine leaves in this process, each step guarded.
 
     In order: ``torch._dynamo.reset()``, vLLM's ``cleanup_dist_env_and_memory()``,
@@ -243,10 +302,11 @@ def release_process_state() -> list[StepResult]:
     (:class:`RunnerTeardownWarning`) and the next still runs. Never raises.
     """
     results: list[StepResult] = []
-    _run_step("dynamo_reset", _dynamo_reset, results)
-    _run_step("cleanup_dist_env_and_memory", _cleanup_dist_env_and_memory, results)
-    _run_step("gc_collect", _gc_collect, results)
-    _run_step("empty_cache", _empty_cache, results)
+    outer = _block_exception
+    _run_step("dynamo_reset", _dynamo_reset, results, outer)
+    _run_step("cleanup_dist_env_and_memory", _cleanup_dist_env_and_memory, results, outer)
+    _run_step("gc_collect", _gc_collect, results, outer)
+    _run_step("empty_cache", _empty_cache, results, outer)
     return results
 
 
@@ -283,7 +343,8 @@ class VllmRunner:
        .cleanup_dist_env_and_memory()``; 5. ``gc.collect()``; 6. ``empty_cache()``
        (steps 3-6 skipped when their library was never imported);
     7. a bounded wait (``memory_wait_timeout_s`` seconds) until every visible device is
-       back within ``memory_slack_bytes`` of what it used before the engine was built;
+       back within its slack (``memory_slack_bytes``, ``memory_slack_ratio``) of what it
+       used before the engine was built, this process's first CUDA context not counted;
        at the timeout a :class:`GpuMemoryLeakWarning` names each device's used/total GiB.
        Skipped when no memory reader is available (no GPU, no ``nvidia-ml-py``).
 
@@ -300,7 +361,14 @@ class VllmRunner:
         shutdown_timeout_s: passed as ``timeout=`` to a shutdown that accepts one (seconds);
             vLLM's own kill after SIGTERM, a backstop behind ``shutdown_grace_s``.
         memory_wait_timeout_s: bound of step 7, in seconds (0 disables the wait).
-        memory_slack_bytes: how far above its baseline a device may stay (bytes; 1 GiB).
+        memory_slack_bytes: how far above its baseline a device may stay, at least
+            (bytes; 1 GiB).
+        memory_slack_ratio: ... or this fraction of the device's total memory when that is
+            more (0.01: 1.40 GiB of a 140.4 GiB H200; 0 keeps the slack at
+            ``memory_slack_bytes``). A process that created its first CUDA context while
+            the engine was alive (it had none at the baseline) may also keep that context:
+            its growth less torch's reserved bytes, at most max(2 GiB, 2% of the device)
+            (:func:`~lint_gpu_tests.runtime.memory.first_context_allowance`).
         memory_reader: a :class:`~lint_gpu_tests.runtime.memory.MemoryReader`; ``None``
             means :func:`~lint_gpu_tests.runtime.memory.default_memory_reader`.
         raise_on_memory_timeout: raise :class:`~lint_gpu_tests.runtime.memory.
@@ -312,6 +380,7 @@ class VllmRunner:
     shutdown_timeout_s: ClassVar[float] = 15.0
     memory_wait_timeout_s: ClassVar[float] = 60.0
     memory_slack_bytes: ClassVar[int] = GIB
+    memory_slack_ratio: ClassVar[float] = DEFAULT_SLACK_RATIO
     memory_reader: ClassVar[MemoryReader | None] = None
     raise_on_memory_timeout: ClassVar[bool] = False
 
@@ -351,7 +420,7 @@ class VllmRunner:
         if "tokenizer_name" in llm_kwargs and "tokenizer" not in llm_kwargs:
             llm_kwargs["tokenizer"] = llm_kwargs.pop("tokenizer_name")
         factory = engine_factory or type(self).engine_factory or _default_engine_factory()
-        self._baseline: list[DeviceMemory] | None = None
+        self._baseline: _Baseline | None = None
         if _group is None:
             self._baseline = self._read_memory()
         before = {p.key for p in engine_processes()}
@@ -402,33 +471,41 @@ class VllmRunner:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close(_body_failed=exc_type is not None)
+        self.close(_body_failed=exc_type is not None, _body_exception=exc)
 
-    def close(self, *, _body_failed: bool = False) -> None:
+    def close(
+        self, *, _body_failed: bool = False, _body_exception: BaseException | None = None
+    ) -> None:
         """Run the teardown now (what ``__exit__`` does). Harmless when already closed."""
         if self._closed:
             return
         self._closed = True
         steps = self.teardown_steps
         cls = type(self)
+        outer = _body_exception  # left out of a failing step's text: pytest reports it
         _run_step(
             "shutdown_engine_core",
             lambda: _shutdown_with_grace(
                 self._llm, self.engine_processes, cls.shutdown_grace_s, cls.shutdown_timeout_s
             ),
             steps,
+            outer,
         )
-        _run_step("drop_reference", self._drop_reference, steps)
-        steps.extend(release_process_state())
+        _run_step("drop_reference", self._drop_reference, steps, outer)
+        steps.extend(release_process_state(_block_exception=outer))
         group, self._group = self._group, None
         baseline, self._baseline = self._baseline, None
         leak: list[GpuMemoryTimeoutError] = []
         if group is not None:
-            _run_step("wait_for_memory", lambda: group._runner_closed(self), steps)
+            _run_step("wait_for_memory", lambda: group._runner_closed(self), steps, outer)
         else:
             _run_step(
-                "wait_for_memory", lambda: leak.extend(self._wait_for_memory(baseline)), steps
+                "wait_for_memory",
+                lambda: leak.extend(self._wait_for_memory(baseline)),
+                steps,
+                outer,
             )
+        del outer, _body_exception
         if leak and type(self).raise_on_memory_timeout and not _body_failed:
             raise leak[0]
 
@@ -441,28 +518,33 @@ class VllmRunner:
         return cls.memory_reader if cls.memory_reader is not None else default_memory_reader()
 
     @classmethod
-    def _read_memory(cls) -> list[DeviceMemory] | None:
-        """Every visible device's reading, or ``None`` when memory cannot be read."""
+    def _read_memory(cls) -> _Baseline | None:
+        """Every visible device's reading (and whether this process had CUDA initialised
+        then), or ``None`` when memory cannot be read."""
         if cls.memory_wait_timeout_s <= 0:
             return None
-        return read_baseline(cls._reader())
+        cuda_at_baseline = cuda_initialised_reason() is not None
+        readings = read_baseline(cls._reader())
+        return None if readings is None else _Baseline(readings, cuda_at_baseline)
 
     @classmethod
-    def _wait_for_memory(cls, baseline: list[DeviceMemory] | None) -> list[GpuMemoryTimeoutError]:
+    def _wait_for_memory(cls, baseline: _Baseline | None) -> list[GpuMemoryTimeoutError]:
         """Step 7; warns and returns the timeout error (empty list when memory came back)."""
-        if not baseline:
+        if baseline is None or not baseline.readings:
             raise _Skip("no baseline: device memory cannot be read here")
         try:
             wait_for_memory_to_return(
-                baseline,
+                baseline.readings,
                 slack_bytes=cls.memory_slack_bytes,
+                slack_ratio=cls.memory_slack_ratio,
+                context_allowance=first_context_allowance(baseline.cuda_at_baseline),
                 timeout_s=cls.memory_wait_timeout_s,
                 reader=cls._reader(),
             )
         except GpuMemoryTimeoutError as exc:
             message = f"device memory not released after teardown: {exc}"
             logger.warning(message)
-            warnings.warn(message, GpuMemoryLeakWarning, stacklevel=4)
+            warnings.warn(message, GpuMemoryLeakWarning, stacklevel=stacklevel_outside_runtime())
             return [exc]
         return []
 
@@ -484,7 +566,7 @@ class VllmRunnerFactory:
     def __init__(self, runner_cls: type[VllmRunner] = VllmRunner) -> None:
         self.runner_cls = runner_cls
         self._open: list[VllmRunner] = []
-        self._baseline: list[DeviceMemory] | None = None
+        self._baseline: _Baseline | None = None
 
     def __call__(self, model_name: str, **llm_kwargs: Any) -> VllmRunner:
         """Build one more engine; see :class:`VllmRunner`."""

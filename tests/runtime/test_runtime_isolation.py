@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 import types
 import warnings
 from pathlib import Path
@@ -128,20 +130,27 @@ def test_child_process_group_is_killed(
         os.sched_yield()
 
 
-def test_timeout_kills_the_child(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("source", ["timeout_s=", "ini isolation_timeout"])
+def test_timeout_kills_the_child(pytester: pytest.Pytester, source: str) -> None:
+    options = ", timeout_s=0.2" if source == "timeout_s=" else ""
+    if source != "timeout_s=":
+        pytester.makeini("[pytest]\nisolation_timeout = 0.2\n")
     pytester.makepyfile(
-        test_slow="""
+        test_slow=f"""
         import time
         from lint_gpu_tests.runtime import create_new_process_for_each_test
 
-        @create_new_process_for_each_test("fork", timeout_s=0.2)
+        @create_new_process_for_each_test("fork"{options})
         def test_hangs():
             time.sleep(600)
         """
     )
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*IsolatedTestTimeoutError: *ran past 0.2 s*killed*"])
+    result.stdout.fnmatch_lines(
+        [f"*IsolatedTestTimeoutError: *ran past 0.2 s (limit from {source};*killed*"]
+    )
+    assert isolation._ini_timeout is None  # an inner session's ini is restored at its end
 
 
 def test_child_that_dies_reports_how(pytester: pytest.Pytester) -> None:
@@ -249,9 +258,13 @@ def test_never_forks_after_cuda_is_initialised(
     assert len(caught) == 1
     assert str(caught[0].message) == (
         f"create_new_process_for_each_test: {reason} in this process; a forked child could "
-        'not use CUDA ("Cannot re-initialize CUDA in forked subprocess"), so isolated tests '
-        "in this process use spawn instead of fork (said once)"
+        'not use CUDA (torch raises "Cannot re-initialize CUDA in forked subprocess", or '
+        '"CUDA driver initialization failed" when cuInit ran below torch), so isolated '
+        "tests in this process use spawn instead of fork (said once)"
     )
+    # filed under the isolated function's own line, not a line of the runtime
+    assert caught[0].filename == __file__
+    assert caught[0].lineno == _report_start.__code__.co_firstlineno
     for name in ("first", "second"):
         pid, torch_in_child = (tmp_path / name).read_text().split()
         assert int(pid) != os.getpid() and torch_in_child == "False"  # spawned
@@ -270,3 +283,181 @@ def test_forks_when_torch_is_imported_but_cuda_is_not_initialised(
     pid, torch_in_child = (tmp_path / "out").read_text().split()
     assert int(pid) != os.getpid() and torch_in_child == "True"  # forked
     assert isolation._warned_fork_after_cuda is False
+
+
+# -- issue 27: time limits, processes left behind, the parent's death ------------------
+def _wait_dead(pid: int, what: str) -> None:
+    """Bounded wait (60 s) until ``pid`` is gone; fails naming ``what`` at the bound."""
+    deadline = time.monotonic() + 60
+    while not _dead(pid):
+        assert time.monotonic() < deadline, f"{what} (pid {pid}) still alive"
+        time.sleep(0.05)
+
+
+LEAVES_A_NON_DAEMON_CHILD = """
+import multiprocessing, os, time
+from lint_gpu_tests.runtime import create_new_process_for_each_test
+
+def _sleep():
+    time.sleep(600)
+
+@create_new_process_for_each_test("spawn", memory_wait_timeout_s=0)
+def test_leaves_a_non_daemon_child():
+    helper = multiprocessing.Process(target=_sleep)  # non-daemon: the exit joins it
+    helper.start()
+    with open({pidfile!r}, "w") as f:
+        f.write(str(helper.pid))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_spawned_child_held_by_a_leftover_fails_naming_it(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(isolation, "EXIT_GRACE_S", 0.5)
+    pidfile = tmp_path / "helper.pid"
+    pytester.makepyfile(test_leftover=LEAVES_A_NON_DAEMON_CHILD.format(pidfile=str(pidfile)))
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    helper = int(pidfile.read_text())
+    result.stdout.fnmatch_lines(
+        [
+            "*IsolatedTestTimeoutError: isolated test (spawn): the test returned, but child "
+            f"* had not exited * s later: it waits for processes the test left behind "
+            f"(killed now): * pid {helper}*"
+        ]
+    )
+    _wait_dead(helper, "the leftover helper")
+
+
+HANGS = """
+import subprocess, sys, time
+import pytest
+from lint_gpu_tests.runtime import create_new_process_for_each_test
+
+@pytest.mark.isolation_timeout({limit})
+@create_new_process_for_each_test({method!r}, memory_wait_timeout_s=0)
+def test_hangs():
+    grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open({pidfile!r}, "w") as f:
+        f.write(str(grandchild.pid))
+    time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_marker_limit_ends_the_whole_tree_and_names_it(
+    pytester: pytest.Pytester, tmp_path: Path, method: str
+) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    limit = 0.5 if method == "fork" else 8  # a spawned child first starts an interpreter
+    pytester.makepyfile(test_hangs=HANGS.format(method=method, pidfile=str(pidfile), limit=limit))
+    # --strict-markers: the plugin registers the marker
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--strict-markers")
+    result.assert_outcomes(failed=1)
+    grandchild = int(pidfile.read_text())
+    result.stdout.fnmatch_lines(
+        [
+            f"*IsolatedTestTimeoutError: isolated test ({method}) ran past {limit:g} s (limit from "
+            "@pytest.mark.isolation_timeout; set it with *"
+            f"the processes under it: * pid {grandchild} (parent *): "
+            "* -c import time; time.sleep(600)*"
+        ]
+    )
+    _wait_dead(grandchild, "the grandchild")
+
+
+def test_time_limit_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(isolation.TIMEOUT_ENV, raising=False)
+    monkeypatch.setattr(isolation, "_ini_timeout", None)
+    monkeypatch.setattr(isolation, "_marker_timeout", None)
+    assert isolation._time_limit(None) == (600.0, "the default")
+    monkeypatch.setattr(isolation, "_ini_timeout", "120")
+    assert isolation._time_limit(None) == (120.0, "ini isolation_timeout")
+    monkeypatch.setenv(isolation.TIMEOUT_ENV, "90")
+    assert isolation._time_limit(None) == (90.0, "GPU_TEST_LINT_ISOLATION_TIMEOUT")
+    monkeypatch.setattr(isolation, "_marker_timeout", 30)
+    assert isolation._time_limit(None) == (30.0, "@pytest.mark.isolation_timeout")
+    assert isolation._time_limit(5) == (5.0, "timeout_s=")
+    assert isolation._time_limit(0) == (None, "timeout_s=")  # 0: no limit
+    monkeypatch.setattr(isolation, "_marker_timeout", "soon")
+    with pytest.raises(ValueError, match="isolation_timeout: the time limit must be a number"):
+        isolation._time_limit(None)
+    with pytest.raises(ValueError, match=">= 0"):
+        isolation._time_limit(-1)
+
+
+BODIES = """
+import os, subprocess, sys, time
+
+def body(path):
+    grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open(path + ".tmp", "w") as f:
+        f.write(f"{os.getpid()} {grandchild.pid}")
+    os.replace(path + ".tmp", path)
+    time.sleep(600)
+"""
+
+PARENT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import bodies
+from lint_gpu_tests.runtime import create_new_process_for_each_test
+
+create_new_process_for_each_test(sys.argv[2], timeout_s=0, memory_wait_timeout_s=0)(
+    bodies.body
+)(sys.argv[3])
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG, /proc")
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_the_tree_ends_when_the_parent_is_killed(tmp_path: Path, method: str) -> None:
+    (tmp_path / "bodies.py").write_text(BODIES)
+    (tmp_path / "parent.py").write_text(PARENT)
+    record = tmp_path / "pids"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    parent = subprocess.Popen(
+        [sys.executable, str(tmp_path / "parent.py"), str(tmp_path), method, str(record)],
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not record.exists():
+            assert parent.poll() is None, "the parent ended before the child started"
+            assert time.monotonic() < deadline, "the isolated child never started"
+            time.sleep(0.05)
+        child, grandchild = map(int, record.read_text().split())
+        parent.kill()  # SIGKILL: no handler, no finally runs in the parent
+        parent.wait()
+        _wait_dead(child, "the isolated child")
+        _wait_dead(grandchild, "the test's grandchild")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+
+
+def test_wait_for_child_tells_a_hang_from_a_child_that_does_not_exit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = tmp_path / "outcome"
+    result.write_bytes(b"")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        # no outcome written: the test itself is still running at the limit
+        assert isolation._wait_for_child(sleeper.pid, str(result), 0.2) == ("limit", 0.0)
+        result.write_bytes(b"written")
+        # the test returned; the limit comes before the exit grace ends: still "stuck"
+        monkeypatch.setattr(isolation, "EXIT_GRACE_S", 600.0)
+        end, since = isolation._wait_for_child(sleeper.pid, str(result), 0.2)
+        assert end == "stuck" and since >= 0.0
+        monkeypatch.setattr(isolation, "EXIT_GRACE_S", 0.2)
+        end, since = isolation._wait_for_child(sleeper.pid, str(result), None)
+        assert end == "stuck" and since >= 0.2
+        sleeper.kill()  # not reaped yet: waitid sees it exited
+        assert isolation._wait_for_child(sleeper.pid, str(result), None) == ("exited", 0.0)
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -244,9 +244,104 @@ def test_torch_fallback_only_when_the_backend_is_already_initialised(
     monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=cuda))
     assert memory.default_memory_reader(refresh=True) is None  # would create a context
     initialised[0] = True
-    reader = memory.default_memory_reader(refresh=True)
+    # the cached "none" is looked at again once CUDA is initialised (a parent that has CUDA
+    # and no nvidia-ml-py reads with torch.cuda.mem_get_info, every process counted)
+    reader = memory.default_memory_reader()
     assert isinstance(reader, memory.TorchMemoryReader)
     assert reader.read(0).used_bytes == 50 * GIB
+
+
+# -- issue 27: slack relative to the device; the first CUDA context of this process ------
+H200_TOTAL = int(140.40 * GIB)  # NVML's total of an H200 (docs/gpu-runtime.md)
+
+
+def test_slack_is_relative_to_the_device() -> None:
+    assert memory.slack_for(H200_TOTAL) == int(0.01 * H200_TOTAL)  # 1.40 GiB
+    assert memory.slack_for(80 * GIB) == GIB  # the floor: 0.80 GiB < 1 GiB
+    assert memory.slack_for(H200_TOTAL, slack_bytes=GIB, slack_ratio=0) == GIB
+    clock = FakeClock()
+    reader = FakeMemoryReader(used=[GIB // 2], total=H200_TOTAL)
+    baseline = memory.read_all(reader)
+    reader.used = [GIB // 2 + int(1.3 * GIB)]  # within 1.40 GiB, beyond 1 GiB
+    wait_for_memory_to_return(baseline, timeout_s=1, reader=reader, clock=clock, sleep=clock.sleep)
+    with pytest.raises(GpuMemoryTimeoutError, match=r"used <= baseline \+ 1.00 GiB\)"):
+        wait_for_memory_to_return(
+            baseline, slack_ratio=0, timeout_s=1, reader=reader, clock=clock, sleep=clock.sleep
+        )
+    reader.used = [GIB // 2 + int(1.5 * GIB)]  # beyond 1.40 GiB
+    with pytest.raises(GpuMemoryTimeoutError, match=r"max\(0.25 GiB, 1.0% of the device\)"):
+        wait_for_memory_to_return(
+            baseline,
+            slack_bytes=GIB // 4,
+            timeout_s=1,
+            reader=reader,
+            clock=clock,
+            sleep=clock.sleep,
+        )
+
+
+def _fake_cuda_torch(monkeypatch: pytest.MonkeyPatch, reserved: int) -> list[bool]:
+    initialised = [False]
+    cuda = SimpleNamespace(
+        is_initialized=lambda: initialised[0], memory_reserved=lambda i: reserved
+    )
+    monkeypatch.setitem(sys.modules, "torch", SimpleNamespace(cuda=cuda))
+    return initialised
+
+
+@pytest.mark.parametrize("context_gib", [0.65, 1.6])  # H200; "over 1 GiB" elsewhere
+def test_first_cuda_context_of_this_process_joins_the_baseline(
+    monkeypatch: pytest.MonkeyPatch, context_gib: float
+) -> None:
+    initialised = _fake_cuda_torch(monkeypatch, reserved=GIB // 4)
+    clock = FakeClock()
+    base = GIB // 2
+    after = base + int(context_gib * GIB) + GIB // 4 + GIB // 2  # + reserved + 0.5 GiB noise
+    reader = FakeMemoryReader(used=[base], total=80 * GIB, script=[base + 42 * GIB, after])
+    baseline = [memory.DeviceMemory(0, base, 80 * GIB, "fake 0")]
+    allowance = memory.first_context_allowance(cuda_at_baseline=False)
+    initialised[0] = True  # the engine's life created this process's first context
+    readings = wait_for_memory_to_return(
+        baseline,
+        slack_ratio=0,
+        context_allowance=allowance,
+        timeout_s=10,
+        reader=reader,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    assert readings[0].used_bytes == after
+    # without it (or with CUDA already there at the baseline) the wait cries wolf
+    for other in (None, memory.first_context_allowance(cuda_at_baseline=True)):
+        with pytest.raises(GpuMemoryTimeoutError):
+            wait_for_memory_to_return(
+                baseline,
+                slack_ratio=0,
+                context_allowance=other,
+                timeout_s=10,
+                reader=FakeMemoryReader(used=[after], total=80 * GIB),
+                clock=clock,
+                sleep=clock.sleep,
+            )
+
+
+def test_first_context_allowance_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    initialised = _fake_cuda_torch(monkeypatch, reserved=0)
+    initialised[0] = True
+    clock = FakeClock()
+    held = 40 * GIB  # an engine still alive is no context
+    reader = FakeMemoryReader(used=[held], total=H200_TOTAL)
+    baseline = [memory.DeviceMemory(0, 0, H200_TOTAL, "fake 0")]
+    with pytest.raises(GpuMemoryTimeoutError, match=r"first CUDA context \(device 0: 2.81 GiB\)"):
+        wait_for_memory_to_return(
+            baseline,
+            context_allowance=memory.first_context_allowance(cuda_at_baseline=False),
+            timeout_s=10,
+            reader=reader,
+            clock=clock,
+            sleep=clock.sleep,
+        )
+    assert memory.first_context_max_bytes(80 * GIB) == 2 * GIB
 
 
 @pytest.mark.parametrize(

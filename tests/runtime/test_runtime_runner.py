@@ -249,9 +249,94 @@ def test_memory_not_back_warns_with_device_figures() -> None:
         memory_reader = reader
         memory_wait_timeout_s = 1e-9
 
-    with pytest.warns(GpuMemoryLeakWarning, match=r"device 0 \(fake 0\): 30.00/80.00 GiB"):
+    with pytest.warns(
+        GpuMemoryLeakWarning, match=r"device 0 \(fake 0\): 30.00/80.00 GiB"
+    ) as caught:
         with Runner("m", engine_factory=hog):
             pass
+    # filed under the test's own line (the with statement), not a line of runner.py
+    assert caught[0].filename == __file__
+
+
+# -- issue 27 ---------------------------------------------------------------------------
+def test_teardown_warnings_point_at_the_test_line() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with ShortGraceRunner("m", fail_shutdown=True):
+            line = sys._getframe().f_lineno
+    ours = [w for w in caught if issubclass(w.category, RunnerTeardownWarning)]
+    assert [w.category for w in ours] == [EngineProcessKilledWarning, RunnerTeardownWarning]
+    assert {(w.filename, w.lineno) for w in ours} == {(__file__, line - 1)}
+
+
+def test_teardown_warning_does_not_repeat_the_tests_own_assertion() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(AssertionError, match="the test's own words"):
+            with ShortGraceRunner("m", fail_shutdown=True) as runner:
+                raise AssertionError("the test's own words")
+    (warning,) = [w for w in caught if w.category is RunnerTeardownWarning]
+    text = str(warning.message)
+    assert "refused to shut down" in text  # the step's own failure
+    assert "the test's own words" not in text
+    assert "raised while the block's own AssertionError propagated" in text
+    (step,) = [s for s in runner.teardown_steps if s.status == "failed"]
+    assert "the test's own words" not in step.detail
+
+
+def test_step_failure_inside_the_tests_own_except_block_keeps_its_context() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            raise KeyError("handled by the test")
+        except KeyError:
+            with ShortGraceRunner("m", fail_shutdown=True):  # the block itself passes
+                pass
+    (warning,) = [w for w in caught if w.category is RunnerTeardownWarning]
+    assert "handled by the test" in str(warning.message)
+
+
+def test_step_failure_keeps_its_own_cause() -> None:
+    from lint_gpu_tests.runtime.runner import _format_failure
+
+    try:
+        try:
+            raise KeyError("inner cause")
+        except KeyError as inner:
+            raise RuntimeError("step failed") from inner
+    except RuntimeError as exc:
+        text = _format_failure(exc, None)
+    assert "KeyError: 'inner cause'" in text
+    assert "direct cause" in text
+    assert text.index("KeyError") < text.index("RuntimeError: step failed")
+
+
+def test_first_cuda_context_of_the_test_process_is_not_a_leak(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lint_gpu_tests.runtime import _cuda
+
+    monkeypatch.setattr(_cuda, "driver_initialised_reason", lambda: None)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    reader = FakeMemoryReader(used=[GIB // 2])
+
+    def builds_and_initialises_cuda(model: str) -> Any:
+        # the test process itself creates its first CUDA context (1.6 GiB: "over 1 GiB on
+        # other drivers and devices", issue 27) while the engine is alive
+        cuda = types.SimpleNamespace(is_initialized=lambda: True, memory_reserved=lambda i: 0)
+        monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+        reader.script = [reader.used[0] + 40 * GIB, GIB // 2 + int(1.6 * GIB)]
+        return types.SimpleNamespace()
+
+    class Runner(VllmRunner):
+        memory_reader = reader
+        memory_wait_timeout_s = 5.0
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GpuMemoryLeakWarning)
+        with Runner("m", engine_factory=builds_and_initialises_cuda) as runner:
+            pass
+    assert [s.status for s in runner.teardown_steps if s.name == "wait_for_memory"] == ["ok"]
 
 
 @pytest.fixture
