@@ -128,7 +128,7 @@ class GpuCodemod(VisitorBasedCodemodCommand):
             transformer.needs.discard(RUNNER_KWARGS_NAME)
             new_tree = add_helper(new_tree)
         self.add_imports(transformer.needs)
-        self.remove_unused(module)
+        self.remove_unused(module, new_tree)
         return new_tree
 
     # ------------------------------------------------------------------ imports
@@ -166,11 +166,15 @@ class GpuCodemod(VisitorBasedCodemodCommand):
             new = AddImportsVisitor(self.context).transform_module(new)
         return strip_top_blank(tree, restore_section_breaks(tree, new))
 
-    def remove_unused(self, module: ModuleAnalysis) -> None:
-        """Schedule removal of imports the rewrite may have left unused: the engine class,
-        ``gc``, ``torch``, ``atexit`` and the cleanup helpers. Only names the module used
-        before are considered, so an import that was already unused is left alone."""
+    def remove_unused(self, module: ModuleAnalysis, new_tree: cst.Module) -> None:
+        """Schedule removal of imports the rewrite (``new_tree``) may have left unused: the
+        engine class, ``gc``, ``torch``, ``atexit`` and the cleanup helpers. Only names the
+        module used before are considered, so an import that was already unused is left
+        alone; a name ``new_tree`` still reads is not scheduled (:func:`names_read`), so
+        LibCST's import remover, which analyses the scopes of the whole module, runs only
+        where it may have something to remove."""
         used_before = {n.id for n in ast.walk(module.tree) if isinstance(n, ast.Name)}
+        still_read = names_read(new_tree)
         candidates = {"gc", "torch", "atexit", "vllm", *CLEANUP_FUNCTIONS,
                       *(c.rsplit(".", 1)[-1] for c in self.config.cleanup_functions)}
         if self.config.target == "vllm":
@@ -179,6 +183,8 @@ class GpuCodemod(VisitorBasedCodemodCommand):
             if local not in used_before:
                 continue
             if not (local in candidates or module.is_engine_class(qualified)):
+                continue
+            if local in still_read:
                 continue
             if qualified == local:
                 RemoveImportsVisitor.remove_unused_import(self.context, local)
@@ -190,6 +196,18 @@ class GpuCodemod(VisitorBasedCodemodCommand):
                 else:
                     RemoveImportsVisitor.remove_unused_import(self.context, qualified,
                                                               asname=local)
+
+
+def names_read(tree: cst.Module) -> frozenset[str]:
+    """The names ``tree``'s code reads (``ast.Name`` loads): an import bound to one of them is
+    still used (LibCST's ``RemoveImportsVisitor`` keeps it too); empty when the code does not
+    parse as ``ast`` reads it (then every candidate is left to that visitor)."""
+    try:
+        parsed = ast.parse(tree.code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    return frozenset(node.id for node in ast.walk(parsed)
+                     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load))
 
 
 def _is_from_import(module: ModuleAnalysis, local: str) -> bool:

@@ -70,7 +70,7 @@ class IsolateTestProcess(GpuCodemod):
                 self._first_party_import = import_from
             else:
                 self._from_imports.add((import_from, ISOLATE_DECORATOR))
-        self.remove_unused(module)
+        self.remove_unused(module, new_tree)
         return new_tree
 
 

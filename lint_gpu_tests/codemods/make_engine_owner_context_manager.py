@@ -58,7 +58,7 @@ class MakeEngineOwnerContextManager(GpuCodemod):
         if not transformer.changed:
             return tree
         self.add_imports(transformer.needs | {"VllmRunner", "weakref"})
-        self.remove_unused(module)
+        self.remove_unused(module, new_tree)
         return new_tree
 
 

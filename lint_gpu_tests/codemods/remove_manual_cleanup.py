@@ -29,7 +29,7 @@ class RemoveManualCleanup(GpuCodemod):
         new_tree = wrapper.module.visit(transformer)
         if not transformer.changed:
             return tree
-        self.remove_unused(module)
+        self.remove_unused(module, new_tree)
         return new_tree
 
 

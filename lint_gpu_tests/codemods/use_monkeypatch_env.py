@@ -15,7 +15,7 @@ from libcst.codemod.visitors import RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.codemods._base import GpuCodemod
+from lint_gpu_tests.codemods._base import GpuCodemod, names_read
 from lint_gpu_tests.codemods._cst import add_param, leading_lines
 from lint_gpu_tests.fixplan.env import CONTEXT_NAME, MONKEYPATCH, EnvFixPlan
 from lint_gpu_tests.ftypes import FixKind
@@ -38,7 +38,7 @@ class UseMonkeypatchEnv(GpuCodemod):
         new_tree = wrapper.module.visit(transformer)
         if not transformer.changed:
             return tree
-        self._remove_unused_os(module)
+        self._remove_unused_os(module, new_tree)
         return new_tree
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
@@ -55,10 +55,14 @@ class UseMonkeypatchEnv(GpuCodemod):
         first = new.body[0].with_changes(leading_lines=lead)
         return new.with_changes(body=[first, *new.body[1:]])
 
-    def _remove_unused_os(self, module: ModuleAnalysis) -> None:
+    def _remove_unused_os(self, module: ModuleAnalysis, new_tree: cst.Module) -> None:
         """Schedule removal of ``import os`` / ``from os import environ`` when the rewrite
-        left them unused (LibCST's visitor keeps an import that is still referenced)."""
+        left them unused (LibCST's visitor keeps an import that is still referenced; one that
+        ``new_tree`` still reads is not scheduled, :func:`names_read`)."""
+        still_read = names_read(new_tree)
         for local, qualified in module.imports.items():
+            if local in still_read:
+                continue
             if qualified == "os" and local == "os":
                 RemoveImportsVisitor.remove_unused_import(self.context, "os")
             elif qualified in ("os.environ", "os.putenv", "os.unsetenv"):
