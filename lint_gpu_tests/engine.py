@@ -20,18 +20,18 @@ from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation, w
 from lint_gpu_tests.noqa import (
     NOQA_RE,
     Noqa,
-    _logical_ranges,
-    _noqa_codes,
+    logical_ranges,
+    noqa_codes,
     parse_noqa,
 )
 from lint_gpu_tests.source import (
-    _DEEP_STATE,
+    DEEP_STATE,
     MAX_FIX_DEPTH,
     TOO_DEEP_TO_ANALYSE,
     InternalError,
     SourceTooDeep,
-    _char_col,
     call_with_deep_stack,
+    char_col,
     decode_source,
     parse_source,
     physical_lines,
@@ -86,7 +86,7 @@ def _noqa_target_lines(text: str) -> dict[int, int]:
     """Line -> the line whose end a ``# noqa`` for it goes to: the last line of its run of
     lines (after a multi-line string's closing quotes, after a continuation)."""
     target: dict[int, int] = {}
-    for start, end in _logical_ranges(text):
+    for start, end in logical_ranges(text):
         target.update(dict.fromkeys(range(start, end + 1), end))
     return target
 
@@ -127,7 +127,7 @@ def add_noqa(source: bytes, violations: Iterable[Violation]) -> tuple[bytes | No
         if match is None:
             body = f"{body}  # noqa: {', '.join(sorted(codes))}"
         elif match.group("codes") is not None:
-            have = _noqa_codes(match.group("codes")) or frozenset()
+            have = noqa_codes(match.group("codes")) or frozenset()
             if codes <= have:
                 continue
             tail = " " if match.group(0)[-1:].isspace() else ""
@@ -202,7 +202,7 @@ def _checked_tree(tree: ast.Module, text: str, path: str, config: Config, apply_
     try:
         return _check_tree(tree, text, path, config, apply_noqa, module)
     except SourceTooDeep:
-        if getattr(_DEEP_STATE, "active", False):
+        if getattr(DEEP_STATE, "active", False):
             raise
     return call_with_deep_stack(_check_tree, tree, text, path, config, apply_noqa)
 
@@ -254,9 +254,9 @@ def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_no
                     name=rule.name,
                     message=hit.message,
                     path=path,
-                    location=Location(hit.node_line, _char_col(lines, hit.node_line,
+                    location=Location(hit.node_line, char_col(lines, hit.node_line,
                                                                hit.node_col) + 1),
-                    end_location=Location(hit.end_line, _char_col(lines, hit.end_line,
+                    end_location=Location(hit.end_line, char_col(lines, hit.end_line,
                                                                   hit.end_col) + 1),
                     fix=hit.fix,
                 )

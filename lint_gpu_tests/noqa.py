@@ -60,13 +60,13 @@ class Noqa:
         return codes is None or code.startswith(tuple(codes))
 
 
-def _noqa_codes(codes: str | None) -> frozenset[str] | None:
+def noqa_codes(codes: str | None) -> frozenset[str] | None:
     if codes is None:
         return None
     return frozenset(c for c in re.split(r"[,\s]+", codes.upper()) if c)
 
 
-def _logical_ranges(text: str) -> list[tuple[int, int]]:
+def logical_ranges(text: str) -> list[tuple[int, int]]:
     """The runs of physical lines flake8 searches for ``# noqa`` as one: lines between two
     ``NL``/``NEWLINE`` tokens (a multi-line string or a backslash continuation joins lines;
     a bracket does not, its line breaks are ``NL`` tokens). Empty when tokenising fails."""
@@ -75,7 +75,7 @@ def _logical_ranges(text: str) -> list[tuple[int, int]]:
 
 def _ranges_holding(text: str, physical: list[str], tree: ast.Module, wanted: set[int]
                     ) -> list[tuple[int, int]] | None:
-    """The runs of :func:`_logical_ranges` that hold a line of ``wanted``, tokenising only
+    """The runs of :func:`logical_ranges` that hold a line of ``wanted``, tokenising only
     the top-level statements of ``tree`` (parsed from ``text``) around those lines: a
     top-level statement starts at column 0 outside any bracket or string, so the tokenizer
     can start there; a line outside every statement (blank, a comment) is a run of its own.
@@ -103,7 +103,7 @@ def _ranges_holding(text: str, physical: list[str], tree: ast.Module, wanted: se
 
 
 def _token_ranges(text: str, offset: int) -> list[tuple[int, int]]:
-    """:func:`_logical_ranges` of ``text``, whose first line is line ``offset + 1``."""
+    """:func:`logical_ranges` of ``text``, whose first line is line ``offset + 1``."""
     import io
     import tokenize
 
@@ -137,17 +137,17 @@ def parse_noqa(text: str, tree: ast.Module | None = None) -> Noqa:
         wanted.add(number)
         whole = FILE_NOQA_RE.match(line)
         if whole is not None:
-            codes = _noqa_codes(whole.group("codes"))
+            codes = noqa_codes(whole.group("codes"))
             if whole.group("flake8") or codes is None:
                 whole_file = True
             else:
                 file_codes.update(codes)
     ranges = _ranges_holding(text, physical, tree, wanted) if tree is not None else None
-    for start, end in _logical_ranges(text) if ranges is None else ranges:
+    for start, end in logical_ranges(text) if ranges is None else ranges:
         joined = "".join(physical[start - 1:end])
         if "noqa" not in joined.lower():
             continue
         match = NOQA_RE.search(joined)
         if match is not None:
-            lines.update(dict.fromkeys(range(start, end + 1), _noqa_codes(match.group("codes"))))
+            lines.update(dict.fromkeys(range(start, end + 1), noqa_codes(match.group("codes"))))
     return Noqa(lines, frozenset(file_codes), whole_file)

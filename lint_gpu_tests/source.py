@@ -65,7 +65,7 @@ MAX_FIX_DEPTH = 2_000
 module's fixable violations are reported as not fixable ("expression too deep")."""
 
 _DEEP_LOCK = threading.Lock()
-_DEEP_STATE = threading.local()
+DEEP_STATE = threading.local()
 
 
 def call_with_deep_stack(function: Callable[..., T], *args: object, **kwargs: object) -> T:
@@ -79,12 +79,12 @@ def call_with_deep_stack(function: Callable[..., T], *args: object, **kwargs: ob
     caller waits in ``join``; one such call at a time). Called from inside that thread, or
     where the thread cannot be started, ``function`` simply runs in the calling thread.
     """
-    if getattr(_DEEP_STATE, "active", False):
+    if getattr(DEEP_STATE, "active", False):
         return function(*args, **kwargs)
     box: list[tuple[bool, object]] = []
 
     def target() -> None:
-        _DEEP_STATE.active = True
+        DEEP_STATE.active = True
         try:
             box.append((True, function(*args, **kwargs)))
         except BaseException as exc:  # noqa: BLE001 - handed to the caller, re-raised there
@@ -135,7 +135,7 @@ def decode_source(source: bytes) -> str:
     return text
 
 
-def _char_col(lines: list[str], line: int, byte_col: int) -> int:
+def char_col(lines: list[str], line: int, byte_col: int) -> int:
     """Convert ``ast``'s UTF-8 byte column to a 0-based character column."""
     if 1 <= line <= len(lines):
         return len(lines[line - 1].encode("utf-8")[:byte_col].decode("utf-8", "replace"))
@@ -173,7 +173,7 @@ def parse_source(source: bytes, path: str) -> tuple[ast.Module | None, str, Viol
         col = (exc.offset or 1) if exc.offset and exc.offset > 0 else 1
         return None, text, parse_error(path, exc.msg, line, col)
     except RecursionError:
-        if getattr(_DEEP_STATE, "active", False):
+        if getattr(DEEP_STATE, "active", False):
             return None, text, parse_error(path, "source nests too deeply to parse", 1, 1)
         # Building the tree recurses; a deeper stack may be all it takes.
         return call_with_deep_stack(parse_source, source, path)

@@ -179,3 +179,56 @@ def test_every_available_fix_of_the_rule_examples_says_how_it_is_applied() -> No
         assert fix.kind is not None, (where, violation)
         assert (fix.plan is None) == (fix.kind is FixKind.WITH_ANOTHER), (where, violation)
     assert seen >= 20
+
+
+SHADOWED = b'''import vllm
+
+
+def test_a():
+    llm = vllm.LLM("m")
+    assert llm.generate(["x"])
+
+
+def test_b(vllm):
+    assert vllm
+'''
+
+
+def test_an_import_read_only_under_a_shadowing_name_is_removed() -> None:
+    """The import the rewrite leaves unread goes, though a parameter of the same name is
+    still read elsewhere (the names the new code reads are resolved by scope)."""
+    outcome = fix_source(SHADOWED, "tests/test_shadow.py", Config())
+    assert outcome.new_source == b'''import weakref
+
+
+def test_a(vllm_runner):
+    with vllm_runner("m") as runner:
+        llm = weakref.proxy(runner.llm)
+        assert llm.generate(["x"])
+
+
+def test_b(vllm):
+    assert vllm
+'''
+
+
+def test_an_import_still_read_is_not_handed_to_the_import_remover(
+        counts: Counter[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """LibCST's import remover (a scope analysis of the whole module) runs only where an
+    import the rewrite touched is no longer read."""
+    from libcst.codemod.visitors import RemoveImportsVisitor
+
+    runs: list[int] = []
+    real = RemoveImportsVisitor.visit_Module
+
+    def counted(self: RemoveImportsVisitor, node: Any) -> None:
+        runs.append(1)
+        real(self, node)
+
+    monkeypatch.setattr(RemoveImportsVisitor, "visit_Module", counted)
+    still_read = b'from vllm import LLM\n\nENGINE = LLM\n\n\ndef test_a():\n' \
+                 b'    llm = LLM("m")\n    assert llm.generate(["x"])\n'
+    assert fix_source(still_read, "tests/test_read.py", Config()).new_source is not None
+    assert runs == []
+    fix_source(SHADOWED, "tests/test_shadow.py", Config())
+    assert runs == [1]

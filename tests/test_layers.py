@@ -136,3 +136,18 @@ def test_the_runtime_imports_none_of_the_linter() -> None:
            if m.startswith("lint_gpu_tests.runtime")
            for t in sorted(ts) if not t.startswith("lint_gpu_tests.runtime")]
     assert bad == []
+
+
+def test_no_private_name_crosses_modules() -> None:
+    """A module imports only public names of another (``_name`` stays in its module); a
+    private module of a subpackage (``rules/_common.py``) serves its siblings with public
+    names."""
+    crossing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "lint_gpu_tests"):
+                crossing += [f"{_module_name(path)}: {node.module}.{alias.name}"
+                             for alias in node.names
+                             if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert crossing == []

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 from abc import abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import libcst as cst
@@ -174,7 +174,7 @@ class GpuCodemod(VisitorBasedCodemodCommand):
         LibCST's import remover, which analyses the scopes of the whole module, runs only
         where it may have something to remove."""
         used_before = {n.id for n in ast.walk(module.tree) if isinstance(n, ast.Name)}
-        still_read = names_read(new_tree)
+        still_read = names_read(new_tree, module.imports)
         candidates = {"gc", "torch", "atexit", "vllm", *CLEANUP_FUNCTIONS,
                       *(c.rsplit(".", 1)[-1] for c in self.config.cleanup_functions)}
         if self.config.target == "vllm":
@@ -198,16 +198,24 @@ class GpuCodemod(VisitorBasedCodemodCommand):
                                                               asname=local)
 
 
-def names_read(tree: cst.Module) -> frozenset[str]:
-    """The names ``tree``'s code reads (``ast.Name`` loads): an import bound to one of them is
-    still used (LibCST's ``RemoveImportsVisitor`` keeps it too); empty when the code does not
-    parse as ``ast`` reads it (then every candidate is left to that visitor)."""
+def names_read(tree: cst.Module, imports: Mapping[str, str]) -> frozenset[str]:
+    """The names of ``imports`` (local name -> qualified name, the module's imports) that
+    ``tree``'s code reads as those imports: a load that no scope around it rebinds
+    (:class:`~lint_gpu_tests.scopes.ScopeIndex`, as LibCST's scope analysis decides it). An
+    import read so is still used, and LibCST's ``RemoveImportsVisitor`` would keep it. Empty
+    when the code does not parse as ``ast`` reads it (then every candidate is left to that
+    visitor)."""
+    from lint_gpu_tests.scopes import ScopeIndex
+
+    text = tree.code
     try:
-        parsed = ast.parse(tree.code)
+        parsed = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return frozenset()
+    scopes = ScopeIndex(parsed, imports, text)
     return frozenset(node.id for node in ast.walk(parsed)
-                     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load))
+                     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+                     and node.id in imports and not scopes.lookup(node)[0])
 
 
 def _is_from_import(module: ModuleAnalysis, local: str) -> bool:

@@ -59,7 +59,7 @@ class UseMonkeypatchEnv(GpuCodemod):
         """Schedule removal of ``import os`` / ``from os import environ`` when the rewrite
         left them unused (LibCST's visitor keeps an import that is still referenced; one that
         ``new_tree`` still reads is not scheduled, :func:`names_read`)."""
-        still_read = names_read(new_tree)
+        still_read = names_read(new_tree, module.imports)
         for local, qualified in module.imports.items():
             if local in still_read:
                 continue

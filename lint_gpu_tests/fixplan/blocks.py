@@ -2,7 +2,7 @@
 
 The fix rewrites whole statements of one block, located by their line numbers, so every
 planning step asks these questions first: which statement list holds this statement
-(:func:`_stmt_block`), what is nested in it (:func:`walk_statements`), which names it
+(:func:`statement_block`), what is nested in it (:func:`walk_statements`), which names it
 reads or binds at its own level, and whether it shares its line with another statement
 (:class:`StatementLayout`, a base of :class:`~lint_gpu_tests.fixplan.planner.Planner`).
 """
@@ -14,7 +14,7 @@ import ast
 from lint_gpu_tests.analysis import ModuleAnalysis
 
 
-def _stmt_block(module: ModuleAnalysis, stmt: ast.stmt) -> list[ast.stmt] | None:
+def statement_block(module: ModuleAnalysis, stmt: ast.stmt) -> list[ast.stmt] | None:
     """The statement list that directly holds ``stmt``."""
     parent = module.parent(stmt)
     if parent is None:
@@ -31,12 +31,12 @@ def _stmt_block(module: ModuleAnalysis, stmt: ast.stmt) -> list[ast.stmt] | None
     return None
 
 
-def _loads(node: ast.AST, name: str) -> list[ast.Name]:
+def loads_of(node: ast.AST, name: str) -> list[ast.Name]:
     return [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name
             and isinstance(n.ctx, ast.Load)]
 
 
-def _stores_top(stmt: ast.stmt) -> list[ast.Name]:
+def stores_at_top(stmt: ast.stmt) -> list[ast.Name]:
     """Names a simple statement binds at its own level (not inside nested blocks)."""
     if isinstance(stmt, ast.Assign):
         return [t for t in stmt.targets if isinstance(t, ast.Name)]
@@ -63,13 +63,13 @@ def walk_statements(stmt: ast.stmt) -> list[ast.stmt]:
     return out
 
 
-def _touches(node: ast.AST, names: set[str]) -> bool:
+def reads_or_deletes(node: ast.AST, names: set[str]) -> bool:
     """True when ``node`` reads or deletes one of ``names`` anywhere inside."""
     return any(isinstance(n, ast.Name) and n.id in names
                and isinstance(n.ctx, (ast.Load, ast.Del)) for n in ast.walk(node))
 
 
-def _contains(outer: ast.AST, inner: ast.AST) -> bool:
+def node_contains(outer: ast.AST, inner: ast.AST) -> bool:
     return any(n is inner for n in ast.walk(outer))
 
 
@@ -103,7 +103,7 @@ class StatementLayout:
 
     def shares_line(self, stmt: ast.stmt) -> bool:
         """True when ``stmt`` shares its line with another statement of its block."""
-        block = _stmt_block(self.module, stmt)
+        block = statement_block(self.module, stmt)
         if block is None:
             return False
         return sum(1 for s in block if s.lineno == stmt.lineno or (

@@ -5,7 +5,7 @@ The runner's block does the teardown itself, so the fix deletes what only cleans
 ``request.addfinalizer(llm.shutdown)``, a ``try/finally`` that only cleans up):
 :class:`CleanupRecognizer` (a base of
 :class:`~lint_gpu_tests.fixplan.planner.Planner`) says which statements those are, and
-:func:`_cleanup_beyond_the_runner` when deleting one does more than the runner's teardown.
+:func:`cleanup_beyond_the_runner` when deleting one does more than the runner's teardown.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.fixplan.blocks import StatementLayout, _loads, walk_statements
+from lint_gpu_tests.fixplan.blocks import StatementLayout, loads_of, walk_statements
 from lint_gpu_tests.fixplan.flow import FINALIZER_CALLS
 from lint_gpu_tests.syntax import last_name, names_in
 
@@ -106,11 +106,11 @@ class CleanupRecognizer(StatementLayout):
         earlier = any(isinstance(n, ast.Name) and n.id in names
                       and isinstance(n.ctx, ast.Store) and n.lineno < site.lineno
                       for n in ast.walk(func))
-        return earlier and not any(_loads(s, n) for s in rest for n in names
+        return earlier and not any(loads_of(s, n) for s in rest for n in names
                                    if not self.is_cleanup_statement(s, names))
 
 
-def _cleanup_beyond_the_runner(module: ModuleAnalysis, func: ast.AST,
+def cleanup_beyond_the_runner(module: ModuleAnalysis, func: ast.AST,
                                remove: set[int]) -> str | None:
     """Why removing the cleanup on the lines ``remove`` changes behaviour, or ``None``: the
     runner's teardown calls ``cleanup_dist_env_and_memory()`` without arguments

@@ -17,8 +17,14 @@ import ast
 from dataclasses import replace
 
 from lint_gpu_tests.analysis import EngineSite, FunctionInfo, ModuleAnalysis, RunnerCall
-from lint_gpu_tests.fixplan.blocks import _contains, _loads, _stmt_block, _stores_top, _touches
-from lint_gpu_tests.fixplan.cleanup import CleanupRecognizer, _cleanup_beyond_the_runner
+from lint_gpu_tests.fixplan.blocks import (
+    loads_of,
+    node_contains,
+    reads_or_deletes,
+    statement_block,
+    stores_at_top,
+)
+from lint_gpu_tests.fixplan.cleanup import CleanupRecognizer, cleanup_beyond_the_runner
 from lint_gpu_tests.fixplan.flow import Helpers, ValueFlow, module_helpers, value_flow
 from lint_gpu_tests.fixplan.groups import (
     FACTORY_REASON,
@@ -138,7 +144,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 return self._factory_plan(call, factory, title)
         if group is not None:
             stmt, bound, title = group.statement, group.container, GROUP_TITLE
-        block = _stmt_block(module, stmt)
+        block = statement_block(module, stmt)
         if block is None:
             return _none("built inside an expression the fix cannot restructure", title)
         problem = self._statement_problem(call, stmt, func, bound, kind, group)
@@ -164,7 +170,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         # generators, partials, bound methods, closures, wrappers) is followed through it.
         stop = len(block)
         for j in range(index + 1, len(block)):
-            if bound and any(s.id == bound for s in _stores_top(block[j])):
+            if bound and any(s.id == bound for s in stores_at_top(block[j])):
                 stop = j
                 break
         in_loop = isinstance(module.parent(stmt), (ast.For, ast.AsyncFor, ast.While))
@@ -322,7 +328,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         if isinstance(parent, ast.Try) and any(s is stmt for s in parent.body) and \
                 self.finally_only_cleans(parent, all_engines) and self._unwrappable(parent) \
                 and not any(names_in(s) & (all_engines - names) for s in parent.finalbody):
-            outer = _stmt_block(module, parent)
+            outer = statement_block(module, parent)
             if outer is None:
                 return None
             k = next(i for i, s in enumerate(outer) if s is parent)
@@ -376,7 +382,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
                     later, all_engines) and self._unwrappable(later) and not any(
                     names_in(s) & (all_engines - names) for s in later.finalbody):
                 # (A finally that tears down another engine is that engine's, not ours.)
-                if any(_loads(s, n) for s in later.body for n in names) or any(
+                if any(loads_of(s, n) for s in later.body for n in names) or any(
                         names_in(s) & names for s in later.finalbody):
                     unwrap.add(later.lineno)
                     remove.update(s.lineno for s in later.finalbody)
@@ -399,14 +405,14 @@ class Planner(CleanupRecognizer, SafetyChecks):
             grown = False
             for j in range(index + 1, end + 1):
                 inner = block[j]
-                inner_names = {t.id for t in _stores_top(inner)} if isinstance(
+                inner_names = {t.id for t in stores_at_top(inner)} if isinstance(
                     inner, ast.Assign) and module.builds_engine(inner.value) else set()
                 if not inner_names:
                     continue
                 inner_names = value_flow(func.node, block[j:], inner_names, None,
                                          helpers=self.helpers).tainted
                 for k in range(len(block) - 1, end, -1):
-                    if _touches(block[k], inner_names):
+                    if reads_or_deletes(block[k], inner_names):
                         end, grown = k, True
                         break
         return end, remove, unwrap
@@ -422,7 +428,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         # A generic cleanup call (``gc.collect()`` between two rounds) before a later use
         # of the engine is not its teardown (GPU004 does not report it): it stays.
         last_use = max((j for j in range(index + 1, end + 1) if block[j].lineno not in remove
-                        and any(_loads(block[j], n) for n in names)), default=index)
+                        and any(loads_of(block[j], n) for n in names)), default=index)
         remove -= {block[j].lineno for j in range(index + 1, last_use)
                    if isinstance(block[j], ast.Expr) and block[j].lineno in remove
                    and not names_in(block[j]) & all_engines}
@@ -451,7 +457,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         inside |= {id(n) for n in walk_nodes([s for s in block if s.lineno in remove])}
         if bound:  # shape 5: other branches of an ``if`` that build their own engine
             inside |= {id(n) for n in walk_nodes(other_branch_statements(module, stmt, bound))}
-        top_rebindings = {id(n) for s in block for n in _stores_top(s)}
+        top_rebindings = {id(n) for s in block for n in stores_at_top(s)}
         region_index = {id(n): k for k, s in enumerate(block[index:stop]) for n in walk_nodes([s])}
         for node in ast.walk(func_node):
             if not (isinstance(node, ast.Name) and node.id in use_names) or id(node) in inside:
@@ -491,7 +497,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 risks.append(escape)
         if flow.problem is not None:
             risks.append(flow.problem)
-        extra = _cleanup_beyond_the_runner(module, func.node, remove)
+        extra = cleanup_beyond_the_runner(module, func.node, remove)
         if extra is not None:
             risks.append(extra)
         if config.target == "bundled" and module.own_runner_fixture is not None:
@@ -507,7 +513,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         if unfollowed is not None:
             risks.append(unfollowed)
         if names:
-            last_own = max((j for j in range(index, end + 1) if _touches(block[j], names)),
+            last_own = max((j for j in range(index, end + 1) if reads_or_deletes(block[j], names)),
                            default=index)
             if any(module.is_engine_call_stmt(block[j]) for j in range(last_own + 1, end + 1)):
                 # Only a value derived from the engine keeps it past the next engine's
@@ -528,7 +534,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         is_fixture = func.kind == "fixture"
         if is_fixture and bound and group is None:
             uses = [s for s in segment[1:] if s.lineno not in remove
-                    and any(_loads(s, n) for n in names)]
+                    and any(loads_of(s, n) for n in names)]
             # A name bound before the construction keeps its own binding used (pyflakes).
             earlier = any(isinstance(n, ast.Name) and n.id == bound and isinstance(
                 n.ctx, ast.Store) and n.lineno < stmt.lineno for n in ast.walk(func.node))
@@ -544,10 +550,10 @@ class Planner(CleanupRecognizer, SafetyChecks):
         if "request" in func.params:
             removed_nodes = [s for s in ast.walk(func_node) if isinstance(s, ast.stmt)
                              and s.lineno in remove]
-            other = [n for n in _loads(func_node, "request")
-                     if not any(_contains(r, n) for r in removed_nodes)]
+            other = [n for n in loads_of(func_node, "request")
+                     if not any(node_contains(r, n) for r in removed_nodes)]
             if not other and removed_nodes and any(
-                _loads(r, "request") for r in removed_nodes
+                loads_of(r, "request") for r in removed_nodes
             ):
                 drop.add("request")
         return drop
@@ -596,8 +602,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
         removed = [s for s in ast.walk(fixture.node) if isinstance(s, ast.stmt)
                    and s.lineno in parts.remove_lines]
         drop = {"request"} if "request" in fixture.params and removed and not [
-            n for n in _loads(fixture.node, "request")
-            if not any(_contains(r, n) for r in removed)] else set()
+            n for n in loads_of(fixture.node, "request")
+            if not any(node_contains(r, n) for r in removed)] else set()
         return WrapPlan(
             kind="engine",
             site_line=shape.statement.lineno,

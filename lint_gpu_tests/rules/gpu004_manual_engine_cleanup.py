@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, is_isolated
-from lint_gpu_tests.fixplan.blocks import _stmt_block
+from lint_gpu_tests.fixplan.blocks import statement_block
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
 from lint_gpu_tests.fixplan.plan import CleanupPlan, WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
@@ -432,7 +432,7 @@ def _removable_alone(module: ModuleAnalysis, node: ast.stmt, deletable: set[str]
     """True when the cleanup statement can be deleted by itself: a statement of a block, alone
     on its line, and (for ``del``) deleting nothing but engines, runners and their aliases."""
     planner = planner_for(module)
-    if _stmt_block(module, node) is None or planner.shares_line(node) or \
+    if statement_block(module, node) is None or planner.shares_line(node) or \
             planner.on_header_line(node):
         return False
     return not isinstance(node, ast.Delete) or all(
