@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
 
@@ -35,10 +37,11 @@ from lint_gpu_tests.output import (
 
 if TYPE_CHECKING:
     from lint_gpu_tests.ftypes import FileResult
+    from lint_gpu_tests.run import RunOptions
 
-PROGRESS_MIN_FILES = 500
-"""Fewest files for which a progress bar is drawn (on a terminal only)."""
-
+PROGRESS_AFTER_S = 2.0
+"""A ``check`` run still going after this many seconds draws a progress bar on stderr (on a
+terminal only, and not with ``--quiet``)."""
 
 
 class DefaultCommandGroup(click.Group):
@@ -89,22 +92,51 @@ def _use_color() -> bool:
     return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
-class _Progress:
-    """A click progress bar on stderr, drawn only for long runs on a terminal."""
+def _stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
 
-    def __init__(self, enabled: bool) -> None:
+
+@dataclass(frozen=True)
+class _Report:
+    """How ``check`` reports a run (the options that do not reach the run itself)."""
+
+    fmt: OutputFormat
+    show_fixes: bool = False
+    statistics: bool = False
+    exit_zero: bool = False
+    exit_non_zero_on_fix: bool = False
+    quiet: bool = False
+
+
+class _Progress:
+    """A click progress bar on ``file``, drawn once a run has lasted
+    :data:`PROGRESS_AFTER_S` (by ``clock``) with files still to check; a
+    :class:`lint_gpu_tests.run.Progress` hook. Nothing is drawn unless ``enabled``."""
+
+    def __init__(self, enabled: bool, file: TextIO | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.enabled = enabled
+        self.file = file if file is not None else sys.stderr
+        self.clock = clock
+        self.began = clock()
+        self.total = 0
+        self.done = 0
         self.bar: Any = None
 
-    def start(self, count: int) -> None:
-        if self.enabled and count >= PROGRESS_MIN_FILES and sys.stderr.isatty():
-            self.bar = click.progressbar(length=count, label="Checking", file=sys.stderr,
+    def start(self, total: int) -> None:
+        self.total = total
+
+    def advance(self, count: int) -> None:
+        self.done += count
+        if self.bar is None:
+            if not self.enabled or self.done >= self.total or \
+                    self.clock() - self.began < PROGRESS_AFTER_S:
+                return
+            self.bar = click.progressbar(length=self.total, label="Checking", file=self.file,
                                          show_pos=True)
             self.bar.__enter__()
-
-    def step(self, count: int) -> None:
-        if self.bar is not None:
-            self.bar.update(count)
+            count = self.done
+        self.bar.update(count)
 
     def finish(self) -> None:
         if self.bar is not None:
@@ -206,6 +238,8 @@ def check_command(
 ) -> None:
     """Check PATHS (default: the current directory; - reads standard input) for
     hand-managed engines."""
+    from lint_gpu_tests.api import RunOptions
+
     if "-" in paths:  # ruff's convention: `-` is standard input
         paths = tuple(p for p in paths if p != "-")
         if stdin_filename is None:
@@ -228,29 +262,27 @@ def check_command(
         config = ConfigResolver(config_file, overrides)
     except ConfigError as exc:
         fail(str(exc))
-    fmt = OutputFormat(output_format)
+    report = _Report(OutputFormat(output_format), show_fixes=show_fixes,
+                     statistics=statistics, exit_zero=exit_zero,
+                     exit_non_zero_on_fix=exit_non_zero_on_fix, quiet=quiet)
+    # `--fix --diff` is `--diff`: nothing is written.
+    options = RunOptions(fix=fix and not diff, unsafe_fixes=unsafe_fixes, diff=diff, jobs=jobs,
+                         cache=not no_cache, cache_dir=cache_dir, force_exclude=force_exclude,
+                         respect_gitignore=respect_gitignore, verbose=verbose,
+                         edits=report.fmt in (OutputFormat.JSON, OutputFormat.SARIF)
+                         and not statistics)
     try:
         if show_files or show_settings:
-            code = _show(list(paths), config, files=show_files, force_exclude=force_exclude,
-                         respect_gitignore=respect_gitignore)
+            code = _show(list(paths), config, options, files=show_files)
         elif stdin_filename is not None:
             if paths:
                 click.echo(f"warning: ignoring {', '.join(paths)}: the source is read from "
                            "stdin", err=True)
-            code = _run_stdin(stdin_filename, config, fmt, fix=fix, unsafe_fixes=unsafe_fixes,
-                              diff=diff, exit_zero=exit_zero, quiet=quiet,
-                              force_exclude=force_exclude, verbose=verbose)
+            code = _run_stdin(stdin_filename, config, options, report)
         elif add_noqa:
-            code = _run_add_noqa(list(paths), config, cache=not no_cache, cache_dir=cache_dir,
-                                 jobs=jobs, force_exclude=force_exclude,
-                                 respect_gitignore=respect_gitignore)
+            code = _run_add_noqa(list(paths), config, options)
         else:
-            code = _run_check(list(paths), config, fmt, fix=fix, unsafe_fixes=unsafe_fixes,
-                              diff=diff, show_fixes=show_fixes, statistics=statistics,
-                              exit_zero=exit_zero, exit_non_zero_on_fix=exit_non_zero_on_fix,
-                              quiet=quiet, cache=not no_cache, cache_dir=cache_dir, jobs=jobs,
-                              force_exclude=force_exclude, respect_gitignore=respect_gitignore,
-                              verbose=verbose)
+            code = _run_check(list(paths), config, options, report)
     except BrokenPipeError:
         _quiet_broken_pipe()
     except ConfigError as exc:
@@ -266,8 +298,8 @@ def check_command(
     sys.exit(code)
 
 
-def _show(paths: list[str], config: ConfigResolver, *, files: bool, force_exclude: bool,
-          respect_gitignore: bool) -> int:
+def _show(paths: list[str], config: ConfigResolver, options: RunOptions, *, files: bool
+          ) -> int:
     """``--show-files`` / ``--show-settings``: what a run over ``paths`` would check, and
     with which settings."""
     from lint_gpu_tests.api import PathNotFoundError, discover_files, may_hold_violation
@@ -275,8 +307,8 @@ def _show(paths: list[str], config: ConfigResolver, *, files: bool, force_exclud
     from lint_gpu_tests.engine import in_scope
 
     try:
-        found = discover_files(paths, config, respect_gitignore=respect_gitignore,
-                               force_exclude=force_exclude)
+        found = discover_files(paths, config, respect_gitignore=options.respect_gitignore,
+                               force_exclude=options.force_exclude)
     except PathNotFoundError as exc:
         fail(str(exc))
     for problem in found.problems:
@@ -313,23 +345,23 @@ def _show(paths: list[str], config: ConfigResolver, *, files: bool, force_exclud
     return 0
 
 
-def _run_stdin(filename: str, config: ConfigResolver, fmt: OutputFormat, *, fix: bool,
-               unsafe_fixes: bool, diff: bool, exit_zero: bool, quiet: bool,
-               force_exclude: bool, verbose: bool) -> int:
+def _run_stdin(filename: str, config: ConfigResolver, run: RunOptions, report: _Report
+               ) -> int:
     """``--stdin-filename``: check (or fix, printing the fixed source) the source on stdin."""
     from lint_gpu_tests.api import check_stdin, stdin_edits, unified_diff
     from lint_gpu_tests.discovery import is_excluded
 
+    fix, diff, unsafe_fixes, fmt = run.fix, run.diff, run.unsafe_fixes, report.fmt
     source = sys.stdin.buffer.read()
     settings = config.for_file(filename)
-    if force_exclude and is_excluded(filename, settings):
+    if run.force_exclude and is_excluded(filename, settings):
         if fix:
             sys.stdout.buffer.write(source)
         return 0
     result = check_stdin(source, filename, settings, fix=fix or diff,
-                         unsafe_fixes=unsafe_fixes, verbose=verbose)
+                         unsafe_fixes=unsafe_fixes, verbose=run.verbose)
     if result.error is not None:
-        _report_failures([result], verbose)
+        _report_failures([result], run.verbose)
     edits = (stdin_edits(source, result, settings, unsafe_fixes=unsafe_fixes)
              if fmt in (OutputFormat.JSON, OutputFormat.SARIF) and not fix and not diff
              else {})
@@ -341,7 +373,7 @@ def _run_stdin(filename: str, config: ConfigResolver, fmt: OutputFormat, *, fix:
             click.echo(unified_diff(filename, source, result.new_source), nl=False)
         if result.error is not None:
             return 2
-        return 1 if result.new_source is not None and not exit_zero else 0
+        return 1 if result.new_source is not None and not report.exit_zero else 0
     report_to_stderr = fix
     if fix:
         stdout = sys.stdout.buffer
@@ -350,24 +382,27 @@ def _run_stdin(filename: str, config: ConfigResolver, fmt: OutputFormat, *, fix:
     text = render(remaining, fmt, options)
     if text:
         click.echo(text, nl=False, err=report_to_stderr)
-    if fmt.is_text and not quiet:
+    if fmt.is_text and not report.quiet:
         for line in summary_lines(remaining, len(result.fixed), unsafe_fixes=unsafe_fixes,
                                   fix_mode=fix):
             click.echo(line, err=report_to_stderr)
     if result.error is not None:
         return 2
-    return 1 if remaining and not exit_zero else 0
+    return 1 if remaining and not report.exit_zero else 0
 
 
-def _run_add_noqa(paths: list[str], config: ConfigResolver, *, cache: bool,
-                  cache_dir: str | None, jobs: int | None, force_exclude: bool,
-                  respect_gitignore: bool) -> int:
+def _run_add_noqa(paths: list[str], config: ConfigResolver, options: RunOptions) -> int:
     """``--add-noqa``: suppress every violation found with a ``# noqa: CODE`` comment."""
+    from dataclasses import replace
+
     from lint_gpu_tests.api import PathNotFoundError, add_noqa_to_files, check_paths
 
+    # A plain check (no fix, diff nor edits; --add-noqa refuses --fix and --diff) whose
+    # failures are reported without their tracebacks.
+    plain = replace(options, fix=False, diff=False, unsafe_fixes=False, verbose=False,
+                    edits=False)
     try:
-        result = check_paths(paths, config, jobs=jobs, cache=cache, cache_dir=cache_dir,
-                             force_exclude=force_exclude, respect_gitignore=respect_gitignore)
+        result = check_paths(paths, config, plain)
     except PathNotFoundError as exc:
         fail(str(exc))
     for problem in result.problems:
@@ -409,23 +444,15 @@ def _discard_stdout() -> None:
         pass
 
 
-def _run_check(paths: list[str], config: ConfigResolver, fmt: OutputFormat, *, fix: bool,
-               unsafe_fixes: bool, diff: bool, show_fixes: bool, statistics: bool,
-               exit_zero: bool, exit_non_zero_on_fix: bool, quiet: bool, cache: bool,
-               cache_dir: str | None, jobs: int | None, force_exclude: bool,
-               respect_gitignore: bool, verbose: bool) -> int:
+def _run_check(paths: list[str], config: ConfigResolver, run: RunOptions, report: _Report
+               ) -> int:
     """Run the check and print its report; return the exit status."""
     from lint_gpu_tests.api import PathNotFoundError, check_paths
 
-    progress = _Progress(enabled=not quiet)
+    fmt, fix, unsafe_fixes, quiet = report.fmt, run.fix, run.unsafe_fixes, report.quiet
+    progress = _Progress(enabled=not quiet and _stderr_is_terminal())
     try:
-        result = check_paths(
-            paths, config, fix=fix and not diff, unsafe_fixes=unsafe_fixes, diff=diff,
-            jobs=jobs, cache=cache, cache_dir=cache_dir, force_exclude=force_exclude,
-            respect_gitignore=respect_gitignore, verbose=verbose,
-            progress=progress.step, on_discovered=lambda found: progress.start(len(found.files)),
-            edits=fmt in (OutputFormat.JSON, OutputFormat.SARIF) and not statistics,
-        )
+        result = check_paths(paths, config, run, progress=progress)
     except PathNotFoundError as exc:
         fail(str(exc))
     finally:
@@ -434,7 +461,7 @@ def _run_check(paths: list[str], config: ConfigResolver, fmt: OutputFormat, *, f
     for problem in result.problems:
         level = "error" if problem.fatal else "warning"
         click.echo(f"{level}: {problem.path}: {problem.message}", err=True)
-    _report_failures(result.failed, verbose)
+    _report_failures(result.failed, run.verbose)
     if not result.files and not result.problems:
         click.echo(f"warning: No Python files found under {', '.join(paths) or '.'}", err=True)
 
@@ -444,7 +471,7 @@ def _run_check(paths: list[str], config: ConfigResolver, fmt: OutputFormat, *, f
     remaining = result.violations
     fatal = result.has_fatal_problem
 
-    if diff:
+    if run.diff:
         for path in sorted(result.diffs):
             click.echo(result.diffs[path], nl=False)
         fixes = len(result.fixed)
@@ -455,9 +482,9 @@ def _run_check(paths: list[str], config: ConfigResolver, fmt: OutputFormat, *, f
                 click.echo("No violations would be fixed.", err=True)
         if fatal:
             return 2
-        return 1 if result.diffs and not exit_zero else 0
+        return 1 if result.diffs and not report.exit_zero else 0
 
-    if statistics:
+    if report.statistics:
         for line in statistics_lines([*remaining, *result.fixed] if fix else remaining,
                                      unsafe_fixes):
             click.echo(line, color=color)
@@ -472,7 +499,7 @@ def _run_check(paths: list[str], config: ConfigResolver, fmt: OutputFormat, *, f
         if text:
             click.echo(text, nl=False, color=color)
         if fmt.is_text:
-            if show_fixes:
+            if report.show_fixes:
                 lines = show_fixes_lines(result.fixed)
                 if lines:
                     click.echo(("\n" if remaining else "") + "\n".join(lines), color=color)
@@ -482,11 +509,11 @@ def _run_check(paths: list[str], config: ConfigResolver, fmt: OutputFormat, *, f
                     click.echo(line, color=color)
     if fatal:
         return 2
-    if exit_zero:
+    if report.exit_zero:
         return 0
     if remaining:
         return 1
-    if exit_non_zero_on_fix and result.fixed:
+    if report.exit_non_zero_on_fix and result.fixed:
         return 1
     return 0
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lint_gpu_tests import __version__
+from lint_gpu_tests.edits import Edit
 from lint_gpu_tests.ftypes import Applicability, Location, Violation
 
 TOOL_NAME = "gpu-test-lint"
@@ -46,22 +47,6 @@ class OutputFormat(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Edit:
-    """One text replacement of a fix, as ruff's JSON ``edits`` spell it.
-
-    Attributes:
-        content: the text that replaces the range (``""`` deletes it).
-        location: start, 1-based row and 1-based character column, in the original file.
-        end_location: end (exclusive), same units; ``(rows + 1, 1)`` is the end of a file
-            whose last line ends with a newline.
-    """
-
-    content: str
-    location: Location
-    end_location: Location
-
-
-@dataclass(frozen=True)
 class RenderOptions:
     """How to render.
 
@@ -69,7 +54,7 @@ class RenderOptions:
         unsafe_fixes: ``--unsafe-fixes`` is on, so unsafe fixes count as applicable.
         color: emit ANSI colours (only for text formats).
         cwd: directory that relative paths in JSON/SARIF are resolved against.
-        edits: the edits of each violation's fix (see :func:`lint_gpu_tests.api.fix_edits`);
+        edits: the edits of each violation's fix (see :func:`lint_gpu_tests.edits.fix_edits`);
             a violation missing here has ``edits: []``.
     """
 

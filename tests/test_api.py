@@ -153,3 +153,55 @@ def test_user_code_type_checks_against_the_api(tmp_path: Path,
     assert status == 1
     assert lines == [f'{user}:9: error: Incompatible types in assignment (expression has type '
                      '"RunResult", variable has type "str")  [assignment]']
+
+
+def test_run_options_and_their_keyword_form_run_alike(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("test_a.py").write_text(SAMPLE)
+    config = Config(root=str(tmp_path))
+    options = api.RunOptions(diff=True, unsafe_fixes=True, cache=False, jobs=1)
+    by_value = api.check_paths(["test_a.py"], config, options)
+    by_keyword = api.check_paths(["test_a.py"], config, diff=True, unsafe_fixes=True,
+                                 cache=False, jobs=1)
+    assert (by_value.diffs, by_value.fixed) == (by_keyword.diffs, by_keyword.fixed)
+    # A keyword changes that field of the options given.
+    assert api.check_paths(["test_a.py"], config, options, diff=False).diffs == {}
+    assert Path("test_a.py").read_text() == SAMPLE
+    with pytest.raises(TypeError):
+        api.check_paths(["test_a.py"], config, no_such_option=True)
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    def start(self, total: int) -> None:
+        self.calls.append(("start", total))
+
+    def advance(self, count: int) -> None:
+        self.calls.append(("advance", count))
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_progress_hears_every_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        jobs: int) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GPU_TEST_LINT_CACHE_DIR", raising=False)
+    _tree(tmp_path, 9)  # 10 files: some analysed, some settled by the prefilter
+    config = Config(root=str(tmp_path))
+    for _ in range(2):  # the second run is answered by the cache
+        recorder = _Recorder()
+        api.check_paths(["tests"], config, api.RunOptions(jobs=jobs, parallel_threshold=2),
+                        progress=recorder)
+        assert recorder.calls[0] == ("start", 10)
+        assert recorder.calls[1:] == [("advance", 1)] * 10
+
+
+def test_every_name_the_api_exported_before_the_split_is_there() -> None:
+    before = ["Config", "ConfigError", "ConfigResolver", "FileResult", "InternalError",
+              "PathNotFoundError", "Problem", "RunResult", "Violation", "add_noqa_to_files",
+              "check_file", "check_paths", "check_source", "check_stdin", "discover_files",
+              "fix_edits", "stdin_edits", "fix_source", "may_hold_violation", "resolve_config"]
+    assert set(before) <= set(api.__all__)
+    assert all(callable(getattr(api, name)) for name in before)

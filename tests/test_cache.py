@@ -10,6 +10,7 @@ import fake_rules
 import pytest
 
 from lint_gpu_tests import api, cache
+from lint_gpu_tests import run as run_module
 from lint_gpu_tests.cache import ResultCache, content_hash
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation
@@ -93,8 +94,9 @@ def test_check_paths_uses_cache_and_sees_edits(tmp_path: Path,
     assert first.cache_hits == 0
     assert [v.code for v in first.violations] == ["GPU091", "GPU092", "GPU093"]
     calls: list[str] = []
-    real = api.check_module
-    monkeypatch.setattr(api, "check_module", lambda s, p, c: calls.append(p) or real(s, p, c))
+    real = run_module.check_module
+    monkeypatch.setattr(run_module, "check_module",
+                        lambda s, p, c: calls.append(p) or real(s, p, c))
     second = api.check_paths(["."], config)
     assert (second.cache_hits, calls) == (1, [])
     assert second.violations == first.violations

@@ -3,6 +3,7 @@ expected output does not move when the real rules change."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -13,7 +14,8 @@ import fake_rules
 import pytest
 from click.testing import CliRunner, Result
 
-from lint_gpu_tests import api, cli, codes
+from lint_gpu_tests import cli, codes
+from lint_gpu_tests import run as run_module
 from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.fixloop import FixOutcome
 
@@ -225,7 +227,7 @@ def fake_fix_source(source: bytes, path: str, config, *, unsafe: bool = False,  
 
 @pytest.fixture
 def fixer(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(api, "fix_source", fake_fix_source)
+    monkeypatch.setattr(run_module, "fix_source", fake_fix_source)
 
 
 def test_fix_writes_file_and_reports(tree: Path, fixer: None) -> None:
@@ -391,6 +393,46 @@ def test_color_only_on_tty_without_no_color(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
     monkeypatch.delenv("NO_COLOR", raising=False)
     assert cli._use_color() is False
+
+
+def test_progress_bar_appears_once_the_run_has_lasted_two_seconds() -> None:
+    now = [0.0]
+    out = io.StringIO()  # not a terminal: click prints the bar's label alone
+    progress = cli._Progress(True, file=out, clock=lambda: now[0])
+    progress.start(4)
+    now[0] = cli.PROGRESS_AFTER_S - 0.5
+    progress.advance(1)
+    assert out.getvalue() == ""
+    now[0] = cli.PROGRESS_AFTER_S + 0.5
+    progress.advance(1)
+    progress.advance(1)
+    assert out.getvalue().startswith("Checking")
+    assert progress.bar is not None and progress.bar.pos == 3
+    progress.finish()
+    assert progress.bar is None
+
+
+def test_progress_bar_never_when_nothing_is_left_or_disabled() -> None:
+    out = io.StringIO()
+    finished = cli._Progress(True, file=out, clock=lambda: 100.0)
+    finished.start(1)
+    finished.advance(1)  # the last file: no bar for a run that is over
+    disabled = cli._Progress(False, file=out, clock=lambda: 100.0)
+    disabled.start(2)
+    disabled.advance(1)
+    assert (out.getvalue(), finished.bar, disabled.bar) == ("", None, None)
+
+
+def test_progress_bar_on_stderr_only_on_a_terminal(tree: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)  # every run is a long one
+    plain = run("check", "--no-cache", "tests")
+    assert plain.stderr == ""  # a pipe, a file, a test: no bar
+    monkeypatch.setattr(cli, "_stderr_is_terminal", lambda: True)
+    drawn = run("check", "--no-cache", "tests")
+    assert drawn.stderr.startswith("Checking")
+    assert (drawn.exit_code, drawn.stdout) == (plain.exit_code, plain.stdout)
+    assert run("check", "--no-cache", "--quiet", "tests").stderr == ""
 
 
 def _subprocess_env() -> dict[str, str]:

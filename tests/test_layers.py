@@ -4,7 +4,8 @@ included, and nothing lower imports anything higher. The runtime imports none of
 Layers, bottom to top (STYLE.md, after ruff's crates): data types and codes; configuration;
 source parsing; analysis; fix planning (rules rate their fixes with it; the modules of its
 subpackage have layers of their own); rules; the engine that runs them; the codemods; the
-fix loop; discovery and the cache; rule docs; output; the API; then the CLI and the flake8
+fix loop; discovery and the cache; fixes as edits and diffs; the run (pipeline, pool,
+caches); rule docs; output; the API (a facade over the run); then the CLI and the flake8
 plugin.
 """
 
@@ -36,6 +37,8 @@ LAYERS: list[set[str]] = [
     {"codemods"},
     {"fixloop"},
     {"discovery", "cache"},
+    {"edits"},
+    {"run"},
     {"docs"},
     {"output"},
     {"api"},

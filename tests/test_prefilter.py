@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from lint_gpu_tests import api
+from lint_gpu_tests import run as run_module
 from lint_gpu_tests.codes import RULE_CODES
 from lint_gpu_tests.config import Config, config_from_table
 from lint_gpu_tests.engine import CheckResult, check_source
@@ -42,22 +43,24 @@ def test_every_example_is_analysed_by_its_rule_alone(code: str, path: str, sourc
                                                      config: Config) -> None:
     data = source.encode()
     alone = config.with_overrides(select=(code,), extend_select=())
-    assert api._check_bytes(data, path, config, prefilter=True) == check_source(data, path, config)
-    assert api._check_bytes(data, path, alone, prefilter=True) == check_source(data, path, alone)
+    check_bytes = run_module._check_bytes
+    assert check_bytes(data, path, config, prefilter=True) == check_source(data, path, config)
+    assert check_bytes(data, path, alone, prefilter=True) == check_source(data, path, alone)
     if check_source(data, path, alone):
         assert api.may_hold_violation(data, path, alone)
 
 
 def _recording(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record the paths :func:`api.check_module` (parse and analysis) is called for."""
+    """Record the paths :func:`lint_gpu_tests.run.check_module` (parse and analysis) is
+    called for."""
     seen: list[str] = []
-    real = api.check_module
+    real = run_module.check_module
 
     def record(source: bytes, path: str, config: Config) -> CheckResult:
         seen.append(path)
         return real(source, path, config)
 
-    monkeypatch.setattr(api, "check_module", record)
+    monkeypatch.setattr(run_module, "check_module", record)
     return seen
 
 
@@ -123,7 +126,7 @@ def test_generate():
 def test_an_engine_named_through_an_alias_is_analysed(source: str) -> None:
     data = source.encode()
     assert api.may_hold_violation(data, "tests/test_x.py", Config())
-    found = api._check_bytes(data, "tests/test_x.py", Config(), prefilter=True)
+    found = run_module._check_bytes(data, "tests/test_x.py", Config(), prefilter=True)
     assert [(v.code, v.location.row, v.location.column) for v in found] == [("GPU001", 5, 14)]
 
 
@@ -131,7 +134,7 @@ ENVIRONMENT_ONLY = b'import os\n\n\ndef test_offline():\n    os.environ["HF_HUB_
 
 
 def test_an_environment_change_without_an_engine_is_analysed() -> None:
-    found = api._check_bytes(ENVIRONMENT_ONLY, "tests/test_x.py", Config(), prefilter=True)
+    found = run_module._check_bytes(ENVIRONMENT_ONLY, "tests/test_x.py", Config(), prefilter=True)
     assert [(v.code, v.location.row, v.location.column) for v in found] == [("GPU008", 5, 5)]
     assert not api.may_hold_violation(ENVIRONMENT_ONLY, "tests/test_x.py",
                                       Config(select=("GPU001",)))
@@ -160,7 +163,7 @@ def test_a_conftest_engine_fixture_name_lets_the_file_through(tmp_path: Path) ->
     test = tmp_path / "test_gen.py"
     test.write_text("import gc\n\n\ndef test_gen(engine):\n    gc.collect()\n")
     assert api.may_hold_violation(test.read_bytes(), str(test), Config())
-    found = api._check_bytes(test.read_bytes(), str(test), Config(), prefilter=True)
+    found = run_module._check_bytes(test.read_bytes(), str(test), Config(), prefilter=True)
     assert [(v.code, v.location.row) for v in found] == [("GPU004", 5)]
 
 
@@ -320,5 +323,5 @@ def test_gpu008_looks_only_at_files_naming_a_configured_variable(assignment: str
     assert found == (["GPU008"] if reported else [])
     admitted = prefilter_for(config, triggers_of(enabled_rule_codes(config))).admits(source)
     assert admitted is reported
-    assert api._check_bytes(source, "test_env.py", config, prefilter=True) == \
+    assert run_module._check_bytes(source, "test_env.py", config, prefilter=True) == \
         check_source(source, "test_env.py", config)

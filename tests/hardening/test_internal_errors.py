@@ -122,7 +122,7 @@ def test_unexpected_error_outside_files_is_one_line(project: Path,
     def boom(*args: object, **kwargs: object) -> object:
         raise OSError("disk on fire")
 
-    monkeypatch.setattr("lint_gpu_tests.api.discover_files", boom)
+    monkeypatch.setattr("lint_gpu_tests.run.discover_files", boom)
     result = run("tests")
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == "error: internal error: OSError: disk on fire\n"

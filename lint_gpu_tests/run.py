@@ -1,0 +1,638 @@
+"""One run over files on disk: discovery, the result cache, the prefilter, the worker pool,
+and each file's check (and fix).
+
+:func:`run_paths` is the pipeline behind :func:`lint_gpu_tests.api.check_paths`: it lists
+the files (:func:`~lint_gpu_tests.discovery.discover_files`), gives each the settings of its
+nearest config file, and hands them to a :class:`RunContext`, which holds everything the run
+keeps while it goes (the caches, the conftest memo, the prefilters, the files done and to
+do, the pool) and is thrown away with it. Each file's bytes are read and hashed; the cache
+of its config (:mod:`lint_gpu_tests.cache`) answers for files it has seen with the same bytes
+and settings; a byte-level prefilter (:func:`may_hold_violation`,
+:mod:`lint_gpu_tests.prefilter`) settles the files that name nothing an enabled rule starts
+from, unparsed (so ``GPU900`` is reported for analysed files only); the rest are checked by
+:func:`check_one`, in worker processes when there are many of them. Fixing imports LibCST,
+and only for files that have something to fix.
+
+How the run is going is told to a :class:`Progress` hook (the CLI draws a bar with it);
+this module prints nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+from lint_gpu_tests import conftest_index
+from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir, stat_key
+from lint_gpu_tests.config import Config, ConfigResolver
+from lint_gpu_tests.conftest_index import conftest_engine_fixtures
+from lint_gpu_tests.discovery import Discovery, Problem, discover_files
+from lint_gpu_tests.edits import Edit, assign_edits, fix_edits, unified_diff
+from lint_gpu_tests.ftypes import FileResult, Violation, wanted_fixes
+from lint_gpu_tests.source import InternalError
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from lint_gpu_tests.analysis import ModuleAnalysis
+    from lint_gpu_tests.engine import CheckResult
+    from lint_gpu_tests.fixloop import FixOutcome
+    from lint_gpu_tests.prefilter import Prefilter
+
+__all__ = [
+    "PARALLEL_THRESHOLD",
+    "Progress",
+    "RunContext",
+    "RunOptions",
+    "RunResult",
+    "check_module",
+    "check_one",
+    "check_source",
+    "default_jobs",
+    "edits_of",
+    "file_digest",
+    "fix_source",
+    "may_hold_violation",
+    "run_paths",
+]
+
+
+def check_source(source: bytes, path: str, config: Config) -> list[Violation]:
+    """:func:`lint_gpu_tests.engine.check_source` (the checker is imported on first use: a
+    run that the cache answers whole never loads it)."""
+    return check_module(source, path, config).violations
+
+
+def check_module(source: bytes, path: str, config: Config) -> CheckResult:
+    """:func:`lint_gpu_tests.engine.check_module`: the violations and the analysis their
+    fixes' plans refer to (imported on first use, as :func:`check_source`)."""
+    from lint_gpu_tests.engine import check_module as check
+
+    return check(source, path, config)
+
+
+def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False,
+               violations: list[Violation] | None = None,
+               analysis: ModuleAnalysis | None = None) -> FixOutcome:
+    """:func:`lint_gpu_tests.fixloop.fix_source` (imported on first use, as
+    :func:`check_source`)."""
+    from lint_gpu_tests.fixloop import fix_source as fix
+
+    return fix(source, path, config, unsafe=unsafe, violations=violations, analysis=analysis)
+
+
+PARALLEL_THRESHOLD = 64
+"""Below this many files to analyse, a run stays in one process (a pool costs more)."""
+
+
+def default_jobs() -> int:
+    """The number of CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run: the options of ``gpu-test-lint check`` that reach past the report, from
+    the command line (or a library caller) down to each file's check.
+
+    Attributes:
+        fix: apply fixes and write changed files atomically (keeping mode, encoding, BOM and
+            line endings).
+        unsafe_fixes: apply unsafe fixes too (with ``fix`` or ``diff``).
+        diff: compute fixes but write nothing; diffs land in :attr:`RunResult.diffs`.
+        jobs: worker processes (``None``: the CPU count); one means in-process.
+        cache: use and update the result cache.
+        cache_dir: cache directory (default ``$GPU_TEST_LINT_CACHE_DIR`` or
+            ``<config root>/.gpu-test-lint-cache``, per config).
+        force_exclude: apply excludes to explicitly named files as well.
+        respect_gitignore: honour ``.gitignore`` files while walking.
+        prefilter: skip the analysis of files that cannot hold a violation.
+        verbose: put full tracebacks in internal-error messages.
+        parallel_threshold: fewest files to analyse for which worker processes are used.
+        edits: (without ``fix``) also compute what ``--fix`` would write, as the edits of
+            each fixable violation, in :attr:`RunResult.edits` (JSON and SARIF output).
+    """
+
+    fix: bool = False
+    unsafe_fixes: bool = False
+    diff: bool = False
+    jobs: int | None = None
+    cache: bool = True
+    cache_dir: str | None = None
+    force_exclude: bool = False
+    respect_gitignore: bool = True
+    prefilter: bool = True
+    verbose: bool = False
+    parallel_threshold: int = PARALLEL_THRESHOLD
+    edits: bool = False
+
+    def fixes(self, violations: Sequence[Violation]) -> bool:
+        """Whether this run fixes (or diffs) something among ``violations``."""
+        return (self.fix or self.diff) and bool(wanted_fixes(violations, self.unsafe_fixes))
+
+
+class Progress(Protocol):
+    """What a run tells while it goes (e.g. to draw a progress bar)."""
+
+    def start(self, total: int) -> None:
+        """Called once, before checking starts, with the number of files found."""
+
+    def advance(self, count: int) -> None:
+        """Called as the run goes, with the number of files just finished."""
+
+
+# --------------------------------------------------------------------------- prefilter
+
+
+def may_hold_violation(source: bytes, path: str, config: Config,
+                       memo: conftest_index.Memo | None = None) -> bool:
+    """Return False only when no rule ``config`` enables for ``path`` can report on
+    ``source`` (the file's raw bytes): it names nothing those rules start from (see
+    :mod:`lint_gpu_tests.prefilter`; engine fixtures from the conftests of ``path`` count).
+    Such a file is not parsed at all, so a syntax error in it is not reported (``GPU900``
+    is for files that are analysed). ``memo`` as for :func:`file_digest`.
+
+    Raises:
+        ValueError: e.g. when a ``per-file-ignores`` pattern is invalid.
+    """
+    return _prefilter(path, config, memo).admits(source)
+
+
+def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
+               filters: dict[tuple[str, int], Prefilter] | None = None) -> Prefilter:
+    """The :class:`~lint_gpu_tests.prefilter.Prefilter` of ``path`` under ``config``;
+    ``filters`` keeps them for one run, per directory and config (``per-file-ignores``
+    aside, every file of a directory but its ``conftest.py`` gets the same)."""
+    directory, name = os.path.split(path)
+    key = (directory if name != "conftest.py" else path, id(config))
+    kept = filters if not config.per_file_ignores else None
+    if kept is not None and (known := kept.get(key)) is not None:
+        return known
+    from lint_gpu_tests.engine import per_file_ignored_codes
+    from lint_gpu_tests.ftypes import Trigger
+    from lint_gpu_tests.prefilter import enabled_rule_codes, prefilter_for
+    from lint_gpu_tests.rules import triggers_of
+
+    triggers = triggers_of(enabled_rule_codes(config, per_file_ignored_codes(path, config)))
+    fixtures = (frozenset(n for n in conftest_engine_fixtures(path, config, memo)
+                          if n.isidentifier())
+                if Trigger.ENGINE in triggers else frozenset())
+    found = prefilter_for(config, triggers, fixtures)
+    if kept is not None:
+        kept[key] = found
+    return found
+
+
+def file_digest(path: str, source: bytes, config: Config,
+                memo: conftest_index.Memo | None = None) -> str:
+    """Cache key of a file's results: its bytes plus the conftest engine fixtures it may
+    receive (a conftest change can change a test module's violations); ``memo`` as for
+    :func:`~lint_gpu_tests.conftest_index.conftest_engine_fixtures`."""
+    return _digest(source, _joined(conftest_engine_fixtures(path, config, memo)))
+
+
+def _joined(fixtures: frozenset[str]) -> str:
+    """Conftest engine fixtures as one string: what :func:`file_digest` adds to the bytes,
+    and :func:`~lint_gpu_tests.cache.stat_key` to the file's status."""
+    return ",".join(sorted(fixtures))
+
+
+def _digest(source: bytes, fixtures: str) -> str:
+    return content_hash(source + b"\0" + fixtures.encode("utf-8") if fixtures else source)
+
+
+def _check_bytes(source: bytes, path: str, config: Config, prefilter: bool) -> list[Violation]:
+    """Check one file's bytes; with ``prefilter``, a file no enabled rule can report on
+    (:func:`may_hold_violation`) is not even parsed."""
+    return _checked_bytes(source, path, config, prefilter).violations
+
+
+def _checked_bytes(source: bytes, path: str, config: Config, prefilter: bool) -> CheckResult:
+    """:func:`_check_bytes`, with the analysis the violations were found on
+    (:func:`lint_gpu_tests.engine.check_module`)."""
+    if prefilter and not may_hold_violation(source, path, config):
+        from lint_gpu_tests.engine import CheckResult
+
+        return CheckResult()
+    return check_module(source, path, config)
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class RunResult:
+    """Outcome of a run (:func:`run_paths`, :func:`lint_gpu_tests.api.check_paths`).
+
+    Attributes:
+        files: one :class:`FileResult` per file checked, in path order.
+        problems: trouble met while discovering files (see :class:`Problem`).
+        diffs: path -> unified diff text, in ``diff`` mode, for files a fix would change.
+        cache_hits: how many files the cache answered for.
+        edits: with ``edits=True``, the edits of each fixable violation's fix (see
+            :func:`~lint_gpu_tests.edits.fix_edits`).
+    """
+
+    files: list[FileResult] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    diffs: dict[str, str] = field(default_factory=dict)
+    cache_hits: int = 0
+    edits: dict[Violation, tuple[Edit, ...]] = field(default_factory=dict)
+
+    @property
+    def violations(self) -> list[Violation]:
+        """Violations left in every file, sorted by path and position."""
+        return [v for result in self.files for v in result.violations]
+
+    @property
+    def fixed(self) -> list[Violation]:
+        """Violations that fixes removed (or would remove, in ``diff`` mode)."""
+        return [v for result in self.files for v in result.fixed]
+
+    @property
+    def errors(self) -> list[tuple[str, str]]:
+        """``(path, message)`` for each file whose check or fix failed."""
+        return [(r.path, r.error) for r in self.files if r.error is not None]
+
+    @property
+    def failed(self) -> list[FileResult]:
+        """The files whose read, check or fix failed (their ``error`` is set), in path order."""
+        return [r for r in self.files if r.error is not None]
+
+    @property
+    def has_fatal_problem(self) -> bool:
+        """True when an internal error or an unreadable directory makes the run exit 2."""
+        return bool(self.errors) or any(p.fatal for p in self.problems)
+
+
+class _Outcome(NamedTuple):
+    result: FileResult
+    digest: str | None = None
+    cacheable: list[Violation] | None = None
+    diff: str | None = None
+
+
+# --------------------------------------------------------------------------- one file
+
+
+def _error_text(path: str, exc: BaseException, verbose: bool) -> str:
+    text = str(exc) if isinstance(exc, InternalError) else f"{type(exc).__name__}: {exc}"
+    if verbose:
+        import traceback
+
+        text += "\n" + "".join(traceback.format_exception(exc)).rstrip()
+    return text
+
+
+def check_one(path: str, source: bytes | None, config: Config, options: RunOptions
+              ) -> FileResult:
+    """Check (with ``options.fix``, fix in place; with ``options.diff``, fix without
+    writing) one file, without the cache: the file at ``path`` when ``source`` is ``None``,
+    else the bytes ``source`` as if they were that file.
+
+    Returns:
+        Its :class:`FileResult`; a read failure or an internal error is in ``error``. Raises
+        nothing but ``KeyboardInterrupt`` and ``SystemExit``.
+    """
+    return _process(path, source, config, options).result
+
+
+def _process(path: str, source: bytes | None, config: Config, mode: RunOptions,
+             digest: str | None = None, admitted: bool = False) -> _Outcome:
+    """Check (and maybe fix) one file; raises nothing but ``KeyboardInterrupt`` and
+    ``SystemExit`` (a ``BaseException`` such as LibCST's ``PanicException`` is this file's
+    error). ``source``: its bytes when already read, with their cache key ``digest`` (else
+    computed here when ``mode`` caches) and ``admitted`` when the prefilter has passed them."""
+    if source is None:
+        digest, admitted = None, False
+        try:
+            source = Path(path).read_bytes()
+        except OSError as exc:
+            return _Outcome(FileResult(path, error=f"cannot read file: {exc.strerror or exc}",
+                                       error_stage="read"))
+    if digest is None and mode.cache:
+        digest = file_digest(path, source, config)
+    try:
+        checked = _checked_bytes(source, path, config, mode.prefilter and not admitted)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - reported for this file, the run goes on
+        return _Outcome(FileResult(path, error=_error_text(path, exc, mode.verbose),
+                                   error_has_traceback=True), digest)
+    violations = checked.violations
+    if not mode.fixes(violations):
+        return _Outcome(FileResult(path, violations), digest, violations)
+    return _fix(path, source, digest, checked, config, mode)
+
+
+def _fix(path: str, source: bytes, digest: str | None, checked: CheckResult,
+         config: Config, mode: RunOptions) -> _Outcome:
+    violations = checked.violations
+    try:
+        outcome: FixOutcome = fix_source(source, path, config, unsafe=mode.unsafe_fixes,
+                                         violations=violations, analysis=checked.module)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - e.g. LibCST's PanicException; run goes on
+        return _Outcome(FileResult(path, violations, error=_error_text(path, exc, mode.verbose),
+                                   error_stage="fix", error_has_traceback=True),
+                        digest, violations)
+    error = outcome.error
+    if error is not None and outcome.exception is not None and mode.verbose:
+        import traceback
+
+        error += "\n" + "".join(traceback.format_exception(outcome.exception)).rstrip()
+    result = FileResult(path, outcome.remaining, outcome.fixed, outcome.new_source, error,
+                        error_stage="fix", error_has_traceback=outcome.exception is not None)
+    if outcome.new_source is None:
+        return _Outcome(result, digest, outcome.remaining if outcome.error is None else None)
+    if mode.diff:
+        return _Outcome(result, digest, violations,
+                        diff=unified_diff(path, source, outcome.new_source))
+    from lint_gpu_tests.writer import atomic_write  # tempfile & co: only runs that write
+
+    try:
+        atomic_write(path, outcome.new_source)
+    except OSError as exc:
+        result = FileResult(path, violations, [], None, f"cannot write fixed file: {exc}")
+        return _Outcome(result, digest, violations)
+    new_digest = file_digest(path, outcome.new_source, config) if mode.cache else None
+    return _Outcome(result, new_digest, outcome.remaining if outcome.error is None else None)
+
+
+def edits_of(result: FileResult, config: Config, unsafe: bool,
+             source: bytes | None = None) -> dict[Violation, tuple[Edit, ...]]:
+    """The edits of ``result``'s fixable violations: what ``--fix`` would write, as edits
+    (empty when the file failed, has nothing to fix, or its fix fails; nothing is written).
+
+    Args:
+        result: a file's result, checked without ``fix``.
+        config: the settings it was checked with.
+        unsafe: count unsafe fixes too.
+        source: the checked bytes when they are not the file on disk (``--stdin-filename``);
+            ``None`` reads ``result.path``.
+    """
+    if result.error is not None or not wanted_fixes(result.violations, unsafe):
+        return {}
+    try:
+        if source is None:
+            source = Path(result.path).read_bytes()
+        outcome = fix_source(source, result.path, config, unsafe=unsafe,
+                             violations=result.violations)
+        if outcome.new_source is None or outcome.error is not None or not outcome.fixed:
+            return {}
+        # Edits belong to fixes that were applied; a violation that only disappeared with
+        # them (no fix of its own) carries none.
+        owners = [v for v in outcome.fixed if v.fix is not None] or outcome.fixed
+        return assign_edits(owners, fix_edits(source, outcome.new_source))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # noqa: BLE001 - no edits then; --fix reports the failure
+        return {}
+
+
+# --------------------------------------------------------------------------- workers
+
+
+class _Item(NamedTuple):
+    """One file for a worker: its bytes as the parent read them, their cache key (``None``
+    without the cache) and whether the prefilter admitted them (else it asks again)."""
+
+    path: str
+    config: Config
+    source: bytes
+    digest: str | None
+    admitted: bool
+
+
+def _work(item: _Item, options: RunOptions) -> _Outcome:
+    return _process(item.path, item.source, item.config, options, item.digest, item.admitted)
+
+
+class _Pool:
+    """Worker processes fed one file at a time while the parent still reads the rest
+    (started only once a run has more files to analyse than its threshold). Workers that
+    start by ``fork`` inherit the conftest index the parent built before the first file."""
+
+    def __init__(self, options: RunOptions, jobs: int) -> None:
+        from concurrent.futures import ProcessPoolExecutor  # only for parallel runs
+
+        import lint_gpu_tests.rules  # noqa: F401 - once here, not in every worker
+
+        self._options = options
+        self._executor = ProcessPoolExecutor(max_workers=jobs)
+        self._futures: list[Future[_Outcome]] = []
+
+    def submit(self, item: _Item) -> None:
+        self._futures.append(self._executor.submit(_work, item, self._options))
+
+    def outcomes(self) -> Iterator[_Outcome]:
+        """Each submitted file's outcome, as they finish; the workers stop after the last."""
+        from concurrent.futures import as_completed
+
+        try:
+            for future in as_completed(self._futures):
+                yield future.result()
+        finally:
+            self._executor.shutdown(cancel_futures=True)
+
+
+class _Caches:
+    """One :class:`ResultCache` per config in play (its directory at that config's root,
+    unless ``--cache-dir`` or the environment names one; keyed by its fingerprint)."""
+
+    def __init__(self, cache_dir: str | None) -> None:
+        self.cache_dir = cache_dir
+        self._stores: dict[tuple[str, str], ResultCache] = {}
+        self._by_config: dict[int, tuple[Config, ResultCache]] = {}
+
+    def __call__(self, config: Config) -> ResultCache:
+        known = self._by_config.get(id(config))
+        if known is not None and known[0] is config:
+            return known[1]
+        directory = default_cache_dir(config.root, self.cache_dir)
+        key = (str(directory), config.fingerprint())
+        store = self._stores.get(key)
+        if store is None:
+            store = self._stores[key] = ResultCache(directory, key[1])
+        conftest_index.remember(config, store.conftests)
+        self._by_config[id(config)] = (config, store)
+        return store
+
+    def save(self) -> None:
+        """Write every store, with the conftest index entries its configs' runs found."""
+        found: dict[Config, dict[str, list[str]]] = {}
+        for config, store in self._by_config.values():
+            if config not in found:  # equal configs (other roots) share what was learned
+                found[config] = conftest_index.learned(config)
+            store.store_conftests(found[config])
+        for store in self._stores.values():
+            store.save()
+
+
+# --------------------------------------------------------------------------- the run
+
+
+class RunContext:
+    """The state of one run over discovered files, made for it and dropped after it: the
+    settings of each file, the result caches, the conftest memo, the prefilters, the files
+    settled and still to check, and the worker pool once there is one.
+
+    (The conftest index, :mod:`lint_gpu_tests.conftest_index`, keeps its own caches per
+    process: the engine reads them, and workers forked during a run inherit them.)
+    """
+
+    def __init__(self, found: Discovery, resolver: ConfigResolver, options: RunOptions,
+                 progress: Progress | None = None) -> None:
+        self.found = found
+        self.options = options
+        self.progress = progress
+        self.configs = {path: resolver.for_file(path) for path in found.files}
+        self.caches = _Caches(options.cache_dir) if options.cache else None
+        self.result = RunResult(problems=found.problems)
+        self.memo: conftest_index.Memo = {}
+        self.filters: dict[tuple[str, int], Prefilter] = {}
+        self.stat_keys: dict[str, tuple[str, str]] = {}  # path -> (digest read, stat key)
+        self.done: dict[str, _Outcome] = {}
+        self.todo: list[_Item] = []
+        self.workers = options.jobs if options.jobs is not None else default_jobs()
+        self.pool: _Pool | None = None
+
+    def run(self) -> RunResult:
+        """Check every file found, in this process or in workers; save the caches.
+
+        Returns:
+            The run's :class:`RunResult`, files in path order.
+        """
+        files = self.found.files
+        # The conftest index first, for every directory: workers forked later inherit it;
+        # a store loads the conftest index its cache holds, so the stores come before it.
+        stores = {path: self.caches(self.configs[path]) for path in files} \
+            if self.caches is not None else {}
+        joined: dict[frozenset[str], str] = {}
+        fixtures: dict[str, str] = {}  # path -> its conftest engine fixtures, joined
+        for path in files:
+            names = conftest_engine_fixtures(path, self.configs[path], self.memo)
+            text = joined.get(names)
+            fixtures[path] = text if text is not None else joined.setdefault(names,
+                                                                             _joined(names))
+        for path in files:
+            self._admit(path, stores.get(path), fixtures[path])
+        self._collect()
+        if self.caches is not None:
+            self.caches.save()
+        run = self.result
+        run.files = [self.done[path].result for path in files]
+        run.diffs = {path: text for path in files if (text := self.done[path].diff)}
+        if self.options.edits and not self.options.fix:
+            for file in run.files:
+                run.edits.update(edits_of(file, self.configs[file.path],
+                                          self.options.unsafe_fixes))
+        return run
+
+    def _serves(self, cached: list[Violation]) -> bool:
+        """Whether cached results answer this run (no fix asked of them)."""
+        return not self.options.fixes(cached)
+
+    def _settle(self, path: str, violations: list[Violation], *, hit: bool,
+                error: str | None = None) -> None:
+        self.done[path] = _Outcome(FileResult(path, violations, error=error,
+                                              error_stage="read"))
+        self.result.cache_hits += hit
+        if self.progress is not None:
+            self.progress.advance(1)
+
+    def _admit(self, path: str, store: ResultCache | None, fixtures: str) -> None:
+        """Settle ``path`` from the cache or the prefilter, or queue it for a check."""
+        key = None
+        if store is not None:
+            key = stat_key(path, fixtures)
+            cached = store.lookup_unchanged(path, key) if key is not None else None
+            if cached is not None and self._serves(cached):
+                self._settle(path, cached, hit=True)
+                return
+        try:
+            source = Path(path).read_bytes()
+        except OSError as exc:
+            self._settle(path, [], hit=False, error=f"cannot read file: {exc.strerror or exc}")
+            return
+        digest = None
+        if store is not None:
+            digest = _digest(source, fixtures)
+            cached = store.lookup(path, digest)
+            if cached is not None and self._serves(cached):
+                store.store(path, digest, cached, key)  # found by its status next time
+                self._settle(path, cached, hit=True)
+                return
+            if key is not None:
+                self.stat_keys[path] = (digest, key)
+        prefilter = self.options.prefilter
+        skipped = self._skipped(source, path) if prefilter else False
+        if skipped:
+            # Decided here: only files to analyse count towards the parallel threshold.
+            if store is not None and digest is not None:
+                store.store(path, digest, [], key)
+            self._settle(path, [], hit=False)
+            return
+        item = _Item(path, self.configs[path], source, digest, skipped is False and prefilter)
+        if self.pool is not None:
+            self.pool.submit(item)
+            return
+        self.todo.append(item)
+        if self.workers > 1 and len(self.todo) > self.options.parallel_threshold:
+            self.pool = _Pool(self.options, self.workers)
+            # Largest first, so no worker is left with a big file at the end while the
+            # other idles; results are kept by path, not by order.
+            for waiting in sorted(self.todo, key=lambda i: -len(i.source)):
+                self.pool.submit(waiting)
+            self.todo.clear()
+
+    def _skipped(self, source: bytes, path: str) -> bool | None:
+        """True when the prefilter keeps ``source`` back, False when it admits it; ``None``
+        when asking fails (the file's check then asks again, and reports the failure)."""
+        try:
+            return not _prefilter(path, self.configs[path], self.memo,
+                                  self.filters).admits(source)
+        except Exception:  # noqa: BLE001 - e.g. a per-file-ignores pattern; checked normally
+            return None
+
+    def _collect(self) -> None:
+        """Check the queued files (or take the workers' outcomes) and store them."""
+        options = self.options
+        outcomes: Iterator[_Outcome] = self.pool.outcomes() if self.pool is not None else (
+            _process(i.path, i.source, i.config, options, i.digest, i.admitted)
+            for i in self.todo)
+        for outcome in outcomes:
+            path = outcome.result.path
+            self.done[path] = outcome
+            if self.caches is not None and outcome.digest is not None and \
+                    outcome.cacheable is not None:
+                read = self.stat_keys.get(path)
+                # The status key only when the worker's bytes are the ones read here, unfixed.
+                key = read[1] if read is not None and read[0] == outcome.digest else None
+                self.caches(self.configs[path]).store(path, outcome.digest, outcome.cacheable,
+                                                      key)
+            if self.progress is not None:
+                self.progress.advance(1)
+
+
+def run_paths(paths: Sequence[str], resolver: ConfigResolver, options: RunOptions,
+              progress: Progress | None = None) -> RunResult:
+    """Discover the files under ``paths`` and check them in a new :class:`RunContext`
+    (see :func:`lint_gpu_tests.api.check_paths`, which documents the arguments).
+
+    Raises:
+        PathNotFoundError: when a named path does not exist.
+        ConfigError: when a config file that governs a file is invalid.
+    """
+    found = discover_files(paths, resolver, respect_gitignore=options.respect_gitignore,
+                           force_exclude=options.force_exclude)
+    if progress is not None:
+        progress.start(len(found.files))
+    return RunContext(found, resolver, options, progress).run()
