@@ -15,8 +15,6 @@ RULE = rule_class("GPU003")
  test_valid_example_reports_nothing) = example_tests(RULE)
 
 
-# --------------------------------------------------------------------------- one report
-
 def test_shutdown_in_finally_is_gpu003_only() -> None:
     assert reports("""\
         import gc

@@ -73,6 +73,39 @@ def test_cleanup_between_uses_is_not_teardown() -> None:
     ]
 
 
+def test_rewrite_keeps_a_cleanup_between_two_uses() -> None:
+    source = textwrap.dedent("""\
+        import gc
+
+        from vllm import LLM
+
+
+        def test_rounds():
+            llm = LLM("m")
+            first = llm.generate(["a"])
+            gc.collect()
+            second = llm.generate(["b"])
+            gc.collect()
+            assert first and second
+        """).encode()
+    assert [(v.location.row, v.code) for v in check_source(source, PATH, Config())] == [
+        (7, "GPU001"), (11, "GPU004")]
+    outcome = fix_source(source, PATH, Config())
+    assert outcome.new_source == textwrap.dedent("""\
+        import gc
+        import weakref
+
+
+        def test_rounds(vllm_runner):
+            with vllm_runner("m") as runner:
+                llm = weakref.proxy(runner.llm)
+                first = llm.generate(["a"])
+                gc.collect()
+                second = llm.generate(["b"])
+            assert first and second
+        """).encode()
+
+
 def test_teardown_after_yield_and_loop_that_rebuilds() -> None:
     assert reports("""\
         import gc
@@ -169,36 +202,3 @@ def test_del_of_the_runner_fix_removes_it() -> None:
         b'        assert m.generate(["a"])\n\n\ndef test_used_again')
     assert [(v.location.row, v.code) for v in outcome.fixed] == [(7, "GPU004"),
                                                                   (14, "GPU004")]
-
-
-def test_rewrite_keeps_a_cleanup_between_two_uses() -> None:
-    source = textwrap.dedent("""\
-        import gc
-
-        from vllm import LLM
-
-
-        def test_rounds():
-            llm = LLM("m")
-            first = llm.generate(["a"])
-            gc.collect()
-            second = llm.generate(["b"])
-            gc.collect()
-            assert first and second
-        """).encode()
-    assert [(v.location.row, v.code) for v in check_source(source, PATH, Config())] == [
-        (7, "GPU001"), (11, "GPU004")]
-    outcome = fix_source(source, PATH, Config())
-    assert outcome.new_source == textwrap.dedent("""\
-        import gc
-        import weakref
-
-
-        def test_rounds(vllm_runner):
-            with vllm_runner("m") as runner:
-                llm = weakref.proxy(runner.llm)
-                first = llm.generate(["a"])
-                gc.collect()
-                second = llm.generate(["b"])
-            assert first and second
-        """).encode()
