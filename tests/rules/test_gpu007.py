@@ -1,16 +1,25 @@
-"""GPU007 engines-oversubscribe-device: which engines count as alive together, how their
-shares are read, where the report points and what it says."""
+"""GPU007 engines-oversubscribe-device: engines alive at the same time ask for more than the
+whole device.
+
+Its own INVALID/VALID examples (``lint_gpu_tests/rules/gpu007_engines_oversubscribe_device.py``),
+which engines count as alive together, how their shares are read, where the report points and
+what it says."""
 
 from __future__ import annotations
 
 import textwrap
 
 import pytest
+from rule_testing import example_tests, rule_class
 
 from lint_gpu_tests.config import Config, ConfigError, config_from_table
 from lint_gpu_tests.engine import check_source
 
+RULE = rule_class("GPU007")
 PREFIX = "engines alive at once ask for more than the device: "
+#: its own INVALID/VALID examples, one case an example
+(test_invalid_example_reports_marked_lines,
+ test_valid_example_reports_nothing) = example_tests(RULE)
 
 
 def gpu007(source: str, config: Config | None = None,

@@ -1,16 +1,27 @@
-"""GPU008 environment-mutated-without-isolation: what counts as a change of a configured
-variable, what is exempt, and the fix each context gets (the rewrites themselves are
-byte-exact in ``tests/fixtures/fix/env_*``)."""
+"""GPU008 environment-mutated-without-isolation: engine configuration set in ``os.environ``
+by hand leaks into later tests.
+
+Its own INVALID/VALID examples
+(``lint_gpu_tests/rules/gpu008_environment_mutated_without_isolation.py``), what counts as a
+change of a configured variable, what is exempt, and the fix each context gets (the rewrites
+themselves are byte-exact in ``tests/fixtures/fix/env_*``; which files the prefilter lets
+through to it is in ``tests/test_prefilter.py``)."""
 
 from __future__ import annotations
 
 import textwrap
 
 import pytest
+from rule_testing import example_tests, reports, rule_class
 
 from lint_gpu_tests.config import Config, ConfigError, config_from_table
 from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.fixloop import fix_source
+
+RULE = rule_class("GPU008")
+#: its own INVALID/VALID examples, one case an example
+(test_invalid_example_reports_marked_lines,
+ test_valid_example_reports_nothing) = example_tests(RULE)
 
 
 def gpu008(source: str, config: Config | None = None,
@@ -158,6 +169,20 @@ def test_aliases_of_os_and_environ_resolve() -> None:
         """
     assert [(row, kind) for row, _, kind, _ in gpu008(source)] == [
         (6, "safe"), (7, "safe"), (8, "unsafe")]
+
+
+def test_shadowed_os_is_not_os_environ() -> None:
+    assert reports("""\
+        import os
+
+
+        def test_env(os):
+            os.environ["VLLM_X"] = "1"
+
+
+        def test_real():
+            os.environ["VLLM_X"] = "1"
+        """) == [(9, 5, "GPU008")]
 
 
 def test_exempt_isolation_patch_dict_and_configured_decorators() -> None:

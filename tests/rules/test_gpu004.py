@@ -1,0 +1,204 @@
+"""GPU004 manual-engine-cleanup: manual cleanup in a function that owns an engine.
+
+Its own INVALID/VALID examples (``lint_gpu_tests/rules/gpu004_manual_engine_cleanup.py``) and
+what else is particular to it: cleanup at teardown only, and ``del`` of the runner inside its
+own with-block, with the exact reports, fixes and fixed source. Elsewhere: a test receiving an
+engine from a conftest fixture in ``tests/test_conftest_fixtures.py``; its rewrites byte for
+byte in ``tests/fixtures/fix/`` (``cleanup_*``).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from rule_testing import PATH, example_tests, fix_reports, reports, rule_class
+
+from lint_gpu_tests.config import Config
+from lint_gpu_tests.engine import check_source
+from lint_gpu_tests.fixloop import fix_source
+
+RULE = rule_class("GPU004")
+#: its own INVALID/VALID examples, one case an example
+(test_invalid_example_reports_marked_lines,
+ test_valid_example_reports_nothing) = example_tests(RULE)
+
+
+# --------------------------------------------------------------------------- teardown
+
+def test_cleanup_between_uses_is_not_teardown() -> None:
+    assert fix_reports("""\
+        import gc
+        import weakref
+
+        import pytest
+        import torch
+
+
+        @pytest.fixture
+        def llm(vllm_runner):
+            with vllm_runner("m") as runner:
+                yield weakref.proxy(runner.llm)
+
+
+        def test_rounds(llm):
+            llm.chat([])
+            gc.collect()
+            torch.cuda.empty_cache()
+            llm.chat([])
+            gc.collect()
+
+
+        def test_loop(llm):
+            for _ in range(2):
+                llm.chat([])
+                gc.collect()
+
+
+        def test_proxy_alias(vllm_runner):
+            with vllm_runner("m") as runner:
+                engine = weakref.proxy(runner.llm)
+                engine.generate([])
+                gc.collect()
+                engine.generate([])
+            gc.collect()
+
+
+        def test_before_any_engine(vllm_runner):
+            gc.collect()
+            with vllm_runner("m") as runner:
+                assert runner.generate([])
+        """) == [
+        (19, "GPU004", "unsafe", "removing it changes when memory is freed within the test"),
+        (34, "GPU004", "unsafe", "removing it changes when memory is freed within the test"),
+    ]
+
+
+def test_rewrite_keeps_a_cleanup_between_two_uses() -> None:
+    source = textwrap.dedent("""\
+        import gc
+
+        from vllm import LLM
+
+
+        def test_rounds():
+            llm = LLM("m")
+            first = llm.generate(["a"])
+            gc.collect()
+            second = llm.generate(["b"])
+            gc.collect()
+            assert first and second
+        """).encode()
+    assert [(v.location.row, v.code) for v in check_source(source, PATH, Config())] == [
+        (7, "GPU001"), (11, "GPU004")]
+    outcome = fix_source(source, PATH, Config())
+    assert outcome.new_source == textwrap.dedent("""\
+        import gc
+        import weakref
+
+
+        def test_rounds(vllm_runner):
+            with vllm_runner("m") as runner:
+                llm = weakref.proxy(runner.llm)
+                first = llm.generate(["a"])
+                gc.collect()
+                second = llm.generate(["b"])
+            assert first and second
+        """).encode()
+
+
+def test_teardown_after_yield_and_loop_that_rebuilds() -> None:
+    assert reports("""\
+        import gc
+
+        import pytest
+        from vllm import LLM
+
+
+        @pytest.fixture
+        def engine():
+            e = LLM("x")
+            yield e
+            gc.collect()
+            del e
+
+
+        def test_loop_rebuild():
+            for name in ["a", "b"]:
+                llm = LLM(name)
+                llm.generate([])
+                del llm
+                gc.collect()
+        """) == [(9, 9, "GPU001"), (10, 11, "GPU002"), (11, 5, "GPU004"), (12, 5, "GPU004"),
+                 (17, 15, "GPU001"), (19, 9, "GPU004"), (20, 9, "GPU004")]
+
+
+# --------------------------------------------------------------------------- del in own with
+
+DEL_IN_BLOCK = """\
+    from tests.conftest import VllmRunner
+
+
+    def test_generate():
+        with VllmRunner("m") as vllm_model:
+            assert vllm_model.generate(["a"])
+            del vllm_model
+            print("done")
+
+
+    def test_fixture(vllm_runner):
+        with vllm_runner("m") as m:
+            assert m.generate(["a"])
+            del m
+
+
+    def test_used_again(vllm_runner):
+        with vllm_runner("m") as m:
+            assert m.generate(["a"])
+            del m
+        m = None
+        assert m is None
+
+
+    def test_in_a_loop():
+        with VllmRunner("m") as m:
+            for _ in range(2):
+                assert m.generate(["a"])
+                del m
+
+
+    def test_closure():
+        with VllmRunner("m") as m:
+            later = lambda: m.generate(["a"])
+            del m
+            later()
+
+
+    def test_after_block(vllm_runner):
+        with vllm_runner("m") as m:
+            assert m.generate(["a"])
+        del m
+    """
+
+
+def test_del_of_the_runner_in_its_own_block() -> None:
+    assert fix_reports(DEL_IN_BLOCK) == [
+        (7, "GPU004", "safe", ""),
+        (14, "GPU004", "safe", ""),
+        (20, "GPU004", "none", "`m` is used again after the `del` (line 21)"),
+        (29, "GPU004", "none", "the `del` is in a loop inside the with-block: a later "
+                               "iteration would fail on the deleted name"),
+        (35, "GPU004", "none", "a closure captures the runner's name"),
+        (42, "GPU004", "unsafe", "removing it changes when memory is freed within the test"),
+    ]
+
+
+def test_del_of_the_runner_fix_removes_it() -> None:
+    source = textwrap.dedent(DEL_IN_BLOCK).encode()
+    outcome = fix_source(source, PATH, Config())
+    assert outcome.error is None
+    assert outcome.new_source == source.replace(
+        b"        del vllm_model\n", b"").replace(
+        b'        assert m.generate(["a"])\n        del m\n\n\ndef test_used_again',
+        b'        assert m.generate(["a"])\n\n\ndef test_used_again')
+    assert [(v.location.row, v.code) for v in outcome.fixed] == [(7, "GPU004"),
+                                                                  (14, "GPU004")]
