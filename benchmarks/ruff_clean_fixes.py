@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -92,9 +93,12 @@ def ruff_unformatted(ruff: str, root: Path, files: list[str]) -> set[str]:
         return set()
     run = subprocess.run([ruff, "format", "--no-cache", "--force-exclude", "--check", *files],
                          cwd=root, capture_output=True, text=True)
-    prefix = "Would reformat: "
-    return {os.path.relpath(os.path.join(root, line[len(prefix):]), root)
-            for line in run.stdout.splitlines() if line.startswith(prefix)}
+    # ``Would reformat: PATH`` (ruff < 0.15), or ``--> PATH:LINE:COL`` under each
+    # ``unformatted:`` diagnostic (newer ruff)
+    named = (re.match(r"Would reformat: (.+)$|\s*--> (.+):\d+:\d+$", line)
+             for line in run.stdout.splitlines())
+    return {os.path.relpath(os.path.join(root, m.group(1) or m.group(2)), root)
+            for m in named if m}
 
 
 def measure(name: str, spec: str, variant: str, flags: tuple[str, ...], tool: str,
@@ -132,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ruff", default=str(here / "ruff"))
     parser.add_argument("--keep", metavar="DIR", help="lay the trees out here and keep them")
     args = parser.parse_args(argv)
+    args.tool, args.ruff = (os.path.abspath(shutil.which(p) or p) for p in (args.tool, args.ruff))
     scratch = Path(args.keep or tempfile.mkdtemp(prefix="ruff-clean-"))
     version = subprocess.run([args.ruff, "--version"], capture_output=True, text=True,
                              check=True).stdout.strip()
