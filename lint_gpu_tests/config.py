@@ -65,6 +65,8 @@ DEFAULT_ENVIRONMENT_VARIABLES = (
     "ONEAPI_DEVICE_SELECTOR", "TPU_*", "HABANA_VISIBLE_*", "HCCL_*",
     "ASCEND_RT_VISIBLE_DEVICES",
 )
+#: The line length a fix wraps at when neither this tool, ruff nor black sets one (theirs).
+DEFAULT_LINE_LENGTH = 88
 
 
 class ConfigError(Exception):
@@ -101,6 +103,10 @@ class Config:
         environment_variables: case-sensitive ``fnmatch`` patterns of the environment
             variables GPU008 treats as engine configuration (replaces the defaults).
         extend_environment_variables: patterns added to ``environment_variables``.
+        line_length: the width fixes wrap at (a signature made longer by an added fixture, a
+            with-header): ``line-length`` here, else the project's ruff or black setting
+            (:func:`formatter_line_length`), else 88.
+        line_length_source: where ``line_length`` comes from (``""``: the default).
         root: directory the config was found in (for relative patterns).
         source: the config file these settings come from (``""`` for the defaults).
     """
@@ -124,6 +130,8 @@ class Config:
     engine_memory_share: float = DEFAULT_ENGINE_MEMORY_SHARE
     environment_variables: tuple[str, ...] = DEFAULT_ENVIRONMENT_VARIABLES
     extend_environment_variables: tuple[str, ...] = ()
+    line_length: int = DEFAULT_LINE_LENGTH
+    line_length_source: str = field(default="", compare=False)
     root: str = field(default=".", compare=False)
     source: str = field(default="", compare=False)
 
@@ -145,6 +153,7 @@ class Config:
         data = dataclasses.asdict(self)
         data["root"] = os.path.abspath(self.root)
         data.pop("source", None)
+        data.pop("line_length_source", None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def with_overrides(self, **changes: Any) -> Config:
@@ -175,7 +184,9 @@ _STR_KEYS = {
 }
 _SHARE_KEYS = {"engine-memory-share": "engine_memory_share"}
 KNOWN_KEYS = frozenset(_LIST_KEYS) | frozenset(_STR_KEYS) | frozenset(_SHARE_KEYS) | {
-    "per-file-ignores"}
+    "per-file-ignores", "line-length"}
+#: The widths ruff accepts for ``line-length`` (black sets no bound; the same are taken).
+_LINE_LENGTH_RANGE = range(1, 321)
 
 
 def known_codes() -> tuple[str, ...]:
@@ -227,6 +238,13 @@ def _qualified_names(key: str, value: object, source: str) -> tuple[str, ...]:
     return names
 
 
+def _line_length(value: object, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or \
+            value not in _LINE_LENGTH_RANGE:
+        raise ConfigError(f"{source}: `line-length` must be an integer from 1 to 320")
+    return value
+
+
 def config_from_table(table: Mapping[str, object], source: str, root: str = ".",
                       where: str = "in [tool.gpu-test-lint]") -> Config:
     """Build a :class:`Config` from a parsed ``[tool.gpu-test-lint]`` table.
@@ -258,6 +276,9 @@ def config_from_table(table: Mapping[str, object], source: str, root: str = ".",
                     0 < value <= 1):
                 raise ConfigError(f"{source}: `{key}` must be a number in (0, 1]")
             kwargs[_SHARE_KEYS[key]] = float(value)
+        elif key == "line-length":
+            kwargs["line_length"] = _line_length(value, source)
+            kwargs["line_length_source"] = f"{source} [tool.gpu-test-lint]"
         elif key == "per-file-ignores":
             if not isinstance(value, dict):
                 raise ConfigError(f"{source}: `per-file-ignores` must be a table")
@@ -344,6 +365,49 @@ def _has_table(pyproject: Path) -> bool:
     return isinstance(tool, dict) and "gpu-test-lint" in tool
 
 
+def _toml_line_length(path: str, tables: Sequence[str]) -> int | None:
+    """The ``line-length`` that the TOML file at ``path`` sets in the first of ``tables``
+    (dotted names; ``""`` is the top level) that sets one, or ``None``: no such file, no
+    such key, or a file or value ruff would reject (that is ruff's error to report)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if "line-length" not in text:
+        return None
+    tomllib = _tomllib()
+    try:
+        data: object = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return None
+    for dotted in tables:
+        table = data
+        for part in dotted.split(".") if dotted else ():
+            table = table.get(part) if isinstance(table, dict) else None
+        value = table.get("line-length") if isinstance(table, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and \
+                value in _LINE_LENGTH_RANGE:
+            return value
+    return None
+
+
+def formatter_line_length(directory: str | os.PathLike[str]) -> tuple[int, str] | None:
+    """The line length the formatter configured in ``directory`` itself wraps at, and where
+    it is set: ruff's (``.ruff.toml``, ``ruff.toml``, ``[tool.ruff]`` of ``pyproject.toml``,
+    in ruff's order), else black's (``[tool.black]``); ``None`` when none sets one here.
+    ``line-length`` is read as written: ruff's ``extend`` is not followed."""
+    for name, tables in ((".ruff.toml", ("",)), ("ruff.toml", ("",)),
+                         ("pyproject.toml", ("tool.ruff", "tool.black"))):
+        path = os.path.join(directory, name)
+        for table in tables:
+            found = _toml_line_length(path, (table,))
+            if found is not None:
+                where = f" [{table}]" if table else ""
+                return found, f"{path}{where}"
+    return None
+
+
 def config_file_in(directory: str | os.PathLike[str]) -> Path | None:
     """The config file of ``directory`` itself: ``.gpu-test-lint.toml``, else a
     ``pyproject.toml`` with a ``[tool.gpu-test-lint]`` table, else ``None``.
@@ -403,6 +467,8 @@ def config_as_toml(config: Config) -> str:
 
     keys = [("select", "select"), ("ignore", "ignore"), ("extend-select", "extend_select")]
     out = ["[tool.gpu-test-lint]"]
+    origin = config.line_length_source or "the default"
+    out.append(f"line-length = {config.line_length}  # from {origin}")
     out += [f"{key} = {value(getattr(config, name))}" for key, name in keys]
     table = ", ".join(f"{json.dumps(p)} = {value(c)}" for p, c in config.per_file_ignores)
     out.append(f"per-file-ignores = {{{' ' + table + ' ' if table else ''}}}")
@@ -428,13 +494,15 @@ def apply_overrides(config: Config, overrides: Mapping[str, Any]) -> Config:
 
 class ConfigResolver:
     """Settings per file: the nearest config file walking up from the file's directory, with
-    the command line's overrides on top; or one fixed config for every file.
+    the command line's overrides on top; or one fixed config for every file. A config file
+    that does not set ``line-length`` gets the nearest ruff or black setting walking up from
+    the file's directory (:func:`formatter_line_length`), else 88.
 
     Args:
         config_file: ``--config``: this file's settings for every file.
         overrides: :class:`Config` field -> value from the command line (see
             :func:`apply_overrides`).
-        fixed: a ready :class:`Config` for every file (library callers, ``--config``).
+        fixed: a ready :class:`Config` for every file (library callers), taken as it is.
         cwd: directory the defaults are anchored at when no config file is found
             (default: the working directory).
 
@@ -447,12 +515,17 @@ class ConfigResolver:
                  cwd: str | None = None) -> None:
         self.overrides: dict[str, Any] = dict(overrides or {})
         self.cwd = os.path.abspath(cwd or os.getcwd())
+        #: Whether line lengths are looked up beside the files (not for a ready ``fixed``
+        #: config: a library caller's :class:`Config` is taken as it is).
+        self.walks = fixed is None or config_file is not None
         if config_file is not None:
             fixed = load_config_file(Path(config_file))
         self.fixed = apply_overrides(fixed, self.overrides) if fixed is not None else None
         self._by_dir: dict[str, Config] = {}
         self._by_file: dict[Path, Config] = {}
         self._default: Config | None = None
+        self._widths: dict[str, tuple[int, str] | None] = {}
+        self._sized: dict[tuple[int, int, str], Config] = {}
 
     @classmethod
     def of(cls, config: Config | ConfigResolver) -> ConfigResolver:
@@ -465,20 +538,49 @@ class ConfigResolver:
         Raises:
             ConfigError: when the config file found is unreadable or invalid.
         """
-        if self.fixed is not None:
-            return self.fixed
         key = os.path.abspath(directory)
         cached = self._by_dir.get(key)
         if cached is not None:
             return cached
-        found = config_file_in(key)
-        if found is not None:
-            config = self._load(found)
-        else:
-            parent = os.path.dirname(key)
-            config = self.for_directory(parent) if parent != key else self._defaults()
+        config = self._sized_for(self._base_for(key), key)
         self._by_dir[key] = config
         return config
+
+    def _base_for(self, key: str) -> Config:
+        """The settings of ``key``'s config file (or the fixed or default ones), before the
+        line length of ``key`` is filled in."""
+        if self.fixed is not None:
+            return self.fixed
+        found = config_file_in(key)
+        if found is not None:
+            return self._load(found)
+        parent = os.path.dirname(key)
+        return self._base_for(parent) if parent != key else self._defaults()
+
+    def _width_of(self, key: str) -> tuple[int, str] | None:
+        """The nearest formatter line length walking up from directory ``key`` (memoized)."""
+        if key not in self._widths:
+            found = formatter_line_length(key)
+            parent = os.path.dirname(key)
+            if found is None and parent != key:
+                found = self._width_of(parent)
+            self._widths[key] = found
+        return self._widths[key]
+
+    def _sized_for(self, config: Config, key: str) -> Config:
+        """``config`` with the line length of directory ``key``: its own ``line-length`` when
+        it sets one, else the nearest ruff or black setting, else the default. Equal results
+        are one object (``--show-settings`` groups files by object)."""
+        if config.line_length_source or not self.walks:
+            return config
+        width = self._width_of(key)
+        if width is None:
+            return config
+        memo = (id(config), *width)
+        if memo not in self._sized:
+            self._sized[memo] = config.with_overrides(line_length=width[0],
+                                                      line_length_source=width[1])
+        return self._sized[memo]
 
     def for_file(self, path: str) -> Config:
         """The settings of the file at ``path``.
@@ -490,7 +592,7 @@ class ConfigResolver:
 
     def configs(self) -> list[Config]:
         """Every distinct config resolved so far (for ``--show-settings`` and the cache)."""
-        if self.fixed is not None:
+        if self.fixed is not None and not self._by_dir:
             return [self.fixed]
         seen: dict[tuple[str, str], Config] = {}
         for config in [*self._by_file.values(), *self._by_dir.values()]:

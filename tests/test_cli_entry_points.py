@@ -199,7 +199,8 @@ def test_show_settings_per_config_file(project: Path) -> None:
         '[tool.gpu-test-lint]\nignore = ["GPU004"]\ntarget = "vllm"\n')
     result = run("check", "--show-settings", "--select", "GPU00", ".")
     assert result.exit_code == 0
-    table = ['select = ["GPU00"]', "ignore = {ignore}", "extend-select = []",
+    table = ["line-length = 88  # from the default",
+             'select = ["GPU00"]', "ignore = {ignore}", "extend-select = []",
              "per-file-ignores = {{}}", "exclude = []", "extend-exclude = []",
              'engine-classes = ["vllm.LLM"]', 'runner-classes = ["VllmRunner"]',
              'isolation-decorators = ["create_new_process_for_each_test", '

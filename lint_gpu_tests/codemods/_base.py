@@ -24,6 +24,7 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import CLEANUP_FUNCTIONS, LEGACY_VLLM_CLEANUP, ModuleAnalysis
+from lint_gpu_tests.codemods._cst import wrapping_at
 from lint_gpu_tests.codemods._imports import (
     add_from_import,
     add_stdlib_import,
@@ -148,7 +149,8 @@ class GpuCodemod(VisitorBasedCodemodCommand):
         import sections apart."""
         self._stdlib_imports: set[str] = set()
         self._from_imports: set[tuple[str, str]] = set()
-        new = super().transform_module(tree)
+        with wrapping_at(self.config.line_length):
+            new = super().transform_module(tree)
         if new is tree or new.code == tree.code:
             return new
         new = keep_import_comments(tree, new)

@@ -7,10 +7,14 @@ node they do not replace.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
 
 import libcst as cst
 
+from lint_gpu_tests.config import DEFAULT_LINE_LENGTH
 from lint_gpu_tests.fixplan.plan import RENAMED_KWARGS, VLLM_TARGET_DEFAULTS
 
 
@@ -203,8 +207,25 @@ def proxy_of(expr: cst.BaseExpression) -> cst.Call:
     return cst.Call(func=cst.parse_expression("weakref.proxy"), args=[cst.Arg(value=expr)])
 
 
-#: Width past which a rewritten with-header is split one argument per line (black/ruff).
-LINE_LENGTH = 88
+#: The width past which a rewritten line is split (one argument a line, as black and ruff
+#: format it): the file's ``line-length`` (:attr:`lint_gpu_tests.config.Config.line_length`),
+#: set by :func:`wrapping_at` for the codemod rewriting it.
+_LINE_LENGTH: ContextVar[int] = ContextVar("line_length", default=DEFAULT_LINE_LENGTH)
+
+
+def line_length() -> int:
+    """The width rewritten lines must fit in (88 outside :func:`wrapping_at`)."""
+    return _LINE_LENGTH.get()
+
+
+@contextmanager
+def wrapping_at(width: int) -> Iterator[None]:
+    """Make :func:`line_length` return ``width`` inside the block."""
+    token = _LINE_LENGTH.set(width)
+    try:
+        yield
+    finally:
+        _LINE_LENGTH.reset(token)
 
 
 def explode_args(call: cst.Call, indent: str = "    ", close: str = "") -> cst.Call:
@@ -226,3 +247,105 @@ def explode_args(call: cst.Call, indent: str = "    ", close: str = "") -> cst.C
         comma = cst.Comma(whitespace_after=break_(close if last else indent))
         args.append(arg.with_changes(comma=comma))
     return call.with_changes(whitespace_before_args=break_(indent), args=args)
+
+
+def _line_break(extra: str) -> cst.ParenthesizedWhitespace:
+    """A new line at the enclosing block's indentation plus ``extra``."""
+    return cst.ParenthesizedWhitespace(
+        first_line=cst.TrailingWhitespace(), empty_lines=[], indent=True,
+        last_line=cst.SimpleWhitespace(extra))
+
+
+def _header(node: cst.FunctionDef) -> str:
+    """The ``def`` line of ``node`` from ``def`` (or ``async``) to its colon, without the
+    decorators, the body, or a comment after the colon."""
+    stub = node.with_changes(body=cst.SimpleStatementSuite(body=[cst.Pass()]), decorators=[],
+                             leading_lines=[], lines_after_decorators=[])
+    return statement_code(stub).rstrip("\r\n").removesuffix(" pass")
+
+
+def _signature_width(node: cst.FunctionDef, column: int) -> tuple[bool, int] | None:
+    """How the signature of ``node`` (its ``def`` at ``column``) is laid out: whether on one
+    line, and the width of its widest line; ``None`` for a layout other than one line or
+    the parameters on one line of their own after ``(`` (black's and ruff's two
+    layouts before one parameter a line)."""
+    header = _header(node)
+    if "\n" not in header:
+        return True, column + len(header)
+    flat = statement_code(node.params).strip()
+    if isinstance(node.whitespace_before_params, cst.ParenthesizedWhitespace) and \
+            "\n" not in flat:
+        return False, column + 4 + len(flat)
+    return None
+
+
+def fit_signature(node: cst.FunctionDef, column: int,
+                  original: cst.FunctionDef | None = None) -> cst.FunctionDef:
+    """Wrap the signature of ``node`` (its ``def`` at ``column``) as ruff format and black
+    do when it passes :func:`line_length` where ``original`` (the function before a fixture
+    parameter was added) did not. A one-line signature gets its parameters on one line of
+    their own, indented 4 more, when they fit there; else, and when that line of parameters
+    is what passes, they go one a line with a trailing comma. The closing parenthesis (and
+    any return annotation) is back at the ``def``'s indentation. A signature that fits, that
+    is laid out otherwise, or that was too long already (the user's layout, left as it is)
+    is returned as it is."""
+    layout = _signature_width(node, column)
+    if layout is None or layout[1] <= line_length():
+        return node
+    if original is not None:
+        before = _signature_width(original, column)
+        if before is None or before[1] > line_length():
+            return node
+    one_line = layout[0]
+    params = node.params
+    fields = ("posonly_params", "posonly_ind", "params", "star_arg", "kwonly_params",
+              "star_kwarg")
+    items: list[tuple[str, int | None, cst.CSTNode]] = []
+    for name in fields:
+        value = getattr(params, name)
+        if isinstance(value, Sequence):
+            items += [(name, i, p) for i, p in enumerate(value)]
+        elif isinstance(value, (cst.Param, cst.ParamStar, cst.ParamSlash)):
+            items.append((name, None, value))
+    if not items:
+        return node
+    flat = statement_code(params).strip().rstrip(",")
+    hug = one_line and column + 4 + len(flat) <= line_length()
+    changes: dict[str, Any] = {}
+    for index, (name, position, item) in enumerate(items):
+        last = index == len(items) - 1
+        if last and hug:
+            comma: cst.Comma | cst.MaybeSentinel = cst.MaybeSentinel.DEFAULT
+        else:
+            comma = cst.Comma(whitespace_after=_line_break("" if last else "    "))
+        if hug and not last:
+            comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        update: dict[str, Any] = {"comma": comma}
+        if isinstance(item, cst.Param):
+            update["whitespace_after_param"] = _line_break("") if last and hug else \
+                cst.SimpleWhitespace("")
+        elif isinstance(item, cst.ParamSlash):
+            update["whitespace_after"] = cst.SimpleWhitespace("")
+        new = item.with_changes(**update)
+        if position is None:
+            changes[name] = new
+        else:
+            changes.setdefault(name, list(getattr(params, name)))[position] = new
+    return node.with_changes(params=params.with_changes(**changes),
+                             whitespace_before_params=_line_break("    "))
+
+
+def fit_call(call: cst.Call, column: int) -> cst.Call:
+    """Wrap a one-line call statement at ``column`` as ruff format does when it passes
+    :func:`line_length`: its arguments on one line of their own, indented 4 more, when they
+    fit there, else one a line with a trailing comma (:func:`explode_args`)."""
+    text = statement_code(call)
+    if "\n" in text or column + len(text) <= line_length() or not call.args:
+        return call
+    flat = statement_code(call.with_changes(func=cst.Name("f"))).strip()[2:-1].rstrip(", ")
+    if column + 4 + len(flat) > line_length():
+        return explode_args(call)
+    args = list(call.args)
+    args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT,
+                                     whitespace_after_arg=_line_break(""))
+    return call.with_changes(whitespace_before_args=_line_break("    "), args=args)

@@ -14,8 +14,8 @@ import libcst as cst
 import libcst.matchers as m
 
 from lint_gpu_tests.codemods._cst import (
-    LINE_LENGTH,
     explode_args,
+    line_length,
     proxy_of,
     runner_call,
     statement_code,
@@ -40,8 +40,8 @@ def _entering_line(stmt: cst.CSTNode) -> str:
 
 def _too_long(stmt: cst.CSTNode, column: int) -> bool:
     """Whether the line of ``stmt`` that enters a runner, written in the with-block at
-    ``column`` + 4, passes :data:`LINE_LENGTH`."""
-    return column + 4 + len(_entering_line(stmt)) > LINE_LENGTH
+    ``column`` + 4, passes :func:`line_length`."""
+    return column + 4 + len(_entering_line(stmt)) > line_length()
 
 
 def _broken(value: cst.BaseExpression, extra: str) -> cst.ParenthesizedWhitespace:
@@ -89,7 +89,7 @@ def build_group_with(plan: WrapPlan, site: cst.BaseStatement, call: cst.Call | N
         config: the run's settings (target, runner attribute, runner classes).
         needs: the imports the module needs; this adds to it.
         column: the site's column (0-based); a line that enters a runner and would pass
-            :data:`LINE_LENGTH` in the block gets the runner's arguments one per line, as
+            :func:`line_length` in the block gets the runner's arguments one per line, as
             the single-engine rewrite lays out a long with-header.
 
     Raises:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from lint_gpu_tests.codemods._cst import LINE_LENGTH, statement_code
+from lint_gpu_tests.codemods._cst import line_length, statement_code
 from lint_gpu_tests.mappings import RUNNER_KWARGS_HELPER, RUNNER_KWARGS_NAME
 
 
@@ -43,7 +43,7 @@ def _break(extra: str) -> cst.ParenthesizedWhitespace:
 
 def explode_helper(call: cst.Call, column: int) -> cst.Call:
     """When ``**_runner_kwargs(...)`` on a line of its own (at ``column`` + 4, where an
-    exploded runner call puts its arguments) passes :data:`LINE_LENGTH`, its arguments go one
+    exploded runner call puts its arguments) passes :func:`line_length`, its arguments go one
     per line (at + 8, the closing parenthesis back at + 4), as black lays it out."""
     args = list(call.args)
     for index, arg in enumerate(args):
@@ -52,7 +52,7 @@ def explode_helper(call: cst.Call, column: int) -> cst.Call:
                 and statement_code(helper.func) == RUNNER_KWARGS_NAME):
             continue
         if column + 4 + len(statement_code(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT))
-                            ) + 1 <= LINE_LENGTH:
+                            ) + 1 <= line_length():
             return call
         inner = [a.with_changes(comma=cst.Comma(whitespace_after=_break(
             "    " if i == len(helper.args) - 1 else "        ")))

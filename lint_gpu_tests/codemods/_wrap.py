@@ -14,11 +14,12 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from lint_gpu_tests.codemods._cst import (
-    LINE_LENGTH,
     add_param,
     drop_param,
     explode_args,
+    fit_signature,
     leading_lines,
+    line_length,
     proxy_of,
     runner_call,
     statement_code,
@@ -238,7 +239,7 @@ class WrapTransformer(cst.CSTTransformer):
         aligned = multi_line and not isinstance(call.whitespace_before_args,
                                                 cst.ParenthesizedWhitespace)
         if new_call is not call and (aligned or (
-                not multi_line and column + len(header) > LINE_LENGTH)):
+                not multi_line and column + len(header) > line_length())):
             node = node.with_changes(items=[node.items[0].with_changes(
                 item=explode_helper(explode_args(new_call), column))])
         return node
@@ -323,7 +324,9 @@ class WrapTransformer(cst.CSTTransformer):
             params = add_param(params, fixture, updated_node.whitespace_before_params)
         if params is updated_node.params:
             return updated_node
-        return updated_node.with_changes(params=params)
+        return fit_signature(updated_node.with_changes(params=params),
+                             self.positions[original_node].start.column,  # type: ignore[attr-defined]
+                             updated_node)
 
     def leave_IndentedBlock(
         self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock

@@ -24,8 +24,8 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod, engine_locals
 from lint_gpu_tests.codemods._cst import (
-    LINE_LENGTH,
     explode_args,
+    line_length,
     proxy_of,
     runner_call,
     statement_code,
@@ -132,7 +132,7 @@ class _ClassTransformer(WrapTransformer):
             targets=[assign.targets[0].with_changes(target=held)], value=call)])
         column = self.columns.get(plan.site_line, 0)
         if "\n" not in statement_code(call) and \
-                column + len(statement_code(first).splitlines()[-1]) > LINE_LENGTH:
+                column + len(statement_code(first).splitlines()[-1]) > line_length():
             first = first.with_changes(body=[first.body[0].with_changes(
                 value=explode_args(call))])
         engine = cst.Attribute(value=held, attr=cst.Name(self.config.runner_attribute))

@@ -16,7 +16,12 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod, names_read
-from lint_gpu_tests.codemods._cst import add_param, leading_lines
+from lint_gpu_tests.codemods._cst import (
+    add_param,
+    fit_call,
+    fit_signature,
+    leading_lines,
+)
 from lint_gpu_tests.fixplan.env import CONTEXT_NAME, MONKEYPATCH, EnvFixPlan
 from lint_gpu_tests.ftypes import FixKind
 
@@ -95,7 +100,9 @@ class _UseMonkeypatch(cst.CSTTransformer):
         calls = _replacement_calls(updated_node.body[0], plan.receiver)
         if not calls:
             return updated_node
-        lines = [cst.SimpleStatementLine(body=[cst.Expr(call)]) for call in calls]
+        column = self.positions[original_node].start.column  # type: ignore[attr-defined]
+        lines = [cst.SimpleStatementLine(body=[cst.Expr(fit_call(call, column))])
+                 for call in calls]
         lines[0] = lines[0].with_changes(leading_lines=updated_node.leading_lines)
         lines[-1] = lines[-1].with_changes(trailing_whitespace=updated_node.trailing_whitespace)
         self.changed = True
@@ -106,8 +113,10 @@ class _UseMonkeypatch(cst.CSTTransformer):
                           updated_node: cst.FunctionDef) -> cst.FunctionDef:
         line = self._line(original_node)
         if line in self.params:
-            updated_node = updated_node.with_changes(
-                params=add_param(updated_node.params, MONKEYPATCH))
+            updated_node = fit_signature(
+                updated_node.with_changes(params=add_param(updated_node.params, MONKEYPATCH)),
+                self.positions[original_node].start.column,  # type: ignore[attr-defined]
+                updated_node)
         wrap_line = self.wraps.get(line)
         if wrap_line is not None and isinstance(updated_node.body, cst.IndentedBlock) and \
                 isinstance(original_node.body, cst.IndentedBlock):
