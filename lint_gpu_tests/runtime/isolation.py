@@ -282,11 +282,20 @@ def _resolve_test_function(module_name: str, module_file: str | None, qualname: 
     return getattr(target, _ORIGINAL_ATTR, target)
 
 
+#: The parent's pid, handed to a spawned child in its environment: the child's command line
+#: stays ``python -c <code> <payload> <result>``, which tools that watch for isolated
+#: children (this repository's e2e recorder, ``tests/e2e/sitecustomize.py``) recognise.
+PARENT_PID_ENV = "GPU_TEST_LINT_ISOLATION_PARENT_PID"
+
+
 def _spawn_main(payload_path: str, result_path: str, parent_pid: str | None = None) -> None:
     """Entry of a spawned child: read the payload, run the test, write the outcome. Dies
-    with the parent (``parent_pid``) on Linux."""
+    with the parent (``parent_pid``, else :data:`PARENT_PID_ENV` of the environment, which
+    is removed so the test's own processes do not inherit it) on Linux."""
     global _in_isolated_child
     _in_isolated_child = True
+    from_env = os.environ.pop(PARENT_PID_ENV, None)
+    parent_pid = parent_pid if parent_pid is not None else from_env
     if parent_pid is not None:
         _die_with_parent(int(parent_pid))
     with open(payload_path, "rb") as file:
@@ -594,13 +603,14 @@ def _run_spawned(
         package_root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([package_root, *filter(None, [env.get("PYTHONPATH")])])
+        env[PARENT_PID_ENV] = str(os.getpid())
         code = (
             "import sys; from lint_gpu_tests.runtime.isolation import _spawn_main; "
-            "_spawn_main(*sys.argv[1:])"
+            "_spawn_main(sys.argv[1], sys.argv[2])"
         )
         _flush_stdio()
         process = subprocess.Popen(
-            [sys.executable, "-c", code, payload_path, result_path, str(os.getpid())],
+            [sys.executable, "-c", code, payload_path, result_path],
             env=env,
             start_new_session=True,
         )
