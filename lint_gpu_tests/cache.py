@@ -30,6 +30,7 @@ import functools
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -77,11 +78,42 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-@functools.lru_cache(maxsize=1)
 def code_stamp() -> str:
     """Short hash of the checker's own sources (names, sizes, modification times), so that
     results cached by one build of the rules are never served to another, also between
-    releases (an editable install, a patched rule)."""
+    releases (an editable install, a patched rule); with the rules registered from outside
+    the package (:func:`lint_gpu_tests.rules.register`: their class, code and source file's
+    size and modification time), so a run with a project's own rule and one without never
+    share results."""
+    package = _package_stamp()
+    outside = _outside_rules()
+    if not outside:
+        return package
+    return hashlib.blake2b("\n".join([package, *outside]).encode(), digest_size=6).hexdigest()
+
+
+def _outside_rules() -> list[str]:
+    """The rules registered from outside the package, one line each. Looked up only when the
+    registry is loaded already (a run that the cache answers never loads it, and a rule
+    registered by a wrapper script has loaded it)."""
+    rules = sys.modules.get("lint_gpu_tests.rules")
+    if rules is None:
+        return []
+    lines = []
+    for rule in rules.outside_rules():
+        source = getattr(sys.modules.get(rule.__module__), "__file__", None)
+        try:
+            stat = os.stat(source) if source else None
+        except OSError:
+            stat = None
+        stamp = f"{stat.st_size}:{stat.st_mtime_ns}" if stat is not None else ""
+        lines.append(f"{rule.__module__}.{rule.__qualname__}:{rule.code}:{stamp}")
+    return sorted(lines)
+
+
+@functools.lru_cache(maxsize=1)
+def _package_stamp() -> str:
+    """:func:`code_stamp` of the package's own sources (once a process)."""
     package = os.path.dirname(os.path.realpath(__file__))
     parts: list[str] = []
     pending = [""]

@@ -20,6 +20,7 @@ this module prints nothing.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -415,18 +416,39 @@ def _work(item: _Item, options: RunOptions) -> _Outcome:
     return _process(item.path, item.source, item.config, options, item.digest, item.admitted)
 
 
+def _outside_rules_registered() -> bool:
+    """True when rules from outside the package are registered in this process
+    (:func:`lint_gpu_tests.rules.register`; the registry is not imported to ask)."""
+    rules = sys.modules.get("lint_gpu_tests.rules")
+    return rules is not None and bool(rules.outside_rules())
+
+
+def _can_fork() -> bool:
+    """True where worker processes can start by ``fork`` (and so inherit this process's
+    registered rules)."""
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
 class _Pool:
     """Worker processes fed one file at a time while the parent still reads the rest
     (started only once a run has more files to analyse than its threshold). Workers that
     start by ``fork`` inherit the conftest index the parent built before the first file."""
 
     def __init__(self, options: RunOptions, jobs: int) -> None:
+        import multiprocessing
         from concurrent.futures import ProcessPoolExecutor  # only for parallel runs
 
         import lint_gpu_tests.rules  # noqa: F401 - once here, not in every worker
 
         self._options = options
-        self._executor = ProcessPoolExecutor(max_workers=jobs)
+        # Rules registered from outside the package live only in this process: workers
+        # inherit them by fork (whatever the default start method: Python 3.14's is
+        # forkserver, macOS's spawn); where there is no fork the run stays in one process
+        # (RunContext).
+        context = multiprocessing.get_context("fork") if _outside_rules_registered() else None
+        self._executor = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
         self._futures: list[Future[_Outcome]] = []
 
     def submit(self, item: _Item) -> None:
@@ -502,6 +524,8 @@ class RunContext:
         self.done: dict[str, _Outcome] = {}
         self.todo: list[_Item] = []
         self.workers = options.jobs if options.jobs is not None else default_jobs()
+        if _outside_rules_registered() and not _can_fork():
+            self.workers = 1  # workers could not see the rules registered here (_Pool)
         self.pool: _Pool | None = None
 
     def run(self) -> RunResult:

@@ -146,3 +146,43 @@ def test_each_rule_declares_the_kinds_of_its_fixes() -> None:
                         seen.add(violation.fix.kind)
         assert seen <= set(rule.fix_kinds), rule.code
         assert seen == set(rule.fix_kinds), (rule.code, set(rule.fix_kinds) - seen)
+
+
+def test_the_cache_keys_on_the_registered_rules(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run with a project's own rule and one without never share cached results."""
+    path = tmp_path / "tests" / "test_sync.py"
+    path.parent.mkdir()
+    path.write_bytes(SOURCE)
+    config = Config(root=str(tmp_path))
+    cache_dir = str(tmp_path / "cache")
+    plain = api.check_paths([str(path)], config, cache=True, cache_dir=cache_dir)
+    assert (plain.violations, plain.cache_hits) == ([], 0)
+    with monkeypatch.context() as patch:
+        patch.setattr(rules, "ALL_RULES", list(rules.ALL_RULES))
+        patch.setattr(codes, "RULE_CODES", dict(codes.RULE_CODES))
+        rules.register(SynchronizeByHand)
+        mine = api.check_paths([str(path)], config, cache=True, cache_dir=cache_dir)
+        assert ([v.code for v in mine.violations], mine.cache_hits) == (["GPU090"], 0)
+        again = api.check_paths([str(path)], config, cache=True, cache_dir=cache_dir)
+        assert ([v.code for v in again.violations], again.cache_hits) == (["GPU090"], 1)
+    after = api.check_paths([str(path)], config, cache=True, cache_dir=cache_dir)
+    assert (after.violations, after.cache_hits) == ([], 1)
+
+
+def test_workers_see_the_registered_rules_whatever_the_start_method(
+        registered: None, tmp_path: Path) -> None:
+    """Workers start by fork when a rule is registered here (Python 3.14's default start
+    method is forkserver, macOS's spawn: a worker started so would not know the rule)."""
+    import multiprocessing
+
+    for index in range(6):
+        (tmp_path / f"test_sync_{index}.py").write_bytes(SOURCE)
+    before = multiprocessing.get_start_method(allow_none=True)
+    multiprocessing.set_start_method("forkserver", force=True)
+    try:
+        result = api.check_paths([str(tmp_path)], Config(root=str(tmp_path)), jobs=2,
+                                 parallel_threshold=2, cache=False)
+    finally:
+        multiprocessing.set_start_method(before, force=True)
+    assert [v.code for v in result.violations] == ["GPU090"] * 6

@@ -49,6 +49,13 @@ def register(rule: type[Rule]) -> None:
     codes.RULE_CODES.update(entries)
 
 
+def outside_rules() -> list[type[Rule]]:
+    """The rules of the registry that are not this package's own (added with
+    :func:`register`): the result cache keys on them and worker processes must see them
+    (:func:`lint_gpu_tests.cache.code_stamp`, ``lint_gpu_tests.run``)."""
+    return [rule for rule in ALL_RULES if not rule.__module__.startswith(f"{__name__}.")]
+
+
 def rule_by_code(code: str) -> type[Rule] | None:
     """Return the rule class for ``code`` (case-insensitive), or ``None``."""
     code = code.upper()
