@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import libcst as cst
-from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.codemod import CodemodCommand, CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import CLEANUP_FUNCTIONS, LEGACY_VLLM_CLEANUP, ModuleAnalysis
@@ -35,6 +35,7 @@ from lint_gpu_tests.codemods._imports import (
     strip_top_blank,
 )
 from lint_gpu_tests.codemods._mapping import add_helper
+from lint_gpu_tests.codemods._unused_imports import Removal, remove_unused_imports
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.ftypes import FixKind, Violation
@@ -49,7 +50,7 @@ IMPORTS = {
 }
 
 
-class GpuCodemod(VisitorBasedCodemodCommand):
+class GpuCodemod(CodemodCommand):
     """Base class: subclasses set ``KIND`` (the fixes they apply), ``CODES`` (the rules
     whose violations those fixes are) and implement :meth:`rewrite`."""
 
@@ -75,22 +76,37 @@ class GpuCodemod(VisitorBasedCodemodCommand):
         self.config = config or Config()
         self._violations = list(violations) if violations is not None else None
         self._analysis = analysis
+        self._codes: dict[int, tuple[cst.Module, str]] = {}
 
-    def plans(self, text: str) -> tuple[list[Any], ModuleAnalysis | None]:
-        """The plans of this command's kind among the fixes to apply to ``text``, in the
+    def code_of(self, tree: cst.Module) -> str:
+        """``tree.code``, generated once per tree this command sees (code generation is a
+        walk of the whole tree, as costly as parsing it)."""
+        known = self._codes.get(id(tree))
+        if known is not None and known[0] is tree:
+            return known[1]
+        code = tree.code
+        self._codes[id(tree)] = (tree, code)
+        return code
+
+    def remember_code(self, tree: cst.Module, code: str) -> None:
+        """Record that ``tree.code`` is ``code`` (the driver read it already)."""
+        self._codes[id(tree)] = (tree, code)
+
+    def plans(self, tree: cst.Module) -> tuple[list[Any], ModuleAnalysis | None]:
+        """The plans of this command's kind among the fixes to apply to ``tree``, in the
         violations' order, and the analysis they refer to."""
         violations, analysis = self._violations, self._analysis
         if violations is None or analysis is None:
             from lint_gpu_tests.engine import check_module, wanted_fixes
 
             path = self.context.filename or "tests/test_codemod.py"
-            checked = check_module(text.encode("utf-8"), path, self.config)
+            checked = check_module(self.code_of(tree).encode("utf-8"), path, self.config)
             violations, analysis = wanted_fixes(checked.violations, False), checked.module
         return [v.fix.plan for v in violations if v.fix is not None
                 and v.fix.kind is self.KIND and v.fix.plan is not None], analysis
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        plans, module = self.plans(tree.code)
+        plans, module = self.plans(tree)
         if not plans or module is None:
             return tree
         return self.rewrite(tree, module, plans)
@@ -145,14 +161,21 @@ class GpuCodemod(VisitorBasedCodemodCommand):
                 self._from_imports.add((module, obj))
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
-        """Rewrite, run LibCST's import visitors, then place stdlib imports and keep
-        import sections apart."""
+        """Rewrite, remove the imports the rewrite left unused, then place new imports in
+        the module's own style and keep import sections apart.
+
+        LibCST's ``Codemod.transform_module`` is not used: it copies the tree and resolves
+        metadata no command here asks for (each resolves positions on its own tree), and its
+        import visitors analyse the scopes of the whole module; that machinery was 80 % of a
+        fix pass (``benchmarks/fix_cost.py``)."""
         self._stdlib_imports: set[str] = set()
         self._from_imports: set[tuple[str, str]] = set()
+        self._removals: list[Removal] = []
         with wrapping_at(self.config.line_length):
-            new = super().transform_module(tree)
-        if new is tree or new.code == tree.code:
-            return new
+            new = self.transform_module_impl(tree)
+            if new is tree or self.code_of(new) == self.code_of(tree):
+                return new
+            new = remove_unused_imports(new, self._removals, self.context, self.code_of(new))
         new = keep_import_comments(tree, new)
         first_party = first_party_packages(self.context.filename or ".", self.config.root)
         for name in sorted(self._stdlib_imports):
@@ -168,6 +191,13 @@ class GpuCodemod(VisitorBasedCodemodCommand):
             new = AddImportsVisitor(self.context).transform_module(new)
         return strip_top_blank(tree, restore_section_breaks(tree, new))
 
+    def remove_import(self, module: str, obj: str | None = None,
+                      asname: str | None = None) -> None:
+        """Schedule ``import module [as asname]`` (``obj`` ``None``) or ``from module import
+        obj [as asname]`` for removal where the rewritten module no longer uses it
+        (:func:`~lint_gpu_tests.codemods._unused_imports.remove_unused_imports`)."""
+        self._removals.append((module, obj, asname))
+
     def remove_unused(self, module: ModuleAnalysis, new_tree: cst.Module) -> None:
         """Schedule removal of imports the rewrite (``new_tree``) may have left unused: the
         engine class, ``gc``, ``torch``, ``atexit`` and the cleanup helpers. Only names the
@@ -176,7 +206,7 @@ class GpuCodemod(VisitorBasedCodemodCommand):
         LibCST's import remover, which analyses the scopes of the whole module, runs only
         where it may have something to remove."""
         used_before = {n.id for n in ast.walk(module.tree) if isinstance(n, ast.Name)}
-        still_read = names_read(new_tree, module.imports)
+        still_read = names_read(self.code_of(new_tree), module.imports)
         candidates = {"gc", "torch", "atexit", "vllm", *CLEANUP_FUNCTIONS,
                       *(c.rsplit(".", 1)[-1] for c in self.config.cleanup_functions)}
         if self.config.target == "vllm":
@@ -189,27 +219,25 @@ class GpuCodemod(VisitorBasedCodemodCommand):
             if local in still_read:
                 continue
             if qualified == local:
-                RemoveImportsVisitor.remove_unused_import(self.context, local)
+                self.remove_import(local)
             elif "." in qualified:
                 mod, obj = qualified.rsplit(".", 1)
                 asname = local if local != obj else None
                 if module.imports.get(local) == qualified and _is_from_import(module, local):
-                    RemoveImportsVisitor.remove_unused_import(self.context, mod, obj, asname)
+                    self.remove_import(mod, obj, asname)
                 else:
-                    RemoveImportsVisitor.remove_unused_import(self.context, qualified,
-                                                              asname=local)
+                    self.remove_import(qualified, asname=local)
 
 
-def names_read(tree: cst.Module, imports: Mapping[str, str]) -> frozenset[str]:
+def names_read(text: str, imports: Mapping[str, str]) -> frozenset[str]:
     """The names of ``imports`` (local name -> qualified name, the module's imports) that
-    ``tree``'s code reads as those imports: a load that no scope around it rebinds
+    the code ``text`` reads as those imports: a load that no scope around it rebinds
     (:class:`~lint_gpu_tests.scopes.ScopeIndex`, as LibCST's scope analysis decides it). An
     import read so is still used, and LibCST's ``RemoveImportsVisitor`` would keep it. Empty
     when the code does not parse as ``ast`` reads it (then every candidate is left to that
     visitor)."""
     from lint_gpu_tests.scopes import ScopeIndex
 
-    text = tree.code
     try:
         parsed = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):

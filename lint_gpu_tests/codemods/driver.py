@@ -75,7 +75,8 @@ def apply_fixes(source: bytes, path: str, config: Config, violations: list[Viola
         InternalError: when a codemod raises; the message names it and its codes.
     """
     module = cst.parse_module(source)
-    if module.bytes != source:
+    text = module.code
+    if text.encode(module.encoding) != source:
         raise RoundTripError("LibCST cannot round-trip this file byte for byte")
     kinds = {v.fix.kind for v in violations if v.fix is not None}
     for command in ORDER:
@@ -83,13 +84,16 @@ def apply_fixes(source: bytes, path: str, config: Config, violations: list[Viola
             continue
         context = CodemodContext(filename=path)
         try:
-            new = command(context, config, violations, analysis).transform_module(module)
+            codemod = command(context, config, violations, analysis)
+            codemod.remember_code(module, text)
+            new = codemod.transform_module(module)
+            new_bytes = codemod.code_of(new).encode(new.encoding)
         except RecursionError as exc:
             raise InternalError(f"{'/'.join(sorted(command.CODES))} ({command.__name__}): "
                                 "source nests too deeply to rewrite") from exc
         except Exception as exc:
             raise InternalError(f"{'/'.join(sorted(command.CODES))} ({command.__name__}): "
                                 f"{type(exc).__name__}: {exc}") from exc
-        if new.bytes != source:
-            return new.bytes
+        if new_bytes != source:
+            return new_bytes
     return None

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
-from libcst.codemod.visitors import RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import ModuleAnalysis
@@ -64,16 +63,15 @@ class UseMonkeypatchEnv(GpuCodemod):
         """Schedule removal of ``import os`` / ``from os import environ`` when the rewrite
         left them unused (LibCST's visitor keeps an import that is still referenced; one that
         ``new_tree`` still reads is not scheduled, :func:`names_read`)."""
-        still_read = names_read(new_tree, module.imports)
+        still_read = names_read(self.code_of(new_tree), module.imports)
         for local, qualified in module.imports.items():
             if local in still_read:
                 continue
             if qualified == "os" and local == "os":
-                RemoveImportsVisitor.remove_unused_import(self.context, "os")
+                self.remove_import("os")
             elif qualified in ("os.environ", "os.putenv", "os.unsetenv"):
                 obj = qualified.split(".")[1]
-                RemoveImportsVisitor.remove_unused_import(
-                    self.context, "os", obj, local if local != obj else None)
+                self.remove_import("os", obj, local if local != obj else None)
 
 
 class _UseMonkeypatch(cst.CSTTransformer):

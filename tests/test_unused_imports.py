@@ -1,0 +1,116 @@
+"""``codemods._unused_imports``: the imports a rewrite left unused are removed exactly as
+LibCST's ``RemoveImportsVisitor`` removes them, without its scope analysis where the text
+decides, and by that visitor itself where it does not."""
+
+from __future__ import annotations
+
+import libcst as cst
+import pytest
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import RemoveImportsVisitor
+
+from lint_gpu_tests.codemods import _unused_imports
+from lint_gpu_tests.codemods._unused_imports import Removal, remove_unused_imports
+
+CASES: list[tuple[str, str, list[Removal], bool]] = [
+    ("plain import",
+     "import gc\nimport os\n\nos.getcwd()\n", [("gc", None, None)], True),
+    ("one name of a from-import",
+     "from vllm import LLM, SamplingParams\n\nSamplingParams()\n", [("vllm", "LLM", None)],
+     True),
+    ("the last name of a from-import drops the trailing comma",
+     "from vllm import SamplingParams, LLM\n\nSamplingParams()\n", [("vllm", "LLM", None)],
+     True),
+    ("parenthesised names with comments",
+     "from vllm import (  # engine\n    LLM,  # the engine\n    SamplingParams,  # sampling\n)"
+     "\n\nSamplingParams()\n", [("vllm", "LLM", None)], True),
+    ("the first name with a comment, behind a parenthesis",
+     "from vllm import (\n    LLM,  # the engine\n    SamplingParams,\n)\n\nSamplingParams()\n",
+     [("vllm", "LLM", None)], True),
+    ("every name of the statement",
+     "import pytest\nfrom vllm.distributed import (cleanup_dist_env_and_memory,\n"
+     "                              destroy_model_parallel)\n\npytest.fail()\n",
+     [("vllm.distributed", "cleanup_dist_env_and_memory", None),
+      ("vllm.distributed", "destroy_model_parallel", None)], True),
+    ("an alias",
+     "import torch as t\nimport gc as collector\n", [("gc", None, "collector")], True),
+    ("an alias that does not match is kept",
+     "import gc as collector\n", [("gc", None, None)], True),
+    ("several modules on one line",
+     "import gc, os, sys\n\nos.sep, sys.argv\n", [("gc", None, None)], True),
+    ("the middle module of one line",
+     "import os, gc, sys\n\nos.sep, sys.argv\n", [("gc", None, None)], True),
+    ("an import inside a function",
+     "def test():\n    import gc\n    return 1\n", [("gc", None, None)], True),
+    ("a relative import is left as it is",
+     "from .conftest import cleanup\n", [(".conftest", "cleanup", None)], True),
+    ("a star import is left as it is",
+     "from vllm import *\n", [("vllm", "LLM", None)], True),
+    ("a name still read is kept (LibCST decides)",
+     "import gc\n\ngc.collect()\n", [("gc", None, None)], False),
+    ("a name in __all__ is kept (LibCST decides)",
+     "from vllm import LLM\n\n__all__ = ['LLM']\n", [("vllm", "LLM", None)], False),
+    ("a name in a string annotation is kept (LibCST decides)",
+     "import torch\n\n\ndef f(x: 'torch.Tensor'):\n    return x\n",
+     [("torch", None, None)], False),
+    ("a name in a comment: LibCST decides",
+     "import gc\n\n# gc is not needed\n", [("gc", None, None)], False),
+    ("a dotted import: LibCST decides",
+     "import vllm.distributed\n", [("vllm.distributed", None, None)], False),
+    ("a local rebinding the name: LibCST decides",
+     "import gc\n\n\ndef f():\n    gc = 1\n    return gc\n", [("gc", None, None)], False),
+]
+
+
+def _libcst(source: str, removals: list[Removal]) -> str:
+    context = CodemodContext()
+    for module, obj, asname in removals:
+        RemoveImportsVisitor.remove_unused_import(context, module, obj, asname)
+    return RemoveImportsVisitor(context).transform_module(cst.parse_module(source)).code
+
+
+@pytest.mark.parametrize(("source", "removals", "by_text"),
+                         [pytest.param(s, r, t, id=name) for name, s, r, t in CASES])
+def test_removes_as_libcst_does(source: str, removals: list[Removal], by_text: bool,
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The result is LibCST's, byte for byte; where the text decides, LibCST's visitor is
+    not run at all."""
+    calls: list[object] = []
+    real = RemoveImportsVisitor.transform_module
+
+    def counted(self: RemoveImportsVisitor, tree: cst.Module) -> cst.Module:
+        calls.append(tree)
+        return real(self, tree)
+
+    monkeypatch.setattr(RemoveImportsVisitor, "transform_module", counted)
+    got = remove_unused_imports(cst.parse_module(source), removals, CodemodContext()).code
+    monkeypatch.setattr(RemoveImportsVisitor, "transform_module", real)
+    assert got == _libcst(source, removals)
+    assert (not calls) is by_text
+
+
+def test_exact_edits() -> None:
+    """The edits themselves, not only their agreement with LibCST (which, like it, drops
+    the comment on the removed alias's own line)."""
+    source = ("import gc, os\nfrom vllm import (\n    LLM,  # the engine\n"
+              "    SamplingParams,\n)\n\nos.sep, SamplingParams\n")
+    got = remove_unused_imports(cst.parse_module(source),
+                                [("gc", None, None), ("vllm", "LLM", None)],
+                                CodemodContext()).code
+    assert got == ("import os\nfrom vllm import (\n    SamplingParams,\n)\n\n"
+                   "os.sep, SamplingParams\n")
+
+
+def test_nothing_to_remove_returns_the_tree() -> None:
+    tree = cst.parse_module("import gc\n")
+    assert remove_unused_imports(tree, [], CodemodContext()) is tree
+
+
+def test_text_check_reads_columns_in_bytes() -> None:
+    """``ast`` columns count UTF-8 bytes: an import after non-ASCII text on its line is cut
+    out at the right place, and a use after it is still seen."""
+    assert not _unused_by_text("x = 'é'; import gc; gc.collect()\n", [("gc", None, None)])
+    assert _unused_by_text("x = 'é'; import gc\n", [("gc", None, None)])
+
+
+_unused_by_text = _unused_imports._unused_by_text  # noqa: SLF001 - the decision itself
