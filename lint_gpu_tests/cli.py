@@ -520,21 +520,21 @@ def _run_check(paths: list[str], config: ConfigResolver, run: RunOptions, report
 
 @cli.command("rule")
 @click.argument("code", required=False)
-@click.option("--all", "show_all", is_flag=True, help="Explain every rule.")
+@click.option("--all", "show_all", is_flag=True,
+              help="Explain every rule, and the codes that are not rules (GPU900, GPU999).")
 def rule_command(code: str | None, show_all: bool) -> None:
     """Explain rule CODE (What it does, Why is this bad?, Example, Use instead, ...)."""
-    from lint_gpu_tests.docs import render_rule
+    from lint_gpu_tests.docs import PSEUDO_RULES, pseudo_rule, render_rule
     from lint_gpu_tests.rules import ALL_RULES, rule_by_code
 
     if show_all:
-        click.echo("\n".join(render_rule(rule) for rule in ALL_RULES), nl=False)
+        click.echo("\n".join([*(render_rule(rule) for rule in ALL_RULES),
+                              *(pseudo_rule(code) for code in PSEUDO_RULES)]), nl=False)
         return
     if code is None:
         fail("give a rule code, e.g. `gpu-test-lint rule GPU001`, or --all")
     rule = rule_by_code(code)
     if rule is None:
-        from lint_gpu_tests.docs import PSEUDO_RULES, pseudo_rule
-
         if code.upper() in PSEUDO_RULES:
             click.echo(pseudo_rule(code), nl=False)
             return

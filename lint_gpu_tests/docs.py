@@ -82,8 +82,7 @@ def render_rules_table(rules: Sequence[type[Rule]] | None = None) -> str:
 
         rows += [(PARSE_ERROR_CODE, PARSE_ERROR_NAME, "no",
                   "A file that does not parse (reported for analysed files, never rewritten)"),
-                 (INTERNAL_ERROR_CODE, "internal-error", "no",
-                  "The flake8 plugin's report of a rule that crashed on a file")]
+                 (INTERNAL_ERROR_CODE, "internal-error", "no", INTERNAL_ERROR_SUMMARY)]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     return "".join(
         f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}"
@@ -95,7 +94,7 @@ def render_rules_table(rules: Sequence[type[Rule]] | None = None) -> str:
 def render_rules_markdown(rules: Sequence[type[Rule]] | None = None) -> str:
     """The whole of ``docs/rules.md``: a table of rules, then each rule's sections under an
     ``#gpuNNN`` anchor (the ``url`` of JSON output points there)."""
-    from lint_gpu_tests.engine import PARSE_ERROR_CODE, PARSE_ERROR_NAME
+    from lint_gpu_tests.codes import INTERNAL_ERROR_CODE, PARSE_ERROR_CODE, PARSE_ERROR_NAME
 
     rules = _rules() if rules is None else list(rules)
     out = ["# Rules", "", GENERATED_NOTE, "",
@@ -108,13 +107,19 @@ def render_rules_markdown(rules: Sequence[type[Rule]] | None = None) -> str:
                    f"{rule.summary} |")
     out.append(f"| [{PARSE_ERROR_CODE}](#{PARSE_ERROR_CODE.lower()}) | {PARSE_ERROR_NAME} | | "
                "The file does not parse |")
+    out.append(f"| [{INTERNAL_ERROR_CODE}](#{INTERNAL_ERROR_CODE.lower()}) | internal-error | | "
+               f"{INTERNAL_ERROR_SUMMARY} |")
     out.append("")
     for rule in rules:
         out += [f'<a id="{rule.code.lower()}"></a>', "", render_rule(rule, level=2)]
-    out += [f'<a id="{PARSE_ERROR_CODE.lower()}"></a>', "",
-            pseudo_rule(PARSE_ERROR_CODE, level=2).rstrip("\n"), ""]
+    for code in PSEUDO_RULES:
+        out += [f'<a id="{code.lower()}"></a>', "", pseudo_rule(code, level=2).rstrip("\n"), ""]
     return "\n".join(out)
 
+
+INTERNAL_ERROR_SUMMARY = ("The flake8 plugin's report of invalid settings or of a rule that "
+                          "failed on a file")
+"""``GPU999``'s line in the tables of rules."""
 
 PSEUDO_RULES: dict[str, tuple[str, str]] = {
     "GPU900": ("syntax-error",

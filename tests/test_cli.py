@@ -374,7 +374,8 @@ def test_rules_table(tree: Path) -> None:
         "GPU093  fake-nofix      no   Engine without fix",
         "GPU900  syntax-error    no   A file that does not parse (reported for analysed files, "
         "never rewritten)",
-        "GPU999  internal-error  no   The flake8 plugin's report of a rule that crashed on a file",
+        "GPU999  internal-error  no   The flake8 plugin's report of invalid settings or of a "
+        "rule that failed on a file",
     ]
 
 

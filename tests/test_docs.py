@@ -50,6 +50,19 @@ def test_rule_page_sections(rule: type) -> None:
 
 
 def test_rule_all_prints_every_rule() -> None:
+    """Every rule, then the two codes that are not rules, as ``rule CODE`` prints them."""
     text = CliRunner().invoke(cli.cli, ["rule", "--all"]).stdout
     assert [line for line in text.splitlines() if line.startswith("# ")] == [
-        f"# {rule.name} ({rule.code})" for rule in ALL_RULES]
+        *(f"# {rule.name} ({rule.code})" for rule in ALL_RULES),
+        "# syntax-error (GPU900)", "# internal-error (GPU999)"]
+    assert text.endswith(CliRunner().invoke(cli.cli, ["rule", "GPU999"]).stdout)
+
+
+def test_rules_page_lists_the_codes_that_are_not_rules() -> None:
+    """``docs/rules.md`` has a row and a section, under its anchor, for GPU900 and GPU999."""
+    page = docs.render_rules_markdown()
+    for code, name in (("GPU900", "syntax-error"), ("GPU999", "internal-error")):
+        assert f"| [{code}](#{code.lower()}) | {name} |" in page
+        assert f'<a id="{code.lower()}"></a>\n\n## {name} ({code})' in page
+    assert ("| [GPU999](#gpu999) | internal-error | | The flake8 plugin's report of invalid "
+            "settings or of a rule that failed on a file |") in page
