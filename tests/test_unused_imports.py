@@ -83,7 +83,7 @@ def test_removes_as_libcst_does(source: str, removals: list[Removal], by_text: b
         return real(self, tree)
 
     monkeypatch.setattr(RemoveImportsVisitor, "transform_module", counted)
-    got = remove_unused_imports(cst.parse_module(source), removals, CodemodContext()).code
+    got = remove_unused_imports(cst.parse_module(source), removals, None).code
     monkeypatch.setattr(RemoveImportsVisitor, "transform_module", real)
     assert got == _libcst(source, removals)
     assert (not calls) is by_text
@@ -96,14 +96,14 @@ def test_exact_edits() -> None:
               "    SamplingParams,\n)\n\nos.sep, SamplingParams\n")
     got = remove_unused_imports(cst.parse_module(source),
                                 [("gc", None, None), ("vllm", "LLM", None)],
-                                CodemodContext()).code
+                                None).code
     assert got == ("import os\nfrom vllm import (\n    SamplingParams,\n)\n\n"
                    "os.sep, SamplingParams\n")
 
 
 def test_nothing_to_remove_returns_the_tree() -> None:
     tree = cst.parse_module("import gc\n")
-    assert remove_unused_imports(tree, [], CodemodContext()) is tree
+    assert remove_unused_imports(tree, [], None) is tree
 
 
 def test_text_check_reads_columns_in_bytes() -> None:

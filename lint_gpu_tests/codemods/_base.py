@@ -13,14 +13,15 @@ fixes of its kind.
 
 from __future__ import annotations
 
+import argparse
 import ast
-from abc import abstractmethod
+import sys
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
 
 import libcst as cst
-from libcst.codemod import CodemodCommand, CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import CLEANUP_FUNCTIONS, LEGACY_VLLM_CLEANUP, ModuleAnalysis
@@ -31,6 +32,7 @@ from lint_gpu_tests.codemods._imports import (
     first_party_packages,
     has_from_import,
     keep_import_comments,
+    merge_from_imports,
     restore_section_breaks,
     strip_top_blank,
 )
@@ -50,29 +52,67 @@ IMPORTS = {
 }
 
 
-class GpuCodemod(CodemodCommand):
-    """Base class: subclasses set ``KIND`` (the fixes they apply), ``CODES`` (the rules
-    whose violations those fixes are) and implement :meth:`rewrite`."""
+class Context(Protocol):
+    """What a command reads of its context: LibCST's ``CodemodContext`` under
+    ``python -m libcst.tool``, a :class:`FixContext` under ``gpu-test-lint --fix``."""
 
+    @property
+    def filename(self) -> str | None:
+        """The path of the module being rewritten."""
+
+
+@dataclass
+class FixContext:
+    """The context ``gpu-test-lint --fix`` gives a command: the module's path. (LibCST's
+    ``CodemodContext`` would import its codemod framework, ``libcst.matchers`` included:
+    60 % of LibCST's import time, in every worker process that fixes a file.)"""
+
+    filename: str | None = None
+    scratch: dict[str, object] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+class GpuCodemod(ABC):
+    """Base class: subclasses set ``KIND`` (the fixes they apply), ``CODES`` (the rules
+    whose violations those fixes are) and implement :meth:`rewrite`.
+
+    A LibCST codemod command as far as ``python -m libcst.tool`` is concerned (``list``,
+    ``codemod``): where LibCST's codemod framework is loaded, this class is registered as a
+    virtual subclass of its ``CodemodCommand`` (an abstract base class), and it has what the
+    tool uses (``DESCRIPTION``, ``add_args``, ``get_inherited_dependencies``, ``context``,
+    ``transform_module``). ``gpu-test-lint --fix`` does not load that framework."""
+
+    DESCRIPTION: ClassVar[str] = "No description."
     KIND: ClassVar[FixKind]
     CODES: ClassVar[frozenset[str]] = frozenset()
 
+    @staticmethod
+    def add_args(arg_parser: argparse.ArgumentParser) -> None:
+        """No command-line arguments of its own (``libcst.tool codemod``)."""
+        del arg_parser
+
+    @classmethod
+    def get_inherited_dependencies(cls) -> frozenset[object]:
+        """No metadata providers (each command resolves positions on its own tree)."""
+        return frozenset()
+
     def __init__(
         self,
-        context: CodemodContext,
+        context: Context,
         config: Config | None = None,
         violations: Iterable[Violation] | None = None,
         analysis: ModuleAnalysis | None = None,
     ) -> None:
         """Args:
-            context: LibCST's codemod context (``filename`` names the module).
+            context: LibCST's codemod context, or a :class:`FixContext` (``filename``
+                names the module).
             config: the run's settings; the defaults when ``None``.
             violations: the violations whose fixes may be applied, as
                 :func:`lint_gpu_tests.engine.check_module` found them on the text this
                 command transforms; ``None``: check the text here (a run on its own).
             analysis: the analysis ``violations`` were found on (their plans refer to it).
         """
-        super().__init__(context)
+        self.context = context
         self.config = config or Config()
         self._violations = list(violations) if violations is not None else None
         self._analysis = analysis
@@ -175,20 +215,20 @@ class GpuCodemod(CodemodCommand):
             new = self.transform_module_impl(tree)
             if new is tree or self.code_of(new) == self.code_of(tree):
                 return new
-            new = remove_unused_imports(new, self._removals, self.context, self.code_of(new))
+            new = remove_unused_imports(new, self._removals, self.context.filename,
+                                         self.code_of(new))
         new = keep_import_comments(tree, new)
         first_party = first_party_packages(self.context.filename or ".", self.config.root)
         for name in sorted(self._stdlib_imports):
             new = add_stdlib_import(new, name)
-        merge = False
+        merge: list[tuple[str, str]] = []
         for mod, obj in sorted(self._from_imports):
             if has_from_import(new, mod):
-                AddImportsVisitor.add_needed_import(self.context, mod, obj)
-                merge = True
+                merge.append((mod, obj))
             else:
                 new = add_from_import(new, mod, obj, first_party)
         if merge:
-            new = AddImportsVisitor(self.context).transform_module(new)
+            new = merge_from_imports(new, merge, self.context.filename)
         return strip_top_blank(tree, restore_section_breaks(tree, new))
 
     def remove_import(self, module: str, obj: str | None = None,
@@ -260,3 +300,15 @@ def engine_locals(module: ModuleAnalysis) -> set[str]:
     """Local names (and attribute names) that refer to configured engine classes."""
     names = {local for local, q in module.imports.items() if module.is_engine_class(q)}
     return names | {q.rsplit(".", 1)[-1] for q in module.config.engine_classes}
+
+
+def _register_with_libcst() -> None:
+    """Make :class:`GpuCodemod` a virtual subclass of LibCST's ``CodemodCommand`` when its
+    codemod framework is loaded (``python -m libcst.tool`` loads it before importing the
+    modules it lists), so the tool lists and runs the commands here."""
+    framework = sys.modules.get("libcst.codemod")
+    if framework is not None:
+        framework.CodemodCommand.register(GpuCodemod)
+
+
+_register_with_libcst()

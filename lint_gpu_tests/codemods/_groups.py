@@ -11,7 +11,6 @@ into ``with contextlib.ExitStack() as stack:``. For a factory fixture, its final
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from lint_gpu_tests.codemods._cst import (
     explode_args,
@@ -137,7 +136,7 @@ def build_group_with(plan: WrapPlan, site: cst.BaseStatement, call: cst.Call | N
     assert isinstance(new_site, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
     if group.kind == "comprehension" and isinstance(new_site, cst.SimpleStatementLine) and \
             isinstance(new_site.body[0], cst.Assign) and not any(
-                m.findall(stmt, m.Name(group.container)) for stmt in rest):
+                _reads(stmt, group.container) for stmt in rest):
         # Only cleanup used the group (``del llms``, a shutdown loop), which went with the
         # rewrite: the runners stay entered on the stack, the proxies need no name.
         new_site = new_site.with_changes(body=[cst.Expr(new_site.body[0].value)])
@@ -150,3 +149,20 @@ def build_group_with(plan: WrapPlan, site: cst.BaseStatement, call: cst.Call | N
         body=cst.IndentedBlock(body=body),
         leading_lines=new_site.leading_lines,
     )
+
+
+class _NameSeen(cst.CSTVisitor):
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self.seen = False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.seen = self.seen or node.value == self.name
+
+
+def _reads(node: cst.CSTNode, name: str) -> bool:
+    """True when a ``Name`` node ``name`` occurs in ``node``."""
+    finder = _NameSeen(name)
+    node.visit(finder)
+    return finder.seen

@@ -309,3 +309,17 @@ def restore_section_breaks(before: cst.Module, after: cst.Module) -> cst.Module:
             leading_lines=[_blank(), *body[new_first].leading_lines])
         changed = True
     return after.with_changes(body=body) if changed else after
+
+
+def merge_from_imports(module: cst.Module, imports: Sequence[tuple[str, str]],
+                       filename: str | None) -> cst.Module:
+    """Add ``from mod import obj`` for each of ``imports`` into the module's existing
+    ``from mod import ...`` statement, with LibCST's ``AddImportsVisitor`` (imported here:
+    its codemod framework loads only when a rewrite needs this)."""
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import AddImportsVisitor
+
+    context = CodemodContext(filename=filename)
+    for mod, obj in imports:
+        AddImportsVisitor.add_needed_import(context, mod, obj)
+    return AddImportsVisitor(context).transform_module(module)

@@ -20,8 +20,6 @@ import re
 from collections.abc import Sequence
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import RemoveImportsVisitor
 from libcst.helpers import get_full_name_for_node
 
 #: An import to remove where unused: ``(module, object, asname)``; ``object`` is ``None``
@@ -30,14 +28,14 @@ Removal = tuple[str, str | None, str | None]
 
 
 def remove_unused_imports(tree: cst.Module, removals: Sequence[Removal],
-                          context: CodemodContext, code: str | None = None) -> cst.Module:
+                          filename: str | None, code: str | None = None) -> cst.Module:
     """Remove the imports in ``removals`` that ``tree`` no longer uses.
 
     Args:
         tree: the rewritten module.
         removals: the imports the rewrite may have left unused, as ``(module, object,
             asname)``.
-        context: the codemod's context, for LibCST's visitor when it decides.
+        filename: the module's path, for LibCST's visitor when it decides.
         code: ``tree.code`` where the caller has it.
 
     Returns:
@@ -47,6 +45,10 @@ def remove_unused_imports(tree: cst.Module, removals: Sequence[Removal],
         return tree
     if _unused_by_text(tree.code if code is None else code, removals):
         return tree.visit(_RemoveAliases(removals))
+    from libcst.codemod import CodemodContext  # the codemod framework, only when needed
+    from libcst.codemod.visitors import RemoveImportsVisitor
+
+    context = CodemodContext(filename=filename)
     for module, obj, asname in removals:
         RemoveImportsVisitor.remove_unused_import(context, module, obj, asname)
     return RemoveImportsVisitor(context).transform_module(tree)

@@ -15,11 +15,10 @@ import importlib
 import pkgutil
 
 import libcst as cst
-from libcst.codemod import CodemodContext
 
 from lint_gpu_tests import codemods
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.codemods._base import GpuCodemod
+from lint_gpu_tests.codemods._base import FixContext, GpuCodemod
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import InternalError
 from lint_gpu_tests.ftypes import FixKind, Violation
@@ -82,7 +81,7 @@ def apply_fixes(source: bytes, path: str, config: Config, violations: list[Viola
     for command in ORDER:
         if command.KIND not in kinds:
             continue
-        context = CodemodContext(filename=path)
+        context = FixContext(filename=path)
         try:
             codemod = command(context, config, violations, analysis)
             codemod.remember_code(module, text)

@@ -15,11 +15,10 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 
 import libcst as cst
-from libcst.codemod import CodemodContext
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.codemods._base import GpuCodemod, engine_locals
+from lint_gpu_tests.codemods._base import Context, GpuCodemod, engine_locals
 from lint_gpu_tests.codemods._imports import add_from_import, first_party_packages
 from lint_gpu_tests.codemods._wrap import WrapTransformer
 from lint_gpu_tests.config import Config
@@ -38,7 +37,7 @@ class IsolateTestProcess(GpuCodemod):
     #: A decorator import from the project's own ``tests`` package, added after the pass.
     _first_party_import: str | None = None
 
-    def __init__(self, context: CodemodContext, config: Config | None = None,
+    def __init__(self, context: Context, config: Config | None = None,
                  violations: Iterable[Violation] | None = None,
                  analysis: ModuleAnalysis | None = None) -> None:
         """As :class:`GpuCodemod`; run alone (``python -m libcst.tool codemod``, no
