@@ -13,9 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lint_gpu_tests.ftypes import Location, Violation
+from lint_gpu_tests.ftypes import FixKind, Location, Violation
 
-__all__ = ["Edit", "assign_edits", "fix_edits", "unified_diff"]
+__all__ = ["Edit", "assign_edits", "fix_edits", "pass_rows", "unified_diff"]
+
+Rows = tuple[int, int]
+"""A half-open range of 0-based rows of a file; ``(r, r)`` is the point before row ``r``."""
 
 
 @dataclass(frozen=True)
@@ -64,11 +67,75 @@ def fix_edits(old: bytes, new: bytes) -> list[Edit]:
             if tag != "equal"]
 
 
-def assign_edits(fixed: Sequence[Violation], edits: Sequence[Edit]
+def _rows_of(data: bytes) -> list[str]:
+    from lint_gpu_tests.source import decode_source, physical_lines
+
+    return physical_lines(decode_source(data))
+
+
+def _back(opcodes: Sequence[tuple[str, int, int, int, int]], rows: Rows) -> Rows:
+    """The rows of a pass's input that ``rows`` of its output come from (``opcodes``:
+    ``difflib``'s, input to output): an unchanged row maps to its row, a changed one to the
+    whole block it replaced."""
+    start, end = rows
+    found: list[int] = []
+    for tag, i1, i2, j1, j2 in opcodes:
+        if end == start:
+            hit = j1 <= start <= j2
+        else:
+            hit = j1 < end and start < j2
+        if not hit:
+            continue
+        if tag == "equal":
+            found += [i1 + max(start, j1) - j1, i1 + min(max(end, start), j2) - j1]
+        else:
+            found += [i1, i2]
+    return (min(found), max(found)) if found else rows
+
+
+def _meet(a: Rows, b: Rows) -> bool:
+    """True when two row ranges overlap, or, where one is a point, touch."""
+    if a[0] < a[1] and b[0] < b[1]:
+        return a[0] < b[1] and b[0] < a[1]
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def pass_rows(passes: Sequence[tuple[FixKind, bytes, bytes]]) -> list[tuple[FixKind, Rows]]:
+    """The rows of the original file (the first pass's input) each pass changed, as
+    ``(kind of fixes it applied, rows)`` for each changed block, mapped back through the
+    passes before it.
+
+    Raises:
+        SyntaxError: when a version cannot be decoded.
+    """
+    from difflib import SequenceMatcher
+
+    earlier: list[Sequence[tuple[str, int, int, int, int]]] = []
+    out: list[tuple[FixKind, Rows]] = []
+    for kind, before, after in passes:
+        opcodes = SequenceMatcher(None, _rows_of(before), _rows_of(after),
+                                  autojunk=False).get_opcodes()
+        for tag, i1, i2, _, _ in opcodes:
+            if tag == "equal":
+                continue
+            rows: Rows = (i1, i2)
+            for previous in reversed(earlier):
+                rows = _back(previous, rows)
+            out.append((kind, rows))
+        earlier.append(opcodes)
+    return out
+
+
+def assign_edits(fixed: Sequence[Violation], edits: Sequence[Edit],
+                 made_by: Sequence[tuple[FixKind, Rows]] = ()
                  ) -> dict[Violation, tuple[Edit, ...]]:
     """Give each edit to one of the violations ``fixed`` (not empty when ``edits`` is not):
-    the first whose rows overlap it, else the nearest (an added import goes to the first fix
-    below it). Together the violations' edits are the whole rewrite, each edit carried once.
+    among those whose fix is of a kind that changed the edit's rows (``made_by``, from
+    :func:`pass_rows`; every violation when none is), the first whose rows overlap it, else
+    the nearest (an added import goes to the first fix below it). So a rewrite that moves a
+    line (a with-block indenting the ``os.environ`` line another rule reports) is credited to
+    the fix that made it. Together the violations' edits are the whole rewrite, each edit
+    carried once.
 
     Returns:
         Every violation of ``fixed`` -> its edits, in the order of ``edits`` (maybe none).
@@ -77,13 +144,16 @@ def assign_edits(fixed: Sequence[Violation], edits: Sequence[Edit]
     for edit in edits:
         last = edit.end_location.row - (1 if edit.end_location.column == 1
                                         and edit.end_location.row > edit.location.row else 0)
+        start, end = edit.location.row - 1, edit.end_location.row - 1
+        kinds = {kind for kind, rows in made_by if _meet(rows, (start, end))}
+        candidates = [v for v in fixed if v.fix is not None and v.fix.kind in kinds] or fixed
 
         def distance(v: Violation, first: int = edit.location.row, last: int = last) -> int:
             if v.end_location.row < first:
                 return first - v.end_location.row
             return max(0, v.location.row - last)
 
-        owner = min(fixed, key=lambda v: (distance(v), v.location.row, v.location.column))
+        owner = min(candidates, key=lambda v: (distance(v), v.location.row, v.location.column))
         out[owner].append(edit)
     return {v: tuple(e) for v, e in out.items()}
 

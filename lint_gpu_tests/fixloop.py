@@ -9,7 +9,7 @@ engine (:func:`lint_gpu_tests.engine.check_source` re-checks); the API calls
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lint_gpu_tests.config import Config
@@ -33,6 +33,8 @@ class FixOutcome:
         remaining: violations left in the (fixed) file.
         error: an internal-error message when a fix pass was thrown away.
         exception: the exception that made a codemod fail, for ``--verbose``.
+        passes: each kept pass as ``(kind of fixes applied, bytes before, bytes after)``,
+            in order (the JSON edits are credited to the fixes of the kind that made them).
     """
 
     new_source: bytes | None
@@ -40,6 +42,7 @@ class FixOutcome:
     remaining: list[Violation]
     error: str | None = None
     exception: BaseException | None = None
+    passes: list[tuple[FixKind, bytes, bytes]] = field(default_factory=list)
 
 
 MAX_FIX_PASSES = 10
@@ -157,6 +160,7 @@ def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
     analysis = checked.module
     error: str | None = None
     failure: BaseException | None = None
+    passes: list[tuple[FixKind, bytes, bytes]] = []
     for _ in range(MAX_FIX_PASSES):
         todo = wanted_fixes(current_violations, unsafe)
         if not todo:
@@ -170,13 +174,14 @@ def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
             error = f"{_failure_detail(exc)}; pass discarded"
             failure = exc
             break
-        if candidate is None or candidate == current:
+        if candidate is None or candidate.source == current:
             break
-        _, _, parse_error = parse_source(candidate, path)
+        _, _, parse_error = parse_source(candidate.source, path)
         if parse_error is not None:
             error = f"fix produced invalid code ({parse_error.message}); pass discarded"
             break
-        current = candidate
+        passes.append((candidate.kind, current, candidate.source))
+        current = candidate.source
         checked = check_module(current, path, config)
         current_violations, analysis = checked.violations, checked.module
     else:
@@ -186,4 +191,5 @@ def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
                               "file left unchanged")
     remaining = current_violations
     fixed = _fixed_violations(original, remaining, unsafe) if current != source else []
-    return FixOutcome(current if current != source else None, fixed, remaining, error, failure)
+    return FixOutcome(current if current != source else None, fixed, remaining, error, failure,
+                      passes)

@@ -77,7 +77,7 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
 
     apply = driver.apply_fixes
 
-    def counted_apply(*args: Any, **kwargs: Any) -> bytes | None:
+    def counted_apply(*args: Any, **kwargs: Any) -> driver.AppliedFix | None:
         seen["passes"] += 1
         return apply(*args, **kwargs)
 

@@ -363,6 +363,45 @@ def test_json_edits_are_split_per_fix(fix_project: Path) -> None:
     assert edits[("GPU004", 9)] == []
 
 
+ENV_AND_ENGINE = '''import os
+
+from vllm import LLM
+
+CWD = os.getcwd()
+
+
+def test_env(monkeypatch):
+    os.environ["VLLM_ATTENTION_BACKEND"] = "FLASH_ATTN"
+    assert True
+
+
+def test_generate():
+    llm = LLM("facebook/opt-125m")
+    assert llm.generate(["hi"])
+'''
+
+
+def test_json_edits_go_to_the_fix_that_made_them(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The import the engine's rewrite adds at the top goes to GPU001's fix, though GPU008's
+    violation is nearer to it: each pass's changes are credited to the fixes of its kind."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_e.py").write_text(ENV_AND_ENGINE)
+    data = json.loads(_cli("--output-format", "json", "tests"))
+    edits = {(item["code"], item["location"]["row"]):
+             [(e["location"]["row"], e["end_location"]["row"], e["content"])
+              for e in item["fix"]["edits"]] for item in data}
+    assert edits == {
+        ("GPU008", 9): [(9, 10, '    monkeypatch.setenv("VLLM_ATTENTION_BACKEND", '
+                                '"FLASH_ATTN")\n')],
+        ("GPU001", 14): [(2, 4, "import weakref\n"),
+                         (13, 16, "def test_generate(vllm_runner):\n"
+                                  '    with vllm_runner("facebook/opt-125m") as runner:\n'
+                                  "        llm = weakref.proxy(runner.llm)\n"
+                                  '        assert llm.generate(["hi"])\n')]}
+
+
 def test_sarif_fixes_uris_and_fingerprints(fix_project: Path) -> None:
     log = json.loads(_cli("--output-format", "sarif", "tests/my dir"))
     run = log["runs"][0]
@@ -406,3 +445,21 @@ def test_sarif_validates_against_the_oasis_schema(fix_project: Path) -> None:
     broken["runs"][0]["results"][0]["fixes"][0]["artifactChanges"][0]["replacements"][0][
         "deletedRegion"]["startLine"] = 0
     assert validate.validation_errors(broken) != []  # the validator does look
+
+
+def test_pass_rows_map_later_passes_back_to_the_original() -> None:
+    """A second pass's change is located in the original file's rows: rows a first pass
+    inserted above it are taken out, and a row the first pass rewrote maps to its block."""
+    from lint_gpu_tests.edits import pass_rows
+    from lint_gpu_tests.ftypes import FixKind
+
+    original = b"a\nb\nc\nd\n"
+    first = b"new\na\nb\nc\nd\n"          # wrap: a row inserted at the top
+    second = b"new\na\nb\nC\nd\n"         # env: the original row 2 ("c") changed
+    third = b"new\na\nB\nC\nd\n"          # cleanup: "b", row 1 of the original
+    assert pass_rows([(FixKind.WRAP_ENGINE_IN_RUNNER, original, first),
+                      (FixKind.USE_MONKEYPATCH_ENV, first, second),
+                      (FixKind.REMOVE_MANUAL_CLEANUP, second, third)]) == [
+        (FixKind.WRAP_ENGINE_IN_RUNNER, (0, 0)),
+        (FixKind.USE_MONKEYPATCH_ENV, (2, 3)),
+        (FixKind.REMOVE_MANUAL_CLEANUP, (1, 2))]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -48,12 +49,19 @@ def _codemods() -> tuple[type[GpuCodemod], ...]:
 ORDER: tuple[type[GpuCodemod], ...] = _codemods()
 
 
+class AppliedFix(NamedTuple):
+    """What one pass did: the kind of fixes it applied and the file's new bytes."""
+
+    kind: FixKind
+    source: bytes
+
+
 class RoundTripError(Exception):
     """LibCST cannot reproduce the file byte for byte, so it is not rewritten."""
 
 
 def apply_fixes(source: bytes, path: str, config: Config, violations: list[Violation],
-                analysis: ModuleAnalysis) -> bytes | None:
+                analysis: ModuleAnalysis) -> AppliedFix | None:
     """Run the first codemod, in :data:`ORDER`, that changes the file, on the plans of its
     kind that ``violations`` carry, and return the new bytes.
 
@@ -66,7 +74,8 @@ def apply_fixes(source: bytes, path: str, config: Config, violations: list[Viola
         analysis: the analysis they were found on (their plans refer to it).
 
     Returns:
-        New bytes, or ``None`` when no codemod changed anything.
+        The kind of fixes applied and the new bytes, or ``None`` when no codemod changed
+        anything.
 
     Raises:
         RoundTripError: when ``parse_module(source).bytes != source``.
@@ -94,5 +103,5 @@ def apply_fixes(source: bytes, path: str, config: Config, violations: list[Viola
             raise InternalError(f"{'/'.join(sorted(command.CODES))} ({command.__name__}): "
                                 f"{type(exc).__name__}: {exc}") from exc
         if new_bytes != source:
-            return new_bytes
+            return AppliedFix(command.KIND, new_bytes)
     return None

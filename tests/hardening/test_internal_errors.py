@@ -12,7 +12,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from lint_gpu_tests import cli
+from lint_gpu_tests.codemods.driver import AppliedFix
 from lint_gpu_tests.codemods.wrap_engine_in_runner import WrapEngineInRunner
+from lint_gpu_tests.ftypes import FixKind
 from lint_gpu_tests.rules.gpu004_manual_engine_cleanup import ManualEngineCleanup
 
 ENGINE = ('import gc\n\nfrom vllm import LLM\n\n\ndef test_x():\n    llm = LLM("m")\n'
@@ -191,9 +193,9 @@ def test_fixes_that_do_not_converge_leave_the_file_exit_2(project: Path,
     # written (ruff: "Failed to converge after N iterations").
     passes: list[int] = []
 
-    def apply_fixes(source: bytes, *args: object) -> bytes:
+    def apply_fixes(source: bytes, *args: object) -> AppliedFix:
         passes.append(1)
-        return source + b"# again\n"
+        return AppliedFix(FixKind.WRAP_ENGINE_IN_RUNNER, source + b"# again\n")
 
     monkeypatch.setattr("lint_gpu_tests.codemods.driver.apply_fixes", apply_fixes)
     result = run("--fix", "tests/test_a.py")
