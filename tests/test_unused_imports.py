@@ -53,8 +53,17 @@ CASES: list[tuple[str, str, list[Removal], bool]] = [
     ("a name in a string annotation is kept (LibCST decides)",
      "import torch\n\n\ndef f(x: 'torch.Tensor'):\n    return x\n",
      [("torch", None, None)], False),
-    ("a name in a comment: LibCST decides",
-     "import gc\n\n# gc is not needed\n", [("gc", None, None)], False),
+    ("a name in a comment does not count",
+     "import gc\n\n# gc is not needed\n", [("gc", None, None)], True),
+    ("a name in a docstring's prose does not count",
+     "from vllm import LLM\n\n\ndef test():\n    \"\"\"Build the LLM once.\"\"\"\n",
+     [("vllm", "LLM", None)], True),
+    ("an attribute of the same name is not the name",
+     "from vllm import LLM\nimport vllm\n\nvllm.LLM\n", [("vllm", "LLM", None)], True),
+    ("a name in an f-string is read (LibCST decides)",
+     "import gc\n\nprint(f'{gc}')\n", [("gc", None, None)], False),
+    ("a name after an import on the same line is read (LibCST decides)",
+     "import gc; gc.collect()\n", [("gc", None, None)], False),
     ("a dotted import: LibCST decides",
      "import vllm.distributed\n", [("vllm.distributed", None, None)], False),
     ("a local rebinding the name: LibCST decides",
@@ -106,9 +115,9 @@ def test_nothing_to_remove_returns_the_tree() -> None:
     assert remove_unused_imports(tree, [], None) is tree
 
 
-def test_text_check_reads_columns_in_bytes() -> None:
-    """``ast`` columns count UTF-8 bytes: an import after non-ASCII text on its line is cut
-    out at the right place, and a use after it is still seen."""
+def test_text_check_after_non_ascii_text() -> None:
+    """An import after non-ASCII text on its line is skipped, and a use after it is still
+    seen."""
     assert not _unused_by_text("x = 'é'; import gc; gc.collect()\n", [("gc", None, None)])
     assert _unused_by_text("x = 'é'; import gc\n", [("gc", None, None)])
 

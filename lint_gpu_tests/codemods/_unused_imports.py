@@ -5,18 +5,22 @@ cleanup helpers) as ``(module, object, asname)`` entries, the shape LibCST's
 ``RemoveImportsVisitor.remove_unused_import`` takes. That visitor decides whether each is
 still used with LibCST's scope and qualified-name analyses of the whole module, which cost
 about 60 % of a fix pass on a small test module (``benchmarks/fix_cost.py``; profile in
-``docs/performance.md``). Most of the time the answer is plain from the text: the local name
-occurs nowhere outside import statements (no read, no string, no ``__all__``, no comment), so
-it is unused however scopes are drawn. :func:`remove_unused_imports` removes those itself,
-editing the import statements as LibCST's visitor does (the same aliases kept, the same
-trailing comma dropped, the comment after a removed alias moved onto the one before), and
-hands every other case to LibCST's visitor unchanged, so the bytes written are the same.
+``docs/performance.md``). Most of the time the answer is plain from the tokens: the local
+name is not a name token outside import statements, nor in an f-string or a string that is an
+expression (a string annotation, an ``__all__`` entry), so it is unused however scopes are
+drawn (comments and prose strings do not count, as they do not for LibCST).
+:func:`remove_unused_imports` removes those itself, editing the import statements as LibCST's
+visitor does (the same aliases kept, the same trailing comma dropped, the comment after a
+removed alias moved onto the one before), and hands every other case to LibCST's visitor
+unchanged, so the bytes written are the same.
 """
 
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections.abc import Sequence
 
 import libcst as cst
@@ -66,41 +70,64 @@ def _local(removal: Removal) -> str | None:
 
 
 def _unused_by_text(text: str, removals: Sequence[Removal]) -> bool:
-    """True when every local name ``removals`` bind occurs in ``text`` only inside import
-    statements: then no code, string or comment refers to it, and each is unused."""
-    locals_ = {_local(r) for r in removals}
-    if None in locals_:
+    """True when no local name ``removals`` bind is read in ``text`` outside import
+    statements, as far as its tokens tell: no name token (an attribute ``x.name`` is not the
+    name), no f-string naming it, and no string that is itself an expression naming it (a
+    string annotation ``"torch.Tensor"``, an ``__all__`` entry: LibCST's visitor counts those
+    as uses). Comments and prose strings do not count. Then each is unused."""
+    names = {_local(r) for r in removals}
+    if None in names:
+        return False
+    word = re.compile("|".join(rf"(?<![\w.]){re.escape(n)}(?!\w)" for n in names if n))
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return False
+    in_import = False
+    at_start = True
+    previous = ""
+    for token in tokens:
+        kind, string = token.type, token.string
+        if kind in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT) or \
+                (kind == tokenize.OP and string == ";"):
+            in_import, at_start = False, True
+            continue
+        if kind in (tokenize.COMMENT, tokenize.NL):
+            continue
+        if at_start:
+            in_import = kind == tokenize.NAME and string in ("import", "from")
+            at_start = False
+        if in_import:
+            continue
+        if kind == tokenize.NAME and string in names and previous != ".":
+            return False
+        if kind == tokenize.STRING and word.search(string) and _names_in_string(string):
+            return False
+        if kind not in (tokenize.STRING, tokenize.NAME, tokenize.OP, tokenize.NUMBER):
+            # an f-string's parts (Python 3.12+) and anything unforeseen: a name in it counts
+            if word.search(string):
+                return False
+        previous = string if kind == tokenize.OP else ""
+    return True
+
+
+def _names_in_string(literal: str) -> bool:
+    """True when the string token ``literal`` may name a binding as LibCST reads strings: an
+    f-string, or a string whose content is a Python expression."""
+    prefix = literal[:literal.index(literal[-1])].lower()
+    if "f" in prefix:
+        return True
+    try:
+        content = ast.literal_eval(literal)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return True
+    if not isinstance(content, str):
         return False
     try:
-        parsed = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        ast.parse(content.strip(), mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
-    starts = [0]
-    for line in text.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
-    spans: list[tuple[int, int]] = []
-    for node in ast.walk(parsed):
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and node.end_lineno is not None \
-                and node.end_col_offset is not None:
-            spans.append((_offset(text, starts, node.lineno, node.col_offset),
-                          _offset(text, starts, node.end_lineno, node.end_col_offset)))
-    spans.sort()
-    outside: list[str] = []
-    at = 0
-    for start, end in spans:
-        outside.append(text[at:start])
-        at = max(at, end)
-    outside.append(text[at:])
-    rest = "".join(outside)
-    return not any(re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", rest)
-                   for name in locals_ if name is not None)
-
-
-def _offset(text: str, starts: list[int], line: int, col: int) -> int:
-    """The character offset of ``ast``'s ``(line, col)``; ``col`` counts UTF-8 bytes."""
-    begin = starts[line - 1]
-    end = starts[line] if line < len(starts) else len(text)
-    return begin + len(text[begin:end].encode("utf-8")[:col].decode("utf-8", "replace"))
+    return True
 
 
 class _RemoveAliases(cst.CSTTransformer):
