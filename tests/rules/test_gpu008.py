@@ -376,7 +376,7 @@ def test_unittest_setup_and_test_methods_restore_through_add_cleanup() -> None:
                 os.environ["VLLM_Z"] = "1"
         """
     assert gpu008(source) == [(9, 9, "safe", ""), (10, 9, "safe", ""), (13, 9, "safe", ""),
-                              (20, 13, "safe", "")]
+                              (20, 9, "safe", "")]
     assert fixed(source) == textwrap.dedent("""\
         import os
         import unittest
