@@ -170,7 +170,7 @@ def test_a_shutdown_ends_a_runner_entered_in_a_with_or_an_exit_stack() -> None:
                 assert b
             stack.close()
         """
-    assert [(row, col) for row, col, _ in gpu007(source)] == [(28, 10)]
+    assert [(row, col) for row, col, _ in gpu007(source)] == [(27, 10)]
 
 
 def test_unbound_engine_lives_for_its_statement() -> None:
