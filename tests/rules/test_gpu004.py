@@ -202,3 +202,70 @@ def test_del_of_the_runner_fix_removes_it() -> None:
         b'        assert m.generate(["a"])\n\n\ndef test_used_again')
     assert [(v.location.row, v.code) for v in outcome.fixed] == [(7, "GPU004"),
                                                                   (14, "GPU004")]
+
+
+# ------------------------------------------------------------- cleanup before a shutdown
+
+TRY_BODY = """\
+    import gc
+
+    import torch
+    from vllm import LLM
+
+
+    def test_try_body():
+        llm = LLM("m")
+        try:
+            assert llm.generate(["x"])
+            gc.collect()
+            torch.cuda.empty_cache()
+        finally:
+            llm.shutdown()
+
+
+    def test_between_uses():
+        llm = LLM("m")
+        try:
+            assert llm.generate(["x"])
+            gc.collect()
+            assert llm.generate(["y"])
+        finally:
+            llm.shutdown()
+    """
+
+
+def test_cleanup_after_the_last_use_in_a_try_whose_finally_shuts_down() -> None:
+    """A cleanup call after the engine's last use, inside the ``try`` whose ``finally``
+    shuts the engine down: the shutdown is not a use (it is the engine's cleanup), so the
+    call is teardown, and the rewrite that removes the ``try/finally`` removes it too."""
+    assert fix_reports(TRY_BODY) == [
+        (8, "GPU001", "safe", ""),
+        (9, "GPU003", "safe", ""),
+        (11, "GPU004", "safe", ""),
+        (12, "GPU004", "safe", ""),
+        (18, "GPU001", "safe", ""),
+        (19, "GPU003", "safe", ""),
+    ]
+    outcome = fix_source(textwrap.dedent(TRY_BODY).encode(), PATH, Config())
+    assert outcome.error is None
+    assert outcome.new_source == textwrap.dedent("""\
+        import gc
+        import weakref
+
+
+        def test_try_body(vllm_runner):
+            with vllm_runner("m") as runner:
+                llm = weakref.proxy(runner.llm)
+                assert llm.generate(["x"])
+
+
+        def test_between_uses(vllm_runner):
+            with vllm_runner("m") as runner:
+                llm = weakref.proxy(runner.llm)
+                assert llm.generate(["x"])
+                gc.collect()
+                assert llm.generate(["y"])
+        """).encode()
+    assert sorted((v.location.row, v.code) for v in outcome.fixed) == [
+        (8, "GPU001"), (9, "GPU003"), (11, "GPU004"), (12, "GPU004"), (18, "GPU001"),
+        (19, "GPU003")]
