@@ -89,7 +89,9 @@ class Config:
             (decorate the test with ``create_new_process_for_each_test("spawn")``).
         engine_classes: qualified names of engine classes (default ``vllm.LLM``).
         runner_fixture: name of the runner fixture (default ``vllm_runner``).
-        runner_classes: names of runner classes (default ``VllmRunner``).
+        runner_classes: names of runner classes (default ``VllmRunner``); a class deriving
+            from one, in the module or in a ``conftest.py`` pytest loads for it
+            (``DPVllmRunner(VllmRunner)``), is a runner class too.
         runner_attribute: attribute of a runner holding the engine (``llm``; ``model`` in
             older copies such as vllm-ascend's).
         isolation_decorators: decorator names whose tests run in their own process.

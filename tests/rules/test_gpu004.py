@@ -10,9 +10,12 @@ byte in ``tests/fixtures/fix/`` (``cleanup_*``).
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
+import pytest
 from rule_testing import PATH, example_tests, fix_reports, reports, rule_class
 
+from lint_gpu_tests.api import check_paths
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.fixloop import fix_source
@@ -269,3 +272,62 @@ def test_cleanup_after_the_last_use_in_a_try_whose_finally_shuts_down() -> None:
     assert sorted((v.location.row, v.code) for v in outcome.fixed) == [
         (8, "GPU001"), (9, "GPU003"), (11, "GPU004"), (12, "GPU004"), (18, "GPU001"),
         (19, "GPU003")]
+
+
+# ------------------------------------------------------------------ runner variants
+
+DP_CONFTEST = """\
+from vllm import LLM
+
+
+class VllmRunner:
+    def __init__(self, model, **kwargs):
+        self.model = LLM(model, **kwargs)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        del self.model
+
+
+class DPVllmRunner(VllmRunner):
+    pass
+"""
+
+DP_TEST = """\
+from tests.conftest import DPVllmRunner, VllmRunner
+
+
+def test_dp():
+    with DPVllmRunner("m", data_parallel_size=2) as vllm_model:
+        assert vllm_model.generate_greedy(["a"], 4)
+        del vllm_model
+
+
+def test_plain():
+    with VllmRunner("m") as vllm_model:
+        assert vllm_model.generate_greedy(["a"], 4)
+        del vllm_model
+"""
+
+
+@pytest.mark.parametrize("test_body", [DP_TEST, DP_TEST.split("\n\n\ndef test_plain")[0] + "\n"])
+def test_del_inside_the_block_of_a_runner_variant_a_conftest_defines(
+        tmp_path: Path, test_body: str) -> None:
+    """``DPVllmRunner(VllmRunner)`` in a conftest (vllm-ascend's data-parallel runner) is a
+    runner class too, unconfigured: ``del`` of it inside its own block is reported and
+    removed, also in a module that names no configured runner class (the prefilter reads
+    the conftest's runner classes)."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text(DP_CONFTEST)
+    test = tmp_path / "tests" / "test_dp.py"
+    test.write_text(test_body)
+    result = check_paths([str(test)], Config(), cache=False)
+    expected = [(7, 9, "GPU004")] + ([(13, 9, "GPU004")] if "test_plain" in test_body else [])
+    assert [(v.location.row, v.location.column, v.code)
+            for v in result.violations] == expected
+    fixed = check_paths([str(test)], Config(), cache=False, fix=True)
+    assert [v.code for v in fixed.violations] == []
+    assert test.read_text() == test_body.replace("        del vllm_model\n", "")
