@@ -65,9 +65,10 @@ TEST_FILE_SUFFIX = "_test.py"
 #: named like the runner fixture (``own-runner-fixture:vllm_runner``; not an identifier, so
 #: never an engine fixture's name).
 OWN_RUNNER_FIXTURE = "own-runner-fixture:"
-#: Prefix of the entries of a conftest's index naming its runner classes other than the
-#: configured ones (``runner-class:DPVllmRunner``: vllm-ascend's data-parallel
-#: ``DPVllmRunner(VllmRunner)``): a test module that imports one calls a runner.
+#: Prefix of the entries of a conftest's index naming the classes it defines that derive from
+#: a runner class (``runner-class:DPVllmRunner``: vllm-ascend's data-parallel
+#: ``DPVllmRunner(VllmRunner)``): a test module that imports one calls a runner. (A class
+#: that is a runner only by its ``__exit__``, such as vLLM's ``HfRunner``, is not one.)
 RUNNER_CLASS = "runner-class:"
 
 
@@ -179,6 +180,9 @@ class ModuleAnalysis:
     #: bundled plugin's: ``"this module"``, ``"a conftest.py"``, or ``None``.
     own_runner_fixture: str | None = None
     runner_classes_local: set[str] = field(default_factory=set)
+    #: Classes of this module deriving from a runner class (configured, or a conftest's):
+    #: ``DPVllmRunner(VllmRunner)``; a conftest's are runner classes of the modules it serves.
+    runner_subclasses: set[str] = field(default_factory=set)
     local_shadowed: set[str] = field(default_factory=set)
     parents: dict[int, ast.AST] = field(default_factory=dict)
     #: The meaning of names in the scopes that rebind an import (see
@@ -295,8 +299,9 @@ class ModuleAnalysis:
         while changed:
             changed = False
             for node in self._classes:
-                if node.name not in self.runner_classes_local and any(
-                        last_name(b) in known | self.runner_classes_local for b in node.bases):
+                if node.name not in self.runner_subclasses and any(
+                        last_name(b) in known | self.runner_subclasses for b in node.bases):
+                    self.runner_subclasses.add(node.name)
                     self.runner_classes_local.add(node.name)
                     changed = True
 

@@ -200,6 +200,6 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config) -> frozenset[s
     names = set(module.engine_fixtures)
     if module.own_runner_fixture == "this module":
         names.add(OWN_RUNNER_FIXTURE + config.runner_fixture)
-    names.update(RUNNER_CLASS + name for name in module.runner_classes_local
+    names.update(RUNNER_CLASS + name for name in module.runner_subclasses
                  if name not in config.runner_classes)
     return frozenset(names)

@@ -278,6 +278,7 @@ def test_cleanup_after_the_last_use_in_a_try_whose_finally_shuts_down() -> None:
 
 DP_CONFTEST = """\
 from vllm import LLM
+from vllm.distributed import cleanup_dist_env_and_memory
 
 
 class VllmRunner:
@@ -293,10 +294,22 @@ class VllmRunner:
 
 class DPVllmRunner(VllmRunner):
     pass
+
+
+class HfRunner:
+    def __init__(self, model):
+        self.model = model
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        del self.model
+        cleanup_dist_env_and_memory()
 """
 
 DP_TEST = """\
-from tests.conftest import DPVllmRunner, VllmRunner
+from tests.conftest import DPVllmRunner, HfRunner, VllmRunner
 
 
 def test_dp():
@@ -309,6 +322,9 @@ def test_plain():
     with VllmRunner("m") as vllm_model:
         assert vllm_model.generate_greedy(["a"], 4)
         del vllm_model
+    with HfRunner("m") as hf_runner:
+        assert hf_runner.model
+        del hf_runner
 """
 
 
@@ -318,7 +334,8 @@ def test_del_inside_the_block_of_a_runner_variant_a_conftest_defines(
     """``DPVllmRunner(VllmRunner)`` in a conftest (vllm-ascend's data-parallel runner) is a
     runner class too, unconfigured: ``del`` of it inside its own block is reported and
     removed, also in a module that names no configured runner class (the prefilter reads
-    the conftest's runner classes)."""
+    the conftest's runner classes). vLLM's ``HfRunner``, a runner only by its ``__exit__``
+    (it holds a Hugging Face model, not an engine), is not."""
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "conftest.py").write_text(DP_CONFTEST)
@@ -331,3 +348,4 @@ def test_del_inside_the_block_of_a_runner_variant_a_conftest_defines(
     fixed = check_paths([str(test)], Config(), cache=False, fix=True)
     assert [v.code for v in fixed.violations] == []
     assert test.read_text() == test_body.replace("        del vllm_model\n", "")
+    assert ("del hf_runner" in test.read_text()) is ("test_plain" in test_body)
