@@ -65,6 +65,11 @@ TEST_FILE_SUFFIX = "_test.py"
 #: named like the runner fixture (``own-runner-fixture:vllm_runner``; not an identifier, so
 #: never an engine fixture's name).
 OWN_RUNNER_FIXTURE = "own-runner-fixture:"
+#: Prefix of the entries of a conftest's index naming the classes it defines that derive from
+#: a runner class (``runner-class:DPVllmRunner``: vllm-ascend's data-parallel
+#: ``DPVllmRunner(VllmRunner)``): a test module that imports one calls a runner. (A class
+#: that is a runner only by its ``__exit__``, such as vLLM's ``HfRunner``, is not one.)
+RUNNER_CLASS = "runner-class:"
 
 
 def is_test_module_path(path: str, config: Config) -> bool:
@@ -175,6 +180,9 @@ class ModuleAnalysis:
     #: bundled plugin's: ``"this module"``, ``"a conftest.py"``, or ``None``.
     own_runner_fixture: str | None = None
     runner_classes_local: set[str] = field(default_factory=set)
+    #: Classes of this module deriving from a runner class (configured, or a conftest's):
+    #: ``DPVllmRunner(VllmRunner)``; a conftest's are runner classes of the modules it serves.
+    runner_subclasses: set[str] = field(default_factory=set)
     local_shadowed: set[str] = field(default_factory=set)
     parents: dict[int, ast.AST] = field(default_factory=dict)
     #: The meaning of names in the scopes that rebind an import (see
@@ -193,6 +201,8 @@ class ModuleAnalysis:
         """
         module = cls(tree=tree, text=text, path=path, config=config)
         module._conftest_fixtures = conftest_fixtures
+        module.conftest_runner_classes = frozenset(
+            n[len(RUNNER_CLASS):] for n in conftest_fixtures if n.startswith(RUNNER_CLASS))
         module._collect_imports()
         module.in_scope = is_test_module_path(path, config) or module._defines_pytest_items()
         if not module.in_scope:
@@ -270,8 +280,9 @@ class ModuleAnalysis:
         return False
 
     def _collect_runner_classes(self) -> None:
-        """Classes that are runners: named in ``runner-classes``, or that build an engine and
-        tear it down in ``__exit__``/``__aexit__`` (a project's own ``VllmRunner``)."""
+        """Classes that are runners: named in ``runner-classes``, that build an engine and
+        tear it down in ``__exit__``/``__aexit__`` (a project's own ``VllmRunner``), or that
+        derive from a runner class (``DPVllmRunner(VllmRunner)``)."""
         for node in self._classes:
             if node.name in self.config.runner_classes:
                 self.runner_classes_local.add(node.name)
@@ -283,6 +294,16 @@ class ModuleAnalysis:
                     and (self._tears_down(item) or self._exits_held_runner(node, item))
                 ):
                     self.runner_classes_local.add(node.name)
+        known = set(self.config.runner_classes) | self.conftest_runner_classes
+        changed = True
+        while changed:
+            changed = False
+            for node in self._classes:
+                if node.name not in self.runner_subclasses and any(
+                        last_name(b) in known | self.runner_subclasses for b in node.bases):
+                    self.runner_subclasses.add(node.name)
+                    self.runner_classes_local.add(node.name)
+                    changed = True
 
     def _exits_held_runner(self, cls: ast.ClassDef, func: FunctionNode) -> bool:
         """True when ``func`` exits a runner the class holds (``self._runner.__exit__(...)``
@@ -318,7 +339,7 @@ class ModuleAnalysis:
         elif marker in self._conftest_fixtures:
             self.own_runner_fixture = "a conftest.py"
         self.engine_fixtures |= {n for n in self._conftest_fixtures - local
-                                 if not n.startswith(OWN_RUNNER_FIXTURE)}
+                                 if n.isidentifier()}
         for info in self.functions:
             if info.kind != "fixture":
                 continue
@@ -394,13 +415,16 @@ class ModuleAnalysis:
                 and node.func.attr.startswith("from_"))
 
     def is_runner_call(self, node: ast.AST) -> bool:
-        """True for ``vllm_runner(...)`` or ``VllmRunner(...)`` (configured names)."""
+        """True for ``vllm_runner(...)`` or ``VllmRunner(...)`` (configured names), or a call
+        of a runner class a conftest pytest loads for this module defines
+        (:data:`RUNNER_CLASS`: ``DPVllmRunner(...)``)."""
         if not isinstance(node, ast.Call):
             return False
         name = last_name(node.func)
         if name is None:
             return False
-        return name == self.config.runner_fixture or name in self.config.runner_classes
+        return name == self.config.runner_fixture or name in self.config.runner_classes or \
+            name in self.conftest_runner_classes
 
     def is_engine_call_stmt(self, stmt: ast.stmt) -> bool:
         """True when ``stmt`` (at any depth) builds an engine or a runner."""
@@ -542,6 +566,9 @@ class ModuleAnalysis:
     _nodes_cache: dict[int, list[ast.AST]] = field(default_factory=dict)
     _bound_cache: dict[int, frozenset[str]] = field(default_factory=dict)
     _conftest_fixtures: frozenset[str] = frozenset()
+    #: Runner classes other than the configured ones that the conftests pytest loads for
+    #: this module define (:data:`RUNNER_CLASS`).
+    conftest_runner_classes: frozenset[str] = frozenset()
     _lines: list[str] | None = None
     _busy_functions: set[int] | None = None
     _indexed: set[int] = field(default_factory=set)
@@ -557,13 +584,14 @@ def _call_words(module: ModuleAnalysis) -> tuple[str, ...]:
     statement: the last name of each engine class (``vllm.LLM``, ``LLM.from_engine_args``,
     and the import a local alias ``Engine = LLM`` copies), every name an import binds to
     one (``from vllm import LLM as E``), the runner fixture and the runner classes (matched
-    by their last name)."""
+    by their last name; those of the conftests too)."""
     config = module.config
     words = {cls.rsplit(".", 1)[-1] for cls in config.engine_classes}
     words.update(name for name, qualified in module.imports.items()
                  if module.is_engine_class(qualified))
     words.add(config.runner_fixture)
     words.update(config.runner_classes)
+    words.update(module.conftest_runner_classes)
     return tuple(sorted(w for w in words if w))
 
 

@@ -55,15 +55,24 @@ SELECTOR_KEYS = ("select", "ignore", "extend-select")
 #: keyword default of ``vllm.LLM.__init__``, 0.92 in vLLM 0.32).
 DEFAULT_ENGINE_MEMORY_SHARE = 0.92
 #: Environment variables GPU008 treats as engine configuration (``fnmatch`` patterns): the
-#: families vLLM, torch, Hugging Face and the collective libraries read, and the device
-#: visibility variables of every platform vLLM supports (ROCm: ``HIP_``/``ROCR_VISIBLE_DEVICES``;
-#: Intel XPU: ``ZE_AFFINITY_MASK``, ``ONEAPI_DEVICE_SELECTOR``; TPU: ``TPU_*``; Gaudi HPU:
-#: ``HABANA_VISIBLE_*``, ``HCCL_*``; Ascend NPU: ``ASCEND_RT_VISIBLE_DEVICES``, ``HCCL_*``).
+#: families vLLM, torch, Hugging Face and the collective libraries read (``VLLM_*``,
+#: ``CUDA_*``, ``HF_*``, ``TRANSFORMERS_*``, ``TOKENIZERS_*``, ``TORCH_*``, ``PYTORCH_*``,
+#: ``NCCL_*``, ``OMP_*``, ``HCCL_*``), and the device visibility variables of every
+#: platform vLLM supports, as each platform's ``device_control_env_var`` and Ray's
+#: ``RAY_EXPERIMENTAL_NOSET_*`` list name them: CUDA and ROCm ``CUDA_VISIBLE_DEVICES``
+#: (vllm/platforms/cuda.py, rocm.py, which also lists ``HIP_VISIBLE_DEVICES`` and
+#: ``ROCR_VISIBLE_DEVICES``); Intel XPU ``ZE_AFFINITY_MASK`` (vllm/platforms/xpu.py) and
+#: ``ONEAPI_DEVICE_SELECTOR``; TPU ``TPU_VISIBLE_CHIPS`` with ``TPU_CHIPS_PER_HOST_BOUNDS``,
+#: ``TPU_HOST_BOUNDS`` (vllm/platforms/tpu.py: ``TPU_*``); Neuron ``NEURON_RT_VISIBLE_CORES``
+#: (vllm/platforms/neuron.py); Gaudi HPU ``HABANA_VISIBLE_MODULES`` (vllm-gaudi's
+#: vllm_gaudi/platform.py) and ``HABANA_VISIBLE_DEVICES``; Ascend NPU
+#: ``ASCEND_RT_VISIBLE_DEVICES`` (vllm-ascend's vllm_ascend/platform.py), whose collective
+#: library reads ``HCCL_*``.
 DEFAULT_ENVIRONMENT_VARIABLES = (
     "VLLM_*", "CUDA_*", "HF_*", "TRANSFORMERS_*", "TOKENIZERS_*", "TORCH_*", "PYTORCH_*",
     "NCCL_*", "OMP_*", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK",
-    "ONEAPI_DEVICE_SELECTOR", "TPU_*", "HABANA_VISIBLE_*", "HCCL_*",
-    "ASCEND_RT_VISIBLE_DEVICES",
+    "ONEAPI_DEVICE_SELECTOR", "TPU_*", "NEURON_RT_VISIBLE_CORES", "HABANA_VISIBLE_*",
+    "HCCL_*", "ASCEND_RT_VISIBLE_DEVICES",
 )
 #: The line length a fix wraps at when neither this tool, ruff nor black sets one (theirs).
 DEFAULT_LINE_LENGTH = 88
@@ -89,7 +98,9 @@ class Config:
             (decorate the test with ``create_new_process_for_each_test("spawn")``).
         engine_classes: qualified names of engine classes (default ``vllm.LLM``).
         runner_fixture: name of the runner fixture (default ``vllm_runner``).
-        runner_classes: names of runner classes (default ``VllmRunner``).
+        runner_classes: names of runner classes (default ``VllmRunner``); a class deriving
+            from one, in the module or in a ``conftest.py`` pytest loads for it
+            (``DPVllmRunner(VllmRunner)``), is a runner class too.
         runner_attribute: attribute of a runner holding the engine (``llm``; ``model`` in
             older copies such as vllm-ascend's).
         isolation_decorators: decorator names whose tests run in their own process.

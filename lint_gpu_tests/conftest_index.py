@@ -179,7 +179,7 @@ def analysed(path: str, source: bytes, config: Config) -> ModuleAnalysis | None:
 
 
 def _parse_fixtures(conftest: str, source: bytes, config: Config) -> frozenset[str]:
-    from lint_gpu_tests.analysis import OWN_RUNNER_FIXTURE, ModuleAnalysis
+    from lint_gpu_tests.analysis import OWN_RUNNER_FIXTURE, RUNNER_CLASS, ModuleAnalysis
     from lint_gpu_tests.prefilter import engine_prefilter
     from lint_gpu_tests.source import parse_source
 
@@ -200,4 +200,6 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config) -> frozenset[s
     names = set(module.engine_fixtures)
     if module.own_runner_fixture == "this module":
         names.add(OWN_RUNNER_FIXTURE + config.runner_fixture)
+    names.update(RUNNER_CLASS + name for name in module.runner_subclasses
+                 if name not in config.runner_classes)
     return frozenset(names)

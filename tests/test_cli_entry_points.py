@@ -215,7 +215,8 @@ def test_show_settings_per_config_file(project: Path) -> None:
              'environment-variables = ["VLLM_*", "CUDA_*", "HF_*", "TRANSFORMERS_*", '
              '"TOKENIZERS_*", "TORCH_*", "PYTORCH_*", "NCCL_*", "OMP_*", "HIP_VISIBLE_DEVICES", '
              '"ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "ONEAPI_DEVICE_SELECTOR", "TPU_*", '
-             '"HABANA_VISIBLE_*", "HCCL_*", "ASCEND_RT_VISIBLE_DEVICES"]',
+             '"NEURON_RT_VISIBLE_CORES", "HABANA_VISIBLE_*", "HCCL_*", '
+             '"ASCEND_RT_VISIBLE_DEVICES"]',
              "extend-environment-variables = []",
              'target = "{target}"', 'fix-strategy = "runner"', 'runner-fixture = "vllm_runner"',
              'runner-attribute = "llm"',

@@ -31,7 +31,7 @@ LAYERS: list[set[str]] = [
     {"fixplan.plan", "fixplan.flow"},
     {"fixplan.cleanup", "fixplan.safety"},
     {"fixplan.planner"},
-    {"fixplan.isolate", "fixplan.classes", "fixplan.proxy", "fixplan.env"},
+    {"fixplan.isolate", "fixplan.classes", "fixplan.proxy", "fixplan.env", "fixplan.lives"},
     {"rule", "rules"},
     {"engine", "conftest_index"},
     {"codemods"},

@@ -49,6 +49,7 @@ IMPORTS = {
     "contextlib": ("contextlib", None),
     "VllmRunner": ("lint_gpu_tests.runtime", "VllmRunner"),
     "CompilationConfig": ("vllm.config", "CompilationConfig"),
+    "MonkeyPatch": ("pytest", "MonkeyPatch"),
 }
 
 

@@ -42,6 +42,7 @@ class UseMonkeypatchEnv(GpuCodemod):
         new_tree = wrapper.module.visit(transformer)
         if not transformer.changed:
             return tree
+        self.add_imports({need for plan in plans for need in plan.needs})
         self._remove_unused_os(module, new_tree)
         return new_tree
 
@@ -83,6 +84,8 @@ class _UseMonkeypatch(cst.CSTTransformer):
         self.params = {plan.function_line for plan in edits.values() if plan.add_param}
         self.wraps = {plan.function_line: plan.wrap_line for plan in edits.values()
                       if plan.wrap_line is not None}
+        self.preludes = {plan.function_line: plan for plan in edits.values()
+                         if plan.prelude_line is not None}
         self.expanded: dict[int, int] = {}
         self.changed = False
 
@@ -125,7 +128,29 @@ class _UseMonkeypatch(cst.CSTTransformer):
                 body = _wrap_from(updated_node.body.body, start)
                 updated_node = updated_node.with_changes(
                     body=updated_node.body.with_changes(body=body))
+        prelude = self.preludes.get(line)
+        if prelude is not None and isinstance(updated_node.body, cst.IndentedBlock) and \
+                isinstance(original_node.body, cst.IndentedBlock):
+            lines = [self._line(s) for s in original_node.body.body]
+            if prelude.prelude_line in lines:
+                start = sum(self.expanded.get(n, 1)
+                            for n in lines[:lines.index(prelude.prelude_line)])
+                body = _insert_before(updated_node.body.body, start, prelude.prelude)
+                updated_node = updated_node.with_changes(
+                    body=updated_node.body.with_changes(body=body))
         return updated_node
+
+
+def _insert_before(updated: Sequence[cst.BaseStatement], index: int,
+                   statements: Sequence[str]) -> list[cst.BaseStatement]:
+    """``updated`` with ``statements`` inserted before the one at ``index``, which gives
+    them its leading comments and blank lines."""
+    body = list(updated)
+    lead = leading_lines(body[index])
+    body[index] = body[index].with_changes(leading_lines=[])
+    new = [cst.parse_statement(text + "\n") for text in statements]
+    new[0] = new[0].with_changes(leading_lines=lead)
+    return [*body[:index], *new, *body[index:]]
 
 
 def _wrap_from(updated: Sequence[cst.BaseStatement], start: int) -> list[cst.BaseStatement]:

@@ -17,6 +17,30 @@ from lint_gpu_tests.fixplan.blocks import StatementLayout, loads_of, walk_statem
 from lint_gpu_tests.fixplan.flow import FINALIZER_CALLS
 from lint_gpu_tests.syntax import last_name, names_in
 
+#: Methods whose call on an engine (or on its runner) ends its life as ``del`` of its last
+#: reference does: ``shutdown()`` (``LLM``, the engine core), ``close()`` (the engine
+#: clients), ``__exit__`` (a runner entered by hand).
+END_METHODS = frozenset({"shutdown", "close", "__exit__"})
+
+
+def ends_engine(module: ModuleAnalysis, node: ast.AST, names: set[str], *,
+                chain: bool = True) -> bool:
+    """True for a call that ends the life of the engine (or runner, or ``ExitStack``) a
+    name of ``names`` holds: ``name.shutdown()``, ``name.close()``, ``name.__exit__(...)``,
+    and with ``chain`` the same through attributes (``runner.llm.shutdown()``,
+    ``llm.llm_engine.engine_core.shutdown()``). These are the shutdowns GPU003 reports in a
+    finalizer (:meth:`CleanupRecognizer.finalizer_engine`) and GPU004 as manual cleanup
+    (``shutdown``/``__exit__`` of the engine, the engine core's ``shutdown()``); GPU007
+    ends an engine's live range at them."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in END_METHODS):
+        return False
+    target = node.func.value
+    if chain:
+        while isinstance(target, ast.Attribute):
+            target = target.value
+    return isinstance(target, ast.Name) and target.id in names
+
 
 class CleanupRecognizer(StatementLayout):
     """Which statements of one analysed module only clean an engine up."""
@@ -55,7 +79,7 @@ class CleanupRecognizer(StatementLayout):
         if not (mentioned & names):
             return False
         if isinstance(target, ast.Attribute):
-            return target.attr in ("shutdown", "__exit__", "close")
+            return target.attr in END_METHODS
         if isinstance(target, ast.Lambda):
             body = target.body
             return isinstance(body, ast.Call) and (

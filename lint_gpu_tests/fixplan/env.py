@@ -32,6 +32,7 @@ from lint_gpu_tests.syntax import (
     is_main_guard,
     last_name,
     lines_matching,
+    names_in,
     spans_a_line,
 )
 
@@ -39,8 +40,28 @@ from lint_gpu_tests.syntax import (
 XUNIT_FUNCTIONS = frozenset({
     "setup_module", "teardown_module", "setup_function", "teardown_function",
     "setup_method", "teardown_method", "setup_class", "teardown_class",
-    "setUp", "tearDown", "setUpClass", "tearDownClass", "setup", "teardown",
+    "setUp", "tearDown", "setUpClass", "tearDownClass", "setUpModule", "tearDownModule",
+    "setup", "teardown",
 })
+#: Each xunit setup and the teardown that undoes it (pytest's and unittest's names).
+TEARDOWN_OF = {
+    "setUp": "tearDown", "setup_method": "teardown_method", "setUpClass": "tearDownClass",
+    "setup_class": "teardown_class", "setup_module": "teardown_module",
+    "setUpModule": "tearDownModule", "setup_function": "teardown_function",
+    "setup": "teardown",
+}
+#: The teardowns that run after every test of their class (or, ``teardown_function``, of
+#: their module): they restore what a test itself changed, too.
+PER_TEST_TEARDOWNS = frozenset({"tearDown", "teardown_method", "teardown_function",
+                                "teardown"})
+#: ``unittest``'s test case classes: their methods restore through ``addCleanup``.
+UNITTEST_CASES = frozenset({
+    "unittest.TestCase", "unittest.IsolatedAsyncioTestCase", "unittest.case.TestCase",
+    "unittest.async_case.IsolatedAsyncioTestCase",
+})
+#: ``unittest``'s cleanup registrations (``self.addCleanup(...)``, ``cls.addClassCleanup``,
+#: ``unittest.addModuleCleanup``).
+ADD_CLEANUP = frozenset({"addCleanup", "addClassCleanup", "addModuleCleanup"})
 #: ``os.environ`` methods that change it, and whether they remove a variable.
 ENVIRON_METHODS = {"update": False, "setdefault": False, "pop": True}
 #: ``os`` functions that change the C environment only.
@@ -98,6 +119,11 @@ class EnvFixPlan:
             ``with pytest.MonkeyPatch.context() as mp:`` covers (to the end of the body);
             ``None`` when no block is added.
         statement_line: start line of the mutating statement the codemod replaces.
+        prelude: statements inserted before the statement of the function body starting
+            at ``prelude_line`` (a ``unittest.TestCase`` method's
+            ``mp = pytest.MonkeyPatch()`` and ``self.addCleanup(mp.undo)``).
+        prelude_line: see ``prelude``; ``None`` when nothing is inserted.
+        needs: imports the rewrite adds (keys of the codemods' ``IMPORTS``).
     """
 
     fix: FixInfo
@@ -106,6 +132,9 @@ class EnvFixPlan:
     add_param: bool = False
     wrap_line: int | None = None
     statement_line: int = 0
+    prelude: tuple[str, ...] = ()
+    prelude_line: int | None = None
+    needs: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------- detection
@@ -131,13 +160,142 @@ def find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
         out += finder.scan(list(_module_level_nodes(body)), None)
     guarded = any(_autouse_patches_environ(module, f) for f in module.functions)
     for func in module.functions:
-        if (lines is not None and not spans_a_line(func.node, lines)) or not _watched(func) \
-                or is_isolated(func) or _patched_by_decorator(module, func):
+        if (lines is not None and not spans_a_line(func.node, lines)) or \
+                not _watched(module, func) or is_isolated(func) or \
+                _patched_by_decorator(module, func):
             continue
         if guarded and (func.kind == "test" or func.fixture_scope == "function"):
             continue
         out += finder.scan(module.nodes_of(func), func)
+    out = _unrestored(module, out)
     return sorted(out, key=lambda m: (m.node.lineno, m.node.col_offset))  # type: ignore[attr-defined]
+
+
+def class_of(module: ModuleAnalysis, func: FunctionInfo) -> ast.ClassDef | None:
+    """The class ``func`` is a method of (defined directly in its body), else ``None``."""
+    parent = module.parent(func.node)
+    return parent if isinstance(parent, ast.ClassDef) else None
+
+
+def is_unittest_class(module: ModuleAnalysis, cls: ast.ClassDef, depth: int = 0) -> bool:
+    """True when ``cls`` derives from ``unittest.TestCase`` (or its asyncio variant),
+    directly or through classes of the same module."""
+    if depth > 8:
+        return False
+    local = {c.name: c for c in module.tree.body if isinstance(c, ast.ClassDef)}
+    for base in cls.bases:
+        if module.qualified(base) in UNITTEST_CASES:
+            return True
+        if isinstance(base, ast.Name) and base.id in local and local[base.id] is not cls and \
+                is_unittest_class(module, local[base.id], depth + 1):
+            return True
+    return False
+
+
+def _is_test_method(module: ModuleAnalysis, func: FunctionInfo) -> bool:
+    """A test: a pytest test, or a ``test*`` method of a ``unittest.TestCase`` (collected
+    whatever the class's name)."""
+    if func.kind == "test":
+        return True
+    cls = class_of(module, func) if func.kind == "method" else None
+    return cls is not None and func.name.startswith("test") and is_unittest_class(module, cls)
+
+
+def _unrestored(module: ModuleAnalysis, found: list[EnvMutation]) -> list[EnvMutation]:
+    """``found`` less what the xunit functions restore: a change in a setup that its
+    teardown (:data:`TEARDOWN_OF`) changes again or undoes wholesale
+    (``os.environ.clear()``), a change in a test that a per-test teardown of its class or
+    module restores, a change in a function that registers a cleanup naming ``os.environ``
+    or the variable (``self.addCleanup(os.environ.pop, "VLLM_X")``) or after a started
+    ``mock.patch.dict(os.environ)`` (in it, or in the setup of a test), and a teardown's
+    change of a variable that a setup or test of its scope changes (its restoring half)."""
+    if not any(m.function is not None for m in found):
+        return found
+    scopes: dict[int, dict[str, FunctionInfo]] = {}  # id(class or module) -> name -> function
+    for info in module.functions:
+        owner = _scope(module, info)
+        if owner is not None:
+            scopes.setdefault(id(owner), {})[info.name] = info
+    changed: dict[int, set[str]] = {}  # id(function node) -> variables it changes
+    for mutation in found:
+        if mutation.function is not None:
+            changed.setdefault(id(mutation.function.node), set()).update(mutation.names)
+    out = []
+    for mutation in found:
+        func = mutation.function
+        scope = _scope(module, func) if func is not None else None
+        if func is None or scope is None:
+            out.append(mutation)
+            continue
+        siblings = scopes.get(id(scope), {})
+        names = set(mutation.names)
+        restorers: list[FunctionInfo] = []
+        partner = siblings.get(TEARDOWN_OF.get(func.name, ""))
+        if partner is not None:
+            restorers.append(partner)
+        if _is_test_method(module, func):
+            restorers += [f for n, f in siblings.items() if n in PER_TEST_TEARDOWNS]
+        setups = [f for n, f in siblings.items() if n in TEARDOWN_OF]
+        if any(names <= changed.get(id(f.node), set()) or _clears_environ(module, f)
+               for f in restorers) or _cleans_up(module, func, mutation) or any(
+                _patches_environ_before(module, f, mutation.node if f is func else None)
+                for f in ([func, *setups] if _is_test_method(module, func) else [func])):
+            continue
+        if func.name in TEARDOWN_OF.values() and names <= set().union(*(
+                changed.get(id(f.node), set()) for f in siblings.values()
+                if f is not func and f.name not in TEARDOWN_OF.values())):
+            continue  # the teardown's restoring half
+        out.append(mutation)
+    return out
+
+
+def _scope(module: ModuleAnalysis, func: FunctionInfo | None) -> ast.AST | None:
+    """The class a method belongs to, the module for a top-level function; ``None`` for a
+    nested function."""
+    if func is None or func.parent is not None:
+        return None
+    return class_of(module, func) or (module.tree if func.node in module.tree.body else None)
+
+
+def _clears_environ(module: ModuleAnalysis, func: FunctionInfo) -> bool:
+    """True when ``func`` calls ``os.environ.clear()`` (restoring a saved copy after it)."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == "clear" and module.qualified(n.func.value) == "os.environ"
+               for n in module.nodes_of(func))
+
+
+def _cleans_up(module: ModuleAnalysis, func: FunctionInfo, mutation: EnvMutation) -> bool:
+    """True when ``func`` registers a ``unittest`` cleanup that names ``os.environ`` (or
+    ``os.putenv``/``os.unsetenv``) or one of the mutation's variables."""
+    for node in module.nodes_of(func):
+        if not (isinstance(node, ast.Call) and last_name(node.func) in ADD_CLEANUP):
+            continue
+        for sub in (s for arg in [*node.args, *(k.value for k in node.keywords)]
+                    for s in ast.walk(arg)):
+            if isinstance(sub, ast.Constant) and sub.value in mutation.names:
+                return True
+            if isinstance(sub, (ast.Name, ast.Attribute)) and module.qualified(sub) in (
+                    "os.environ", *OS_FUNCTIONS):
+                return True
+    return False
+
+
+def _patches_environ_before(module: ModuleAnalysis, func: FunctionInfo,
+                            node: ast.AST | None) -> bool:
+    """True when ``func`` starts a ``mock.patch.dict(os.environ)`` patcher (before ``node``
+    when given): it restores the whole environment when stopped."""
+    patchers: set[str] = set()
+    limit = (node.lineno, node.col_offset) if node is not None else None  # type: ignore[attr-defined]
+    for sub in module.nodes_of(func):
+        if isinstance(sub, ast.Assign) and _patch_dict_of_environ(module, sub.value):
+            patchers.update(ast.unparse(t) for t in sub.targets)
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and \
+                sub.func.attr == "start" and (
+                    _patch_dict_of_environ(module, sub.func.value)
+                    or ast.unparse(sub.func.value) in patchers) and (
+                    limit is None or (sub.lineno, sub.col_offset) < limit):
+            return True
+    return False
 
 
 def _change_lines(module: ModuleAnalysis) -> list[int] | None:
@@ -157,8 +315,9 @@ def _change_lines(module: ModuleAnalysis) -> list[int] | None:
     return lines_matching(module.text, _CHANGE)
 
 
-def _watched(func: FunctionInfo) -> bool:
-    return func.kind in ("test", "fixture") or func.name in XUNIT_FUNCTIONS
+def _watched(module: ModuleAnalysis, func: FunctionInfo) -> bool:
+    return func.kind in ("test", "fixture") or func.name in XUNIT_FUNCTIONS or \
+        _is_test_method(module, func)
 
 
 def _module_level_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
@@ -366,14 +525,22 @@ def plan_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> EnvFi
         return EnvFixPlan(none_fix(title, "at module level the setting applies to the whole "
                                           "session; set it in a fixture with `monkeypatch`, "
                                           "or in a conftest.py"))
-    if func.kind not in ("test", "fixture"):
-        return EnvFixPlan(none_fix(title, "pytest passes no fixtures to xunit-style setup"))
-    if func.in_base_class:
-        return EnvFixPlan(none_fix(title, "a method of a class with base classes "
-                                          "(unittest.TestCase gets no fixtures)"))
     planner = planner_for(module)
     if planner.shares_line(mutation.statement) or planner.on_header_line(mutation.statement):
         return EnvFixPlan(none_fix(title, "it shares its line with another statement"))
+    cls = class_of(module, func)
+    if func.in_base_class and cls is not None:
+        if is_unittest_class(module, cls):
+            return _add_cleanup_plan(module, mutation, func, title)
+        return EnvFixPlan(none_fix(title, "a method of a class whose bases are not known to "
+                                          "be `unittest.TestCase`: no fixture and no "
+                                          "`addCleanup` is known to reach it"))
+    if func.kind not in ("test", "fixture"):
+        partner = TEARDOWN_OF.get(func.name)
+        advice = f"restore the variable in `{partner}`, or set" if partner else "change"
+        return EnvFixPlan(none_fix(title, f"pytest passes no fixtures to `{func.name}`: "
+                                          f"{advice} it with `monkeypatch` in an autouse "
+                                          "fixture"))
     unsafe = mutation.reason
     line = func.node.lineno
     existing = _context_name(module, mutation.statement, func)
@@ -406,6 +573,47 @@ def plan_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> EnvFi
                               "; ".join(r for r in (reason, unsafe) if r)),
                       CONTEXT_NAME, line, wrap_line=wrap_from)
 
+
+
+def _add_cleanup_plan(module: ModuleAnalysis, mutation: EnvMutation, func: FunctionInfo,
+                      title: str) -> EnvFixPlan:
+    """The fix of a change in a method of a ``unittest.TestCase``, which no fixture
+    reaches: a ``MonkeyPatch`` of its own whose ``undo`` the test case runs as a cleanup
+    (``self.addCleanup(mp.undo)``; ``cls.addClassCleanup`` in a classmethod such as
+    ``setUpClass``), opened before the function's first change, which it then makes."""
+    line = func.node.lineno
+    existing = _context_name(module, mutation.statement, func)
+    if existing is not None:
+        return EnvFixPlan(_fix(title, mutation.reason), existing, line)
+    decorators = {last_name(d) for d in func.node.decorator_list}
+    if "staticmethod" in decorators or not func.node.args.args:
+        return EnvFixPlan(none_fix(title, "a method without `self` or `cls` cannot reach "
+                                          "`addCleanup`"))
+    owner = func.node.args.args[0].arg
+    register = "addClassCleanup" if "classmethod" in decorators else "addCleanup"
+    locals_ = local_names(module, func)
+    if CONTEXT_NAME in locals_:
+        return EnvFixPlan(none_fix(title, f"the function binds a local `{CONTEXT_NAME}`"))
+    needs: tuple[str, ...] = ()
+    if module.imports.get("pytest") == "pytest":
+        factory = "pytest.MonkeyPatch"
+    elif module.imports.get("MonkeyPatch") in ("pytest.MonkeyPatch",
+                                                "_pytest.monkeypatch.MonkeyPatch"):
+        factory = "MonkeyPatch"
+    elif "MonkeyPatch" in locals_ or "MonkeyPatch" in module.imports or any(
+            "MonkeyPatch" in names_in(stmt) or getattr(stmt, "name", None) == "MonkeyPatch"
+            for stmt in module.tree.body if not isinstance(stmt, (ast.Import, ast.ImportFrom))):
+        return EnvFixPlan(none_fix(title, "`MonkeyPatch` names something else here"))
+    else:
+        factory, needs = "MonkeyPatch", ("MonkeyPatch",)
+    first = min((m.statement for m in find_mutations(module)
+                 if m.function is func and m.rewritable),
+                key=lambda s: s.lineno, default=mutation.statement)
+    top = _top_statement(module, first, func)
+    return EnvFixPlan(_fix(title, mutation.reason), CONTEXT_NAME, line,
+                      prelude=(f"{CONTEXT_NAME} = {factory}()",
+                               f"{owner}.{register}({CONTEXT_NAME}.undo)"),
+                      prelude_line=top.lineno, needs=needs)
 
 
 def env_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> FixInfo:

@@ -9,6 +9,7 @@ from dataclasses import replace
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, is_isolated
 from lint_gpu_tests.fixplan.blocks import statement_block
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
+from lint_gpu_tests.fixplan.cleanup import ends_engine
 from lint_gpu_tests.fixplan.plan import CleanupPlan, WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
@@ -48,11 +49,16 @@ class ManualEngineCleanup(Rule):
         "`tests/utils.py`, and the names in `cleanup-functions` (a bare name by its name, a "
         "dotted one such as `pkg.mod.force_shutdown` however it is imported), at teardown: "
         "after the engine's last use in the "
-        "function (or after a fixture's `yield`). A cleanup call between two uses of the "
+        "function (or after a fixture's `yield`; the engine's own shutdown, such as "
+        "`llm.shutdown()` in the `finally` of the `try` holding the call, is its cleanup, "
+        "not a use). A cleanup call between two uses of the "
         "engine (measuring memory between rounds) or before any engine exists is not "
         "reported, nor are the statements of a `try/finally` that GPU003 reports (one "
         "statement, one report). `del m` of the runner inside its own `with ... as m:` "
-        "block is reported too. Functions that run as their own process are skipped "
+        "block is reported too, for every runner class: `runner-classes`, and a class "
+        "deriving from one in the module or in a `conftest.py` pytest loads for it (the "
+        "data-parallel `DPVllmRunner(VllmRunner)` of vllm-ascend's conftest). Functions "
+        "that run as their own process are skipped "
         "(`isolation-decorators`, `process-launchers`). Also in the methods of a helper class "
         "that owns an engine (`self.llm = LLM(...)` in `__init__` or a method it calls): "
         "`del self.llm` and the same calls, in its `close()`, `__del__` or any other method, "
@@ -334,8 +340,10 @@ def _engine_used_later(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stm
     engine, or before any engine is held at all (no name of ``held`` before it, no engine
     fixture parameter). Later means in the order the code runs: the rest of the enclosing
     loop, the loop again from its start, then what follows it; a name of ``held`` read
-    before it is bound again or deleted is a later use. In a fixture, everything after a
-    ``yield`` is teardown."""
+    before it is bound again or deleted is a later use, except in a statement that only
+    cleans the engine up (its ``shutdown()`` in a ``finally``: :func:`ends_engine`, or
+    what GPU004 itself reports). In a fixture, everything after a ``yield`` is
+    teardown."""
     start: Position = (stmt.lineno, stmt.col_offset)
     end: Position = (stmt.end_lineno or stmt.lineno, stmt.end_col_offset or 0)
     nodes = module.nodes_of(func)
@@ -351,6 +359,12 @@ def _engine_used_later(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stm
         current = module.parent(current)
     skipped = {id(n) for n in ast.walk(loop.iter)} if isinstance(
         loop, (ast.For, ast.AsyncFor)) else set()
+    # The engine's own shutdown (``llm.shutdown()`` in the ``finally``) is its cleanup, not
+    # a use: a cleanup call before it is still after the engine's last use.
+    planner = planner_for(module)
+    skipped |= {id(n) for s in nodes if isinstance(s, ast.Expr) and s is not stmt and (
+        ends_engine(module, s.value, held) or planner.is_cleanup_statement(s, held))
+        for n in ast.walk(s)}
     events = sorted(((n.lineno, n.col_offset), n) for n in nodes
                     if isinstance(n, ast.Name) and n.id in held and id(n) not in skipped)
     if loop is None:

@@ -1,70 +1,22 @@
 """GPU007 engines-oversubscribe-device: engines alive at the same time whose
-``gpu_memory_utilization`` shares add up past the whole device."""
+``gpu_memory_utilization`` shares add up past the whole device. Each engine's live range:
+:mod:`lint_gpu_tests.fixplan.lives`."""
 
 from __future__ import annotations
 
-import ast
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-from lint_gpu_tests.analysis import (
-    FunctionInfo,
-    ModuleAnalysis,
-    literal_value,
-    local_names,
-    module_constants,
+from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.fixplan.lives import (
+    EPSILON,
+    RUNNER_FACTORY_FIXTURE,
+    EngineLife,
+    EngineLives,
+    exclusive,
 )
-from lint_gpu_tests.fixplan.groups import engine_group
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at
-from lint_gpu_tests.syntax import last_name
-
-SHARE_KEYWORD = "gpu_memory_utilization"
-#: Keywords that size the KV cache in bytes instead (vllm/config/cache.py: the share is
-#: then ignored), so the engine's share cannot be told.
-BYTES_KEYWORDS = frozenset({"kv_cache_memory_bytes"})
-#: The bundled runtime's factory fixture (lint_gpu_tests/runtime/plugin.py): each call
-#: builds one more engine, alive until its with-block ends or the test does.
-RUNNER_FACTORY_FIXTURE = "vllm_runner_factory"
-#: Calls on an engine (or on an attribute path from it, ``llm.llm_engine.engine_core``) that
-#: end its life as ``del`` of its last reference does: ``shutdown()`` (``LLM`` and the engine
-#: core), ``close()`` (the engine clients), ``__exit__`` (a runner entered by hand).
-END_CALLS = frozenset({"shutdown", "close", "__exit__"})
-#: Sums are compared with this slack, so 0.5 + 0.5 (or 0.1 * 10) is not "past 1.0".
-EPSILON = 1e-9
-
-Position = tuple[int, int]
-Branches = tuple[tuple[int, int], ...]
-
-
-@dataclass(frozen=True)
-class EngineLife:
-    """One engine's stretch of a function's source during which it holds device memory.
-
-    Attributes:
-        node: where a report about it points (the call, or the fixture's parameter).
-        start, end: ``(line, column)`` of the first and last position it is alive at.
-        share: its ``gpu_memory_utilization``; ``None`` when known only at run time.
-        defaulted: ``share`` is the configured default (the call does not set it).
-        label: how the message names it (``LLM(...)`` at line 7, fixture `llm`).
-        branches: ``(id(node), branch)`` of each ``if``/``match`` it sits in: two lives in
-            different branches of one statement never run together.
-    """
-
-    node: ast.AST
-    start: Position
-    end: Position
-    share: float | None
-    defaulted: bool
-    label: str
-    branches: Branches = ()
-
-    def term(self) -> str:
-        """This engine's part of the message: ``LLM(...) line 7: 0.92 (default)``."""
-        if self.share is None:
-            return f"{self.label}: unknown"
-        return f"{self.label}: {self.share:g}" + (" (default)" if self.defaulted else "")
 
 
 class EnginesOversubscribeDevice(Rule):
@@ -80,7 +32,10 @@ class EnginesOversubscribeDevice(Rule):
         "runners in one `with` group or one `ExitStack`, several `LLM(...)` bound in one "
         "scope before the earlier ones are deleted, shut down or closed (`del llm`, "
         "`llm.shutdown()`, `llm.llm_engine.engine_core.shutdown()`, `engine.close()`, in "
-        "a `finally` too), engine fixtures the test "
+        "a `finally` too: the explicit shutdowns GPU003 and GPU004 recognise end an "
+        "engine's life as `del` of its last reference does; for a runner, "
+        "`runner.llm.shutdown()` inside its own block and `stack.close()` of the "
+        "`ExitStack` it was entered in), engine fixtures the test "
         "requests together with engines it builds, and engines built through a factory "
         "fixture (the bundled `vllm_runner_factory` included). Each engine asks for its "
         "`gpu_memory_utilization` share of the device (`engine-memory-share`, vLLM's "
@@ -179,6 +134,23 @@ def test_one_after_the_other(vllm_runner):
 ''',
         ),
         Example(
+            title="Closing the `ExitStack` a runner was entered in ends its engine's life",
+            source='''\
+import contextlib
+
+
+def test_one_after_the_other(vllm_runner):
+    stack = contextlib.ExitStack()
+    try:
+        first = stack.enter_context(vllm_runner("facebook/opt-125m"))
+        first.generate_greedy(["a"], 4)
+    finally:
+        stack.close()
+    with vllm_runner("facebook/opt-125m") as second:
+        assert second.generate_greedy(["b"], 4)
+''',
+        ),
+        Example(
             title="A share known only at run time, and engines in different branches",
             source='''\
 def test_unknown(vllm_runner, share, use_fp8):
@@ -197,7 +169,7 @@ def test_unknown(vllm_runner, share, use_fp8):
     def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
         if not (module.engines or module.runner_calls or RUNNER_FACTORY_FIXTURE in module.text):
             return
-        lives = _Lives(module)
+        lives = EngineLives(module)
         for func in module.functions:
             if func.in_runner_class:
                 continue
@@ -207,7 +179,7 @@ def test_unknown(vllm_runner, share, use_fp8):
         ordered = sorted(found, key=lambda life: life.start)
         for index, life in enumerate(ordered):
             alive = [other for other in ordered[:index]
-                     if other.end >= life.start and not _exclusive(other, life)]
+                     if other.end >= life.start and not exclusive(other, life)]
             if not alive:
                 continue
             before = math.fsum(other.share or 0.0 for other in alive)
@@ -217,311 +189,3 @@ def test_unknown(vllm_runner, share, use_fp8):
                 yield hit_at(life.node, self.message.format(
                     count=len(group), terms=", ".join(g.term() for g in group),
                     total=round(total, 6)), None)
-
-
-def _exclusive(first: EngineLife, second: EngineLife) -> bool:
-    """True when the two sit in different branches of one ``if``/``match``."""
-    branches = dict(first.branches)
-    return any(key in branches and branches[key] != branch for key, branch in second.branches)
-
-
-class _Lives:
-    """Computes each function's engine lives (cached per function: fixtures are asked
-    again for every test that requests them)."""
-
-    def __init__(self, module: ModuleAnalysis) -> None:
-        self.module = module
-        self.constants = module_constants(module)
-        self.default = module.config.engine_memory_share
-        self.cache: dict[int, list[EngineLife]] = {}
-        self.fixtures = {f.name: f for f in module.functions if f.kind == "fixture"}
-        self.factories = self._factory_fixtures()
-
-    def of(self, func: FunctionInfo, depth: int = 0) -> list[EngineLife]:
-        """Every engine ``func`` holds: built in it, entered in it, or requested."""
-        key = id(func.node)
-        cached = self.cache.get(key)
-        if cached is not None:
-            return cached
-        self.cache[key] = []  # a fixture requesting itself (never valid) ends here
-        module = self.module
-        locals_ = local_names(module, func)
-        out: list[EngineLife] = []
-        for site in module.engines:
-            if site.function is not func or site.under_main_guard or site.in_raises:
-                continue
-            share, defaulted = self.share(site.call, locals_)
-            group = engine_group(module, site.call, site.statement, func)
-            if group is not None and group.kind == "comprehension":
-                end = self._group_end(func, group.container, site.statement)
-            else:
-                end = self._bound_end(func, site.bound_name, site.statement)
-            out += self._lives(func, site.call, end, share, defaulted,
-                               f"`{last_name(site.call.func) or 'LLM'}(...)` line "
-                               f"{site.call.lineno}", locals_)
-        for call in module.runner_calls:
-            if call.function is not func or call.under_main_guard or \
-                    call.context == "returned":
-                continue
-            share, defaulted = self.share(call.call, locals_)
-            if call.context == "bare":
-                statement = module.statement_of(call.call)
-                end = self._bound_end(func, _bound(statement, call.call), statement)
-            else:
-                end = self._block_end(func, call.call)
-            out += self._lives(func, call.call, end, share, defaulted,
-                               f"`{last_name(call.call.func)}(...)` line {call.call.lineno}",
-                               locals_)
-        if func.kind in ("test", "fixture") and depth < 8:
-            out += self._requested(func, locals_, depth)
-        self.cache[key] = out
-        return out
-
-    def share(self, call: ast.Call, locals_: frozenset[str]) -> tuple[float | None, bool]:
-        """The call's ``gpu_memory_utilization`` and whether it is the default; ``None``
-        when it is known only at run time."""
-        if self.module.is_engine_factory_call(call):
-            return None, False
-        given = self._keyword_share(call, locals_)
-        if given is not None:
-            return given
-        if any(kw.arg in BYTES_KEYWORDS for kw in call.keywords) or any(
-                isinstance(arg, ast.Starred) for arg in call.args):
-            return None, False
-        return self.default, True
-
-    def _keyword_share(self, call: ast.Call,
-                       locals_: frozenset[str]) -> tuple[float | None, bool] | None:
-        """The share the call's keywords set (unknown for ``**kwargs``), or ``None`` when
-        they do not set it."""
-        for kw in call.keywords:
-            if kw.arg == SHARE_KEYWORD:
-                value = literal_value(kw.value, self.constants, locals_)
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    return float(value), False
-                return None, False
-        if any(kw.arg is None for kw in call.keywords):
-            return None, False
-        return None
-
-    def _life(self, func: FunctionInfo, node: ast.AST, end: Position, share: float | None,
-              defaulted: bool, label: str) -> EngineLife:
-        return EngineLife(node, (node.lineno, node.col_offset), end,  # type: ignore[attr-defined]
-                          share, defaulted, label, self._branches(func, node))
-
-    def _lives(self, func: FunctionInfo, call: ast.Call, end: Position, share: float | None,
-               defaulted: bool, label: str, locals_: frozenset[str]) -> list[EngineLife]:
-        """One life per engine ``call`` builds: as many as the comprehension it is the
-        element of has elements (:meth:`_copies`), each labelled ``(#k)``; one otherwise."""
-        copies = self._copies(func, call, locals_)
-        if copies == 1:
-            return [self._life(func, call, end, share, defaulted, label)]
-        return [self._life(func, call, end, share, defaulted, f"{label} (#{k + 1})")
-                for k in range(copies)]
-
-    def _copies(self, func: FunctionInfo, call: ast.Call, locals_: frozenset[str]) -> int:
-        """How many engines ``call`` builds at once: for the element of a list, set or dict
-        comprehension (``[LLM(m) for m in MODELS]``) whose ``for`` clauses run over a
-        literal, a module constant or ``range()`` of literals, and have no ``if``, the
-        number of elements; 1 for anything else, a comprehension of unknown length
-        included (counted as one engine, as the rule counts an engine built in a loop)."""
-        parent = self.module.parent(call)
-        while parent is not None and parent is not func.node and not isinstance(
-                parent, (ast.stmt, ast.ListComp, ast.SetComp, ast.DictComp)):
-            parent = self.module.parent(parent)
-        if not isinstance(parent, (ast.ListComp, ast.SetComp, ast.DictComp)) or not any(
-                n is call for n in ast.walk(parent.value if isinstance(parent, ast.DictComp)
-                                            else parent.elt)):
-            return 1
-        total = 1
-        for clause in parent.generators:
-            if clause.ifs or clause.is_async:
-                return 1
-            length = self._length(clause.iter, locals_)
-            if length is None:
-                return 1
-            total *= length
-        return max(total, 1)
-
-    def _length(self, node: ast.expr, locals_: frozenset[str]) -> int | None:
-        """The number of items of a literal container, a module constant holding one, or
-        ``range(...)`` of literal integers; ``None`` when known only at run time."""
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                node.func.id == "range" and "range" not in locals_ and not node.keywords:
-            bounds = [b for b in (literal_value(a, self.constants, locals_) for a in node.args)
-                      if isinstance(b, int) and not isinstance(b, bool)]
-            if 1 <= len(bounds) <= 3 and len(bounds) == len(node.args):
-                return len(range(*bounds))
-            return None
-        value = literal_value(node, self.constants, locals_)
-        return len(value) if isinstance(value, (list, tuple, set, frozenset, dict, str)) \
-            else None
-
-    def _group_end(self, func: FunctionInfo, container: str, statement: ast.stmt) -> Position:
-        """Where engines kept in ``container`` die: as :meth:`_bound_end` for the container,
-        or at a loop over it that shuts each one down (``for llm in llms: llm.shutdown()``),
-        whichever comes first."""
-        ends = [self._bound_end(func, container, statement)]
-        for node in self.module.nodes_of(func):
-            if not (isinstance(node, ast.For) and isinstance(node.target, ast.Name)
-                    and node.lineno > statement.lineno):
-                continue
-            source = node.iter.func.value if isinstance(node.iter, ast.Call) and isinstance(
-                node.iter.func, ast.Attribute) else node.iter
-            if isinstance(source, ast.Name) and source.id == container and any(
-                    isinstance(n, ast.Call) and last_name(n.func) in END_CALLS
-                    and isinstance(n.func, ast.Attribute)
-                    and _root_name(n.func) == node.target.id for n in ast.walk(node)):
-                ends.append((node.lineno, node.col_offset))
-        return min(ends)
-
-    def _branches(self, func: FunctionInfo, node: ast.AST) -> Branches:
-        out: list[tuple[int, int]] = []
-        child: ast.AST = node
-        parent = self.module.parent(child)
-        while parent is not None and parent is not func.node:
-            if isinstance(parent, ast.If):
-                if child in parent.body:
-                    out.append((id(parent), 0))
-                elif child in parent.orelse:
-                    out.append((id(parent), 1))
-            elif isinstance(parent, ast.match_case):
-                match = self.module.parent(parent)
-                if isinstance(match, ast.Match):
-                    out.append((id(match), match.cases.index(parent)))
-            child, parent = parent, self.module.parent(parent)
-        return tuple(out)
-
-    @staticmethod
-    def _function_end(func: FunctionInfo) -> Position:
-        node = func.node
-        return (node.end_lineno or node.lineno, node.end_col_offset or 0)
-
-    def _bound_end(self, func: FunctionInfo, name: str | None, statement: ast.stmt) -> Position:
-        """Where a bound engine dies: its ``del``, the statement rebinding its name (the new
-        engine is built while the old one still holds memory), a ``name....shutdown()``,
-        ``name....close()`` or ``name.__exit__(...)`` call (in a ``finally`` too); else the
-        end of the function. An unbound engine lives
-        for its statement only."""
-        if name is None:
-            return (statement.end_lineno or statement.lineno, statement.end_col_offset or 0)
-        start = (statement.lineno, statement.col_offset)
-        ends: list[Position] = []
-        for node in self.module.nodes_of(func):
-            # Only statements and expressions can end an engine (a del, an assignment, a call).
-            if not isinstance(node, (ast.stmt, ast.expr)) or \
-                    (node.lineno, node.col_offset) <= start:
-                continue
-            if isinstance(node, ast.Delete) and any(
-                    isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                ends.append((node.lineno, node.col_offset))
-            elif isinstance(node, ast.Assign) and any(
-                    isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                ends.append((node.end_lineno or node.lineno, node.end_col_offset or 0))
-            elif isinstance(node, ast.Call) and last_name(node.func) in END_CALLS and \
-                    isinstance(node.func, ast.Attribute) and _root_name(node.func) == name:
-                ends.append((node.lineno, node.col_offset))
-        return min(ends, default=self._function_end(func))
-
-    def _block_end(self, func: FunctionInfo, call: ast.Call) -> Position:
-        """The end of the innermost with-statement around a runner entered in it (its own,
-        or the ``ExitStack``'s for ``enter_context``)."""
-        current = self.module.parent(call)
-        while current is not None and current is not func.node:
-            if isinstance(current, (ast.With, ast.AsyncWith)):
-                return (current.end_lineno or current.lineno, current.end_col_offset or 0)
-            current = self.module.parent(current)
-        return self._function_end(func)
-
-    def _requested(self, func: FunctionInfo, locals_: frozenset[str],
-                   depth: int) -> list[EngineLife]:
-        """Engines of the fixtures ``func`` requests (alive for all of ``func``), and those
-        it builds through factory fixtures (alive until ``func`` ends: the factory keeps
-        them)."""
-        module = self.module
-        out: list[EngineLife] = []
-        start = (func.node.lineno, func.node.col_offset)
-        end = self._function_end(func)
-        args = {a.arg: a for a in (*func.node.args.posonlyargs, *func.node.args.args,
-                                   *func.node.args.kwonlyargs)}
-        for name, arg in args.items():
-            fixture = self.fixtures.get(name)
-            inner = self.factories.get(name)
-            if inner is not None or (name == RUNNER_FACTORY_FIXTURE and fixture is None):
-                for node in module.nodes_of(func):
-                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                            node.func.id == name:
-                        share, defaulted = self._factory_share(node, inner, locals_)
-                        out += self._lives(func, node, self._factory_end(func, node),
-                                           share, defaulted,
-                                           f"`{name}(...)` line {node.lineno}", locals_)
-                continue
-            if name not in module.engine_fixtures:
-                continue
-            held = self._held_at_handout(fixture, depth) if fixture is not None else []
-            if not held:
-                held = [EngineLife(arg, start, end, None, False, f"fixture `{name}`")]
-            out += [EngineLife(arg, start, end, life.share, life.defaulted,
-                               f"fixture `{name}`") for life in held]
-        return out
-
-    def _held_at_handout(self, fixture: FunctionInfo, depth: int) -> list[EngineLife]:
-        """The fixture's engines alive where it yields or returns its value."""
-        handouts = [n for n in self.module.nodes_of(fixture)
-                    if isinstance(n, (ast.Yield, ast.Return))]
-        if not handouts:
-            return []
-        point = (handouts[0].lineno, handouts[0].col_offset)
-        return [life for life in self.of(fixture, depth + 1)
-                if life.start <= point <= life.end]
-
-    def _factory_fixtures(self) -> dict[str, ast.Call]:  # name -> the engine call inside
-        """Fixtures that hand out a nested function building an engine, with that
-        function's engine call."""
-        out: dict[str, ast.Call] = {}
-        for site in self.module.engines:
-            inner = site.function
-            if inner is None or inner.parent is None or inner.parent.kind != "fixture":
-                continue
-            fixture = inner.parent
-            if any(isinstance(n, (ast.Yield, ast.Return)) and isinstance(n.value, ast.Name)
-                   and n.value.id == inner.name for n in self.module.nodes_of(fixture)):
-                out[fixture.name] = site.call
-        return out
-
-    def _factory_end(self, func: FunctionInfo, call: ast.Call) -> Position:
-        """A factory's engine lives until the test ends (the factory holds it), or to the
-        end of the with-statement it is entered in, itself or through an ``ExitStack``'s
-        ``enter_context`` (the bundled factory's runners)."""
-        parent = self.module.parent(call)
-        if isinstance(parent, ast.withitem) or isinstance(parent, ast.Call) and last_name(
-                parent.func) == "enter_context" and any(a is call for a in parent.args):
-            return self._block_end(func, call)
-        return self._function_end(func)
-
-    def _factory_share(self, call: ast.Call, inner: ast.Call | None,
-                       locals_: frozenset[str]) -> tuple[float | None, bool]:
-        """A factory call's share: its own ``gpu_memory_utilization`` keyword, else the
-        engine call's inside the factory (``inner``; ``None`` for the bundled runner
-        factory), else the default."""
-        given = self._keyword_share(call, locals_)
-        if given is not None:
-            return given
-        explicit = [kw for kw in inner.keywords if kw.arg == SHARE_KEYWORD] if inner else []
-        if inner is not None and explicit:
-            return self._keyword_share(ast.Call(func=inner.func, args=[], keywords=explicit),
-                                       frozenset()) or (None, False)
-        return self.default, True
-
-def _bound(statement: ast.stmt, call: ast.Call) -> str | None:
-    """``x`` for ``x = call`` (a single plain name), else ``None``."""
-    if isinstance(statement, ast.Assign) and statement.value is call and \
-            len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
-        return statement.targets[0].id
-    return None
-
-
-def _root_name(node: ast.AST) -> str | None:
-    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
-        node = node.func if isinstance(node, ast.Call) else node.value
-    return node.id if isinstance(node, ast.Name) else None

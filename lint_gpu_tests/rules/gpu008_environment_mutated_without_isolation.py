@@ -31,7 +31,8 @@ class EnvironmentMutatedWithoutIsolation(Rule):
         "`VLLM_*`, `CUDA_*`, `HF_*`, `TRANSFORMERS_*`, `TOKENIZERS_*`, `TORCH_*`, "
         "`PYTORCH_*`, `NCCL_*`, `OMP_*`, and the device visibility variables of every "
         "platform vLLM supports: `HIP_VISIBLE_DEVICES`, `ROCR_VISIBLE_DEVICES`, "
-        "`ZE_AFFINITY_MASK`, `ONEAPI_DEVICE_SELECTOR`, `TPU_*`, `HABANA_VISIBLE_*`, "
+        "`ZE_AFFINITY_MASK`, `ONEAPI_DEVICE_SELECTOR`, `TPU_*`, `NEURON_RT_VISIBLE_CORES`, "
+        "`HABANA_VISIBLE_*`, "
         "`HCCL_*`, `ASCEND_RT_VISIBLE_DEVICES`; `environment-variables` replaces them, "
         "`extend-environment-variables` adds to them): "
         "`os.environ[name] = value`, `del os.environ[name]`, `os.environ.update(...)`, "
@@ -43,8 +44,19 @@ class EnvironmentMutatedWithoutIsolation(Rule):
         "`with mock.patch.dict(os.environ, ...)` or under such a decorator, "
         "`monkeypatch.setenv`/`delenv`, tests and function-scoped fixtures of a module "
         "whose autouse fixture yields inside `mock.patch.dict(os.environ)`, module level "
-        "of a `conftest.py`, which sets up the whole directory on purpose, and module "
-        "level of a script pytest does not collect by its name."
+        "of a `conftest.py`, which sets up the whole directory on purpose, module level of "
+        "a script pytest does not collect by its name, and what an xunit teardown "
+        "restores: a change in `setUp`/`setup_method`/`setUpClass`/`setup_class`/"
+        "`setup_module`/`setup_function` that its teardown (`tearDown`, `teardown_method`, "
+        "...) changes again or undoes by `os.environ.clear()`, a change in a test that the "
+        "per-test teardown of its class restores, a change in a function that registers a "
+        "`unittest` cleanup naming `os.environ` or the variable "
+        "(`self.addCleanup(os.environ.pop, \"VLLM_X\")`) or that follows a started "
+        "`mock.patch.dict(os.environ)` patcher (in the function or in the test's setup), "
+        "and the teardown's own restoring change. A setup with no teardown restoring its "
+        "variable leaks it into every later test and is reported; so is a teardown change "
+        "of a variable nothing in its class sets. The `test*` methods of a "
+        "`unittest.TestCase` subclass are tests whatever the class's name."
     )
     why_bad = (
         "vLLM reads its `VLLM_*` settings from the process environment whenever an engine is "
@@ -65,9 +77,17 @@ class EnvironmentMutatedWithoutIsolation(Rule):
         "the first change on moves into `with pytest.MonkeyPatch.context() as mp:`, which "
         "restores the variables when the fixture ends, where before they stayed set for "
         "the rest of the session. Unsafe for `os.putenv`/`os.unsetenv`, which do not "
-        "update `os.environ`. No fix at module level, in xunit-style setup (no fixtures "
-        "reach it), in a class with base classes, when the value of `.pop`/`.setdefault` "
-        "is used, or when the keys of `.update(...)` are not all known."
+        "update `os.environ`. Safe in a method of a `unittest.TestCase` (`setUp`, a test, "
+        "`setUpClass`), which no fixture reaches: before its first change the method opens "
+        "`mp = pytest.MonkeyPatch()` (`MonkeyPatch` imported from `pytest` when `pytest` "
+        "is not imported) and registers `self.addCleanup(mp.undo)` "
+        "(`cls.addClassCleanup(mp.undo)` in a classmethod), and each change becomes "
+        "`mp.setenv`/`mp.delenv`: the test case restores the variables after the test (the "
+        "class). No fix at module level, in pytest's xunit-style setup (no fixtures reach "
+        "it: restore the variable in its teardown, or set it in an autouse fixture with "
+        "`monkeypatch`), in a class whose bases are not known to be `unittest.TestCase`, "
+        "when the value of `.pop`/`.setdefault` is used, or when the keys of `.update(...)` "
+        "are not all known."
     )
     options = ("environment-variables", "extend-environment-variables", "isolation-decorators")
     references = ("pytest: How to monkeypatch/mock modules and environments "
@@ -105,6 +125,21 @@ def env():
     yield
     del os.environ[BACKEND]  # error: GPU008
     os.environ.pop("VLLM_USE_V1", None)  # error: GPU008
+''',
+        ),
+        Example(
+            title="A `setUp` with no `tearDown` restoring the variable",
+            source='''\
+import os
+import unittest
+
+
+class TestEngineConfig(unittest.TestCase):
+    def setUp(self):
+        os.environ["VLLM_USE_V1"] = "1"  # error: GPU008
+
+    def test_v1(self):
+        assert os.environ["VLLM_USE_V1"] == "1"
 ''',
         ),
         Example(
@@ -157,6 +192,20 @@ def test_decorated():
 def test_other(name):
     os.environ["MY_APP_DEBUG"] = "1"
     os.environ[name] = "1"
+''',
+        ),
+        Example(
+            title="An xunit teardown restores what its setup set",
+            source='''\
+import os
+
+
+class TestWithCache:
+    def setup_method(self):
+        os.environ["VLLM_CPU_KVCACHE_SPACE"] = "2"
+
+    def teardown_method(self):
+        os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
 ''',
         ),
         Example(

@@ -6,7 +6,10 @@ The inner module's test A sets ``VLLM_CPU_KVCACHE_SPACE`` (GiB), which vLLM's CP
 reads into ``cache_config.kv_cache_memory_bytes`` when an engine is configured
 (vllm/platforms/cpu.py, ``check_and_update_config``); test B builds an engine and records
 that value. The module runs in its own pytest process twice: as written, and a copy after
-``gpu-test-lint check --fix``. One engine per run, two in all.
+``gpu-test-lint check --fix``. One engine per run, two in all. The same again with A a
+``unittest.TestCase`` whose ``setUp`` sets the variable (no ``tearDown`` restores it), which
+the fix gives a ``MonkeyPatch`` whose ``undo`` the test case registers with
+``self.addCleanup`` (issue 25).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from engine_procs import engine_processes, wait_until_no_engine_processes
 
@@ -52,6 +56,26 @@ FIXED = INNER.replace(
     f'    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "{LEAKED_GIB}")\n')
 
 
+INNER_UNITTEST = INNER.replace(
+    "import json\nimport os\n", "import json\nimport os\nimport unittest\n").replace(
+    "def test_a_bigger_cache():\n"
+    f'    os.environ["VLLM_CPU_KVCACHE_SPACE"] = "{LEAKED_GIB}"\n'
+    f'    assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == "{LEAKED_GIB}"\n',
+    "class TestABiggerCache(unittest.TestCase):\n"
+    "    def setUp(self):\n"
+    f'        os.environ["VLLM_CPU_KVCACHE_SPACE"] = "{LEAKED_GIB}"\n'
+    "\n"
+    "    def test_a(self):\n"
+    f'        assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == "{LEAKED_GIB}"\n')
+
+FIXED_UNITTEST = INNER_UNITTEST.replace(
+    "import unittest\n", "import unittest\n\nfrom pytest import MonkeyPatch\n").replace(
+    f'        os.environ["VLLM_CPU_KVCACHE_SPACE"] = "{LEAKED_GIB}"\n',
+    "        mp = MonkeyPatch()\n"
+    "        self.addCleanup(mp.undo)\n"
+    f'        mp.setenv("VLLM_CPU_KVCACHE_SPACE", "{LEAKED_GIB}")\n')
+
+
 def _run_inner(folder: Path, tiny_model: str) -> int:
     """Run the inner module in a fresh pytest process; return B's recorded cache bytes."""
     record = folder / "record.json"
@@ -66,9 +90,13 @@ def _run_inner(folder: Path, tiny_model: str) -> int:
     return int(json.loads(record.read_text(encoding="utf-8"))["kv_cache_memory_bytes"])
 
 
-def test_leaked_setting_changes_later_engine_and_fix_stops_it(tmp_path: Path,
-                                                              tiny_model: str) -> None:
-    assert FIXED != INNER
+@pytest.mark.parametrize(("inner", "fixed", "position"), [
+    (INNER, FIXED, "9:5"),
+    (INNER_UNITTEST, FIXED_UNITTEST, "11:9"),
+], ids=["test", "unittest-setUp"])
+def test_leaked_setting_changes_later_engine_and_fix_stops_it(
+        tmp_path: Path, tiny_model: str, inner: str, fixed: str, position: str) -> None:
+    assert fixed != inner
     assert not engine_processes()
     clean = int(os.environ["VLLM_CPU_KVCACHE_SPACE"]) * GIB
     assert clean != LEAKED_GIB * GIB
@@ -76,19 +104,19 @@ def test_leaked_setting_changes_later_engine_and_fix_stops_it(tmp_path: Path,
     copy = tmp_path / "fixed"
     for folder in (original, copy):
         folder.mkdir()
-        (folder / "test_leak.py").write_text(INNER, encoding="utf-8")
+        (folder / "test_leak.py").write_text(inner, encoding="utf-8")
     module = copy / "test_leak.py"
 
     checked = CliRunner().invoke(cli.cli, ["check", "--no-cache", "-j", "1", str(module)])
     assert checked.exit_code == 1, checked.output
-    assert f"{module}:9:5: GPU008" in checked.output
+    assert f"{module}:{position}: GPU008" in checked.output
     assert checked.output.count("GPU0") == 1, checked.output
-    fixed = CliRunner().invoke(cli.cli, ["check", "--no-cache", "-j", "1", "--fix",
-                                         str(module)])
-    assert fixed.exit_code == 0, fixed.output
-    assert module.read_text(encoding="utf-8") == FIXED
+    done = CliRunner().invoke(cli.cli, ["check", "--no-cache", "-j", "1", "--fix",
+                                        str(module)])
+    assert done.exit_code == 0, done.output
+    assert module.read_text(encoding="utf-8") == fixed
 
     # As written, test A's setting reaches test B's engine: 2 GiB instead of 1.
     assert _run_inner(original, tiny_model) == LEAKED_GIB * GIB
-    # Fixed, monkeypatch restores the variable after A: B's engine gets the clean value.
+    # Fixed, the variable is restored after A: B's engine gets the clean value.
     assert _run_inner(copy, tiny_model) == clean

@@ -10,9 +10,12 @@ byte in ``tests/fixtures/fix/`` (``cleanup_*``).
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
+import pytest
 from rule_testing import PATH, example_tests, fix_reports, reports, rule_class
 
+from lint_gpu_tests.api import check_paths
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.fixloop import fix_source
@@ -202,3 +205,147 @@ def test_del_of_the_runner_fix_removes_it() -> None:
         b'        assert m.generate(["a"])\n\n\ndef test_used_again')
     assert [(v.location.row, v.code) for v in outcome.fixed] == [(7, "GPU004"),
                                                                   (14, "GPU004")]
+
+
+# ------------------------------------------------------------- cleanup before a shutdown
+
+TRY_BODY = """\
+    import gc
+
+    import torch
+    from vllm import LLM
+
+
+    def test_try_body():
+        llm = LLM("m")
+        try:
+            assert llm.generate(["x"])
+            gc.collect()
+            torch.cuda.empty_cache()
+        finally:
+            llm.shutdown()
+
+
+    def test_between_uses():
+        llm = LLM("m")
+        try:
+            assert llm.generate(["x"])
+            gc.collect()
+            assert llm.generate(["y"])
+        finally:
+            llm.shutdown()
+    """
+
+
+def test_cleanup_after_the_last_use_in_a_try_whose_finally_shuts_down() -> None:
+    """A cleanup call after the engine's last use, inside the ``try`` whose ``finally``
+    shuts the engine down: the shutdown is not a use (it is the engine's cleanup), so the
+    call is teardown, and the rewrite that removes the ``try/finally`` removes it too."""
+    assert fix_reports(TRY_BODY) == [
+        (8, "GPU001", "safe", ""),
+        (9, "GPU003", "safe", ""),
+        (11, "GPU004", "safe", ""),
+        (12, "GPU004", "safe", ""),
+        (18, "GPU001", "safe", ""),
+        (19, "GPU003", "safe", ""),
+    ]
+    outcome = fix_source(textwrap.dedent(TRY_BODY).encode(), PATH, Config())
+    assert outcome.error is None
+    assert outcome.new_source == textwrap.dedent("""\
+        import gc
+        import weakref
+
+
+        def test_try_body(vllm_runner):
+            with vllm_runner("m") as runner:
+                llm = weakref.proxy(runner.llm)
+                assert llm.generate(["x"])
+
+
+        def test_between_uses(vllm_runner):
+            with vllm_runner("m") as runner:
+                llm = weakref.proxy(runner.llm)
+                assert llm.generate(["x"])
+                gc.collect()
+                assert llm.generate(["y"])
+        """).encode()
+    assert sorted((v.location.row, v.code) for v in outcome.fixed) == [
+        (8, "GPU001"), (9, "GPU003"), (11, "GPU004"), (12, "GPU004"), (18, "GPU001"),
+        (19, "GPU003")]
+
+
+# ------------------------------------------------------------------ runner variants
+
+DP_CONFTEST = """\
+from vllm import LLM
+from vllm.distributed import cleanup_dist_env_and_memory
+
+
+class VllmRunner:
+    def __init__(self, model, **kwargs):
+        self.model = LLM(model, **kwargs)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        del self.model
+
+
+class DPVllmRunner(VllmRunner):
+    pass
+
+
+class HfRunner:
+    def __init__(self, model):
+        self.model = model
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        del self.model
+        cleanup_dist_env_and_memory()
+"""
+
+DP_TEST = """\
+from tests.conftest import DPVllmRunner, HfRunner, VllmRunner
+
+
+def test_dp():
+    with DPVllmRunner("m", data_parallel_size=2) as vllm_model:
+        assert vllm_model.generate_greedy(["a"], 4)
+        del vllm_model
+
+
+def test_plain():
+    with VllmRunner("m") as vllm_model:
+        assert vllm_model.generate_greedy(["a"], 4)
+        del vllm_model
+    with HfRunner("m") as hf_runner:
+        assert hf_runner.model
+        del hf_runner
+"""
+
+
+@pytest.mark.parametrize("test_body", [DP_TEST, DP_TEST.split("\n\n\ndef test_plain")[0] + "\n"])
+def test_del_inside_the_block_of_a_runner_variant_a_conftest_defines(
+        tmp_path: Path, test_body: str) -> None:
+    """``DPVllmRunner(VllmRunner)`` in a conftest (vllm-ascend's data-parallel runner) is a
+    runner class too, unconfigured: ``del`` of it inside its own block is reported and
+    removed, also in a module that names no configured runner class (the prefilter reads
+    the conftest's runner classes). vLLM's ``HfRunner``, a runner only by its ``__exit__``
+    (it holds a Hugging Face model, not an engine), is not."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text(DP_CONFTEST)
+    test = tmp_path / "tests" / "test_dp.py"
+    test.write_text(test_body)
+    result = check_paths([str(test)], Config(), cache=False)
+    expected = [(7, 9, "GPU004")] + ([(13, 9, "GPU004")] if "test_plain" in test_body else [])
+    assert [(v.location.row, v.location.column, v.code)
+            for v in result.violations] == expected
+    fixed = check_paths([str(test)], Config(), cache=False, fix=True)
+    assert [v.code for v in fixed.violations] == []
+    assert test.read_text() == test_body.replace("        del vllm_model\n", "")
+    assert ("del hf_runner" in test.read_text()) is ("test_plain" in test_body)

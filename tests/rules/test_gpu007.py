@@ -135,6 +135,44 @@ def test_an_explicit_close_or_shutdown_ends_the_engine_in_a_finally_too() -> Non
     assert [(row, col) for row, col, _ in gpu007(source)] == [(26, 14)]
 
 
+def test_a_shutdown_ends_a_runner_entered_in_a_with_or_an_exit_stack() -> None:
+    """The explicit shutdowns GPU003/GPU004 recognise end an engine held by a runner too:
+    ``runner.llm.shutdown()`` inside the runner's own block, and ``stack.close()`` of the
+    ``ExitStack`` the runner was entered in (one not opened by a ``with``)."""
+    source = """\
+        import contextlib
+
+
+        def test_shut_down_inside_its_block(vllm_runner):
+            with vllm_runner("a") as first:
+                first.generate_greedy(["x"], 4)
+                first.llm.llm_engine.engine_core.shutdown()
+                with vllm_runner("b") as second:
+                    assert second
+
+
+        def test_stack_closed(vllm_runner):
+            stack = contextlib.ExitStack()
+            a = stack.enter_context(vllm_runner("a"))
+            try:
+                a.generate_greedy(["x"], 4)
+            finally:
+                stack.close()
+            with vllm_runner("b") as b:
+                assert b
+
+
+        def test_stack_left_open(vllm_runner):
+            stack = contextlib.ExitStack()
+            a = stack.enter_context(vllm_runner("a"))
+            a.generate_greedy(["x"], 4)
+            with vllm_runner("b") as b:
+                assert b
+            stack.close()
+        """
+    assert [(row, col) for row, col, _ in gpu007(source)] == [(27, 10)]
+
+
 def test_unbound_engine_lives_for_its_statement() -> None:
     assert gpu007("""\
         from vllm import LLM

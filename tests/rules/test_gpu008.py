@@ -98,7 +98,8 @@ def test_only_configured_variables_with_known_names() -> None:
     "CUDA_LAUNCH_BLOCKING", "HF_HOME", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
     "TORCH_COMPILE_DISABLE", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK",
     "ONEAPI_DEVICE_SELECTOR", "TPU_VISIBLE_CHIPS", "HABANA_VISIBLE_MODULES",
-    "ASCEND_RT_VISIBLE_DEVICES", "VLLM_USE_V1",
+    "ASCEND_RT_VISIBLE_DEVICES", "VLLM_USE_V1", "NEURON_RT_VISIBLE_CORES", "TPU_HOST_BOUNDS",
+    "HABANA_VISIBLE_DEVICES", "NCCL_DEBUG", "OMP_PROC_BIND", "CUDA_VISIBLE_DEVICES",
 ])
 def test_the_default_families_an_engine_torch_or_a_collective_reads(name: str) -> None:
     source = f"""\
@@ -233,14 +234,25 @@ def test_helpers_and_conftest_hooks_are_not_watched() -> None:
     assert gpu008(source, path="tests/conftest.py") == []
 
 
-def test_no_fix_in_xunit_methods_and_unittest_classes() -> None:
+def test_no_fix_in_pytest_xunit_setup_and_classes_of_unknown_bases() -> None:
     source = """\
         import os
         import unittest
 
+        from tests.base import BaseTest
+
 
         class TestSetup:
             def setup_method(self):
+                os.environ["VLLM_A"] = "1"
+
+
+        def setup_module():
+            os.environ["VLLM_B"] = "1"
+
+
+        class TestOther(BaseTest):
+            def test_x(self):
                 os.environ["VLLM_A"] = "1"
 
 
@@ -249,9 +261,178 @@ def test_no_fix_in_xunit_methods_and_unittest_classes() -> None:
                 os.environ["VLLM_A"] = "1"
         """
     assert gpu008(source) == [
-        (7, 9, "none", "pytest passes no fixtures to xunit-style setup"),
-        (12, 9, "none", "a method of a class with base classes (unittest.TestCase gets no "
-                        "fixtures)"),
+        (9, 9, "none", "pytest passes no fixtures to `setup_method`: restore the variable in "
+                       "`teardown_method`, or set it with `monkeypatch` in an autouse "
+                       "fixture"),
+        (13, 5, "none", "pytest passes no fixtures to `setup_module`: restore the variable "
+                        "in `teardown_module`, or set it with `monkeypatch` in an autouse "
+                        "fixture"),
+        (18, 9, "none", "a method of a class whose bases are not known to be "
+                        "`unittest.TestCase`: no fixture and no `addCleanup` is known to "
+                        "reach it"),
+        (23, 9, "safe", ""),
+    ]
+
+
+XUNIT_RESTORED = """\
+    import os
+    import unittest
+    from unittest import mock
+
+    import pytest
+
+
+    class TestPair(unittest.TestCase):
+        def setUp(self):
+            os.environ["VLLM_A"] = "1"
+
+        def tearDown(self):
+            del os.environ["VLLM_A"]
+
+
+    class TestMethods:
+        def setup_method(self):
+            os.environ.setdefault("VLLM_B", "1")
+
+        def test_sets(self):
+            os.environ["VLLM_C"] = "1"
+
+        def teardown_method(self):
+            os.environ.pop("VLLM_B", None)
+            os.environ.pop("VLLM_C", None)
+
+
+    class TestWhole(unittest.TestCase):
+        @classmethod
+        def setUpClass(cls):
+            cls.saved = dict(os.environ)
+            os.environ["VLLM_D"] = "1"
+
+        @classmethod
+        def tearDownClass(cls):
+            os.environ.clear()
+            os.environ.update(cls.saved)
+
+
+    class TestCleanups(unittest.TestCase):
+        def setUp(self):
+            os.environ["VLLM_E"] = "1"
+            self.addCleanup(os.environ.pop, "VLLM_E", None)
+            patcher = mock.patch.dict(os.environ)
+            patcher.start()
+            self.addCleanup(patcher.stop)
+            os.environ["VLLM_F"] = "1"
+
+
+    def setup_module():
+        os.environ["VLLM_G"] = "1"
+
+
+    def teardown_module():
+        os.environ.pop("VLLM_G")
+
+
+    class TestHalf:
+        def setup_method(self):
+            os.environ["VLLM_H"] = "1"
+            os.environ["VLLM_I"] = "1"
+
+        def teardown_method(self):
+            os.environ.pop("VLLM_H")
+            os.environ.pop("VLLM_J", None)
+    """
+
+
+def test_xunit_setup_restored_by_its_teardown_or_a_cleanup_is_not_reported() -> None:
+    """A ``setUp``/``setup_method``/``setUpClass``/``setup_module`` whose teardown partner
+    changes the same variable again (or clears the environment), or that registers a
+    cleanup of it (``addCleanup`` naming ``os.environ``, a started
+    ``mock.patch.dict(os.environ)``), restores it: neither side is a leak. What the
+    teardown does not restore is reported, and so is a teardown change of a variable that
+    nothing in its class sets."""
+    assert [(row, col) for row, col, *_ in gpu008(XUNIT_RESTORED)] == [(61, 9), (65, 9)]
+
+
+def test_unittest_setup_and_test_methods_restore_through_add_cleanup() -> None:
+    source = """\
+        import os
+        import unittest
+
+
+        class TestEnv(unittest.TestCase):
+            def setUp(self):
+                self.model = "m"
+                # the V1 engine
+                os.environ["VLLM_USE_V1"] = "1"
+                os.environ.pop("VLLM_X", None)
+
+            def test_x(self):
+                os.environ.update({"VLLM_Y": "1"})
+                assert os.environ["VLLM_USE_V1"] == "1"
+
+
+        class TestClassWide(TestEnv):
+            @classmethod
+            def setUpClass(klass):
+                os.environ["VLLM_Z"] = "1"
+        """
+    assert gpu008(source) == [(9, 9, "safe", ""), (10, 9, "safe", ""), (13, 9, "safe", ""),
+                              (20, 9, "safe", "")]
+    assert fixed(source) == textwrap.dedent("""\
+        import os
+        import unittest
+
+        from pytest import MonkeyPatch
+
+
+        class TestEnv(unittest.TestCase):
+            def setUp(self):
+                self.model = "m"
+                # the V1 engine
+                mp = MonkeyPatch()
+                self.addCleanup(mp.undo)
+                mp.setenv("VLLM_USE_V1", "1")
+                mp.delenv("VLLM_X", raising=False)
+
+            def test_x(self):
+                mp = MonkeyPatch()
+                self.addCleanup(mp.undo)
+                mp.setenv("VLLM_Y", "1")
+                assert os.environ["VLLM_USE_V1"] == "1"
+
+
+        class TestClassWide(TestEnv):
+            @classmethod
+            def setUpClass(klass):
+                mp = MonkeyPatch()
+                klass.addClassCleanup(mp.undo)
+                mp.setenv("VLLM_Z", "1")
+        """)
+
+
+def test_unittest_fix_uses_an_imported_pytest_and_not_a_taken_name() -> None:
+    source = """\
+        import os
+        import unittest
+
+        import pytest
+
+
+        class TestEnv(unittest.TestCase):
+            def setUp(self):
+                os.environ["VLLM_USE_V1"] = "1"
+
+            def test_x(self):
+                mp = 1
+                os.environ["VLLM_Y"] = "1"
+        """
+    assert gpu008(source) == [(9, 9, "safe", ""),
+                              (13, 9, "none", "the function binds a local `mp`")]
+    assert fixed(source).splitlines()[7:11] == [
+        "    def setUp(self):",
+        "        mp = pytest.MonkeyPatch()",
+        "        self.addCleanup(mp.undo)",
+        '        mp.setenv("VLLM_USE_V1", "1")',
     ]
 
 
