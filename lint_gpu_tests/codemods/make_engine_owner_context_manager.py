@@ -152,8 +152,11 @@ class _ClassTransformer(WrapTransformer):
         following = original_body[init_index + 1] if init_index + 1 < len(original_body) \
             else None
         spacing = list(following.leading_lines) if isinstance(following, cst.FunctionDef) \
-            and following.leading_lines else [cst.EmptyLine()]
-        spacing = [line for line in spacing if line.comment is None] or [cst.EmptyLine()]
+            and following.leading_lines else []
+        # Empty lines only: ``EmptyLine()`` indents to the block, which writes a line of
+        # nothing but spaces.
+        spacing = [cst.EmptyLine(indent=False) for line in spacing
+                   if line.comment is None] or [cst.EmptyLine(indent=False)]
         code = (f"def __enter__(self):\n{indent}self.{held}.__enter__()\n{indent}return self\n",
                 f"def __exit__(self, *exc_info):\n{indent}self.{held}.__exit__(*exc_info)\n")
         return [cst.parse_statement(c, config=self.tree.config_for_parsing).with_changes(
