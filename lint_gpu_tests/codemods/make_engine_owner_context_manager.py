@@ -119,6 +119,8 @@ class _ClassTransformer(WrapTransformer):
         """``self.llm = LLM(...)`` -> ``self._runner = VllmRunner(...)`` and
         ``self.llm = weakref.proxy(self._runner.llm)``."""
         plan = self.class_plan
+        if plan.returned_by is not None:
+            return self._split_return(site, plan.returned_by)
         assign = site.body[0]
         assert isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call)
         target = assign.targets[0].target
@@ -139,6 +141,28 @@ class _ClassTransformer(WrapTransformer):
         second = cst.SimpleStatementLine(body=[cst.Assign(
             targets=[cst.AssignTarget(target=target.with_changes(value=owner))],
             value=proxy_of(engine))])
+        return [first, second]
+
+    def _split_return(self, site: cst.SimpleStatementLine, owner: str
+                      ) -> list[cst.BaseStatement]:
+        """``return LLM(...)`` (in the method whose result ``__init__`` stores) ->
+        ``self._runner = VllmRunner(...)`` and ``return weakref.proxy(self._runner.llm)``."""
+        plan = self.class_plan
+        ret = site.body[0]
+        assert isinstance(ret, cst.Return) and isinstance(ret.value, cst.Call)
+        runner_name = self.config.runner_classes[0] if self.config.runner_classes \
+            else "VllmRunner"
+        call, _ = runner_call(ret.value, runner_name, target=self.config.target)
+        held = cst.Attribute(value=cst.Name(owner), attr=cst.Name(plan.runner_attribute))
+        first = site.with_changes(body=[cst.Assign(
+            targets=[cst.AssignTarget(target=held)], value=call)])
+        column = self.columns.get(plan.site_line, 0)
+        if "\n" not in statement_code(call) and \
+                column + len(statement_code(first).splitlines()[-1]) > line_length():
+            first = first.with_changes(body=[first.body[0].with_changes(
+                value=explode_args(call))])
+        engine = cst.Attribute(value=held, attr=cst.Name(self.config.runner_attribute))
+        second = cst.SimpleStatementLine(body=[ret.with_changes(value=proxy_of(engine))])
         return [first, second]
 
     def _context_methods(self, original_body: Sequence[cst.BaseStatement]
