@@ -42,7 +42,7 @@ from lint_gpu_tests.fixplan.groups import (
 from lint_gpu_tests.fixplan.plan import VLLM_TARGET_DEFAULTS, WRAP_TITLE, WrapPlan
 from lint_gpu_tests.fixplan.safety import SafetyChecks, compilation_config_equivalent, weak_calls
 from lint_gpu_tests.ftypes import Applicability, FixInfo
-from lint_gpu_tests.helper_calls import HelperCallers, runner_through_callers
+from lint_gpu_tests.helper_calls import ONE_MODULE, HelperCallers, runner_through_callers
 from lint_gpu_tests.mappings import hides_model, plan_mapping
 from lint_gpu_tests.noqa import Noqa, parse_noqa
 from lint_gpu_tests.source import walk_nodes
@@ -236,7 +236,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 use_class, helper_calls = False, passed
                 if passed.public and not passed.passed:
                     unsafe(f"`{passed.name}()` is public: a module that imports it must now "
-                           f"pass `{config.runner_fixture}` too")
+                           f"pass `{config.runner_fixture}` too ({ONE_MODULE} and does not "
+                           "change callers in other modules)")
         yield_proxy = self._yields_proxy(func, stmt, segment, remove, names, bound, group)
         if is_fixture and not yield_proxy and any(
                 isinstance(n, ast.Return) for s in segment[1:] for n in ast.walk(s)):
