@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
 
-
 #: Why callers in other modules are never fixed with the helper: each module is planned and
 #: rewritten on its own (and cached by its own bytes), so a fix cannot reach another file.
 ONE_MODULE = "`--fix` rewrites one module at a time"
