@@ -204,3 +204,12 @@ def test_engine_returned_to_init_is_the_owner_class_shape() -> None:
                                "llm = self._build(config)\n        self.llm = llm")
     assert reports(kept_local) == [(10, "GPU001", "none", "the engine is returned to the "
                                     "caller, so it must outlive this function")]
+
+
+def test_cleanup_method_call_is_named_in_the_report() -> None:
+    """The call of a cleanup-only method the class rewrite deletes is reported by its text
+    (it was reported as "`cleanup`")."""
+    before = (FIX_DIR / "engine_owner_class_returned_engine" / "before.py").read_bytes()
+    found = check_source(before, "tests/test_case.py", Config())
+    assert [(v.location.row, v.message) for v in found if v.location.row == 30] == [
+        (30, "Manual cleanup `checker.shutdown()` in a function that owns an engine")]

@@ -246,7 +246,8 @@ def test_uses_helper():
                             t.id for t in node.targets if isinstance(t, ast.Name))))
                     elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and \
                             last_name(node.value.func) != "__exit__":
-                        found.append((node, module.cleanup_call_kind(node.value) or "cleanup"))
+                        found.append((node, module.cleanup_call_kind(node.value) or (
+                            ast.get_source_segment(module.text, node.value) or "cleanup")))
             for stmt, what in found:
                 hit = hit_at(stmt, self.message.format(what=what), fix)
                 yield replace(hit, depends_on=plan.anchor)
