@@ -548,7 +548,7 @@ def self_referencing(nodes: list[ast.AST], tainted: set[str]) -> str | None:
     def add(holder: str | None, value: ast.AST | None, self_too: bool) -> None:
         if holder is None or value is None:
             return
-        held = names_in(value) if self_too else names_in(value) - {holder}
+        held = _held_names(value) if self_too else _held_names(value) - {holder}
         holds.setdefault(holder, set()).update(held)
 
     for node in nodes:
@@ -575,6 +575,34 @@ def self_referencing(nodes: list[ast.AST], tainted: set[str]) -> str | None:
                 seen.add(name)
                 todo.extend(holds.get(name, ()))
     return None
+
+
+def _held_names(value: ast.AST) -> set[str]:
+    """The names whose objects ``value`` may hold itself: the name, the elements of a
+    display, what a call is given (its result may keep it; not a call of
+    :data:`PURE_CALLS`), what a closure or generator mentions. Not what it reads an element
+    or attribute of (``box["engine"]``, ``d.get(k)`` hold an element, not ``box``)."""
+    if isinstance(value, ast.Name):
+        return {value.id}
+    if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
+        return set().union(*(_held_names(e) for e in value.elts))
+    if isinstance(value, ast.Dict):
+        return set().union(*(_held_names(e) for e in (*value.keys, *value.values)
+                             if e is not None))
+    if isinstance(value, (ast.Starred, ast.NamedExpr, ast.Await)):
+        return _held_names(value.value)
+    if isinstance(value, ast.IfExp):
+        return _held_names(value.body) | _held_names(value.orelse)
+    if isinstance(value, ast.BinOp):
+        return _held_names(value.left) | _held_names(value.right)
+    if isinstance(value, ast.Call):
+        if last_name(value.func) in PURE_CALLS:
+            return set()
+        return set().union(*(_held_names(a) for a in (
+            *value.args, *(k.value for k in value.keywords))))
+    if isinstance(value, (ast.Lambda, ast.GeneratorExp, *_COMPREHENSIONS)):
+        return names_in(value)
+    return set()
 
 
 def _liveness(flow: ValueFlow, region: list[ast.stmt]) -> None:
