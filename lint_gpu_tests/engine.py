@@ -27,6 +27,7 @@ from lint_gpu_tests.noqa import (
 from lint_gpu_tests.source import (
     DEEP_STATE,
     MAX_FIX_DEPTH,
+    MAX_FIX_STRING_PARTS,
     TOO_DEEP_TO_ANALYSE,
     InternalError,
     SourceTooDeep,
@@ -276,12 +277,53 @@ def _drop_too_deep_fixes(tree: ast.Module, text: str, out: list[Violation]
     if len(text) < MAX_FIX_DEPTH:  # every level of nesting takes a character of source
         return out
     depth, line = max_depth(tree)
-    if depth <= MAX_FIX_DEPTH:
-        return out
-    reason = (f"expression too deep (line {line} nests {depth} levels; the fixer rewrites "
-              f"at most {MAX_FIX_DEPTH})")
+    if depth > MAX_FIX_DEPTH:
+        reason = (f"expression too deep (line {line} nests {depth} levels; the fixer rewrites "
+                  f"at most {MAX_FIX_DEPTH})")
+    else:
+        parts, line = _longest_concatenation(tree, text)
+        if parts <= MAX_FIX_STRING_PARTS:
+            return out
+        reason = (f"an implicit string concatenation of {parts} parts (line {line}; the "
+                  f"fixer's parser takes at most {MAX_FIX_STRING_PARTS})")
     return [dataclasses.replace(v, fix=FixInfo(Applicability.NONE, v.fix.title, reason))
             if v.fix is not None and v.fixable else v for v in out]
+
+
+def _longest_concatenation(tree: ast.Module, text: str) -> tuple[int, int]:
+    """``(parts, line)`` of the implicit string concatenation of ``tree`` with the most
+    parts (``"a" "b"`` is two), counted with the tokenizer in the few string nodes long
+    enough to hold more than :data:`MAX_FIX_STRING_PARTS` (each part takes at least two
+    characters); ``(0, 0)`` when there is none."""
+    import io
+    import tokenize
+
+    string_tokens = {tokenize.STRING}
+    string_tokens.add(getattr(tokenize, "FSTRING_START", tokenize.STRING))
+    shortest = 2 * (MAX_FIX_STRING_PARTS + 1)
+    best = (0, 0)
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        is_string = isinstance(node, ast.JoinedStr) or (
+            isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)))
+        if not is_string:
+            todo.extend(ast.iter_child_nodes(node))
+            continue
+        if node.end_lineno == node.lineno and (  # type: ignore[attr-defined]
+                (node.end_col_offset or 0) - node.col_offset < shortest):  # type: ignore[attr-defined]
+            continue
+        segment = ast.get_source_segment(text, node)
+        if segment is None or len(segment) < shortest:
+            continue
+        try:
+            parts = sum(1 for tok in tokenize.generate_tokens(
+                io.StringIO(f"({segment})").readline) if tok.type in string_tokens)
+        except (tokenize.TokenError, SyntaxError):
+            continue
+        if parts > best[0]:
+            best = (parts, node.lineno)  # type: ignore[attr-defined]
+    return best
 
 
 def _drop_orphan_fixes(out: list[Violation], depends: dict[int, tuple[str, int]]

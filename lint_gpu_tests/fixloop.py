@@ -8,13 +8,14 @@ engine (:func:`lint_gpu_tests.engine.check_source` re-checks); the API calls
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import CheckResult, check_module, wanted_fixes
-from lint_gpu_tests.ftypes import FixKind, Violation
+from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, Violation
 from lint_gpu_tests.source import InternalError, call_with_deep_stack, parse_source
 
 if TYPE_CHECKING:
@@ -150,6 +151,16 @@ def _failure_detail(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 
+def _not_fixable(violations: list[Violation], failed: list[Violation],
+                 reason: str) -> list[Violation]:
+    """``violations`` with the fixes of those in ``failed`` (the pass that was thrown away)
+    made unavailable, saying why: ``check`` must not count as fixable what ``--fix`` could
+    not do."""
+    gone = {id(v) for v in failed}
+    return [dataclasses.replace(v, fix=FixInfo(Applicability.NONE, v.fix.title, reason))
+            if id(v) in gone and v.fix is not None else v for v in violations]
+
+
 def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
               checked: CheckResult) -> FixOutcome:
     from lint_gpu_tests.codemods.driver import apply_fixes  # imports libcst
@@ -173,12 +184,17 @@ def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
         except BaseException as exc:  # noqa: BLE001 - a failed pass is reported, file kept
             error = f"{_failure_detail(exc)}; pass discarded"
             failure = exc
+            current_violations = _not_fixable(current_violations, todo,
+                                              f"the fix failed: {_failure_detail(exc)}")
             break
         if candidate is None or candidate.source == current:
             break
         _, _, parse_error = parse_source(candidate.source, path)
         if parse_error is not None:
             error = f"fix produced invalid code ({parse_error.message}); pass discarded"
+            current_violations = _not_fixable(current_violations, todo,
+                                              f"the fix failed: it produced invalid code "
+                                              f"({parse_error.message})")
             break
         passes.append((candidate.kind, current, candidate.source))
         current = candidate.source

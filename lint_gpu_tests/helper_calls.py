@@ -5,7 +5,9 @@ cannot import; only tests and fixtures can receive it, as the ``vllm_runner`` fi
 fix gives the helper a ``vllm_runner`` parameter (first, so every call passes it the same way)
 and passes the fixture at every call site, each in a test or fixture that requests it.
 :func:`helper_callers` says whether that covers every use of the helper, from this module's
-source alone.
+source alone. Callers in other modules are never fixed with it (:data:`ONE_MODULE`): a
+helper not called in its own module, or public outside a test module, has no fix, and a
+public helper of a test module's fix is unsafe, its reason saying so.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ import os
 from dataclasses import dataclass
 
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
+
+#: Why callers in other modules are never fixed with the helper: each module is planned and
+#: rewritten on its own (and cached by its own bytes), so a fix cannot reach another file.
+ONE_MODULE = "`--fix` rewrites one module at a time"
 
 
 @dataclass(frozen=True)
@@ -101,7 +107,9 @@ def helper_callers(module: ModuleAnalysis, func: FunctionInfo,
             callers.add(where.node.lineno)
         calls += 1
     if not calls:
-        return f"`{name}()` is not called in this module: its callers are elsewhere"
+        return (f"`{name}()` is not called in this module: its callers are in other "
+                f"modules, and {ONE_MODULE}, so it cannot give the helper and every caller the "
+                f"`{fixture}` fixture together")
     return HelperCallers(name, frozenset(callers), not name.startswith("_"))
 
 
@@ -122,5 +130,6 @@ def runner_through_callers(module: ModuleAnalysis, func: FunctionInfo,
     if passed.public and not passed.passed and not (
             base.startswith("test_") or base.endswith("_test.py")):
         return cannot + f"`{passed.name}()` is public in a module others import: their " \
-                        f"calls would need `{fixture}` too"
+                        f"calls would need `{fixture}` too, and {ONE_MODULE} (the helper and " \
+                        "its callers in other modules are not fixed together)"
     return passed

@@ -23,6 +23,7 @@ __all__ = [
     "DEEP_RECURSION_LIMIT",
     "DEEP_STACK_BYTES",
     "MAX_FIX_DEPTH",
+    "MAX_FIX_STRING_PARTS",
     "PARSE_ERROR_CODE",
     "PARSE_ERROR_NAME",
     "TOO_DEEP_TO_ANALYSE",
@@ -63,6 +64,12 @@ MAX_FIX_DEPTH = 2_000
 """Deepest ``ast`` nesting for which a fix is offered. ``--fix`` was measured to succeed on a
 7,000-part ``"..." + "..."`` concatenation (about 7,000 levels) in the deep thread; a deeper
 module's fixable violations are reported as not fixable ("expression too deep")."""
+
+MAX_FIX_STRING_PARTS = 3_000
+"""Most parts of one implicit string concatenation (``"a" "b" ...``) for which a fix is
+offered: LibCST's parser (1.x, native) rejects 3,001 ("expected one of STRING"), measured on
+plain, bytes and f-string parts. ``ast`` makes one node of them, so :data:`MAX_FIX_DEPTH`
+does not see them."""
 
 _DEEP_LOCK = threading.Lock()
 DEEP_STATE = threading.local()

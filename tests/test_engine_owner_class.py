@@ -164,3 +164,52 @@ def test_finally_that_only_closes_goes() -> None:
     assert outcome.new_source is not None
     assert outcome.new_source.decode().endswith(
         "def test_x():\n    with Tester('m') as tester:\n        assert tester.run('a')\n")
+
+
+RETURNED = '''\
+from vllm import LLM
+
+
+class Tester:
+    def __init__(self, config):
+        self.llm = self._build(config)
+{extra}
+    {decorator}def _build({params}):
+        return LLM(config["model"])
+
+    def run(self, prompt):
+        return self.llm.generate([prompt])
+
+
+def test_run():
+    tester = Tester({{"model": "m"}})
+    assert tester.run("hi")
+'''
+
+
+def test_engine_returned_to_init_is_the_owner_class_shape() -> None:
+    """Issue 25: ``self.llm = self._build(config)`` with ``_build`` returning the engine is
+    the owner class (unsafe, the class rewrite); a builder that is a static method, or that
+    another method calls too (the engine may be rebuilt), has no fix and says why."""
+    plain = RETURNED.format(extra="", decorator="", params="self, config")
+    assert reports(plain) == [(9, "GPU001", "unsafe", UNSAFE.format(cls="Tester"))]
+    static = RETURNED.format(extra="", decorator="@staticmethod\n    ", params="config")
+    assert reports(static) == [(10, "GPU001", "none", "`_build()` is decorated or takes no "
+                                "`self`: the runner cannot be kept on the instance")]
+    again = RETURNED.format(extra="\n    def reload(self, config):\n        self.llm = "
+                                  "self._build(config)\n", decorator="", params="self, config")
+    assert reports(again) == [(12, "GPU001", "none", "`_build()` is called other than once "
+                               "from `__init__`: the engine may be rebuilt")]
+    kept_local = plain.replace("self.llm = self._build(config)",
+                               "llm = self._build(config)\n        self.llm = llm")
+    assert reports(kept_local) == [(10, "GPU001", "none", "the engine is returned to the "
+                                    "caller, so it must outlive this function")]
+
+
+def test_cleanup_method_call_is_named_in_the_report() -> None:
+    """The call of a cleanup-only method the class rewrite deletes is reported by its text
+    (it was reported as "`cleanup`")."""
+    before = (FIX_DIR / "engine_owner_class_returned_engine" / "before.py").read_bytes()
+    found = check_source(before, "tests/test_case.py", Config())
+    assert [(v.location.row, v.message) for v in found if v.location.row == 30] == [
+        (30, "Manual cleanup `checker.shutdown()` in a function that owns an engine")]

@@ -7,6 +7,8 @@ the ``_runner_kwargs`` helper the fix adds, run against what vLLM's runner hands
 from __future__ import annotations
 
 import ast
+import json
+import os
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -126,7 +128,9 @@ HELPER = "from vllm import LLM\n\ndef _h(p):\n    llm = LLM('m')\n    return 1\n
     ("class TestA(unittest.TestCase):\n    def test_a(self):\n        _h(1)\n",
      "`_h()` is called from `test_a()` (line 9), which cannot request the `vllm_runner` "
      "fixture"),
-    ("", "`_h()` is not called in this module: its callers are elsewhere"),
+    ("", "`_h()` is not called in this module: its callers are in other modules, and "
+         "`--fix` rewrites one module at a time, so it cannot give the helper and every "
+         "caller the `vllm_runner` fixture together"),
 ])
 def test_helper_callers(calls: str, expected: HelperCallers | str) -> None:
     assert _callers(HELPER + calls) == expected
@@ -183,7 +187,8 @@ def test_reasons_helpers_target_vllm() -> None:
     }
     assert _reasons("helper_target_vllm_public") == {
         7: ("unsafe", "`greedy_texts()` is public: a module that imports it must now pass "
-                      "`vllm_runner` too"),
+                      "`vllm_runner` too (`--fix` rewrites one module at a time and does not "
+                      "change callers in other modules)"),
     }
     assert _reasons("helper_target_vllm") == {10: ("safe", ""), 45: ("safe", ""),
                                               48: ("safe", "")}
@@ -195,7 +200,9 @@ def test_public_helper_of_a_conftest_has_no_fix() -> None:
     assert gpu001.fix is not None
     assert (gpu001.fix.applicability.value, gpu001.fix.reason) == (
         "none", CANNOT + "`greedy_texts()` is public in a module others import: their calls "
-                         "would need `vllm_runner` too")
+                         "would need `vllm_runner` too, and `--fix` rewrites one module at a "
+                         "time (the helper and its callers in other modules are not fixed "
+                         "together)")
 
 
 def test_an_existing_helper_of_another_kind_blocks_the_fix() -> None:
@@ -223,3 +230,47 @@ def test_the_helper_maps_names_and_fills_only_missing_keys() -> None:
     assert helper({"model": "m"}) == {"model_name": "m"}
     with pytest.raises(KeyError):
         helper({"seed": 0})
+
+
+def test_helper_with_callers_in_other_modules_of_the_tree(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """Issue 25: a run over the whole tree sees the helper's callers in other modules, but
+    ``--fix`` plans and rewrites one module at a time: the helper and those callers are never
+    fixed together, so neither is fixed (no ``[*]``), and the reason says why."""
+    from click.testing import CliRunner
+
+    from lint_gpu_tests import cli
+
+    (tmp_path / "pyproject.toml").write_text('[tool.gpu-test-lint]\ntarget = "vllm"\n'
+                                             'test-roots = ["tests"]\n')
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    helper = ("import pytest\nfrom vllm import LLM\n\n\n"
+              "def greedy_texts(model):\n    llm = LLM(model)\n"
+              "    outputs = llm.generate(['Hello'])\n    return outputs\n\n\n"
+              "def _private_texts(model):\n    llm = LLM(model)\n"
+              "    outputs = llm.generate(['Hi'])\n    return outputs\n\n\n"
+              "@pytest.fixture\ndef reference():\n    return greedy_texts('m')\n")
+    caller = ("from tests.generation import _private_texts, greedy_texts\n\n\n"
+              "def test_greedy():\n    assert greedy_texts('m') == _private_texts('m')\n")
+    (tests / "generation.py").write_text(helper)
+    (tests / "test_greedy.py").write_text(caller)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli.cli, ["check", "--no-cache", "--fix", "--output-format",
+                                          "json", "tests"])
+    found = [(os.path.relpath(v["filename"], tmp_path).replace(os.sep, "/"),
+              v["location"]["row"], v["code"], v["fix"],
+              v["no_fix_reason"]) for v in json.loads(result.stdout)]
+    assert found == [
+        ("tests/generation.py", 6, "GPU001", None, CANNOT + "`greedy_texts()` is public in a "
+         "module others import: their calls would need `vllm_runner` too, and `--fix` "
+         "rewrites one module at a time (the helper and its callers in other modules are not "
+         "fixed together)"),
+        ("tests/generation.py", 12, "GPU001", None, CANNOT + "`_private_texts()` is not "
+         "called in this module: its callers are in other modules, and `--fix` rewrites one "
+         "module at a time, so it cannot give the helper and every caller the `vllm_runner` "
+         "fixture together"),
+    ]
+    assert (tests / "generation.py").read_text() == helper
+    assert (tests / "test_greedy.py").read_text() == caller

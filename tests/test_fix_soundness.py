@@ -36,6 +36,8 @@ CASES: dict[str, list[tuple[str, int, str]]] = {
     "engine_fixture_parameter_owns_an_engine": [],
     "exit_deleting_something_else": [("GPU001", 6, "none")],
     "finally_shutting_down_another_engine": [("GPU003", 8, "none"), ("GPU007", 9, "-")],
+    "engine_in_a_self_referencing_container": [],
+    "helper_class_methods_without_blank_lines": [],
 }
 
 
@@ -56,6 +58,8 @@ def test_fix_matches_and_leaves_exactly(case: str) -> None:
     assert left == CASES[case]
     again = fix_source(after, PATH, config_for(case), unsafe=True)
     assert again.new_source is None
+    assert not [n for n, line in enumerate(after.splitlines(), 1)
+                if line.strip() == b"" and line != b""], "whitespace-only lines written"
 
 
 def test_every_case_file_is_listed() -> None:
@@ -63,3 +67,18 @@ def test_every_case_file_is_listed() -> None:
     readme = (HERE / "README.md").read_text(encoding="utf-8")
     for case in CASES:
         assert f"`{case}`" in readme, f"{case} is not described in README.md"
+
+
+def test_self_referencing_container_is_unsafe_with_its_reason() -> None:
+    """Issue 25: a container that refers to itself keeps the engine alive past the block
+    through the cycle, so the fix is never safe: plain ``--fix`` leaves the file as it was,
+    and each GPU001 says which name makes the cycle."""
+    before = (HERE / "engine_in_a_self_referencing_container.py").read_bytes()
+    outcome = fix_source(before, PATH, Config(), unsafe=False)
+    assert outcome.new_source is None
+    reasons = [(v.location.row, v.fix.applicability.value, v.fix.reason)
+               for v in outcome.remaining if v.fix is not None]
+    tail = ("holds the engine and refers to itself (a reference cycle): the cycle keeps "
+            "the engine alive past the block until the garbage collector runs")
+    assert reasons == [(5, "unsafe", f"`box` {tail}"), (11, "unsafe", f"`engines` {tail}"),
+                       (17, "unsafe", f"`inner` {tail}")]

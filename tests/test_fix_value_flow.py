@@ -17,7 +17,7 @@ import pytest
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.fixloop import fix_source
-from lint_gpu_tests.fixplan.flow import value_flow
+from lint_gpu_tests.fixplan.flow import self_referencing, value_flow
 
 FIXTURE = Path(__file__).parent / "fixtures" / "fix" / "flow_unknown_call" / "before.py"
 
@@ -180,3 +180,21 @@ def test_module_helpers_are_followed() -> None:
     assert flow.unfollowed_call(func.body) == (
         "`keep()` keeps what it is given past the call (in a global, an attribute or a "
         "container), the engine included")
+
+
+@pytest.mark.parametrize(("source", "cycle"), [
+    ("box['self'] = box", "box"),
+    ("xs.append(xs)", "xs"),
+    ("xs += [xs]", "xs"),
+    ("inner = [outer]\nouter.append(inner)", "outer"),
+    ("box['me'] = {'again': box}", "box"),
+    ("box['a'] = box['b']", None),  # an element, not the dict itself
+    ("d['k'] = d.get('k')", None),
+    ("xs.append(len(xs))", None),
+    ("xs = list(xs)", None),  # a new list holding the old one's elements
+])
+def test_self_referencing_container(source: str, cycle: str | None) -> None:
+    """Issue 25: which containers holding the engine refer to themselves (the cycle keeps
+    the engine alive past the block, so the fix is unsafe)."""
+    tainted = {"box", "xs", "outer", "d"}
+    assert self_referencing(list(ast.walk(ast.parse(source))), tainted) == cycle

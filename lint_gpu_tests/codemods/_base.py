@@ -241,14 +241,15 @@ class GpuCodemod(ABC):
 
     def remove_unused(self, module: ModuleAnalysis, new_tree: cst.Module) -> None:
         """Schedule removal of imports the rewrite (``new_tree``) may have left unused: the
-        engine class, ``gc``, ``torch``, ``atexit`` and the cleanup helpers. Only names the
+        engine class, ``gc``, ``torch``, ``atexit``, ``weakref`` (the proxy-then-delete
+        idiom's) and the cleanup helpers. Only names the
         module used before are considered, so an import that was already unused is left
         alone; a name ``new_tree`` still reads is not scheduled (:func:`names_read`), so
         LibCST's import remover, which analyses the scopes of the whole module, runs only
         where it may have something to remove."""
         used_before = {n.id for n in ast.walk(module.tree) if isinstance(n, ast.Name)}
         still_read = names_read(self.code_of(new_tree), module.imports)
-        candidates = {"gc", "torch", "atexit", "vllm", *CLEANUP_FUNCTIONS,
+        candidates = {"gc", "torch", "atexit", "vllm", "weakref", *CLEANUP_FUNCTIONS,
                       *(c.rsplit(".", 1)[-1] for c in self.config.cleanup_functions)}
         if self.config.target == "vllm":
             candidates.add(LEGACY_VLLM_CLEANUP)

@@ -119,6 +119,8 @@ class _ClassTransformer(WrapTransformer):
         """``self.llm = LLM(...)`` -> ``self._runner = VllmRunner(...)`` and
         ``self.llm = weakref.proxy(self._runner.llm)``."""
         plan = self.class_plan
+        if plan.returned_by is not None:
+            return self._split_return(site, plan.returned_by)
         assign = site.body[0]
         assert isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call)
         target = assign.targets[0].target
@@ -141,6 +143,28 @@ class _ClassTransformer(WrapTransformer):
             value=proxy_of(engine))])
         return [first, second]
 
+    def _split_return(self, site: cst.SimpleStatementLine, owner: str
+                      ) -> list[cst.BaseStatement]:
+        """``return LLM(...)`` (in the method whose result ``__init__`` stores) ->
+        ``self._runner = VllmRunner(...)`` and ``return weakref.proxy(self._runner.llm)``."""
+        plan = self.class_plan
+        ret = site.body[0]
+        assert isinstance(ret, cst.Return) and isinstance(ret.value, cst.Call)
+        runner_name = self.config.runner_classes[0] if self.config.runner_classes \
+            else "VllmRunner"
+        call, _ = runner_call(ret.value, runner_name, target=self.config.target)
+        held = cst.Attribute(value=cst.Name(owner), attr=cst.Name(plan.runner_attribute))
+        first = site.with_changes(body=[cst.Assign(
+            targets=[cst.AssignTarget(target=held)], value=call)])
+        column = self.columns.get(plan.site_line, 0)
+        if "\n" not in statement_code(call) and \
+                column + len(statement_code(first).splitlines()[-1]) > line_length():
+            first = first.with_changes(body=[first.body[0].with_changes(
+                value=explode_args(call))])
+        engine = cst.Attribute(value=held, attr=cst.Name(self.config.runner_attribute))
+        second = cst.SimpleStatementLine(body=[ret.with_changes(value=proxy_of(engine))])
+        return [first, second]
+
     def _context_methods(self, original_body: Sequence[cst.BaseStatement]
                          ) -> list[cst.BaseStatement]:
         """``__enter__`` and ``__exit__``, spaced like the method after ``__init__``."""
@@ -152,8 +176,11 @@ class _ClassTransformer(WrapTransformer):
         following = original_body[init_index + 1] if init_index + 1 < len(original_body) \
             else None
         spacing = list(following.leading_lines) if isinstance(following, cst.FunctionDef) \
-            and following.leading_lines else [cst.EmptyLine()]
-        spacing = [line for line in spacing if line.comment is None] or [cst.EmptyLine()]
+            and following.leading_lines else []
+        # Empty lines only: ``EmptyLine()`` indents to the block, which writes a line of
+        # nothing but spaces.
+        spacing = [cst.EmptyLine(indent=False) for line in spacing
+                   if line.comment is None] or [cst.EmptyLine(indent=False)]
         code = (f"def __enter__(self):\n{indent}self.{held}.__enter__()\n{indent}return self\n",
                 f"def __exit__(self, *exc_info):\n{indent}self.{held}.__exit__(*exc_info)\n")
         return [cst.parse_statement(c, config=self.tree.config_for_parsing).with_changes(

@@ -1,5 +1,6 @@
 """Fix planning for helper classes that own an engine (a class whose ``__init__`` builds the
-engine, as vLLM's LoRA suite had).
+engine, as vLLM's LoRA suite had, or stores what a method of it returns:
+``self.llm = self._build_llm(config)`` with ``_build_llm`` returning ``LLM(...)``).
 
 The shape, as vLLM's LoRA suite had it before its hand migration::
 
@@ -107,6 +108,10 @@ class ClassPlan:
     applicability: Applicability = Applicability.UNSAFE
     reason: str = ""
     title: str = ""
+    #: The construction is ``return LLM(...)`` in a method whose result ``__init__`` stores
+    #: (``self.llm = self._build_llm(config)``): the method keeps the runner on its first
+    #: parameter, named here, and returns the proxy. ``None``: ``self.llm = LLM(...)``.
+    returned_by: str | None = None
 
     @property
     def anchor(self) -> tuple[str, int]:
@@ -183,20 +188,33 @@ def _owner_class(module: ModuleAnalysis, site: EngineSite) -> OwnerClass | None:
         return None
     stmt = site.statement
     self_name = _self_name(func.node)
-    if not (isinstance(stmt, ast.Assign) and stmt.value is site.call and len(stmt.targets) == 1
-            and _is_self_attr(stmt.targets[0], self_name)):
-        return None
     methods = _methods(cls)
     init = methods.get("__init__")
     if init is None:
         return None
-    if func.node is not init and not any(
-            isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
-            and _is_self_attr(s.value.func, _self_name(init), func.name) for s in init.body):
+    store: ast.Assign | None = None
+    if isinstance(stmt, ast.Assign) and stmt.value is site.call and len(stmt.targets) == 1 \
+            and _is_self_attr(stmt.targets[0], self_name):
+        store = stmt
+        if func.node is not init and not any(
+                isinstance(s, ast.Expr) and isinstance(s.value, ast.Call)
+                and _is_self_attr(s.value.func, _self_name(init), func.name)
+                for s in init.body):
+            return None
+    elif isinstance(stmt, ast.Return) and stmt.value is site.call and func.node is not init:
+        # ``self.llm = self._build_llm(config)`` in ``__init__``, the method returning the
+        # new engine: the same class, built one call away.
+        init_self = _self_name(init)
+        store = next((s for s in init.body if isinstance(s, ast.Assign)
+                      and len(s.targets) == 1 and _is_self_attr(s.targets[0], init_self)
+                      and isinstance(s.value, ast.Call)
+                      and _is_self_attr(s.value.func, init_self, func.name)), None)
+    if store is None:
         return None
-    attribute = stmt.targets[0].attr  # type: ignore[attr-defined]
+    attribute = store.targets[0].attr  # type: ignore[attr-defined]
     cleanup = tuple(_cleanup_statements(module, cls, attribute))
-    plan = _ClassPlanner(module, cls, site, attribute, func.node, init, cleanup).plan()
+    plan = _ClassPlanner(module, cls, site, attribute, func.node, init, cleanup,
+                         store).plan()
     return OwnerClass(cls, site, attribute, func.node, plan, cleanup)
 
 
@@ -226,8 +244,9 @@ class _ClassPlanner:
     def __init__(self, module: ModuleAnalysis, cls: ast.ClassDef, site: EngineSite,
                  attribute: str, builder: ast.FunctionDef | ast.AsyncFunctionDef,
                  init: ast.FunctionDef | ast.AsyncFunctionDef,
-                 cleanup: tuple[tuple[ast.stmt, str], ...]) -> None:
+                 cleanup: tuple[tuple[ast.stmt, str], ...], store: ast.Assign) -> None:
         self.module = module
+        self.store = store
         self.cls = cls
         self.site = site
         self.attribute = attribute
@@ -289,6 +308,8 @@ class _ClassPlanner:
             applicability=Applicability.UNSAFE,
             reason="; ".join(reasons),
             title=self.title,
+            returned_by=_self_name(self.builder) if self.store is not self.site.statement
+            else None,
         )
 
     def class_problem(self) -> str | None:
@@ -314,6 +335,10 @@ class _ClassPlanner:
                 and n.attr == self.builder.name) != 1:
             return (f"`{self.builder.name}()` is called other than once from `__init__`: "
                     "the engine may be rebuilt")
+        if self.store is not self.site.statement and (
+                self.builder.decorator_list or _self_name(self.builder) is None):
+            return (f"`{self.builder.name}()` is decorated or takes no `self`: the runner "
+                    "cannot be kept on the instance")
         for node in ast.walk(self.module.tree):
             if isinstance(node, ast.ClassDef) and node is not cls and any(
                     isinstance(b, ast.Name) and b.id == cls.name for b in node.bases):
@@ -331,7 +356,7 @@ class _ClassPlanner:
                     continue
                 assert isinstance(node, ast.Attribute)
                 if isinstance(node.ctx, ast.Store):
-                    if node is not self.site.statement.targets[0]:  # type: ignore[attr-defined]
+                    if node is not self.store.targets[0]:
                         return (f"`{self_name}.{self.attribute}` is rebound in "
                                 f"`{method.name}()` (line {node.lineno})")
                     continue
@@ -415,7 +440,8 @@ class _ClassPlanner:
                 owner = next((u for u in uses if isinstance(call, ast.Call)
                               and call.func is node and isinstance(node.value, ast.Name)
                               and node.value.id == u.bound_name
-                              and u.site_line < stmt.lineno <= u.end_line), None)
+                              and (u.site_line < stmt.lineno <= u.end_line
+                                   or stmt.lineno in u.remove_lines)), None)
                 if owner is None:
                     return self.none(f"`{name}()` (which only cleans up) is called at line "
                                      f"{node.lineno} other than on an instance inside its "

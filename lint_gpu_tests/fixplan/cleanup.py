@@ -13,7 +13,12 @@ from __future__ import annotations
 import ast
 
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.fixplan.blocks import StatementLayout, loads_of, walk_statements
+from lint_gpu_tests.fixplan.blocks import (
+    StatementLayout,
+    loads_of,
+    statement_block,
+    walk_statements,
+)
 from lint_gpu_tests.fixplan.flow import FINALIZER_CALLS
 from lint_gpu_tests.syntax import last_name, names_in
 
@@ -51,6 +56,8 @@ class CleanupRecognizer(StatementLayout):
         module = self.module
         if isinstance(stmt, ast.Delete):
             return all(isinstance(t, ast.Name) and t.id in names for t in stmt.targets)
+        if isinstance(stmt, (ast.Assign, ast.Try)):
+            return self.release_idiom(stmt, names) is not None
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             call = stmt.value
             kind = module.cleanup_call_kind(call)
@@ -65,6 +72,46 @@ class CleanupRecognizer(StatementLayout):
             if self.finalizer_engine(call, names):
                 return True
         return False
+
+    def release_idiom(self, stmt: ast.stmt, names: set[str]) -> list[ast.stmt] | None:
+        """The statements of the proxy-then-delete idiom that ``stmt`` opens, or ``None``:
+        ``x = weakref.proxy(x)`` directly followed by ``del x`` (``x`` in ``names``: only a
+        proxy is left, then not even that), or a ``try`` whose body is only such cleanup
+        and whose every handler is ``except UnboundLocalError`` (or ``NameError``, a tuple
+        of both) doing nothing but ``pass``, no ``else``/``finally`` (the guard for a test
+        whose construction raised before binding the name). The runner's block drops the
+        engine itself, so the whole idiom is cleanup."""
+        if isinstance(stmt, ast.Try):
+            if stmt.orelse or stmt.finalbody or not stmt.handlers or not stmt.body or not all(
+                    _swallows_unbound(h) for h in stmt.handlers):
+                return None
+            body = stmt.body
+            if len(body) == 2 and self.release_idiom(body[0], names) is not None:
+                return [stmt]
+            if all(isinstance(s, ast.Delete) or (isinstance(s, ast.Expr) and isinstance(
+                    s.value, ast.Call)) for s in body) and all(
+                    self.is_cleanup_statement(s, names) for s in body) and any(
+                    isinstance(s, ast.Delete) for s in body):
+                return [stmt]
+            return None
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id in names):
+            return None
+        name = stmt.targets[0].id
+        value = stmt.value
+        if not (isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords
+                and self.module.qualified(value.func) == "weakref.proxy"
+                and isinstance(value.args[0], ast.Name) and value.args[0].id == name):
+            return None
+        block = statement_block(self.module, stmt)
+        if block is None:
+            return None
+        index = next(i for i, s in enumerate(block) if s is stmt)
+        after = block[index + 1] if index + 1 < len(block) else None
+        if isinstance(after, ast.Delete) and len(after.targets) == 1 and isinstance(
+                after.targets[0], ast.Name) and after.targets[0].id == name:
+            return [stmt, after]
+        return None
 
     def finalizer_engine(self, call: ast.Call, names: set[str]) -> bool:
         """True for ``request.addfinalizer(f)``/``atexit.register(f)``/``stack.callback(f)``
@@ -132,6 +179,18 @@ class CleanupRecognizer(StatementLayout):
                       for n in ast.walk(func))
         return earlier and not any(loads_of(s, n) for s in rest for n in names
                                    if not self.is_cleanup_statement(s, names))
+
+
+_UNBOUND_ERRORS = frozenset({"UnboundLocalError", "NameError"})
+
+
+def _swallows_unbound(handler: ast.ExceptHandler) -> bool:
+    """``except UnboundLocalError: pass`` (or ``NameError``, or a tuple of both), bound to
+    no name."""
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return handler.name is None and bool(kinds) and all(
+        isinstance(k, ast.Name) and k.id in _UNBOUND_ERRORS for k in kinds) and all(
+        isinstance(s, ast.Pass) for s in handler.body)
 
 
 def cleanup_beyond_the_runner(module: ModuleAnalysis, func: ast.AST,

@@ -520,10 +520,89 @@ def value_flow(func: ast.AST, region: list[ast.stmt], aliases: set[str],
             state.visit(node)
         if not state.changed:
             break
+    cycle = self_referencing(walk_nodes([func]), state.tainted)
+    if cycle is not None:
+        state.lose(f"`{cycle}` holds the engine and refers to itself (a reference cycle): "
+                   "the cycle keeps the engine alive past the block until the garbage "
+                   "collector runs")
     flow = ValueFlow(state.tainted, state, state.problem)
     if not loop_body:
         _liveness(flow, region)
     return flow
+
+
+def self_referencing(nodes: list[ast.AST], tainted: set[str]) -> str | None:
+    """A name of ``tainted`` whose container can reach itself through ``nodes`` (a dict
+    holding itself, ``box["self"] = box``; a list appended to itself; two lists holding
+    each other), or ``None``. A container ``x`` holds what is stored into it
+    (``x[k] = v``, ``x.attr = v``, ``x.append(v)`` and the other store methods,
+    ``x += [v]``) and, when bound to a new value (``x = [v]``), the names of that value
+    other than ``x`` itself (``x = list(x)`` makes no cycle)."""
+    holds: dict[str, set[str]] = {}
+
+    def root(node: ast.AST) -> str | None:
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        return node.id if isinstance(node, ast.Name) else None
+
+    def add(holder: str | None, value: ast.AST | None, self_too: bool) -> None:
+        if holder is None or value is None:
+            return
+        held = _held_names(value) if self_too else _held_names(value) - {holder}
+        holds.setdefault(holder, set()).update(held)
+
+    for node in nodes:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for part in (target.elts if isinstance(target, (ast.Tuple, ast.List))
+                             else [target]):
+                    add(root(part), node.value, not isinstance(part, ast.Name))
+        elif isinstance(node, ast.AugAssign):
+            add(root(node.target), node.value, True)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in STORE_METHODS:
+            for arg in (*node.args, *(k.value for k in node.keywords)):
+                add(root(node.func.value), arg, True)
+    for start in sorted(tainted & set(holds)):
+        seen: set[str] = set()
+        todo = list(holds.get(start, ()))
+        while todo:
+            name = todo.pop()
+            if name == start:
+                return start
+            if name not in seen:
+                seen.add(name)
+                todo.extend(holds.get(name, ()))
+    return None
+
+
+def _held_names(value: ast.AST) -> set[str]:
+    """The names whose objects ``value`` may hold itself: the name, the elements of a
+    display, what a call is given (its result may keep it; not a call of
+    :data:`PURE_CALLS`), what a closure or generator mentions. Not what it reads an element
+    or attribute of (``box["engine"]``, ``d.get(k)`` hold an element, not ``box``)."""
+    if isinstance(value, ast.Name):
+        return {value.id}
+    if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
+        return set().union(*(_held_names(e) for e in value.elts))
+    if isinstance(value, ast.Dict):
+        return set().union(*(_held_names(e) for e in (*value.keys, *value.values)
+                             if e is not None))
+    if isinstance(value, (ast.Starred, ast.NamedExpr, ast.Await)):
+        return _held_names(value.value)
+    if isinstance(value, ast.IfExp):
+        return _held_names(value.body) | _held_names(value.orelse)
+    if isinstance(value, ast.BinOp):
+        return _held_names(value.left) | _held_names(value.right)
+    if isinstance(value, ast.Call):
+        if last_name(value.func) in PURE_CALLS:
+            return set()
+        return set().union(*(_held_names(a) for a in (
+            *value.args, *(k.value for k in value.keywords))))
+    if isinstance(value, (ast.Lambda, ast.GeneratorExp, *_COMPREHENSIONS)):
+        return names_in(value)
+    return set()
 
 
 def _liveness(flow: ValueFlow, region: list[ast.stmt]) -> None:

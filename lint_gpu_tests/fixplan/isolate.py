@@ -200,9 +200,21 @@ def _plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePlan | Fi
         if loop and not any(planner.shares_line(s) for s in loop) and \
                 not runs_before_next_engine(stmt):
             remove.update(s.lineno for s in loop)
+    idioms = {id(stmt): idiom for stmt in statements if isinstance(stmt, (ast.Assign, ast.Try))
+              and (idiom := planner.release_idiom(stmt, deletable)) is not None}
+    inside_idioms = {id(n) for idiom in idioms.values() for s in idiom for n in ast.walk(s)}
     for stmt in statements:
         if stmt.lineno in remove:
             continue  # a group's teardown loop, or a statement of one
+        if id(stmt) in idioms:  # ``llm = weakref.proxy(llm); del llm``: goes whole
+            lines = {s.lineno for s in idioms[id(stmt)]}
+            remove.update(lines)
+            if runs_before_next_engine(stmt) or planner.shares_line(stmt) or \
+                    planner.on_header_line(stmt):
+                kept.update(lines)
+            continue
+        if id(stmt) in inside_idioms:
+            continue
         cleanup = isinstance(stmt, ast.Delete) and any(
             isinstance(t, ast.Name) and t.id in deletable for t in stmt.targets) or (
             isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and (

@@ -42,7 +42,7 @@ from lint_gpu_tests.fixplan.groups import (
 from lint_gpu_tests.fixplan.plan import VLLM_TARGET_DEFAULTS, WRAP_TITLE, WrapPlan
 from lint_gpu_tests.fixplan.safety import SafetyChecks, compilation_config_equivalent, weak_calls
 from lint_gpu_tests.ftypes import Applicability, FixInfo
-from lint_gpu_tests.helper_calls import HelperCallers, runner_through_callers
+from lint_gpu_tests.helper_calls import ONE_MODULE, HelperCallers, runner_through_callers
 from lint_gpu_tests.mappings import hides_model, plan_mapping
 from lint_gpu_tests.noqa import Noqa, parse_noqa
 from lint_gpu_tests.source import walk_nodes
@@ -170,7 +170,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
         # generators, partials, bound methods, closures, wrappers) is followed through it.
         stop = len(block)
         for j in range(index + 1, len(block)):
-            if bound and any(s.id == bound for s in stores_at_top(block[j])):
+            if bound and any(s.id == bound for s in stores_at_top(block[j])) and \
+                    self.release_idiom(block[j], {bound}) is None:
                 stop = j
                 break
         in_loop = isinstance(module.parent(stmt), (ast.For, ast.AsyncFor, ast.While))
@@ -235,7 +236,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 use_class, helper_calls = False, passed
                 if passed.public and not passed.passed:
                     unsafe(f"`{passed.name}()` is public: a module that imports it must now "
-                           f"pass `{config.runner_fixture}` too")
+                           f"pass `{config.runner_fixture}` too ({ONE_MODULE} and does not "
+                           "change callers in other modules)")
         yield_proxy = self._yields_proxy(func, stmt, segment, remove, names, bound, group)
         if is_fixture and not yield_proxy and any(
                 isinstance(n, ast.Return) for s in segment[1:] for n in ast.walk(s)):
@@ -434,9 +436,42 @@ class Planner(CleanupRecognizer, SafetyChecks):
                    and not names_in(block[j]) & all_engines}
         segment = block[index: end + 1]
         remove |= self._nested_cleanup(segment, names, all_engines, use_names, remove)
+        remove |= {s.lineno for s in self._after_with_cleanup(stmt, names, all_engines)}
         remove |= after_loop_cleanup(module, stmt, lambda s: self.is_cleanup_statement(
             s, set()) and not self.shares_line(s) and not self.on_header_line(s))
         return {line for line in remove if not self.user_kept(line)}
+
+    def _after_with_cleanup(self, stmt: ast.stmt, names: set[str],
+                            all_engines: set[str]) -> list[ast.stmt]:
+        """The cleanup right after the ``with`` whose body builds the engine at ``stmt``
+        (``with ExitStack() as stack:`` entering a ``pytest.raises`` when the configuration
+        is unsupported, ``with pytest.raises(...)``), when that ``with`` builds no other
+        engine: ``del llm``, the proxy-then-delete idiom guarded by ``except
+        UnboundLocalError`` (the name is unbound when the construction raised), generic
+        cleanup; up to the first other statement. The runner's block, inside the same
+        ``with``, tears the engine down, so these go with the rewrite."""
+        module = self.module
+        holder = module.parent(stmt)
+        if not names or not isinstance(holder, (ast.With, ast.AsyncWith)) or not any(
+                s is stmt for s in holder.body) or any(
+                module.is_runner_call(item.context_expr) for item in holder.items):
+            return []
+        if sum(1 for n in ast.walk(holder) if isinstance(n, ast.Call)
+               and (module.builds_engine(n) or module.is_runner_call(n))) != 1:
+            return []
+        outer = statement_block(module, holder)
+        if outer is None:
+            return []
+        out: list[ast.stmt] = []
+        for later in outer[next(i for i, s in enumerate(outer) if s is holder) + 1:]:
+            if self.shares_line(later) or self.on_header_line(later) or \
+                    self.user_kept(later.lineno) or \
+                    not self.is_cleanup_statement(later, all_engines):
+                break
+            if not names_in(later) & names and names_in(later) & all_engines:
+                break  # another engine's cleanup
+            out.append(later)
+        return out
 
     def _outside_use(self, func: FunctionInfo, stmt: ast.stmt, block: list[ast.stmt],
                      index: int, stop: int, segment: list[ast.stmt], remove: set[int],
@@ -455,6 +490,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
             # also this engine's, from the iteration before: then they are uses).
             inside |= {id(n) for n in walk_nodes(block[:index])}
         inside |= {id(n) for n in walk_nodes([s for s in block if s.lineno in remove])}
+        inside |= {id(n) for n in walk_nodes(self._after_with_cleanup(stmt, names, names | (
+            module.engine_names(func))))}
         if bound:  # shape 5: other branches of an ``if`` that build their own engine
             inside |= {id(n) for n in walk_nodes(other_branch_statements(module, stmt, bound))}
         top_rebindings = {id(n) for s in block for n in stores_at_top(s)}

@@ -44,7 +44,10 @@ class ManualEngineCleanup(Rule):
         "`torch.cuda/npu/xpu/hpu/accelerator.empty_cache()`, "
         "`current_platform.empty_cache()`, `cleanup_dist_env_and_memory()`, "
         "`destroy_model_parallel()`, `destroy_distributed_environment()`, "
-        "`wait_for_gpu_memory_to_clear(...)`, a direct `engine_core.shutdown()`, under "
+        "`wait_for_gpu_memory_to_clear(...)`, a direct `engine_core.shutdown()`, the "
+        "proxy-then-delete idiom `llm = weakref.proxy(llm); del llm` (one report, at the "
+        "assignment; at the `try` when it sits in `try: ... except UnboundLocalError: pass`, "
+        "the guard for a construction that raised), under "
         "`target = \"vllm\"` the older `cleanup()` of vLLM's `tests/conftest.py` and "
         "`tests/utils.py`, and the names in `cleanup-functions` (a bare name by its name, a "
         "dotted one such as `pkg.mod.force_shutdown` however it is imported), at teardown: "
@@ -249,7 +252,8 @@ def test_uses_helper():
                             t.id for t in node.targets if isinstance(t, ast.Name))))
                     elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and \
                             last_name(node.value.func) != "__exit__":
-                        found.append((node, module.cleanup_call_kind(node.value) or "cleanup"))
+                        found.append((node, module.cleanup_call_kind(node.value) or (
+                            ast.get_source_segment(module.text, node.value) or "cleanup")))
             for stmt, what in found:
                 hit = hit_at(stmt, self.message.format(what=what), fix)
                 yield replace(hit, depends_on=plan.anchor)
@@ -267,9 +271,14 @@ def test_uses_helper():
                        if engines and is_shutdown_try(module, node, engines)
                        for s in node.finalbody}  # type: ignore[attr-defined]
             held: set[str] | None = None
+            idioms, inside_idioms = _release_idioms(module, func, deletable)
             for node in module.nodes_of(func):
                 what: str | None = None
-                if isinstance(node, ast.Delete):
+                if id(node) in inside_idioms:
+                    continue  # reported once, at the idiom's first statement
+                if id(node) in idioms:
+                    what = idioms[id(node)]
+                elif isinstance(node, ast.Delete):
                     targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
                     if targets and any(t in deletable for t in targets):
                         what = f"del {', '.join(targets)}"
@@ -277,7 +286,7 @@ def test_uses_helper():
                     what = module.cleanup_call_kind(node.value)
                 if what is None or not isinstance(node, ast.stmt) or id(node) in covered:
                     continue
-                if not isinstance(node, ast.Delete):
+                if not isinstance(node, ast.Delete) and id(node) not in idioms:
                     if held is None:
                         held = _engine_holders(module, func, deletable)
                     if _engine_used_later(module, func, node, held):
@@ -295,6 +304,28 @@ def test_uses_helper():
                 else:
                     fix = none_fix(self.fix_title, "not a statement of its own")
                 yield hit_at(node, self.message.format(what=what), fix, plan)
+
+
+def _release_idioms(module: ModuleAnalysis, func: FunctionInfo, deletable: set[str]
+                    ) -> tuple[dict[int, str], set[int]]:
+    """The proxy-then-delete idioms of ``func`` (``llm = weakref.proxy(llm); del llm``,
+    also in a ``try`` whose handlers only swallow ``UnboundLocalError``): the ids of their
+    first statements (the assignment, or the ``try``) with what the report names, and the
+    ids of the statements nested in them, which are not reported on their own."""
+    planner = planner_for(module)
+    first: dict[int, str] = {}
+    nested: set[int] = set()
+    for node in module.nodes_of(func):
+        if id(node) in nested or not isinstance(node, (ast.Assign, ast.Try)):
+            continue
+        idiom = planner.release_idiom(node, deletable)
+        if idiom is None:
+            continue
+        body = node.body if isinstance(node, ast.Try) else idiom
+        first[id(node)] = "; ".join(ast.get_source_segment(module.text, s) or "" for s in body)
+        for stmt in idiom:
+            nested.update(id(n) for n in ast.walk(stmt) if n is not node)
+    return first, nested
 
 
 def _removal(hit: Hit) -> Hit:

@@ -4,6 +4,7 @@ on, the file is left as it was, and the exit status is 2."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,7 +107,15 @@ def test_codemod_error_reported_file_left_as_it_was(project: Path) -> None:
     assert "Traceback" not in result.stdout
     assert (project / "tests" / "test_boom.py").read_text() == ENGINE
     _others_checked(project, result, True)
-    assert result.stdout.splitlines()[0].startswith("tests/test_boom.py:7:11: GPU001 [*] ")
+    # Issue 25: what the failed pass would have fixed is no longer offered as a fix.
+    assert result.stdout.splitlines()[:3] == [
+        "tests/test_boom.py:7:11: GPU001 Engine `LLM(...)` built outside "
+        "`with vllm_runner(...)`",
+        "tests/test_boom.py:9:5: GPU004 Manual cleanup `gc.collect()` in a function that "
+        "owns an engine",
+        "Found 6 violations (4 fixed, 2 remaining).",
+    ]
+    assert len(result.stdout.splitlines()) == 3
 
 
 @pytest.mark.usefixtures("codemod_raises")
@@ -162,13 +171,18 @@ def test_libcst_panic_is_contained_per_file(project: Path) -> None:
     assert (project / "tests" / "test_boom.py").read_text() == ENGINE + "# boom\n"
     _others_checked(project, result, True)
     assert result.stdout.splitlines() == [
-        "tests/test_boom.py:7:11: GPU001 [*] Engine `LLM(...)` built outside "
+        "tests/test_boom.py:7:11: GPU001 Engine `LLM(...)` built outside "
         "`with vllm_runner(...)`",
-        "tests/test_boom.py:9:5: GPU004 [*] Manual cleanup `gc.collect()` in a function that "
+        "tests/test_boom.py:9:5: GPU004 Manual cleanup `gc.collect()` in a function that "
         "owns an engine",
         "Found 6 violations (4 fixed, 2 remaining).",
-        "[*] 2 fixable with the `--fix` option.",
     ]
+    json_result = run("--fix", "--output-format", "json", "tests/test_boom.py")
+    reasons = {(v["code"], v["fix"], v["no_fix_reason"])
+               for v in json.loads(json_result.stdout)}
+    assert reasons == {(code, None, "the fix failed: PanicException: called "
+                                    "`Option::unwrap()` on a `None` value")
+                       for code in ("GPU001", "GPU004")}
 
 
 @pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])

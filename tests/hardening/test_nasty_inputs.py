@@ -180,6 +180,35 @@ def test_concatenation_deeper_than_the_fixer_is_not_fixable(project: Path) -> No
     assert path.read_bytes() == data
 
 
+def test_implicit_concatenation_beyond_libcst_is_not_fixable(project: Path) -> None:
+    # Issue 25: LibCST's parser takes at most 3,000 parts of an implicit concatenation
+    # (``"a" "b" ...``, one ``ast.Constant``: no depth to measure); with 3,001 ``--fix`` failed
+    # ("LibCST cannot parse this file") while ``check`` advertised [*].
+    parts = " ".join(f'"part {i} "' for i in range(3_001))
+    data = (ENGINE.format(s="hi") + f"\n\nPROMPT = (\n    {parts}\n)\n").encode()
+    path = write(project, "test_prompt.py", data)
+    result = run("--output-format", "json", "tests")
+    (found,) = json.loads(result.stdout)
+    assert (found["code"], found["fix"]) == ("GPU001", None)
+    assert found["no_fix_reason"] == ("an implicit string concatenation of 3001 parts (line "
+                                      "10; the fixer's parser takes at most 3000)")
+    result = run("--fix", "tests")
+    assert (result.exit_code, result.stderr) == (1, "")
+    assert result.stdout.splitlines() == [f"tests/test_prompt.py:5:11: {GPU001_NO_FIX}",
+                                          "Found 1 violation."]
+    assert path.read_bytes() == data
+
+
+def test_implicit_concatenation_libcst_takes_is_fixed(project: Path) -> None:
+    parts = " ".join(f'"p{i}"' for i in range(3_000))
+    tail = f"\n\nPROMPT = ({parts})\n"
+    path = write(project, "test_prompt.py", (ENGINE.format(s="hi") + tail).encode())
+    assert run("tests").stdout.splitlines()[0] == f"tests/test_prompt.py:5:11: {GPU001}"
+    result = run("--fix", "tests")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert path.read_bytes() == (FIXED.format(s="hi") + tail).encode()
+
+
 def test_symlink_loop_and_dangling_link_warned_run_goes_on(project: Path) -> None:
     write(project, "test_a.py", ENGINE.format(s="hi").encode())
     os.symlink(".", project / "tests" / "loop")
