@@ -89,6 +89,12 @@ class FixInfo:
         """True when some fix (safe or unsafe) exists."""
         return self.applicability is not Applicability.NONE
 
+    @classmethod
+    def none(cls, title: str, reason: str) -> FixInfo:
+        """The fix a violation does not have: its would-be ``title`` and the ``reason``
+        (shown by ``--show-fixes`` and in JSON)."""
+        return cls(Applicability.NONE, title, reason)
+
 
 @dataclass(frozen=True, order=True)
 class Location:

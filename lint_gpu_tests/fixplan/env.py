@@ -520,25 +520,25 @@ def plan_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> EnvFi
     """Decide the fix of one mutation (see the rule's *Fix safety*)."""
     func = mutation.function
     if not mutation.rewritable:
-        return EnvFixPlan(none_fix(title, mutation.reason))
+        return EnvFixPlan(FixInfo.none(title, mutation.reason))
     if func is None:
-        return EnvFixPlan(none_fix(title, "at module level the setting applies to the whole "
+        return EnvFixPlan(FixInfo.none(title, "at module level the setting applies to the whole "
                                           "session; set it in a fixture with `monkeypatch`, "
                                           "or in a conftest.py"))
     planner = planner_for(module)
     if planner.shares_line(mutation.statement) or planner.on_header_line(mutation.statement):
-        return EnvFixPlan(none_fix(title, "it shares its line with another statement"))
+        return EnvFixPlan(FixInfo.none(title, "it shares its line with another statement"))
     cls = class_of(module, func)
     if func.in_base_class and cls is not None:
         if is_unittest_class(module, cls):
             return _add_cleanup_plan(module, mutation, func, title)
-        return EnvFixPlan(none_fix(title, "a method of a class whose bases are not known to "
+        return EnvFixPlan(FixInfo.none(title, "a method of a class whose bases are not known to "
                                           "be `unittest.TestCase`: no fixture and no "
                                           "`addCleanup` is known to reach it"))
     if func.kind not in ("test", "fixture"):
         partner = TEARDOWN_OF.get(func.name)
         advice = f"restore the variable in `{partner}`, or set" if partner else "change"
-        return EnvFixPlan(none_fix(title, f"pytest passes no fixtures to `{func.name}`: "
+        return EnvFixPlan(FixInfo.none(title, f"pytest passes no fixtures to `{func.name}`: "
                                           f"{advice} it with `monkeypatch` in an autouse "
                                           "fixture"))
     unsafe = mutation.reason
@@ -550,17 +550,17 @@ def plan_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> EnvFi
         if MONKEYPATCH in func.params:
             return EnvFixPlan(_fix(title, unsafe), MONKEYPATCH, line)
         if MONKEYPATCH in local_names(module, func):
-            return EnvFixPlan(none_fix(title, "the function binds a local `monkeypatch`"))
+            return EnvFixPlan(FixInfo.none(title, "the function binds a local `monkeypatch`"))
         return EnvFixPlan(_fix(title, unsafe), MONKEYPATCH, line, add_param=True)
     if module.imports.get("pytest") != "pytest":
-        return EnvFixPlan(none_fix(title, "`pytest` is not imported as `pytest` for "
+        return EnvFixPlan(FixInfo.none(title, "`pytest` is not imported as `pytest` for "
                                           "`pytest.MonkeyPatch.context()`"))
     if not any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in module.nodes_of(func)):
-        return EnvFixPlan(none_fix(title, f"a {func.fixture_scope}-scoped fixture that "
+        return EnvFixPlan(FixInfo.none(title, f"a {func.fixture_scope}-scoped fixture that "
                                           "returns: a `MonkeyPatch.context()` block would "
                                           "restore the variable before any test runs"))
     if CONTEXT_NAME in local_names(module, func):
-        return EnvFixPlan(none_fix(title, f"the fixture binds a local `{CONTEXT_NAME}`"))
+        return EnvFixPlan(FixInfo.none(title, f"the fixture binds a local `{CONTEXT_NAME}`"))
     top = _top_statement(module, mutation.statement, func)
     first = min((m.statement for m in find_mutations(module)
                  if m.function is func and m.rewritable),
@@ -587,13 +587,13 @@ def _add_cleanup_plan(module: ModuleAnalysis, mutation: EnvMutation, func: Funct
         return EnvFixPlan(_fix(title, mutation.reason), existing, line)
     decorators = {last_name(d) for d in func.node.decorator_list}
     if "staticmethod" in decorators or not func.node.args.args:
-        return EnvFixPlan(none_fix(title, "a method without `self` or `cls` cannot reach "
+        return EnvFixPlan(FixInfo.none(title, "a method without `self` or `cls` cannot reach "
                                           "`addCleanup`"))
     owner = func.node.args.args[0].arg
     register = "addClassCleanup" if "classmethod" in decorators else "addCleanup"
     locals_ = local_names(module, func)
     if CONTEXT_NAME in locals_:
-        return EnvFixPlan(none_fix(title, f"the function binds a local `{CONTEXT_NAME}`"))
+        return EnvFixPlan(FixInfo.none(title, f"the function binds a local `{CONTEXT_NAME}`"))
     needs: tuple[str, ...] = ()
     if module.imports.get("pytest") == "pytest":
         factory = "pytest.MonkeyPatch"
@@ -603,7 +603,7 @@ def _add_cleanup_plan(module: ModuleAnalysis, mutation: EnvMutation, func: Funct
     elif "MonkeyPatch" in locals_ or "MonkeyPatch" in module.imports or any(
             "MonkeyPatch" in names_in(stmt) or getattr(stmt, "name", None) == "MonkeyPatch"
             for stmt in module.tree.body if not isinstance(stmt, (ast.Import, ast.ImportFrom))):
-        return EnvFixPlan(none_fix(title, "`MonkeyPatch` names something else here"))
+        return EnvFixPlan(FixInfo.none(title, "`MonkeyPatch` names something else here"))
     else:
         factory, needs = "MonkeyPatch", ("MonkeyPatch",)
     first = min((m.statement for m in find_mutations(module)
@@ -625,10 +625,6 @@ def env_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> FixInf
     return replace(plan.fix, kind=FixKind.USE_MONKEYPATCH_ENV,
                    plan=replace(plan, statement_line=mutation.statement.lineno))
 
-
-def none_fix(title: str, reason: str) -> FixInfo:
-    """A missing fix with its reason."""
-    return FixInfo(Applicability.NONE, title, reason)
 
 def _fix(title: str, unsafe: str) -> FixInfo:
     if unsafe:

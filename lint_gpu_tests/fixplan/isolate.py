@@ -152,26 +152,24 @@ def isolate_plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePl
     return cache[key]
 
 
-def _none(reason: str) -> FixInfo:
-    return FixInfo(Applicability.NONE, ISOLATE_TITLE, reason)
-
-
 def _plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePlan | FixInfo:
     config = module.config
     if func is None:
-        return _none("built at module or class level, which no test owns")
+        return FixInfo.none(ISOLATE_TITLE, "built at module or class level, which no test owns")
     if func.kind == "fixture":
-        return _none("a fixture's value cannot cross to a child process")
+        return FixInfo.none(ISOLATE_TITLE, "a fixture's value cannot cross to a child process")
     node = func.node
     if func.kind != "test" or not any(s is node for s in module.tree.body):
-        return _none("only a module-level test function can run in a new process")
+        return FixInfo.none(ISOLATE_TITLE,
+                            "only a module-level test function can run in a new process")
     if isinstance(node, ast.AsyncFunctionDef):
-        return _none("an `async def` test")
+        return FixInfo.none(ISOLATE_TITLE, "an `async def` test")
     if ISOLATE_DECORATOR not in config.isolation_decorators:
-        return _none(f"`{ISOLATE_DECORATOR}` is not in `isolation-decorators`")
+        return FixInfo.none(ISOLATE_TITLE,
+                            f"`{ISOLATE_DECORATOR}` is not in `isolation-decorators`")
     if sum(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
            and s.name == node.name for s in module.tree.body) > 1:
-        return _none(f"`{node.name}` is defined twice in the module")
+        return FixInfo.none(ISOLATE_TITLE, f"`{node.name}` is defined twice in the module")
     planner = planner_for(module)
     sites = [s for s in module.engines if s.function is func]
     engines = module.engine_names(func)
@@ -239,7 +237,7 @@ def _plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePlan | Fi
         if problem == "drop":
             drop.add(param)
         elif problem is not None and problem.startswith("none:"):
-            return _none(problem[5:])
+            return FixInfo.none(ISOLATE_TITLE, problem[5:])
         elif problem is not None:
             reasons.append(problem)
     reasons += _decorator_problems(node)

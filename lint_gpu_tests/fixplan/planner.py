@@ -49,11 +49,6 @@ from lint_gpu_tests.source import walk_nodes
 from lint_gpu_tests.syntax import last_name, names_in
 
 
-def _none(reason: str, title: str) -> FixInfo:
-    return FixInfo(Applicability.NONE, title, reason)
-
-
-
 class Planner(CleanupRecognizer, SafetyChecks):
     """Builds and caches fix plans for one analysed module."""
 
@@ -132,9 +127,10 @@ class Planner(CleanupRecognizer, SafetyChecks):
         config = module.config
         title = self._title(kind, func)
         if func is None:
-            return _none("built at module or class level: it lives as long as the module", title)
+            return FixInfo.none(title,
+                                "built at module or class level: it lives as long as the module")
         if func.kind == "method" and func.name == "__init__":
-            return _none("built in a helper class: the engine outlives `__init__`", title)
+            return FixInfo.none(title, "built in a helper class: the engine outlives `__init__`")
         # Engines kept in a container (shape 1), made by a factory fixture
         # (shape 6): fixplan.groups says where their ExitStack block starts.
         group = engine_group(module, call, stmt, func) if kind == "engine" else None
@@ -146,17 +142,17 @@ class Planner(CleanupRecognizer, SafetyChecks):
             stmt, bound, title = group.statement, group.container, GROUP_TITLE
         block = statement_block(module, stmt)
         if block is None:
-            return _none("built inside an expression the fix cannot restructure", title)
+            return FixInfo.none(title, "built inside an expression the fix cannot restructure")
         problem = self._statement_problem(call, stmt, func, bound, kind, group)
         if problem is not None:
-            return _none(problem, title)
+            return FixInfo.none(title, problem)
         is_fixture = func.kind == "fixture"
 
         names: set[str] = {bound} if bound else set()
         all_engines = names | module.engine_names(func)
         unwrapped = self._enclosing_try(stmt, block, names, all_engines)
         if unwrapped is None:
-            return _none("built inside an expression the fix cannot restructure", title)
+            return FixInfo.none(title, "built inside an expression the fix cannot restructure")
         block, unwrap_parent, remove_finally = unwrapped
         index = next(i for i, s in enumerate(block) if s is stmt)
         # Aliases bound later in the block (``engine = llm``) count as the same engine.
@@ -178,7 +174,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         flow = value_flow(func.node, block[index:stop], names, None if bound else call,
                           loop_body=in_loop, helpers=self.helpers)
         if flow.problem is not None and flow.problem.startswith("none:"):
-            return _none(flow.problem[5:], title)
+            return FixInfo.none(title, flow.problem[5:])
         use_names = flow.tainted
         end, remove, unwrap = self._extent(func, stmt, block, index, stop, names, all_engines,
                                            flow, remove_finally, unwrap_parent, group)
@@ -188,7 +184,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         outside = self._outside_use(func, stmt, block, index, stop, segment, remove, bound,
                                     names, flow)
         if outside is not None:
-            return _none(outside, title)
+            return FixInfo.none(title, outside)
         applicability = Applicability.SAFE
         reasons: list[str] = []
 
@@ -200,7 +196,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
 
         risks = self._risks(func, block, index, end, segment, remove, names, flow, group)
         if isinstance(risks, str):
-            return _none(risks, title)
+            return FixInfo.none(title, risks)
         for risk in risks:
             unsafe(risk)
         use_class = func.kind in ("helper", "method") or func.in_base_class or (
@@ -218,7 +214,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 arg_problem = self._argument_problem(call)
             if arg_problem is not None:
                 if arg_problem.startswith("none:"):
-                    return _none(arg_problem[5:], title)
+                    return FixInfo.none(title, arg_problem[5:])
                 unsafe(arg_problem)
             if config.target == "vllm":
                 given = next((k.value for k in call.keywords if k.arg == "compilation_config"),
@@ -227,12 +223,12 @@ class Planner(CleanupRecognizer, SafetyChecks):
                     compilation, cc_problem = compilation_config_equivalent(given, module)
                     if cc_problem is not None:
                         if cc_problem.startswith("none:"):
-                            return _none(cc_problem[5:], title)
+                            return FixInfo.none(title, cc_problem[5:])
                         unsafe(cc_problem)
             if use_class and config.target == "vllm":
                 passed = runner_through_callers(module, func, config.runner_fixture)
                 if isinstance(passed, str):
-                    return _none(passed, title)
+                    return FixInfo.none(title, passed)
                 use_class, helper_calls = False, passed
                 if passed.public and not passed.passed:
                     unsafe(f"`{passed.name}()` is public: a module that imports it must now "
@@ -241,7 +237,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         yield_proxy = self._yields_proxy(func, stmt, segment, remove, names, bound, group)
         if is_fixture and not yield_proxy and any(
                 isinstance(n, ast.Return) for s in segment[1:] for n in ast.walk(s)):
-            return _none("the fixture returns inside the engine's range", title)
+            return FixInfo.none(title, "the fixture returns inside the engine's range")
         drop = self._dropped_params(func, remove)
         add_param = None
         if not use_class and config.runner_fixture not in func.params:
@@ -611,16 +607,16 @@ class Planner(CleanupRecognizer, SafetyChecks):
         ``return`` goes into a ``contextlib.ExitStack()`` (always unsafe, with
         :data:`FACTORY_REASON`)."""
         if isinstance(parts, str):
-            return _none(parts, title)
+            return FixInfo.none(title, parts)
         module, config = self.module, self.module.config
         fixture, shape = parts.fixture, parts.shape
         if shape.statement.decorator_list or self.shares_line(shape.statement):  # type: ignore[attr-defined]
-            return _none("the factory is decorated or shares its line", title)
+            return FixInfo.none(title, "the factory is decorated or shares its line")
         reasons = [FACTORY_REASON]
         problem = self._argument_problem(call)
         if problem is not None:
             if problem.startswith("none:"):
-                return _none(problem[5:], title)
+                return FixInfo.none(title, problem[5:])
             reasons.append(problem)
         compilation: str | None = None
         given = next((k.value for k in call.keywords if k.arg == "compilation_config"), None)
@@ -628,7 +624,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
             compilation, cc_problem = compilation_config_equivalent(given, module)
             if cc_problem is not None:
                 if cc_problem.startswith("none:"):
-                    return _none(cc_problem[5:], title)
+                    return FixInfo.none(title, cc_problem[5:])
                 reasons.append(cc_problem)
         wide = fixture.fixture_scope not in (None, "function")
         if wide:

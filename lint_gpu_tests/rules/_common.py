@@ -8,7 +8,7 @@ from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
 from lint_gpu_tests.fixplan.isolate import strategy_plan
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.ftypes import FixInfo
 from lint_gpu_tests.rule import Hit
 from lint_gpu_tests.syntax import names_in
 
@@ -50,7 +50,7 @@ def covering_fix(
                 return plan, plan.covered_fix(title)
     reason = next((p.reason for p in plans if isinstance(p, FixInfo)),
                   "the engine is not built in this function")
-    return None, none_fix(title, reason)
+    return None, FixInfo.none(title, reason)
 
 
 def is_shutdown_try(module: ModuleAnalysis, node: ast.AST, engines: set[str]) -> bool:
@@ -61,10 +61,6 @@ def is_shutdown_try(module: ModuleAnalysis, node: ast.AST, engines: set[str]) ->
         node, engines) and any(names_in(s) & engines or "engine_core" in ast.unparse(s)
                                for s in node.finalbody)
 
-
-def none_fix(title: str, reason: str) -> FixInfo:
-    """A missing fix with its reason."""
-    return FixInfo(Applicability.NONE, title, reason)
 
 
 

@@ -11,7 +11,7 @@ from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.proxy import proxy_plan
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
 from lint_gpu_tests.rule import Example, Hit, Rule
-from lint_gpu_tests.rules._common import hit_at, none_fix
+from lint_gpu_tests.rules._common import hit_at
 
 
 class FixtureYieldsEngine(Rule):
@@ -111,7 +111,7 @@ def runner_cls(vllm_runner):
                 fix: FixInfo
                 plan: WrapPlan | FixInfo | None = None
                 if kind == "engine":
-                    fix = none_fix(self.fix_title, "the engine is not built in this fixture")
+                    fix = FixInfo.none(self.fix_title, "the engine is not built in this fixture")
                     for site in module.engines:
                         if site.function is func and (
                             site.call is value

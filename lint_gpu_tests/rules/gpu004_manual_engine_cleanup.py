@@ -20,7 +20,6 @@ from lint_gpu_tests.rules._common import (
     function_plans,
     hit_at,
     is_shutdown_try,
-    none_fix,
 )
 from lint_gpu_tests.syntax import last_name, names_in
 
@@ -239,7 +238,7 @@ def test_uses_helper():
             if not isinstance(plan, ClassPlan):
                 for stmt, what in owner.cleanup:
                     yield hit_at(stmt, self.message.format(what=what),
-                                 none_fix(self.fix_title, plan.reason))
+                                 FixInfo.none(self.fix_title, plan.reason))
                 continue
             fix = plan.fix_info(self.fix_title)
             found = list(owner.cleanup)
@@ -302,7 +301,7 @@ def test_uses_helper():
                     fix = FixInfo(Applicability.UNSAFE, self.fix_title,
                                   "removing it changes when memory is freed within the test")
                 else:
-                    fix = none_fix(self.fix_title, "not a statement of its own")
+                    fix = FixInfo.none(self.fix_title, "not a statement of its own")
                 yield hit_at(node, self.message.format(what=what), fix, plan)
 
 
@@ -457,19 +456,19 @@ def _del_in_own_block_fix(module: ModuleAnalysis, func: FunctionInfo, node: ast.
     current = module.parent(node)
     while current is not None and current is not block:
         if isinstance(current, _LOOPS):
-            return none_fix(title, "the `del` is in a loop inside the with-block: a later "
+            return FixInfo.none(title, "the `del` is in a loop inside the with-block: a later "
                                    "iteration would fail on the deleted name")
         current = module.parent(current)
     for sub in ast.walk(func.node):
         if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and \
                 sub is not func.node and names_in(sub) & targets:
-            return none_fix(title, "a closure captures the runner's name")
+            return FixInfo.none(title, "a closure captures the runner's name")
         if isinstance(sub, ast.Name) and sub.id in targets and \
                 (sub.lineno, sub.col_offset) >= end:
-            return none_fix(title, f"`{sub.id}` is used again after the `del` (line "
+            return FixInfo.none(title, f"`{sub.id}` is used again after the `del` (line "
                                    f"{sub.lineno})")
     if not _removable_alone(module, node, targets):
-        return none_fix(title, "not a statement of its own")
+        return FixInfo.none(title, "not a statement of its own")
     return FixInfo(Applicability.SAFE, title)
 
 
