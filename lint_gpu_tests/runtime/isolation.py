@@ -284,7 +284,7 @@ def _resolve_test_function(module_name: str, module_file: str | None, qualname: 
 
 #: The parent's pid, handed to a spawned child in its environment: the child's command line
 #: stays ``python -c <code> <payload> <result>``, which tools that watch for isolated
-#: children (this repository's e2e recorder, ``tests/e2e/sitecustomize.py``) recognise.
+#: children recognise.
 PARENT_PID_ENV = "GPU_TEST_LINT_ISOLATION_PARENT_PID"
 
 
@@ -298,6 +298,11 @@ def _spawn_main(payload_path: str, result_path: str, parent_pid: str | None = No
     parent_pid = parent_pid if parent_pid is not None else from_env
     if parent_pid is not None:
         _die_with_parent(int(parent_pid))
+    record = os.environ.get("GPU_TEST_LINT_RECORD_CHILD")
+    if record:  # `gpu-test-lint prove` records this test: its engines are built here
+        from lint_gpu_tests.runtime.recorder import install_child
+
+        install_child(record)
     with open(payload_path, "rb") as file:
         sys_path, module_name, module_file, qualname = pickle.load(file)
         sys.path[:] = sys_path
