@@ -42,13 +42,21 @@ class Difference:
     after: Any
 
     def describe(self) -> str:
-        """One line: ``test_a.py::test_b: outcome: 'passed' before, 'failed' after``."""
+        """One line: ``test_a.py::test_b: outcome: 'passed' before, 'failed' after``; for
+        engines, each resolved field that changed (``engine 1 max_model_len: 32 before, 16
+        after``)."""
         if self.field == "present":
             where = "the fixed module's run" if self.before else "the original's run"
             return f"{self.test}: missing in {where}"
         if self.field == "leaked_at_start":
             return (f"{self.test}: starts with {self.after} engine(s) alive that nothing holds "
                     f"after the fix ({self.before or 0} before)")
+        if self.field == "engines" and isinstance(self.before, list) and \
+                isinstance(self.after, list) and len(self.before) == len(self.after):
+            changes = [f"engine {i} {key}: {b.get(key)!r} before, {a.get(key)!r} after"
+                       for i, (b, a) in enumerate(zip(self.before, self.after, strict=True), 1)
+                       for key in sorted({*b, *a}) if b.get(key) != a.get(key)]
+            return f"{self.test}: {'; '.join(changes)}"
         return f"{self.test}: {self.field}: {self.before!r} before, {self.after!r} after"
 
 

@@ -322,15 +322,15 @@ def _verdict(module: str, sessions: dict[tuple[str, str], _Session], opts: Prove
     broken = [v for v, s in got.items() if s is not None and not s.complete]
     if missing or broken:
         what = {"before": "the original", "after": "the fixed module"}
-        if missing:
-            note = f"{' and '.join(what[v] for v in missing)} not run: the time limit was reached"
-        else:
-            note = "; ".join(
-                f"{what[v]}'s session " + ("ran past its limit" if got[v].returncode == -9  # type: ignore[union-attr]
-                                           else f"ended with pytest's exit {got[v].returncode}")  # type: ignore[union-attr]
-                for v in broken)
+        notes = [f"{' and '.join(what[v] for v in missing)} not run: the time limit was "
+                 "reached"] if missing else []
+        for variant, session in got.items():
+            if session is not None and not session.complete:
+                notes.append(f"{what[variant]}'s session " + (
+                    "ran past its limit" if session.returncode == -9
+                    else f"ended with pytest's exit {session.returncode}"))
         return ModuleResult(module, Status.NOT_RUN, seconds=seconds, from_recordings=recorded,
-                            note=note, logs=logs)
+                            note="; ".join(notes), logs=logs)
     before, after = got["before"], got["after"]
     assert before is not None and after is not None
     verdict = judge(module, before.records, after.records, texts=opts.texts,

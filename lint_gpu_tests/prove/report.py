@@ -60,7 +60,7 @@ def render_text(result: ProveResult) -> str:
         f"{_plural(len(result.modules), 'module')} proven: {counts[Status.SAME]} same, "
         f"{counts[Status.LEAK_FIXED]} leaked before and fixed after, "
         f"{counts[Status.DIFFERS]} differ, {counts[Status.NOT_RUN]} not run; "
-        f"{_plural(len(result.unchanged), 'test module')} the fix leaves as they were; "
+        f"{_plural(len(result.unchanged), 'test module')} unchanged by the fix; "
         f"{result.seconds:.0f} s.")
     if result.applied or result.withheld:
         lines.append(f"Applied the fix to {_plural(len(result.applied), 'file')}"

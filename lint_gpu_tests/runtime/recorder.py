@@ -38,6 +38,7 @@ This module imports nothing of the linter.
 from __future__ import annotations
 
 import glob
+import importlib
 import importlib.util
 import json
 import os
@@ -141,7 +142,7 @@ def patch_engines(on_engine: Callable[[Any], None],
     """
     if importlib.util.find_spec("vllm") is None:
         return False
-    import vllm
+    vllm: Any = importlib.import_module("vllm")
 
     orig_init = vllm.LLM.__init__
     orig_generate = vllm.LLM.generate

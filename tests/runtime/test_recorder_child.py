@@ -1,8 +1,8 @@
 """The recorder (``lint_gpu_tests.runtime.recorder``) sees engines built in a spawned isolated
 child (the isolation's child entry calls ``recorder.install_child``), so ``prove``'s comparison
-of a module fixed with ``fix-strategy = "isolate"`` is not vacuous. Run with a stand-in ``vllm`` package (no engine is
-built, seconds): its ``LLM`` resolves a configuration from its arguments and generates texts
-that name the process that generated them."""
+of a module fixed with ``fix-strategy = "isolate"`` is not vacuous. Run with a stand-in
+``vllm`` package (no engine is built, seconds): its ``LLM`` resolves a configuration from its
+arguments and generates texts that name the process that generated them."""
 
 from __future__ import annotations
 
