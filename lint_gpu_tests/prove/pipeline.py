@@ -62,6 +62,7 @@ class ProveOptions:
         apply: write the fixes proven the same to the tree.
         cache: read and write recordings.
         cache_dir: the cache directory (recordings go under ``prove/`` in it).
+        recordings: the recordings' folder itself, instead of the cache directory's.
         work_dir: where the two copies go (default: a temporary folder, removed at the end).
         python_path: folders put first on the sessions' ``PYTHONPATH``.
         strict_leaks: see :func:`.compare.compare_test`.
@@ -80,6 +81,7 @@ class ProveOptions:
     apply: bool = False
     cache: bool = True
     cache_dir: str | None = None
+    recordings: str | None = None
     work_dir: str | None = None
     python_path: tuple[str, ...] = ()
     strict_leaks: bool = False
@@ -208,7 +210,8 @@ def prove_paths(paths: Sequence[str], options: ProveOptions | None = None, *,
 
             raise PathNotFoundError(f"{given}: path does not exist")
         relative.append(absolute.relative_to(top).as_posix())
-    cache_folder = default_cache_dir(str(top), opts.cache_dir) / "prove"
+    cache_folder = Path(opts.recordings) if opts.recordings else \
+        default_cache_dir(str(top), opts.cache_dir) / "prove"
     work = Path(opts.work_dir).resolve() if opts.work_dir else \
         Path(tempfile.mkdtemp(prefix="gpu-test-lint-prove-"))
     try:
@@ -245,7 +248,7 @@ def _prove(top: Path, paths: list[str], opts: ProveOptions, work: Path, store: S
     environment = opts.environment or environment_id()
     inputs = {(m, v): recording_inputs(trees[v], m, harness=opts.harness,
                                        environment=environment, helpers=helpers,
-                                       pytest_args=opts.pytest_args)
+                                       pytest_args=opts.pytest_args or None)
               for m in run for v in VARIANTS}
     sessions = _run_sessions(run, trees, inputs, opts, store, work, say, start)
     for module in run:

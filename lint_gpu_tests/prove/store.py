@@ -144,7 +144,8 @@ def recording_inputs(tree: Path, module: str, *, harness: str, environment: dict
         harness: the digest of what else decides what the session records.
         environment: :func:`environment_id` (or the caller's own pins).
         helpers: other files of ``tree`` (``/``-separated) the fix changed.
-        pytest_args: the user's pytest arguments (left out of the inputs when None).
+        pytest_args: the user's pytest arguments (left out of the inputs when None: a session
+            without any has the key this repository's e2e recordings have).
 
     Returns:
         A JSON-able dict; :func:`key_of` turns it into the recording's key.
