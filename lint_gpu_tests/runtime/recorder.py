@@ -23,9 +23,9 @@ Engines built at import time (module-level engines) are recorded under
 ``<import>::<module file>``. Where vLLM is not installed only the outcomes (and the process
 counts, 0) are recorded: any pytest suite can be recorded.
 
-A test isolated with ``create_new_process_for_each_test("spawn")`` builds its engines in a
-child interpreter. While a test runs, ``$GPU_TEST_LINT_RECORD_CHILD`` names a file: the
-isolation's child entry (:mod:`lint_gpu_tests.runtime.isolation`) calls :func:`install_child`
+A test isolated with ``create_new_process_for_each_test`` builds its engines in a child
+process (spawned or forked). While a test runs, ``$GPU_TEST_LINT_RECORD_CHILD`` names a file:
+the isolation's child (:mod:`lint_gpu_tests.runtime.isolation`) calls :func:`install_child`
 when it is set, which appends the child's engines and texts to that file as JSON lines, and
 the test's record takes them when it ends, in the order they happened.
 
@@ -271,7 +271,7 @@ def new_entry() -> dict[str, Any]:
 
 
 def install_child(path: str) -> None:
-    """In a spawned isolated child: append each engine's resolved configuration
+    """In an isolated child: append each engine's resolved configuration
     (``{"engines": ...}``) and each generate's texts (``{"texts": ..., "sampling": ...}``)
     to ``path`` as one JSON line, flushed at once (a child that dies later keeps what it
     wrote)."""

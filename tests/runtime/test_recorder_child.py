@@ -1,6 +1,6 @@
-"""The recorder (``lint_gpu_tests.runtime.recorder``) sees engines built in a spawned isolated
-child (the isolation's child entry calls ``recorder.install_child``), so ``prove``'s comparison
-of a module fixed with ``fix-strategy = "isolate"`` is not vacuous. Run with a stand-in
+"""The recorder (``lint_gpu_tests.runtime.recorder``) sees engines built in a spawned or
+forked isolated child (the isolation's child calls ``recorder.install_child``), so ``prove``'s
+comparison of a module fixed with ``fix-strategy = "isolate"`` is not vacuous. Run with a stand-in
 ``vllm`` package (no engine is built, seconds): its ``LLM`` resolves a configuration from its
 arguments and generates texts that name the process that generated them."""
 
@@ -44,6 +44,11 @@ def test_isolated():
 
 def test_in_process():
     LLM("p").generate(["c"])
+
+
+@create_new_process_for_each_test("fork")
+def test_forked():
+    LLM("f", max_model_len=5).generate(["d"])
 '''
 
 
@@ -69,6 +74,10 @@ def test_engines_of_a_spawned_child_are_recorded(tmp_path: Path) -> None:
         "passed", [7])
     assert (in_process["outcome"], [e["max_model_len"] for e in in_process["engines"]]) == (
         "passed", [1])
+    forked = records["isolate/test_child.py::test_forked"]
+    assert (forked["outcome"], [e["max_model_len"] for e in forked["engines"]],
+            len(forked["texts"])) == ("passed", [5], 1)
+    assert forked["texts"][0][0].split("@")[0] == "d"
     [[a, b]] = isolated["texts"]
     [[c]] = in_process["texts"]
     child_pid, parent_pid = a.split("@")[1], c.split("@")[1]
