@@ -218,3 +218,14 @@ def test_error(broken):
         "test_s.py::test_error": "error"}
     assert [(r["cores_at_start"], r["leaked_at_start"], r["engines"], r["texts"])
             for r in session.records.values()] == [(0, 0, [], [])] * 5
+
+
+def test_a_module_pytest_cannot_collect_is_not_run(project: Path) -> None:
+    (project / "tests" / "test_b.py").write_text("import no_such_module\n" + TEST_B)
+    result = prove("tests/test_b.py", "--no-cache", "--output-format", "json", "-q")
+    assert result.exit_code == 1
+    [module] = json.loads(result.stdout)["modules"]
+    assert (module["module"], module["status"], module["note"]) == (
+        "tests/test_b.py", "not run",
+        "the original's session ended with pytest's exit 2 (--work-dir keeps its log); "
+        "the fixed module's session ended with pytest's exit 2 (--work-dir keeps its log)")

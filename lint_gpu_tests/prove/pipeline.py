@@ -331,7 +331,9 @@ def _verdict(module: str, sessions: dict[tuple[str, str], _Session], opts: Prove
             if session is not None and not session.complete:
                 notes.append(f"{what[variant]}'s session " + (
                     "ran past its limit" if session.returncode == -9
-                    else f"ended with pytest's exit {session.returncode}"))
+                    else f"ended with pytest's exit {session.returncode}") + (
+                    f" (log: {session.log})" if opts.work_dir and session.log
+                    else " (--work-dir keeps its log)"))
         return ModuleResult(module, Status.NOT_RUN, seconds=seconds, from_recordings=recorded,
                             note="; ".join(notes), logs=logs)
     before, after = got["before"], got["after"]
