@@ -149,7 +149,7 @@ class _Progress:
 def cli() -> None:
     """Find (and fix) vLLM engines that GPU tests manage by hand.
 
-    Commands: check (the default), rule CODE, rules. Also: python -m lint_gpu_tests.
+    Commands: check (the default), prove, rule CODE, rules. Also: python -m lint_gpu_tests.
     """
 
 
@@ -563,6 +563,10 @@ class _ProveCommand(click.Command):
             args = args[:at]
         return super().parse_args(ctx, args)
 
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        """The usage line ends with ``[-- PYTEST ARGS]...``."""
+        return [*super().collect_usage_pieces(ctx), "[-- PYTEST ARGS]..."]
+
 
 @cli.command("prove", cls=_ProveCommand)
 @click.argument("paths", nargs=-1, type=click.Path())
@@ -574,7 +578,8 @@ class _ProveCommand(click.Command):
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="Use this config file for every file (as `check`).")
 @click.option("--apply", is_flag=True,
-              help="Write the fix to the modules proven the same (nothing else is written).")
+              help="Write the fix to the modules proven the same (without it, nothing is "
+                   "written).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
               help="pytest sessions side by side (mind the engines your machine holds).")
 @click.option("--texts", type=click.Choice(["auto", "exact", "outcome"]), default="auto",
