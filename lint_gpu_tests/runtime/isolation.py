@@ -284,8 +284,19 @@ def _resolve_test_function(module_name: str, module_file: str | None, qualname: 
 
 #: The parent's pid, handed to a spawned child in its environment: the child's command line
 #: stays ``python -c <code> <payload> <result>``, which tools that watch for isolated
-#: children (this repository's e2e recorder, ``tests/e2e/sitecustomize.py``) recognise.
+#: children recognise.
 PARENT_PID_ENV = "GPU_TEST_LINT_ISOLATION_PARENT_PID"
+
+
+def _record_in_child() -> None:
+    """Where ``gpu-test-lint prove`` records the test (``$GPU_TEST_LINT_RECORD_CHILD`` set by
+    its recorder), hand the engines and texts of this child to the recorder's file: they are
+    built here, not in the process that records."""
+    record = os.environ.get("GPU_TEST_LINT_RECORD_CHILD")
+    if record:
+        from lint_gpu_tests.runtime.recorder import install_child
+
+        install_child(record)
 
 
 def _spawn_main(payload_path: str, result_path: str, parent_pid: str | None = None) -> None:
@@ -298,6 +309,7 @@ def _spawn_main(payload_path: str, result_path: str, parent_pid: str | None = No
     parent_pid = parent_pid if parent_pid is not None else from_env
     if parent_pid is not None:
         _die_with_parent(int(parent_pid))
+    _record_in_child()
     with open(payload_path, "rb") as file:
         sys_path, module_name, module_file, qualname = pickle.load(file)
         sys.path[:] = sys_path
@@ -566,6 +578,7 @@ def _run_forked(
             os.setpgid(0, 0)
             _die_with_parent(parent)
             _in_isolated_child = True
+            _record_in_child()
             _write_outcome(result_path, _capture_outcome(func, args, kwargs))
         except BaseException:
             code = 1

@@ -1,7 +1,9 @@
 """The differential harness: run a corpus of hand-managed test modules on real vLLM, fix a
 copy with ``gpu-test-lint check --fix`` (and another with ``--unsafe-fixes``), run again and
-compare what each test did (``recorder.py`` records it; ``session.py`` runs one module;
-``recordings.py`` keeps what the runs recorded, keyed by their inputs).
+compare what each test did, with the machinery of ``gpu-test-lint prove``
+(``lint_gpu_tests/runtime/recorder.py`` records it; ``lint_gpu_tests/prove/session.py`` runs
+one module; ``lint_gpu_tests/prove/compare.py`` compares; ``recordings.py`` keeps what the runs
+recorded, keyed by their inputs).
 
 A safe fix must give, per test id, the same outcome, the same resolved engine configurations,
 the same generated texts, and leave no engine process alive at any test's start that no
@@ -22,26 +24,15 @@ from typing import Any
 
 import tomllib
 
+from lint_gpu_tests.prove.compare import Difference
+from lint_gpu_tests.prove.compare import compare as prove_compare
+from lint_gpu_tests.prove.compare import engines_built as prove_engines_built
+from lint_gpu_tests.prove.compare import leaked_tests as prove_leaked_tests
+
 E2E_DIR = Path(__file__).resolve().parent
 CORPUS = E2E_DIR / "suites"
-FIELDS = ("outcome", "engines", "texts")
 
-
-@dataclass(frozen=True)
-class Difference:
-    """One behaviour difference between two runs of the same test id.
-
-    Attributes:
-        test: the pytest node id (``test_x.py::test_y``) or ``<import>::test_x.py``.
-        field: ``outcome``, ``engines``, ``texts`` or ``leaked_at_start``.
-        before: the value in the first run (``None`` when the test was missing there).
-        after: the value in the second run.
-    """
-
-    test: str
-    field: str
-    before: Any
-    after: Any
+__all__ = ["Difference", "Manifest", "Run", "compare", "copy_corpus"]
 
 
 @dataclass
@@ -165,33 +156,23 @@ def test_name(test_id: str) -> str:
 
 def compare(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]],
             module: str) -> list[Difference]:
-    """Behaviour differences of ``module``'s tests between two runs, leaks after included.
+    """Behaviour differences of ``module``'s tests between two runs: ``prove``'s comparison
+    (:func:`lint_gpu_tests.prove.compare`), texts compared exactly (the CPU engine is
+    deterministic) and any engine alive after the fix at a test's start that no active
+    fixture accounts for a difference (every leak of the corpus is one the fix must end)."""
+    return prove_compare(_of(before, module), _of(after, module), texts="exact",
+                         strict_leaks=True)
 
-    The fields compared are the outcome, the resolved engine configurations and the texts;
-    ``leaked_at_start`` must be 0 in ``after`` (an engine alive that no fixture accounts for).
-    """
-    diffs: list[Difference] = []
-    ids = sorted({t for t in (*before, *after) if module_of(t) == module})
-    for test_id in ids:
-        b, a = before.get(test_id), after.get(test_id)
-        if b is None or a is None:
-            diffs.append(Difference(test_id, "present", b is not None, a is not None))
-            continue
-        for name in FIELDS:
-            if b[name] != a[name]:
-                diffs.append(Difference(test_id, name, b[name], a[name]))
-        if a.get("leaked_at_start"):
-            diffs.append(Difference(test_id, "leaked_at_start", b.get("leaked_at_start"),
-                                    a["leaked_at_start"]))
-    return diffs
+
+def _of(records: dict[str, dict[str, Any]], module: str) -> dict[str, dict[str, Any]]:
+    return {t: r for t, r in records.items() if module_of(t) == module}
 
 
 def leaked_tests(records: dict[str, dict[str, Any]], module: str) -> list[str]:
     """Names of ``module``'s tests that started with a leaked engine alive."""
-    return [test_name(t) for t, r in sorted(records.items())
-            if module_of(t) == module and r.get("leaked_at_start")]
+    return [test_name(t) for t in prove_leaked_tests(_of(records, module))]
 
 
 def engines_built(records: dict[str, dict[str, Any]], module: str) -> int:
     """How many engines ``module``'s tests (and its import) built."""
-    return sum(len(r["engines"]) for t, r in records.items() if module_of(t) == module)
+    return prove_engines_built(_of(records, module))

@@ -49,7 +49,8 @@ from recordings import (
     run_jobs,
     sample_module,
 )
-from session import SessionResult, run_session
+
+from lint_gpu_tests.prove.session import SessionResult, run_session
 
 MANIFEST = Manifest.load()
 # GPU_TEST_LINT_E2E_MODULES="a.py,b.py" runs only those corpus modules (for work on one shape);
@@ -102,7 +103,7 @@ def variants(tmp_path_factory: pytest.TempPathFactory, tiny_model: str) -> Varia
             for (m, v) in keys if m in rerun]
 
     def run(job: Job) -> SessionResult:
-        result = run_session(job.tree, job.module)
+        result = run_session(job.tree, job.module, python_path=[str(E2E_DIR)])
         # Kept as soon as it is complete (an interrupted run keeps what it finished); the
         # sample's recording stays as it was (its fresh run is compared with it below), except
         # in a full run.

@@ -17,6 +17,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from lint_gpu_tests.runtime.recorder import config_summary
+
+__all__ = ["config_summary", "resolve_llm_call", "runner_llm_kwargs"]
+
 #: The runner's defaults where it has its own (``default_torch_num_threads`` only sets torch
 #: threads and is left out; ``swap_space`` is dropped when vLLM's EngineArgs has no such field).
 RUNNER_DEFAULTS: dict[str, Any] = {
@@ -82,24 +86,6 @@ def resolve_llm_call(*args: Any, **kwargs: Any) -> Any:
     finally:
         engine_cls.from_engine_args = original  # type: ignore[method-assign]
     raise AssertionError("LLM.__init__ did not reach LLMEngine.from_engine_args")
-
-
-def config_summary(config: Any) -> dict[str, Any]:
-    """The resolved fields a rewrite must not change (as ``recorder.resolved_config``)."""
-    model = config.model_config
-    return {
-        "max_model_len": model.max_model_len,
-        "block_size": config.cache_config.block_size,
-        "enable_chunked_prefill": config.scheduler_config.enable_chunked_prefill,
-        "max_num_batched_tokens": config.scheduler_config.max_num_batched_tokens,
-        "trust_remote_code": model.trust_remote_code,
-        "dtype": str(model.dtype),
-        "seed": model.seed,
-        "enforce_eager": model.enforce_eager,
-        "compilation_mode": int(config.compilation_config.mode),
-        "cudagraph_capture_sizes": config.compilation_config.cudagraph_capture_sizes,
-        "tokenizer": str(model.tokenizer),
-    }
 
 
 class VllmTestRunner:

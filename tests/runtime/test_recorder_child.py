@@ -1,8 +1,8 @@
-"""The recorder sees engines built in a spawned isolated child (``sitecustomize.py`` and
-``recorder.install_child``), so the differential comparison of a module fixed with
-``fix-strategy = "isolate"`` is not vacuous. Run with a stand-in ``vllm`` package (no engine is
-built, seconds): its ``LLM`` resolves a configuration from its arguments and generates texts
-that name the process that generated them."""
+"""The recorder (``lint_gpu_tests.runtime.recorder``) sees engines built in a spawned or
+forked isolated child (the isolation's child calls ``recorder.install_child``), so ``prove``'s
+comparison of a module fixed with ``fix-strategy = "isolate"`` is not vacuous. Run with a stand-in
+``vllm`` package (no engine is built, seconds): its ``LLM`` resolves a configuration from its
+arguments and generates texts that name the process that generated them."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-E2E_DIR = Path(__file__).resolve().parent
-REPO = E2E_DIR.parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 FAKE_VLLM = '''\
 from types import SimpleNamespace as N
@@ -45,6 +44,11 @@ def test_isolated():
 
 def test_in_process():
     LLM("p").generate(["c"])
+
+
+@create_new_process_for_each_test("fork")
+def test_forked():
+    LLM("f", max_model_len=5).generate(["d"])
 '''
 
 
@@ -57,8 +61,9 @@ def test_engines_of_a_spawned_child_are_recorded(tmp_path: Path) -> None:
     (tree / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
     record = tmp_path / "record.json"
     env = dict(os.environ, GPU_TEST_LINT_RECORD=str(record), PYTHONPATH=os.pathsep.join(
-        [str(E2E_DIR), str(tmp_path / "fake"), str(REPO)]))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "recorder",
+        [str(tmp_path / "fake"), str(REPO)]))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p",
+                           "lint_gpu_tests.runtime.recorder",
                            "-p", "no:randomly", "isolate/test_child.py"], cwd=tree, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -69,9 +74,15 @@ def test_engines_of_a_spawned_child_are_recorded(tmp_path: Path) -> None:
         "passed", [7])
     assert (in_process["outcome"], [e["max_model_len"] for e in in_process["engines"]]) == (
         "passed", [1])
+    forked = records["isolate/test_child.py::test_forked"]
+    assert (forked["outcome"], [e["max_model_len"] for e in forked["engines"]],
+            len(forked["texts"])) == ("passed", [5], 1)
+    assert forked["texts"][0][0].split("@")[0] == "d"
     [[a, b]] = isolated["texts"]
     [[c]] = in_process["texts"]
     child_pid, parent_pid = a.split("@")[1], c.split("@")[1]
     assert (a.split("@")[0], b, c.split("@")[0]) == ("a", f"b@{child_pid}", "c")
     assert child_pid != parent_pid  # generated in the child, recorded in the parent
+    # the stand-in has no default sampling parameters: its texts may differ run to run
+    assert (isolated["sampling"], in_process["sampling"]) == (["random"], ["random"])
     assert not (tmp_path / "record.json.child").exists()

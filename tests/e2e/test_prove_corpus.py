@@ -1,0 +1,60 @@
+"""``gpu-test-lint prove`` on the corpus, on the real engine: every module ``--fix`` (and
+``--fix --unsafe-fixes``) changes is proven the same (or its leak fixed), and ``--apply``
+writes exactly what ``check --fix`` writes.
+
+``prove`` here keys its sessions as the differential runs do (this harness's digest, the
+pinned environment, no pytest arguments) and keeps them in ``tests/e2e/recordings/``: after
+``test_differential.py`` has run (it runs first, and records what had no recording) every
+session is taken from a recording, and this costs no engine time; run alone, it runs the
+sessions it finds no recording for, one at a time. ``GPU_TEST_LINT_E2E_MODULES`` limits it as
+it limits the differential runs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from harness import CORPUS, E2E_DIR, Manifest, apply_fix, copy_corpus
+from recordings import RECORDINGS, environment_id, harness_digest
+
+from lint_gpu_tests.prove import ProveOptions, Status, prove_paths
+
+MANIFEST = Manifest.load()
+_ONLY = [m for m in os.environ.get("GPU_TEST_LINT_E2E_MODULES", "").split(",") if m]
+MODULES: list[str] = [m for m in MANIFEST.order if not _ONLY or m in _ONLY]
+
+
+@pytest.mark.parametrize("unsafe", [False, True], ids=["fix", "unsafe-fixes"])
+def test_prove_on_the_corpus_then_apply(tmp_path: Path, tiny_model: str, unsafe: bool) -> None:
+    """A module whose manifest entry lets an unsafe fix change a field
+    (``unsafe_differs``) is left out of the unsafe run."""
+    modules = [m for m in MODULES
+               if not unsafe or not MANIFEST.modules.get(m, {}).get("unsafe_differs")]
+    tree, fixed = tmp_path / "tree", tmp_path / "fixed"
+    copy_corpus(tree)
+    copy_corpus(fixed)
+    apply_fix(fixed, unsafe=unsafe)
+    options = ProveOptions(unsafe_fixes=unsafe, apply=True, texts="exact", strict_leaks=True,
+                           recordings=str(RECORDINGS), harness=harness_digest(),
+                           environment=environment_id(), python_path=(str(E2E_DIR),))
+    lines: list[str] = []
+    start = time.monotonic()
+    result = prove_paths(modules, options, root=str(tree), progress=lines.append)
+    print(f"prove on {len(modules)} corpus modules: {time.monotonic() - start:.1f} s")
+    print("\n".join(lines))
+    verdicts = {m.module: (m.status, m.note, [d.describe() for d in m.differences])
+                for m in result.modules}
+    assert {m: v for m, v in verdicts.items() if not v[0].proven} == {}
+    changed = [m for m in modules if (fixed / m).read_bytes() != (CORPUS / m).read_bytes()]
+    assert sorted(verdicts) == sorted(changed)
+    assert sorted(result.applied) == sorted(changed)
+    assert result.withheld == []
+    for module in modules:
+        assert (tree / module).read_bytes() == (fixed / module).read_bytes(), module
+    # the leaks the manifest names before the fix are there, and gone after it (a module
+    # whose tests only may leak, as the garbage collector runs, may be either)
+    assert {m for m in changed if MANIFEST.leaks_before(m)} <= \
+        {m.module for m in result.modules if m.status is Status.LEAK_FIXED}

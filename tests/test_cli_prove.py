@@ -1,0 +1,231 @@
+"""``gpu-test-lint prove`` end to end without vLLM: a small project whose tests build engines
+of a stand-in ``vllm`` package (it resolves a configuration from its arguments and
+"generates" each prompt reversed), proven before and after the fix in real pytest sessions
+with the recorder. A test fixture breaks one module's fix on purpose: that module is reported
+as differing and ``--apply`` leaves it as it was, while it writes the other exactly as
+``check --fix`` does."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from lint_gpu_tests import cli
+from lint_gpu_tests.prove import pipeline
+from lint_gpu_tests.prove.session import run_session
+
+FAKE_VLLM = '''\
+from types import SimpleNamespace as N
+
+
+class SamplingParams:
+    def __init__(self, temperature=1.0, seed=None, max_tokens=16):
+        self.temperature, self.seed, self.max_tokens = temperature, seed, max_tokens
+
+
+class LLM:
+    def __init__(self, model, max_model_len=64, **kwargs):
+        self.llm_engine = N(vllm_config=N(
+            model_config=N(model=model, max_model_len=max_model_len, trust_remote_code=False,
+                           dtype="float32", seed=0, enforce_eager=True, tokenizer=model),
+            cache_config=N(block_size=16),
+            scheduler_config=N(enable_chunked_prefill=None, max_num_batched_tokens=8),
+            compilation_config=N(mode=0, cudagraph_capture_sizes=[])))
+
+    def generate(self, prompts, sampling_params=None):
+        return [N(outputs=[N(text=p[::-1])]) for p in prompts]
+'''
+
+TEST_A = '''\
+from vllm import LLM, SamplingParams
+
+
+def test_a():
+    llm = LLM("tiny", max_model_len=32)
+    out = llm.generate(["abc"], SamplingParams(temperature=0.0))
+    assert out[0].outputs[0].text == "cba"
+    del llm
+
+
+def test_no_engine():
+    assert 1 + 1 == 2
+'''
+
+TEST_B = '''\
+from vllm import LLM, SamplingParams
+
+
+def test_b():
+    llm = LLM("tiny", max_model_len=32)
+    out = llm.generate(["xy"], SamplingParams(temperature=0.0))
+    assert out[0].outputs[0].text == "yx"
+    del llm
+'''
+
+TEST_PLAIN = '''\
+def test_plain():
+    assert "a".upper() == "A"
+'''
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The project (its tests under ``tests/``), the working directory, with the stand-in
+    ``vllm`` on the sessions' ``PYTHONPATH`` and the cache in ``tmp_path``."""
+    fake = tmp_path / "fake" / "vllm"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(FAKE_VLLM)
+    root = tmp_path / "project"
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_a.py").write_text(TEST_A)
+    (root / "tests" / "test_b.py").write_text(TEST_B)
+    (root / "tests" / "test_plain.py").write_text(TEST_PLAIN)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "fake"))
+    monkeypatch.setenv("GPU_TEST_LINT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(root)
+    return root
+
+
+def break_the_fix_of_test_b(patch: pytest.MonkeyPatch) -> None:
+    """Inject a broken fix: after the fixer runs, ``tests/test_b.py``'s engine gets half the
+    model length."""
+    fix = pipeline.check_paths
+
+    def check_paths(paths: list[str], *args: Any, **kwargs: Any) -> Any:
+        result = fix(paths, *args, **kwargs)
+        for given in paths:
+            for module in Path(given).rglob("test_b.py"):
+                module.write_text(module.read_text().replace("max_model_len=32",
+                                                             "max_model_len=16"))
+        return result
+
+    patch.setattr(pipeline, "check_paths", check_paths)
+
+
+def prove(*args: str) -> Result:
+    return CliRunner().invoke(cli.cli, ["prove", *args], catch_exceptions=False)
+
+
+def fixed_by_check(project: Path, tmp_path: Path) -> dict[str, bytes]:
+    """What ``check --fix`` writes to a copy of the project's tests."""
+    copy = tmp_path / "check-fix"
+    shutil.copytree(project / "tests", copy)
+    result = CliRunner().invoke(cli.cli, ["check", "--fix", "--no-cache", str(copy)])
+    assert result.exit_code == 0, result.output
+    return {p.name: p.read_bytes() for p in copy.glob("*.py")}
+
+
+def test_prove_then_a_broken_fix(project: Path, tmp_path: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    originals = {p.name: p.read_bytes() for p in (project / "tests").glob("*.py")}
+    expected = fixed_by_check(project, tmp_path)
+    assert expected["test_a.py"] != originals["test_a.py"]
+    assert expected["test_plain.py"] == originals["test_plain.py"]
+
+    # The fix keeps behaviour: every module run is the same; nothing is written.
+    first = prove("tests", "--output-format", "json", "--", "-q")
+    assert first.exit_code == 0, first.output + first.stderr
+    data = json.loads(first.stdout)
+    assert [(m["module"], m["status"], m["tests"], m["differences"])
+            for m in data["modules"]] == [
+        ("tests/test_a.py", "same", ["tests/test_a.py::test_a", "tests/test_a.py::test_no_engine"],
+         []),
+        ("tests/test_b.py", "same", ["tests/test_b.py::test_b"], []),
+    ]
+    assert (data["unchanged"], data["applied"]) == (["tests/test_plain.py"], [])
+    assert {p.name: p.read_bytes() for p in (project / "tests").glob("*.py")} == originals
+    assert "prove: [4/4] " in first.stderr
+
+    # A broken fix of one module: it differs, with one line naming the difference; only its
+    # fixed session runs again, the three others come from their recordings.
+    with monkeypatch.context() as patch:
+        break_the_fix_of_test_b(patch)
+        broken = prove("tests", "--apply", "--", "-q")
+    assert broken.exit_code == 1, broken.output
+    assert "prove: 3 session(s) taken from their recordings, 1 to run" in broken.stderr
+    lines = broken.stdout.splitlines()
+    assert lines[:2] == ["tests/test_b.py::test_b: engine 1 max_model_len: 32 before, 16 after",
+                         ""]
+    assert [line.split()[:2] for line in lines[4:6]] == [["tests/test_a.py", "same"],
+                                                          ["tests/test_b.py", "differs"]]
+    assert lines[-1] == "Applied the fix to 1 file; not written: tests/test_b.py."
+    # --apply wrote exactly what check --fix writes, and only where proven
+    assert (project / "tests" / "test_a.py").read_bytes() == expected["test_a.py"]
+    assert (project / "tests" / "test_b.py").read_bytes() == originals["test_b.py"]
+    assert (project / "tests" / "test_plain.py").read_bytes() == originals["test_plain.py"]
+
+
+def test_a_time_limit_leaves_modules_not_run(project: Path) -> None:
+    result = prove("tests", "--no-cache", "--time-limit", "0", "-q")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[:2] == [
+        "tests/test_a.py: not run: the original and the fixed module not run: the time limit "
+        "was reached",
+        "tests/test_b.py: not run: the original and the fixed module not run: the time limit "
+        "was reached"]
+    assert result.stderr == ""
+
+
+def test_paths_outside_the_tree_are_an_error(project: Path, tmp_path: Path) -> None:
+    result = prove(str(tmp_path / "fake"), "-q")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ")
+    assert "not under the tree proven" in result.stderr
+
+
+def test_any_pytest_suite_is_recorded_without_vllm(tmp_path: Path) -> None:
+    """The recorder records the outcomes of a suite that builds no engine (vLLM not on the
+    path); the engine fields stay empty."""
+    (tmp_path / "test_s.py").write_text('''\
+import pytest
+
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("set-up fails")
+
+
+def test_pass():
+    pass
+
+
+def test_fail():
+    assert False
+
+
+@pytest.mark.skip(reason="no")
+def test_skip():
+    pass
+
+
+@pytest.mark.xfail(strict=True)
+def test_xfail():
+    assert False
+
+
+def test_error(broken):
+    pass
+''')
+    session = run_session(tmp_path, "test_s.py", pytest_args=["-q"], scratch=tmp_path / "s")
+    assert (session.returncode, session.complete) == (1, True)
+    assert {t: r["outcome"] for t, r in session.records.items()} == {
+        "test_s.py::test_pass": "passed", "test_s.py::test_fail": "failed",
+        "test_s.py::test_skip": "skipped", "test_s.py::test_xfail": "xfailed",
+        "test_s.py::test_error": "error"}
+    assert [(r["cores_at_start"], r["leaked_at_start"], r["engines"], r["texts"])
+            for r in session.records.values()] == [(0, 0, [], [])] * 5
+
+
+def test_a_module_pytest_cannot_collect_is_not_run(project: Path) -> None:
+    (project / "tests" / "test_b.py").write_text("import no_such_module\n" + TEST_B)
+    result = prove("tests/test_b.py", "--no-cache", "--output-format", "json", "-q")
+    assert result.exit_code == 1
+    [module] = json.loads(result.stdout)["modules"]
+    assert (module["module"], module["status"], module["note"]) == (
+        "tests/test_b.py", "not run",
+        "the original's session ended with pytest's exit 2 (--work-dir keeps its log); "
+        "the fixed module's session ended with pytest's exit 2 (--work-dir keeps its log)")

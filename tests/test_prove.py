@@ -1,0 +1,214 @@
+"""``prove``'s comparison, verdicts and reports on made-up records (no engine, no pytest
+session): what differs, how texts are compared per sampling kind, leaks, and the report in
+text, JSON and SARIF."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lint_gpu_tests.prove import Difference, ProveResult, Status, compare, judge
+from lint_gpu_tests.prove.compare import ModuleResult, outcome_only
+from lint_gpu_tests.prove.pipeline import modules_to_run
+from lint_gpu_tests.prove.report import render_json, render_sarif, render_text
+from lint_gpu_tests.prove.schedule import Job, run_jobs
+from lint_gpu_tests.prove.store import Store, key_of, recording_inputs
+
+ENGINE = {"model": "m", "max_model_len": 32, "dtype": "float32"}
+
+
+def rec(outcome: str = "passed", *, engines: list[dict[str, Any]] | None = None,
+        texts: list[list[str]] | None = None, sampling: list[str] | None = None,
+        leaked: int = 0) -> dict[str, Any]:
+    texts = texts or []
+    return {"outcome": outcome, "engines": engines if engines is not None else [ENGINE],
+            "texts": texts, "sampling": sampling if sampling is not None
+            else ["greedy"] * len(texts), "cores_at_start": leaked, "leaked_at_start": leaked,
+            "cores_peak": leaked + 1}
+
+
+def test_the_same_records_are_the_same() -> None:
+    before = {"t.py::a": rec(texts=[["x"]]), "t.py::b": rec("skipped", engines=[])}
+    verdict = judge("t.py", before, json.loads(json.dumps(before)))
+    assert (verdict.status, verdict.differences, verdict.tests) == (
+        Status.SAME, [], ["t.py::a", "t.py::b"])
+
+
+def test_each_field_that_differs_is_one_difference() -> None:
+    before = {"t.py::a": rec(texts=[["x"]]), "t.py::gone": rec()}
+    after = {"t.py::a": rec("failed", engines=[{**ENGINE, "max_model_len": 16}],
+                            texts=[["y"]]),
+             "t.py::new": rec()}
+    assert compare(before, after) == [
+        Difference("t.py::a", "outcome", "passed", "failed"),
+        Difference("t.py::a", "engines", [ENGINE], [{**ENGINE, "max_model_len": 16}]),
+        Difference("t.py::a", "texts", [["x"]], [["y"]]),
+        Difference("t.py::gone", "present", True, False),
+        Difference("t.py::new", "present", False, True),
+    ]
+    assert judge("t.py", before, after).status is Status.DIFFERS
+
+
+def test_random_sampling_is_compared_by_outcome_only_in_auto() -> None:
+    before = {"t.py::a": rec(texts=[["x"], ["r1"]], sampling=["greedy", "random"])}
+    after = {"t.py::a": rec(texts=[["x"], ["r2"]], sampling=["greedy", "random"])}
+    assert compare(before, after) == []
+    assert outcome_only(before, after) == ["t.py::a"]
+    # exact compares every call; outcome compares none
+    assert compare(before, after, texts="exact") == [
+        Difference("t.py::a", "texts", [["x"], ["r1"]], [["x"], ["r2"]])]
+    assert compare(before, after, texts="outcome") == []
+    # a random call with a different number of texts still differs
+    fewer = {"t.py::a": rec(texts=[["x"], []], sampling=["greedy", "random"])}
+    assert [d.field for d in compare(before, fewer)] == ["texts"]
+
+
+def test_greedy_and_seeded_texts_are_compared_exactly_in_auto() -> None:
+    for kind in ("greedy", "seeded"):
+        before = {"t.py::a": rec(texts=[["x"]], sampling=[kind])}
+        after = {"t.py::a": rec(texts=[["z"]], sampling=[kind])}
+        assert [d.field for d in compare(before, after)] == ["texts"]
+        assert outcome_only(before, after) == []
+
+
+def test_a_leak_after_the_fix_differs_only_when_worse_unless_strict() -> None:
+    before = {"t.py::a": rec(), "t.py::b": rec(leaked=1)}
+    same_leak = {"t.py::a": rec(), "t.py::b": rec(leaked=1)}
+    assert compare(before, same_leak) == []
+    assert compare(before, same_leak, strict_leaks=True) == [
+        Difference("t.py::b", "leaked_at_start", 1, 1)]
+    worse = {"t.py::a": rec(leaked=1), "t.py::b": rec(leaked=1)}
+    assert compare(before, worse) == [Difference("t.py::a", "leaked_at_start", 0, 1)]
+
+
+def test_a_leak_the_fix_ends_is_its_own_verdict() -> None:
+    before = {"t.py::a": rec(), "t.py::b": rec(leaked=1)}
+    after = {"t.py::a": rec(), "t.py::b": rec()}
+    verdict = judge("t.py", before, after)
+    assert (verdict.status, verdict.leaked_before, verdict.leaked_after) == (
+        Status.LEAK_FIXED, ["t.py::b"], [])
+    assert verdict.status.proven
+
+
+def test_difference_lines() -> None:
+    assert Difference("t.py::a", "outcome", "passed", "failed").describe() == \
+        "t.py::a: outcome: 'passed' before, 'failed' after"
+    assert Difference("t.py::a", "engines", [ENGINE, ENGINE],
+                      [ENGINE, {**ENGINE, "dtype": "bfloat16"}]).describe() == \
+        "t.py::a: engine 2 dtype: 'float32' before, 'bfloat16' after"
+    assert Difference("t.py::a", "engines", [], [ENGINE]).describe() == \
+        f"t.py::a: engines: [] before, [{ENGINE!r}] after"
+    assert Difference("t.py::a", "present", True, False).describe() == \
+        "t.py::a: missing in the fixed module's run"
+    assert Difference("t.py::a", "leaked_at_start", None, 2).describe() == \
+        "t.py::a: starts with 2 engine(s) alive that nothing holds after the fix (0 before)"
+
+
+def _result() -> ProveResult:
+    same = judge("tests/test_a.py", {"tests/test_a.py::t": rec()},
+                 {"tests/test_a.py::t": rec()})
+    same.seconds, same.from_recordings = 3.25, ["before"]
+    differs = judge("tests/test_b.py", {"tests/test_b.py::t": rec()},
+                    {"tests/test_b.py::t": rec("failed")})
+    differs.seconds = 4.0
+    fixed = judge("tests/test_c.py", {"tests/test_c.py::t": rec(leaked=1)},
+                  {"tests/test_c.py::t": rec()})
+    not_run = ModuleResult("tests/test_d.py", Status.NOT_RUN,
+                           note="the fixed module's session ran past its limit")
+    return ProveResult([same, differs, fixed, not_run], unchanged=["tests/test_e.py"],
+                       changed=["tests/test_a.py", "tests/test_b.py"],
+                       applied=["tests/test_a.py"], withheld=["tests/test_b.py"],
+                       seconds=12.0, root="/project")
+
+
+def test_text_report() -> None:
+    assert render_text(_result()) == """\
+tests/test_b.py::t: outcome: 'passed' before, 'failed' after
+tests/test_d.py: not run: the fixed module's session ran past its limit
+
+module           verdict                     tests  leaked before  leaked after  texts by outcome only  seconds
+---------------  --------------------------  -----  -------------  ------------  ---------------------  ---------------------
+tests/test_a.py  same                        1      0              0             0                      3.2 (before recorded)
+tests/test_b.py  differs                     1      0              0             0                      4.0
+tests/test_c.py  leaked before, fixed after  1      1              0             0                      0.0
+tests/test_d.py  not run                     0      0              0             0                      0.0
+
+4 modules proven: 1 same, 1 leaked before and fixed after, 1 differ, 1 not run; 1 test module unchanged by the fix; 12 s.
+Applied the fix to 1 file; not written: tests/test_b.py.
+"""  # noqa: E501
+
+
+def test_json_report() -> None:
+    data = json.loads(render_json(_result()))
+    assert data["proven"] is False
+    assert [(m["module"], m["status"]) for m in data["modules"]] == [
+        ("tests/test_a.py", "same"), ("tests/test_b.py", "differs"),
+        ("tests/test_c.py", "leaked before, fixed after"), ("tests/test_d.py", "not run")]
+    assert data["modules"][1]["differences"] == [
+        {"test": "tests/test_b.py::t", "field": "outcome", "before": "passed",
+         "after": "failed"}]
+    assert (data["applied"], data["withheld"], data["unchanged"]) == (
+        ["tests/test_a.py"], ["tests/test_b.py"], ["tests/test_e.py"])
+
+
+def test_sarif_report(tmp_path: Path) -> None:
+    result = _result()
+    result.root = str(tmp_path)
+    log = json.loads(render_sarif(result, str(tmp_path)))
+    run = log["runs"][0]
+    assert [(r["ruleId"], r["level"], r["message"]["text"],
+             r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"])
+            for r in run["results"]] == [
+        ("prove-differs", "error", "tests/test_b.py::t: outcome: 'passed' before, "
+         "'failed' after", "tests/test_b.py"),
+        ("prove-not-run", "warning", "tests/test_d.py: not run: the fixed module's session "
+         "ran past its limit", "tests/test_d.py")]
+    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == ["prove-differs",
+                                                                 "prove-not-run"]
+
+
+def test_modules_to_run(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    for name in ("a/test_x.py", "a/conftest.py", "test_y.py", "conftest.py"):
+        (tmp_path / name).write_text("")
+    tests = ["a/test_x.py", "test_y.py"]
+    assert modules_to_run(tests, ["test_y.py"], tmp_path) == ["test_y.py"]
+    assert modules_to_run(tests, ["a/conftest.py"], tmp_path) == ["a/test_x.py"]
+    assert modules_to_run(tests, ["conftest.py"], tmp_path) == tests
+    assert modules_to_run(tests, ["helpers.py"], tmp_path) == tests
+    assert modules_to_run(tests, [], tmp_path) == []
+
+
+def test_a_recording_key_changes_with_the_module_and_the_pytest_args(tmp_path: Path) -> None:
+    (tmp_path / "test_x.py").write_text("def test(): pass\n")
+    env = {"python": "3.11", "machine": "x86_64", "packages": "p"}
+    key = key_of(recording_inputs(tmp_path, "test_x.py", harness="", environment=env,
+                                  pytest_args=["-q"]))
+    assert key == key_of(recording_inputs(tmp_path, "test_x.py", harness="", environment=env,
+                                          pytest_args=["-q"]))
+    assert key != key_of(recording_inputs(tmp_path, "test_x.py", harness="", environment=env,
+                                          pytest_args=["-x"]))
+    (tmp_path / "conftest.py").write_text("")
+    with_conftest = key_of(recording_inputs(tmp_path, "test_x.py", harness="",
+                                            environment=env, pytest_args=["-q"]))
+    assert with_conftest != key
+    store = Store(tmp_path / "store")
+    inputs = recording_inputs(tmp_path, "test_x.py", harness="", environment=env)
+    store.put(inputs, {"test_x.py::test": rec()}, 1.0, 0)
+    got = store.get(key_of(inputs))
+    assert got is not None and got.records == {"test_x.py::test": rec()}
+    data = json.loads(store.path(key_of(inputs)).read_text())
+    data["records"]["test_x.py::test"]["outcome"] = "failed"
+    store.path(key_of(inputs)).write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="edited by hand"):
+        store.get(key_of(inputs))
+
+
+def test_jobs_skipped_by_the_run_are_left_out() -> None:
+    jobs = [Job("a.py", "before", Path(".")), Job("b.py", "before", Path("."))]
+    done = run_jobs(jobs, lambda job: None if job.module == "b.py" else job.module,
+                    workers=2, engine_budget=2)
+    assert {j.module: r for j, r in done.items()} == {"a.py": "a.py"}
