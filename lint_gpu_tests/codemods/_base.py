@@ -14,6 +14,7 @@ fixes of its kind.
 from __future__ import annotations
 
 import ast
+import os
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
@@ -35,7 +36,7 @@ from lint_gpu_tests.codemods._imports import (
     strip_top_blank,
 )
 from lint_gpu_tests.codemods._mapping import add_helper
-from lint_gpu_tests.config import Config
+from lint_gpu_tests.config import Config, oldest_python
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.ftypes import FixKind, Violation
 from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
@@ -149,7 +150,8 @@ class GpuCodemod(VisitorBasedCodemodCommand):
         import sections apart."""
         self._stdlib_imports: set[str] = set()
         self._from_imports: set[tuple[str, str]] = set()
-        with wrapping_at(self.config.line_length):
+        floor = oldest_python(os.path.dirname(os.path.abspath(self.context.filename or ".")))
+        with wrapping_at(self.config.line_length, floor is None or floor >= (3, 9)):
             new = super().transform_module(tree)
         if new is tree or new.code == tree.code:
             return new
