@@ -159,7 +159,8 @@ def _none(reason: str) -> FixInfo:
 def _plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePlan | FixInfo:
     config = module.config
     if func is None:
-        return _none("built at module or class level, which no test owns")
+        # Only ever shown after the runner fix's own reason, which says where it is built.
+        return _none("no test owns it")
     if func.kind == "fixture":
         return _none("a fixture's value cannot cross to a child process")
     node = func.node
