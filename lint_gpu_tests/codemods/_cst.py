@@ -73,16 +73,14 @@ def runner_call(
         # vLLM's runner takes the model as ``model_name`` and the tokenizer as
         # ``tokenizer_name``; each argument keeps its place.
         for i, arg in enumerate(args):
-            if arg.keyword is None:
-                continue
-            if arg.keyword.value == "model":
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if keyword == "model":
                 if all(a.keyword is None and a.star == "" for a in args[:i]):
-                    arg = arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
+                    args[i] = arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
                 else:
-                    arg = arg.with_changes(keyword=cst.Name("model_name"))
-            elif arg.keyword.value in RENAMED_KWARGS and target == "vllm":
-                arg = arg.with_changes(keyword=cst.Name(RENAMED_KWARGS[arg.keyword.value]))
-            args[i] = arg
+                    args[i] = arg.with_changes(keyword=cst.Name("model_name"))
+            elif keyword in RENAMED_KWARGS and target == "vllm":
+                args[i] = arg.with_changes(keyword=cst.Name(RENAMED_KWARGS[keyword]))
     uses_compilation_config = False
     if target == "vllm":
         given = {a.keyword.value for a in args if a.keyword is not None}
