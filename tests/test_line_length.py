@@ -294,3 +294,19 @@ def test_a_trailing_comment_splits_no_call(tmp_path: Path) -> None:
         _fixed_at(tmp_path, source, width=70)
     assert f"    with vllm_runner(\n        MODEL\n    ) as runner:  {comment}\n" in \
         _fixed_at(tmp_path, source, width=88)
+
+
+@pytest.mark.parametrize(("text", "version"), [
+    ("[project]\nrequires-python = \">=3.9,<3.13\"\n", (3, 9)),
+    ("[project]\nrequires-python = \"~=3.10\"\n", (3, 10)),
+    ("[project]\nrequires-python = \">3.8\"\n", (3, 9)),
+    ("[tool.ruff]\ntarget-version = \"py38\"\n[project]\nrequires-python = \">=3.11\"\n",
+     (3, 8)),
+    ("[tool.black]\nline-length = 100\n", None),
+])
+def test_oldest_python(tmp_path: Path, text: str, version: tuple[int, int] | None) -> None:
+    from lint_gpu_tests.config import oldest_python
+
+    _write(tmp_path / "pyproject.toml", text)
+    (tmp_path / "tests").mkdir()
+    assert oldest_python(tmp_path / "tests") == version
