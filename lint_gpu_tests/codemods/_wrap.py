@@ -84,8 +84,9 @@ class WrapTransformer(cst.CSTTransformer):
         self.changed = False
         self.plan_stack: list[WrapPlan | None] = []
         # The with-statements this pass wrote (by id), which an enclosing ``with`` whose
-        # whole body they are takes into its header (ruff's SIM117).
-        self.built: set[int] = set()
+        # whole body they are takes into its header (ruff's SIM117); held, so that no id is
+        # reused.
+        self.built: dict[int, cst.With] = {}
         # The runner call of each with-statement written from a one-line call, before it
         # was laid out over lines: laid out again where it moves into a combined header.
         self.flat_calls: dict[int, cst.Call] = {}
@@ -146,7 +147,7 @@ class WrapTransformer(cst.CSTTransformer):
             while j + 1 < len(kept) and kept[j + 1][0] <= plan.end_line:
                 j += 1
             built = self._build_with(plan, stmt, [s for _, s in kept[i + 1: j + 1]])
-            self.built.add(id(built))
+            self.built[id(built)] = built
             out.append(built)
             self.changed = True
             i = j + 1
@@ -328,15 +329,16 @@ class WrapTransformer(cst.CSTTransformer):
         ``with a, vllm_runner(...):`` (ruff's SIM117 asks for it; the same statement)."""
         body = updated_node.body
         if not (isinstance(body, cst.IndentedBlock) and len(body.body) == 1 and
-                id(body.body[0]) in self.built and isinstance(body.body[0], cst.With)):
+                self.built.get(id(body.body[0])) is body.body[0]):
             return updated_node
         inner = body.body[0]
+        assert isinstance(inner, cst.With)
         merged = merge_with(updated_node, inner,
                             self.positions[original_node].start.column,  # type: ignore[attr-defined]
                             self.flat_calls.get(id(inner)))
         if merged is None:
             return updated_node
-        self.built.add(id(merged))
+        self.built[id(merged)] = merged
         return merged
 
     def visit_Try(self, node: cst.Try) -> bool:
