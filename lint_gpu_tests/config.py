@@ -419,6 +419,64 @@ def formatter_line_length(directory: str | os.PathLike[str]) -> tuple[int, str] 
     return None
 
 
+def _toml_data(path: str, needle: str) -> dict[str, Any] | None:
+    """The TOML file at ``path`` parsed, when it mentions ``needle``; ``None`` when there is
+    no such file, it does not, or it is no valid TOML."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if needle not in text:
+        return None
+    tomllib = _tomllib()
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return None
+    return data
+
+
+def _python_version(value: object) -> tuple[int, int] | None:
+    """``(3, N)`` of ruff's ``target-version`` (``"py39"``) or of the lower bound of a
+    ``requires-python`` specifier (``">=3.9,<3.13"``, ``"~=3.10"``, ``"==3.11.*"``)."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text.startswith("py") and text[2:].isdigit() and len(text) > 3:
+        return int(text[2]), int(text[3:])
+    for clause in text.split(","):
+        clause = clause.strip()
+        for op in (">=", "~=", "==", ">"):
+            if clause.startswith(op):
+                parts = clause[len(op):].strip().split(".")
+                if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+                    return int(parts[0]), int(parts[1]) + (op == ">" and len(parts) == 2)
+    return None
+
+
+def oldest_python(directory: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """The oldest Python the project of ``directory`` declares, as ruff infers it: the
+    nearest ``target-version`` of ruff's settings (``.ruff.toml``, ``ruff.toml``,
+    ``[tool.ruff]``), else ``[project] requires-python``, walking up; ``None`` when none
+    says."""
+    here = os.path.abspath(directory)
+    while True:
+        for name, table in ((".ruff.toml", ""), ("ruff.toml", ""),
+                            ("pyproject.toml", "tool.ruff"), ("pyproject.toml", "project")):
+            key = "requires-python" if table == "project" else "target-version"
+            data: object = _toml_data(os.path.join(here, name), key)
+            for part in table.split(".") if table else ():
+                data = data.get(part) if isinstance(data, dict) else None
+            found = _python_version(data.get(key)) if isinstance(data, dict) else None
+            if found is not None:
+                return found
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
 def config_file_in(directory: str | os.PathLike[str]) -> Path | None:
     """The config file of ``directory`` itself: ``.gpu-test-lint.toml``, else a
     ``pyproject.toml`` with a ``[tool.gpu-test-lint]`` table, else ``None``.

@@ -80,3 +80,91 @@ def test_gpu006_on_a_runner_outside_a_with_names_gpu005_and_follows_its_safety()
         """)
     assert message.endswith("keeps the engine alive after the with-block; use a weak proxy")
     assert applicability == "safe"
+
+
+def _check(tmp_path: Path, source: str, *args: str, config: str = "") -> str:
+    """``check --no-cache ARGS`` of ``source`` as ``tests/test_x.py`` under ``tmp_path``
+    (``config`` as its ``pyproject.toml``): stdout and stderr together."""
+    from click.testing import CliRunner
+
+    from lint_gpu_tests import cli
+
+    (tmp_path / "tests").mkdir(exist_ok=True)
+    (tmp_path / "tests" / "test_x.py").write_text(source)
+    if config:
+        (tmp_path / "pyproject.toml").write_text(config)
+    result = CliRunner().invoke(cli.cli, ["check", "--no-cache", *args,
+                                          str(tmp_path / "tests")], catch_exceptions=False)
+    return result.output
+
+
+SAFE_AND_UNSAFE = """\
+import threading
+
+import pytest
+from vllm import LLM
+
+
+def test_safe():
+    llm = LLM("m")
+    assert llm.generate(["x"])
+
+
+def test_unsafe():
+    llm = LLM("m")
+    threading.Thread(target=llm.generate).start()
+
+
+@pytest.fixture(scope="module")
+def engine():
+    llm = LLM("m")
+    yield llm
+"""
+
+
+def test_statistics_marks_only_safe_fixes(tmp_path: Path) -> None:
+    """``[*]`` for a code with a fix ``--fix`` applies; a code whose fixes are all unsafe is
+    ``[ ]`` and counted apart in the summary, as ruff does; ``--unsafe-fixes`` marks both."""
+    assert _check(tmp_path, SAFE_AND_UNSAFE, "--statistics") == (
+        "3\tGPU001\t[*] engine-outside-runner\n"
+        "1\tGPU002\t[ ] fixture-yields-engine\n"
+        "[*] 1 fixable with the `--fix` option (3 hidden fixes can be enabled with the "
+        "`--unsafe-fixes` option).\n")
+    assert _check(tmp_path, SAFE_AND_UNSAFE, "--statistics", "--unsafe-fixes") == (
+        "3\tGPU001\t[*] engine-outside-runner\n"
+        "1\tGPU002\t[*] fixture-yields-engine\n"
+        "[*] 4 fixable with the `--fix` option.\n")
+
+
+def test_isolate_reason_says_each_sentence_once(tmp_path: Path) -> None:
+    source = 'from vllm import LLM\n\nENGINE = LLM("m")\n'
+    output = _check(tmp_path, source, "--fix-strategy", "isolate", "--output-format", "full")
+    [help_line] = [line for line in output.splitlines() if line.startswith("help:")]
+    assert help_line == ("help: Wrap in `with vllm_runner(...)` (no automatic fix: built at "
+                         "module or class level: it lives as long as the module; not isolated "
+                         "either: no test owns it)")
+
+
+def test_titles_of_fixes_that_wrap_nothing(tmp_path: Path) -> None:
+    """An engine class the runner cannot build gets no fix, and its title does not offer
+    the runner; GPU002's title says what the fixture yields, not "Wrap in ..."."""
+    source = ("import pytest\n"
+              "from vllm import LLM\n"
+              "from vllm.v1.engine.async_llm import AsyncLLM\n\n\n"
+              "def test_async():\n"
+              "    engine = AsyncLLM(ARGS)\n"
+              "    assert engine\n\n\n"
+              "@pytest.fixture\n"
+              "def llm():\n"
+              "    return LLM('m')\n")
+    config = ('[tool.gpu-test-lint]\n'
+              'engine-classes = ["vllm.LLM", "vllm.v1.engine.async_llm.AsyncLLM"]\n')
+    output = _check(tmp_path, source, "--output-format", "full", config=config)
+    helps = [line for line in output.splitlines() if line.startswith("help:")]
+    assert helps == [
+        "help: Shut `AsyncLLM` down when the test ends (no automatic fix: the runner builds "
+        "`vllm.LLM`, not `vllm.v1.engine.async_llm.AsyncLLM`; `--fix-strategy isolate` would "
+        "fix it safely)",
+        "help: Wrap in `with vllm_runner(...)`",
+        "help: Yield a weak proxy of the engine of `with vllm_runner(...)`",
+    ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
@@ -38,7 +39,7 @@ from lint_gpu_tests.codemods._imports import (
 )
 from lint_gpu_tests.codemods._mapping import add_helper
 from lint_gpu_tests.codemods._unused_imports import Removal, remove_unused_imports
-from lint_gpu_tests.config import Config
+from lint_gpu_tests.config import Config, oldest_python
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.ftypes import FixKind, Violation
 from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
@@ -212,7 +213,8 @@ class GpuCodemod(ABC):
         self._stdlib_imports: set[str] = set()
         self._from_imports: set[tuple[str, str]] = set()
         self._removals: list[Removal] = []
-        with wrapping_at(self.config.line_length):
+        floor = oldest_python(os.path.dirname(os.path.abspath(self.context.filename or ".")))
+        with wrapping_at(self.config.line_length, floor is None or floor >= (3, 9)):
             new = self.transform_module_impl(tree)
             if new is tree or self.code_of(new) == self.code_of(tree):
                 return new

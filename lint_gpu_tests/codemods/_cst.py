@@ -48,12 +48,16 @@ def reorder_args(original: Sequence[cst.Arg], new: list[cst.Arg]) -> list[cst.Ar
 
 def runner_call(
     call: cst.Call, func_name: str, *, target: str, compilation_config: str | None = None,
-    add_defaults: bool = True,
+    add_defaults: bool = True, takes_model_keyword: bool = True,
 ) -> tuple[cst.Call, bool]:
     """Turn an engine call into a runner call (the argument mapping of README, "Fix safety").
 
-    ``LLM(model=x, ...)`` becomes ``func_name(x, ...)``; ``tokenizer=`` becomes
-    ``tokenizer_name=``; ``**kwargs`` and positional arguments are kept. With
+    Every argument keeps its place and its comments. The bundled runner takes ``LLM``'s
+    keywords as they are (``model=``, ``tokenizer=``); for vLLM's runner (``target="vllm"``)
+    ``model=`` becomes the first positional argument where it is the first keyword (else
+    ``model_name=``) and ``tokenizer=`` becomes ``tokenizer_name=``.
+    ``takes_model_keyword=False`` (the bundled ``vllm_runner_factory``, whose first parameter
+    is ``model_name``) maps ``model=`` so under the bundled target too. With
     ``target="vllm"`` each default in which vLLM's ``VllmRunner`` differs from ``LLM`` is
     added when not set, before any ``**kwargs``, and a given ``compilation_config`` is
     replaced by ``compilation_config`` (source of the planner's equivalent,
@@ -65,20 +69,18 @@ def runner_call(
         The new call, and whether ``CompilationConfig`` is now referenced.
     """
     args = list(call.args)
-    model = next((a for a in args if a.keyword is not None and a.keyword.value == "model"),
-                 None)
-    if model is not None:
-        args.remove(model)
-        positional = [a for a in args if a.keyword is None and a.star == ""]
-        insert_at = len(positional)
-        args.insert(insert_at, model.with_changes(
-            keyword=None, equal=cst.MaybeSentinel.DEFAULT))
-    renamed: list[cst.Arg] = []
-    for arg in args:
-        if arg.keyword is not None and arg.keyword.value in RENAMED_KWARGS:
-            arg = arg.with_changes(keyword=cst.Name(RENAMED_KWARGS[arg.keyword.value]))
-        renamed.append(arg)
-    args = renamed
+    if target == "vllm" or not takes_model_keyword:
+        # vLLM's runner takes the model as ``model_name`` and the tokenizer as
+        # ``tokenizer_name``; each argument keeps its place.
+        for i, arg in enumerate(args):
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if keyword == "model":
+                if all(a.keyword is None and a.star == "" for a in args[:i]):
+                    args[i] = arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
+                else:
+                    args[i] = arg.with_changes(keyword=cst.Name("model_name"))
+            elif keyword in RENAMED_KWARGS and target == "vllm":
+                args[i] = arg.with_changes(keyword=cst.Name(RENAMED_KWARGS[keyword]))
     uses_compilation_config = False
     if target == "vllm":
         given = {a.keyword.value for a in args if a.keyword is not None}
@@ -211,6 +213,10 @@ def proxy_of(expr: cst.BaseExpression) -> cst.Call:
 #: format it): the file's ``line-length`` (:attr:`lint_gpu_tests.config.Config.line_length`),
 #: set by :func:`wrapping_at` for the codemod rewriting it.
 _LINE_LENGTH: ContextVar[int] = ContextVar("line_length", default=DEFAULT_LINE_LENGTH)
+#: Whether the file's project may use parenthesized with-items (``with (a, b):``, which
+#: Python 3.9's parser takes): set by :func:`wrapping_at`, false when the project declares
+#: an older Python (:func:`lint_gpu_tests.config.oldest_python`).
+_PARENTHESIZED_WITH: ContextVar[bool] = ContextVar("parenthesized_with", default=True)
 
 
 def line_length() -> int:
@@ -219,13 +225,94 @@ def line_length() -> int:
 
 
 @contextmanager
-def wrapping_at(width: int) -> Iterator[None]:
-    """Make :func:`line_length` return ``width`` inside the block."""
+def wrapping_at(width: int, parenthesized_with: bool = True) -> Iterator[None]:
+    """Make :func:`line_length` return ``width`` inside the block, and let
+    :func:`merge_with` use parenthesized with-items or not."""
     token = _LINE_LENGTH.set(width)
+    allowed = _PARENTHESIZED_WITH.set(parenthesized_with)
     try:
         yield
     finally:
+        _PARENTHESIZED_WITH.reset(allowed)
         _LINE_LENGTH.reset(token)
+
+
+class _Reindent(cst.CSTTransformer):
+    """Adds ``extra`` to the indentation of every continuation line inside a node."""
+
+    def __init__(self, extra: str) -> None:
+        super().__init__()
+        self.extra = extra
+
+    def leave_ParenthesizedWhitespace(
+        self, original_node: cst.ParenthesizedWhitespace,
+        updated_node: cst.ParenthesizedWhitespace,
+    ) -> cst.ParenthesizedWhitespace:
+        if not updated_node.indent:
+            return updated_node
+        return updated_node.with_changes(
+            last_line=cst.SimpleWhitespace(self.extra + updated_node.last_line.value))
+
+    def leave_EmptyLine(self, original_node: cst.EmptyLine,
+                        updated_node: cst.EmptyLine) -> cst.EmptyLine:
+        if not updated_node.indent or updated_node.comment is None:
+            return updated_node
+        return updated_node.with_changes(
+            whitespace=cst.SimpleWhitespace(self.extra + updated_node.whitespace.value))
+
+
+def merge_with(outer: cst.With, inner: cst.With, column: int,
+               flat_call: cst.Call | None = None) -> cst.With | None:
+    """``with a:`` whose whole body is ``with b:`` (``inner``, a block the fix wrote) as one
+    ``with a, b:`` statement (ruff's SIM117), the outer ``with`` at ``column``: on one line
+    when it fits :func:`line_length`, else one item a line in parentheses with a trailing
+    comma, as ruff format lays them out. ``None`` (keep them nested) when either is ``async
+    with``, when a comment sits between the two headers or after the inner block, when an
+    outer item spans lines and so would need re-laying out, or when the long form needs
+    parentheses the project's Python does not take. ``flat_call``, when given, is the inner
+    item's call on one line, laid out again for its new place (one line, arguments on a line
+    of their own, or one argument a line)."""
+    body = outer.body
+    if outer.asynchronous is not None or inner.asynchronous is not None or \
+            not isinstance(body, cst.IndentedBlock) or len(body.body) != 1 or \
+            body.body[0] is not inner or not isinstance(inner.body, cst.IndentedBlock):
+        return None
+    if any(line.comment is not None for line in inner.leading_lines) or \
+            body.header.comment is not None and inner.body.header.comment is not None:
+        return None
+    if body.footer and any(line.comment is not None for line in body.footer):
+        return None
+    if any("\n" in statement_code(item) for item in outer.items):
+        return None
+    header = inner.body.header if inner.body.header.comment is not None else body.header
+    new_body = inner.body.with_changes(header=header, footer=body.footer)
+    inner_items = list(inner.items)
+    if flat_call is not None and len(inner_items) == 1:
+        inner_items[0] = inner_items[0].with_changes(item=flat_call)
+    items = [item.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+             for item in (*outer.items, *inner_items)]
+    flat = [item.with_changes(comma=_comma()) for item in items[:-1]] + items[-1:]
+    one_line = outer.with_changes(items=flat, body=new_body, lpar=cst.MaybeSentinel.DEFAULT,
+                                  rpar=cst.MaybeSentinel.DEFAULT)
+    first = statement_code(one_line.with_changes(leading_lines=[])).split("\n", 1)[0]
+    if not any("\n" in statement_code(item) for item in items) and \
+            column + len(first.rstrip()) <= line_length():
+        return one_line
+    if not _PARENTHESIZED_WITH.get():
+        return None
+    if flat_call is not None and len(inner_items) == 1:
+        last = items[-1]
+        width = column + 4 + len(statement_code(last)) + 1
+        if width > line_length():
+            call = hug_args(flat_call, column + 4) or explode_args(flat_call)
+            items[-1] = last.with_changes(item=call)
+    stacked = [cst.ensure_type(item.visit(_Reindent("    ")), cst.WithItem).with_changes(
+        comma=cst.Comma(whitespace_after=_line_break("" if i == len(items) - 1 else "    ")))
+        for i, item in enumerate(items)]
+    return outer.with_changes(
+        items=stacked, body=new_body,
+        lpar=cst.LeftParen(whitespace_after=_line_break("    ")),
+        rpar=cst.RightParen(), whitespace_after_with=cst.SimpleWhitespace(" "))
 
 
 def explode_args(call: cst.Call, indent: str = "    ", close: str = "") -> cst.Call:
@@ -342,9 +429,17 @@ def fit_call(call: cst.Call, column: int) -> cst.Call:
     text = statement_code(call)
     if "\n" in text or column + len(text) <= line_length() or not call.args:
         return call
+    return hug_args(call, column) or explode_args(call)
+
+
+def hug_args(call: cst.Call, column: int) -> cst.Call | None:
+    """``call`` (in a statement at ``column``) with its arguments on one line of their own,
+    indented 4 more, the closing parenthesis back at ``column``, as ruff format lays out a
+    call too long for its line; ``None`` when that line of arguments passes
+    :func:`line_length`, holds a comment, or there is no argument."""
     flat = statement_code(call.with_changes(func=cst.Name("f"))).strip()[2:-1].rstrip(", ")
-    if column + 4 + len(flat) > line_length():
-        return explode_args(call)
+    if not call.args or "\n" in flat or "#" in flat or column + 4 + len(flat) > line_length():
+        return None
     args = list(call.args)
     args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT,
                                      whitespace_after_arg=_line_break(""))

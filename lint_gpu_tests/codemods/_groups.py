@@ -98,7 +98,8 @@ def build_group_with(plan: WrapPlan, site: cst.BaseStatement, call: cst.Call | N
     assert group is not None
     assert call is not None, "planned group holds no engine call"
     new_call, uses_cc = runner_call(call, group.runner, target=config.target,
-                                    compilation_config=plan.compilation_config)
+                                    compilation_config=plan.compilation_config,
+                                    takes_model_keyword=group.runner != "vllm_runner_factory")
     if "\n" in statement_code(call) and not isinstance(call.whitespace_before_args,
                                                        cst.ParenthesizedWhitespace):
         # Continuation lines aligned with the old parenthesis: one argument per line.

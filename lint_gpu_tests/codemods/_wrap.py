@@ -18,8 +18,10 @@ from lint_gpu_tests.codemods._cst import (
     drop_param,
     explode_args,
     fit_signature,
+    hug_args,
     leading_lines,
     line_length,
+    merge_with,
     proxy_of,
     runner_call,
     statement_code,
@@ -81,6 +83,13 @@ class WrapTransformer(cst.CSTTransformer):
         self.runner_names: dict[int, str] = {}
         self.changed = False
         self.plan_stack: list[WrapPlan | None] = []
+        # The with-statements this pass wrote (by id), which an enclosing ``with`` whose
+        # whole body they are takes into its header (ruff's SIM117); held, so that no id is
+        # reused.
+        self.built: dict[int, cst.With] = {}
+        # The runner call of each with-statement written from a one-line call, before it
+        # was laid out over lines: laid out again where it moves into a combined header.
+        self.flat_calls: dict[int, cst.Call] = {}
         # Helpers that get the runner fixture from their callers (target vllm).
         self.helpers = {p.helper_calls.name for p in plans
                         if p.helper_calls is not None and not p.helper_calls.passed}
@@ -137,7 +146,9 @@ class WrapTransformer(cst.CSTTransformer):
             j = i
             while j + 1 < len(kept) and kept[j + 1][0] <= plan.end_line:
                 j += 1
-            out.append(self._build_with(plan, stmt, [s for _, s in kept[i + 1: j + 1]]))
+            built = self._build_with(plan, stmt, [s for _, s in kept[i + 1: j + 1]])
+            self.built[id(built)] = built
+            out.append(built)
             self.changed = True
             i = j + 1
         return out
@@ -230,19 +241,35 @@ class WrapTransformer(cst.CSTTransformer):
             body=cst.IndentedBlock(body=body, header=site.trailing_whitespace),
             leading_lines=site.leading_lines,
         )
-        header = statement_code(node).splitlines()[0] if not site.leading_lines else \
-            statement_code(node.with_changes(leading_lines=[])).splitlines()[0]
         column = self.columns.get(plan.site_line, 0)
         multi_line = "\n" in statement_code(call)
         # Continuation lines aligned with the old opening parenthesis would be misaligned
         # under the new one: such a call is laid out one argument per line too.
         aligned = multi_line and not isinstance(call.whitespace_before_args,
                                                 cst.ParenthesizedWhitespace)
-        if new_call is not call and (aligned or (
-                not multi_line and column + len(header) > line_length())):
-            node = node.with_changes(items=[node.items[0].with_changes(
-                item=explode_helper(explode_args(new_call), column))])
-        return node
+        if not multi_line and plan.mapping_defaults is None:
+            self.flat_calls[id(node)] = new_call
+        if new_call is call or (multi_line and not aligned):
+            return node
+        bare = node.with_changes(leading_lines=[], body=node.body.with_changes(
+            header=cst.TrailingWhitespace()))
+        code_width = column + len(statement_code(bare).splitlines()[0])
+        full_width = column + len(statement_code(
+            node.with_changes(leading_lines=[])).splitlines()[0])
+        site_width = column + len(statement_code(
+            site.with_changes(leading_lines=[])).splitlines()[0])
+        if not aligned and (code_width <= line_length() and (
+                full_width <= line_length() or site_width > line_length())):
+            # It fits; or only its trailing comment passes the width, as it did before.
+            return node
+        laid_out = None if aligned or plan.mapping_defaults is not None else \
+            hug_args(new_call, column)
+        if laid_out is None:
+            laid_out = explode_helper(explode_args(new_call), column)
+        new_node = node.with_changes(items=[node.items[0].with_changes(item=laid_out)])
+        if id(node) in self.flat_calls:
+            self.flat_calls[id(new_node)] = self.flat_calls.pop(id(node))
+        return new_node
 
     def _proxy_handout(self, plan: WrapPlan, stmt: cst.BaseStatement) -> cst.BaseStatement:
         """``yield llm``/``return llm`` -> ``yield weakref.proxy(runner.llm)``."""
@@ -295,6 +322,24 @@ class WrapTransformer(cst.CSTTransformer):
                 k += 1
             self.runner_names[plan.site_line] = name
         return True
+
+    def leave_With(self, original_node: cst.With,
+                   updated_node: cst.With) -> cst.With:
+        """``with a:`` whose body is now only a with-block this pass wrote becomes one
+        ``with a, vllm_runner(...):`` (ruff's SIM117 asks for it; the same statement)."""
+        body = updated_node.body
+        if not (isinstance(body, cst.IndentedBlock) and len(body.body) == 1 and
+                self.built.get(id(body.body[0])) is body.body[0]):
+            return updated_node
+        inner = body.body[0]
+        assert isinstance(inner, cst.With)
+        merged = merge_with(updated_node, inner,
+                            self.positions[original_node].start.column,  # type: ignore[attr-defined]
+                            self.flat_calls.get(id(inner)))
+        if merged is None:
+            return updated_node
+        self.built[id(merged)] = merged
+        return merged
 
     def visit_Try(self, node: cst.Try) -> bool:
         if self._line(node) in self.unwrap:

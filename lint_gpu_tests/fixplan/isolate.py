@@ -155,7 +155,8 @@ def isolate_plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePl
 def _plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePlan | FixInfo:
     config = module.config
     if func is None:
-        return FixInfo.none(ISOLATE_TITLE, "built at module or class level, which no test owns")
+        # Only ever shown after the runner fix's own reason, which says where it is built.
+        return FixInfo.none(ISOLATE_TITLE, "no test owns it")
     if func.kind == "fixture":
         return FixInfo.none(ISOLATE_TITLE, "a fixture's value cannot cross to a child process")
     node = func.node

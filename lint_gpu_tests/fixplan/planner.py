@@ -17,6 +17,7 @@ import ast
 from dataclasses import replace
 
 from lint_gpu_tests.analysis import EngineSite, FunctionInfo, ModuleAnalysis, RunnerCall
+from lint_gpu_tests.config import REEXPORTS
 from lint_gpu_tests.fixplan.blocks import (
     loads_of,
     node_contains,
@@ -131,6 +132,10 @@ class Planner(CleanupRecognizer, SafetyChecks):
                                 "built at module or class level: it lives as long as the module")
         if func.kind == "method" and func.name == "__init__":
             return FixInfo.none(title, "built in a helper class: the engine outlives `__init__`")
+        unbuildable = self._class_the_runner_cannot_build(call) if kind == "engine" else None
+        if unbuildable is not None:
+            return FixInfo.none(f"Shut `{unbuildable.rsplit('.', 1)[-1]}` down when the test ends",
+                                f"the runner builds `vllm.LLM`, not `{unbuildable}`")
         # Engines kept in a container (shape 1), made by a factory fixture
         # (shape 6): fixplan.groups says where their ExitStack block starts.
         group = engine_group(module, call, stmt, func) if kind == "engine" else None
@@ -269,6 +274,23 @@ class Planner(CleanupRecognizer, SafetyChecks):
             call_line=call.lineno,
             group=group,
         )
+
+    def _class_the_runner_cannot_build(self, call: ast.Call) -> str | None:
+        """The qualified engine class ``call`` builds when the runner cannot build it in its
+        place (``AsyncLLM``: any vLLM class but ``vllm.LLM``, and any class at all for
+        ``vllm_runner``, which builds ``vllm.LLM``), else ``None``."""
+        module = self.module
+        func = call.func.value if module.is_engine_factory_call(call) and isinstance(
+            call.func, ast.Attribute) else call.func
+        qualified = module.qualified(func)
+        if qualified is None:
+            return None
+        qualified = REEXPORTS.get(qualified, qualified)
+        if qualified == "vllm.LLM":
+            return None
+        if qualified.startswith("vllm.") or module.config.runner_fixture == "vllm_runner":
+            return qualified
+        return None
 
     def _statement_problem(self, call: ast.Call, stmt: ast.stmt, func: FunctionInfo,
                            bound: str | None, kind: str, group: GroupShape | None) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis
@@ -119,8 +120,9 @@ def runner_cls(vllm_runner):
                                 and value.id in names.engines)
                         ):
                             plan = planner.engine_plan(site)
-                            fix = plan.covered_fix(plan.title) if isinstance(plan, WrapPlan) \
-                                else plan
+                            fix = plan.covered_fix(_yield_title(plan.title)) \
+                                if isinstance(plan, WrapPlan) else \
+                                dataclasses.replace(plan, title=_yield_title(plan.title))
                             break
                 elif isinstance(value, ast.Name):
                     fix = FixInfo(Applicability.SAFE, f"Bind `{value.id}` to a weak proxy",
@@ -137,3 +139,13 @@ def runner_cls(vllm_runner):
                                   kind=FixKind.PROXY_ENGINE_REFERENCE,
                                   plan=proxy_plan(module, value.lineno, yielded=True))
                 yield hit_at(value, self.message.format(fixture=func.name), fix, plan)
+
+
+def _yield_title(title: str) -> str:
+    """GPU002's title for the fix of the engine its fixture builds: what the fixture yields
+    after it (``Yield a weak proxy of the engine of `with vllm_runner(...)` ``), not the
+    engine fix's own title; a title of another form is kept."""
+    prefix = "Wrap in "
+    if not title.startswith(prefix):
+        return title
+    return f"Yield a weak proxy of the engine of {title[len(prefix):]}"
