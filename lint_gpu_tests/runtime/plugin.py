@@ -505,6 +505,14 @@ class _LeakReport:
         names = _module_globals_holding_an_engine(item)
         if names:
             return "module global(s) " + ", ".join(repr(n) for n in names) + " of the test file"
+        from .leakfile import holding_fixtures
+
+        fixtures = holding_fixtures(item, self.root)
+        if fixtures:
+            return "fixture(s) " + ", ".join(
+                f"{f['name']!r} (scope {f['scope']}, {f['relpath'] or f['path']}:{f['line']})"
+                for f in fixtures
+            ) + ": pytest caches the value until the scope ends"
         return "a reference that survived gc.collect(): a global, a fixture cache, an alias"
 
     # -- device memory --------------------------------------------------------------

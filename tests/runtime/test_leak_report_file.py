@@ -123,6 +123,10 @@ def test_the_file_names_each_leak_its_test_fixture_and_holder(pytester: pytest.P
     # it ends with the module's last test, when pytest finishes the module's fixtures
     assert shared["ended_after"] == [{"pid": shared["pids"][0],
                                       "nodeid": "test_leaks.py::test_release"}]
+    fixture_line = _line(CONFTEST, '@pytest.fixture(scope="module")')
+    assert shared["held_by"] == (
+        f"fixture(s) 'shared_engine' (scope module, conftest.py:{fixture_line}): pytest "
+        "caches the value until the scope ends")
     assert failed["fixtures"] == [] and global_["fixtures"] == []
     assert [p["started_by"] for p in failed["processes"]] == ["test"]
     assert failed["held_by"].startswith("the test failed")
