@@ -110,9 +110,20 @@ def _code_site(func: Any) -> tuple[str | None, str | None, int | None]:
 
 
 def item_site(item: Any, root: str) -> dict[str, Any]:
-    """The test's node id, file, first line and qualified function name (a LEAK's keys)."""
+    """The test's node id, file, first line and qualified function name (a LEAK's keys).
+
+    The file is where the function is defined (a test inherited from a base class in
+    another module is there), when the unwrapped function is the test's; else (a decorator
+    without ``__wrapped__``) the test's module, with the name pytest knows and no line."""
     qualname, filename, line = _code_site(getattr(item, "obj", None))
-    path = os.path.abspath(str(getattr(item, "path", "") or filename or ""))
+    name = str(getattr(item, "originalname", None) or item.name)
+    if qualname is not None and filename is not None and qualname.rpartition(".")[2] == name:
+        path = filename
+    else:
+        cls = getattr(item, "cls", None)
+        prefix = f"{cls.__qualname__}." if cls is not None else ""
+        qualname = prefix + name if getattr(item, "obj", None) is not None else None
+        path, line = os.path.abspath(str(getattr(item, "path", "") or "")), None
     return {
         "nodeid": item.nodeid,
         "path": path,

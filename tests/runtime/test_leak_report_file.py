@@ -5,6 +5,7 @@ real child processes titled ``VLLM::EngineCore``."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -241,3 +242,36 @@ def test_the_xdist_controller_writes_every_workers_leaks(pytester: pytest.Pytest
                                  "gw1": {"tests_measured": 0, "sent": False}}
     assert report["leaks"] == [{**_entry("test_a.py::test_x"), "worker": "gw0"}]
     assert report["cycle_held"] == [{**_entry("test_a.py::test_y"), "worker": "gw0"}]
+
+
+def test_the_site_of_an_inherited_test_and_of_an_opaque_decorator(
+    pytester: pytest.Pytester,
+) -> None:
+    from lint_gpu_tests.runtime.leakfile import item_site
+
+    pytester.makepyfile(base="class Base:\n    def test_inherited(self):\n        pass\n")
+    pytester.syspathinsert()
+    items = pytester.getitems(
+        "from base import Base\n\n\n"
+        "def opaque(f):\n"
+        "    def wrapper(*args):  # no functools.wraps: nothing leads back to f\n"
+        "        return f(*args)\n"
+        "    return wrapper\n\n\n"
+        "class TestChild(Base):\n"
+        "    pass\n\n\n"
+        "@opaque\n"
+        "def test_wrapped():\n"
+        "    pass\n"
+    )
+    root = str(pytester.path)
+    sites = {item.name: item_site(item, root) for item in items}
+    module = str(items[0].path)
+    assert sites == {
+        # where the function is defined: the base class's module
+        "test_inherited": {"nodeid": items[0].nodeid, "path": str(pytester.path / "base.py"),
+                           "relpath": "base.py", "line": 2, "function": "Base.test_inherited"},
+        # the wrapper is not the test: the name pytest knows, in the test's module, no line
+        "test_wrapped": {"nodeid": items[1].nodeid, "path": module,
+                         "relpath": os.path.basename(module), "line": None,
+                         "function": "test_wrapped"},
+    }
