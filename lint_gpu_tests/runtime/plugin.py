@@ -550,9 +550,10 @@ class _LeakReport:
         excess = self.previous_excess + increase
         self.previous_excess = excess
         if increase > self.threshold_bytes:
-            self.memory_leaks.append(
-                _MemoryLeak(item.nodeid, excess, increase, per_device, self._site(item, []))
-            )
+            site = self._site(item, [])
+            if site:
+                site["held_by"] = self._holder(item)
+            self.memory_leaks.append(_MemoryLeak(item.nodeid, excess, increase, per_device, site))
 
     # -- the report -----------------------------------------------------------------
     def _lines(self) -> list[str]:
@@ -724,7 +725,7 @@ class _LeakReport:
             entry: dict[str, Any] = {"kind": "device-memory", **memory.site}
             entry.update(
                 nodeid=memory.nodeid,
-                held_by="",
+                held_by=memory.site.get("held_by", ""),
                 bytes=memory.increase_bytes,
                 gib=gib(memory.increase_bytes),
                 measure="device-memory-increase",

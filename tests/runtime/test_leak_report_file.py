@@ -275,3 +275,27 @@ def test_the_site_of_an_inherited_test_and_of_an_opaque_decorator(
                          "relpath": os.path.basename(module), "line": None,
                          "function": "test_wrapped"},
     }
+
+
+def test_a_device_memory_leak_is_in_the_file(pytester: pytest.Pytester) -> None:
+    from test_runtime_plugin import LEAK_CONFTEST, LEAK_SUITE  # a fake memory reader
+
+    pytester.makeconftest(LEAK_CONFTEST)
+    pytester.makepyfile(test_leaks=LEAK_SUITE)
+    pytester.runpytest_inprocess(
+        *plugin_args(), "-p", "no:cacheprovider", "--gpu-leak-settle-s=0",
+        "--gpu-leak-report-file", "r.json").assert_outcomes(passed=4)
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["device_memory"] == "measured"
+    gib = 1 << 30
+    assert report["leaks"] == [{
+        "kind": "device-memory", "nodeid": "test_leaks.py::test_leaky",
+        "path": str(pytester.path / "test_leaks.py"), "relpath": "test_leaks.py",
+        "line": _line(LEAK_SUITE, "def test_leaky():"), "function": "test_leaky",
+        "fixtures": [],
+        "held_by": "a reference that survived gc.collect(): a global, a fixture cache, an alias",
+        "bytes": 40 * gib, "gib": 40.0, "measure": "device-memory-increase", "pids": [],
+        "processes": [], "ended_after": [], "alive_at_end": [], "worker": None,
+        "excess_bytes": 40 * gib + gib // 2,
+        "per_device": [{"device": 0, "bytes": gib // 2}, {"device": 1, "bytes": 40 * gib}],
+    }]
