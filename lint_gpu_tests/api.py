@@ -8,6 +8,9 @@ directly. Everything a user can do from the command line can be done from here::
     for violation in result.violations:
         print(violation.path, violation.location.row, violation.code)
     check_paths(["tests"], ConfigResolver(), RunOptions(fix=True))  # fix in place
+    # the violations in tests that leaked in a run (pytest --gpu-leak-report-file leaks.json)
+    confirmed = [v for v in confirm_leaks(result.violations, load_leak_report("leaks.json"))
+                 if v.confirmed]
 
 This module is a facade: the run itself (discovery, the result cache, the prefilter, the
 worker pool, each file's check and fix) is :mod:`lint_gpu_tests.run`; fixes as edits and
@@ -25,7 +28,9 @@ from lint_gpu_tests.codes import PARSE_ERROR_CODE
 from lint_gpu_tests.config import Config, ConfigError, ConfigResolver, resolve_config
 from lint_gpu_tests.discovery import PathNotFoundError, Problem, discover_files
 from lint_gpu_tests.edits import Edit, fix_edits, unified_diff
-from lint_gpu_tests.ftypes import FileResult, Violation
+from lint_gpu_tests.ftypes import FileResult, LeakEvidence, Violation
+from lint_gpu_tests.leaks import LeakReport, LeakReportError, load_leak_report
+from lint_gpu_tests.leaks import confirm as confirm_leaks
 from lint_gpu_tests.run import (
     Progress,
     RunOptions,
@@ -47,6 +52,9 @@ __all__ = [
     "Edit",
     "FileResult",
     "InternalError",
+    "LeakEvidence",
+    "LeakReport",
+    "LeakReportError",
     "PathNotFoundError",
     "Problem",
     "Progress",
@@ -59,9 +67,11 @@ __all__ = [
     "check_paths",
     "check_source",
     "check_stdin",
+    "confirm_leaks",
     "discover_files",
     "fix_edits",
     "fix_source",
+    "load_leak_report",
     "may_hold_violation",
     "resolve_config",
     "stdin_edits",

@@ -29,6 +29,7 @@ from lint_gpu_tests.config import (
 from lint_gpu_tests.output import (
     OutputFormat,
     RenderOptions,
+    confirmed_lines,
     render,
     show_fixes_lines,
     statistics_lines,
@@ -36,8 +37,9 @@ from lint_gpu_tests.output import (
 )
 
 if TYPE_CHECKING:
-    from lint_gpu_tests.ftypes import FileResult
-    from lint_gpu_tests.run import RunOptions
+    from lint_gpu_tests.ftypes import FileResult, Violation
+    from lint_gpu_tests.leaks import LeakReport
+    from lint_gpu_tests.run import RunOptions, RunResult
 
 PROGRESS_AFTER_S = 2.0
 """A ``check`` run still going after this many seconds draws a progress bar on stderr (on a
@@ -106,6 +108,33 @@ class _Report:
     exit_zero: bool = False
     exit_non_zero_on_fix: bool = False
     quiet: bool = False
+    leaks: LeakReport | None = None
+    select_confirmed: bool = False
+
+    def confirm(self, violations: list[Violation], sources: dict[str, bytes] | None = None
+                ) -> tuple[list[Violation], int]:
+        """With ``--leak-report``: the violations with the confirmed ones marked and first,
+        only those with ``--select-confirmed``; and how many that left out."""
+        if self.leaks is None:
+            return violations, 0
+        from lint_gpu_tests.leaks import confirm
+
+        marked = confirm(violations, self.leaks, cwd=os.getcwd(), sources=sources)
+        if not self.select_confirmed:
+            return marked, 0
+        kept = [v for v in marked if v.confirmed]
+        return kept, len(marked) - len(kept)
+
+    def leak_lines(self, shown: list[Violation], left_out: int, checked: list[str]
+                   ) -> list[str]:
+        """The closing lines of ``--leak-report`` (none without it)."""
+        if self.leaks is None:
+            return []
+        from lint_gpu_tests.leaks import unmatched_leaks
+
+        unmatched = unmatched_leaks(self.leaks, shown, checked, cwd=os.getcwd())
+        return confirmed_lines(shown, self.leaks.path, left_out=left_out,
+                               unmatched=list(dict.fromkeys(leak.nodeid for leak in unmatched)))
 
 
 class _Progress:
@@ -205,6 +234,14 @@ def cli() -> None:
               help="List the files that would be checked (and those the rules skip), and exit.")
 @click.option("--show-settings", is_flag=True,
               help="Print the settings the files get, per config file, and exit.")
+@click.option("--leak-report", "leak_report", type=click.Path(dir_okay=False), default=None,
+              metavar="PATH",
+              help="A leak report written by pytest --gpu-leak-report-file: mark the "
+                   "violations in tests and fixtures that really leaked as confirmed, and "
+                   "list them first.")
+@click.option("--select-confirmed", is_flag=True,
+              help="With --leak-report: report only the confirmed violations (with --fix or "
+                   "--diff: fix only the files that hold one).")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of internal errors.")
 def check_command(
     paths: tuple[str, ...],
@@ -234,6 +271,8 @@ def check_command(
     add_noqa: bool,
     show_files: bool,
     show_settings: bool,
+    leak_report: str | None,
+    select_confirmed: bool,
     verbose: bool,
 ) -> None:
     """Check PATHS (default: the current directory; - reads standard input) for
@@ -246,6 +285,18 @@ def check_command(
             stdin_filename = "-"
     if add_noqa and (fix or diff or stdin_filename is not None):
         fail("--add-noqa cannot be combined with --fix, --diff or --stdin-filename")
+    if select_confirmed and leak_report is None:
+        fail("--select-confirmed needs --leak-report PATH")
+    if select_confirmed and add_noqa:
+        fail("--select-confirmed cannot be combined with --add-noqa")
+    leaks = None
+    if leak_report is not None and not (show_files or show_settings or add_noqa):
+        from lint_gpu_tests.leaks import LeakReportError, load_leak_report
+
+        try:
+            leaks = load_leak_report(leak_report)
+        except LeakReportError as exc:
+            fail(str(exc))
     overrides: dict[str, Any] = {}
     for key, value in (("select", _codes("--select", select)),
                        ("ignore", _codes("--ignore", ignore)),
@@ -264,7 +315,8 @@ def check_command(
         fail(str(exc))
     report = _Report(OutputFormat(output_format), show_fixes=show_fixes,
                      statistics=statistics, exit_zero=exit_zero,
-                     exit_non_zero_on_fix=exit_non_zero_on_fix, quiet=quiet)
+                     exit_non_zero_on_fix=exit_non_zero_on_fix, quiet=quiet, leaks=leaks,
+                     select_confirmed=select_confirmed)
     # `--fix --diff` is `--diff`: nothing is written.
     options = RunOptions(fix=fix and not diff, unsafe_fixes=unsafe_fixes, diff=diff, jobs=jobs,
                          cache=not no_cache, cache_dir=cache_dir, force_exclude=force_exclude,
@@ -366,8 +418,10 @@ def _run_stdin(filename: str, config: ConfigResolver, run: RunOptions, report: _
              if fmt in (OutputFormat.JSON, OutputFormat.SARIF) and not fix and not diff
              else {})
     options = RenderOptions(unsafe_fixes=unsafe_fixes, color=False, cwd=os.getcwd(),
-                            edits=edits)
-    remaining = result.violations
+                            edits=edits, leak_report=report.leaks is not None)
+    remaining, left_out = report.confirm(
+        result.violations, {filename: result.new_source if result.new_source is not None
+                            else source})
     if diff:
         if result.new_source is not None:
             click.echo(unified_diff(filename, source, result.new_source), nl=False)
@@ -385,6 +439,8 @@ def _run_stdin(filename: str, config: ConfigResolver, run: RunOptions, report: _
     if fmt.is_text and not report.quiet:
         for line in summary_lines(remaining, len(result.fixed), unsafe_fixes=unsafe_fixes,
                                   fix_mode=fix):
+            click.echo(line, err=report_to_stderr)
+        for line in report.leak_lines(remaining, left_out, [filename]):
             click.echo(line, err=report_to_stderr)
     if result.error is not None:
         return 2
@@ -452,7 +508,10 @@ def _run_check(paths: list[str], config: ConfigResolver, run: RunOptions, report
     fmt, fix, unsafe_fixes, quiet = report.fmt, run.fix, run.unsafe_fixes, report.quiet
     progress = _Progress(enabled=not quiet and _stderr_is_terminal())
     try:
-        result = check_paths(paths, config, run, progress=progress)
+        if report.select_confirmed and (run.fix or run.diff):
+            result = _fix_confirmed_files(paths, config, run, report, progress)
+        else:
+            result = check_paths(paths, config, run, progress=progress)
     except PathNotFoundError as exc:
         fail(str(exc))
     finally:
@@ -462,13 +521,15 @@ def _run_check(paths: list[str], config: ConfigResolver, run: RunOptions, report
         level = "error" if problem.fatal else "warning"
         click.echo(f"{level}: {problem.path}: {problem.message}", err=True)
     _report_failures(result.failed, run.verbose)
-    if not result.files and not result.problems:
+    if not result.files and not result.problems and not report.select_confirmed:
         click.echo(f"warning: No Python files found under {', '.join(paths) or '.'}", err=True)
 
     color = _use_color() and fmt.is_text
     options = RenderOptions(unsafe_fixes=unsafe_fixes, color=color, cwd=os.getcwd(),
-                            edits=result.edits)
-    remaining = result.violations
+                            edits=result.edits, leak_report=report.leaks is not None)
+    remaining, left_out = report.confirm(result.violations)
+    leak_lines = report.leak_lines(remaining, left_out, [file.path for file in result.files]) \
+        if fmt.is_text and not quiet else []
     fatal = result.has_fatal_problem
 
     if run.diff:
@@ -494,6 +555,8 @@ def _run_check(paths: list[str], config: ConfigResolver, run: RunOptions, report
             for line in summary_lines(remaining, 0, unsafe_fixes=unsafe_fixes,
                                       fix_mode=False)[1:]:
                 click.echo(line)
+            for line in leak_lines:
+                click.echo(line)
     else:
         text = render(remaining, fmt, options)
         if text:
@@ -507,6 +570,8 @@ def _run_check(paths: list[str], config: ConfigResolver, run: RunOptions, report
                 for line in summary_lines(remaining, len(result.fixed),
                                           unsafe_fixes=unsafe_fixes, fix_mode=fix):
                     click.echo(line, color=color)
+                for line in leak_lines:
+                    click.echo(line, color=color)
     if fatal:
         return 2
     if report.exit_zero:
@@ -516,6 +581,26 @@ def _run_check(paths: list[str], config: ConfigResolver, run: RunOptions, report
     if report.exit_non_zero_on_fix and result.fixed:
         return 1
     return 0
+
+
+def _fix_confirmed_files(paths: list[str], config: ConfigResolver, run: RunOptions,
+                         report: _Report, progress: _Progress) -> RunResult:
+    """``--select-confirmed`` with ``--fix``/``--diff``: check ``paths``, then fix (or diff)
+    only the files that hold a confirmed violation (every fix of those files)."""
+    from dataclasses import replace
+
+    from lint_gpu_tests.api import RunResult, check_paths
+
+    checked = check_paths(paths, config, replace(run, fix=False, diff=False, edits=False),
+                          progress=progress)
+    marked, _ = report.confirm(checked.violations)
+    files = sorted({v.path for v in marked if v.confirmed})
+    if not files:
+        return RunResult(problems=checked.problems,
+                         files=[file for file in checked.files if file.error is not None])
+    fixed = check_paths(files, config, replace(run, force_exclude=False))
+    fixed.problems[:0] = checked.problems
+    return fixed
 
 
 @cli.command("rule")

@@ -105,6 +105,28 @@ class Location:
 
 
 @dataclass(frozen=True)
+class LeakEvidence:
+    """What a run's leak report (``--gpu-leak-report-file``, read by ``check
+    --leak-report``) says about the test or fixture a violation is in: an engine really
+    stayed alive after that test, so the violation is *confirmed*
+    (:mod:`lint_gpu_tests.leaks` matches them).
+
+    Attributes:
+        tests: node ids of the tests after which an engine stayed alive, in report order.
+        via: how the violation's function took part: ``"test"`` (the leaking test itself,
+            or its class's xunit setup/teardown) or ``"fixture NAME"`` (a fixture that
+            started or still held the engine).
+        held_by: what held the engines, in the report's words, without repeats.
+        bytes: what those leaks left, summed (engine processes' RSS, or device memory).
+    """
+
+    tests: tuple[str, ...]
+    via: str
+    held_by: tuple[str, ...] = ()
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
 class Violation:
     """One reported problem.
 
@@ -116,6 +138,11 @@ class Violation:
         location: start, 1-based row and column.
         end_location: end, 1-based row and column (exclusive column).
         fix: fix information, or ``None`` when the rule offers no fix at all.
+        leak: set by ``check --leak-report`` (:func:`lint_gpu_tests.leaks.confirm`) when a
+            run's leak report shows that the test or fixture the violation is in really
+            leaked; ``None`` otherwise. Never found by a check, so never cached (it is
+            applied to the run's results, cached or not), and it takes no part in
+            comparisons or the hash: a confirmed violation equals its unconfirmed self.
     """
 
     code: str
@@ -125,6 +152,12 @@ class Violation:
     location: Location
     end_location: Location
     fix: FixInfo | None = None
+    leak: LeakEvidence | None = field(default=None, compare=False)
+
+    @property
+    def confirmed(self) -> bool:
+        """True when a run's leak report confirms this violation (see ``leak``)."""
+        return self.leak is not None
 
     @property
     def fixable(self) -> bool:

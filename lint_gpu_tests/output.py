@@ -19,7 +19,7 @@ from typing import Any
 
 from lint_gpu_tests import __version__
 from lint_gpu_tests.edits import Edit
-from lint_gpu_tests.ftypes import Applicability, Location, Violation
+from lint_gpu_tests.ftypes import Applicability, LeakEvidence, Location, Violation
 
 TOOL_NAME = "gpu-test-lint"
 DOCS_URL = "docs/rules.md"
@@ -27,6 +27,8 @@ DOCS_URL = "docs/rules.md"
 relative reference; the package is installed from a clone or a wheel, it has no web site)."""
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SRCROOT = "%SRCROOT%"
+CONFIRMED_MARK = "[leak confirmed]"
+"""Text formats' mark of a violation that a run's leak report confirms (``--leak-report``)."""
 """The ``originalUriBaseIds`` key that SARIF artifact URIs are relative to (the repository)."""
 
 
@@ -56,12 +58,15 @@ class RenderOptions:
         cwd: directory that relative paths in JSON/SARIF are resolved against.
         edits: the edits of each violation's fix (see :func:`lint_gpu_tests.edits.fix_edits`);
             a violation missing here has ``edits: []``.
+        leak_report: a leak report was read (``--leak-report``): JSON and SARIF say of
+            every violation whether it is confirmed, not only of the confirmed ones.
     """
 
     unsafe_fixes: bool = False
     color: bool = False
     cwd: str = "."
     edits: Mapping[Violation, tuple[Edit, ...]] = field(default_factory=dict)
+    leak_report: bool = False
 
 
 def rule_url(code: str) -> str:
@@ -93,15 +98,43 @@ def _style(text: str, color: bool, **styles: Any) -> str:
     return click.style(text, **styles)
 
 
+def _confirmed_mark(violation: Violation, color: bool) -> str:
+    """`` [leak confirmed]`` for a confirmed violation, else ``""``."""
+    if violation.leak is None:
+        return ""
+    return " " + _style(CONFIRMED_MARK, color, fg="magenta", bold=True)
+
+
+def _gib(count: int) -> str:
+    return f"{count / (1 << 30):.2f} GiB"
+
+
+def leak_note(leak: LeakEvidence) -> str:
+    """One line on what confirmed a violation: ``leaked after test_x.py::test_a (1.62 GiB;
+    held by: ...)``, its fixture named when it came through one."""
+    tests = ", ".join(leak.tests)
+    through = "" if leak.via == "test" else f" through its {leak.via}"
+    held = f"; held by: {'; '.join(leak.held_by)}" if leak.held_by else ""
+    size = _gib(leak.bytes) if leak.bytes else "size not measured"
+    return f"an engine stayed alive after {tests}{through} ({size}{held})"
+
+
+def _leak_json(leak: LeakEvidence) -> dict[str, Any]:
+    return {"bytes": leak.bytes, "held_by": list(leak.held_by), "tests": list(leak.tests),
+            "via": leak.via}
+
+
 # --------------------------------------------------------------------------- concise / full
 
 
 def format_concise_line(violation: Violation, options: RenderOptions) -> str:
-    """``path:line:col: CODE [*] message`` (``[*]`` only when ``--fix`` would fix it)."""
+    """``path:line:col: CODE [*] message`` (``[*]`` only when ``--fix`` would fix it;
+    then ``[leak confirmed]`` when a run's leak report confirms it)."""
     color = options.color
     loc = violation.location
     mark = " " + _style("[*]", color, fg="cyan") if applicable(violation, options.unsafe_fixes) \
         else ""
+    mark += _confirmed_mark(violation, color)
     return (
         f"{_style(violation.path, color, bold=True)}{_style(':', color, fg='cyan')}"
         f"{loc.row}{_style(':', color, fg='cyan')}{loc.column}{_style(':', color, fg='cyan')} "
@@ -141,6 +174,7 @@ def render_full(violations: Sequence[Violation], options: RenderOptions) -> str:
     for v in violations:
         mark = " " + _style("[*]", color, fg="cyan") if applicable(v, options.unsafe_fixes) \
             else ""
+        mark += _confirmed_mark(v, color)
         out = [f"{_style(v.code, color, fg='red', bold=True)}{mark} {v.message}",
                f" {_style('-->', color, fg='blue')} {v.path}:{v.location.row}:{v.location.column}"]
         lines = _source_lines(v.path, sources)
@@ -170,6 +204,8 @@ def render_full(violations: Sequence[Violation], options: RenderOptions) -> str:
             elif v.fix.applicability is Applicability.NONE and v.fix.reason:
                 help_text += f" (no automatic fix: {v.fix.reason})"
             out.append(f"{_style('help:', color, bold=True)} {help_text}")
+        if v.leak is not None:
+            out.append(f"{_style('leak:', color, bold=True)} {leak_note(v.leak)}")
         blocks.append("\n".join(out) + "\n")
     return "\n".join(blocks)
 
@@ -214,6 +250,9 @@ def violation_json(violation: Violation, options: RenderOptions) -> dict[str, An
         **({"no_fix_reason": violation.fix.reason}
            if violation.fix is not None and not violation.fix.available and violation.fix.reason
            else {}),
+        **({"confirmed": violation.confirmed} if options.leak_report or violation.confirmed
+           else {}),
+        **({"leak": _leak_json(violation.leak)} if violation.leak is not None else {}),
     }
 
 
@@ -324,6 +363,10 @@ def render_sarif(violations: Sequence[Violation], options: RenderOptions) -> str
         }
         if v.code in index:
             result["ruleIndex"] = index[v.code]
+        if v.leak is not None:
+            result["properties"] = {"confirmed": True, "leak": _leak_json(v.leak)}
+        elif options.leak_report:
+            result["properties"] = {"confirmed": False}
         edits = options.edits.get(v, ())
         if edits and v.fix is not None:
             result["fixes"] = [{
@@ -367,12 +410,17 @@ def render_github(violations: Sequence[Violation], options: RenderOptions) -> st
     """GitHub Actions workflow commands, one ``::error`` annotation per violation."""
     lines = []
     for v in violations:
+        title = f"{TOOL_NAME} ({v.code}, leak confirmed)" if v.leak is not None \
+            else f"{TOOL_NAME} ({v.code})"
         props = (
-            f"title={_gh_prop(f'{TOOL_NAME} ({v.code})')},file={_gh_prop(v.path)},"
+            f"title={_gh_prop(title)},file={_gh_prop(v.path)},"
             f"line={v.location.row},col={v.location.column},"
             f"endLine={v.end_location.row},endColumn={v.end_location.column}"
         )
-        lines.append(f"::error {props}::{_gh_data(f'{v.code} {v.message}')}\n")
+        text = f"{v.code} {v.message}"
+        if v.leak is not None:
+            text += f"\n{CONFIRMED_MARK} {leak_note(v.leak)}"
+        lines.append(f"::error {props}::{_gh_data(text)}\n")
     return "".join(lines)
 
 
@@ -410,11 +458,12 @@ def render_junit(violations: Sequence[Violation], options: RenderOptions) -> str
                    f"errors=\"0\" failures=\"{len(items)}\" package=\"org.{TOOL_NAME}\">")
         for v in items:
             row, col = v.location.row, v.location.column
+            message = f"{CONFIRMED_MARK} {v.message}" if v.leak is not None else v.message
             out += [
                 f"        <testcase name=\"org.{TOOL_NAME}.{v.code}\" "
                 f"classname={quoteattr(classname)} line=\"{row}\" column=\"{col}\">",
-                f"            <failure message={quoteattr(v.message)}>"
-                f"line {row}, col {col}, {escape(v.message)}</failure>",
+                f"            <failure message={quoteattr(message)}>"
+                f"line {row}, col {col}, {escape(message)}</failure>",
                 "        </testcase>",
             ]
         out.append("    </testsuite>")
@@ -479,6 +528,33 @@ def summary_lines(
         lines.append(f"[*] {fixable} fixable with the `--fix` option{hint}.")
     elif hidden:
         lines.append(f"No fixes available{hint}.")
+    return lines
+
+
+def confirmed_lines(violations: Sequence[Violation], report_path: str, *, left_out: int = 0,
+                    unmatched: Sequence[str] = ()) -> list[str]:
+    """``--leak-report``'s closing lines: how many violations the report confirms (listed
+    first), how many ``--select-confirmed`` left out, and the leaking tests that confirm no
+    violation.
+
+    Args:
+        violations: the violations reported.
+        report_path: the leak report's path, as given.
+        left_out: violations not confirmed that ``--select-confirmed`` does not show.
+        unmatched: node ids of leaking tests in the checked files that confirm nothing.
+    """
+    count = sum(1 for v in violations if v.leak is not None)
+    line = f"{CONFIRMED_MARK} {_plural(count, 'violation')} confirmed by the leak report " \
+        f"{report_path}"
+    line += " (listed first)." if count and count < len(violations) else "."
+    lines = [line]
+    if left_out:
+        lines.append(f"{_plural(left_out, 'violation')} not confirmed left out "
+                     "(--select-confirmed).")
+    if unmatched:
+        lines.append(f"{_plural(len(unmatched), 'leaking test')} of the checked files "
+                     f"confirm{'s' if len(unmatched) == 1 else ''} no violation: "
+                     + ", ".join(unmatched))
     return lines
 
 

@@ -5,6 +5,7 @@ blocks are accepted by what reads them, and the install and docs references are 
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sys
@@ -55,6 +56,14 @@ def sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "tests" / "models").mkdir(parents=True)
     (tmp_path / "tests" / "models" / "test_chat.py").write_text(CHAT)
     (tmp_path / "buffer.py").write_text(CHAT)
+    # what `pytest --gpu-leak-report-file leaks.json` writes: test_chat leaked its engine
+    (tmp_path / "leaks.json").write_text(json.dumps({
+        "schema": "gpu-test-lint-leak-report", "version": 1, "rootdir": str(tmp_path),
+        "tests_measured": 1, "leaks": [{
+            "kind": "engine-processes", "nodeid": "tests/models/test_chat.py::test_chat[1]",
+            "path": str(tmp_path / "tests/models/test_chat.py"),
+            "relpath": "tests/models/test_chat.py", "line": 10, "function": "test_chat",
+            "fixtures": [], "held_by": "the test failed", "bytes": 1 << 30}]}))
     return tmp_path
 
 
@@ -64,6 +73,22 @@ def test_usage_example_output_is_real(sample: Path) -> None:
     result = CliRunner().invoke(cli.cli, ["tests/"])
     assert result.exit_code == 1
     assert result.stdout.splitlines() == shown
+
+
+def test_the_leak_report_line_confirms_what_leaked(sample: Path) -> None:
+    (line,) = [line for line in commands("gpu-test-lint") if "--leak-report" in line]
+    words = shlex.split(line, comments=True)
+    result = CliRunner().invoke(cli.cli, [*words[1:], "--no-cache"])
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        "tests/models/test_chat.py:14:11: GPU001 [*] [leak confirmed] Engine `LLM(...)` built "
+        "outside `with vllm_runner(...)`",
+        "tests/models/test_chat.py:22:5: GPU004 [*] [leak confirmed] Manual cleanup "
+        "`gc.collect()` in a function that owns an engine",
+        "Found 2 violations.",
+        "[*] 2 fixable with the `--fix` option.",
+        "[leak confirmed] 2 violations confirmed by the leak report leaks.json.",
+    ]
 
 
 def test_every_readme_command_line_runs(sample: Path) -> None:

@@ -36,7 +36,7 @@ LAYERS: list[set[str]] = [
     {"engine", "conftest_index"},
     {"codemods"},
     {"fixloop"},
-    {"discovery", "cache"},
+    {"discovery", "cache", "leaks"},
     {"edits"},
     {"run"},
     {"docs"},

@@ -18,11 +18,15 @@ pytest and the standard library, and does nothing unless asked:
   memory above the session's baseline; the terminal summary names the test after which
   each engine process or each excess first stayed (``<- leaked here``), once, with a hint of
   what holds it. See :class:`_LeakReport`.
+* ``--gpu-leak-report-file PATH`` (implies ``--gpu-leak-report``): the same findings as
+  JSON, for ``gpu-test-lint check --leak-report PATH`` (schema:
+  :mod:`~lint_gpu_tests.runtime.leakfile`); also which fixture started or holds each engine.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -42,6 +46,7 @@ _GIB = 1 << 30
 _CLEAN_NAME = "gpu_test_lint-clean-between-tests"
 _LEAK_NAME = "gpu_test_lint-leak-report"
 _XDIST_KEY = "gpu_test_lint_leak_report"
+_XDIST_JSON_KEY = "gpu_test_lint_leak_report_json"
 _SHUTDOWN_WAIT_S = 10.0
 """Seconds the leak report waits for the rest of an engine whose first process has ended
 (vLLM 0.32's CPU EngineCore ended 2.7 s after its worker; vLLM kills after 5 s)."""
@@ -68,6 +73,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="after each test: gc.collect(), then count engine processes (VLLM::*) still "
         "alive and read device memory; name the test after which each first stayed",
+    )
+    group.addoption(
+        "--gpu-leak-report-file",
+        default=None,
+        metavar="PATH",
+        help="write the leak report as JSON to PATH (implies --gpu-leak-report; read by "
+        "gpu-test-lint check --leak-report PATH)",
     )
     group.addoption(
         "--gpu-leak-threshold-gib",
@@ -120,7 +132,7 @@ def pytest_configure(config: pytest.Config) -> None:
         clean = bool(config.getini("gpu_clean_between_tests"))
     if clean:
         config.pluginmanager.register(_CleanBetweenTests(), _CLEAN_NAME)
-    if config.getoption("gpu_leak_report"):
+    if config.getoption("gpu_leak_report") or config.getoption("gpu_leak_report_file"):
         config.pluginmanager.register(_LeakReport(config), _LEAK_NAME)
 
 
@@ -245,12 +257,15 @@ def _cuda_reserved_bytes() -> int:
 
 @dataclass
 class _ProcessLeak:
-    """Engine processes first seen alive after ``nodeid``'s teardown."""
+    """Engine processes first seen alive after ``nodeid``'s teardown; ``site``: the test's
+    file, line, function and the fixtures involved (a LEAK's keys of
+    :mod:`~lint_gpu_tests.runtime.leakfile`), with ``--gpu-leak-report-file``."""
 
     nodeid: str
     processes: list[EngineProcess]
     holder: str
     ended_after: dict[int, str] = field(default_factory=dict)  # pid -> nodeid
+    site: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -259,6 +274,7 @@ class _MemoryLeak:
     excess_bytes: int
     increase_bytes: int
     per_device: tuple[tuple[int, int], ...]
+    site: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 def _module_globals_holding_an_engine(item: pytest.Item) -> list[str]:
@@ -321,6 +337,16 @@ class _LeakReport:
         self.preexisting: list[EngineProcess] = []
         self.worker_reports: dict[str, list[str]] = {}
         self.workers_down: list[str] = []
+        path = config.getoption("gpu_leak_report_file")
+        self.file: str | None = (
+            os.path.join(str(config.invocation_params.dir), str(path)) if path else None
+        )
+        self.root = str(config.rootpath)
+        self.file_note = ""
+        self.cycle_sites: list[dict[str, Any]] = []
+        self.started_by: dict[tuple[int, float], dict[str, Any] | None] = {}  # None: the test
+        self.fixture_sites: dict[Any, dict[str, Any] | None] = {}
+        self.worker_json: dict[str, dict[str, Any]] = {}
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -355,6 +381,62 @@ class _LeakReport:
         if report.failed and report.when == "call":
             self.failed.add(report.nodeid)
 
+    # -- who started each engine (for --gpu-leak-report-file) ------------------------
+    def _started(self) -> set[tuple[int, float]]:
+        from .procs import engine_processes
+
+        return {p.key for p in engine_processes()}
+
+    def _attribute(self, before: set[tuple[int, float]], origin: dict[str, Any] | None) -> None:
+        for key in self._started() - before:
+            self.started_by.setdefault(key, origin)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(self, fixturedef: Any, request: Any) -> Any:
+        if self.file is None:
+            yield
+            return
+        if fixturedef not in self.fixture_sites:
+            from .leakfile import fixture_site
+
+            self.fixture_sites[fixturedef] = fixture_site(fixturedef, self.root)
+        site = self.fixture_sites[fixturedef]
+        if site is None:  # pytest's own fixtures start no engine
+            yield
+            return
+        before = self._started()
+        yield
+        self._attribute(before, site)  # an inner fixture's setup has claimed its own
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        if self.file is None:
+            yield
+            return
+        before = self._started()
+        yield
+        self._attribute(before, None)
+
+    def _site(self, item: pytest.Item, processes: list[EngineProcess]) -> dict[str, Any]:
+        """The test's site and the fixtures that started one of ``processes`` or still hold
+        an engine (only with ``--gpu-leak-report-file``)."""
+        if self.file is None:
+            return {}
+        from .leakfile import holding_fixtures, item_site
+
+        site = item_site(item, self.root)
+        fixtures: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for process in processes:
+            origin = self.started_by.get(process.key)
+            if origin is not None:
+                key = (origin["path"], origin["line"], origin["name"])
+                fixtures.setdefault(key, dict(origin))["started_engine"] = True
+        for held in holding_fixtures(item, self.root):
+            key = (held["path"], held["line"], held["name"])
+            fixtures.setdefault(key, held)["holds_engine"] = True
+        site["fixtures"] = list(fixtures.values())
+        return site
+
     # tryfirst: the outermost wrapper, so this reads after every other teardown step
     # (fixtures, --gpu-clean-between-tests) has run.
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -378,9 +460,10 @@ class _LeakReport:
         freed = [p for p in new if p not in left]
         if freed:
             self.cycle_held.append((item.nodeid, freed))
+            self.cycle_sites.append(self._site(item, freed))
         self._note_ended(item)
         if left:
-            leak = _ProcessLeak(item.nodeid, left, self._holder(item))
+            leak = _ProcessLeak(item.nodeid, left, self._holder(item), site=self._site(item, left))
             self.process_leaks.append(leak)
             self.known.update((p.key, leak) for p in left)
 
@@ -422,6 +505,14 @@ class _LeakReport:
         names = _module_globals_holding_an_engine(item)
         if names:
             return "module global(s) " + ", ".join(repr(n) for n in names) + " of the test file"
+        from .leakfile import holding_fixtures
+
+        fixtures = holding_fixtures(item, self.root)
+        if fixtures:
+            return "fixture(s) " + ", ".join(
+                f"{f['name']!r} (scope {f['scope']}, {f['relpath'] or f['path']}:{f['line']})"
+                for f in fixtures
+            ) + ": pytest caches the value until the scope ends"
         return "a reference that survived gc.collect(): a global, a fixture cache, an alias"
 
     # -- device memory --------------------------------------------------------------
@@ -459,7 +550,10 @@ class _LeakReport:
         excess = self.previous_excess + increase
         self.previous_excess = excess
         if increase > self.threshold_bytes:
-            self.memory_leaks.append(_MemoryLeak(item.nodeid, excess, increase, per_device))
+            site = self._site(item, [])
+            if site:
+                site["held_by"] = self._holder(item)
+            self.memory_leaks.append(_MemoryLeak(item.nodeid, excess, increase, per_device, site))
 
     # -- the report -----------------------------------------------------------------
     def _lines(self) -> list[str]:
@@ -539,16 +633,26 @@ class _LeakReport:
     # -- pytest-xdist ---------------------------------------------------------------
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.worker:
-            self.config.workeroutput[_XDIST_KEY] = self._lines()  # type: ignore[attr-defined]
+            output = self.config.workeroutput  # type: ignore[attr-defined]
+            output[_XDIST_KEY] = self._lines()
+            if self.file is not None:
+                output[_XDIST_JSON_KEY] = self._payload()
+            return
+        if self.file is not None:
+            self._write_file()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         workerid = str(getattr(node, "workerinput", {}).get("workerid", node))
-        lines = getattr(node, "workeroutput", {}).get(_XDIST_KEY)
+        output = getattr(node, "workeroutput", {})
+        lines = output.get(_XDIST_KEY)
         if lines is None:
             self.workers_down.append(workerid)
         else:
             self.worker_reports[workerid] = list(lines)
+        payload = output.get(_XDIST_JSON_KEY)
+        if isinstance(payload, dict):
+            self.worker_json[workerid] = payload
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         write = terminalreporter.write_line
@@ -556,6 +660,8 @@ class _LeakReport:
         if not _is_xdist_controller(self.config):
             for line in self._lines():
                 write(line)
+            if self.file_note:
+                write(self.file_note)
             return
         write("pytest-xdist: each worker measured the tests it ran:")
         for workerid in sorted(self.worker_reports):
@@ -569,3 +675,122 @@ class _LeakReport:
             )
         if not self.worker_reports and not self.workers_down:
             write("not measured: no worker reported back")
+        if self.file_note:
+            write(self.file_note)
+
+    # -- the report as JSON (--gpu-leak-report-file) --------------------------------
+    def _process_json(self, leak: _ProcessLeak, alive_now: set[tuple[int, float]] | None
+                      ) -> dict[str, Any]:
+        from .leakfile import gib
+
+        rss = sum(p.rss_bytes for p in leak.processes)
+        entry: dict[str, Any] = {"kind": "engine-processes", **leak.site}
+        entry.update(
+            nodeid=leak.nodeid,
+            held_by=leak.holder,
+            bytes=rss,
+            gib=gib(rss),
+            measure="engine-process-rss",
+            pids=[p.pid for p in leak.processes],
+            processes=[
+                {
+                    "pid": p.pid,
+                    "name": p.name,
+                    "rss_bytes": p.rss_bytes,
+                    "started_by": self._started_by(p),
+                }
+                for p in leak.processes
+            ],
+            ended_after=[{"pid": pid, "nodeid": at} for pid, at in leak.ended_after.items()],
+            alive_at_end=[p.pid for p in leak.processes if alive_now is None or p.key in alive_now],
+            worker=None,
+        )
+        return entry
+
+    def _started_by(self, process: EngineProcess) -> str | None:
+        if process.key not in self.started_by:
+            return None
+        origin = self.started_by[process.key]
+        return "test" if origin is None else f"fixture {origin['name']}"
+
+    def _payload(self) -> dict[str, Any]:
+        """This process's findings in the file's schema (a worker's, or the whole run's)."""
+        from .leakfile import SCHEMA, VERSION, gib
+        from .procs import alive
+
+        everything = [p for leak in self.process_leaks for p in leak.processes]
+        alive_now = {p.key for p in alive(everything)}
+        leaks = [self._process_json(leak, alive_now) for leak in self.process_leaks]
+        for memory in self.memory_leaks:
+            entry: dict[str, Any] = {"kind": "device-memory", **memory.site}
+            entry.update(
+                nodeid=memory.nodeid,
+                held_by=memory.site.get("held_by", ""),
+                bytes=memory.increase_bytes,
+                gib=gib(memory.increase_bytes),
+                measure="device-memory-increase",
+                pids=[],
+                processes=[],
+                ended_after=[],
+                alive_at_end=[],
+                worker=None,
+                excess_bytes=memory.excess_bytes,
+                per_device=[{"device": i, "bytes": b} for i, b in memory.per_device],
+            )
+            leaks.append(entry)
+        cycles = []
+        for (nodeid, processes), site in zip(self.cycle_held, self.cycle_sites, strict=True):
+            cycle = _ProcessLeak(nodeid, processes, "a reference cycle (gc.collect() ended it)",
+                                 site=site)
+            cycles.append(self._process_json(cycle, set()))
+        return {
+            "schema": SCHEMA,
+            "version": VERSION,
+            "rootdir": self.root,
+            "tests_measured": self.measured,
+            "device_memory": "measured" if self.baseline is not None else self.unavailable,
+            "workers": {},
+            "leaks": leaks,
+            "cycle_held": cycles,
+        }
+
+    def _merged(self) -> dict[str, Any]:
+        """The controller's file: every worker's leaks, each with its worker id."""
+        from .leakfile import SCHEMA, VERSION
+
+        merged: dict[str, Any] = {
+            "schema": SCHEMA,
+            "version": VERSION,
+            "rootdir": self.root,
+            "tests_measured": 0,
+            "device_memory": "not measured under pytest-xdist: the workers share the devices",
+            "workers": {},
+            "leaks": [],
+            "cycle_held": [],
+        }
+        for workerid in sorted(set(self.worker_json) | set(self.worker_reports)
+                               | set(self.workers_down)):
+            payload = self.worker_json.get(workerid)
+            measured = int(payload.get("tests_measured", 0)) if payload else 0
+            merged["workers"][workerid] = {"tests_measured": measured, "sent": bool(payload)}
+            merged["tests_measured"] += measured
+            for key in ("leaks", "cycle_held"):
+                for entry in (payload or {}).get(key, []):
+                    merged[key].append({**entry, "worker": workerid})
+        return merged
+
+    def _write_file(self) -> None:
+        from .leakfile import write_report
+
+        assert self.file is not None
+        payload = self._merged() if _is_xdist_controller(self.config) else self._payload()
+        try:
+            write_report(self.file, payload)
+        except OSError as exc:
+            self.file_note = f"leak report file: cannot write {self.file}: {exc}"
+            return
+        count = len(payload["leaks"])
+        self.file_note = (
+            f"leak report file: {self.file} ({count} leak{'' if count == 1 else 's'}, "
+            f"schema {payload['schema']} version {payload['version']})"
+        )

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 E2E_DIR = Path(__file__).resolve().parent
-collect_ignore_glob = ["suites/*", "work/*"]
+collect_ignore_glob = ["suites/*", "work/*", "leak_suite"]
 
 if str(E2E_DIR) not in sys.path:
     sys.path.insert(0, str(E2E_DIR))
