@@ -126,22 +126,31 @@ class _ClassTransformer(WrapTransformer):
         target = assign.targets[0].target
         assert isinstance(target, cst.Attribute)
         owner = target.value
-        runner_name = self.config.runner_classes[0] if self.config.runner_classes \
-            else "VllmRunner"
-        call, _ = runner_call(assign.value, runner_name, target=self.config.target)
+        call, _ = runner_call(assign.value, self._held_runner_class(), target=self.config.target)
         held = target.with_changes(attr=cst.Name(plan.runner_attribute))
         first = site.with_changes(body=[assign.with_changes(
             targets=[assign.targets[0].with_changes(target=held)], value=call)])
-        column = self.columns.get(plan.site_line, 0)
-        if "\n" not in statement_code(call) and \
-                column + len(statement_code(first).splitlines()[-1]) > line_length():
-            first = first.with_changes(body=[first.body[0].with_changes(
-                value=explode_args(call))])
+        first = self._fitted(first, call)
         engine = cst.Attribute(value=held, attr=cst.Name(self.config.runner_attribute))
         second = cst.SimpleStatementLine(body=[cst.Assign(
             targets=[cst.AssignTarget(target=target.with_changes(value=owner))],
             value=proxy_of(engine))])
         return [first, second]
+
+    def _held_runner_class(self) -> str:
+        """The runner class the helper class holds: the first configured, else ours."""
+        return self.config.runner_classes[0] if self.config.runner_classes else "VllmRunner"
+
+    def _fitted(self, first: cst.SimpleStatementLine, call: cst.Call
+                ) -> cst.SimpleStatementLine:
+        """``first`` (``<held> = <runner call>``), its call one argument a line where the
+        one-line form passes the line length at the construction's column."""
+        column = self.columns.get(self.class_plan.site_line, 0)
+        if "\n" not in statement_code(call) and \
+                column + len(statement_code(first).splitlines()[-1]) > line_length():
+            return first.with_changes(body=[first.body[0].with_changes(
+                value=explode_args(call))])
+        return first
 
     def _split_return(self, site: cst.SimpleStatementLine, owner: str
                       ) -> list[cst.BaseStatement]:
@@ -150,17 +159,11 @@ class _ClassTransformer(WrapTransformer):
         plan = self.class_plan
         ret = site.body[0]
         assert isinstance(ret, cst.Return) and isinstance(ret.value, cst.Call)
-        runner_name = self.config.runner_classes[0] if self.config.runner_classes \
-            else "VllmRunner"
-        call, _ = runner_call(ret.value, runner_name, target=self.config.target)
+        call, _ = runner_call(ret.value, self._held_runner_class(), target=self.config.target)
         held = cst.Attribute(value=cst.Name(owner), attr=cst.Name(plan.runner_attribute))
         first = site.with_changes(body=[cst.Assign(
             targets=[cst.AssignTarget(target=held)], value=call)])
-        column = self.columns.get(plan.site_line, 0)
-        if "\n" not in statement_code(call) and \
-                column + len(statement_code(first).splitlines()[-1]) > line_length():
-            first = first.with_changes(body=[first.body[0].with_changes(
-                value=explode_args(call))])
+        first = self._fitted(first, call)
         engine = cst.Attribute(value=held, attr=cst.Name(self.config.runner_attribute))
         second = cst.SimpleStatementLine(body=[ret.with_changes(value=proxy_of(engine))])
         return [first, second]
