@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,7 @@ from lint_gpu_tests.source import (
     SourceTooDeep,
     call_with_deep_stack,
     char_col,
+    child_fields,
     decode_source,
     parse_source,
     physical_lines,
@@ -68,19 +69,47 @@ def max_depth(tree: ast.AST) -> tuple[int, int]:
     """Return ``(depth, line)``: the deepest nesting of ``tree`` (the module is depth 1) and
     the line of a node at that depth (of its nearest ancestor with a line). Iterative, level
     by level, so it works at any depth."""
-    iter_children = ast.iter_child_nodes
+    depth, line, _ = _nesting(tree, 0)
+    return depth, line
+
+
+def _nesting(tree: ast.AST, shortest: int) -> tuple[int, int, list[ast.expr]]:
+    """:func:`max_depth`'s ``(depth, line)``, and the string nodes (``str`` or ``bytes``
+    constants, f-strings) of ``tree`` that span several lines or at least ``shortest``
+    columns (0: none are collected), found in the same walk."""
     level: list[ast.AST] = [tree]
     depth, line = 0, 1
+    strings: list[ast.expr] = []
+    in_fstring: set[int] = set()  # nodes inside an f-string (its parts are not collected)
+    node_type = ast.AST
     while level:
         depth += 1
         line = getattr(level[0], "lineno", line)
         below: list[ast.AST] = []
-        for node in level:
-            below.extend(iter_children(node))
+        for node in level:  # the fields that hold nodes, read directly (as parent_index)
+            cls = node.__class__
+            start = len(below)
+            for name in child_fields(cls):
+                value = getattr(node, name, None)
+                if isinstance(value, node_type):
+                    below.append(value)
+                elif value.__class__ is list:
+                    below.extend(item for item in value if isinstance(item, node_type))
+            if not shortest:
+                continue
+            if id(node) in in_fstring:
+                in_fstring.update(id(child) for child in below[start:])
+            elif cls is ast.JoinedStr or (
+                    cls is ast.Constant and isinstance(node.value, (str, bytes))):  # type: ignore[attr-defined]
+                assert isinstance(node, ast.expr)
+                if node.end_lineno != node.lineno or \
+                        (node.end_col_offset or 0) - node.col_offset >= shortest:
+                    strings.append(node)
+                in_fstring.update(id(child) for child in below[start:])
         if not below:
-            return depth, line
+            return depth, line, strings
         level = below
-    return depth, line
+    return depth, line, strings
 
 
 def _noqa_target_lines(text: str) -> dict[int, int]:
@@ -276,12 +305,13 @@ def _drop_too_deep_fixes(tree: ast.Module, text: str, out: list[Violation]
     (``check`` must not advertise ``[*]`` for a fix ``--fix`` cannot make)."""
     if len(text) < MAX_FIX_DEPTH:  # every level of nesting takes a character of source
         return out
-    depth, line = max_depth(tree)
+    shortest = 2 * (MAX_FIX_STRING_PARTS + 1)  # each part takes at least two characters
+    depth, line, strings = _nesting(tree, shortest if len(text) >= shortest else 0)
     if depth > MAX_FIX_DEPTH:
         reason = (f"expression too deep (line {line} nests {depth} levels; the fixer rewrites "
                   f"at most {MAX_FIX_DEPTH})")
     else:
-        parts, line = _longest_concatenation(tree, text)
+        parts, line = _longest_concatenation(strings, text, shortest)
         if parts <= MAX_FIX_STRING_PARTS:
             return out
         reason = (f"an implicit string concatenation of {parts} parts (line {line}; the "
@@ -290,31 +320,31 @@ def _drop_too_deep_fixes(tree: ast.Module, text: str, out: list[Violation]
             if v.fix is not None and v.fixable else v for v in out]
 
 
-def _longest_concatenation(tree: ast.Module, text: str) -> tuple[int, int]:
-    """``(parts, line)`` of the implicit string concatenation of ``tree`` with the most
-    parts (``"a" "b"`` is two), counted with the tokenizer in the few string nodes long
-    enough to hold more than :data:`MAX_FIX_STRING_PARTS` (each part takes at least two
-    characters); ``(0, 0)`` when there is none."""
+def _longest_concatenation(strings: Sequence[ast.expr], text: str,
+                           shortest: int) -> tuple[int, int]:
+    """``(parts, line)`` of the implicit string concatenation among ``strings`` (string
+    nodes of the module ``text``, as :func:`_nesting` collects them) with the most parts
+    (``"a" "b"`` is two), counted with the tokenizer in those whose source holds at least
+    ``shortest`` characters; ``(0, 0)`` when there is none."""
     import io
     import tokenize
 
     string_tokens = {tokenize.STRING}
     string_tokens.add(getattr(tokenize, "FSTRING_START", tokenize.STRING))
-    shortest = 2 * (MAX_FIX_STRING_PARTS + 1)
+    lines: list[str] = []  # split once, and only for a string that may be long
+    ends: list[int] = []  # ends[k]: characters in lines 1..k
     best = (0, 0)
-    todo: list[ast.AST] = [tree]
-    while todo:
-        node = todo.pop()
-        is_string = isinstance(node, ast.JoinedStr) or (
-            isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)))
-        if not is_string:
-            todo.extend(ast.iter_child_nodes(node))
-            continue
-        if node.end_lineno == node.lineno and (  # type: ignore[attr-defined]
-                (node.end_col_offset or 0) - node.col_offset < shortest):  # type: ignore[attr-defined]
-            continue
-        segment = ast.get_source_segment(text, node)
-        if segment is None or len(segment) < shortest:
+    for node in strings:
+        first, last = node.lineno, node.end_lineno or node.lineno
+        if not lines:
+            lines = physical_lines(text)
+            ends = [0]
+            for piece in lines:
+                ends.append(ends[-1] + len(piece))
+        if last > len(lines) or ends[last] - ends[first - 1] < shortest:
+            continue  # the lines the string spans are too short to hold that many parts
+        segment = _segment(lines, node)
+        if len(segment) < shortest:
             continue
         try:
             parts = sum(1 for tok in tokenize.generate_tokens(
@@ -322,8 +352,21 @@ def _longest_concatenation(tree: ast.Module, text: str) -> tuple[int, int]:
         except (tokenize.TokenError, SyntaxError):
             continue
         if parts > best[0]:
-            best = (parts, node.lineno)  # type: ignore[attr-defined]
+            best = (parts, first)
     return best
+
+
+def _segment(lines: Sequence[str], node: ast.expr) -> str:
+    """The source of ``node`` (``ast`` positions: one-based lines, UTF-8 byte columns) cut
+    from ``lines`` (the module's :func:`physical_lines`), as :func:`ast.get_source_segment`
+    gives it without splitting the module again."""
+    first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+    start, end = node.col_offset, node.end_col_offset or 0
+    if first == last:
+        return lines[first].encode()[start:end].decode()
+    head = lines[first].encode()[start:].decode()
+    tail = lines[last].encode()[:end].decode()
+    return "".join([head, *lines[first + 1:last], tail])
 
 
 def _drop_orphan_fixes(out: list[Violation], depends: dict[int, tuple[str, int]]

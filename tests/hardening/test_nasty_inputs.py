@@ -180,6 +180,17 @@ def test_concatenation_deeper_than_the_fixer_is_not_fixable(project: Path) -> No
     assert path.read_bytes() == data
 
 
+def test_concatenation_inside_an_fstring_counts_its_depth(project: Path) -> None:
+    # The nesting inside an f-string's braces counts as any other.
+    joined = " + ".join(f"'part {i} '" for i in range(2_500))
+    data = (ENGINE.format(s="hi") + f'\n\nPROMPT = f"{{{joined}}}"\n').encode()
+    write(project, "test_prompt.py", data)
+    result = run("--output-format", "json", "tests")
+    (found,) = json.loads(result.stdout)
+    assert found["no_fix_reason"] == ("expression too deep (line 9 nests 2504 levels; the "
+                                      "fixer rewrites at most 2000)")
+
+
 def test_implicit_concatenation_beyond_libcst_is_not_fixable(project: Path) -> None:
     # Issue 25: LibCST's parser takes at most 3,000 parts of an implicit concatenation
     # (``"a" "b" ...``, one ``ast.Constant``: no depth to measure); with 3,001 ``--fix`` failed
@@ -197,6 +208,20 @@ def test_implicit_concatenation_beyond_libcst_is_not_fixable(project: Path) -> N
     assert result.stdout.splitlines() == [f"tests/test_prompt.py:5:11: {GPU001_NO_FIX}",
                                           "Found 1 violation."]
     assert path.read_bytes() == data
+
+
+def test_implicit_concatenation_over_lines_is_counted(project: Path) -> None:
+    # The parts of a concatenation laid out one per line, with CRLF endings and non-ASCII
+    # text before and inside it (columns are UTF-8 bytes), are counted as on one line.
+    parts = "\r\n    ".join(f'"pärt {i} "' for i in range(3_001))
+    data = (ENGINE.format(s="hi").replace("\n", "\r\n") +
+            f"\r\n\r\nPRÖMPT = (\r\n    {parts}\r\n)\r\n").encode()
+    write(project, "test_prompt.py", data)
+    result = run("--output-format", "json", "tests")
+    (found,) = json.loads(result.stdout)
+    assert (found["code"], found["fix"]) == ("GPU001", None)
+    assert found["no_fix_reason"] == ("an implicit string concatenation of 3001 parts (line "
+                                      "10; the fixer's parser takes at most 3000)")
 
 
 def test_implicit_concatenation_libcst_takes_is_fixed(project: Path) -> None:
