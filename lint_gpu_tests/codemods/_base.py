@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import CLEANUP_FUNCTIONS, LEGACY_VLLM_CLEANUP, ModuleAnalysis
 from lint_gpu_tests.codemods._cst import wrapping_at
@@ -38,6 +37,7 @@ from lint_gpu_tests.codemods._imports import (
     strip_top_blank,
 )
 from lint_gpu_tests.codemods._mapping import add_helper
+from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.codemods._unused_imports import Removal, remove_unused_imports
 from lint_gpu_tests.config import Config, oldest_python
 from lint_gpu_tests.fixplan.plan import WrapPlan
@@ -176,11 +176,9 @@ class GpuCodemod(ABC):
                 plans.append(plan)
         if not plans:
             return tree
-        wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
-        positions = wrapper.resolve(PositionProvider)
-        transformer = WrapTransformer(plans, self.config, positions,  # type: ignore[arg-type]
-                                      engine_locals(module))
-        new_tree = wrapper.module.visit(transformer)
+        positions = StatementPositions(tree, module.tree)
+        transformer = WrapTransformer(plans, self.config, positions, engine_locals(module))
+        new_tree = tree.visit(transformer)
         if not transformer.changed:
             return tree
         if RUNNER_KWARGS_NAME in transformer.needs:

@@ -3,7 +3,9 @@
 :class:`WrapTransformer` applies :class:`lint_gpu_tests.fixplan.plan.WrapPlan` objects to a
 LibCST module. Plans address statements by the 1-based line where they start, as the
 ``ast`` tree they were made from reports them; the transformer reads the same lines from
-LibCST's ``PositionProvider`` on the unmodified tree.
+:class:`~lint_gpu_tests.codemods._positions.StatementPositions` (LibCST's positions, computed
+only for the top-level statements the plans reach) and does not descend into the other
+top-level statements.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
-from libcst.metadata import PositionProvider
 
 from lint_gpu_tests.codemods._cst import (
     add_param,
@@ -30,6 +31,7 @@ from lint_gpu_tests.codemods._cst import (
 from lint_gpu_tests.codemods._groups import build_group_with
 from lint_gpu_tests.codemods._helper_param import prepend_arg, prepend_param
 from lint_gpu_tests.codemods._mapping import explode_helper, through_helper
+from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
@@ -64,10 +66,8 @@ class WrapTransformer(cst.CSTTransformer):
     ``VllmRunner``, ``CompilationConfig``).
     """
 
-    METADATA_DEPENDENCIES = (PositionProvider,)
-
     def __init__(self, plans: Sequence[WrapPlan], config: Config,
-                 positions: dict[cst.CSTNode, object], engine_locals: set[str]) -> None:
+                 positions: StatementPositions, engine_locals: set[str]) -> None:
         super().__init__()
         self.engine_locals = engine_locals
         self.skip_blocks: set[int] = set()
@@ -95,10 +95,27 @@ class WrapTransformer(cst.CSTTransformer):
                         if p.helper_calls is not None and not p.helper_calls.passed}
         self.callers = set().union(*(p.helper_calls.callers for p in plans
                                      if p.helper_calls is not None))
+        # The lines the plans reach: a top-level statement that holds none of them is not
+        # visited (a helper's calls may be anywhere: then every statement is).
+        self.reach: set[int] | None = None if self.helpers else _reached_lines(plans)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        descend = super().on_visit(node)
+        if self.reach is None or not descend or \
+                not isinstance(node, cst.BaseCompoundStatement):
+            return descend
+        try:
+            first, last = self.positions.lines_of(node)
+        except KeyError:
+            return descend  # not a top-level statement
+        if any(first <= line <= last for line in self.reach):
+            self.positions.prepare(node)
+            return True
+        return False
 
     # ------------------------------------------------------------------ helpers
     def _line(self, node: cst.CSTNode) -> int:
-        return self.positions[node].start.line  # type: ignore[attr-defined,no-any-return]
+        return self.positions.start_line(node)
 
     def _flatten(
         self, originals: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement]
@@ -107,7 +124,7 @@ class WrapTransformer(cst.CSTTransformer):
         out: list[tuple[int, cst.BaseStatement]] = []
         for orig, new in zip(originals, updated, strict=True):
             line = self._line(orig)
-            self.columns[line] = self.positions[orig].start.column  # type: ignore[attr-defined]
+            self.columns[line] = self.positions.start_column(orig)
             if line in self.unwrap and isinstance(orig, cst.Try) and isinstance(new, cst.Try):
                 inner_orig = orig.body.body
                 inner_new = new.body.body
@@ -333,8 +350,7 @@ class WrapTransformer(cst.CSTTransformer):
             return updated_node
         inner = body.body[0]
         assert isinstance(inner, cst.With)
-        merged = merge_with(updated_node, inner,
-                            self.positions[original_node].start.column,  # type: ignore[attr-defined]
+        merged = merge_with(updated_node, inner, self.positions.start_column(original_node),
                             self.flat_calls.get(id(inner)))
         if merged is None:
             return updated_node
@@ -370,8 +386,7 @@ class WrapTransformer(cst.CSTTransformer):
         if params is updated_node.params:
             return updated_node
         return fit_signature(updated_node.with_changes(params=params),
-                             self.positions[original_node].start.column,  # type: ignore[attr-defined]
-                             updated_node)
+                             self.positions.start_column(original_node), updated_node)
 
     def leave_IndentedBlock(
         self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
@@ -415,7 +430,7 @@ class _FreeNameCollector(cst.CSTVisitor):
     inside runner with-blocks that neither enclose the site nor fall inside the new block
     (their ``runner`` is dead by then)."""
 
-    def __init__(self, positions: dict[cst.CSTNode, object], site_line: int,
+    def __init__(self, positions: StatementPositions, site_line: int,
                  config: Config, end_line: int = 0) -> None:
         super().__init__()
         self.positions = positions
@@ -426,8 +441,8 @@ class _FreeNameCollector(cst.CSTVisitor):
 
     def visit_With(self, node: cst.With) -> bool:
         pos = self.positions[node]
-        encloses = pos.start.line <= self.site_line <= pos.end.line  # type: ignore[attr-defined]
-        inside = self.site_line <= pos.start.line <= self.end_line  # type: ignore[attr-defined]
+        encloses = pos.start.line <= self.site_line <= pos.end.line
+        inside = self.site_line <= pos.start.line <= self.end_line
         if encloses or inside:
             return True
         for item in node.items:
@@ -451,6 +466,21 @@ class _FreeNameCollector(cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         node.value.visit(self)
         return False
+
+
+def _reached_lines(plans: Sequence[WrapPlan]) -> set[int]:
+    """Every line a plan names: its function, its site to its end, the statements it
+    removes or unwraps, its call, its weak references."""
+    lines: set[int] = set()
+    for plan in plans:
+        lines.update((plan.function_line, plan.site_line, plan.end_line, plan.call_line))
+        lines.update(range(plan.site_line, plan.end_line + 1))
+        lines.update(plan.remove_lines, plan.unwrap_try_lines)
+        lines.update(line for line, _ in plan.weak_calls)
+        if plan.helper_calls is not None:
+            lines.update(plan.helper_calls.callers)
+    lines.discard(0)
+    return lines
 
 
 def _replace_node(

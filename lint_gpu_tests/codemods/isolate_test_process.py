@@ -15,11 +15,11 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import Context, GpuCodemod, engine_locals
 from lint_gpu_tests.codemods._imports import add_from_import, first_party_packages
+from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.codemods._wrap import WrapTransformer
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan.isolate import ISOLATE_CALL, ISOLATE_DECORATOR, IsolatePlan
@@ -52,15 +52,13 @@ class IsolateTestProcess(GpuCodemod):
             plans.setdefault(plan.function_line, plan)
         if not plans:
             return tree
-        wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
-        positions = wrapper.resolve(PositionProvider)
+        positions = StatementPositions(tree, module.tree)
         # The shared with-block transformer deletes, unwraps and drops parameters; no
         # statement starts on line 0, so it builds no with-block.
         cleanup = [dataclasses.replace(p, site_line=0, remove_lines=p.remove_lines - p.kept_lines)
                    for p in plans.values()]
-        transformer = _Isolate(cleanup, self.config, positions,  # type: ignore[arg-type]
-                               engine_locals(module))
-        new_tree = wrapper.module.visit(transformer)
+        transformer = _Isolate(cleanup, self.config, positions, engine_locals(module))
+        new_tree = tree.visit(transformer)
         if not transformer.decorated:
             return tree
         if ISOLATE_DECORATOR not in module.imports:

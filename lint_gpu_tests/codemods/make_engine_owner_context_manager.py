@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod, engine_locals
@@ -30,6 +29,7 @@ from lint_gpu_tests.codemods._cst import (
     runner_call,
     statement_code,
 )
+from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.codemods._wrap import WrapTransformer
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan.classes import ClassPlan
@@ -50,11 +50,9 @@ class MakeEngineOwnerContextManager(GpuCodemod):
         plan = plans[0]
         config = self.config
         as_runner = replace(config, runner_classes=(*config.runner_classes, plan.class_name))
-        wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
-        positions = wrapper.resolve(PositionProvider)
-        transformer = _ClassTransformer(plan, as_runner, positions,  # type: ignore[arg-type]
-                                        engine_locals(module), tree)
-        new_tree = wrapper.module.visit(transformer)
+        positions = StatementPositions(tree, module.tree)
+        transformer = _ClassTransformer(plan, as_runner, positions, engine_locals(module), tree)
+        new_tree = tree.visit(transformer)
         if not transformer.changed:
             return tree
         self.add_imports(transformer.needs | {"VllmRunner", "weakref"})
@@ -65,9 +63,10 @@ class MakeEngineOwnerContextManager(GpuCodemod):
 class _ClassTransformer(WrapTransformer):
     """The with-block rewrite of the instances, plus the class's own rewrite."""
 
-    def __init__(self, plan: ClassPlan, config: Config, positions: dict[cst.CSTNode, object],
+    def __init__(self, plan: ClassPlan, config: Config, positions: StatementPositions,
                  engine_names: set[str], tree: cst.Module) -> None:
         super().__init__(plan.uses, config, positions, engine_names)
+        self.reach = None  # the class and its instances: every statement is visited
         self.class_plan = plan
         self.tree = tree
         self.remove |= plan.remove_lines

@@ -1,0 +1,147 @@
+"""LibCST's positions of a module, computed one top-level statement at a time.
+
+LibCST's ``PositionProvider`` generates the code of the whole module to learn where each
+node starts and ends: as costly as printing the module, for a rewrite that usually touches
+one function. :class:`StatementPositions` gives the same :class:`~libcst.CodeRange` for
+every node, but generates the code of a top-level statement only when a node inside it is
+asked for (or :meth:`StatementPositions.prepare` is called). Where that statement's code
+starts comes from the ``ast`` tree of the same text, which the check built already; the
+position of the statement's first token is checked against the ``ast`` line, and the
+positions are shifted where they disagree, so a wrong guess costs time, never a wrong
+position. A node that no top-level statement holds (the module, its header and footer)
+falls back to LibCST's own provider over the whole module.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import cast
+
+import libcst as cst
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata.position_provider import PositionProvidingCodegenState
+
+from lint_gpu_tests.source import first_line
+
+__all__ = ["StatementPositions"]
+
+
+class StatementPositions:
+    """``node -> CodeRange`` as ``MetadataWrapper(tree).resolve(PositionProvider)`` gives
+    it, computed lazily per top-level statement.
+
+    Args:
+        tree: the LibCST module, unmodified since it was parsed from a text.
+        parsed: the ``ast`` module of that same text (its top-level statements pair with
+            ``tree``'s: a simple statement line holds as many ``ast`` statements as it has
+            small statements). When they do not pair, every lookup falls back to LibCST's
+            provider.
+    """
+
+    def __init__(self, tree: cst.Module, parsed: ast.Module) -> None:
+        self._tree = tree
+        self._computed: dict[cst.CSTNode, CodeRange] = {}
+        self._prepared: set[int] = set()
+        self._resolved_all = False
+        # id(top-level statement) -> (statement, its ast statements)
+        self._top: dict[int, tuple[cst.BaseStatement, list[ast.stmt]]] = {}
+        body, index = parsed.body, 0
+        for stmt in tree.body:
+            count = len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
+            self._top[id(stmt)] = (stmt, body[index:index + count])
+            index += count
+        if index != len(body) or any(not nodes for _, nodes in self._top.values()):
+            self._top.clear()  # the trees do not pair: LibCST's provider answers
+
+    # ------------------------------------------------------------------ queries
+    def __getitem__(self, node: cst.CSTNode) -> CodeRange:
+        found = self._computed.get(node)
+        if found is not None:
+            return found
+        top = self._top.get(id(node))
+        if top is not None and top[0] is node:
+            self.prepare(top[0])
+            return self._computed[node]
+        self._resolve_all()
+        return self._computed[node]
+
+    def start_line(self, node: cst.CSTNode) -> int:
+        """The line where ``node`` starts; read from the ``ast`` tree, without generating
+        code, for a top-level statement."""
+        top = self._top.get(id(node))
+        if top is not None and top[0] is node:
+            return top[1][0].lineno
+        line: int = self[node].start.line
+        return line
+
+    def start_column(self, node: cst.CSTNode) -> int:
+        """The column where ``node`` starts (0 for a top-level statement, without generating
+        code)."""
+        top = self._top.get(id(node))
+        if top is not None and top[0] is node:
+            return 0
+        column: int = self[node].start.column
+        return column
+
+    def lines_of(self, stmt: cst.BaseStatement) -> tuple[int, int]:
+        """``(first, last)`` lines of the top-level statement ``stmt``, decorators
+        included, from the ``ast`` tree.
+
+        Raises:
+            KeyError: when ``stmt`` is not one of the module's top-level statements (or the
+                trees did not pair).
+        """
+        top = self._top.get(id(stmt))
+        if top is None or top[0] is not stmt:
+            raise KeyError(stmt)
+        nodes = top[1]
+        return first_line(nodes[0]), max(n.end_lineno or n.lineno for n in nodes)
+
+    # ------------------------------------------------------------------ computing
+    def prepare(self, stmt: cst.BaseStatement) -> None:
+        """Compute the positions of every node of the top-level statement ``stmt`` (a
+        no-op when done before, or when ``stmt`` is not top-level: lookups then fall back to
+        the whole module)."""
+        top = self._top.get(id(stmt))
+        if top is None or top[0] is not stmt or id(stmt) in self._prepared:
+            return
+        self._prepared.add(id(stmt))
+        nodes = top[1]
+        anchor: cst.CSTNode = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) \
+            else stmt
+        provider = PositionProvider()
+        state = PositionProvidingCodegenState(
+            default_indent=self._tree.default_indent,
+            default_newline=self._tree.default_newline,
+            provider=provider,
+        )
+        state.line = _guess_start(stmt, nodes[0])
+        stmt._codegen(state)
+        computed = cast("dict[cst.CSTNode, CodeRange]", provider._computed)
+        shift = nodes[0].lineno - computed[anchor].start.line
+        if shift:  # the guess was wrong (a backslash after ``@``): move every range
+            computed = {node: CodeRange(CodePosition(r.start.line + shift, r.start.column),
+                                        CodePosition(r.end.line + shift, r.end.column))
+                        for node, r in computed.items()}
+        self._computed.update(computed)
+
+    def _resolve_all(self) -> None:
+        if self._resolved_all:
+            return
+        self._resolved_all = True
+        for stmt, _ in list(self._top.values()):
+            self.prepare(stmt)
+        wrapper = MetadataWrapper(self._tree, unsafe_skip_copy=True)
+        for node, found in wrapper.resolve(PositionProvider).items():
+            self._computed.setdefault(node, found)
+
+
+def _guess_start(stmt: cst.BaseStatement, first: ast.stmt) -> int:
+    """The line where the code of the top-level ``stmt`` starts (its leading blank and
+    comment lines, then its decorators): the ``ast`` line of its first token less the lines
+    LibCST writes before it."""
+    before = len(getattr(stmt, "leading_lines", ()))
+    decorators: list[cst.Decorator] = list(getattr(stmt, "decorators", ()))
+    if decorators:
+        return first_line(first) - before - len(decorators[0].leading_lines)
+    return first.lineno - before

@@ -1,0 +1,102 @@
+"""StatementPositions gives LibCST's PositionProvider's range for every node, computing one
+top-level statement at a time (differential: the provider over the whole module decides)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from lint_gpu_tests.codemods._positions import StatementPositions
+
+ROOT = Path(__file__).parent
+
+SHAPES = {
+    "header_and_footer": "# header\n\n'''doc'''\nimport os\n\nx = 1  # c\n# footer\n",
+    "decorators_with_comments": (
+        "import pytest\n\n\n# before\n@pytest.fixture(\n    scope='module',\n)\n"
+        "# between\n@other\n\n# after decorators\ndef f(\n    a,\n):\n    return a\n"),
+    "backslash_after_at": "@\\\ndeco\ndef f():\n    pass\n",
+    "semicolons": "a = 1; b = 2\nif a: b = 3; c = 4\nclass C: pass\n",
+    "crlf_and_tabs": "def f():\r\n\tif 1:\r\n\t\treturn 2\r\n\r\n\r\nasync def g():\r\n\tpass\r\n",
+    "no_trailing_newline": "def f():\n    x = (1,\n         2)\n    return x",
+    "block_footer_comments": (
+        "def f():\n    x = 1\n    # end of f\n\n# dedented\nclass C:\n    def m(self):\n"
+        "        pass\n        # end of m\n    # end of C\n"),
+    "compound_heads": (
+        "with open('a') as a, open('b') as b:\n    pass\nfor i in range(3):\n    pass\n"
+        "else:\n    pass\ntry:\n    pass\nexcept (ValueError,\n        TypeError):\n    pass\n"
+        "finally:\n    pass\nwhile False:\n    break\n"),
+    "strings_over_lines": 's = """a\nb\nc"""\nt = f"""{s}\n{s}"""\ndef f():\n    return s\n',
+}
+
+
+def _files() -> list[tuple[str, bytes]]:
+    found = [(name, text.encode()) for name, text in SHAPES.items()]
+    for folder in (ROOT / "fixtures" / "fix", ROOT / "e2e" / "suites"):
+        found += [(str(p.relative_to(ROOT)), p.read_bytes())
+                  for p in sorted(folder.rglob("*.py"))]
+    return found
+
+
+@pytest.mark.parametrize(("name", "text"), _files(), ids=[n for n, _ in _files()])
+def test_every_node_has_the_providers_position(name: str, text: bytes) -> None:
+    tree = cst.parse_module(text)
+    expected = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
+    positions = StatementPositions(tree, ast.parse(text))
+    inside = _nodes_of_statements(tree)
+    for node in inside:
+        assert positions[node] == expected[node], (name, type(node).__name__)
+        if node in tree.body:
+            where = expected[node]
+            assert (positions.start_line(node), positions.start_column(node)) == \
+                (where.start.line, where.start.column)
+    assert positions._resolved_all is False  # each statement was computed on its own
+    for node, where in expected.items():  # the header and footer: the provider's answer
+        assert positions[node] == where
+
+
+class _Collect(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.nodes: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.nodes.append(node)
+        return True
+
+
+def _nodes_of_statements(tree: cst.Module) -> list[cst.CSTNode]:
+    collect = _Collect()
+    for stmt in tree.body:
+        stmt.visit(collect)
+    return collect.nodes
+
+
+def test_one_statement_is_computed_alone() -> None:
+    text = "def f():\n    return 1\n\n\ndef g():\n    return 2\n"
+    tree = cst.parse_module(text)
+    positions = StatementPositions(tree, ast.parse(text))
+    g = tree.body[1]
+    assert isinstance(g, cst.FunctionDef)
+    assert positions.lines_of(g) == (5, 6)
+    positions.prepare(g)
+    assert positions[g.body.body[0]].start.line == 6
+    f = tree.body[0]
+    assert isinstance(f, cst.FunctionDef)
+    assert f not in positions._computed
+    assert positions[f.body] == \
+        MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)[f.body]
+    assert positions._resolved_all  # a node of a statement not prepared: the whole module
+
+
+def test_trees_that_do_not_pair_fall_back_to_the_provider() -> None:
+    text = "a = 1\nb = 2\n"
+    tree = cst.parse_module(text)
+    positions = StatementPositions(tree, ast.parse("a = 1\n"))
+    expected = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
+    assert positions[tree.body[1]] == expected[tree.body[1]]
+    with pytest.raises(KeyError):
+        positions.lines_of(tree.body[0])
