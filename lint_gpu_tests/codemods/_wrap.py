@@ -95,23 +95,35 @@ class WrapTransformer(cst.CSTTransformer):
                         if p.helper_calls is not None and not p.helper_calls.passed}
         self.callers = set().union(*(p.helper_calls.callers for p in plans
                                      if p.helper_calls is not None))
-        # The lines the plans reach: a top-level statement that holds none of them is not
-        # visited (a helper's calls may be anywhere: then every statement is).
+        # The lines the plans reach: a compound statement that spans none of them is not
+        # visited, nor a simple statement without a weak reference to rewrite (a helper's
+        # calls may be anywhere: then every statement is).
         self.reach: set[int] | None = None if self.helpers else _reached_lines(plans)
+        self.weak_lines = {line for p in plans for line, _ in p.weak_calls}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         descend = super().on_visit(node)
-        if self.reach is None or not descend or \
-                not isinstance(node, cst.BaseCompoundStatement):
+        if self.reach is None or not descend:
             return descend
+        if isinstance(node, cst.SimpleStatementLine):
+            lines = self.weak_lines
+        elif isinstance(node, cst.BaseCompoundStatement):
+            lines = self.reach
+        else:
+            return descend
+        if not lines:
+            return False
         try:
             first, last = self.positions.lines_of(node)
-        except KeyError:
-            return descend  # not a top-level statement
-        if any(first <= line <= last for line in self.reach):
+            top = True
+        except KeyError:  # not a top-level statement: its own is prepared, or it is not
+            where = self.positions[node]  # visited
+            first, last, top = where.start.line, where.end.line, False
+        if not any(first <= line <= last for line in lines):
+            return False
+        if top:
             self.positions.prepare(node)
-            return True
-        return False
+        return True
 
     # ------------------------------------------------------------------ helpers
     def _line(self, node: cst.CSTNode) -> int:
