@@ -367,7 +367,10 @@ def _show(paths: list[str], config: ConfigResolver, options: RunOptions, *, file
         click.echo(f"{'error' if problem.fatal else 'warning'}: {problem.path}: "
                    f"{problem.message}", err=True)
     if files:
+        from lint_gpu_tests.conftest_index import ConftestIndex
+
         memo: dict[tuple[str, int], frozenset[str]] = {}
+        conftests = ConftestIndex()
         for path in found.files:
             settings = config.for_file(path)
             try:
@@ -376,7 +379,7 @@ def _show(paths: list[str], config: ConfigResolver, options: RunOptions, *, file
             except OSError as exc:
                 click.echo(f"{path} (cannot read: {exc.strerror or exc})")
                 continue
-            if not may_hold_violation(source, path, settings, memo):
+            if not may_hold_violation(source, path, settings, memo, conftests):
                 # As a check run does: such a file is not even parsed.
                 click.echo(f"{path} (not analysed: names nothing the rules look for)")
                 continue

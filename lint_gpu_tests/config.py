@@ -76,6 +76,10 @@ DEFAULT_ENVIRONMENT_VARIABLES = (
 )
 #: The line length a fix wraps at when neither this tool, ruff nor black sets one (theirs).
 DEFAULT_LINE_LENGTH = 88
+#: :attr:`Config.python_floor` of a config no :class:`ConfigResolver` has filled in (a
+#: library caller's own, or one read by :func:`load_config_file`): a fix looks the oldest
+#: Python up itself (:func:`oldest_python`).
+UNRESOLVED_FLOOR = (0, 0)
 
 
 class ConfigError(Exception):
@@ -118,6 +122,10 @@ class Config:
             with-header): ``line-length`` here, else the project's ruff or black setting
             (:func:`formatter_line_length`), else 88.
         line_length_source: where ``line_length`` comes from (``""``: the default).
+        python_floor: the oldest Python the project declares (:func:`oldest_python` of the
+            file's directory; ``None`` when it declares none): a fix writes no syntax it
+            lacks (``with (a, b):`` needs 3.9). Filled in per directory by
+            :class:`ConfigResolver`; :data:`UNRESOLVED_FLOOR` where nothing filled it in.
         root: directory the config was found in (for relative patterns).
         source: the config file these settings come from (``""`` for the defaults).
     """
@@ -143,6 +151,7 @@ class Config:
     extend_environment_variables: tuple[str, ...] = ()
     line_length: int = DEFAULT_LINE_LENGTH
     line_length_source: str = field(default="", compare=False)
+    python_floor: tuple[int, int] | None = UNRESOLVED_FLOOR
     root: str = field(default=".", compare=False)
     source: str = field(default="", compare=False)
 
@@ -455,26 +464,44 @@ def _python_version(value: object) -> tuple[int, int] | None:
     return None
 
 
-def oldest_python(directory: str | os.PathLike[str]) -> tuple[int, int] | None:
+def oldest_python(directory: str | os.PathLike[str],
+                  memo: dict[str, tuple[int, int] | None] | None = None
+                  ) -> tuple[int, int] | None:
     """The oldest Python the project of ``directory`` declares, as ruff infers it: the
     nearest ``target-version`` of ruff's settings (``.ruff.toml``, ``ruff.toml``,
     ``[tool.ruff]``), else ``[project] requires-python``, walking up; ``None`` when none
-    says."""
+    says. ``memo`` (absolute directory -> its answer) keeps the answers of every directory
+    walked, so a later walk stops at the first directory already known."""
     here = os.path.abspath(directory)
-    while True:
-        for name, table in ((".ruff.toml", ""), ("ruff.toml", ""),
-                            ("pyproject.toml", "tool.ruff"), ("pyproject.toml", "project")):
-            key = "requires-python" if table == "project" else "target-version"
-            data: object = _toml_data(os.path.join(here, name), key)
-            for part in table.split(".") if table else ():
-                data = data.get(part) if isinstance(data, dict) else None
-            found = _python_version(data.get(key)) if isinstance(data, dict) else None
-            if found is not None:
-                return found
+    walked: list[str] = []
+    found: tuple[int, int] | None = None
+    while memo is None or here not in memo:
+        walked.append(here)
+        found = _declared_python(here)
         parent = os.path.dirname(here)
-        if parent == here:
-            return None
+        if found is not None or parent == here:
+            break
         here = parent
+    else:
+        found = memo[here]
+    if memo is not None:
+        memo.update(dict.fromkeys(walked, found))
+    return found
+
+
+def _declared_python(directory: str) -> tuple[int, int] | None:
+    """The oldest Python the files of ``directory`` itself declare (see
+    :func:`oldest_python`), or ``None``."""
+    for name, table in ((".ruff.toml", ""), ("ruff.toml", ""),
+                        ("pyproject.toml", "tool.ruff"), ("pyproject.toml", "project")):
+        key = "requires-python" if table == "project" else "target-version"
+        data: object = _toml_data(os.path.join(directory, name), key)
+        for part in table.split(".") if table else ():
+            data = data.get(part) if isinstance(data, dict) else None
+        found = _python_version(data.get(key)) if isinstance(data, dict) else None
+        if found is not None:
+            return found
+    return None
 
 
 def config_file_in(directory: str | os.PathLike[str]) -> Path | None:
@@ -565,7 +592,8 @@ class ConfigResolver:
     """Settings per file: the nearest config file walking up from the file's directory, with
     the command line's overrides on top; or one fixed config for every file. A config file
     that does not set ``line-length`` gets the nearest ruff or black setting walking up from
-    the file's directory (:func:`formatter_line_length`), else 88.
+    the file's directory (:func:`formatter_line_length`), else 88; every config gets the
+    oldest Python declared walking up from there (:attr:`Config.python_floor`).
 
     Args:
         config_file: ``--config``: this file's settings for every file.
@@ -584,8 +612,9 @@ class ConfigResolver:
                  cwd: str | None = None) -> None:
         self.overrides: dict[str, Any] = dict(overrides or {})
         self.cwd = os.path.abspath(cwd or os.getcwd())
-        #: Whether line lengths are looked up beside the files (not for a ready ``fixed``
-        #: config: a library caller's :class:`Config` is taken as it is).
+        #: Whether line lengths and the oldest Python are looked up beside the files (not
+        #: for a ready ``fixed`` config: a library caller's :class:`Config` is taken as it
+        #: is).
         self.walks = fixed is None or config_file is not None
         if config_file is not None:
             fixed = load_config_file(Path(config_file))
@@ -594,7 +623,9 @@ class ConfigResolver:
         self._by_file: dict[Path, Config] = {}
         self._default: Config | None = None
         self._widths: dict[str, tuple[int, str] | None] = {}
-        self._sized: dict[tuple[int, int, str], Config] = {}
+        self._floors: dict[str, tuple[int, int] | None] = {}
+        self._sized: dict[tuple[int, tuple[int, str] | None, tuple[int, int] | None],
+                          Config] = {}
 
     @classmethod
     def of(cls, config: Config | ConfigResolver) -> ConfigResolver:
@@ -637,18 +668,20 @@ class ConfigResolver:
         return self._widths[key]
 
     def _sized_for(self, config: Config, key: str) -> Config:
-        """``config`` with the line length of directory ``key``: its own ``line-length`` when
-        it sets one, else the nearest ruff or black setting, else the default. Equal results
-        are one object (``--show-settings`` groups files by object)."""
-        if config.line_length_source or not self.walks:
+        """``config`` with the line length of directory ``key`` (its own ``line-length``
+        when it sets one, else the nearest ruff or black setting, else the default) and the
+        oldest Python declared there (:func:`oldest_python`, once per directory). Equal
+        results are one object (``--show-settings`` groups files by object)."""
+        if not self.walks:
             return config
-        width = self._width_of(key)
-        if width is None:
-            return config
-        memo = (id(config), *width)
+        width = None if config.line_length_source else self._width_of(key)
+        floor = oldest_python(key, self._floors)
+        memo = (id(config), width, floor)
         if memo not in self._sized:
-            self._sized[memo] = config.with_overrides(line_length=width[0],
-                                                      line_length_source=width[1])
+            changes: dict[str, Any] = {"python_floor": floor}
+            if width is not None:
+                changes.update(line_length=width[0], line_length_source=width[1])
+            self._sized[memo] = config.with_overrides(**changes)
         return self._sized[memo]
 
     def for_file(self, path: str) -> Config:
@@ -660,11 +693,12 @@ class ConfigResolver:
         return self.for_directory(os.path.dirname(os.path.abspath(path)))
 
     def configs(self) -> list[Config]:
-        """Every distinct config resolved so far (for ``--show-settings`` and the cache)."""
+        """Every distinct config resolved so far (for ``--show-settings`` and the cache),
+        as directories got them (line length and oldest Python filled in)."""
         if self.fixed is not None and not self._by_dir:
             return [self.fixed]
         seen: dict[tuple[str, str], Config] = {}
-        for config in [*self._by_file.values(), *self._by_dir.values()]:
+        for config in self._by_dir.values():
             seen.setdefault((config.root, config.fingerprint()), config)
         return list(seen.values())
 

@@ -6,11 +6,15 @@ reads those too: every ``conftest.py`` from the module's directory up to the pro
 (the first directory holding ``pyproject.toml``, ``setup.cfg``, ``tox.ini``, ``pytest.ini``
 or ``.git``, as pytest's rootdir search does). Which directories hold a conftest or a root
 marker is asked again whenever a directory's modification time changes (a process that checks
-twice sees a conftest added in between). Each conftest is read once per process (memoised
-by its path, size and modification time) and parsed only when its content is new: the names
-found are kept by the BLAKE2b hash of its bytes, and the result cache persists that index
-(:func:`remember` loads it, :func:`learned` hands back what a run found), so a warm run
-parses no conftest at all.
+twice sees a conftest added in between).
+
+What a run learns of the conftests lives in its :class:`ConftestIndex` (the run's context
+owns it, :class:`lint_gpu_tests.run.RunContext`; a check without a run makes one for
+itself): each conftest is read once per index (memoised by its path, size and modification
+time) and parsed only when its content is new: the names found are kept by the BLAKE2b hash
+of its bytes, and the result cache persists that index (:meth:`ConftestIndex.remember` loads
+it, :meth:`ConftestIndex.learned` hands back what a run found), so a warm run parses no
+conftest at all.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ import hashlib
 import os
 import time
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from lint_gpu_tests.config import Config
@@ -27,15 +30,10 @@ from lint_gpu_tests.config import Config
 if TYPE_CHECKING:
     from lint_gpu_tests.analysis import ModuleAnalysis
 
-_KNOWN: dict[tuple[Config, str], frozenset[str]] = {}
-"""(config, content hash of a conftest) -> the engine fixtures it defines."""
-_LEARNED: dict[Config, dict[str, list[str]]] = {}
-"""Entries found by parsing since the last :func:`learned` call, per config."""
-
-_ANALYSED: dict[str, tuple[bytes, Config, ModuleAnalysis]] = {}
-"""Absolute path of a conftest -> (its bytes, the config, the analysis) built to index it,
-for :func:`analysed` (its check reuses the analysis instead of parsing the file again)."""
 MAX_ANALYSED = 64
+"""Most analyses of conftests an index keeps for :meth:`ConftestIndex.analysed`."""
+MAX_READ = 256
+"""Most conftest versions (path, size, modification time, config) an index keeps read."""
 
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "tox.ini", "pytest.ini", ".git")
 MAX_LEVELS = 32
@@ -103,82 +101,134 @@ config) -> engine fixtures, for one run over files on disk: a run that holds one
 conftest once, and looks the conftests up once per directory, not once per module."""
 
 
-def conftest_engine_fixtures(path: str, config: Config, memo: Memo | None = None
-                             ) -> frozenset[str]:
+class ConftestIndex:
+    """What one run knows of the conftests: the engine fixtures each defines, by content
+    (what the result cache keeps, and what was found by parsing since it was last asked),
+    each conftest read by path, size and modification time, and the analyses built to index
+    them. Made for a run and dropped with it (no state is kept between runs in one process);
+    a worker process forked after the parent built it inherits it.
+
+    Args:
+        learns: keep what parsing found for :meth:`learned` (for a result cache to keep;
+            ``False`` where nothing asks, e.g. the flake8 plugin's process).
+    """
+
+    def __init__(self, *, learns: bool = True) -> None:
+        self.learns = learns
+        #: (config, content hash of a conftest) -> the engine fixtures it defines.
+        self._known: dict[tuple[Config, str], frozenset[str]] = {}
+        #: Entries found by parsing since the last :meth:`learned` call, per config.
+        self._learned: dict[Config, dict[str, list[str]]] = {}
+        #: (path, size, modification time in ns, config) -> the engine fixtures of that
+        #: version of a conftest, the most recently used last (at most :data:`MAX_READ`).
+        self._read: dict[tuple[str, int, int, Config], frozenset[str]] = {}
+        #: Absolute path of a conftest -> (its bytes, the config, the analysis) built to
+        #: index it, for :meth:`analysed` (at most :data:`MAX_ANALYSED`).
+        self._analysed: dict[str, tuple[bytes, Config, ModuleAnalysis]] = {}
+
+    def engine_fixtures(self, path: str, config: Config, memo: Memo | None = None
+                        ) -> frozenset[str]:
+        """:func:`conftest_engine_fixtures`, with what this index knows."""
+        if memo is not None and os.path.basename(path) != "conftest.py":
+            key = (os.path.join(os.path.dirname(path), ""), id(config))
+            known = memo.get(key)
+            if known is None:
+                known = memo[key] = self._engine_fixtures(conftest_files(path), config, memo)
+            return known
+        return self._engine_fixtures(conftest_files(path), config, memo)
+
+    def _engine_fixtures(self, conftests: list[str], config: Config, memo: Memo | None
+                         ) -> frozenset[str]:
+        names: frozenset[str] = frozenset()
+        for conftest in conftests:
+            key = (conftest, id(config))
+            found = memo.get(key) if memo is not None else None
+            if found is None:
+                try:
+                    stat = os.stat(conftest)
+                except OSError:
+                    continue
+                found = self._fixtures_of(conftest, stat.st_size, stat.st_mtime_ns, config)
+                if memo is not None:
+                    memo[key] = found
+            names = names | found if found else names
+        return names
+
+    def remember(self, config: Config, entries: Mapping[str, Iterable[str]]) -> None:
+        """Take ``entries`` (content hash -> fixture names, as :meth:`learned` gave them,
+        e.g. from the result cache of ``config``) as known: a conftest with those bytes is
+        not parsed."""
+        for digest, names in entries.items():
+            self._known.setdefault((config, digest), frozenset(names))
+
+    def learned(self, config: Config) -> dict[str, list[str]]:
+        """The entries (content hash -> sorted fixture names) found by parsing conftests
+        under ``config`` since the last call, for the result cache to keep."""
+        return self._learned.pop(config, {})
+
+    def _fixtures_of(self, conftest: str, size: int, mtime_ns: int, config: Config
+                     ) -> frozenset[str]:
+        key = (conftest, size, mtime_ns, config)
+        found = self._read.pop(key, None)
+        if found is None:
+            found = self._fixtures_in(conftest, config)
+            if len(self._read) >= MAX_READ:
+                self._read.pop(next(iter(self._read)))
+        self._read[key] = found
+        return found
+
+    def _fixtures_in(self, conftest: str, config: Config) -> frozenset[str]:
+        try:
+            with open(conftest, "rb") as handle:
+                source = handle.read()
+        except OSError:
+            return frozenset()
+        digest = hashlib.blake2b(source, digest_size=16).hexdigest()
+        known = self._known.get((config, digest))
+        if known is None:
+            known = self._known[(config, digest)] = _parse_fixtures(conftest, source, config,
+                                                                    self)
+            if self.learns:
+                self._learned.setdefault(config, {})[digest] = sorted(known)
+        return known
+
+    def keep_analysis(self, conftest: str, source: bytes, config: Config,
+                      module: ModuleAnalysis) -> None:
+        """Keep the analysis ``module`` of the conftest at ``conftest`` (from the bytes
+        ``source`` under ``config``) for :meth:`analysed`."""
+        if len(self._analysed) >= MAX_ANALYSED:
+            self._analysed.pop(next(iter(self._analysed)))
+        self._analysed[conftest] = (source, config, module)
+
+    def analysed(self, path: str, source: bytes, config: Config) -> ModuleAnalysis | None:
+        """The analysis this index built of the conftest at ``path`` to index it, when it
+        was built from the bytes ``source`` under ``config`` (``None`` otherwise); handed
+        out once. The check of a conftest takes it instead of parsing and analysing the file
+        again: the analysis depends on the path only through its absolute form and file
+        name, and a worker process forked after the index was built inherits it."""
+        if not self._analysed or os.path.basename(path) != "conftest.py":
+            return None
+        entry = self._analysed.pop(os.path.abspath(path), None)
+        if entry is None or entry[1] != config or entry[1].root != config.root or \
+                entry[0] != source:
+            return None
+        return entry[2]
+
+
+def conftest_engine_fixtures(path: str, config: Config, memo: Memo | None = None,
+                             index: ConftestIndex | None = None) -> frozenset[str]:
     """Names of the fixtures in the conftests of ``path`` that provide an engine (or a
     runner's engine), for GPU004. Unreadable or unparsable conftests count as empty.
-    ``memo`` (see :data:`Memo`; its configs must outlive it) keeps what one run found."""
-    if memo is not None and os.path.basename(path) != "conftest.py":
-        key = (os.path.join(os.path.dirname(path), ""), id(config))
-        known = memo.get(key)
-        if known is None:
-            known = memo[key] = _engine_fixtures(conftest_files(path), config, memo)
-        return known
-    return _engine_fixtures(conftest_files(path), config, memo)
+    ``memo`` (see :data:`Memo`; its configs must outlive it) keeps what one run found;
+    ``index`` is the run's :class:`ConftestIndex` (``None``: one for this call alone)."""
+    return (index if index is not None else ConftestIndex()).engine_fixtures(path, config,
+                                                                             memo)
 
 
-def _engine_fixtures(conftests: list[str], config: Config, memo: Memo | None
-                     ) -> frozenset[str]:
-    names: frozenset[str] = frozenset()
-    for conftest in conftests:
-        key = (conftest, id(config))
-        found = memo.get(key) if memo is not None else None
-        if found is None:
-            try:
-                stat = os.stat(conftest)
-            except OSError:
-                continue
-            found = _fixtures_of(conftest, stat.st_size, stat.st_mtime_ns, config)
-            if memo is not None:
-                memo[key] = found
-        names = names | found if found else names
-    return names
-
-
-def remember(config: Config, entries: Mapping[str, Iterable[str]]) -> None:
-    """Take ``entries`` (content hash -> fixture names, as :func:`learned` gave them, e.g.
-    from the result cache of ``config``) as known: a conftest with those bytes is not parsed."""
-    for digest, names in entries.items():
-        _KNOWN.setdefault((config, digest), frozenset(names))
-
-
-def learned(config: Config) -> dict[str, list[str]]:
-    """The entries (content hash -> sorted fixture names) found by parsing conftests under
-    ``config`` since the last call, for the result cache to keep."""
-    return _LEARNED.pop(config, {})
-
-
-@lru_cache(maxsize=256)
-def _fixtures_of(conftest: str, size: int, mtime_ns: int, config: Config) -> frozenset[str]:
-    try:
-        with open(conftest, "rb") as handle:
-            source = handle.read()
-    except OSError:
-        return frozenset()
-    digest = hashlib.blake2b(source, digest_size=16).hexdigest()
-    known = _KNOWN.get((config, digest))
-    if known is None:
-        known = _KNOWN[(config, digest)] = _parse_fixtures(conftest, source, config)
-        _LEARNED.setdefault(config, {})[digest] = sorted(known)
-    return known
-
-
-def analysed(path: str, source: bytes, config: Config) -> ModuleAnalysis | None:
-    """The analysis this process built of the conftest at ``path`` to index it, when it was
-    built from the bytes ``source`` under ``config`` (``None`` otherwise); handed out once.
-    The check of a conftest takes it instead of parsing and analysing the file again: the
-    analysis depends on the path only through its absolute form and file name, and a
-    worker process forked after the index was built inherits it."""
-    if not _ANALYSED or os.path.basename(path) != "conftest.py":
-        return None
-    entry = _ANALYSED.pop(os.path.abspath(path), None)
-    if entry is None or entry[1] != config or entry[1].root != config.root or \
-            entry[0] != source:
-        return None
-    return entry[2]
-
-
-def _parse_fixtures(conftest: str, source: bytes, config: Config) -> frozenset[str]:
+def _parse_fixtures(conftest: str, source: bytes, config: Config, index: ConftestIndex
+                    ) -> frozenset[str]:
+    """The engine fixtures the conftest at ``conftest`` (bytes ``source``) defines; its
+    analysis is kept in ``index`` where its own check can take it."""
     from lint_gpu_tests.analysis import OWN_RUNNER_FIXTURE, RUNNER_CLASS, ModuleAnalysis
     from lint_gpu_tests.prefilter import engine_prefilter
     from lint_gpu_tests.source import parse_source
@@ -192,11 +242,9 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config) -> frozenset[s
         module = ModuleAnalysis.build(tree, text, conftest, config)
     except (RecursionError, MemoryError):
         return frozenset()
-    if not _engine_fixtures(conftest_files(conftest), config, None):
+    if not index.engine_fixtures(conftest, config):
         # What its own check would build (no engine fixtures from conftests above it).
-        if len(_ANALYSED) >= MAX_ANALYSED:
-            _ANALYSED.pop(next(iter(_ANALYSED)))
-        _ANALYSED[conftest] = (source, config, module)
+        index.keep_analysis(conftest, source, config, module)
     names = set(module.engine_fixtures)
     if module.own_runner_fixture == "this module":
         names.add(OWN_RUNNER_FIXTURE + config.runner_fixture)

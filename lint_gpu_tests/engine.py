@@ -42,6 +42,7 @@ from lint_gpu_tests.source import parse_error as _parse_error
 
 if TYPE_CHECKING:
     from lint_gpu_tests.analysis import ModuleAnalysis
+    from lint_gpu_tests.conftest_index import ConftestIndex
 
 # Names of the layer below, re-exported: the engine is where front ends and tests meet.
 __all__ = [
@@ -202,7 +203,7 @@ class CheckResult:
 
 def check_tree(
     tree: ast.Module, text: str, path: str, config: Config, *, apply_noqa: bool = True,
-    module: ModuleAnalysis | None = None,
+    module: ModuleAnalysis | None = None, conftests: ConftestIndex | None = None,
 ) -> list[Violation]:
     """Run every enabled rule over a parsed module and return sorted violations.
 
@@ -213,7 +214,9 @@ def check_tree(
         config: settings (selection, engine classes, runner names...).
         apply_noqa: drop violations suppressed by ``# noqa`` (:func:`parse_noqa`).
         module: the analysis of ``tree`` for ``path`` under ``config``, when one is at hand
-            (a conftest's, from :func:`lint_gpu_tests.conftest_index.analysed`).
+            (a conftest's, from :meth:`lint_gpu_tests.conftest_index.ConftestIndex.analysed`).
+        conftests: the run's conftest index, which knows the engine fixtures of the
+            conftests pytest loads for ``path`` (``None``: one for this check alone).
 
     A module nesting deeper than the default recursion limit allows is analysed again in
     :func:`call_with_deep_stack`; fixes in a module deeper than :data:`MAX_FIX_DEPTH` are
@@ -223,22 +226,25 @@ def check_tree(
         SourceTooDeep: when even the deep thread cannot walk the module.
         InternalError: when a rule raises; the message names the rule and the error.
     """
-    return _checked_tree(tree, text, path, config, apply_noqa, module).violations
+    return _checked_tree(tree, text, path, config, apply_noqa, module, conftests).violations
 
 
 def _checked_tree(tree: ast.Module, text: str, path: str, config: Config, apply_noqa: bool,
-                  module: ModuleAnalysis | None) -> CheckResult:
+                  module: ModuleAnalysis | None, conftests: ConftestIndex | None
+                  ) -> CheckResult:
     """:func:`check_tree`, with the analysis the violations were found on."""
     try:
-        return _check_tree(tree, text, path, config, apply_noqa, module)
+        return _check_tree(tree, text, path, config, apply_noqa, module, conftests)
     except SourceTooDeep:
         if getattr(DEEP_STATE, "active", False):
             raise
-    return call_with_deep_stack(_check_tree, tree, text, path, config, apply_noqa)
+    return call_with_deep_stack(_check_tree, tree, text, path, config, apply_noqa, None,
+                                conftests)
 
 
 def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_noqa: bool,
-                module: ModuleAnalysis | None = None) -> CheckResult:
+                module: ModuleAnalysis | None = None,
+                conftests: ConftestIndex | None = None) -> CheckResult:
     from lint_gpu_tests.analysis import ModuleAnalysis
     from lint_gpu_tests.conftest_index import conftest_engine_fixtures
     from lint_gpu_tests.rules import ALL_RULES
@@ -251,7 +257,8 @@ def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_no
     try:
         if module is None:
             module = ModuleAnalysis.build(tree, text, path, config,
-                                          conftest_engine_fixtures(path, config))
+                                          conftest_engine_fixtures(path, config,
+                                                                   index=conftests))
     except RecursionError as exc:
         raise SourceTooDeep(TOO_DEEP_TO_ANALYSE) from exc
     if not module.in_scope:
@@ -407,19 +414,25 @@ def per_file_ignored_codes(path: str, config: Config) -> tuple[str, ...]:
     return tuple(ignored)
 
 
-def check_source(source: bytes, path: str, config: Config) -> list[Violation]:
+def check_source(source: bytes, path: str, config: Config,
+                 conftests: ConftestIndex | None = None) -> list[Violation]:
     """Check one file's bytes and return its violations, sorted by position (the
     :attr:`CheckResult.violations` of :func:`check_module`)."""
-    return check_module(source, path, config).violations
+    return check_module(source, path, config, conftests).violations
 
 
-def check_module(source: bytes, path: str, config: Config) -> CheckResult:
+def check_module(source: bytes, path: str, config: Config,
+                 conftests: ConftestIndex | None = None) -> CheckResult:
     """Check one file's bytes: its violations, sorted by position, and their analysis.
 
     Args:
         source: the file's raw bytes (any PEP 263 encoding, BOM allowed).
         path: the path as the user gave it; used in violations and for scope.
         config: the run's settings.
+        conftests: the run's conftest index
+            (:class:`~lint_gpu_tests.conftest_index.ConftestIndex`: the engine fixtures of
+            the conftests pytest loads for ``path``, and the analysis of a conftest built to
+            index it); ``None``: one for this check alone.
 
     Returns:
         Violations after selection and ``# noqa``, with the analysis they were found on (the
@@ -430,9 +443,7 @@ def check_module(source: bytes, path: str, config: Config) -> CheckResult:
     Raises:
         InternalError: when a rule fails unexpectedly on this file.
     """
-    from lint_gpu_tests.conftest_index import analysed
-
-    module = analysed(path, source, config)
+    module = conftests.analysed(path, source, config) if conftests is not None else None
     tree: ast.Module | None
     if module is not None:
         tree, text, error = module.tree, module.text, None
@@ -441,7 +452,7 @@ def check_module(source: bytes, path: str, config: Config) -> CheckResult:
     if error is None:
         assert tree is not None
         try:
-            return _checked_tree(tree, text, path, config, True, module)
+            return _checked_tree(tree, text, path, config, True, module, conftests)
         except SourceTooDeep:
             error = _parse_error(path, TOO_DEEP_TO_ANALYSE, 1, 1)
     return CheckResult([error] if config.is_code_enabled(PARSE_ERROR_CODE) else [])

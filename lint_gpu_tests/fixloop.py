@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from lint_gpu_tests.config import Config
+from lint_gpu_tests.conftest_index import ConftestIndex
 from lint_gpu_tests.engine import CheckResult, check_module, wanted_fixes
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, Violation
 from lint_gpu_tests.source import InternalError, call_with_deep_stack, parse_source
@@ -86,7 +87,8 @@ def _fixed_violations(original: list[Violation], remaining: list[Violation],
 
 def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False,
                violations: list[Violation] | None = None,
-               analysis: ModuleAnalysis | None = None) -> FixOutcome:
+               analysis: ModuleAnalysis | None = None,
+               conftests: ConftestIndex | None = None) -> FixOutcome:
     """Check ``source`` and apply fixes until nothing changes (at most 10 passes).
 
     Each pass applies the plans the violations of the current text carry (one codemod,
@@ -109,6 +111,8 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
             applies the plans they carry. Without ``analysis``, or when a fix to apply has
             no plan (violations read back from the cache), the bytes are checked again.
         analysis: see ``violations``.
+        conftests: the run's conftest index, for every check of the loop (``None``: one
+            for this call alone).
 
     Returns:
         A :class:`FixOutcome`; ``new_source`` keeps the original encoding, BOM and
@@ -117,8 +121,10 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
     Raises:
         InternalError: when a rule fails unexpectedly.
     """
+    if conftests is None:
+        conftests = ConftestIndex()
     if violations is None:
-        checked = check_module(source, path, config)
+        checked = check_module(source, path, config, conftests)
     else:
         checked = CheckResult(violations, analysis)
     original = checked.violations
@@ -126,8 +132,8 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
     if not todo:
         return FixOutcome(None, [], original)
     if checked.module is None or any(_needs_plan(v) for v in todo):
-        checked = check_module(source, path, config)  # the same violations, with plans
-    return call_with_deep_stack(_fix_loop, source, path, config, unsafe, checked)
+        checked = check_module(source, path, config, conftests)  # the same, with plans
+    return call_with_deep_stack(_fix_loop, source, path, config, unsafe, checked, conftests)
 
 
 def _needs_plan(violation: Violation) -> bool:
@@ -162,7 +168,7 @@ def _not_fixable(violations: list[Violation], failed: list[Violation],
 
 
 def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
-              checked: CheckResult) -> FixOutcome:
+              checked: CheckResult, conftests: ConftestIndex) -> FixOutcome:
     from lint_gpu_tests.codemods.driver import apply_fixes  # imports libcst
 
     original = checked.violations
@@ -198,7 +204,7 @@ def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
             break
         passes.append((candidate.kind, current, candidate.source))
         current = candidate.source
-        checked = check_module(current, path, config)
+        checked = check_module(current, path, config, conftests)
         current_violations, analysis = checked.violations, checked.module
     else:
         if wanted_fixes(current_violations, unsafe):

@@ -28,12 +28,15 @@ from typing import Any, ClassVar
 
 from lint_gpu_tests import __version__
 from lint_gpu_tests.config import Config, ConfigError, ConfigResolver
+from lint_gpu_tests.conftest_index import ConftestIndex
 from lint_gpu_tests.discovery import is_excluded
 from lint_gpu_tests.engine import INTERNAL_ERROR_CODE, InternalError, check_tree
 
 Flake8Result = tuple[int, int, str, type[Any]]
 
 _RESOLVER = ConfigResolver()
+#: The conftests read by flake8's run in this process (kept as long as the resolver).
+_CONFTESTS = ConftestIndex(learns=False)
 #: Configuration errors already reported by this process: each is reported once, on the
 #: first file it concerns, not on every file (flake8's worker processes report it once each).
 _REPORTED: set[str] = set()
@@ -91,7 +94,8 @@ class GpuTestLintPlugin:
         text = "".join(self.lines)
         try:
             violations = check_tree(self.tree, text, self.filename, config,
-                                    apply_noqa=self.apply_noqa and not self.disable_noqa)
+                                    apply_noqa=self.apply_noqa and not self.disable_noqa,
+                                    conftests=_CONFTESTS)
         except InternalError as exc:
             yield 1, 0, f"{INTERNAL_ERROR_CODE} internal error: {exc}", type(self)
             return

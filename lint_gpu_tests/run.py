@@ -4,10 +4,11 @@ and each file's check (and fix).
 :func:`run_paths` is the pipeline behind :func:`lint_gpu_tests.api.check_paths`: it lists
 the files (:func:`~lint_gpu_tests.discovery.discover_files`), gives each the settings of its
 nearest config file, and hands them to a :class:`RunContext`, which holds everything the run
-keeps while it goes (the caches, the conftest memo, the prefilters, the files done and to
-do, the pool) and is thrown away with it. Each file's bytes are read and hashed; the cache
-of its config (:mod:`lint_gpu_tests.cache`) answers for files it has seen with the same bytes
-and settings; a byte-level prefilter (:func:`may_hold_violation`,
+keeps while it goes (the caches, the conftest index and memo, the prefilters, the files
+done and to do, the pool) and is thrown away with it: a second run in the same process
+starts from nothing but what the result cache keeps. Each file's bytes are read and
+hashed; the cache of its config (:mod:`lint_gpu_tests.cache`) answers for files it has seen
+with the same bytes and settings; a byte-level prefilter (:func:`may_hold_violation`,
 :mod:`lint_gpu_tests.prefilter`) settles the files that name nothing an enabled rule starts
 from, unparsed (so ``GPU900`` is reported for analysed files only); the rest are checked by
 :func:`check_one`, in worker processes when there are many of them. Fixing imports LibCST,
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 from lint_gpu_tests import conftest_index
 from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir, stat_key
 from lint_gpu_tests.config import Config, ConfigResolver
-from lint_gpu_tests.conftest_index import conftest_engine_fixtures
+from lint_gpu_tests.conftest_index import ConftestIndex, conftest_engine_fixtures
 from lint_gpu_tests.discovery import Discovery, Problem, discover_files
 from lint_gpu_tests.edits import Edit, assign_edits, fix_edits, pass_rows, unified_diff
 from lint_gpu_tests.ftypes import FileResult, Violation, wanted_fixes
@@ -61,28 +62,32 @@ __all__ = [
 ]
 
 
-def check_source(source: bytes, path: str, config: Config) -> list[Violation]:
+def check_source(source: bytes, path: str, config: Config,
+                 conftests: ConftestIndex | None = None) -> list[Violation]:
     """:func:`lint_gpu_tests.engine.check_source` (the checker is imported on first use: a
     run that the cache answers whole never loads it)."""
-    return check_module(source, path, config).violations
+    return check_module(source, path, config, conftests).violations
 
 
-def check_module(source: bytes, path: str, config: Config) -> CheckResult:
+def check_module(source: bytes, path: str, config: Config,
+                 conftests: ConftestIndex | None = None) -> CheckResult:
     """:func:`lint_gpu_tests.engine.check_module`: the violations and the analysis their
     fixes' plans refer to (imported on first use, as :func:`check_source`)."""
     from lint_gpu_tests.engine import check_module as check
 
-    return check(source, path, config)
+    return check(source, path, config, conftests)
 
 
 def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False,
                violations: list[Violation] | None = None,
-               analysis: ModuleAnalysis | None = None) -> FixOutcome:
+               analysis: ModuleAnalysis | None = None,
+               conftests: ConftestIndex | None = None) -> FixOutcome:
     """:func:`lint_gpu_tests.fixloop.fix_source` (imported on first use, as
     :func:`check_source`)."""
     from lint_gpu_tests.fixloop import fix_source as fix
 
-    return fix(source, path, config, unsafe=unsafe, violations=violations, analysis=analysis)
+    return fix(source, path, config, unsafe=unsafe, violations=violations, analysis=analysis,
+               conftests=conftests)
 
 
 PARALLEL_THRESHOLD = 64
@@ -152,20 +157,22 @@ class Progress(Protocol):
 
 
 def may_hold_violation(source: bytes, path: str, config: Config,
-                       memo: conftest_index.Memo | None = None) -> bool:
+                       memo: conftest_index.Memo | None = None,
+                       conftests: ConftestIndex | None = None) -> bool:
     """Return False only when no rule ``config`` enables for ``path`` can report on
     ``source`` (the file's raw bytes): it names nothing those rules start from (see
     :mod:`lint_gpu_tests.prefilter`; engine fixtures from the conftests of ``path`` count).
     Such a file is not parsed at all, so a syntax error in it is not reported (``GPU900``
-    is for files that are analysed). ``memo`` as for :func:`file_digest`.
+    is for files that are analysed). ``memo`` and ``conftests`` as for :func:`file_digest`.
 
     Raises:
         ValueError: e.g. when a ``per-file-ignores`` pattern is invalid.
     """
-    return _prefilter(path, config, memo).admits(source)
+    return _prefilter(path, config, memo, conftests).admits(source)
 
 
 def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
+               conftests: ConftestIndex | None,
                filters: dict[tuple[str, int], Prefilter] | None = None) -> Prefilter:
     """The :class:`~lint_gpu_tests.prefilter.Prefilter` of ``path`` under ``config``;
     ``filters`` keeps them for one run, per directory and config (``per-file-ignores``
@@ -183,7 +190,7 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
 
     triggers = triggers_of(enabled_rule_codes(config, per_file_ignored_codes(path, config)))
     fixtures = (frozenset(n.removeprefix(RUNNER_CLASS)
-                          for n in conftest_engine_fixtures(path, config, memo)
+                          for n in conftest_engine_fixtures(path, config, memo, conftests)
                           if n.removeprefix(RUNNER_CLASS).isidentifier())
                 if Trigger.ENGINE in triggers else frozenset())
     found = prefilter_for(config, triggers, fixtures)
@@ -193,11 +200,13 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
 
 
 def file_digest(path: str, source: bytes, config: Config,
-                memo: conftest_index.Memo | None = None) -> str:
+                memo: conftest_index.Memo | None = None,
+                conftests: ConftestIndex | None = None) -> str:
     """Cache key of a file's results: its bytes plus the conftest engine fixtures it may
-    receive (a conftest change can change a test module's violations); ``memo`` as for
+    receive (a conftest change can change a test module's violations); ``memo`` and
+    ``conftests`` (the run's index) as for
     :func:`~lint_gpu_tests.conftest_index.conftest_engine_fixtures`."""
-    return _digest(source, _joined(conftest_engine_fixtures(path, config, memo)))
+    return _digest(source, _joined(conftest_engine_fixtures(path, config, memo, conftests)))
 
 
 def _joined(fixtures: frozenset[str]) -> str:
@@ -213,17 +222,18 @@ def _digest(source: bytes, fixtures: str) -> str:
 def _check_bytes(source: bytes, path: str, config: Config, prefilter: bool) -> list[Violation]:
     """Check one file's bytes; with ``prefilter``, a file no enabled rule can report on
     (:func:`may_hold_violation`) is not even parsed."""
-    return _checked_bytes(source, path, config, prefilter).violations
+    return _checked_bytes(source, path, config, prefilter, ConftestIndex()).violations
 
 
-def _checked_bytes(source: bytes, path: str, config: Config, prefilter: bool) -> CheckResult:
+def _checked_bytes(source: bytes, path: str, config: Config, prefilter: bool,
+                   conftests: ConftestIndex) -> CheckResult:
     """:func:`_check_bytes`, with the analysis the violations were found on
-    (:func:`lint_gpu_tests.engine.check_module`)."""
-    if prefilter and not may_hold_violation(source, path, config):
+    (:func:`lint_gpu_tests.engine.check_module`), the conftests known to ``conftests``."""
+    if prefilter and not may_hold_violation(source, path, config, conftests=conftests):
         from lint_gpu_tests.engine import CheckResult
 
         return CheckResult()
-    return check_module(source, path, config)
+    return check_module(source, path, config, conftests)
 
 
 # --------------------------------------------------------------------------- results
@@ -303,15 +313,17 @@ def check_one(path: str, source: bytes | None, config: Config, options: RunOptio
         Its :class:`FileResult`; a read failure or an internal error is in ``error``. Raises
         nothing but ``KeyboardInterrupt`` and ``SystemExit``.
     """
-    return _process(path, source, config, options).result
+    return _process(path, source, config, options, ConftestIndex()).result
 
 
 def _process(path: str, source: bytes | None, config: Config, mode: RunOptions,
-             digest: str | None = None, admitted: bool = False) -> _Outcome:
+             conftests: ConftestIndex, digest: str | None = None,
+             admitted: bool = False) -> _Outcome:
     """Check (and maybe fix) one file; raises nothing but ``KeyboardInterrupt`` and
     ``SystemExit`` (a ``BaseException`` such as LibCST's ``PanicException`` is this file's
     error). ``source``: its bytes when already read, with their cache key ``digest`` (else
-    computed here when ``mode`` caches) and ``admitted`` when the prefilter has passed them."""
+    computed here when ``mode`` caches) and ``admitted`` when the prefilter has passed them;
+    ``conftests``: the run's conftest index."""
     if source is None:
         digest, admitted = None, False
         try:
@@ -320,9 +332,10 @@ def _process(path: str, source: bytes | None, config: Config, mode: RunOptions,
             return _Outcome(FileResult(path, error=f"cannot read file: {exc.strerror or exc}",
                                        error_stage="read"))
     if digest is None and mode.cache:
-        digest = file_digest(path, source, config)
+        digest = file_digest(path, source, config, conftests=conftests)
     try:
-        checked = _checked_bytes(source, path, config, mode.prefilter and not admitted)
+        checked = _checked_bytes(source, path, config, mode.prefilter and not admitted,
+                                 conftests)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - reported for this file, the run goes on
@@ -331,15 +344,16 @@ def _process(path: str, source: bytes | None, config: Config, mode: RunOptions,
     violations = checked.violations
     if not mode.fixes(violations):
         return _Outcome(FileResult(path, violations), digest, violations)
-    return _fix(path, source, digest, checked, config, mode)
+    return _fix(path, source, digest, checked, config, mode, conftests)
 
 
 def _fix(path: str, source: bytes, digest: str | None, checked: CheckResult,
-         config: Config, mode: RunOptions) -> _Outcome:
+         config: Config, mode: RunOptions, conftests: ConftestIndex) -> _Outcome:
     violations = checked.violations
     try:
         outcome: FixOutcome = fix_source(source, path, config, unsafe=mode.unsafe_fixes,
-                                         violations=violations, analysis=checked.module)
+                                         violations=violations, analysis=checked.module,
+                                         conftests=conftests)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - e.g. LibCST's PanicException; run goes on
@@ -365,12 +379,14 @@ def _fix(path: str, source: bytes, digest: str | None, checked: CheckResult,
     except OSError as exc:
         result = FileResult(path, violations, [], None, f"cannot write fixed file: {exc}")
         return _Outcome(result, digest, violations)
-    new_digest = file_digest(path, outcome.new_source, config) if mode.cache else None
+    new_digest = file_digest(path, outcome.new_source, config, conftests=conftests) \
+        if mode.cache else None
     return _Outcome(result, new_digest, outcome.remaining if outcome.error is None else None)
 
 
 def edits_of(result: FileResult, config: Config, unsafe: bool,
-             source: bytes | None = None) -> dict[Violation, tuple[Edit, ...]]:
+             source: bytes | None = None, conftests: ConftestIndex | None = None
+             ) -> dict[Violation, tuple[Edit, ...]]:
     """The edits of ``result``'s fixable violations: what ``--fix`` would write, as edits
     (empty when the file failed, has nothing to fix, or its fix fails; nothing is written).
 
@@ -380,6 +396,7 @@ def edits_of(result: FileResult, config: Config, unsafe: bool,
         unsafe: count unsafe fixes too.
         source: the checked bytes when they are not the file on disk (``--stdin-filename``);
             ``None`` reads ``result.path``.
+        conftests: the run's conftest index (``None``: one for this call alone).
     """
     if result.error is not None or not wanted_fixes(result.violations, unsafe):
         return {}
@@ -387,7 +404,7 @@ def edits_of(result: FileResult, config: Config, unsafe: bool,
         if source is None:
             source = Path(result.path).read_bytes()
         outcome = fix_source(source, result.path, config, unsafe=unsafe,
-                             violations=result.violations)
+                             violations=result.violations, conftests=conftests)
         if outcome.new_source is None or outcome.error is not None or not outcome.fixed:
             return {}
         # Edits belong to fixes that were applied; a violation that only disappeared with
@@ -415,8 +432,23 @@ class _Item(NamedTuple):
     admitted: bool
 
 
+_WORKER_CONFTESTS: ConftestIndex | None = None
+"""In a worker process of a run's pool, the run's conftest index (:func:`_start_worker`);
+``None`` elsewhere."""
+
+
+def _start_worker(conftests: ConftestIndex | None) -> None:
+    """Start a worker process: take the parent run's conftest index (handed over only to
+    a worker started by ``fork``, which inherits it whole, the analyses of the conftests
+    included), else make one for the worker's run."""
+    global _WORKER_CONFTESTS
+    _WORKER_CONFTESTS = conftests if conftests is not None else ConftestIndex()
+
+
 def _work(item: _Item, options: RunOptions) -> _Outcome:
-    return _process(item.path, item.source, item.config, options, item.digest, item.admitted)
+    conftests = _WORKER_CONFTESTS if _WORKER_CONFTESTS is not None else ConftestIndex()
+    return _process(item.path, item.source, item.config, options, conftests, item.digest,
+                    item.admitted)
 
 
 def _outside_rules_registered() -> bool:
@@ -439,7 +471,7 @@ class _Pool:
     (started only once a run has more files to analyse than its threshold). Workers that
     start by ``fork`` inherit the conftest index the parent built before the first file."""
 
-    def __init__(self, options: RunOptions, jobs: int) -> None:
+    def __init__(self, options: RunOptions, jobs: int, conftests: ConftestIndex) -> None:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor  # only for parallel runs
 
@@ -451,7 +483,11 @@ class _Pool:
         # forkserver, macOS's spawn); where there is no fork the run stays in one process
         # (RunContext).
         context = multiprocessing.get_context("fork") if _outside_rules_registered() else None
-        self._executor = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
+        forks = (context or multiprocessing.get_context()).get_start_method() == "fork"
+        # The index goes to a forked worker by inheritance; to another, it would be pickled.
+        self._executor = ProcessPoolExecutor(max_workers=jobs, mp_context=context,
+                                             initializer=_start_worker,
+                                             initargs=(conftests if forks else None,))
         self._futures: list[Future[_Outcome]] = []
 
     def submit(self, item: _Item) -> None:
@@ -470,10 +506,12 @@ class _Pool:
 
 class _Caches:
     """One :class:`ResultCache` per config in play (its directory at that config's root,
-    unless ``--cache-dir`` or the environment names one; keyed by its fingerprint)."""
+    unless ``--cache-dir`` or the environment names one; keyed by its fingerprint), and the
+    conftest index entries they keep, exchanged with the run's ``conftests``."""
 
-    def __init__(self, cache_dir: str | None) -> None:
+    def __init__(self, cache_dir: str | None, conftests: ConftestIndex) -> None:
         self.cache_dir = cache_dir
+        self.conftests = conftests
         self._stores: dict[tuple[str, str], ResultCache] = {}
         self._by_config: dict[int, tuple[Config, ResultCache]] = {}
 
@@ -486,7 +524,7 @@ class _Caches:
         store = self._stores.get(key)
         if store is None:
             store = self._stores[key] = ResultCache(directory, key[1])
-        conftest_index.remember(config, store.conftests)
+        self.conftests.remember(config, store.conftests)
         self._by_config[id(config)] = (config, store)
         return store
 
@@ -495,7 +533,7 @@ class _Caches:
         found: dict[Config, dict[str, list[str]]] = {}
         for config, store in self._by_config.values():
             if config not in found:  # equal configs (other roots) share what was learned
-                found[config] = conftest_index.learned(config)
+                found[config] = self.conftests.learned(config)
             store.store_conftests(found[config])
         for store in self._stores.values():
             store.save()
@@ -506,11 +544,12 @@ class _Caches:
 
 class RunContext:
     """The state of one run over discovered files, made for it and dropped after it: the
-    settings of each file, the result caches, the conftest memo, the prefilters, the files
-    settled and still to check, and the worker pool once there is one.
+    settings of each file, the result caches, the conftest index and memo, the prefilters,
+    the files settled and still to check, and the worker pool once there is one.
 
-    (The conftest index, :mod:`lint_gpu_tests.conftest_index`, keeps its own caches per
-    process: the engine reads them, and workers forked during a run inherit them.)
+    The conftest index (:class:`~lint_gpu_tests.conftest_index.ConftestIndex`) is built
+    for every directory before the first file is checked; the checks read it, and workers
+    forked for the run inherit it.
     """
 
     def __init__(self, found: Discovery, resolver: ConfigResolver, options: RunOptions,
@@ -519,7 +558,8 @@ class RunContext:
         self.options = options
         self.progress = progress
         self.configs = {path: resolver.for_file(path) for path in found.files}
-        self.caches = _Caches(options.cache_dir) if options.cache else None
+        self.conftests = ConftestIndex()
+        self.caches = _Caches(options.cache_dir, self.conftests) if options.cache else None
         self.result = RunResult(problems=found.problems)
         self.memo: conftest_index.Memo = {}
         self.filters: dict[tuple[str, int], Prefilter] = {}
@@ -545,7 +585,8 @@ class RunContext:
         joined: dict[frozenset[str], str] = {}
         fixtures: dict[str, str] = {}  # path -> its conftest engine fixtures, joined
         for path in files:
-            names = conftest_engine_fixtures(path, self.configs[path], self.memo)
+            names = conftest_engine_fixtures(path, self.configs[path], self.memo,
+                                             self.conftests)
             text = joined.get(names)
             fixtures[path] = text if text is not None else joined.setdefault(names,
                                                                              _joined(names))
@@ -560,7 +601,8 @@ class RunContext:
         if self.options.edits and not self.options.fix:
             for file in run.files:
                 run.edits.update(edits_of(file, self.configs[file.path],
-                                          self.options.unsafe_fixes))
+                                          self.options.unsafe_fixes,
+                                          conftests=self.conftests))
         return run
 
     def _serves(self, cached: list[Violation]) -> bool:
@@ -613,7 +655,7 @@ class RunContext:
             return
         self.todo.append(item)
         if self.workers > 1 and len(self.todo) > self.options.parallel_threshold:
-            self.pool = _Pool(self.options, self.workers)
+            self.pool = _Pool(self.options, self.workers, self.conftests)
             # Largest first, so no worker is left with a big file at the end while the
             # other idles; results are kept by path, not by order.
             for waiting in sorted(self.todo, key=lambda i: -len(i.source)):
@@ -624,7 +666,7 @@ class RunContext:
         """True when the prefilter keeps ``source`` back, False when it admits it; ``None``
         when asking fails (the file's check then asks again, and reports the failure)."""
         try:
-            return not _prefilter(path, self.configs[path], self.memo,
+            return not _prefilter(path, self.configs[path], self.memo, self.conftests,
                                   self.filters).admits(source)
         except Exception:  # noqa: BLE001 - e.g. a per-file-ignores pattern; checked normally
             return None
@@ -633,7 +675,7 @@ class RunContext:
         """Check the queued files (or take the workers' outcomes) and store them."""
         options = self.options
         outcomes: Iterator[_Outcome] = self.pool.outcomes() if self.pool is not None else (
-            _process(i.path, i.source, i.config, options, i.digest, i.admitted)
+            _process(i.path, i.source, i.config, options, self.conftests, i.digest, i.admitted)
             for i in self.todo)
         for outcome in outcomes:
             path = outcome.result.path

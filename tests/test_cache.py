@@ -96,7 +96,7 @@ def test_check_paths_uses_cache_and_sees_edits(tmp_path: Path,
     calls: list[str] = []
     real = run_module.check_module
     monkeypatch.setattr(run_module, "check_module",
-                        lambda s, p, c: calls.append(p) or real(s, p, c))
+                        lambda s, p, c, i: calls.append(p) or real(s, p, c, i))
     second = api.check_paths(["."], config)
     assert (second.cache_hits, calls) == (1, [])
     assert second.violations == first.violations

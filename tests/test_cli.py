@@ -215,7 +215,8 @@ FIXED_SAMPLE = fake_rules.SAMPLE.replace('llm = LLM("m")', 'llm = runner_llm("m"
 
 
 def fake_fix_source(source: bytes, path: str, config, *, unsafe: bool = False,  # type: ignore[no-untyped-def]
-                    violations: list | None = None, analysis: object = None) -> FixOutcome:
+                    violations: list | None = None, analysis: object = None,
+                    conftests: object = None) -> FixOutcome:
     before = violations if violations is not None else check_source(source, path, config)
     new = source.replace(b'llm = LLM("m")', b'llm = runner_llm("m")')
     if new == source:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,12 @@ from click.testing import CliRunner, Result
 from lint_gpu_tests import cli
 from lint_gpu_tests.prove import pipeline
 from lint_gpu_tests.prove.session import run_session
+
+RUNTIME_TESTS = Path(__file__).parent / "runtime"
+if str(RUNTIME_TESTS) not in sys.path:
+    sys.path.append(str(RUNTIME_TESTS))  # the runtime tests' helpers: runtime_fakes
+
+from runtime_fakes import STAND_IN_ENGINE_CONFIG  # noqa: E402 - needs RUNTIME_TESTS on sys.path
 
 FAKE_VLLM = '''\
 from types import SimpleNamespace as N
@@ -30,13 +37,7 @@ class SamplingParams:
 
 class LLM:
     def __init__(self, model, max_model_len=64, **kwargs):
-        self.llm_engine = N(vllm_config=N(
-            model_config=N(model=model, max_model_len=max_model_len, trust_remote_code=False,
-                           dtype="float32", seed=0, enforce_eager=True, tokenizer=model),
-            cache_config=N(block_size=16),
-            scheduler_config=N(enable_chunked_prefill=None, max_num_batched_tokens=8),
-            compilation_config=N(mode=0, cudagraph_capture_sizes=[])))
-
+''' + STAND_IN_ENGINE_CONFIG + '''
     def generate(self, prompts, sampling_params=None):
         return [N(outputs=[N(text=p[::-1])]) for p in prompts]
 '''

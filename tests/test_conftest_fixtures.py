@@ -1,5 +1,7 @@
-"""GPU004 in a test that receives an engine from a conftest fixture (SPEC §3: "receives one
-from a fixture"), through the library, the CLI's cache and the flake8 plugin."""
+"""GPU004 in a test that receives an engine from a conftest fixture (GPU004 reports the
+manual cleanup in a function that "receives ... an engine fixture defined in the module or
+in a ``conftest.py`` pytest loads for it", docs/rules.md), through the library, the CLI's
+cache and the flake8 plugin."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
 """The conftest index (engine fixtures per conftest.py) is kept in the result cache by the
 hash of each conftest's bytes: a warm run parses no conftest, and a changed conftest is
-parsed again, changing the results of the modules below it."""
+parsed again, changing the results of the modules below it. Each run has an index of its
+own: two runs in one process share nothing but the result cache."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -34,13 +36,6 @@ def test_generate(llm):
 """
 
 
-def _new_process() -> None:
-    """Forget what this process learned, as a fresh run would."""
-    conftest_index._fixtures_of.cache_clear()
-    conftest_index._KNOWN.clear()
-    conftest_index._LEARNED.clear()
-
-
 def _index_on_disk(cache: Path) -> dict[str, list[str]]:
     [file] = list(cache.glob("*/*.json"))
     return json.loads(file.read_text())["conftests"]
@@ -61,20 +56,19 @@ def test_warm_run_parses_no_conftest_and_a_change_invalidates(
     conftest.write_text(CONFTEST)
     (tmp_path / "tests" / "test_gen.py").write_text(TEST)
     cache = tmp_path / "cache"
-    _new_process()
 
     engine_in_conftest = [("conftest.py", 7, "GPU001"), ("conftest.py", 7, "GPU002")]
     assert _results(tmp_path, cache) == ([*engine_in_conftest, ("test_gen.py", 6, "GPU004")], 0)
     first = content_hash(CONFTEST.encode())
     assert _index_on_disk(cache) == {first: ["llm"]}
 
-    _new_process()
     parsed: list[str] = []
     real = conftest_index._parse_fixtures
 
-    def recording(path: str, source: bytes, config: Config) -> frozenset[str]:
+    def recording(path: str, source: bytes, config: Config,
+                  index: conftest_index.ConftestIndex) -> frozenset[str]:
         parsed.append(Path(path).name)
-        return real(path, source, config)
+        return real(path, source, config, index)
 
     monkeypatch.setattr(conftest_index, "_parse_fixtures", recording)
     assert _results(tmp_path, cache) == ([*engine_in_conftest, ("test_gen.py", 6, "GPU004")], 2)
@@ -82,7 +76,32 @@ def test_warm_run_parses_no_conftest_and_a_change_invalidates(
 
     changed = CONFTEST.replace("def llm():", "def engine():")
     conftest.write_text(changed)
-    _new_process()
     assert _results(tmp_path, cache) == (engine_in_conftest, 0)
     assert parsed == ["conftest.py"]
     assert _index_on_disk(cache) == {first: ["llm"], content_hash(changed.encode()): ["engine"]}
+
+
+def test_two_runs_in_one_process_share_no_conftest_state(tmp_path: Path) -> None:
+    """A conftest rewritten between two runs, keeping its size and modification time, is
+    read again by the second run (no index outlives its run), without the cache."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "tests").mkdir()
+    conftest = tmp_path / "tests" / "conftest.py"
+    conftest.write_text(CONFTEST)
+    (tmp_path / "tests" / "test_gen.py").write_text(TEST)
+    before = os.stat(conftest)
+
+    def results() -> list[tuple[str, int, str]]:
+        result = check_paths([str(tmp_path / "tests")], Config(root=str(tmp_path)), jobs=1,
+                             cache=False)
+        return [(Path(v.path).name, v.location.row, v.code) for v in result.violations]
+
+    engine_in_conftest = [("conftest.py", 7, "GPU001"), ("conftest.py", 7, "GPU002")]
+    assert results() == [*engine_in_conftest, ("test_gen.py", 6, "GPU004")]
+    changed = CONFTEST.replace("def llm():", "def mll():")
+    assert len(changed) == len(CONFTEST)
+    conftest.write_text(changed)
+    os.utime(conftest, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(conftest)
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert results() == engine_in_conftest

@@ -310,3 +310,72 @@ def test_oldest_python(tmp_path: Path, text: str, version: tuple[int, int] | Non
     _write(tmp_path / "pyproject.toml", text)
     (tmp_path / "tests").mkdir()
     assert oldest_python(tmp_path / "tests") == version
+
+
+def test_the_floor_is_resolved_per_directory(tmp_path: Path) -> None:
+    """The resolver fills in the oldest Python of each file's directory; a library caller's
+    own config is taken as it is, the floor left for the fix to look up."""
+    from lint_gpu_tests.config import UNRESOLVED_FLOOR
+
+    _write(tmp_path / "pyproject.toml", "[tool.ruff]\ntarget-version = \"py38\"\n")
+    _write(tmp_path / "new" / "ruff.toml", "target-version = \"py311\"\n")
+    resolver = ConfigResolver(cwd=str(tmp_path))
+    assert resolver.for_file(str(tmp_path / "tests" / "test_a.py")).python_floor == (3, 8)
+    assert resolver.for_file(str(tmp_path / "new" / "test_b.py")).python_floor == (3, 11)
+    assert ConfigResolver(cwd=str(tmp_path.parent)).for_file(
+        str(tmp_path.parent / "test_c.py")).python_floor is None
+    assert ConfigResolver.of(Config()).for_file(
+        str(tmp_path / "tests" / "test_a.py")).python_floor == UNRESOLVED_FLOOR
+    assert Config().fingerprint() != Config(python_floor=(3, 8)).fingerprint()
+
+
+def test_the_fix_reads_the_floor_from_the_config(tmp_path: Path) -> None:
+    """A floor the config carries decides the with-statement's shape, whatever the files
+    beside the module say; one not resolved is looked up beside the module, as before."""
+    source = BARE_IN_WITH.format(more=", load_format=\"dummy\"")
+    path = _write(tmp_path / "tests" / "test_a.py", source)
+    _write(tmp_path / "pyproject.toml", "[tool.ruff]\ntarget-version = \"py38\"\n")
+
+    def fixed(config: Config) -> str:
+        outcome = fixloop.fix_source(source.encode(), str(path), config, unsafe=True)
+        assert outcome.new_source is not None
+        return outcome.new_source.decode()
+
+    nested = "        with vllm_runner(model=arch, tokenizer=TOKENIZER, load_format=\"dummy\"):\n"
+    assert nested in fixed(Config())  # looked up: py38
+    assert nested in fixed(Config(python_floor=(3, 8)))
+    assert "    with (\n" in fixed(Config(python_floor=(3, 10)))
+    assert "    with (\n" in fixed(Config(python_floor=None))  # the project declares none
+    resolved = ConfigResolver(cwd=str(tmp_path)).for_file(str(path))
+    assert nested in fixed(resolved)
+
+
+def test_a_run_looks_the_floor_up_once_per_directory(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """However many files and fix passes: one look-up per directory, by the resolver; the
+    codemods read the floor from the config."""
+    from lint_gpu_tests import config as config_module
+    from lint_gpu_tests.api import check_paths
+    from lint_gpu_tests.codemods import _base
+
+    calls: list[str] = []
+    real = config_module.oldest_python
+
+    def counting(directory: str, memo: dict[str, tuple[int, int] | None] | None = None
+                 ) -> tuple[int, int] | None:
+        calls.append(str(directory))
+        return real(directory, memo)
+
+    monkeypatch.setattr(config_module, "oldest_python", counting)
+    monkeypatch.setattr(_base, "oldest_python", counting)
+    _write(tmp_path / "pyproject.toml", "[tool.ruff]\ntarget-version = \"py38\"\n")
+    source = BARE_IN_WITH.format(more=", load_format=\"dummy\"")
+    for name in ("tests/test_a.py", "tests/test_b.py", "tests/unit/test_c.py"):
+        _write(tmp_path / name, source)
+    result = check_paths([str(tmp_path)], ConfigResolver(cwd=str(tmp_path)), fix=True,
+                         unsafe_fixes=True, jobs=1, cache=False)
+    assert len(result.fixed) == 3 and not result.errors
+    # The root too: discovery asks its settings (its excludes).
+    assert sorted(calls) == [str(tmp_path), str(tmp_path / "tests"),
+                             str(tmp_path / "tests" / "unit")]
+    assert "        with vllm_runner(" in (tmp_path / "tests" / "unit" / "test_c.py").read_text()

@@ -12,6 +12,7 @@ from lint_gpu_tests import api
 from lint_gpu_tests import run as run_module
 from lint_gpu_tests.codes import RULE_CODES
 from lint_gpu_tests.config import Config, config_from_table
+from lint_gpu_tests.conftest_index import ConftestIndex
 from lint_gpu_tests.engine import CheckResult, check_source
 from lint_gpu_tests.prefilter import (
     RUNNER_FACTORY_FIXTURE,
@@ -56,9 +57,10 @@ def _recording(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     real = run_module.check_module
 
-    def record(source: bytes, path: str, config: Config) -> CheckResult:
+    def record(source: bytes, path: str, config: Config,
+               conftests: ConftestIndex | None = None) -> CheckResult:
         seen.append(path)
-        return real(source, path, config)
+        return real(source, path, config, conftests)
 
     monkeypatch.setattr(run_module, "check_module", record)
     return seen

@@ -39,7 +39,7 @@ from lint_gpu_tests.codemods._imports import (
 from lint_gpu_tests.codemods._mapping import add_helper
 from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.codemods._unused_imports import Removal, remove_unused_imports
-from lint_gpu_tests.config import Config, oldest_python
+from lint_gpu_tests.config import UNRESOLVED_FLOOR, Config, oldest_python
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.ftypes import FixKind, Violation
 from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
@@ -211,7 +211,7 @@ class GpuCodemod(ABC):
         self._stdlib_imports: set[str] = set()
         self._from_imports: set[tuple[str, str]] = set()
         self._removals: list[Removal] = []
-        floor = oldest_python(os.path.dirname(os.path.abspath(self.context.filename or ".")))
+        floor = self.python_floor()
         with wrapping_at(self.config.line_length, floor is None or floor >= (3, 9)):
             new = self.transform_module_impl(tree)
             if new is tree or self.code_of(new) == self.code_of(tree):
@@ -231,6 +231,15 @@ class GpuCodemod(ABC):
         if merge:
             new = merge_from_imports(new, merge, self.context.filename)
         return strip_top_blank(tree, restore_section_breaks(tree, new))
+
+    def python_floor(self) -> tuple[int, int] | None:
+        """The oldest Python the module's project declares: the config's, as the run
+        resolved it for the module's directory; looked up here (:func:`oldest_python`) when
+        nothing resolved it (a library caller's own config, a run on its own)."""
+        floor = self.config.python_floor
+        if floor == UNRESOLVED_FLOOR:
+            floor = oldest_python(os.path.dirname(os.path.abspath(self.context.filename or ".")))
+        return floor
 
     def remove_import(self, module: str, obj: str | None = None,
                       asname: str | None = None) -> None:

@@ -1,4 +1,6 @@
-"""Fakes for the runtime tests: a memory reader under the test's control."""
+"""Fakes for the runtime tests: a memory reader under the test's control, a clock, the
+conftest of a stand-in pytest-xdist worker, and the configuration a stand-in vLLM engine
+resolves."""
 
 from __future__ import annotations
 
@@ -51,3 +53,33 @@ class FakeClock:
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.now += seconds
+
+
+#: A ``conftest.py`` that makes a pytest session a stand-in pytest-xdist worker (``gw3``):
+#: what the session sends back to the controller is written to ``$WORKEROUTPUT_JSON``.
+XDIST_WORKER_CONFTEST = """
+import json, os
+import pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    config.workerinput = {"workerid": "gw3"}  # what pytest-xdist gives a worker
+    config.workeroutput = {}
+
+def pytest_unconfigure(config):
+    with open(os.environ["WORKEROUTPUT_JSON"], "w") as f:
+        json.dump(config.workeroutput, f)
+"""
+
+#: The body of a stand-in ``vllm.LLM.__init__(self, model, max_model_len, ...)`` (the text
+#: of a stand-in ``vllm`` package, with ``N`` for ``types.SimpleNamespace``): the
+#: configuration it resolves from its arguments, where the recorder reads a real engine's
+#: (``llm_engine.vllm_config``).
+STAND_IN_ENGINE_CONFIG = """\
+        self.llm_engine = N(vllm_config=N(
+            model_config=N(model=model, max_model_len=max_model_len, trust_remote_code=False,
+                           dtype="float32", seed=0, enforce_eager=True, tokenizer=model),
+            cache_config=N(block_size=16),
+            scheduler_config=N(enable_chunked_prefill=None, max_num_batched_tokens=8),
+            compilation_config=N(mode=0, cudagraph_capture_sizes=[])))
+"""

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import plugin_args
+from runtime_fakes import XDIST_WORKER_CONFTEST
 
 CONFTEST = """
 import pytest
@@ -167,21 +168,6 @@ def test_an_unwritable_file_is_said_in_the_summary(pytester: pytest.Pytester) ->
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([f"leak report file: cannot write {pytester.path}/blocker/"
                                  "r.json: *"])
-
-
-XDIST_WORKER_CONFTEST = """
-import json, os
-import pytest
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config):
-    config.workerinput = {"workerid": "gw3"}  # what pytest-xdist gives a worker
-    config.workeroutput = {}
-
-def pytest_unconfigure(config):
-    with open(os.environ["WORKEROUTPUT_JSON"], "w") as f:
-        json.dump(config.workeroutput, f)
-"""
 
 
 def test_an_xdist_worker_sends_its_json_and_writes_no_file(

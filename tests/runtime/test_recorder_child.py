@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from runtime_fakes import STAND_IN_ENGINE_CONFIG
+
 REPO = Path(__file__).resolve().parents[2]
 
 FAKE_VLLM = '''\
@@ -20,13 +22,7 @@ from types import SimpleNamespace as N
 
 class LLM:
     def __init__(self, model, max_model_len=1):
-        self.llm_engine = N(vllm_config=N(
-            model_config=N(model=model, max_model_len=max_model_len, trust_remote_code=False,
-                           dtype="float32", seed=0, enforce_eager=True, tokenizer=model),
-            cache_config=N(block_size=16),
-            scheduler_config=N(enable_chunked_prefill=None, max_num_batched_tokens=8),
-            compilation_config=N(mode=0, cudagraph_capture_sizes=[])))
-
+''' + STAND_IN_ENGINE_CONFIG + '''
     def generate(self, prompts, *args, **kwargs):
         import os
         return [N(outputs=[N(text=f"{p}@{os.getpid()}")]) for p in prompts]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT, plugin_args
+from runtime_fakes import XDIST_WORKER_CONFTEST
 
 RUNTIME = REPO_ROOT / "lint_gpu_tests" / "runtime"
 
@@ -440,21 +441,6 @@ def test_the_first_cuda_context_is_not_a_leak(pytester: pytest.Pytester, tensor_
             "(device 0: +1.00 GiB)  <- leaked here",
         ]
     result.stdout.fnmatch_lines(lines)
-
-
-XDIST_WORKER_CONFTEST = """
-import json, os
-import pytest
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_configure(config):
-    config.workerinput = {"workerid": "gw3"}  # what pytest-xdist gives a worker
-    config.workeroutput = {}
-
-def pytest_unconfigure(config):
-    with open(os.environ["WORKEROUTPUT_JSON"], "w") as f:
-        json.dump(config.workeroutput, f)
-"""
 
 
 def test_an_xdist_worker_sends_its_findings_and_measures_no_memory(
