@@ -25,7 +25,13 @@ and round by round (min / median / max of the per-round ratios):
   includes importing LibCST (a ``check`` never imports it); the reference does not, and the
   report prints its process's start, import and reads apart;
 * **``check --diff`` / ``check``**: goal <= 3x on the 3,040-file generated tree;
-* with ``--baseline``: ours / baseline for both commands.
+* with ``--baseline``: ours / baseline for both commands;
+* with ``--copies K``: each real tree is also timed as K copies of itself in one tree (copies
+  2 to K end each file with a ``# copy N`` comment, so that no two files share their bytes),
+  in the same rounds, and the **marginal fix cost per fixed file** is the slope ((``check
+  --diff`` - ``check``) on K copies less that on one) / ((K - 1) x fixed files), against
+  LibCST's parse and print per fixed file: what each more file to fix costs, free of the
+  costs a run pays once (importing LibCST and the codemods, starting the workers).
 
 CPU figures (user + system seconds of the command and the workers it waited for; the
 reference's loop in process) are printed beside the wall ones: on a shared machine a run that
@@ -226,6 +232,28 @@ def report(group: Group) -> list[str]:
     return [*lines, ""]
 
 
+def slope_report(one: Group, many: Group, copies: int) -> list[str]:
+    """The marginal fix cost per fixed file, from the tree (``one``) and ``copies`` copies of
+    it (``many``), timed in the same rounds."""
+    n = len(one.fixed)
+    if not n or not one.reference.wall or len(many.fixed) != copies * n:
+        return [f"- slope: not computed ({len(one.fixed)} and {len(many.fixed)} fixed files)",
+                ""]
+    per_lib = statistics.median(one.reference.wall) / n
+    lines = []
+    for label in one.check:
+        extra = [((dk - ck) - (d1 - c1)) / ((copies - 1) * n) for d1, c1, dk, ck in zip(
+            one.diff[label].times, one.check[label].times, many.diff[label].times,
+            many.check[label].times, strict=True)]
+        marginal = ((many.diff[label].median - many.check[label].median) -
+                    (one.diff[label].median - one.check[label].median)) / ((copies - 1) * n)
+        lines.append(f"- {label}: marginal fix cost {1000 * marginal:.1f} ms per fixed file "
+                     f"(slope from 1 to {copies} copies) = **{marginal / per_lib:.1f}x** "
+                     f"LibCST's parse + print (per round: "
+                     f"{spread([e / per_lib for e in extra])})")
+    return [*lines, ""]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tree", action="append", default=[], type=Path,
@@ -239,6 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, help="passed to both commands as --jobs")
     parser.add_argument("--unsafe-fixes", action="store_true",
                         help="pass --unsafe-fixes to both commands")
+    parser.add_argument("--copies", type=int, default=1,
+                        help="also time K copies of each real tree, for the marginal fix cost")
     parser.add_argument("--out", type=Path, help="also write the Markdown report here")
     args = parser.parse_args(argv)
 
@@ -260,25 +290,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(lines[0], flush=True)
     with tempfile.TemporaryDirectory(prefix="gtl-fix-bench-") as tmp:
         scratch = Path(tmp)
-        specs: list[tuple[str, Path, list[str], int]] = []
+        specs: list[tuple[str, Path, list[str], int, int]] = []
         for tree in args.tree:
             name = f"{tree.resolve().parent.name}-{tree.name}"
             shutil.copytree(tree, scratch / "real" / name)
             count = sum(1 for _ in (scratch / "real" / name).rglob("*.py"))
-            specs.append((f"{name} ({count} files)", scratch / "real", [name], args.rounds))
+            specs.append((f"{name} ({count} files)", scratch / "real", [name], args.rounds, 1))
+            if args.copies > 1:
+                many = scratch / f"copies-{name}"
+                for k in range(1, args.copies + 1):
+                    shutil.copytree(tree, many / f"copy{k}")
+                    for path in (many / f"copy{k}").rglob("*.py") if k > 1 else ():
+                        with path.open("ab") as handle:
+                            handle.write(f"\n# copy {k}\n".encode())
+                specs.append((f"{name} x{args.copies} ({count * args.copies} files)", many,
+                              ["."], args.rounds, args.copies))
         if args.generated:
             gen = scratch / "generated"
             subprocess.run([sys.executable, str(HERE / "gen_tree.py"), str(gen),
                             str(args.generated)], check=True)
             specs.append((f"generated tree ({args.generated} files)", gen, ["."],
-                          args.generated_rounds))
-        for name, cwd, paths, rounds in specs:
-            group = build_group(name, cwd, paths, rounds, checkouts, options, scratch)
-            for _ in range(rounds):
-                group.run_round()
-            rows = report(group)
+                          args.generated_rounds, 1))
+        index = 0
+        while index < len(specs):
+            batch = [specs[index]]
+            if index + 1 < len(specs) and specs[index + 1][4] > 1:
+                batch.append(specs[index + 1])  # a tree and its copies: the same rounds
+            groups = [build_group(name, cwd, paths, rounds, checkouts, options, scratch)
+                      for name, cwd, paths, rounds, _ in batch]
+            for _ in range(batch[0][3]):
+                for group in groups:
+                    group.run_round()
+            rows = [row for group in groups for row in report(group)]
+            if len(groups) == 2:
+                rows += [f"### {batch[0][0]}: the slope to {batch[1][4]} copies", "",
+                         *slope_report(groups[0], groups[1], batch[1][4])]
             lines += rows
             print("\n".join(rows), flush=True)
+            index += len(batch)
     if args.out:
         args.out.write_text("\n".join(lines) + "\n")
     return 0
