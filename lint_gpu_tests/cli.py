@@ -309,8 +309,9 @@ def check_command(
         overrides["target"] = target
     if fix_strategy is not None:
         overrides["fix_strategy"] = fix_strategy
-    try:
-        config = ConfigResolver(config_file, overrides)
+    try:  # a run that fixes nothing does not look up what only fixes use (run_paths)
+        config = ConfigResolver(config_file, overrides,
+                                fix_settings=fix or diff or show_settings)
     except ConfigError as exc:
         fail(str(exc))
     report = _Report(OutputFormat(output_format), show_fixes=show_fixes,
@@ -408,6 +409,8 @@ def _run_stdin(filename: str, config: ConfigResolver, run: RunOptions, report: _
 
     fix, diff, unsafe_fixes, fmt = run.fix, run.diff, run.unsafe_fixes, report.fmt
     source = sys.stdin.buffer.read()
+    if fix or diff or run.edits:
+        config.want_fix_settings()
     settings = config.for_file(filename)
     if run.force_exclude and is_excluded(filename, settings):
         if fix:

@@ -169,11 +169,14 @@ class Config:
 
     def fingerprint(self) -> str:
         """Stable hash of every setting that changes results (for the cache), the root
-        included (relative patterns are anchored there)."""
+        included (relative patterns are anchored there). The line length and the oldest
+        Python shape only what a fix writes, which the cache does not keep: they are left
+        out, so a ``check`` (which does not look them up) and a ``check --fix`` share the
+        cache."""
         data = dataclasses.asdict(self)
         data["root"] = os.path.abspath(self.root)
-        data.pop("source", None)
-        data.pop("line_length_source", None)
+        for name in ("source", "line_length", "line_length_source", "python_floor"):
+            data.pop(name, None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def with_overrides(self, **changes: Any) -> Config:
@@ -602,6 +605,10 @@ class ConfigResolver:
         fixed: a ready :class:`Config` for every file (library callers), taken as it is.
         cwd: directory the defaults are anchored at when no config file is found
             (default: the working directory).
+        fix_settings: look up beside the files what only fixes use (the formatter's line
+            length, the oldest Python); a run that fixes nothing (a plain ``check``, the
+            flake8 plugin) passes ``False`` and saves those lookups. :meth:`want_fix_settings`
+            turns it on.
 
     Raises:
         ConfigError: (from the constructor, with ``config_file``) as :func:`load_config_file`.
@@ -609,8 +616,9 @@ class ConfigResolver:
 
     def __init__(self, config_file: str | None = None,
                  overrides: Mapping[str, Any] | None = None, *, fixed: Config | None = None,
-                 cwd: str | None = None) -> None:
+                 cwd: str | None = None, fix_settings: bool = True) -> None:
         self.overrides: dict[str, Any] = dict(overrides or {})
+        self.fix_settings = fix_settings
         self.cwd = os.path.abspath(cwd or os.getcwd())
         #: Whether line lengths and the oldest Python are looked up beside the files (not
         #: for a ready ``fixed`` config: a library caller's :class:`Config` is taken as it
@@ -626,6 +634,13 @@ class ConfigResolver:
         self._floors: dict[str, tuple[int, int] | None] = {}
         self._sized: dict[tuple[int, tuple[int, str] | None, tuple[int, int] | None],
                           Config] = {}
+
+    def want_fix_settings(self) -> None:
+        """Look up the settings only fixes use from now on (a run that fixes calls it),
+        forgetting the directories resolved without them."""
+        if not self.fix_settings:
+            self.fix_settings = True
+            self._by_dir.clear()
 
     @classmethod
     def of(cls, config: Config | ConfigResolver) -> ConfigResolver:
@@ -672,7 +687,7 @@ class ConfigResolver:
         when it sets one, else the nearest ruff or black setting, else the default) and the
         oldest Python declared there (:func:`oldest_python`, once per directory). Equal
         results are one object (``--show-settings`` groups files by object)."""
-        if not self.walks:
+        if not self.walks or not self.fix_settings:
             return config
         width = None if config.line_length_source else self._width_of(key)
         floor = oldest_python(key, self._floors)

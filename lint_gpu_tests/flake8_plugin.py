@@ -34,7 +34,7 @@ from lint_gpu_tests.engine import INTERNAL_ERROR_CODE, InternalError, check_tree
 
 Flake8Result = tuple[int, int, str, type[Any]]
 
-_RESOLVER = ConfigResolver()
+_RESOLVER = ConfigResolver(fix_settings=False)  # flake8 fixes nothing
 #: The conftests read by flake8's run in this process (kept as long as the resolver).
 _CONFTESTS = ConftestIndex(learns=False)
 #: Configuration errors already reported by this process: each is reported once, on the

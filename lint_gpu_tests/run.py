@@ -700,6 +700,8 @@ def run_paths(paths: Sequence[str], resolver: ConfigResolver, options: RunOption
         PathNotFoundError: when a named path does not exist.
         ConfigError: when a config file that governs a file is invalid.
     """
+    if options.fix or options.diff or options.edits:
+        resolver.want_fix_settings()
     found = discover_files(paths, resolver, respect_gitignore=options.respect_gitignore,
                            force_exclude=options.force_exclude)
     if progress is not None:

@@ -326,7 +326,23 @@ def test_the_floor_is_resolved_per_directory(tmp_path: Path) -> None:
         str(tmp_path.parent / "test_c.py")).python_floor is None
     assert ConfigResolver.of(Config()).for_file(
         str(tmp_path / "tests" / "test_a.py")).python_floor == UNRESOLVED_FLOOR
-    assert Config().fingerprint() != Config(python_floor=(3, 8)).fingerprint()
+    # What only fixes use leaves the cache's key alone (the cache keeps no fixes).
+    assert Config().fingerprint() == Config(python_floor=(3, 8), line_length=120).fingerprint()
+
+
+def test_a_run_that_fixes_nothing_looks_up_nothing_fixes_use(tmp_path: Path) -> None:
+    from lint_gpu_tests.config import UNRESOLVED_FLOOR
+
+    _write(tmp_path / "pyproject.toml",
+           "[tool.ruff]\ntarget-version = \"py38\"\nline-length = 100\n")
+    path = str(tmp_path / "tests" / "test_a.py")
+    resolver = ConfigResolver(cwd=str(tmp_path), fix_settings=False)
+    plain = resolver.for_file(path)
+    assert (plain.python_floor, plain.line_length) == (UNRESOLVED_FLOOR, 88)
+    resolver.want_fix_settings()
+    sized = resolver.for_file(path)
+    assert (sized.python_floor, sized.line_length) == ((3, 8), 100)
+    assert sized.fingerprint() == plain.fingerprint()
 
 
 def test_the_fix_reads_the_floor_from_the_config(tmp_path: Path) -> None:
