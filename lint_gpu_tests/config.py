@@ -628,6 +628,7 @@ class ConfigResolver:
             fixed = load_config_file(Path(config_file))
         self.fixed = apply_overrides(fixed, self.overrides) if fixed is not None else None
         self._by_dir: dict[str, Config] = {}
+        self._bases: dict[str, Config] = {}
         self._by_file: dict[Path, Config] = {}
         self._default: Config | None = None
         self._widths: dict[str, tuple[int, str] | None] = {}
@@ -666,11 +667,14 @@ class ConfigResolver:
         line length of ``key`` is filled in."""
         if self.fixed is not None:
             return self.fixed
-        found = config_file_in(key)
-        if found is not None:
-            return self._load(found)
-        parent = os.path.dirname(key)
-        return self._base_for(parent) if parent != key else self._defaults()
+        known = self._bases.get(key)
+        if known is None:  # each directory is looked at once, however many below it ask
+            found = config_file_in(key)
+            parent = os.path.dirname(key)
+            known = self._load(found) if found is not None else (
+                self._base_for(parent) if parent != key else self._defaults())
+            self._bases[key] = known
+        return known
 
     def _width_of(self, key: str) -> tuple[int, str] | None:
         """The nearest formatter line length walking up from directory ``key`` (memoized)."""

@@ -39,13 +39,16 @@ ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "tox.ini", "pytest.ini", ".git")
 MAX_LEVELS = 32
 
 
-def conftest_files(path: str) -> list[str]:
+def conftest_files(path: str, chains: dict[str, tuple[str, ...]] | None = None
+                   ) -> list[str]:
     """The ``conftest.py`` files pytest would load for the module at ``path``, innermost
-    first (``path`` itself excluded). Empty for a path that is not a file on disk."""
+    first (``path`` itself excluded). Empty for a path that is not a file on disk.
+    ``chains`` (directory -> its conftests, for one run) keeps what each directory's walk
+    found, so a directory's parents are looked at once per run."""
     if not os.path.isfile(path):
         return []
     absolute = os.path.abspath(path)
-    return [c for c in _conftests_from(os.path.dirname(absolute)) if c != absolute]
+    return [c for c in _conftests_from(os.path.dirname(absolute), chains) if c != absolute]
 
 
 _LEVELS: dict[str, tuple[int, bool, bool]] = {}
@@ -83,16 +86,27 @@ def _level(directory: str) -> tuple[bool, bool]:
     return here, at_root
 
 
-def _conftests_from(directory: str) -> tuple[str, ...]:
-    """``conftest.py`` files in ``directory`` and its parents up to the project root."""
-    found: list[str] = []
+def _conftests_from(directory: str, chains: dict[str, tuple[str, ...]] | None = None
+                    ) -> tuple[str, ...]:
+    """``conftest.py`` files in ``directory`` and its parents up to the project root
+    (``chains``: as :func:`conftest_files`)."""
+    walked: list[tuple[str, bool]] = []
+    tail: tuple[str, ...] = ()
     while True:
+        if chains is not None and directory in chains:
+            tail = chains[directory]
+            break
         here, at_root = _level(directory)
-        if here:
-            found.append(os.path.join(directory, "conftest.py"))
+        walked.append((directory, here))
         if at_root or directory.count(os.sep) > MAX_LEVELS:  # at_root: "/" too
-            return tuple(found)
+            break
         directory = os.path.dirname(directory)
+    for walked_dir, here in reversed(walked):  # outermost first: each gets its chain
+        if here:
+            tail = (os.path.join(walked_dir, "conftest.py"), *tail)
+        if chains is not None:
+            chains[walked_dir] = tail
+    return tail
 
 
 Memo = dict[tuple[str, int], frozenset[str]]
@@ -122,6 +136,8 @@ class ConftestIndex:
         #: (path, size, modification time in ns, config) -> the engine fixtures of that
         #: version of a conftest, the most recently used last (at most :data:`MAX_READ`).
         self._read: dict[tuple[str, int, int, Config], frozenset[str]] = {}
+        #: Directory -> its conftests (:func:`conftest_files`), for the run's lookups.
+        self._chains: dict[str, tuple[str, ...]] = {}
         #: Absolute path of a conftest -> (its bytes, the config, the analysis) built to
         #: index it, for :meth:`analysed` (at most :data:`MAX_ANALYSED`).
         self._analysed: dict[str, tuple[bytes, Config, ModuleAnalysis]] = {}
@@ -133,7 +149,8 @@ class ConftestIndex:
             key = (os.path.join(os.path.dirname(path), ""), id(config))
             known = memo.get(key)
             if known is None:
-                known = memo[key] = self._engine_fixtures(conftest_files(path), config, memo)
+                known = memo[key] = self._engine_fixtures(conftest_files(path, self._chains),
+                                                          config, memo)
             return known
         return self._engine_fixtures(conftest_files(path), config, memo)
 
