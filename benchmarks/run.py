@@ -152,10 +152,12 @@ def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
                                                         str(scratch / f"x5-cache-{label}"),
                                                         *five], where),
             Command(f"{label}: floor cold x5", [*floor_cold[:2], *five], where),
+            Command(f"{label}: floor cold + environ x5", [*floor_cold[:2], "--environ", *five],
+                    where),
         ]
         if jobs1:
             out.append(Command(f"{label}: gpu-test-lint cold --jobs 1 x5",
-                               [*out[-2].argv[:3], "--jobs", "1", *out[-2].argv[3:]], where))
+                               [*out[-3].argv[:3], "--jobs", "1", *out[-3].argv[3:]], where))
         if baseline is not None:
             out.append(Command(f"{label}: baseline cold x5",
                                [*base[:4], "--no-cache", *base[4:7],
@@ -220,20 +222,26 @@ def slope(by: dict[str, Command], files: int) -> list[str]:
     def per_file_cpu(name: str) -> float:
         return (by[f"{name} x5"].median_cpu - by[name].median_cpu) / (4 * files)
 
-    floor, floor_rounds = per_file("floor cold")
-    floor_cpu = per_file_cpu("floor cold")
-    lines = [f"- cold slope, floor: {1000 * floor:.3f} ms per file (CPU "
-             f"{1000 * floor_cpu:.3f} ms)"]
-    for name in ("gpu-test-lint cold", "gpu-test-lint cold --jobs 1", "baseline cold"):
-        if f"{name} x5" in by:
-            ours, rounds = per_file(name)
-            ratios = sorted(r / f for r, f in zip(rounds, floor_rounds, strict=True) if f > 0)
-            lines.append(f"- cold slope, {name}: {1000 * ours:.3f} ms per file = "
-                         f"**{ours / floor:.2f}x** the floor's (goal <= 1.2x; per round "
-                         f"min / median / max: {ratios[0]:.2f}x / "
-                         f"{statistics.median(ratios):.2f}x / {ratios[-1]:.2f}x; CPU "
-                         f"{1000 * per_file_cpu(name):.3f} ms, "
-                         f"{per_file_cpu(name) / floor_cpu:.2f}x)")
+    lines = []
+    for floor_name in ("floor cold", "floor cold + environ"):
+        if f"{floor_name} x5" not in by:
+            continue
+        floor, floor_rounds = per_file(floor_name)
+        floor_cpu = per_file_cpu(floor_name)
+        short = floor_name.replace(" cold", "")
+        lines.append(f"- cold slope, {short}: {1000 * floor:.3f} ms per file (CPU "
+                     f"{1000 * floor_cpu:.3f} ms)")
+        for name in ("gpu-test-lint cold", "gpu-test-lint cold --jobs 1", "baseline cold"):
+            if f"{name} x5" in by:
+                ours, rounds = per_file(name)
+                ratios = sorted(r / f for r, f in zip(rounds, floor_rounds, strict=True)
+                                if f > 0)
+                lines.append(f"  - {name}: {1000 * ours:.3f} ms per file = "
+                             f"**{ours / floor:.2f}x** the {short}'s (goal <= 1.2x; "
+                             f"per round min / median / max: {ratios[0]:.2f}x / "
+                             f"{statistics.median(ratios):.2f}x / {ratios[-1]:.2f}x; CPU "
+                             f"{1000 * per_file_cpu(name):.3f} ms, "
+                             f"{per_file_cpu(name) / floor_cpu:.2f}x)")
     return lines
 
 

@@ -280,11 +280,14 @@ class WrapTransformer(cst.CSTTransformer):
             self.flat_calls[id(node)] = new_call
         if new_call is call or (multi_line and not aligned):
             return node
-        bare = node.with_changes(leading_lines=[], body=node.body.with_changes(
-            header=cst.TrailingWhitespace()))
-        code_width = column + len(statement_code(bare).splitlines()[0])
+        # The widths of first lines: the header alone is generated (a body's code would
+        # only be cut off), with and without its trailing comment.
+        header_only = node.body.with_changes(body=[])
+        code_width = column + len(statement_code(node.with_changes(
+            leading_lines=[], body=header_only.with_changes(
+                header=cst.TrailingWhitespace()))).splitlines()[0])
         full_width = column + len(statement_code(
-            node.with_changes(leading_lines=[])).splitlines()[0])
+            node.with_changes(leading_lines=[], body=header_only)).splitlines()[0])
         site_width = column + len(statement_code(
             site.with_changes(leading_lines=[])).splitlines()[0])
         if not aligned and (code_width <= line_length() and (
