@@ -42,6 +42,19 @@ CASES: list[tuple[str, str, list[Removal], bool]] = [
      "import os, gc, sys\n\nos.sep, sys.argv\n", [("gc", None, None)], True),
     ("an import inside a function",
      "def test():\n    import gc\n    return 1\n", [("gc", None, None)], True),
+    ("imports in every kind of block",
+     "try:\n    import gc\nexcept ImportError:\n    import gc\nelse:\n    import gc\n"
+     "finally:\n    import gc\nif True:\n    import gc\nelif False:\n    import gc\nelse:\n"
+     "    import gc\nfor _ in ():\n    import gc\nelse:\n    import gc\nwhile False:\n"
+     "    import gc\nwith open(__file__):\n    import gc\nmatch 1:\n    case 1:\n"
+     "        import gc\n\n\nclass C:\n    import gc\n\n    @staticmethod\n"
+     "    def f():\n        async def g():\n            import gc\n",
+     [("gc", None, None)], True),
+    ("an import after a colon on the same line: LibCST decides",
+     "if True: import gc\n", [("gc", None, None)], False),
+    ("an import in an except-star handler",
+     "try:\n    pass\nexcept* ValueError:\n    from gc import collect\n",
+     [("gc", "collect", None)], True),
     ("a relative import is left as it is",
      "from .conftest import cleanup\n", [(".conftest", "cleanup", None)], True),
     ("a star import is left as it is",

@@ -43,6 +43,7 @@ from lint_gpu_tests.config import UNRESOLVED_FLOOR, Config, oldest_python
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.ftypes import FixKind, Violation
 from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
+from lint_gpu_tests.source import walk_nodes
 
 #: Import lines each need adds, as (module, object) for ``AddImportsVisitor``.
 IMPORTS = {
@@ -177,7 +178,8 @@ class GpuCodemod(ABC):
         if not plans:
             return tree
         positions = StatementPositions(tree, module.tree)
-        transformer = WrapTransformer(plans, self.config, positions, engine_locals(module))
+        transformer = WrapTransformer(plans, self.config, positions, engine_locals(module),
+                                      module.text)
         new_tree = tree.visit(transformer)
         if not transformer.changed:
             return tree
@@ -256,7 +258,7 @@ class GpuCodemod(ABC):
         alone; a name ``new_tree`` still reads is not scheduled (:func:`names_read`), so
         LibCST's import remover, which analyses the scopes of the whole module, runs only
         where it may have something to remove."""
-        used_before = {n.id for n in ast.walk(module.tree) if isinstance(n, ast.Name)}
+        used_before = {n.id for n in walk_nodes([module.tree]) if isinstance(n, ast.Name)}
         still_read = names_read(self.code_of(new_tree), module.imports)
         candidates = {"gc", "torch", "atexit", "vllm", "weakref", *CLEANUP_FUNCTIONS,
                       *(c.rsplit(".", 1)[-1] for c in self.config.cleanup_functions)}
@@ -294,13 +296,13 @@ def names_read(text: str, imports: Mapping[str, str]) -> frozenset[str]:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return frozenset()
     scopes = ScopeIndex(parsed, imports, text)
-    return frozenset(node.id for node in ast.walk(parsed)
+    return frozenset(node.id for node in walk_nodes([parsed])
                      if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
                      and node.id in imports and not scopes.lookup(node)[0])
 
 
 def _is_from_import(module: ModuleAnalysis, local: str) -> bool:
-    for node in ast.walk(module.tree):
+    for node in walk_nodes([module.tree]):
         if isinstance(node, ast.ImportFrom):
             if any((a.asname or a.name) == local for a in node.names):
                 return True

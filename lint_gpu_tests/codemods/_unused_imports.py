@@ -143,9 +143,10 @@ class _RemoveAliases(cst.CSTTransformer):
                 self.objects.setdefault(module, set()).add((obj, asname))
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        """Descend through statements only: an import is a small statement, left (its
-        ``leave_`` runs) without visiting its children; expressions hold no import."""
-        return not isinstance(node, (cst.BaseSmallStatement, cst.BaseExpression))
+        """Descend through statements and the blocks that hold them only: an import is a
+        small statement, left (its ``leave_`` runs) without visiting its children;
+        expressions, parameters, decorators and whitespace hold no import."""
+        return isinstance(node, _HOLDS_STATEMENTS)
 
     def leave_Import(self, original_node: cst.Import, updated_node: cst.Import
                      ) -> cst.Import | cst.RemovalSentinel:
@@ -199,6 +200,11 @@ class _RemoveAliases(cst.CSTTransformer):
         if keep[-1] is not names[-1]:
             keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return updated_node.with_changes(names=keep, lpar=lpar)
+
+
+_HOLDS_STATEMENTS = (cst.Module, cst.BaseStatement, cst.BaseSuite, cst.Else, cst.ExceptHandler,
+                     cst.ExceptStarHandler, cst.Finally, cst.MatchCase)
+"""The nodes below which an import statement may be."""
 
 
 def _merged(left: cst.BaseParenthesizableWhitespace,

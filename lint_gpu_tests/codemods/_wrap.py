@@ -10,6 +10,7 @@ top-level statements.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import libcst as cst
@@ -35,29 +36,31 @@ from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
+from lint_gpu_tests.source import physical_lines
 
 Stmt = cst.BaseStatement | cst.BaseSmallStatement
 
 
 
 class _NameFinder(cst.CSTVisitor):
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.found = False
+    def __init__(self) -> None:
+        self.names: set[str] = set()
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         node.value.visit(self)  # ``x.llm``: the attribute name is not a use of ``llm``
         return False
 
     def visit_Name(self, node: cst.Name) -> None:
-        self.found = self.found or node.value == self.name
+        self.names.add(node.value)
 
 
-def _mentions(node: cst.CSTNode, name: str) -> bool:
-    """Whether the identifier ``name`` occurs anywhere inside ``node``."""
-    finder = _NameFinder(name)
-    node.visit(finder)
-    return finder.found
+def _identifiers(nodes: Sequence[cst.CSTNode]) -> set[str]:
+    """The identifiers that occur anywhere inside ``nodes`` (an attribute's own name
+    excepted), found in one walk."""
+    finder = _NameFinder()
+    for node in nodes:
+        node.visit(finder)
+    return finder.names
 
 class WrapTransformer(cst.CSTTransformer):
     """Rewrites each plan's statement range into a with-block.
@@ -67,8 +70,18 @@ class WrapTransformer(cst.CSTTransformer):
     """
 
     def __init__(self, plans: Sequence[WrapPlan], config: Config,
-                 positions: StatementPositions, engine_locals: set[str]) -> None:
+                 positions: StatementPositions, engine_locals: set[str],
+                 text: str | None = None) -> None:
+        """Args:
+            plans: the with-block plans to apply (at most one per function).
+            config: the run's settings.
+            positions: the positions of the tree this transformer visits.
+            engine_locals: the names that refer to engine classes.
+            text: the source of that tree, where the caller has it (a function whose text
+                does not name ``runner`` needs no walk to know the name is free).
+        """
         super().__init__()
+        self.text_lines = physical_lines(text) if text is not None else None
         self.engine_locals = engine_locals
         self.skip_blocks: set[int] = set()
         self.columns: dict[int, int] = {}
@@ -102,28 +115,26 @@ class WrapTransformer(cst.CSTTransformer):
         self.weak_lines = {line for p in plans for line, _ in p.weak_calls}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        descend = super().on_visit(node)
-        if self.reach is None or not descend:
-            return descend
-        if isinstance(node, cst.SimpleStatementLine):
-            lines = self.weak_lines
-        elif isinstance(node, cst.BaseCompoundStatement):
-            lines = self.reach
-        else:
-            return descend
-        if not lines:
-            return False
+        if not isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return super().on_visit(node)
         try:
             first, last = self.positions.lines_of(node)
             top = True
         except KeyError:  # not a top-level statement: its own is prepared, or it is not
-            where = self.positions[node]  # visited
-            first, last, top = where.start.line, where.end.line, False
-        if not any(first <= line <= last for line in lines):
-            return False
-        if top:
+            first = last = 0  # visited
+            top = False
+        if self.reach is not None:
+            lines = self.weak_lines if isinstance(node, cst.SimpleStatementLine) \
+                else self.reach
+            if not top and lines:
+                where = self.positions[node]
+                first, last = where.start.line, where.end.line
+            if not any(first <= line <= last for line in lines):
+                super().on_visit(node)  # its visit_ runs, as its leave_ will
+                return False
+        if top:  # before its visit_: a function's own walk reads positions
             self.positions.prepare(node)
-        return True
+        return super().on_visit(node)
 
     # ------------------------------------------------------------------ helpers
     def _line(self, node: cst.CSTNode) -> int:
@@ -225,14 +236,13 @@ class WrapTransformer(cst.CSTTransformer):
         body: list[cst.BaseStatement] = []
         as_name = runner
         if plan.bound_name is not None and isinstance(small, (cst.Assign, cst.AnnAssign)):
+            used = _identifiers(rest) if plan.kind != "runner" else set()
             if plan.kind == "runner":
                 as_name = plan.bound_name
-            elif not any(_mentions(stmt, plan.bound_name) or _mentions(stmt, runner)
-                         for stmt in rest):
+            elif plan.bound_name not in used and runner not in used:
                 # Only cleanup used the name (``llm = LLM(...); del llm``): build, tear down.
                 as_name = ""
-            elif not plan.yield_proxy and any(_mentions(stmt, plan.bound_name)
-                                              for stmt in rest):
+            elif not plan.yield_proxy and plan.bound_name in used:
                 self.needs.add("weakref")
                 body.append(cst.SimpleStatementLine(body=[cst.Assign(
                     targets=[cst.AssignTarget(target=cst.Name(plan.bound_name))],
@@ -345,15 +355,34 @@ class WrapTransformer(cst.CSTTransformer):
         plan = self.by_function.get(self._line(node))
         self.plan_stack.append(plan)
         if plan is not None and plan.kind == "engine":
-            collector = _FreeNameCollector(self.positions, plan.site_line, self.config,
-                                           plan.end_line)
-            node.visit(collector)
+            text = self._text_of(node)
+            used: set[str] | None = None
             name, k = "runner", 2
-            while name in collector.used:
+            while True:
+                # A name the function's text does not hold as a word is no name in it.
+                if text is not None and not re.search(rf"(?<!\w){name}(?!\w)", text):
+                    break
+                if used is None:
+                    collector = _FreeNameCollector(self.positions, plan.site_line,
+                                                   self.config, plan.end_line)
+                    node.visit(collector)
+                    used = collector.used
+                if name not in used:
+                    break
                 name = f"runner{k}"
                 k += 1
             self.runner_names[plan.site_line] = name
         return True
+
+    def _text_of(self, node: cst.FunctionDef) -> str | None:
+        """The source lines of ``node``, its decorators included (``None`` without the
+        text)."""
+        if self.text_lines is None:
+            return None
+        where = self.positions[node]
+        first = min([where.start.line, *(self.positions[d].start.line
+                                         for d in node.decorators)])
+        return "".join(self.text_lines[first - 1:where.end.line])
 
     def leave_With(self, original_node: cst.With,
                    updated_node: cst.With) -> cst.With:
