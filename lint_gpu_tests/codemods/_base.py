@@ -38,6 +38,7 @@ from lint_gpu_tests.codemods._imports import (
 )
 from lint_gpu_tests.codemods._mapping import add_helper
 from lint_gpu_tests.codemods._positions import StatementPositions
+from lint_gpu_tests.codemods._printer import Printer
 from lint_gpu_tests.codemods._unused_imports import Removal, remove_unused_imports
 from lint_gpu_tests.config import UNRESOLVED_FLOOR, Config, oldest_python
 from lint_gpu_tests.fixplan.plan import WrapPlan
@@ -120,6 +121,8 @@ class GpuCodemod(ABC):
         self._violations = list(violations) if violations is not None else None
         self._analysis = analysis
         self._codes: dict[int, tuple[cst.Module, str]] = {}
+        #: Prints trees, each top-level statement once (the driver hands its own in).
+        self.printer = Printer()
 
     def code_of(self, tree: cst.Module) -> str:
         """``tree.code``, generated once per tree this command sees (code generation is a
@@ -127,7 +130,7 @@ class GpuCodemod(ABC):
         known = self._codes.get(id(tree))
         if known is not None and known[0] is tree:
             return known[1]
-        code = tree.code
+        code = self.printer.code(tree)
         self._codes[id(tree)] = (tree, code)
         return code
 
@@ -302,7 +305,7 @@ def names_read(text: str, imports: Mapping[str, str]) -> frozenset[str]:
 
 
 def _is_from_import(module: ModuleAnalysis, local: str) -> bool:
-    for node in walk_nodes([module.tree]):
+    for node in ast.walk(module.tree):  # a generator: imports come first, it stops there
         if isinstance(node, ast.ImportFrom):
             if any((a.asname or a.name) == local for a in node.names):
                 return True

@@ -20,6 +20,7 @@ import libcst as cst
 from lint_gpu_tests import codemods
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import FixContext, GpuCodemod
+from lint_gpu_tests.codemods._printer import Printer
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import InternalError
 from lint_gpu_tests.ftypes import FixKind, Violation
@@ -83,7 +84,8 @@ def apply_fixes(source: bytes, path: str, config: Config, violations: list[Viola
         InternalError: when a codemod raises; the message names it and its codes.
     """
     module = cst.parse_module(source)
-    text = module.code
+    printer = Printer()  # the statements a rewrite leaves are not printed again
+    text = printer.code(module)
     if text.encode(module.encoding) != source:
         raise RoundTripError("LibCST cannot round-trip this file byte for byte")
     kinds = {v.fix.kind for v in violations if v.fix is not None}
@@ -93,6 +95,7 @@ def apply_fixes(source: bytes, path: str, config: Config, violations: list[Viola
         context = FixContext(filename=path)
         try:
             codemod = command(context, config, violations, analysis)
+            codemod.printer = printer
             codemod.remember_code(module, text)
             new = codemod.transform_module(module)
             new_bytes = codemod.code_of(new).encode(new.encoding)
