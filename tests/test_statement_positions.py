@@ -11,6 +11,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.codemods._positions import StatementPositions
+from lint_gpu_tests.codemods._printer import Printer
 
 ROOT = Path(__file__).parent
 
@@ -46,7 +47,8 @@ def _files() -> list[tuple[str, bytes]]:
 def test_every_node_has_the_providers_position(name: str, text: bytes) -> None:
     tree = cst.parse_module(text)
     expected = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
-    positions = StatementPositions(tree, ast.parse(text))
+    printer = Printer()
+    positions = StatementPositions(tree, ast.parse(text), printer)
     inside = _nodes_of_statements(tree)
     for node in inside:
         assert positions[node] == expected[node], (name, type(node).__name__)
@@ -55,6 +57,9 @@ def test_every_node_has_the_providers_position(name: str, text: bytes) -> None:
             assert (positions.start_line(node), positions.start_column(node)) == \
                 (where.start.line, where.start.column)
     assert positions._resolved_all is False  # each statement was computed on its own
+    # The code each statement's positions were computed from is the printer's.
+    assert all(id(stmt) in printer._parts for stmt in tree.body)
+    assert printer.code(tree) == tree.code
     for node, where in expected.items():  # the header and footer: the provider's answer
         assert positions[node] == where
 

@@ -134,10 +134,6 @@ class GpuCodemod(ABC):
         self._codes[id(tree)] = (tree, code)
         return code
 
-    def remember_code(self, tree: cst.Module, code: str) -> None:
-        """Record that ``tree.code`` is ``code`` (the driver read it already)."""
-        self._codes[id(tree)] = (tree, code)
-
     def plans(self, tree: cst.Module) -> tuple[list[Any], ModuleAnalysis | None]:
         """The plans of this command's kind among the fixes to apply to ``tree``, in the
         violations' order, and the analysis they refer to."""
@@ -180,7 +176,7 @@ class GpuCodemod(ABC):
                 plans.append(plan)
         if not plans:
             return tree
-        positions = StatementPositions(tree, module.tree)
+        positions = StatementPositions(tree, module.tree, self.printer)
         transformer = WrapTransformer(plans, self.config, positions, engine_locals(module),
                                       module.text)
         new_tree = tree.visit(transformer)

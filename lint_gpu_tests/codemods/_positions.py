@@ -21,6 +21,7 @@ import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
+from lint_gpu_tests.codemods._printer import Printer
 from lint_gpu_tests.source import first_line
 
 __all__ = ["StatementPositions"]
@@ -36,10 +37,14 @@ class StatementPositions:
             ``tree``'s: a simple statement line holds as many ``ast`` statements as it has
             small statements). When they do not pair, every lookup falls back to LibCST's
             provider.
+        printer: given the code of each statement whose positions are computed (which
+            generates it), so that printing ``tree`` does not generate it again.
     """
 
-    def __init__(self, tree: cst.Module, parsed: ast.Module) -> None:
+    def __init__(self, tree: cst.Module, parsed: ast.Module,
+                 printer: Printer | None = None) -> None:
         self._tree = tree
+        self._printer = printer
         self._computed: dict[cst.CSTNode, CodeRange] = {}
         self._prepared: set[int] = set()
         self._resolved_all = False
@@ -117,6 +122,8 @@ class StatementPositions:
         )
         state.line = _guess_start(stmt, nodes[0])
         stmt._codegen(state)
+        if self._printer is not None:  # the statement's code, printed on the way
+            self._printer.remember(stmt, "".join(state.tokens), self._tree)
         computed = cast("dict[cst.CSTNode, CodeRange]", provider._computed)
         shift = nodes[0].lineno - computed[anchor].start.line
         if shift:  # the guess was wrong (a backslash after ``@``): move every range

@@ -31,6 +31,12 @@ class Printer:
     def __init__(self) -> None:
         self._parts: dict[int, tuple[cst.BaseStatement, str, str, str]] = {}
 
+    def remember(self, stmt: cst.BaseStatement, text: str, module: cst.Module) -> None:
+        """Take ``text`` as the code of ``stmt``, a top-level statement of ``module``
+        (generated elsewhere: :class:`~lint_gpu_tests.codemods._positions.StatementPositions`
+        generates it to learn positions)."""
+        self._parts[id(stmt)] = (stmt, text, module.default_indent, module.default_newline)
+
     def code(self, tree: cst.Module) -> str:
         """The code of ``tree``, equal to ``tree.code``."""
         if not tree.has_trailing_newline:

@@ -85,9 +85,13 @@ def apply_fixes(source: bytes, path: str, config: Config, violations: list[Viola
     """
     module = cst.parse_module(source)
     printer = Printer()  # the statements a rewrite leaves are not printed again
-    text = printer.code(module)
-    if text.encode(module.encoding) != source:
-        raise RoundTripError("LibCST cannot round-trip this file byte for byte")
+
+    def round_trip() -> None:
+        # After the rewrite, which printed the statements it reached: only the rest are
+        # printed here. A file LibCST does not give back is reported as such, first.
+        if printer.code(module).encode(module.encoding) != source:
+            raise RoundTripError("LibCST cannot round-trip this file byte for byte")
+
     kinds = {v.fix.kind for v in violations if v.fix is not None}
     for command in ORDER:
         if command.KIND not in kinds:
@@ -96,15 +100,18 @@ def apply_fixes(source: bytes, path: str, config: Config, violations: list[Viola
         try:
             codemod = command(context, config, violations, analysis)
             codemod.printer = printer
-            codemod.remember_code(module, text)
             new = codemod.transform_module(module)
             new_bytes = codemod.code_of(new).encode(new.encoding)
         except RecursionError as exc:
+            round_trip()
             raise InternalError(f"{'/'.join(sorted(command.CODES))} ({command.__name__}): "
                                 "source nests too deeply to rewrite") from exc
         except Exception as exc:
+            round_trip()
             raise InternalError(f"{'/'.join(sorted(command.CODES))} ({command.__name__}): "
                                 f"{type(exc).__name__}: {exc}") from exc
+        round_trip()
         if new_bytes != source:
             return AppliedFix(command.KIND, new_bytes)
+    round_trip()
     return None

@@ -52,7 +52,7 @@ class IsolateTestProcess(GpuCodemod):
             plans.setdefault(plan.function_line, plan)
         if not plans:
             return tree
-        positions = StatementPositions(tree, module.tree)
+        positions = StatementPositions(tree, module.tree, self.printer)
         # The shared with-block transformer deletes, unwraps and drops parameters; no
         # statement starts on line 0, so it builds no with-block.
         cleanup = [dataclasses.replace(p, site_line=0, remove_lines=p.remove_lines - p.kept_lines)

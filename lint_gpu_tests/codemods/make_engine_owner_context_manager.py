@@ -50,7 +50,7 @@ class MakeEngineOwnerContextManager(GpuCodemod):
         plan = plans[0]
         config = self.config
         as_runner = replace(config, runner_classes=(*config.runner_classes, plan.class_name))
-        positions = StatementPositions(tree, module.tree)
+        positions = StatementPositions(tree, module.tree, self.printer)
         transformer = _ClassTransformer(plan, as_runner, positions, engine_locals(module), tree)
         new_tree = tree.visit(transformer)
         if not transformer.changed:
