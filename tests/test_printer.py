@@ -3,14 +3,11 @@ top-level statements it printed before (differential: ``tree.code`` decides)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import libcst as cst
 import pytest
+from cst_samples import sample_modules
 
 from lint_gpu_tests.codemods._printer import Printer
-
-ROOT = Path(__file__).parent
 
 SHAPES = {
     "empty": "",
@@ -21,17 +18,10 @@ SHAPES = {
     "header_footer": "#!/usr/bin/env python\n# header\n\nx = 1\n\n# footer\n",
     "blank_lines_only": "\n\n\n",
 }
+SAMPLES = sample_modules(SHAPES)
 
 
-def _files() -> list[tuple[str, bytes]]:
-    found = [(name, text.encode()) for name, text in SHAPES.items()]
-    for folder in (ROOT / "fixtures" / "fix", ROOT / "e2e" / "suites"):
-        found += [(str(p.relative_to(ROOT)), p.read_bytes())
-                  for p in sorted(folder.rglob("*.py"))]
-    return found
-
-
-@pytest.mark.parametrize(("name", "source"), _files(), ids=[n for n, _ in _files()])
+@pytest.mark.parametrize(("name", "source"), SAMPLES, ids=[n for n, _ in SAMPLES])
 def test_prints_as_libcst_and_shares_statements(name: str, source: bytes) -> None:
     tree = cst.parse_module(source)
     printer = Printer()

@@ -4,16 +4,14 @@ top-level statement at a time (differential: the provider over the whole module 
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import libcst as cst
 import pytest
+from cst_samples import sample_modules
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.codemods._printer import Printer
-
-ROOT = Path(__file__).parent
 
 SHAPES = {
     "header_and_footer": "# header\n\n'''doc'''\nimport os\n\nx = 1  # c\n# footer\n",
@@ -33,17 +31,10 @@ SHAPES = {
         "finally:\n    pass\nwhile False:\n    break\n"),
     "strings_over_lines": 's = """a\nb\nc"""\nt = f"""{s}\n{s}"""\ndef f():\n    return s\n',
 }
+SAMPLES = sample_modules(SHAPES)
 
 
-def _files() -> list[tuple[str, bytes]]:
-    found = [(name, text.encode()) for name, text in SHAPES.items()]
-    for folder in (ROOT / "fixtures" / "fix", ROOT / "e2e" / "suites"):
-        found += [(str(p.relative_to(ROOT)), p.read_bytes())
-                  for p in sorted(folder.rglob("*.py"))]
-    return found
-
-
-@pytest.mark.parametrize(("name", "text"), _files(), ids=[n for n, _ in _files()])
+@pytest.mark.parametrize(("name", "text"), SAMPLES, ids=[n for n, _ in SAMPLES])
 def test_every_node_has_the_providers_position(name: str, text: bytes) -> None:
     tree = cst.parse_module(text)
     expected = MetadataWrapper(tree, unsafe_skip_copy=True).resolve(PositionProvider)
