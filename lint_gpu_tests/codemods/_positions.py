@@ -132,12 +132,18 @@ class StatementPositions:
                         for node, r in computed.items()}
         self._computed.update(computed)
 
+    def prepare_all(self) -> None:
+        """Compute the positions of every top-level statement (for a transformer that may
+        ask anywhere): what ``PositionProvider`` costs, but each statement's code goes to
+        the printer."""
+        for stmt, _ in list(self._top.values()):
+            self.prepare(stmt)
+
     def _resolve_all(self) -> None:
         if self._resolved_all:
             return
         self._resolved_all = True
-        for stmt, _ in list(self._top.values()):
-            self.prepare(stmt)
+        self.prepare_all()
         wrapper = MetadataWrapper(self._tree, unsafe_skip_copy=True)
         for node, found in wrapper.resolve(PositionProvider).items():
             self._computed.setdefault(node, found)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.codemods._cst import proxy_of, statement_code, weak_referent
+from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.fixplan.proxy import ProxyPlan, weak_referents
 from lint_gpu_tests.ftypes import FixKind
 
@@ -26,10 +26,11 @@ class ProxyEngineReference(GpuCodemod):
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
                 plans: Sequence[ProxyPlan]) -> cst.Module:
         lines = {line for plan in plans for line in plan.lines}
-        wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
-        transformer = _Proxy(lines, wrapper.resolve(PositionProvider),  # type: ignore[arg-type]
-                             module.runner_attributes(), weak_referents(module, lines))
-        new_tree = wrapper.module.visit(transformer)
+        positions = StatementPositions(tree, module.tree, self.printer)
+        positions.prepare_all()
+        transformer = _Proxy(lines, positions, module.runner_attributes(),
+                             weak_referents(module, lines))
+        new_tree = tree.visit(transformer)
         if not transformer.changed:
             return tree
         self.add_imports({"weakref"})
@@ -37,7 +38,7 @@ class ProxyEngineReference(GpuCodemod):
 
 
 class _Proxy(cst.CSTTransformer):
-    def __init__(self, lines: set[int], positions: dict[cst.CSTNode, object],
+    def __init__(self, lines: set[int], positions: StatementPositions,
                  attrs: frozenset[str],
                  referents: dict[tuple[int, str], tuple[str, str]]) -> None:
         super().__init__()
@@ -49,7 +50,7 @@ class _Proxy(cst.CSTTransformer):
 
     def leave_Call(self, original_node: cst.Call,
                    updated_node: cst.Call) -> cst.BaseExpression:
-        line = self.positions[original_node].start.line  # type: ignore[attr-defined]
+        line = self.positions[original_node].start.line
         found = self.referents.get((line, statement_code(updated_node.func)))
         if found is None or not updated_node.args:
             return updated_node
@@ -67,7 +68,7 @@ class _Proxy(cst.CSTTransformer):
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine:
-        if self.positions[original_node].start.line not in self.lines:  # type: ignore[attr-defined]
+        if self.positions[original_node].start.line not in self.lines:
             return updated_node
         body: list[cst.BaseSmallStatement] = []
         for small in updated_node.body:

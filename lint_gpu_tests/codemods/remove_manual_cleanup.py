@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
+from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.fixplan.plan import CleanupPlan
 from lint_gpu_tests.ftypes import FixKind
 
@@ -24,9 +24,10 @@ class RemoveManualCleanup(GpuCodemod):
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
                 plans: Sequence[CleanupPlan]) -> cst.Module:
         lines = {plan.line for plan in plans}
-        wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
-        transformer = _Remove(lines, wrapper.resolve(PositionProvider))  # type: ignore[arg-type]
-        new_tree = wrapper.module.visit(transformer)
+        positions = StatementPositions(tree, module.tree, self.printer)
+        positions.prepare_all()
+        transformer = _Remove(lines, positions)
+        new_tree = tree.visit(transformer)
         if not transformer.changed:
             return tree
         self.remove_unused(module, new_tree)
@@ -34,7 +35,7 @@ class RemoveManualCleanup(GpuCodemod):
 
 
 class _Remove(cst.CSTTransformer):
-    def __init__(self, lines: set[int], positions: dict[cst.CSTNode, object]) -> None:
+    def __init__(self, lines: set[int], positions: StatementPositions) -> None:
         super().__init__()
         self.lines = lines
         self.positions = positions
@@ -45,7 +46,7 @@ class _Remove(cst.CSTTransformer):
         out = []
         for orig, new in zip(original, updated, strict=True):
             if isinstance(orig, cst.SimpleStatementLine) and \
-                    self.positions[orig].start.line in self.lines:  # type: ignore[attr-defined]
+                    self.positions[orig].start.line in self.lines:
                 self.changed = True
                 continue
             out.append(new)

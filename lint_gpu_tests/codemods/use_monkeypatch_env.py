@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod, names_read
@@ -21,6 +20,7 @@ from lint_gpu_tests.codemods._cst import (
     fit_signature,
     leading_lines,
 )
+from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.fixplan.env import CONTEXT_NAME, MONKEYPATCH, EnvFixPlan
 from lint_gpu_tests.ftypes import FixKind
 
@@ -37,9 +37,10 @@ class UseMonkeypatchEnv(GpuCodemod):
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
                 plans: Sequence[EnvFixPlan]) -> cst.Module:
         edits = {plan.statement_line: plan for plan in plans}  # statement line -> its plan
-        wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
-        transformer = _UseMonkeypatch(edits, wrapper.resolve(PositionProvider))  # type: ignore[arg-type]
-        new_tree = wrapper.module.visit(transformer)
+        positions = StatementPositions(tree, module.tree, self.printer)
+        positions.prepare_all()
+        transformer = _UseMonkeypatch(edits, positions)
+        new_tree = tree.visit(transformer)
         if not transformer.changed:
             return tree
         self.add_imports({need for plan in plans for need in plan.needs})
@@ -77,7 +78,7 @@ class UseMonkeypatchEnv(GpuCodemod):
 
 class _UseMonkeypatch(cst.CSTTransformer):
     def __init__(self, edits: dict[int, EnvFixPlan],
-                 positions: dict[cst.CSTNode, object]) -> None:
+                 positions: StatementPositions) -> None:
         super().__init__()
         self.edits = edits
         self.positions = positions
@@ -90,7 +91,7 @@ class _UseMonkeypatch(cst.CSTTransformer):
         self.changed = False
 
     def _line(self, node: cst.CSTNode) -> int:
-        return self.positions[node].start.line  # type: ignore[attr-defined,no-any-return]
+        return self.positions[node].start.line
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
@@ -101,7 +102,7 @@ class _UseMonkeypatch(cst.CSTTransformer):
         calls = _replacement_calls(updated_node.body[0], plan.receiver)
         if not calls:
             return updated_node
-        column = self.positions[original_node].start.column  # type: ignore[attr-defined]
+        column = self.positions[original_node].start.column
         lines = [cst.SimpleStatementLine(body=[cst.Expr(fit_call(call, column))])
                  for call in calls]
         lines[0] = lines[0].with_changes(leading_lines=updated_node.leading_lines)
@@ -116,7 +117,7 @@ class _UseMonkeypatch(cst.CSTTransformer):
         if line in self.params:
             updated_node = fit_signature(
                 updated_node.with_changes(params=add_param(updated_node.params, MONKEYPATCH)),
-                self.positions[original_node].start.column,  # type: ignore[attr-defined]
+                self.positions[original_node].start.column,
                 updated_node)
         wrap_line = self.wraps.get(line)
         if wrap_line is not None and isinstance(updated_node.body, cst.IndentedBlock) and \
