@@ -52,7 +52,7 @@ def last_name(node: ast.AST) -> str | None:
 
 def names_in(node: ast.AST) -> set[str]:
     """Every identifier loaded anywhere inside ``node``."""
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return {n.id for n in walk_nodes([node]) if isinstance(n, ast.Name)}
 
 
 
