@@ -309,9 +309,8 @@ def check_command(
         overrides["target"] = target
     if fix_strategy is not None:
         overrides["fix_strategy"] = fix_strategy
-    try:  # a run that fixes nothing does not look up what only fixes use (run_paths)
-        config = ConfigResolver(config_file, overrides,
-                                fix_settings=fix or diff or show_settings)
+    try:  # what only fixes use is looked up where a run fixes (run_paths, _run_stdin)
+        config = ConfigResolver(config_file, overrides, fix_settings=show_settings)
     except ConfigError as exc:
         fail(str(exc))
     report = _Report(OutputFormat(output_format), show_fixes=show_fixes,

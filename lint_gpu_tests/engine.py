@@ -66,18 +66,12 @@ __all__ = [
     "wanted_fixes",
 ]
 
-def max_depth(tree: ast.AST) -> tuple[int, int]:
-    """Return ``(depth, line)``: the deepest nesting of ``tree`` (the module is depth 1) and
-    the line of a node at that depth (of its nearest ancestor with a line). Iterative, level
-    by level, so it works at any depth."""
-    depth, line, _ = _nesting(tree, 0)
-    return depth, line
-
-
 def _nesting(tree: ast.AST, shortest: int) -> tuple[int, int, list[ast.expr]]:
-    """:func:`max_depth`'s ``(depth, line)``, and the string nodes (``str`` or ``bytes``
-    constants, f-strings) of ``tree`` that span several lines or at least ``shortest``
-    columns (0: none are collected), found in the same walk."""
+    """``(depth, line, strings)``: the deepest nesting of ``tree`` (the module is depth 1),
+    the line of a node at that depth (of its nearest ancestor with a line), and the string
+    nodes (``str`` or ``bytes`` constants, f-strings) of ``tree`` that span several lines or
+    at least ``shortest`` columns (0: none are collected). Iterative, level by level, so it
+    works at any depth."""
     level: list[ast.AST] = [tree]
     depth, line = 0, 1
     strings: list[ast.expr] = []

@@ -63,18 +63,18 @@ class StatementPositions:
         found = self._computed.get(node)
         if found is not None:
             return found
-        top = self._top.get(id(node))
-        if top is not None and top[0] is node:
+        top = self._entry(node)
+        if top is not None:
             self.prepare(top[0])
-            return self._computed[node]
-        self._resolve_all()
+        else:
+            self._resolve_all()
         return self._computed[node]
 
     def start_line(self, node: cst.CSTNode) -> int:
         """The line where ``node`` starts; read from the ``ast`` tree, without generating
         code, for a top-level statement."""
-        top = self._top.get(id(node))
-        if top is not None and top[0] is node:
+        top = self._entry(node)
+        if top is not None:
             return top[1][0].lineno
         line: int = self[node].start.line
         return line
@@ -82,8 +82,7 @@ class StatementPositions:
     def start_column(self, node: cst.CSTNode) -> int:
         """The column where ``node`` starts (0 for a top-level statement, without generating
         code)."""
-        top = self._top.get(id(node))
-        if top is not None and top[0] is node:
+        if self._entry(node) is not None:
             return 0
         column: int = self[node].start.column
         return column
@@ -96,19 +95,25 @@ class StatementPositions:
             KeyError: when ``stmt`` is not one of the module's top-level statements (or the
                 trees did not pair).
         """
-        top = self._top.get(id(stmt))
-        if top is None or top[0] is not stmt:
+        top = self._entry(stmt)
+        if top is None:
             raise KeyError(stmt)
         nodes = top[1]
         return first_line(nodes[0]), max(n.end_lineno or n.lineno for n in nodes)
+
+    def _entry(self, node: cst.CSTNode) -> tuple[cst.BaseStatement, list[ast.stmt]] | None:
+        """``(node, its ast statements)`` when ``node`` is one of the module's top-level
+        statements (the trees paired), else ``None``."""
+        top = self._top.get(id(node))
+        return top if top is not None and top[0] is node else None
 
     # ------------------------------------------------------------------ computing
     def prepare(self, stmt: cst.BaseStatement) -> None:
         """Compute the positions of every node of the top-level statement ``stmt`` (a
         no-op when done before, or when ``stmt`` is not top-level: lookups then fall back to
         the whole module)."""
-        top = self._top.get(id(stmt))
-        if top is None or top[0] is not stmt or id(stmt) in self._prepared:
+        top = self._entry(stmt)
+        if top is None or id(stmt) in self._prepared:
             return
         self._prepared.add(id(stmt))
         nodes = top[1]

@@ -120,8 +120,8 @@ class WrapTransformer(cst.CSTTransformer):
         try:
             first, last = self.positions.lines_of(node)
             top = True
-        except KeyError:  # not a top-level statement: its own is prepared, or it is not
-            first = last = 0  # visited
+        except KeyError:  # a nested statement: its top-level one was prepared when visited
+            first = last = 0
             top = False
         if self.reach is not None:
             lines = self.weak_lines if isinstance(node, cst.SimpleStatementLine) \

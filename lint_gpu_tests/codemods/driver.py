@@ -85,12 +85,17 @@ def apply_fixes(source: bytes, path: str, config: Config, violations: list[Viola
     """
     module = cst.parse_module(source)
     printer = Printer()  # the statements a rewrite leaves are not printed again
+    round_tripped = False
 
     def round_trip() -> None:
-        # After the rewrite, which printed the statements it reached: only the rest are
-        # printed here. A file LibCST does not give back is reported as such, first.
-        if printer.code(module).encode(module.encoding) != source:
-            raise RoundTripError("LibCST cannot round-trip this file byte for byte")
+        # After the first rewrite, which printed the statements it reached: only the rest
+        # are printed here, once. A file LibCST does not give back is reported as such,
+        # first.
+        nonlocal round_tripped
+        if not round_tripped:
+            if printer.code(module).encode(module.encoding) != source:
+                raise RoundTripError("LibCST cannot round-trip this file byte for byte")
+            round_tripped = True
 
     kinds = {v.fix.kind for v in violations if v.fix is not None}
     for command in ORDER:
