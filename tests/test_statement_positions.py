@@ -29,6 +29,17 @@ SHAPES = {
         "with open('a') as a, open('b') as b:\n    pass\nfor i in range(3):\n    pass\n"
         "else:\n    pass\ntry:\n    pass\nexcept (ValueError,\n        TypeError):\n    pass\n"
         "finally:\n    pass\nwhile False:\n    break\n"),
+    "every_compound": (
+        "async def f(x):\n    async with a() as b:\n        async for i in b:\n"
+        "            pass\n        else:\n            pass\n    if x: y = 1; z = 2\n"
+        "    elif x > 1:\n        pass\n    elif x > 2: pass\n    else:\n        pass\n"
+        "    while x:\n        break\n    else:\n        pass\n"
+        "    try:\n        pass\n    except* ValueError:\n        pass\n"
+        "    except* (TypeError, KeyError) as e:\n        pass\n    else:\n        pass\n"
+        "    finally:\n        pass\n"
+        "    match x:\n        case [1, *rest]:\n            pass\n"
+        "        case {'k': v, **kw}:\n            pass\n        case _: pass\n"
+        "    class C:\n        @property\n        def p(self): return 1\n"),
     "strings_over_lines": 's = """a\nb\nc"""\nt = f"""{s}\n{s}"""\ndef f():\n    return s\n',
 }
 SAMPLES = sample_modules(SHAPES)
@@ -48,6 +59,17 @@ def test_every_node_has_the_providers_position(name: str, text: bytes) -> None:
             assert (positions.start_line(node), positions.start_column(node)) == \
                 (where.start.line, where.start.column)
     assert positions._resolved_all is False  # each statement was computed on its own
+    statements = [n for n in inside
+                  if isinstance(n, (cst.SimpleStatementLine, cst.BaseCompoundStatement))]
+    assert all(positions.source_lines(n) is not None for n in statements), name  # paired
+    for node in statements:  # any depth, from the ast tree: LibCST's lines and columns
+        where = expected[node]
+        assert (positions.start_line(node), positions.start_column(node)) == \
+            (where.start.line, where.start.column), (name, type(node).__name__)
+        assert positions.span(node) == (where.start.line, where.end.line), name
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and name != "backslash_after_at":
+            first = min([where.start.line, *(expected[d].start.line for d in node.decorators)])
+            assert positions.with_decorators(node) == (first, where.end.line), name
     # The code each statement's positions were computed from is the printer's.
     assert all(id(stmt) in printer._parts for stmt in tree.body)
     assert printer.code(tree) == tree.code

@@ -39,7 +39,11 @@ from lint_gpu_tests.codemods._imports import (
 from lint_gpu_tests.codemods._mapping import add_helper
 from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.codemods._printer import Printer
-from lint_gpu_tests.codemods._unused_imports import Removal, remove_unused_imports
+from lint_gpu_tests.codemods._unused_imports import (
+    Removal,
+    has_nested_imports,
+    remove_unused_imports,
+)
 from lint_gpu_tests.config import UNRESOLVED_FLOOR, Config, oldest_python
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.ftypes import FixKind, Violation
@@ -217,8 +221,10 @@ class GpuCodemod(ABC):
             new = self.transform_module_impl(tree)
             if new is tree or self.code_of(new) == self.code_of(tree):
                 return new
-            new = remove_unused_imports(new, self._removals, self.context.filename,
-                                         self.code_of(new))
+            analysis = self._analysis
+            new = remove_unused_imports(
+                new, self._removals, self.context.filename, self.code_of(new),
+                nested=analysis is None or has_nested_imports(analysis.tree))
         new = keep_import_comments(tree, new)
         first_party = first_party_packages(self.context.filename or ".", self.config.root)
         for name in sorted(self._stdlib_imports):

@@ -15,6 +15,7 @@ falls back to LibCST's own provider over the whole module.
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from typing import cast
 
 import libcst as cst
@@ -57,6 +58,11 @@ class StatementPositions:
             index += count
         if index != len(body) or any(not nodes for _, nodes in self._top.values()):
             self._top.clear()  # the trees do not pair: LibCST's provider answers
+        # id(statement) -> (statement, its ast statements), at every depth: the lines and
+        # columns of a statement, read without generating code.
+        self._statements: dict[int, tuple[cst.BaseStatement, list[ast.stmt]]] = {}
+        if self._top and not _pair_block(tree.body, parsed.body, self._statements):
+            self._statements.clear()
 
     # ------------------------------------------------------------------ queries
     def __getitem__(self, node: cst.CSTNode) -> CodeRange:
@@ -72,20 +78,42 @@ class StatementPositions:
 
     def start_line(self, node: cst.CSTNode) -> int:
         """The line where ``node`` starts; read from the ``ast`` tree, without generating
-        code, for a top-level statement."""
-        top = self._entry(node)
-        if top is not None:
-            return top[1][0].lineno
+        code, for a statement."""
+        found = self._statement(node)
+        if found is not None:
+            return found[0].lineno
         line: int = self[node].start.line
         return line
 
     def start_column(self, node: cst.CSTNode) -> int:
-        """The column where ``node`` starts (0 for a top-level statement, without generating
-        code)."""
-        if self._entry(node) is not None:
-            return 0
+        """The column where ``node`` starts; read from the ``ast`` tree, without generating
+        code, for a statement (its indentation: ASCII, so ``ast``'s byte offset is
+        LibCST's column)."""
+        found = self._statement(node)
+        if found is not None:
+            return found[0].col_offset
         column: int = self[node].start.column
         return column
+
+    def span(self, node: cst.CSTNode) -> tuple[int, int]:
+        """``(first, last)`` lines of ``node`` as LibCST's range gives them (a function's
+        decorators and a block's trailing comment lines excluded); read from the ``ast``
+        tree, without generating code, for a statement."""
+        found = self._statement(node)
+        if found is not None:
+            return found[0].lineno, max(n.end_lineno or n.lineno for n in found)
+        where = self[node]
+        return where.start.line, where.end.line
+
+    def with_decorators(self, node: cst.FunctionDef | cst.ClassDef) -> tuple[int, int]:
+        """``(first, last)`` lines of the function or class ``node``, its decorators
+        included."""
+        found = self._statement(node)
+        if found is not None:
+            return first_line(found[0]), found[0].end_lineno or found[0].lineno
+        where = self[node]
+        first = min([where.start.line, *(self[d].start.line for d in node.decorators)])
+        return first, where.end.line
 
     def lines_of(self, stmt: cst.BaseStatement) -> tuple[int, int]:
         """``(first, last)`` lines of the top-level statement ``stmt``, decorators
@@ -100,6 +128,21 @@ class StatementPositions:
             raise KeyError(stmt)
         nodes = top[1]
         return first_line(nodes[0]), max(n.end_lineno or n.lineno for n in nodes)
+
+    def source_lines(self, node: cst.CSTNode) -> tuple[int, int] | None:
+        """``(first, last)`` lines of the statement ``node``'s tokens, decorators included,
+        when ``node`` is a statement of the parsed tree (at any depth; not one a
+        transformer built), else ``None``."""
+        found = self._statement(node)
+        if found is None:
+            return None
+        return first_line(found[0]), max(n.end_lineno or n.lineno for n in found)
+
+    def _statement(self, node: cst.CSTNode) -> list[ast.stmt] | None:
+        """The ``ast`` statements of ``node`` when it is a statement (at any depth) and the
+        trees paired, else ``None``."""
+        found = self._statements.get(id(node))
+        return found[1] if found is not None and found[0] is node else None
 
     def _entry(self, node: cst.CSTNode) -> tuple[cst.BaseStatement, list[ast.stmt]] | None:
         """``(node, its ast statements)`` when ``node`` is one of the module's top-level
@@ -163,3 +206,91 @@ def _guess_start(stmt: cst.BaseStatement, first: ast.stmt) -> int:
     if decorators:
         return first_line(first) - before - len(decorators[0].leading_lines)
     return first.lineno - before
+
+
+_Pairs = dict[int, tuple[cst.BaseStatement, list[ast.stmt]]]
+
+
+def _pair_block(stmts: Sequence[cst.BaseStatement], nodes: Sequence[ast.stmt],
+                out: _Pairs) -> bool:
+    """Pair the statements ``stmts`` of a block with ``nodes``, the ``ast`` statements of
+    the same block (a simple statement line with as many as it has small statements), into
+    ``out``, and their blocks' statements in turn; ``False`` where they do not pair."""
+    index = 0
+    for stmt in stmts:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            count = len(stmt.body)
+            found = list(nodes[index:index + count])
+            if len(found) != count or not count:
+                return False
+            index += count
+        else:
+            if index >= len(nodes) or not _pair_compound(stmt, nodes[index], out):
+                return False
+            found = [nodes[index]]
+            index += 1
+        out[id(stmt)] = (stmt, found)
+    return index == len(nodes)
+
+
+def _pair_suite(suite: cst.BaseSuite, nodes: Sequence[ast.stmt], out: _Pairs) -> bool:
+    if isinstance(suite, cst.IndentedBlock):
+        return _pair_block(suite.body, nodes, out)
+    return isinstance(suite, cst.SimpleStatementSuite) and len(suite.body) == len(nodes)
+
+
+def _pair_else(orelse: cst.Else | None, nodes: Sequence[ast.stmt], out: _Pairs) -> bool:
+    if orelse is None:
+        return not nodes
+    return _pair_suite(orelse.body, nodes, out)
+
+
+_TRY_STAR: tuple[type[ast.stmt], ...] = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
+
+
+def _pair_compound(stmt: cst.BaseStatement, node: ast.stmt, out: _Pairs) -> bool:
+    """Pair the compound ``stmt`` with ``node`` (its ``ast`` statement) and their blocks'
+    statements; ``False`` where the kinds or the blocks do not match."""
+    if isinstance(stmt, cst.FunctionDef):
+        return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+            _pair_suite(stmt.body, node.body, out)
+    if isinstance(stmt, cst.ClassDef):
+        return isinstance(node, ast.ClassDef) and _pair_suite(stmt.body, node.body, out)
+    if isinstance(stmt, cst.If):
+        if not isinstance(node, ast.If) or not _pair_suite(stmt.body, node.body, out):
+            return False
+        if isinstance(stmt.orelse, cst.If):  # elif: the one statement of ``orelse``
+            if len(node.orelse) != 1 or not _pair_compound(stmt.orelse, node.orelse[0], out):
+                return False
+            out[id(stmt.orelse)] = (stmt.orelse, [node.orelse[0]])
+            return True
+        return _pair_else(stmt.orelse, node.orelse, out)
+    if isinstance(stmt, cst.For):
+        return isinstance(node, (ast.For, ast.AsyncFor)) and \
+            _pair_suite(stmt.body, node.body, out) and _pair_else(stmt.orelse, node.orelse, out)
+    if isinstance(stmt, cst.While):
+        return isinstance(node, ast.While) and _pair_suite(stmt.body, node.body, out) and \
+            _pair_else(stmt.orelse, node.orelse, out)
+    if isinstance(stmt, cst.With):
+        return isinstance(node, (ast.With, ast.AsyncWith)) and \
+            _pair_suite(stmt.body, node.body, out)
+    if isinstance(stmt, (cst.Try, cst.TryStar)):
+        star = isinstance(stmt, cst.TryStar)
+        if not (isinstance(node, _TRY_STAR) if star else isinstance(node, ast.Try)):
+            return False
+        handlers: list[ast.ExceptHandler] = getattr(node, "handlers", [])
+        body: list[ast.stmt] = getattr(node, "body", [])
+        if len(stmt.handlers) != len(handlers) or not _pair_suite(stmt.body, body, out):
+            return False
+        if not all(_pair_suite(cast("cst.ExceptHandler", h).body, a.body, out)
+                   for h, a in zip(stmt.handlers, handlers, strict=True)):
+            return False
+        finalbody: list[ast.stmt] = getattr(node, "finalbody", [])
+        return _pair_else(stmt.orelse, getattr(node, "orelse", []), out) and (
+            not finalbody if stmt.finalbody is None
+            else _pair_suite(stmt.finalbody.body, finalbody, out))
+    if isinstance(stmt, cst.Match):
+        return isinstance(node, ast.Match) and len(stmt.cases) == len(node.cases) and all(
+            _pair_suite(c.body, a.body, out) for c, a in zip(stmt.cases, node.cases,
+                                                             strict=True))
+    return False

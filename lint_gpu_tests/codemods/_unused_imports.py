@@ -26,13 +26,16 @@ from collections.abc import Sequence
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
+from lint_gpu_tests.syntax import iter_statements
+
 #: An import to remove where unused: ``(module, object, asname)``; ``object`` is ``None``
 #: for ``import module [as asname]``.
 Removal = tuple[str, str | None, str | None]
 
 
 def remove_unused_imports(tree: cst.Module, removals: Sequence[Removal],
-                          filename: str | None, code: str | None = None) -> cst.Module:
+                          filename: str | None, code: str | None = None, *,
+                          nested: bool = True) -> cst.Module:
     """Remove the imports in ``removals`` that ``tree`` no longer uses.
 
     Args:
@@ -41,6 +44,8 @@ def remove_unused_imports(tree: cst.Module, removals: Sequence[Removal],
             asname)``.
         filename: the module's path, for LibCST's visitor when it decides.
         code: ``tree.code`` where the caller has it.
+        nested: ``False`` when every import of ``tree`` is a statement of the module's own
+            body (none under a compound statement): then only those are looked at.
 
     Returns:
         ``tree`` without those imports (``tree`` itself when there is nothing to remove).
@@ -48,7 +53,7 @@ def remove_unused_imports(tree: cst.Module, removals: Sequence[Removal],
     if not removals:
         return tree
     if _unused_by_text(tree.code if code is None else code, removals):
-        return tree.visit(_RemoveAliases(removals))
+        return tree.visit(_RemoveAliases(removals, nested))
     from libcst.codemod import CodemodContext  # the codemod framework, only when needed
     from libcst.codemod.visitors import RemoveImportsVisitor
 
@@ -134,8 +139,9 @@ class _RemoveAliases(cst.CSTTransformer):
     """Drops the scheduled aliases (known unused), statement edits as LibCST's
     ``RemoveImportsVisitor`` makes them."""
 
-    def __init__(self, removals: Sequence[Removal]) -> None:
+    def __init__(self, removals: Sequence[Removal], nested: bool = True) -> None:
         super().__init__()
+        self.holders = _HOLDS_STATEMENTS if nested else (cst.Module, cst.SimpleStatementLine)
         self.modules = {module: asname for module, obj, asname in removals if obj is None}
         self.objects: dict[str, set[tuple[str, str | None]]] = {}
         for module, obj, asname in removals:
@@ -145,8 +151,9 @@ class _RemoveAliases(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         """Descend through statements and the blocks that hold them only: an import is a
         small statement, left (its ``leave_`` runs) without visiting its children;
-        expressions, parameters, decorators and whitespace hold no import."""
-        return isinstance(node, _HOLDS_STATEMENTS)
+        expressions, parameters, decorators and whitespace hold no import (nor, where no
+        import is nested, a compound statement)."""
+        return isinstance(node, self.holders)
 
     def leave_Import(self, original_node: cst.Import, updated_node: cst.Import
                      ) -> cst.Import | cst.RemovalSentinel:
@@ -216,3 +223,12 @@ def _merged(left: cst.BaseParenthesizableWhitespace,
         return right
     return left.with_changes(empty_lines=tuple(line for line in right.empty_lines
                                                if line.comment is not None))
+
+
+def has_nested_imports(tree: ast.Module) -> bool:
+    """True when an import statement of ``tree`` (the ``ast`` module) is not one of its
+    top-level statements: it sits under a compound statement (a function, an ``if``, a
+    ``try``)."""
+    return any(isinstance(node, (ast.Import, ast.ImportFrom))
+               for stmt in tree.body if not isinstance(stmt, (ast.Import, ast.ImportFrom))
+               for node in iter_statements([stmt]))

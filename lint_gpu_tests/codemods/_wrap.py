@@ -120,19 +120,17 @@ class WrapTransformer(cst.CSTTransformer):
         try:
             first, last = self.positions.lines_of(node)
             top = True
-        except KeyError:  # a nested statement: its top-level one was prepared when visited
-            first = last = 0
+        except KeyError:  # a nested statement
+            first, last = self.positions.span(node)
             top = False
         if self.reach is not None:
             lines = self.weak_lines if isinstance(node, cst.SimpleStatementLine) \
                 else self.reach
-            if not top and lines:
-                where = self.positions[node]
-                first, last = where.start.line, where.end.line
             if not any(first <= line <= last for line in lines):
                 super().on_visit(node)  # its visit_ runs, as its leave_ will
                 return False
-        if top:  # before its visit_: a function's own walk reads positions
+        if top and any(first <= line <= last for line in self.weak_lines):
+            # before its visit_: the calls of its weak references are found by line
             self.positions.prepare(node)
         return super().on_visit(node)
 
@@ -193,6 +191,32 @@ class WrapTransformer(cst.CSTTransformer):
             i = j + 1
         return out
 
+    def _names_in(self, stmts: Sequence[cst.BaseStatement], names: set[str]) -> set[str]:
+        """Those of ``names`` that occur as identifiers in ``stmts`` (an attribute's own
+        name excepted). A statement this pass left as it was parsed, whose source lines do
+        not hold any of them as a word, holds none, and is not walked."""
+        walk: list[cst.BaseStatement] = []
+        pattern = re.compile("|".join(rf"(?<!\w){re.escape(n)}(?!\w)" for n in sorted(names)))
+        text = self.text_lines
+        for stmt in stmts:
+            lines = self.positions.source_lines(stmt) if text is not None else None
+            if text is None or lines is None or \
+                    pattern.search("".join(text[lines[0] - 1:lines[1]])):
+                walk.append(stmt)
+        return _identifiers(walk) & names
+
+    def _first_line_width(self, stmt: cst.BaseStatement) -> int:
+        """The width of the first line of ``stmt``'s code (its indentation and leading
+        lines left out): read from the source where ``stmt`` is a simple statement as it
+        was parsed (its first line is the rest of its first token's line), else
+        generated."""
+        lines = self.positions.source_lines(stmt) \
+            if isinstance(stmt, cst.SimpleStatementLine) else None
+        if lines is not None and self.text_lines is not None:
+            rest = self.text_lines[lines[0] - 1][self.positions.start_column(stmt):]
+            return len((rest.splitlines() or [""])[0])
+        return len(statement_code(stmt.with_changes(leading_lines=[])).splitlines()[0])
+
     def _runner_name(self, plan: WrapPlan) -> str:
         return self.runner_names.get(plan.site_line, "runner")
 
@@ -236,7 +260,8 @@ class WrapTransformer(cst.CSTTransformer):
         body: list[cst.BaseStatement] = []
         as_name = runner
         if plan.bound_name is not None and isinstance(small, (cst.Assign, cst.AnnAssign)):
-            used = _identifiers(rest) if plan.kind != "runner" else set()
+            used = self._names_in(rest, {plan.bound_name, runner}) \
+                if plan.kind != "runner" else set()
             if plan.kind == "runner":
                 as_name = plan.bound_name
             elif plan.bound_name not in used and runner not in used:
@@ -298,8 +323,7 @@ class WrapTransformer(cst.CSTTransformer):
                 header=cst.TrailingWhitespace()))).splitlines()[0])
         full_width = column + len(statement_code(
             node.with_changes(leading_lines=[], body=header_only)).splitlines()[0])
-        site_width = column + len(statement_code(
-            site.with_changes(leading_lines=[])).splitlines()[0])
+        site_width = column + self._first_line_width(site)
         if not aligned and (code_width <= line_length() and (
                 full_width <= line_length() or site_width > line_length())):
             # It fits; or only its trailing comment passes the width, as it did before.
@@ -379,10 +403,8 @@ class WrapTransformer(cst.CSTTransformer):
         text)."""
         if self.text_lines is None:
             return None
-        where = self.positions[node]
-        first = min([where.start.line, *(self.positions[d].start.line
-                                         for d in node.decorators)])
-        return "".join(self.text_lines[first - 1:where.end.line])
+        first, last = self.positions.with_decorators(node)
+        return "".join(self.text_lines[first - 1:last])
 
     def leave_With(self, original_node: cst.With,
                    updated_node: cst.With) -> cst.With:
@@ -484,9 +506,9 @@ class _FreeNameCollector(cst.CSTVisitor):
         self.used: set[str] = set()
 
     def visit_With(self, node: cst.With) -> bool:
-        pos = self.positions[node]
-        encloses = pos.start.line <= self.site_line <= pos.end.line
-        inside = self.site_line <= pos.start.line <= self.end_line
+        start, end = self.positions.span(node)
+        encloses = start <= self.site_line <= end
+        inside = self.site_line <= start <= self.end_line
         if encloses or inside:
             return True
         for item in node.items:
