@@ -12,6 +12,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.codemods._printer import Printer
+from lint_gpu_tests.codemods._wrap import _identifiers, ast_identifiers
 
 SHAPES = {
     "header_and_footer": "# header\n\n'''doc'''\nimport os\n\nx = 1  # c\n# footer\n",
@@ -40,6 +41,18 @@ SHAPES = {
         "    match x:\n        case [1, *rest]:\n            pass\n"
         "        case {'k': v, **kw}:\n            pass\n        case _: pass\n"
         "    class C:\n        @property\n        def p(self): return 1\n"),
+    "every_name_token": (
+        "import a.b as c, d\nfrom .e.f import (g as h, i)\nfrom . import j\n"
+        "from k import *\n"
+        "@deco(key=True)\nasync def f(p, /, q: int = None, *r, s=False, **t) -> m.n:\n"
+        "    global u\n    nonlocal_ = lambda v, *w: v\n    try:\n        pass\n"
+        "    except E as x:\n        del x\n    with open(y) as (z1, z2):\n"
+        "        print(f'{z1!r:>{z2}} {aa=}', *bb, **cc)\n    [dd for dd in ee if (ff := dd)]\n"
+        "    match gg:\n        case Point(x=0, y=hh) | [*ii] | {'k': 1, **jj}:\n"
+        "            pass\n        case None | True | kk.ll:\n            pass\n"
+        "        case _:\n            pass\n"
+        "class Mm(Base, metaclass=Meta):\n    def g(self):\n        nonlocal_ = 1\n"
+        "        return self.attr.other\n"),
     "strings_over_lines": 's = """a\nb\nc"""\nt = f"""{s}\n{s}"""\ndef f():\n    return s\n',
 }
 SAMPLES = sample_modules(SHAPES)
@@ -67,6 +80,9 @@ def test_every_node_has_the_providers_position(name: str, text: bytes) -> None:
         assert (positions.start_line(node), positions.start_column(node)) == \
             (where.start.line, where.start.column), (name, type(node).__name__)
         assert positions.span(node) == (where.start.line, where.end.line), name
+        nodes = positions.ast_of(node)
+        assert nodes is not None
+        assert ast_identifiers(nodes) == _identifiers([node]), (name, type(node).__name__)
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and name != "backslash_after_at":
             first = min([where.start.line, *(expected[d].start.line for d in node.decorators)])
             assert positions.with_decorators(node) == (first, where.end.line), name

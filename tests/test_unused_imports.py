@@ -4,13 +4,22 @@ decides, and by that visitor itself where it does not."""
 
 from __future__ import annotations
 
+import ast
+from typing import Any
+
 import libcst as cst
 import pytest
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import RemoveImportsVisitor
 
 from lint_gpu_tests.codemods import _unused_imports
-from lint_gpu_tests.codemods._unused_imports import Removal, remove_unused_imports
+from lint_gpu_tests.codemods._printer import Printer
+from lint_gpu_tests.codemods._unused_imports import (
+    Removal,
+    has_nested_imports,
+    names_outside_imports,
+    remove_unused_imports,
+)
 
 CASES: list[tuple[str, str, list[Removal], bool]] = [
     ("plain import",
@@ -91,12 +100,14 @@ def _libcst(source: str, removals: list[Removal]) -> str:
     return RemoveImportsVisitor(context).transform_module(cst.parse_module(source)).code
 
 
+@pytest.mark.parametrize("with_printer", [False, True], ids=["tokens", "words"])
 @pytest.mark.parametrize(("source", "removals", "by_text"),
                          [pytest.param(s, r, t, id=name) for name, s, r, t in CASES])
 def test_removes_as_libcst_does(source: str, removals: list[Removal], by_text: bool,
-                                monkeypatch: pytest.MonkeyPatch) -> None:
+                                with_printer: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """The result is LibCST's, byte for byte; where the text decides, LibCST's visitor is
-    not run at all."""
+    not run at all. With the statements' printer (and the module's imports all at the top
+    level), a name no other statement holds as a word needs no tokenizing either."""
     calls: list[object] = []
     real = RemoveImportsVisitor.transform_module
 
@@ -105,7 +116,10 @@ def test_removes_as_libcst_does(source: str, removals: list[Removal], by_text: b
         return real(self, tree)
 
     monkeypatch.setattr(RemoveImportsVisitor, "transform_module", counted)
-    got = remove_unused_imports(cst.parse_module(source), removals, None).code
+    options: dict[str, Any] = {}
+    if with_printer:
+        options = {"nested": has_nested_imports(ast.parse(source)), "printer": Printer()}
+    got = remove_unused_imports(cst.parse_module(source), removals, None, **options).code
     monkeypatch.setattr(RemoveImportsVisitor, "transform_module", real)
     assert got == _libcst(source, removals)
     assert (not calls) is by_text
@@ -121,6 +135,27 @@ def test_exact_edits() -> None:
                                 None).code
     assert got == ("import os\nfrom vllm import (\n    SamplingParams,\n)\n\n"
                    "os.sep, SamplingParams\n")
+
+
+def test_words_decide_without_tokenizing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every import at the top level and the removed names in no other statement (a comment
+    below the code is the module's footer): no tokenizing, no LibCST visitor. A name in a
+    statement (even a comment inside a function) leaves it to the tokens."""
+    def refuse(*args: object) -> bool:
+        raise AssertionError("tokenized")
+
+    monkeypatch.setattr(_unused_imports, "_unused_by_text", refuse)
+    source = "import gc\nimport os\n\n\ndef f():\n    return os.sep\n# gc\n"
+    got = remove_unused_imports(cst.parse_module(source), [("gc", None, None)], None,
+                                nested=False, printer=Printer())
+    assert got.code == "import os\n\n\ndef f():\n    return os.sep\n# gc\n"
+    tree = cst.parse_module("import gc\n\n\ndef f():\n    # gc\n    return 1\n")
+    with pytest.raises(AssertionError, match="tokenized"):
+        remove_unused_imports(tree, [("gc", None, None)], None, nested=False,
+                              printer=Printer())
+    assert names_outside_imports(tree, {"gc", "os"}, Printer()) == {"gc"}
+    assert has_nested_imports(ast.parse("if x:\n    import gc\n"))
+    assert not has_nested_imports(ast.parse("import gc\nif x:\n    pass\n"))
 
 
 def test_nothing_to_remove_returns_the_tree() -> None:

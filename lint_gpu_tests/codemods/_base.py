@@ -42,6 +42,7 @@ from lint_gpu_tests.codemods._printer import Printer
 from lint_gpu_tests.codemods._unused_imports import (
     Removal,
     has_nested_imports,
+    names_outside_imports,
     remove_unused_imports,
 )
 from lint_gpu_tests.config import UNRESOLVED_FLOOR, Config, oldest_python
@@ -125,6 +126,7 @@ class GpuCodemod(ABC):
         self._violations = list(violations) if violations is not None else None
         self._analysis = analysis
         self._codes: dict[int, tuple[cst.Module, str]] = {}
+        self._nested: dict[int, tuple[ast.Module, bool]] = {}
         #: Prints trees, each top-level statement once (the driver hands its own in).
         self.printer = Printer()
 
@@ -221,10 +223,9 @@ class GpuCodemod(ABC):
             new = self.transform_module_impl(tree)
             if new is tree or self.code_of(new) == self.code_of(tree):
                 return new
-            analysis = self._analysis
-            new = remove_unused_imports(
-                new, self._removals, self.context.filename, self.code_of(new),
-                nested=analysis is None or has_nested_imports(analysis.tree))
+            new = remove_unused_imports(new, self._removals, self.context.filename,
+                                        self.code_of(new), nested=self.nested_imports(),
+                                        printer=self.printer)
         new = keep_import_comments(tree, new)
         first_party = first_party_packages(self.context.filename or ".", self.config.root)
         for name in sorted(self._stdlib_imports):
@@ -248,6 +249,18 @@ class GpuCodemod(ABC):
             floor = oldest_python(os.path.dirname(os.path.abspath(self.context.filename or ".")))
         return floor
 
+    def nested_imports(self) -> bool:
+        """True unless the analysis of the module this command rewrites shows every import
+        at the top level (:func:`has_nested_imports`; ``True`` without an analysis)."""
+        analysis = self._analysis
+        if analysis is None:
+            return True
+        known = self._nested.get(id(analysis.tree))
+        if known is None or known[0] is not analysis.tree:
+            known = (analysis.tree, has_nested_imports(analysis.tree))
+            self._nested[id(analysis.tree)] = known
+        return known[1]
+
     def remove_import(self, module: str, obj: str | None = None,
                       asname: str | None = None) -> None:
         """Schedule ``import module [as asname]`` (``obj`` ``None``) or ``from module import
@@ -263,16 +276,23 @@ class GpuCodemod(ABC):
         alone; a name ``new_tree`` still reads is not scheduled (:func:`names_read`), so
         LibCST's import remover, which analyses the scopes of the whole module, runs only
         where it may have something to remove."""
-        used_before = {n.id for n in walk_nodes([module.tree]) if isinstance(n, ast.Name)}
-        still_read = names_read(self.code_of(new_tree), module.imports)
         candidates = {"gc", "torch", "atexit", "vllm", "weakref", *CLEANUP_FUNCTIONS,
                       *(c.rsplit(".", 1)[-1] for c in self.config.cleanup_functions)}
         if self.config.target == "vllm":
             candidates.add(LEGACY_VLLM_CLEANUP)
+        considered = {local for local, qualified in module.imports.items()
+                      if local in candidates or module.is_engine_class(qualified)}
+        if not considered:
+            return
+        used_before = {n.id for n in walk_nodes([module.tree]) if isinstance(n, ast.Name)}
+        considered &= used_before
+        # Where every import is at the top level, a name no other statement holds as a
+        # word is read nowhere: the module is parsed again only for the others.
+        still_read = names_read(self.code_of(new_tree), module.imports) \
+            if considered and (self.nested_imports() or names_outside_imports(
+                new_tree, considered, self.printer)) else frozenset()
         for local, qualified in module.imports.items():
-            if local not in used_before:
-                continue
-            if not (local in candidates or module.is_engine_class(qualified)):
+            if local not in considered:
                 continue
             if local in still_read:
                 continue

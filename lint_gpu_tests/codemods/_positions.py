@@ -79,7 +79,7 @@ class StatementPositions:
     def start_line(self, node: cst.CSTNode) -> int:
         """The line where ``node`` starts; read from the ``ast`` tree, without generating
         code, for a statement."""
-        found = self._statement(node)
+        found = self.ast_of(node)
         if found is not None:
             return found[0].lineno
         line: int = self[node].start.line
@@ -89,7 +89,7 @@ class StatementPositions:
         """The column where ``node`` starts; read from the ``ast`` tree, without generating
         code, for a statement (its indentation: ASCII, so ``ast``'s byte offset is
         LibCST's column)."""
-        found = self._statement(node)
+        found = self.ast_of(node)
         if found is not None:
             return found[0].col_offset
         column: int = self[node].start.column
@@ -99,7 +99,7 @@ class StatementPositions:
         """``(first, last)`` lines of ``node`` as LibCST's range gives them (a function's
         decorators and a block's trailing comment lines excluded); read from the ``ast``
         tree, without generating code, for a statement."""
-        found = self._statement(node)
+        found = self.ast_of(node)
         if found is not None:
             return found[0].lineno, max(n.end_lineno or n.lineno for n in found)
         where = self[node]
@@ -108,7 +108,7 @@ class StatementPositions:
     def with_decorators(self, node: cst.FunctionDef | cst.ClassDef) -> tuple[int, int]:
         """``(first, last)`` lines of the function or class ``node``, its decorators
         included."""
-        found = self._statement(node)
+        found = self.ast_of(node)
         if found is not None:
             return first_line(found[0]), found[0].end_lineno or found[0].lineno
         where = self[node]
@@ -133,14 +133,15 @@ class StatementPositions:
         """``(first, last)`` lines of the statement ``node``'s tokens, decorators included,
         when ``node`` is a statement of the parsed tree (at any depth; not one a
         transformer built), else ``None``."""
-        found = self._statement(node)
+        found = self.ast_of(node)
         if found is None:
             return None
         return first_line(found[0]), max(n.end_lineno or n.lineno for n in found)
 
-    def _statement(self, node: cst.CSTNode) -> list[ast.stmt] | None:
-        """The ``ast`` statements of ``node`` when it is a statement (at any depth) and the
-        trees paired, else ``None``."""
+    def ast_of(self, node: cst.CSTNode) -> list[ast.stmt] | None:
+        """The ``ast`` statements of the statement ``node`` (several for a line of
+        ``;``-separated statements), when it is a statement of the parsed tree (at any
+        depth; not one a transformer built), else ``None``."""
         found = self._statements.get(id(node))
         return found[1] if found is not None and found[0] is node else None
 

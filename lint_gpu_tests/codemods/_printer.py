@@ -37,6 +37,19 @@ class Printer:
         generates it to learn positions)."""
         self._parts[id(stmt)] = (stmt, text, module.default_indent, module.default_newline)
 
+    def statement(self, stmt: cst.BaseStatement, tree: cst.Module) -> str:
+        """The code of ``stmt``, a top-level statement of ``tree`` (kept, as :meth:`code`
+        keeps it)."""
+        indent, newline = tree.default_indent, tree.default_newline
+        known = self._parts.get(id(stmt))
+        if known is not None and known[0] is stmt and known[2:] == (indent, newline):
+            return known[1]
+        state = CodegenState(default_indent=indent, default_newline=newline)
+        stmt._codegen(state)
+        text = "".join(state.tokens)
+        self._parts[id(stmt)] = (stmt, text, indent, newline)
+        return text
+
     def code(self, tree: cst.Module) -> str:
         """The code of ``tree``, equal to ``tree.code``."""
         if not tree.has_trailing_newline:

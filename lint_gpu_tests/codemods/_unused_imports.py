@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
+from lint_gpu_tests.codemods._printer import Printer
 from lint_gpu_tests.syntax import iter_statements
 
 #: An import to remove where unused: ``(module, object, asname)``; ``object`` is ``None``
@@ -35,7 +36,7 @@ Removal = tuple[str, str | None, str | None]
 
 def remove_unused_imports(tree: cst.Module, removals: Sequence[Removal],
                           filename: str | None, code: str | None = None, *,
-                          nested: bool = True) -> cst.Module:
+                          nested: bool = True, printer: Printer | None = None) -> cst.Module:
     """Remove the imports in ``removals`` that ``tree`` no longer uses.
 
     Args:
@@ -46,12 +47,19 @@ def remove_unused_imports(tree: cst.Module, removals: Sequence[Removal],
         code: ``tree.code`` where the caller has it.
         nested: ``False`` when every import of ``tree`` is a statement of the module's own
             body (none under a compound statement): then only those are looked at.
+        printer: the printer of ``tree``'s statements, where the caller has one: with
+            ``nested`` false, a name that no statement but an import line holds as a word
+            is known unused without tokenizing the module.
 
     Returns:
         ``tree`` without those imports (``tree`` itself when there is nothing to remove).
     """
     if not removals:
         return tree
+    locals_ = {_local(r) for r in removals}
+    if not nested and printer is not None and None not in locals_ and \
+            not names_outside_imports(tree, {n for n in locals_ if n}, printer):
+        return tree.visit(_RemoveAliases(removals, nested))
     if _unused_by_text(tree.code if code is None else code, removals):
         return tree.visit(_RemoveAliases(removals, nested))
     from libcst.codemod import CodemodContext  # the codemod framework, only when needed
@@ -61,6 +69,25 @@ def remove_unused_imports(tree: cst.Module, removals: Sequence[Removal],
     for module, obj, asname in removals:
         RemoveImportsVisitor.remove_unused_import(context, module, obj, asname)
     return RemoveImportsVisitor(context).transform_module(tree)
+
+
+def names_outside_imports(tree: cst.Module, names: set[str], printer: Printer) -> set[str]:
+    """Those of ``names`` that occur as a word (not after a dot) in the code of ``tree``'s
+    top-level statements other than lines of imports alone. A superset of the names read
+    outside imports (a word in a comment or a string counts too): a name not returned is
+    read nowhere but in an import statement at the top level, and ``ast``'s names, the
+    tokenizer's and LibCST's scopes agree that no other top-level statement uses it. Only
+    meaningful where no import is nested (:func:`has_nested_imports`)."""
+    pattern = re.compile("|".join(rf"(?<![\w.]){re.escape(n)}(?!\w)" for n in sorted(names)))
+    found: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, cst.SimpleStatementLine) and \
+                all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
+            continue
+        found.update(m.group(0) for m in pattern.finditer(printer.statement(stmt, tree)))
+        if found == names:
+            break
+    return found
 
 
 def _local(removal: Removal) -> str | None:

@@ -10,6 +10,7 @@ top-level statements.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Sequence
 
@@ -36,7 +37,7 @@ from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
-from lint_gpu_tests.source import physical_lines
+from lint_gpu_tests.source import physical_lines, walk_nodes
 
 Stmt = cst.BaseStatement | cst.BaseSmallStatement
 
@@ -52,6 +53,50 @@ class _NameFinder(cst.CSTVisitor):
 
     def visit_Name(self, node: cst.Name) -> None:
         self.names.add(node.value)
+
+
+def ast_identifiers(nodes: Sequence[ast.AST]) -> set[str]:
+    """What :func:`_identifiers` finds in the LibCST nodes of the same code, read from the
+    ``ast`` nodes ``nodes``: every name token not after a dot (``ast.Name``, parameters,
+    keyword arguments, the names a ``def``, ``class``, ``import``, ``global``, ``except``
+    or ``case`` binds, the first part of an imported module's dotted name, and ``None``,
+    ``True`` and ``False``).
+    ``tests/test_statement_positions.py`` holds the two equal on every statement of the
+    fixtures and the corpus."""
+    found: set[str] = set()
+    add = found.add
+    for node in walk_nodes(nodes):
+        if isinstance(node, ast.Name):
+            add(node.id)
+        elif isinstance(node, ast.arg):
+            add(node.arg)
+        elif isinstance(node, ast.keyword):
+            if node.arg is not None:
+                add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            add(node.name)
+        elif isinstance(node, ast.alias):
+            if node.name != "*":
+                add(node.name.split(".")[0])
+            if node.asname is not None:
+                add(node.asname)
+        elif isinstance(node, ast.ImportFrom):
+            if node.module is not None:
+                add(node.module.split(".")[0])
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            found.update(node.names)
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+            if node.name is not None:
+                add(node.name)
+        elif isinstance(node, ast.MatchMapping):
+            if node.rest is not None:
+                add(node.rest)
+        elif isinstance(node, ast.MatchClass):
+            found.update(node.kwd_attrs)
+        elif isinstance(node, (ast.Constant, ast.MatchSingleton)) and (
+                node.value is None or node.value is True or node.value is False):
+            add(repr(node.value))  # ``None``, ``True``, ``False``: LibCST's names
+    return found
 
 
 def _identifiers(nodes: Sequence[cst.CSTNode]) -> set[str]:
@@ -196,14 +241,19 @@ class WrapTransformer(cst.CSTTransformer):
         name excepted). A statement this pass left as it was parsed, whose source lines do
         not hold any of them as a word, holds none, and is not walked."""
         walk: list[cst.BaseStatement] = []
+        found: set[str] = set()
         pattern = re.compile("|".join(rf"(?<!\w){re.escape(n)}(?!\w)" for n in sorted(names)))
         text = self.text_lines
         for stmt in stmts:
-            lines = self.positions.source_lines(stmt) if text is not None else None
-            if text is None or lines is None or \
-                    pattern.search("".join(text[lines[0] - 1:lines[1]])):
+            nodes = self.positions.ast_of(stmt)
+            if nodes is None or text is None:
                 walk.append(stmt)
-        return _identifiers(walk) & names
+                continue
+            lines = self.positions.source_lines(stmt)
+            assert lines is not None
+            if pattern.search("".join(text[lines[0] - 1:lines[1]])):
+                found |= ast_identifiers(nodes) & names
+        return found | (_identifiers(walk) & names)
 
     def _first_line_width(self, stmt: cst.BaseStatement) -> int:
         """The width of the first line of ``stmt``'s code (its indentation and leading
