@@ -416,7 +416,8 @@ def check_source(source: bytes, path: str, config: Config,
 
 
 def check_module(source: bytes, path: str, config: Config,
-                 conftests: ConftestIndex | None = None) -> CheckResult:
+                 conftests: ConftestIndex | None = None, *,
+                 parsed: tuple[ast.Module, str] | None = None) -> CheckResult:
     """Check one file's bytes: its violations, sorted by position, and their analysis.
 
     Args:
@@ -427,6 +428,8 @@ def check_module(source: bytes, path: str, config: Config,
             (:class:`~lint_gpu_tests.conftest_index.ConftestIndex`: the engine fixtures of
             the conftests pytest loads for ``path``, and the analysis of a conftest built to
             index it); ``None``: one for this check alone.
+        parsed: ``(tree, text)`` as :func:`~lint_gpu_tests.source.parse_source` gave them
+            for ``source``, where the caller parsed it already.
 
     Returns:
         Violations after selection and ``# noqa``, with the analysis they were found on (the
@@ -441,6 +444,8 @@ def check_module(source: bytes, path: str, config: Config,
     tree: ast.Module | None
     if module is not None:
         tree, text, error = module.tree, module.text, None
+    elif parsed is not None:
+        (tree, text), error = parsed, None
     else:
         tree, text, error = parse_source(source, path)
     if error is None:

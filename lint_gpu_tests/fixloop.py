@@ -195,7 +195,7 @@ def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
             break
         if candidate is None or candidate.source == current:
             break
-        _, _, parse_error = parse_source(candidate.source, path)
+        tree, text, parse_error = parse_source(candidate.source, path)
         if parse_error is not None:
             error = f"fix produced invalid code ({parse_error.message}); pass discarded"
             current_violations = _not_fixable(current_violations, todo,
@@ -204,7 +204,8 @@ def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
             break
         passes.append((candidate.kind, current, candidate.source))
         current = candidate.source
-        checked = check_module(current, path, config, conftests)
+        assert tree is not None  # parsed without error
+        checked = check_module(current, path, config, conftests, parsed=(tree, text))
         current_violations, analysis = checked.violations, checked.module
     else:
         if wanted_fixes(current_violations, unsafe):

@@ -10,7 +10,7 @@ import pytest
 from cst_samples import sample_modules
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from lint_gpu_tests.codemods._positions import StatementPositions
+from lint_gpu_tests.codemods._positions import ReachedStatements, StatementPositions
 from lint_gpu_tests.codemods._printer import Printer
 from lint_gpu_tests.codemods._wrap import _identifiers, ast_identifiers
 
@@ -134,3 +134,41 @@ def test_trees_that_do_not_pair_fall_back_to_the_provider() -> None:
     assert positions[tree.body[1]] == expected[tree.body[1]]
     with pytest.raises(KeyError):
         positions.lines_of(tree.body[0])
+
+
+class _Recorder(ReachedStatements):
+    def __init__(self, positions: StatementPositions, lines: set[int],
+                 expressions: bool) -> None:
+        super().__init__(positions, lines, expressions)
+        self.visited: list[str] = []
+        self.left: list[str] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.visited.append(node.name.value)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef,
+                          updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        self.left.append(original_node.name.value)
+        return updated_node
+
+
+@pytest.mark.parametrize("expressions", [False, True])
+def test_reached_statements_visit_only_what_spans_a_line(expressions: bool) -> None:
+    """Only the statements around the edit's line are descended into (their decorators
+    count); the others' ``visit_`` and ``leave_`` still run. No code is generated for
+    positions unless expressions are asked for, and then only for the reached top-level
+    statement."""
+    text = ("def a():\n    return 1\n\n\n@deco\nclass B:\n    def b(self):\n"
+            "        def inner():\n            pass\n        return 2\n\n\n"
+            "def c():\n    return 3\n")
+    tree = cst.parse_module(text)
+    positions = StatementPositions(tree, ast.parse(text))
+    recorder = _Recorder(positions, {10}, expressions)
+    assert tree.visit(recorder) is not None
+    assert recorder.visited == ["a", "b", "inner", "c"]
+    assert recorder.left == ["a", "inner", "b", "c"]
+    assert positions._prepared == ({id(tree.body[1])} if expressions else set())
+    assert positions.reach(tree.body[1]) == (5, 10)
+    decorated = _Recorder(positions, {5}, expressions)  # the decorator's line reaches B
+    tree.visit(decorated)
+    assert decorated.visited == ["a", "b", "c"]

@@ -25,7 +25,7 @@ from libcst.metadata.position_provider import PositionProvidingCodegenState
 from lint_gpu_tests.codemods._printer import Printer
 from lint_gpu_tests.source import first_line
 
-__all__ = ["StatementPositions"]
+__all__ = ["ReachedStatements", "StatementPositions"]
 
 
 class StatementPositions:
@@ -104,6 +104,17 @@ class StatementPositions:
             return found[0].lineno, max(n.end_lineno or n.lineno for n in found)
         where = self[node]
         return where.start.line, where.end.line
+
+    def reach(self, node: cst.BaseStatement) -> tuple[int, int]:
+        """``(first, last)`` lines of the statement ``node``, decorators included: read
+        from the ``ast`` tree for a statement of the parsed tree, else LibCST's range (with
+        its decorators' for a function or class)."""
+        found = self.source_lines(node)
+        if found is not None:
+            return found
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return self.with_decorators(node)
+        return self.span(node)
 
     def with_decorators(self, node: cst.FunctionDef | cst.ClassDef) -> tuple[int, int]:
         """``(first, last)`` lines of the function or class ``node``, its decorators
@@ -207,6 +218,39 @@ def _guess_start(stmt: cst.BaseStatement, first: ast.stmt) -> int:
     if decorators:
         return first_line(first) - before - len(decorators[0].leading_lines)
     return first.lineno - before
+
+
+class ReachedStatements(cst.CSTTransformer):
+    """A transformer that visits only the statements spanning one of ``lines`` (their
+    decorators included): every edit it makes is found by the line of a node, which lies
+    inside each statement around it, so a statement that spans none of them is left as it
+    is, unvisited (its ``leave_`` methods still run, with the node itself). With
+    ``expressions``, the positions of every node of a reached top-level statement are
+    computed before it is visited (a transformer that finds expressions by line);
+    statements' lines and columns come from :class:`StatementPositions` without that.
+
+    Args:
+        positions: the positions of the tree the transformer visits.
+        lines: the lines the edits are found at.
+        expressions: whether the transformer asks for the positions of expressions.
+    """
+
+    def __init__(self, positions: StatementPositions, lines: set[int],
+                 expressions: bool = False) -> None:
+        super().__init__()
+        self.positions = positions
+        self.reach_lines = lines
+        self.expressions = expressions
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            first, last = self.positions.reach(node)
+            if not any(first <= line <= last for line in self.reach_lines):
+                super().on_visit(node)  # its visit_ runs, as its leave_ will
+                return False
+            if self.expressions:
+                self.positions.prepare(node)  # a no-op but for a top-level statement
+        return super().on_visit(node)
 
 
 _Pairs = dict[int, tuple[cst.BaseStatement, list[ast.stmt]]]

@@ -9,7 +9,7 @@ import libcst as cst
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.codemods._cst import proxy_of, statement_code, weak_referent
-from lint_gpu_tests.codemods._positions import StatementPositions
+from lint_gpu_tests.codemods._positions import ReachedStatements, StatementPositions
 from lint_gpu_tests.fixplan.proxy import ProxyPlan, weak_referents
 from lint_gpu_tests.ftypes import FixKind
 
@@ -27,7 +27,6 @@ class ProxyEngineReference(GpuCodemod):
                 plans: Sequence[ProxyPlan]) -> cst.Module:
         lines = {line for plan in plans for line in plan.lines}
         positions = StatementPositions(tree, module.tree, self.printer)
-        positions.prepare_all()
         transformer = _Proxy(lines, positions, module.runner_attributes(),
                              weak_referents(module, lines))
         new_tree = tree.visit(transformer)
@@ -37,13 +36,13 @@ class ProxyEngineReference(GpuCodemod):
         return new_tree
 
 
-class _Proxy(cst.CSTTransformer):
+class _Proxy(ReachedStatements):
     def __init__(self, lines: set[int], positions: StatementPositions,
                  attrs: frozenset[str],
                  referents: dict[tuple[int, str], tuple[str, str]]) -> None:
-        super().__init__()
+        super().__init__(positions, lines | {line for line, _ in referents},
+                         expressions=True)
         self.lines = lines
-        self.positions = positions
         self.attrs = attrs
         self.referents = referents
         self.changed = False
@@ -68,7 +67,7 @@ class _Proxy(cst.CSTTransformer):
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine:
-        if self.positions[original_node].start.line not in self.lines:
+        if self.positions.start_line(original_node) not in self.lines:
             return updated_node
         body: list[cst.BaseSmallStatement] = []
         for small in updated_node.body:

@@ -8,7 +8,7 @@ import libcst as cst
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
-from lint_gpu_tests.codemods._positions import StatementPositions
+from lint_gpu_tests.codemods._positions import ReachedStatements, StatementPositions
 from lint_gpu_tests.fixplan.plan import CleanupPlan
 from lint_gpu_tests.ftypes import FixKind
 
@@ -25,7 +25,6 @@ class RemoveManualCleanup(GpuCodemod):
                 plans: Sequence[CleanupPlan]) -> cst.Module:
         lines = {plan.line for plan in plans}
         positions = StatementPositions(tree, module.tree, self.printer)
-        positions.prepare_all()
         transformer = _Remove(lines, positions)
         new_tree = tree.visit(transformer)
         if not transformer.changed:
@@ -34,11 +33,10 @@ class RemoveManualCleanup(GpuCodemod):
         return new_tree
 
 
-class _Remove(cst.CSTTransformer):
+class _Remove(ReachedStatements):
     def __init__(self, lines: set[int], positions: StatementPositions) -> None:
-        super().__init__()
+        super().__init__(positions, lines)
         self.lines = lines
-        self.positions = positions
         self.changed = False
 
     def _filter(self, original: list[cst.BaseStatement],
@@ -46,7 +44,7 @@ class _Remove(cst.CSTTransformer):
         out = []
         for orig, new in zip(original, updated, strict=True):
             if isinstance(orig, cst.SimpleStatementLine) and \
-                    self.positions[orig].start.line in self.lines:
+                    self.positions.start_line(orig) in self.lines:
                 self.changed = True
                 continue
             out.append(new)

@@ -20,7 +20,8 @@ from lint_gpu_tests.codemods._cst import (
     fit_signature,
     leading_lines,
 )
-from lint_gpu_tests.codemods._positions import StatementPositions
+from lint_gpu_tests.codemods._positions import ReachedStatements, StatementPositions
+from lint_gpu_tests.codemods._unused_imports import names_outside_imports
 from lint_gpu_tests.fixplan.env import CONTEXT_NAME, MONKEYPATCH, EnvFixPlan
 from lint_gpu_tests.ftypes import FixKind
 
@@ -38,7 +39,6 @@ class UseMonkeypatchEnv(GpuCodemod):
                 plans: Sequence[EnvFixPlan]) -> cst.Module:
         edits = {plan.statement_line: plan for plan in plans}  # statement line -> its plan
         positions = StatementPositions(tree, module.tree, self.printer)
-        positions.prepare_all()
         transformer = _UseMonkeypatch(edits, positions)
         new_tree = tree.visit(transformer)
         if not transformer.changed:
@@ -65,9 +65,16 @@ class UseMonkeypatchEnv(GpuCodemod):
         """Schedule removal of ``import os`` / ``from os import environ`` when the rewrite
         left them unused (LibCST's visitor keeps an import that is still referenced; one that
         ``new_tree`` still reads is not scheduled, :func:`names_read`)."""
-        still_read = names_read(self.code_of(new_tree), module.imports)
+        considered = {local for local, qualified in module.imports.items()
+                      if (qualified == "os" and local == "os")
+                      or qualified in ("os.environ", "os.putenv", "os.unsetenv")}
+        if not considered:
+            return
+        still_read = names_read(self.code_of(new_tree), module.imports) \
+            if self.nested_imports() or names_outside_imports(
+                new_tree, considered, self.printer) else frozenset()
         for local, qualified in module.imports.items():
-            if local in still_read:
+            if local not in considered or local in still_read:
                 continue
             if qualified == "os" and local == "os":
                 self.remove_import("os")
@@ -76,22 +83,21 @@ class UseMonkeypatchEnv(GpuCodemod):
                 self.remove_import("os", obj, local if local != obj else None)
 
 
-class _UseMonkeypatch(cst.CSTTransformer):
+class _UseMonkeypatch(ReachedStatements):
     def __init__(self, edits: dict[int, EnvFixPlan],
                  positions: StatementPositions) -> None:
-        super().__init__()
         self.edits = edits
-        self.positions = positions
         self.params = {plan.function_line for plan in edits.values() if plan.add_param}
         self.wraps = {plan.function_line: plan.wrap_line for plan in edits.values()
                       if plan.wrap_line is not None}
         self.preludes = {plan.function_line: plan for plan in edits.values()
                          if plan.prelude_line is not None}
+        super().__init__(positions, {*edits, *self.params, *self.wraps, *self.preludes})
         self.expanded: dict[int, int] = {}
         self.changed = False
 
     def _line(self, node: cst.CSTNode) -> int:
-        return self.positions[node].start.line
+        return self.positions.start_line(node)
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
@@ -102,7 +108,7 @@ class _UseMonkeypatch(cst.CSTTransformer):
         calls = _replacement_calls(updated_node.body[0], plan.receiver)
         if not calls:
             return updated_node
-        column = self.positions[original_node].start.column
+        column = self.positions.start_column(original_node)
         lines = [cst.SimpleStatementLine(body=[cst.Expr(fit_call(call, column))])
                  for call in calls]
         lines[0] = lines[0].with_changes(leading_lines=updated_node.leading_lines)
@@ -117,7 +123,7 @@ class _UseMonkeypatch(cst.CSTTransformer):
         if line in self.params:
             updated_node = fit_signature(
                 updated_node.with_changes(params=add_param(updated_node.params, MONKEYPATCH)),
-                self.positions[original_node].start.column,
+                self.positions.start_column(original_node),
                 updated_node)
         wrap_line = self.wraps.get(line)
         if wrap_line is not None and isinstance(updated_node.body, cst.IndentedBlock) and \
