@@ -138,9 +138,9 @@ def test_exact_edits() -> None:
 
 
 def test_words_decide_without_tokenizing(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every import at the top level and the removed names in no other statement (a comment
-    below the code is the module's footer): no tokenizing, no LibCST visitor. A name in a
-    statement (even a comment inside a function) leaves it to the tokens."""
+    """The removed names in no statement but lines of imports (a comment below the code is
+    the module's footer): no tokenizing, no LibCST visitor, imports nested or not. A name in
+    a statement (even a comment inside a function) leaves it to the tokens."""
     def refuse(*args: object) -> bool:
         raise AssertionError("tokenized")
 
@@ -149,6 +149,10 @@ def test_words_decide_without_tokenizing(monkeypatch: pytest.MonkeyPatch) -> Non
     got = remove_unused_imports(cst.parse_module(source), [("gc", None, None)], None,
                                 nested=False, printer=Printer())
     assert got.code == "import os\n\n\ndef f():\n    return os.sep\n# gc\n"
+    nested = "import gc\n\n\ndef f():\n    import os\n    return os.sep\n"
+    got = remove_unused_imports(cst.parse_module(nested), [("gc", None, None)], None,
+                                nested=True, printer=Printer())
+    assert got.code == "\n\ndef f():\n    import os\n    return os.sep\n"
     tree = cst.parse_module("import gc\n\n\ndef f():\n    # gc\n    return 1\n")
     with pytest.raises(AssertionError, match="tokenized"):
         remove_unused_imports(tree, [("gc", None, None)], None, nested=False,

@@ -286,11 +286,11 @@ class GpuCodemod(ABC):
             return
         used_before = {n.id for n in walk_nodes([module.tree]) if isinstance(n, ast.Name)}
         considered &= used_before
-        # Where every import is at the top level, a name no other statement holds as a
-        # word is read nowhere: the module is parsed again only for the others.
+        # A name no statement but a line of imports holds as a word is read nowhere: the
+        # module is parsed again only for the others.
         still_read = names_read(self.code_of(new_tree), module.imports) \
-            if considered and (self.nested_imports() or names_outside_imports(
-                new_tree, considered, self.printer)) else frozenset()
+            if considered and names_outside_imports(new_tree, considered, self.printer) \
+            else frozenset()
         for local, qualified in module.imports.items():
             if local not in considered:
                 continue

@@ -47,9 +47,9 @@ def remove_unused_imports(tree: cst.Module, removals: Sequence[Removal],
         code: ``tree.code`` where the caller has it.
         nested: ``False`` when every import of ``tree`` is a statement of the module's own
             body (none under a compound statement): then only those are looked at.
-        printer: the printer of ``tree``'s statements, where the caller has one: with
-            ``nested`` false, a name that no statement but an import line holds as a word
-            is known unused without tokenizing the module.
+        printer: the printer of ``tree``'s statements, where the caller has one: a name
+            that no statement but a line of imports holds as a word is known unused
+            without tokenizing the module.
 
     Returns:
         ``tree`` without those imports (``tree`` itself when there is nothing to remove).
@@ -57,7 +57,7 @@ def remove_unused_imports(tree: cst.Module, removals: Sequence[Removal],
     if not removals:
         return tree
     locals_ = {_local(r) for r in removals}
-    if not nested and printer is not None and None not in locals_ and \
+    if printer is not None and None not in locals_ and \
             not names_outside_imports(tree, {n for n in locals_ if n}, printer):
         return tree.visit(_RemoveAliases(removals, nested))
     if _unused_by_text(tree.code if code is None else code, removals):
@@ -74,10 +74,9 @@ def remove_unused_imports(tree: cst.Module, removals: Sequence[Removal],
 def names_outside_imports(tree: cst.Module, names: set[str], printer: Printer) -> set[str]:
     """Those of ``names`` that occur as a word (not after a dot) in the code of ``tree``'s
     top-level statements other than lines of imports alone. A superset of the names read
-    outside imports (a word in a comment or a string counts too): a name not returned is
-    read nowhere but in an import statement at the top level, and ``ast``'s names, the
-    tokenizer's and LibCST's scopes agree that no other top-level statement uses it. Only
-    meaningful where no import is nested (:func:`has_nested_imports`)."""
+    outside imports (a word in a comment, a string or an import nested in a function
+    counts too): a name not returned is read nowhere, as ``ast``'s names, the tokenizer
+    and LibCST's scopes would all find."""
     pattern = re.compile("|".join(rf"(?<![\w.]){re.escape(n)}(?!\w)" for n in sorted(names)))
     found: set[str] = set()
     for stmt in tree.body:

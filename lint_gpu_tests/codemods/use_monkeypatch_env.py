@@ -71,8 +71,7 @@ class UseMonkeypatchEnv(GpuCodemod):
         if not considered:
             return
         still_read = names_read(self.code_of(new_tree), module.imports) \
-            if self.nested_imports() or names_outside_imports(
-                new_tree, considered, self.printer) else frozenset()
+            if names_outside_imports(new_tree, considered, self.printer) else frozenset()
         for local, qualified in module.imports.items():
             if local not in considered or local in still_read:
                 continue
