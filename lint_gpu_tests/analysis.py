@@ -102,6 +102,8 @@ class FunctionInfo:
             own (see :meth:`ModuleAnalysis._mark_process_targets`).
         params: parameter names, in order.
         parent: the enclosing function, for nested functions.
+        owner_class: the class whose body holds the ``def`` directly (its syntactic
+            parent), else ``None``.
     """
 
     node: FunctionNode
@@ -112,6 +114,7 @@ class FunctionInfo:
     parent: FunctionInfo | None = None
     in_runner_class: bool = False
     in_base_class: bool = False
+    owner_class: ast.ClassDef | None = None
 
     @property
     def name(self) -> str:
@@ -394,8 +397,23 @@ class ModuleAnalysis:
         """True for a call of a configured engine class (``vllm.LLM(...)`` however imported)."""
         if not isinstance(node, ast.Call):
             return False
-        qualified = self.qualified(node.func)
+        func = node.func
+        # What ``a.b.X`` refers to ends in ``.X`` (:meth:`qualified`): an attribute that is
+        # no engine class's last name needs no lookup.
+        if isinstance(func, ast.Attribute) and func.attr not in self._engine_last_names():
+            return False
+        qualified = self.qualified(func)
         return qualified is not None and self.is_engine_class(qualified)
+
+    def _engine_last_names(self) -> frozenset[str]:
+        """The last segment of every qualified name :meth:`is_engine_class` accepts."""
+        names = self._engine_last
+        if names is None:
+            classes = self.config.engine_classes
+            names = self._engine_last = frozenset(
+                name.rsplit(".", 1)[-1]
+                for name in (*classes, *(k for k, v in REEXPORTS.items() if v in classes)))
+        return names
 
     def is_engine_class(self, qualified: str) -> bool:
         """True when a qualified name is a configured engine class, re-exports included."""
@@ -408,11 +426,11 @@ class ModuleAnalysis:
 
     def is_engine_factory_call(self, node: ast.AST) -> bool:
         """True for a factory classmethod of an engine class (``LLM.from_engine_args(...)``)."""
-        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) or \
+                not node.func.attr.startswith("from_"):
             return False
         owner = self.qualified(node.func.value)
-        return (owner is not None and self.is_engine_class(owner)
-                and node.func.attr.startswith("from_"))
+        return owner is not None and self.is_engine_class(owner)
 
     def is_runner_call(self, node: ast.AST) -> bool:
         """True for ``vllm_runner(...)`` or ``VllmRunner(...)`` (configured names), or a call
@@ -570,6 +588,7 @@ class ModuleAnalysis:
     #: this module define (:data:`RUNNER_CLASS`).
     conftest_runner_classes: frozenset[str] = frozenset()
     _lines: list[str] | None = None
+    _engine_last: frozenset[str] | None = None
     _busy_functions: set[int] | None = None
     _indexed: set[int] = field(default_factory=set)
     _fully_indexed: bool = False
@@ -775,6 +794,7 @@ class _Walker(ast.NodeVisitor):
             # unittest.TestCase and other based classes: pytest injects no fixtures there.
             in_base_class=cls is not None and any(
                 not (isinstance(b, ast.Name) and b.id == "object") for b in cls.bases),
+            owner_class=cls if direct_in_class else None,
         )
         module.functions.append(info)
         self.func_stack.append(info)
