@@ -90,11 +90,11 @@ class EngineLives:
             return cached
         self.cache[key] = []  # a fixture requesting itself (never valid) ends here
         module = self.module
-        locals_ = local_names(module, func)
         out: list[EngineLife] = []
         for site in module.engines:
             if site.function is not func or site.under_main_guard or site.in_raises:
                 continue
+            locals_ = local_names(module, func)  # cached per function by the analysis
             share, defaulted = self.share(site.call, locals_)
             group = engine_group(module, site.call, site.statement, func)
             if group is not None and group.kind == "comprehension":
@@ -108,6 +108,7 @@ class EngineLives:
             if call.function is not func or call.under_main_guard or \
                     call.context == "returned":
                 continue
+            locals_ = local_names(module, func)
             share, defaulted = self.share(call.call, locals_)
             if call.context == "bare":
                 statement = module.statement_of(call.call)
@@ -118,7 +119,7 @@ class EngineLives:
                                f"`{last_name(call.call.func)}(...)` line {call.call.lineno}",
                                locals_)
         if func.kind in ("test", "fixture") and depth < 8:
-            out += self._requested(func, locals_, depth)
+            out += self._requested(func, depth)
         self.cache[key] = out
         return out
 
@@ -299,8 +300,7 @@ class EngineLives:
                           or ends_engine(module, node, stacks, chain=False))]
         return min(ends)
 
-    def _requested(self, func: FunctionInfo, locals_: frozenset[str],
-                   depth: int) -> list[EngineLife]:
+    def _requested(self, func: FunctionInfo, depth: int) -> list[EngineLife]:
         """Engines of the fixtures ``func`` requests (alive for all of ``func``), and those
         it builds through factory fixtures (alive until ``func`` ends: the factory keeps
         them)."""
@@ -314,6 +314,7 @@ class EngineLives:
             fixture = self.fixtures.get(name)
             inner = self.factories.get(name)
             if inner is not None or (name == RUNNER_FACTORY_FIXTURE and fixture is None):
+                locals_ = local_names(module, func)
                 for node in module.nodes_of(func):
                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                             node.func.id == name:
