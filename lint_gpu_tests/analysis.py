@@ -23,7 +23,13 @@ from typing import Any
 from lint_gpu_tests.config import REEXPORTS, Config
 from lint_gpu_tests.process_targets import process_targets
 from lint_gpu_tests.scopes import ScopeIndex
-from lint_gpu_tests.source import TopLevel, child_fields, parent_index, walk_nodes
+from lint_gpu_tests.source import (
+    TopLevel,
+    child_fields,
+    parent_index,
+    reversed_child_fields,
+    walk_nodes,
+)
 from lint_gpu_tests.syntax import (
     FunctionNode,
     dotted_name,
@@ -744,16 +750,27 @@ class _Walker(ast.NodeVisitor):
                         if isinstance(item, _STATEMENT_NODES):
                             self.visit(item)
             return
+        # A node without a method of its own is expanded here, in a loop, rather than
+        # visited: the same nodes in the same order (each before its children, children
+        # left to right), without a call per node. ``structural`` does not change inside a
+        # top-level statement, so expanding one is what visiting it would do.
         visit, node_type, leaves = self.visit, ast.AST, _WALKER_LEAVES
-        for name in fields:
-            value = getattr(node, name, None)
-            if isinstance(value, node_type):
-                if not isinstance(value, leaves):
-                    visit(value)
-            elif value.__class__ is list:
-                for item in value:
-                    if isinstance(item, node_type) and not isinstance(item, leaves):
-                        visit(item)
+        special = _SPECIAL_VISITS
+        stack: list[ast.AST] = [node]
+        pop, push = stack.pop, stack.append
+        while stack:
+            current = pop()
+            if current is not node and current.__class__ in special:
+                visit(current)
+                continue
+            for name in reversed_child_fields(current.__class__):
+                value = getattr(current, name, None)
+                if value.__class__ is list:
+                    for item in reversed(value):
+                        if isinstance(item, node_type) and not isinstance(item, leaves):
+                            push(item)
+                elif isinstance(value, node_type) and not isinstance(value, leaves):
+                    push(value)
 
     # functions and classes ---------------------------------------------------
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
@@ -909,6 +926,12 @@ class _Walker(ast.NodeVisitor):
                 in_runner_class=in_runner_class,
             )
         )
+
+
+#: The node classes :class:`_Walker` has a method of its own for (every other one it expands
+#: in :meth:`_Walker.generic_visit`).
+_SPECIAL_VISITS = frozenset(getattr(ast, name[len("visit_"):]) for name in vars(_Walker)
+                            if name.startswith("visit_") and hasattr(ast, name[len("visit_"):]))
 
 
 # ------------------------------------------------------------------ semantic queries

@@ -37,6 +37,7 @@ __all__ = [
     "parse_error",
     "parse_source",
     "physical_lines",
+    "reversed_child_fields",
     "walk_nodes",
 ]
 
@@ -210,7 +211,7 @@ def child_fields(cls: type[ast.AST]) -> tuple[str, ...]:
     return fields
 
 
-def _reversed_child_fields(cls: type[ast.AST]) -> tuple[str, ...]:
+def reversed_child_fields(cls: type[ast.AST]) -> tuple[str, ...]:
     """:func:`child_fields` of ``cls``, last first (for walkers that push onto a stack)."""
     fields = _REVERSED_CHILD_FIELDS.get(cls)
     if fields is None:
@@ -232,7 +233,7 @@ def parent_index(tree: ast.AST) -> dict[int, ast.AST]:
     while stack:
         node = pop()
         cls = node.__class__
-        for name in fields_of(cls) or _reversed_child_fields(cls):
+        for name in fields_of(cls) or reversed_child_fields(cls):
             value = getattr(node, name, None)
             if value.__class__ is list:
                 for item in value:
@@ -260,7 +261,7 @@ def walk_nodes(roots: Sequence[ast.AST], stop: tuple[type[ast.AST], ...] = ()) -
         if stop and isinstance(node, stop):
             continue
         cls = node.__class__
-        for name in fields_of(cls) or _reversed_child_fields(cls):
+        for name in fields_of(cls) or reversed_child_fields(cls):
             value = getattr(node, name, None)
             if value.__class__ is list:
                 for item in reversed(value):
