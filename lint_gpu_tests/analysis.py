@@ -216,7 +216,7 @@ class ModuleAnalysis:
         module.in_scope = is_test_module_path(path, config) or module._defines_pytest_items()
         if not module.in_scope:
             return module
-        module.scopes = ScopeIndex(tree, module.imports, text)
+        module.scopes = ScopeIndex(tree, module.imports, text, module._top_ids)
         module._collect_runner_classes()
         _Walker(module).visit(tree)
         module._mark_process_targets()
@@ -252,7 +252,8 @@ class ModuleAnalysis:
         Imports inside functions and classes count too (their own scopes resolve them
         first, see :class:`_ScopeResolver`); the module's own imports win over them.
         Also remembers the module's classes for :meth:`_collect_runner_classes`."""
-        top = {id(s) for s in iter_statements(self.tree.body, definitions=False)}
+        self._top_ids = top = {id(s) for s in iter_statements(self.tree.body,
+                                                               definitions=False)}
         nested: dict[str, str] = {}
         for node in iter_statements(self.tree.body):
             if isinstance(node, ast.ClassDef):
@@ -595,6 +596,8 @@ class ModuleAnalysis:
     conftest_runner_classes: frozenset[str] = frozenset()
     _lines: list[str] | None = None
     _engine_last: frozenset[str] | None = None
+    #: ids of the statements in the module's own scope (not inside a def or class).
+    _top_ids: set[int] | None = None
     _busy_functions: set[int] | None = None
     _indexed: set[int] = field(default_factory=set)
     _fully_indexed: bool = False
@@ -648,20 +651,24 @@ class Bindings:
     def collect(cls, module: ModuleAnalysis, func: FunctionInfo) -> Bindings:
         """Collect the bindings of ``func`` (body only, nested functions excluded)."""
         out = cls()
-        nodes = module.nodes_of(func)
-        for node in nodes:
-            if isinstance(node, ast.Call) and module.builds_engine(node):
-                out.built_engine = True
-            if isinstance(node, (ast.With, ast.AsyncWith)):
-                for item in node.items:
+        assigns: list[ast.Assign | ast.AnnAssign] = []
+        for node in module.nodes_of(func):
+            cls_ = node.__class__
+            if cls_ is ast.Call:
+                if not out.built_engine and module.builds_engine(node):
+                    out.built_engine = True
+            elif cls_ is ast.Assign or cls_ is ast.AnnAssign:
+                assigns.append(node)  # type: ignore[arg-type]
+            elif cls_ is ast.With or cls_ is ast.AsyncWith:
+                for item in node.items:  # type: ignore[attr-defined]
                     if module.is_runner_call(item.context_expr) and isinstance(
                         item.optional_vars, ast.Name
                     ):
                         out.runners.add(item.optional_vars.id)
         # Two rounds so an alias defined before its source in walk order still resolves.
         for _ in range(2):
-            for node in nodes:
-                if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            for node in assigns:
+                if node.value is None:
                     continue
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 names = [t.id for t in targets if isinstance(t, ast.Name)]

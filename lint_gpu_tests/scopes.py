@@ -47,16 +47,19 @@ class ScopeIndex:
         imports: the module's imports, local name -> qualified name (``{"LLM":
             "vllm.LLM"}``).
         text: the module's source, for the bindings inside expressions.
+        top: the ids of the module's statements in its own scope (not inside a def or
+            class), when the caller has them; else found on first need.
     """
 
-    def __init__(self, tree: ast.Module, imports: Mapping[str, str], text: str) -> None:
+    def __init__(self, tree: ast.Module, imports: Mapping[str, str], text: str,
+                 top: set[int] | None = None) -> None:
         self.tree = tree
         self.imports = imports
         self.text = text
         self.resolved: dict[int, str | None] = {}
         self._done: set[int] = set()
         self._statements = TopLevel(tree.body)
-        self._top: set[int] | None = None
+        self._top: set[int] | None = top
         self._lines: list[str] | None = None
 
     def lookup(self, name: ast.Name) -> tuple[bool, str | None]:
