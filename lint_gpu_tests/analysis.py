@@ -28,6 +28,7 @@ from lint_gpu_tests.source import (
     child_fields,
     parent_index,
     reversed_child_fields,
+    walk_breadth,
     walk_nodes,
 )
 from lint_gpu_tests.syntax import (
@@ -318,16 +319,16 @@ class ModuleAnalysis:
     def _exits_held_runner(self, cls: ast.ClassDef, func: FunctionNode) -> bool:
         """True when ``func`` exits a runner the class holds (``self._runner.__exit__(...)``
         after ``self._runner = VllmRunner(...)``: what the helper-class fix writes)."""
-        held = {t.attr for n in ast.walk(cls) if isinstance(n, ast.Assign)
+        held = {t.attr for n in walk_breadth(cls) if isinstance(n, ast.Assign)
                 and self.is_runner_call(n.value)
                 for t in n.targets if isinstance(t, ast.Attribute)}
         return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                    and n.func.attr in ("__exit__", "close")
                    and isinstance(n.func.value, ast.Attribute) and n.func.value.attr in held
-                   for n in ast.walk(func))
+                   for n in walk_breadth(func))
 
     def _tears_down(self, func: FunctionNode) -> bool:
-        for node in ast.walk(func):
+        for node in walk_breadth(func):
             if isinstance(node, ast.Delete) and any(
                 isinstance(t, ast.Attribute) and t.attr in self.runner_attributes()
                 for t in node.targets
@@ -455,7 +456,7 @@ class ModuleAnalysis:
         """True when ``stmt`` (at any depth) builds an engine or a runner."""
         return any(
             isinstance(n, ast.Call) and (self.builds_engine(n) or self.is_runner_call(n))
-            for n in ast.walk(stmt)
+            for n in walk_breadth(stmt)
         )
 
     def engine_names(self, func: FunctionInfo) -> set[str]:

@@ -38,6 +38,7 @@ __all__ = [
     "parse_source",
     "physical_lines",
     "reversed_child_fields",
+    "walk_breadth",
     "walk_nodes",
 ]
 
@@ -269,6 +270,28 @@ def walk_nodes(roots: Sequence[ast.AST], stop: tuple[type[ast.AST], ...] = ()) -
                         push(item)
             elif isinstance(value, node_type):
                 push(value)
+    return out
+
+
+def walk_breadth(node: ast.AST) -> list[ast.AST]:
+    """``list(ast.walk(node))``: every node of ``node`` and below, breadth first, children
+    in field order; built in one loop that reads the fields directly (no generator per
+    node), for callers that read the whole walk or test each node with a pure predicate."""
+    out: list[ast.AST] = [node]
+    append, node_type, fields_of = out.append, ast.AST, _CHILD_FIELDS.get
+    at = 0
+    while at < len(out):
+        current = out[at]
+        at += 1
+        cls = current.__class__
+        for name in fields_of(cls) or child_fields(cls):
+            value = getattr(current, name, None)
+            if value.__class__ is list:
+                for item in value:
+                    if isinstance(item, node_type):
+                        append(item)
+            elif isinstance(value, node_type):
+                append(value)
     return out
 
 

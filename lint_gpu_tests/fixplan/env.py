@@ -27,6 +27,7 @@ from lint_gpu_tests.analysis import (
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
 from lint_gpu_tests.prefilter import ENVIRONMENT_CHANGE, changes_environment, names_variable
+from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import (
     fixture_decorator,
     is_main_guard,
@@ -281,7 +282,7 @@ def _cleans_up(module: ModuleAnalysis, func: FunctionInfo, mutation: EnvMutation
         if not (isinstance(node, ast.Call) and last_name(node.func) in ADD_CLEANUP):
             continue
         for sub in (s for arg in [*node.args, *(k.value for k in node.keywords)]
-                    for s in ast.walk(arg)):
+                    for s in walk_breadth(arg)):
             if isinstance(sub, ast.Constant) and sub.value in mutation.names:
                 return True
             if isinstance(sub, (ast.Name, ast.Attribute)) and module.qualified(sub) in (
@@ -368,7 +369,7 @@ def _autouse_patches_environ(module: ModuleAnalysis, func: FunctionInfo) -> bool
         return False
     return any(isinstance(node, (ast.With, ast.AsyncWith)) and any(
         _patch_dict_of_environ(module, item.context_expr) for item in node.items) and any(
-        isinstance(inner, ast.Yield) for inner in ast.walk(node))
+        isinstance(inner, ast.Yield) for inner in walk_breadth(node))
         for node in module.nodes_of(func))
 
 

@@ -19,6 +19,7 @@ from lint_gpu_tests.analysis import (
 )
 from lint_gpu_tests.fixplan.cleanup import ends_engine
 from lint_gpu_tests.fixplan.groups import engine_group
+from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import last_name
 
 SHARE_KEYWORD = "gpu_memory_utilization"
@@ -176,7 +177,7 @@ class EngineLives:
                 parent, (ast.stmt, ast.ListComp, ast.SetComp, ast.DictComp)):
             parent = self.module.parent(parent)
         if not isinstance(parent, (ast.ListComp, ast.SetComp, ast.DictComp)) or not any(
-                n is call for n in ast.walk(parent.value if isinstance(parent, ast.DictComp)
+                n is call for n in walk_breadth(parent.value if isinstance(parent, ast.DictComp)
                                             else parent.elt)):
             return 1
         total = 1
@@ -215,7 +216,7 @@ class EngineLives:
             source = node.iter.func.value if isinstance(node.iter, ast.Call) and isinstance(
                 node.iter.func, ast.Attribute) else node.iter
             if isinstance(source, ast.Name) and source.id == container and any(
-                    ends_engine(self.module, n, {node.target.id}) for n in ast.walk(node)):
+                    ends_engine(self.module, n, {node.target.id}) for n in walk_breadth(node)):
                 ends.append((node.lineno, node.col_offset))
         return min(ends)
 
