@@ -15,7 +15,7 @@ from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.rules import ALL_RULES
-from lint_gpu_tests.source import decode_source, parent_index, walk_nodes
+from lint_gpu_tests.source import decode_source, parent_index, walk_breadth, walk_nodes
 from lint_gpu_tests.syntax import lines_matching, lines_naming
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,6 +106,12 @@ def test_walk_nodes_and_parent_index_match_the_recursive_walk() -> None:
         assert {k: v for k, v in indexed.items() if k in parents} == parents, name
         assert len(indexed) - len(parents) == len({id(n) for n in ast.walk(tree)
                                                    if isinstance(n, shared)}), name
+
+
+def test_walk_breadth_is_ast_walk() -> None:
+    for name, tree, _ in _parsed():
+        for node in (tree, *tree.body):
+            assert [id(n) for n in walk_breadth(node)] == [id(n) for n in ast.walk(node)], name
 
 
 def test_owner_class_is_the_syntactic_parent() -> None:
