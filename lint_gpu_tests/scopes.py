@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from lint_gpu_tests.source import TopLevel, first_line
+from lint_gpu_tests.source import TopLevel, first_line, reversed_child_fields
 from lint_gpu_tests.syntax import dotted_name, head_name, iter_statements
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -278,7 +278,12 @@ class _ScopeResolver:
                     self._bind(here, node.name, None)
             elif isinstance(node, ast.MatchMapping) and node.rest is not None:
                 self._bind(here, node.rest, None)
-            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+            for name in reversed_child_fields(node.__class__):  # children, last first
+                value = getattr(node, name, None)
+                if value.__class__ is list:
+                    stack.extend(item for item in reversed(value) if isinstance(item, ast.AST))
+                elif isinstance(value, ast.AST):
+                    stack.append(value)
 
     def _bind(self, scope: _Scope, name: str, binding: _Binding) -> None:
         if name in self.tracked and scope.kind != "module":
