@@ -23,7 +23,14 @@ from typing import Any
 from lint_gpu_tests.config import REEXPORTS, Config
 from lint_gpu_tests.process_targets import process_targets
 from lint_gpu_tests.scopes import ScopeIndex
-from lint_gpu_tests.source import TopLevel, child_fields, parent_index, walk_nodes
+from lint_gpu_tests.source import (
+    TopLevel,
+    child_fields,
+    parent_index,
+    reversed_child_fields,
+    walk_breadth,
+    walk_nodes,
+)
 from lint_gpu_tests.syntax import (
     FunctionNode,
     dotted_name,
@@ -102,6 +109,8 @@ class FunctionInfo:
             own (see :meth:`ModuleAnalysis._mark_process_targets`).
         params: parameter names, in order.
         parent: the enclosing function, for nested functions.
+        owner_class: the class whose body holds the ``def`` directly (its syntactic
+            parent), else ``None``.
     """
 
     node: FunctionNode
@@ -112,6 +121,7 @@ class FunctionInfo:
     parent: FunctionInfo | None = None
     in_runner_class: bool = False
     in_base_class: bool = False
+    owner_class: ast.ClassDef | None = None
 
     @property
     def name(self) -> str:
@@ -207,7 +217,7 @@ class ModuleAnalysis:
         module.in_scope = is_test_module_path(path, config) or module._defines_pytest_items()
         if not module.in_scope:
             return module
-        module.scopes = ScopeIndex(tree, module.imports, text)
+        module.scopes = ScopeIndex(tree, module.imports, text, module._top_ids)
         module._collect_runner_classes()
         _Walker(module).visit(tree)
         module._mark_process_targets()
@@ -243,7 +253,8 @@ class ModuleAnalysis:
         Imports inside functions and classes count too (their own scopes resolve them
         first, see :class:`_ScopeResolver`); the module's own imports win over them.
         Also remembers the module's classes for :meth:`_collect_runner_classes`."""
-        top = {id(s) for s in iter_statements(self.tree.body, definitions=False)}
+        self._top_ids = top = {id(s) for s in iter_statements(self.tree.body,
+                                                               definitions=False)}
         nested: dict[str, str] = {}
         for node in iter_statements(self.tree.body):
             if isinstance(node, ast.ClassDef):
@@ -308,16 +319,16 @@ class ModuleAnalysis:
     def _exits_held_runner(self, cls: ast.ClassDef, func: FunctionNode) -> bool:
         """True when ``func`` exits a runner the class holds (``self._runner.__exit__(...)``
         after ``self._runner = VllmRunner(...)``: what the helper-class fix writes)."""
-        held = {t.attr for n in ast.walk(cls) if isinstance(n, ast.Assign)
+        held = {t.attr for n in walk_breadth(cls) if isinstance(n, ast.Assign)
                 and self.is_runner_call(n.value)
                 for t in n.targets if isinstance(t, ast.Attribute)}
         return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                    and n.func.attr in ("__exit__", "close")
                    and isinstance(n.func.value, ast.Attribute) and n.func.value.attr in held
-                   for n in ast.walk(func))
+                   for n in walk_breadth(func))
 
     def _tears_down(self, func: FunctionNode) -> bool:
-        for node in ast.walk(func):
+        for node in walk_breadth(func):
             if isinstance(node, ast.Delete) and any(
                 isinstance(t, ast.Attribute) and t.attr in self.runner_attributes()
                 for t in node.targets
@@ -394,8 +405,23 @@ class ModuleAnalysis:
         """True for a call of a configured engine class (``vllm.LLM(...)`` however imported)."""
         if not isinstance(node, ast.Call):
             return False
-        qualified = self.qualified(node.func)
+        func = node.func
+        # What ``a.b.X`` refers to ends in ``.X`` (:meth:`qualified`): an attribute that is
+        # no engine class's last name needs no lookup.
+        if isinstance(func, ast.Attribute) and func.attr not in self._engine_last_names():
+            return False
+        qualified = self.qualified(func)
         return qualified is not None and self.is_engine_class(qualified)
+
+    def _engine_last_names(self) -> frozenset[str]:
+        """The last segment of every qualified name :meth:`is_engine_class` accepts."""
+        names = self._engine_last
+        if names is None:
+            classes = self.config.engine_classes
+            names = self._engine_last = frozenset(
+                name.rsplit(".", 1)[-1]
+                for name in (*classes, *(k for k, v in REEXPORTS.items() if v in classes)))
+        return names
 
     def is_engine_class(self, qualified: str) -> bool:
         """True when a qualified name is a configured engine class, re-exports included."""
@@ -408,11 +434,11 @@ class ModuleAnalysis:
 
     def is_engine_factory_call(self, node: ast.AST) -> bool:
         """True for a factory classmethod of an engine class (``LLM.from_engine_args(...)``)."""
-        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) or \
+                not node.func.attr.startswith("from_"):
             return False
         owner = self.qualified(node.func.value)
-        return (owner is not None and self.is_engine_class(owner)
-                and node.func.attr.startswith("from_"))
+        return owner is not None and self.is_engine_class(owner)
 
     def is_runner_call(self, node: ast.AST) -> bool:
         """True for ``vllm_runner(...)`` or ``VllmRunner(...)`` (configured names), or a call
@@ -430,7 +456,7 @@ class ModuleAnalysis:
         """True when ``stmt`` (at any depth) builds an engine or a runner."""
         return any(
             isinstance(n, ast.Call) and (self.builds_engine(n) or self.is_runner_call(n))
-            for n in ast.walk(stmt)
+            for n in walk_breadth(stmt)
         )
 
     def engine_names(self, func: FunctionInfo) -> set[str]:
@@ -570,6 +596,9 @@ class ModuleAnalysis:
     #: this module define (:data:`RUNNER_CLASS`).
     conftest_runner_classes: frozenset[str] = frozenset()
     _lines: list[str] | None = None
+    _engine_last: frozenset[str] | None = None
+    #: ids of the statements in the module's own scope (not inside a def or class).
+    _top_ids: set[int] | None = None
     _busy_functions: set[int] | None = None
     _indexed: set[int] = field(default_factory=set)
     _fully_indexed: bool = False
@@ -623,20 +652,24 @@ class Bindings:
     def collect(cls, module: ModuleAnalysis, func: FunctionInfo) -> Bindings:
         """Collect the bindings of ``func`` (body only, nested functions excluded)."""
         out = cls()
-        nodes = module.nodes_of(func)
-        for node in nodes:
-            if isinstance(node, ast.Call) and module.builds_engine(node):
-                out.built_engine = True
-            if isinstance(node, (ast.With, ast.AsyncWith)):
-                for item in node.items:
+        assigns: list[ast.Assign | ast.AnnAssign] = []
+        for node in module.nodes_of(func):
+            cls_ = node.__class__
+            if cls_ is ast.Call:
+                if not out.built_engine and module.builds_engine(node):
+                    out.built_engine = True
+            elif cls_ is ast.Assign or cls_ is ast.AnnAssign:
+                assigns.append(node)  # type: ignore[arg-type]
+            elif cls_ is ast.With or cls_ is ast.AsyncWith:
+                for item in node.items:  # type: ignore[attr-defined]
                     if module.is_runner_call(item.context_expr) and isinstance(
                         item.optional_vars, ast.Name
                     ):
                         out.runners.add(item.optional_vars.id)
         # Two rounds so an alias defined before its source in walk order still resolves.
         for _ in range(2):
-            for node in nodes:
-                if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            for node in assigns:
+                if node.value is None:
                     continue
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 names = [t.id for t in targets if isinstance(t, ast.Name)]
@@ -725,16 +758,27 @@ class _Walker(ast.NodeVisitor):
                         if isinstance(item, _STATEMENT_NODES):
                             self.visit(item)
             return
+        # A node without a method of its own is expanded here, in a loop, rather than
+        # visited: the same nodes in the same order (each before its children, children
+        # left to right), without a call per node. ``structural`` does not change inside a
+        # top-level statement, so expanding one is what visiting it would do.
         visit, node_type, leaves = self.visit, ast.AST, _WALKER_LEAVES
-        for name in fields:
-            value = getattr(node, name, None)
-            if isinstance(value, node_type):
-                if not isinstance(value, leaves):
-                    visit(value)
-            elif value.__class__ is list:
-                for item in value:
-                    if isinstance(item, node_type) and not isinstance(item, leaves):
-                        visit(item)
+        special = _SPECIAL_VISITS
+        stack: list[ast.AST] = [node]
+        pop, push = stack.pop, stack.append
+        while stack:
+            current = pop()
+            if current is not node and current.__class__ in special:
+                visit(current)
+                continue
+            for name in reversed_child_fields(current.__class__):
+                value = getattr(current, name, None)
+                if value.__class__ is list:
+                    for item in reversed(value):
+                        if isinstance(item, node_type) and not isinstance(item, leaves):
+                            push(item)
+                elif isinstance(value, node_type) and not isinstance(value, leaves):
+                    push(value)
 
     # functions and classes ---------------------------------------------------
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
@@ -775,6 +819,7 @@ class _Walker(ast.NodeVisitor):
             # unittest.TestCase and other based classes: pytest injects no fixtures there.
             in_base_class=cls is not None and any(
                 not (isinstance(b, ast.Name) and b.id == "object") for b in cls.bases),
+            owner_class=cls if direct_in_class else None,
         )
         module.functions.append(info)
         self.func_stack.append(info)
@@ -889,6 +934,12 @@ class _Walker(ast.NodeVisitor):
                 in_runner_class=in_runner_class,
             )
         )
+
+
+#: The node classes :class:`_Walker` has a method of its own for (every other one it expands
+#: in :meth:`_Walker.generic_visit`).
+_SPECIAL_VISITS = frozenset(getattr(ast, name[len("visit_"):]) for name in vars(_Walker)
+                            if name.startswith("visit_") and hasattr(ast, name[len("visit_"):]))
 
 
 # ------------------------------------------------------------------ semantic queries

@@ -77,6 +77,8 @@ def _nesting(tree: ast.AST, shortest: int) -> tuple[int, int, list[ast.expr]]:
     strings: list[ast.expr] = []
     in_fstring: set[int] = set()  # nodes inside an f-string (its parts are not collected)
     node_type = ast.AST
+    if not shortest:
+        return (*_depth(tree), strings)
     while level:
         depth += 1
         line = getattr(level[0], "lineno", line)
@@ -105,6 +107,31 @@ def _nesting(tree: ast.AST, shortest: int) -> tuple[int, int, list[ast.expr]]:
             return depth, line, strings
         level = below
     return depth, line, strings
+
+
+def _depth(tree: ast.AST) -> tuple[int, int]:
+    """The ``(depth, line)`` of :func:`_nesting` without its strings: the same levels, in
+    the same order, without the strings' bookkeeping per node."""
+    level: list[ast.AST] = [tree]
+    depth, line = 0, 1
+    node_type = ast.AST
+    while True:
+        depth += 1
+        line = getattr(level[0], "lineno", line)
+        below: list[ast.AST] = []
+        push = below.append
+        for node in level:
+            for name in child_fields(node.__class__):
+                value = getattr(node, name, None)
+                if value.__class__ is list:
+                    for item in value:
+                        if isinstance(item, node_type):
+                            push(item)
+                elif isinstance(value, node_type):
+                    push(value)
+        if not below:
+            return depth, line
+        level = below
 
 
 def _noqa_target_lines(text: str) -> dict[int, int]:
@@ -307,7 +334,11 @@ def _drop_too_deep_fixes(tree: ast.Module, text: str, out: list[Violation]
     if len(text) < MAX_FIX_DEPTH:  # every level of nesting takes a character of source
         return out
     shortest = 2 * (MAX_FIX_STRING_PARTS + 1)  # each part takes at least two characters
-    depth, line, strings = _nesting(tree, shortest if len(text) >= shortest else 0)
+    # ... two of them quotes (a string's, or an f-string's start and end): a text with
+    # fewer quotes than that holds no concatenation of too many parts.
+    strings_wanted = len(text) >= shortest and \
+        text.count('"') + text.count("'") >= shortest
+    depth, line, strings = _nesting(tree, shortest if strings_wanted else 0)
     if depth > MAX_FIX_DEPTH:
         reason = (f"expression too deep (line {line} nests {depth} levels; the fixer rewrites "
                   f"at most {MAX_FIX_DEPTH})")

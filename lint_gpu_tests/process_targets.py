@@ -43,12 +43,20 @@ def process_targets(tree: ast.Module, text: str, imports: Mapping[str, str],
     if not any(all(part in text for part in q.split(".")) for q in launchers):
         return set()
     handles: set[str] = set()  # names bound to what a launcher returns
+    # What ``a.b.X`` refers to ends in ``.X``: an attribute that is no launcher's last name
+    # cannot be one, whatever ``a`` is (no lookup).
+    last_names = frozenset(q.rsplit(".", 1)[-1] for q in launchers)
+
+    def is_launcher(func: ast.expr) -> bool:
+        if isinstance(func, ast.Attribute) and func.attr not in last_names:
+            return False
+        return qualified(func) in launchers
 
     def launched(expr: ast.AST) -> bool:
         if not isinstance(expr, ast.Call):
             return False
         func = expr.func
-        return qualified(func) in launchers or (
+        return is_launcher(func) or (
             isinstance(func, ast.Attribute) and func.attr in LAUNCH_METHODS and (
                 isinstance(func.value, ast.Name) and func.value.id in handles
                 or launched(func.value)))
@@ -57,10 +65,10 @@ def process_targets(tree: ast.Module, text: str, imports: Mapping[str, str],
     # a launching method; only the top-level statements that do need walking. A method
     # launches only on what a launcher call returned, so without such a call (found in
     # the statements spelling a launcher) nothing is launched.
-    names = {q.rsplit(".", 1)[-1] for q in launchers}
+    names = set(last_names)
     names.update(name for name, full in imports.items() if full in launchers)
     spelled = lines_naming(text, tuple(sorted(names)))
-    if not any(isinstance(node, ast.Call) and qualified(node.func) in launchers
+    if not any(isinstance(node, ast.Call) and is_launcher(node.func)
                for node in walk_nodes([s for s in tree.body if spans_a_line(s, spelled)])):
         return set()
     lines = lines_naming(text, tuple(sorted(names | LAUNCH_METHODS)))

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from lint_gpu_tests.source import TopLevel, first_line
+from lint_gpu_tests.source import TopLevel, first_line, reversed_child_fields
 from lint_gpu_tests.syntax import dotted_name, head_name, iter_statements
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -47,16 +47,19 @@ class ScopeIndex:
         imports: the module's imports, local name -> qualified name (``{"LLM":
             "vllm.LLM"}``).
         text: the module's source, for the bindings inside expressions.
+        top: the ids of the module's statements in its own scope (not inside a def or
+            class), when the caller has them; else found on first need.
     """
 
-    def __init__(self, tree: ast.Module, imports: Mapping[str, str], text: str) -> None:
+    def __init__(self, tree: ast.Module, imports: Mapping[str, str], text: str,
+                 top: set[int] | None = None) -> None:
         self.tree = tree
         self.imports = imports
         self.text = text
         self.resolved: dict[int, str | None] = {}
         self._done: set[int] = set()
         self._statements = TopLevel(tree.body)
-        self._top: set[int] | None = None
+        self._top: set[int] | None = top
         self._lines: list[str] | None = None
 
     def lookup(self, name: ast.Name) -> tuple[bool, str | None]:
@@ -275,7 +278,12 @@ class _ScopeResolver:
                     self._bind(here, node.name, None)
             elif isinstance(node, ast.MatchMapping) and node.rest is not None:
                 self._bind(here, node.rest, None)
-            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+            for name in reversed_child_fields(node.__class__):  # children, last first
+                value = getattr(node, name, None)
+                if value.__class__ is list:
+                    stack.extend(item for item in reversed(value) if isinstance(item, ast.AST))
+                elif isinstance(value, ast.AST):
+                    stack.append(value)
 
     def _bind(self, scope: _Scope, name: str, binding: _Binding) -> None:
         if name in self.tracked and scope.kind != "module":

@@ -37,6 +37,8 @@ __all__ = [
     "parse_error",
     "parse_source",
     "physical_lines",
+    "reversed_child_fields",
+    "walk_breadth",
     "walk_nodes",
 ]
 
@@ -210,6 +212,17 @@ def child_fields(cls: type[ast.AST]) -> tuple[str, ...]:
     return fields
 
 
+def reversed_child_fields(cls: type[ast.AST]) -> tuple[str, ...]:
+    """:func:`child_fields` of ``cls``, last first (for walkers that push onto a stack)."""
+    fields = _REVERSED_CHILD_FIELDS.get(cls)
+    if fields is None:
+        fields = _REVERSED_CHILD_FIELDS[cls] = tuple(reversed(child_fields(cls)))
+    return fields
+
+
+_REVERSED_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
 def parent_index(tree: ast.AST) -> dict[int, ast.AST]:
     """``id(node) -> its parent`` for every node below ``tree``, built in one pass that reads
     each node's fields directly (about three times faster than ``ast.walk`` with
@@ -217,44 +230,68 @@ def parent_index(tree: ast.AST) -> dict[int, ast.AST]:
     parents: dict[int, ast.AST] = {}
     stack: list[ast.AST] = [tree]
     pop, push, node_type = stack.pop, stack.append, ast.AST
-    fields_of = _CHILD_FIELDS.get
+    fields_of = _REVERSED_CHILD_FIELDS.get
     while stack:
         node = pop()
         cls = node.__class__
-        for name in fields_of(cls) or child_fields(cls):
+        for name in fields_of(cls) or reversed_child_fields(cls):
             value = getattr(node, name, None)
-            if isinstance(value, node_type):
-                parents[id(value)] = node
-                push(value)
-            elif value.__class__ is list:
+            if value.__class__ is list:
                 for item in value:
                     if isinstance(item, node_type):
                         parents[id(item)] = node
                         push(item)
+            elif isinstance(value, node_type):
+                parents[id(value)] = node
+                push(value)
     return parents
 
 
 def walk_nodes(roots: Sequence[ast.AST], stop: tuple[type[ast.AST], ...] = ()) -> list[ast.AST]:
     """Every node of ``roots`` and below, in the order of :func:`ast.walk`'s depth-first
     cousin (each node before its children, children left to right), not descending into
-    nodes of the ``stop`` types (which are included themselves)."""
+    nodes of the ``stop`` types (which are included themselves). The children are pushed
+    last first, straight onto the stack (no list of them built per node)."""
     out: list[ast.AST] = []
     stack: list[ast.AST] = list(reversed(roots))
-    pop, node_type, fields_of = stack.pop, ast.AST, _CHILD_FIELDS.get
+    pop, push, node_type, fields_of = stack.pop, stack.append, ast.AST, _REVERSED_CHILD_FIELDS.get
+    append = out.append
     while stack:
         node = pop()
-        out.append(node)
+        append(node)
         if stop and isinstance(node, stop):
             continue
-        children: list[ast.AST] = []
         cls = node.__class__
-        for name in fields_of(cls) or child_fields(cls):
+        for name in fields_of(cls) or reversed_child_fields(cls):
             value = getattr(node, name, None)
-            if isinstance(value, node_type):
-                children.append(value)
-            elif value.__class__ is list:
-                children.extend(item for item in value if isinstance(item, node_type))
-        stack.extend(reversed(children))
+            if value.__class__ is list:
+                for item in reversed(value):
+                    if isinstance(item, node_type):
+                        push(item)
+            elif isinstance(value, node_type):
+                push(value)
+    return out
+
+
+def walk_breadth(node: ast.AST) -> list[ast.AST]:
+    """``list(ast.walk(node))``: every node of ``node`` and below, breadth first, children
+    in field order; built in one loop that reads the fields directly (no generator per
+    node), for callers that read the whole walk or test each node with a pure predicate."""
+    out: list[ast.AST] = [node]
+    append, node_type, fields_of = out.append, ast.AST, _CHILD_FIELDS.get
+    at = 0
+    while at < len(out):
+        current = out[at]
+        at += 1
+        cls = current.__class__
+        for name in fields_of(cls) or child_fields(cls):
+            value = getattr(current, name, None)
+            if value.__class__ is list:
+                for item in value:
+                    if isinstance(item, node_type):
+                        append(item)
+            elif isinstance(value, node_type):
+                append(value)
     return out
 
 

@@ -136,12 +136,50 @@ def is_raises_with(node: ast.With | ast.AsyncWith) -> bool:
 
 
 def lines_naming(text: str, words: tuple[str, ...]) -> list[int]:
-    """The numbers (1-based, ascending) of the lines of ``text`` where one of ``words``
-    occurs as a whole word (see :func:`lines_matching`)."""
+    r"""The numbers (1-based, ascending) of the lines of ``text`` where one of ``words``
+    occurs as a whole word: not preceded or followed by a word character (``\w``), the
+    lines :func:`lines_matching` gives for ``(?<!\w)(?:word|...)(?!\w)``. Words that are
+    identifiers are found with :meth:`str.find` (a match of one cannot overlap another's),
+    several times faster than that expression."""
     if not words:
         return []
-    return lines_matching(text, re.compile(
-        r"(?<![\w])(?:" + "|".join(map(re.escape, words)) + r")(?![\w])"))
+    if not all(word.isidentifier() for word in words):
+        return lines_matching(text, re.compile(
+            r"(?<![\w])(?:" + "|".join(map(re.escape, words)) + r")(?![\w])"))
+    text = _normalized(text)
+    ascii_text = text.isascii()
+    end = len(text)
+    starts: list[int] = []
+    for word in words:
+        size = len(word)
+        at = text.find(word)
+        while at != -1:
+            after = at + size
+            if (at == 0 or not _is_word(text[at - 1], ascii_text)) and (
+                    after == end or not _is_word(text[after], ascii_text)):
+                starts.append(at)
+            at = text.find(word, at + 1)
+    starts.sort()
+    return _line_numbers(text, starts)
+
+
+_ASCII_WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _is_word(char: str, ascii_text: bool) -> bool:
+    r"""Whether ``char`` is what ``\w`` matches in a ``str`` pattern (a letter or number of
+    any script, or ``_``); ``ascii_text``: ``char`` is ASCII."""
+    return char in _ASCII_WORD if ascii_text else (char.isalnum() or char == "_")
+
+
+def _normalized(text: str) -> str:
+    """``text`` with identifiers NFKC-normalised as Python reads them (``ＬＬＭ`` is ``LLM``;
+    the normalisation makes and removes no line break)."""
+    if text.isascii():
+        return text
+    import unicodedata
+
+    return unicodedata.normalize("NFKC", text)
 
 
 def lines_matching(text: str, pattern: re.Pattern[str]) -> list[int]:
@@ -149,15 +187,17 @@ def lines_matching(text: str, pattern: re.Pattern[str]) -> list[int]:
     of the lines of ``text`` where ``pattern`` starts a match (a match may run on over
     line breaks), identifiers NFKC-normalised as Python reads them (``ＬＬＭ`` is ``LLM``;
     the normalisation makes and removes no line break)."""
-    if not text.isascii():
-        import unicodedata
+    text = _normalized(text)
+    return _line_numbers(text, [match.start() for match in pattern.finditer(text)])
 
-        text = unicodedata.normalize("NFKC", text)
+
+def _line_numbers(text: str, starts: list[int]) -> list[int]:
+    """The distinct lines (1-based, ascending) of the offsets ``starts`` (ascending, none
+    between a ``\r`` and a ``\n``) of ``text``."""
     crs = "\r" in text
     lines: list[int] = []
     line, position = 1, 0
-    for match in pattern.finditer(text):
-        start = match.start()  # never between "\r" and "\n": a match starts a word
+    for start in starts:
         line += text.count("\n", position, start)
         if crs:
             line += text.count("\r", position, start) - text.count("\r\n", position, start)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 
 from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.source import walk_breadth
 
 
 def statement_block(module: ModuleAnalysis, stmt: ast.stmt) -> list[ast.stmt] | None:
@@ -32,7 +33,7 @@ def statement_block(module: ModuleAnalysis, stmt: ast.stmt) -> list[ast.stmt] | 
 
 
 def loads_of(node: ast.AST, name: str) -> list[ast.Name]:
-    return [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == name
+    return [n for n in walk_breadth(node) if isinstance(n, ast.Name) and n.id == name
             and isinstance(n.ctx, ast.Load)]
 
 
@@ -66,11 +67,11 @@ def walk_statements(stmt: ast.stmt) -> list[ast.stmt]:
 def reads_or_deletes(node: ast.AST, names: set[str]) -> bool:
     """True when ``node`` reads or deletes one of ``names`` anywhere inside."""
     return any(isinstance(n, ast.Name) and n.id in names
-               and isinstance(n.ctx, (ast.Load, ast.Del)) for n in ast.walk(node))
+               and isinstance(n.ctx, (ast.Load, ast.Del)) for n in walk_breadth(node))
 
 
 def node_contains(outer: ast.AST, inner: ast.AST) -> bool:
-    return any(n is inner for n in ast.walk(outer))
+    return any(n is inner for n in walk_breadth(outer))
 
 
 class StatementLayout:

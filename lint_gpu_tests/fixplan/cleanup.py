@@ -20,6 +20,7 @@ from lint_gpu_tests.fixplan.blocks import (
     walk_statements,
 )
 from lint_gpu_tests.fixplan.flow import FINALIZER_CALLS
+from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import last_name, names_in
 
 #: Methods whose call on an engine (or on its runner) ends its life as ``del`` of its last
@@ -164,9 +165,9 @@ class CleanupRecognizer(StatementLayout):
                     candidates.append(node)
         if not candidates:
             return set()
-        inside = {id(n) for c in candidates for n in ast.walk(c)}
+        inside = {id(n) for c in candidates for n in walk_breadth(c)}
         last_use = max((n.lineno for top in segment if top.lineno not in remove
-                        for n in ast.walk(top) if isinstance(n, ast.Name)
+                        for n in walk_breadth(top) if isinstance(n, ast.Name)
                         and n.id in use_names and id(n) not in inside), default=0)
         return {c.lineno for c in candidates if c.lineno > last_use}
 
@@ -176,7 +177,7 @@ class CleanupRecognizer(StatementLayout):
         but cleanup reads it: the cleanup is then what uses that earlier binding."""
         earlier = any(isinstance(n, ast.Name) and n.id in names
                       and isinstance(n.ctx, ast.Store) and n.lineno < site.lineno
-                      for n in ast.walk(func))
+                      for n in walk_breadth(func))
         return earlier and not any(loads_of(s, n) for s in rest for n in names
                                    if not self.is_cleanup_statement(s, names))
 
@@ -199,7 +200,7 @@ def cleanup_beyond_the_runner(module: ModuleAnalysis, func: ast.AST,
     runner's teardown calls ``cleanup_dist_env_and_memory()`` without arguments
     (``lint_gpu_tests/runtime/runner.py``), so a call that passes any (``shutdown_ray=True``)
     does more than the runner will."""
-    for node in ast.walk(func):
+    for node in walk_breadth(func):
         if (isinstance(node, ast.Expr) and node.lineno in remove
                 and isinstance(node.value, ast.Call)
                 and module.cleanup_call_kind(node.value) == "cleanup_dist_env_and_memory()"

@@ -27,6 +27,7 @@ from lint_gpu_tests.analysis import (
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
 from lint_gpu_tests.prefilter import ENVIRONMENT_CHANGE, changes_environment, names_variable
+from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import (
     fixture_decorator,
     is_main_guard,
@@ -147,7 +148,17 @@ def configured(name: str, patterns: tuple[str, ...]) -> bool:
 def find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
     """Every hand-made change of a configured variable that is not isolated, in source
     order: in tests, fixtures and xunit functions, and at module level of a test module
-    other than ``conftest.py``."""
+    other than ``conftest.py``. Found once per analysis (the rule asks, and so does the
+    plan of each change in a fixture or a ``unittest`` method); each call returns a new
+    list."""
+    found: list[EnvMutation] | None = getattr(module, "_env_mutations", None)
+    if found is None:
+        found = _find_mutations(module)
+        module._env_mutations = found  # type: ignore[attr-defined]
+    return list(found)
+
+
+def _find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
     lines = _change_lines(module)
     if lines == []:
         return []
@@ -172,9 +183,9 @@ def find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
 
 
 def class_of(module: ModuleAnalysis, func: FunctionInfo) -> ast.ClassDef | None:
-    """The class ``func`` is a method of (defined directly in its body), else ``None``."""
-    parent = module.parent(func.node)
-    return parent if isinstance(parent, ast.ClassDef) else None
+    """The class ``func`` is a method of (defined directly in its body), else ``None``
+    (what the analysis recorded: :attr:`FunctionInfo.owner_class`)."""
+    return func.owner_class
 
 
 def is_unittest_class(module: ModuleAnalysis, cls: ast.ClassDef, depth: int = 0) -> bool:
@@ -271,7 +282,7 @@ def _cleans_up(module: ModuleAnalysis, func: FunctionInfo, mutation: EnvMutation
         if not (isinstance(node, ast.Call) and last_name(node.func) in ADD_CLEANUP):
             continue
         for sub in (s for arg in [*node.args, *(k.value for k in node.keywords)]
-                    for s in ast.walk(arg)):
+                    for s in walk_breadth(arg)):
             if isinstance(sub, ast.Constant) and sub.value in mutation.names:
                 return True
             if isinstance(sub, (ast.Name, ast.Attribute)) and module.qualified(sub) in (
@@ -358,7 +369,7 @@ def _autouse_patches_environ(module: ModuleAnalysis, func: FunctionInfo) -> bool
         return False
     return any(isinstance(node, (ast.With, ast.AsyncWith)) and any(
         _patch_dict_of_environ(module, item.context_expr) for item in node.items) and any(
-        isinstance(inner, ast.Yield) for inner in ast.walk(node))
+        isinstance(inner, ast.Yield) for inner in walk_breadth(node))
         for node in module.nodes_of(func))
 
 
@@ -595,13 +606,15 @@ def _add_cleanup_plan(module: ModuleAnalysis, mutation: EnvMutation, func: Funct
     if CONTEXT_NAME in locals_:
         return EnvFixPlan(FixInfo.none(title, f"the function binds a local `{CONTEXT_NAME}`"))
     needs: tuple[str, ...] = ()
+    spelled = _may_name(module, "MonkeyPatch")  # else no statement can load the name
     if module.imports.get("pytest") == "pytest":
         factory = "pytest.MonkeyPatch"
     elif module.imports.get("MonkeyPatch") in ("pytest.MonkeyPatch",
                                                 "_pytest.monkeypatch.MonkeyPatch"):
         factory = "MonkeyPatch"
     elif "MonkeyPatch" in locals_ or "MonkeyPatch" in module.imports or any(
-            "MonkeyPatch" in names_in(stmt) or getattr(stmt, "name", None) == "MonkeyPatch"
+            (spelled and "MonkeyPatch" in names_in(stmt))
+            or getattr(stmt, "name", None) == "MonkeyPatch"
             for stmt in module.tree.body if not isinstance(stmt, (ast.Import, ast.ImportFrom))):
         return EnvFixPlan(FixInfo.none(title, "`MonkeyPatch` names something else here"))
     else:
@@ -614,6 +627,13 @@ def _add_cleanup_plan(module: ModuleAnalysis, mutation: EnvMutation, func: Funct
                       prelude=(f"{CONTEXT_NAME} = {factory}()",
                                f"{owner}.{register}({CONTEXT_NAME}.undo)"),
                       prelude_line=top.lineno, needs=needs)
+
+
+def _may_name(module: ModuleAnalysis, name: str) -> bool:
+    """False only when no identifier of ``module`` can be ``name``: an ASCII source that
+    does not contain it (a non-ASCII one may spell it in characters that NFKC-normalise to
+    it, as Python reads identifiers)."""
+    return name in module.text or not module.text.isascii()
 
 
 def env_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> FixInfo:

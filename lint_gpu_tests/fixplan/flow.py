@@ -15,7 +15,7 @@ import ast
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.fixplan.groups import CLASS_CALLS, IDENTITY_CALLS
-from lint_gpu_tests.source import walk_nodes
+from lint_gpu_tests.source import walk_breadth, walk_nodes
 from lint_gpu_tests.syntax import dotted_name, last_name, names_in
 
 #: Calls that hand their arguments to another thread or process (which may use them later).
@@ -46,7 +46,7 @@ def _attribute_chain_root(value: ast.AST) -> str | None:
 def _holds_reference(value: ast.AST, names: set[str]) -> bool:
     """True when ``value`` keeps one of ``names`` reachable after the statement: a closure
     over it, or a call that receives it (an object built around the engine)."""
-    for node in ast.walk(value):
+    for node in walk_breadth(value):
         if isinstance(node, ast.Lambda) and names_in(node) & names:
             return True
         if isinstance(node, ast.Call) and any(
@@ -119,12 +119,12 @@ class ValueFlow:
         """Whether the region's top-level statement ``index`` (``stmt``) reads or deletes a
         name while it holds a value from the engine."""
         return any(isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Load, ast.Del))
-                   and self.live(n.id, index) for n in ast.walk(stmt))
+                   and self.live(n.id, index) for n in walk_breadth(stmt))
 
     def unfollowed_call(self, statements: list[ast.stmt]) -> str | None:
         """The unsafe reason when one of ``statements`` hands a value derived from the
         engine (not the engine itself) to a call the analysis cannot see into."""
-        return self.state.check_calls([n for s in statements for n in ast.walk(s)])
+        return self.state.check_calls([n for s in statements for n in walk_breadth(s)])
 
 
 class _FlowState:
@@ -230,13 +230,13 @@ class _FlowState:
         inner = set(scope)
         for gen in node.generators:  # type: ignore[attr-defined]
             if self.elements_carry(gen.iter, frozenset(inner)):
-                inner.update(n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name))
+                inner.update(n.id for n in walk_breadth(gen.target) if isinstance(n, ast.Name))
         return frozenset(inner)
 
     def mentions(self, node: ast.AST, scope: frozenset[str] = frozenset()) -> bool:
         return node is self.seed or any(
             (isinstance(n, ast.Name) and (n.id in self.tainted or n.id in scope))
-            or n is self.seed for n in ast.walk(node))
+            or n is self.seed for n in walk_breadth(node))
 
     # ------------------------------------------------------------------ bindings
     def taint(self, name: str) -> None:
@@ -416,7 +416,7 @@ class Helpers(dict[str, "ast.FunctionDef | ast.AsyncFunctionDef"]):
         function: the value flows of a module's sites keep asking them of the same ones."""
         known = self.locals.get(id(func))
         if known is None:
-            params = {a.arg for a in ast.walk(getattr(func, "args", ast.arguments(
+            params = {a.arg for a in walk_breadth(getattr(func, "args", ast.arguments(
                 posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])))
                 if isinstance(a, ast.arg)}
             declared = {name for n in walk_nodes([func])
@@ -504,7 +504,7 @@ def value_flow(func: ast.AST, region: list[ast.stmt], aliases: set[str],
         The :class:`ValueFlow`; flow-insensitive within the region (a name that may hold
         the engine anywhere there counts everywhere), which can only widen the block.
     """
-    nodes = [n for stmt in region for n in ast.walk(stmt)]
+    nodes = [n for stmt in region for n in walk_breadth(stmt)]
     helpers = helpers if helpers is not None else Helpers()
     fresh, declared = helpers.local_facts(func)
     state = _FlowState(aliases, seed, set(fresh), set(declared))
@@ -625,7 +625,7 @@ def _liveness(flow: ValueFlow, region: list[ast.stmt]) -> None:
                 flags.append(current)  # its own value still reads the old one
                 current = False
             elif any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-                     for n in ast.walk(stmt)):
+                     for n in walk_breadth(stmt)):
                 flags.append(True)
                 current = True
             else:

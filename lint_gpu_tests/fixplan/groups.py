@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import last_name
 
 #: Title of the group and factory fixes.
@@ -69,11 +70,11 @@ class GroupShape:
 
 
 def _names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    return {n.id for n in walk_breadth(node) if isinstance(n, ast.Name)}
 
 
 def _free_name(func: ast.AST, base: str) -> str:
-    used = _names(func) | {a.arg for a in ast.walk(func) if isinstance(a, ast.arg)}
+    used = _names(func) | {a.arg for a in walk_breadth(func) if isinstance(a, ast.arg)}
     name, k = base, 2
     while name in used:
         name, k = f"{base}{k}", k + 1
@@ -81,7 +82,7 @@ def _free_name(func: ast.AST, base: str) -> str:
 
 
 def _engine_calls(module: ModuleAnalysis, node: ast.AST) -> list[ast.Call]:
-    return [n for n in ast.walk(node) if isinstance(n, ast.Call)
+    return [n for n in walk_breadth(node) if isinstance(n, ast.Call)
             and (module.builds_engine(n) or module.is_runner_call(n))]
 
 
@@ -138,7 +139,7 @@ def engine_group(module: ModuleAnalysis, call: ast.Call, stmt: ast.stmt,
         return None
     if isinstance(loop, (ast.For, ast.AsyncFor)) and container in _names(loop.target):
         return None
-    stores = [n for n in ast.walk(node) if isinstance(n, ast.Name) and n.id == container
+    stores = [n for n in walk_breadth(node) if isinstance(n, ast.Name) and n.id == container
               and isinstance(n.ctx, ast.Store)]
     if len(stores) != 1 or container in func.params:
         return None
@@ -179,7 +180,7 @@ def group_cleanup_loop(module: ModuleAnalysis, stmt: ast.stmt, container: str,
     end = (stmt.end_lineno or stmt.lineno, stmt.end_col_offset or 0)
     if func is not None and any(
             isinstance(n, ast.Name) and n.id in (target, container) and isinstance(
-                n.ctx, ast.Load) and (n.lineno, n.col_offset) > end for n in ast.walk(func)):
+                n.ctx, ast.Load) and (n.lineno, n.col_offset) > end for n in walk_breadth(func)):
         return []
     return [stmt, *stmt.body]
 
@@ -206,7 +207,7 @@ def identity_reason(node: ast.AST, names: set[str], subject: str) -> str | None:
         name = last_name(node.func)
         if name in IDENTITY_CALLS or (name in CLASS_CALLS and any(
                 isinstance(n, (ast.Name, ast.Attribute)) and last_name(n) in _PROXY_TYPES
-                for a in node.args[1:] for n in ast.walk(a))):
+                for a in node.args[1:] for n in walk_breadth(a))):
             return f"`{name}()` on {subject} sees a `weakref.proxy`, not the engine"
     if isinstance(node, ast.Compare) and any(
             isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops) and any(
@@ -220,7 +221,7 @@ def identity_problem(segment: list[ast.stmt], names: set[str]) -> str | None:
     by identity (see :func:`identity_reason`). ``names`` are the names that may hold an
     engine of the group."""
     for stmt in segment:
-        for node in ast.walk(stmt):
+        for node in walk_breadth(stmt):
             reason = identity_reason(node, names, "an engine of the group")
             if reason is not None:
                 return reason

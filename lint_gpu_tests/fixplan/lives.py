@@ -19,6 +19,7 @@ from lint_gpu_tests.analysis import (
 )
 from lint_gpu_tests.fixplan.cleanup import ends_engine
 from lint_gpu_tests.fixplan.groups import engine_group
+from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import last_name
 
 SHARE_KEYWORD = "gpu_memory_utilization"
@@ -90,11 +91,11 @@ class EngineLives:
             return cached
         self.cache[key] = []  # a fixture requesting itself (never valid) ends here
         module = self.module
-        locals_ = local_names(module, func)
         out: list[EngineLife] = []
         for site in module.engines:
             if site.function is not func or site.under_main_guard or site.in_raises:
                 continue
+            locals_ = local_names(module, func)  # cached per function by the analysis
             share, defaulted = self.share(site.call, locals_)
             group = engine_group(module, site.call, site.statement, func)
             if group is not None and group.kind == "comprehension":
@@ -108,6 +109,7 @@ class EngineLives:
             if call.function is not func or call.under_main_guard or \
                     call.context == "returned":
                 continue
+            locals_ = local_names(module, func)
             share, defaulted = self.share(call.call, locals_)
             if call.context == "bare":
                 statement = module.statement_of(call.call)
@@ -118,7 +120,7 @@ class EngineLives:
                                f"`{last_name(call.call.func)}(...)` line {call.call.lineno}",
                                locals_)
         if func.kind in ("test", "fixture") and depth < 8:
-            out += self._requested(func, locals_, depth)
+            out += self._requested(func, depth)
         self.cache[key] = out
         return out
 
@@ -175,7 +177,7 @@ class EngineLives:
                 parent, (ast.stmt, ast.ListComp, ast.SetComp, ast.DictComp)):
             parent = self.module.parent(parent)
         if not isinstance(parent, (ast.ListComp, ast.SetComp, ast.DictComp)) or not any(
-                n is call for n in ast.walk(parent.value if isinstance(parent, ast.DictComp)
+                n is call for n in walk_breadth(parent.value if isinstance(parent, ast.DictComp)
                                             else parent.elt)):
             return 1
         total = 1
@@ -214,7 +216,7 @@ class EngineLives:
             source = node.iter.func.value if isinstance(node.iter, ast.Call) and isinstance(
                 node.iter.func, ast.Attribute) else node.iter
             if isinstance(source, ast.Name) and source.id == container and any(
-                    ends_engine(self.module, n, {node.target.id}) for n in ast.walk(node)):
+                    ends_engine(self.module, n, {node.target.id}) for n in walk_breadth(node)):
                 ends.append((node.lineno, node.col_offset))
         return min(ends)
 
@@ -299,8 +301,7 @@ class EngineLives:
                           or ends_engine(module, node, stacks, chain=False))]
         return min(ends)
 
-    def _requested(self, func: FunctionInfo, locals_: frozenset[str],
-                   depth: int) -> list[EngineLife]:
+    def _requested(self, func: FunctionInfo, depth: int) -> list[EngineLife]:
         """Engines of the fixtures ``func`` requests (alive for all of ``func``), and those
         it builds through factory fixtures (alive until ``func`` ends: the factory keeps
         them)."""
@@ -314,6 +315,7 @@ class EngineLives:
             fixture = self.fixtures.get(name)
             inner = self.factories.get(name)
             if inner is not None or (name == RUNNER_FACTORY_FIXTURE and fixture is None):
+                locals_ = local_names(module, func)
                 for node in module.nodes_of(func):
                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                             node.func.id == name:

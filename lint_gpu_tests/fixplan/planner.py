@@ -46,7 +46,7 @@ from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.helper_calls import ONE_MODULE, HelperCallers, runner_through_callers
 from lint_gpu_tests.mappings import hides_model, plan_mapping
 from lint_gpu_tests.noqa import Noqa, parse_noqa
-from lint_gpu_tests.source import walk_nodes
+from lint_gpu_tests.source import walk_breadth, walk_nodes
 from lint_gpu_tests.syntax import last_name, names_in
 
 
@@ -241,7 +241,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
                            "change callers in other modules)")
         yield_proxy = self._yields_proxy(func, stmt, segment, remove, names, bound, group)
         if is_fixture and not yield_proxy and any(
-                isinstance(n, ast.Return) for s in segment[1:] for n in ast.walk(s)):
+                isinstance(n, ast.Return) for s in segment[1:] for n in walk_breadth(s)):
             return FixInfo.none(title, "the fixture returns inside the engine's range")
         drop = self._dropped_params(func, remove)
         add_param = None
@@ -309,7 +309,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return "built inside a lambda or comprehension"
         if not module.is_engine_call(call) and kind == "engine":
             return "built by a factory method the runner cannot call"
-        sites = [n for n in ast.walk(stmt) if isinstance(n, ast.Call)
+        sites = [n for n in walk_breadth(stmt) if isinstance(n, ast.Call)
                  and (module.builds_engine(n) or module.is_runner_call(n))]
         if len(sites) != 1:
             return "several engines are built in one statement"
@@ -412,7 +412,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
                     isinstance(later, (ast.FunctionDef, ast.AsyncFunctionDef,
                                        ast.ClassDef)) and later.name in use_names):
                 end = j
-                for node in ast.walk(later):
+                for node in walk_breadth(later):
                     if isinstance(node, ast.Try):
                         for s in node.finalbody:
                             if self.is_cleanup_statement(s, names) and not \
@@ -474,7 +474,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 s is stmt for s in holder.body) or any(
                 module.is_runner_call(item.context_expr) for item in holder.items):
             return []
-        if sum(1 for n in ast.walk(holder) if isinstance(n, ast.Call)
+        if sum(1 for n in walk_breadth(holder) if isinstance(n, ast.Call)
                and (module.builds_engine(n) or module.is_runner_call(n))) != 1:
             return []
         outer = statement_block(module, holder)
@@ -514,7 +514,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
             inside |= {id(n) for n in walk_nodes(other_branch_statements(module, stmt, bound))}
         top_rebindings = {id(n) for s in block for n in stores_at_top(s)}
         region_index = {id(n): k for k, s in enumerate(block[index:stop]) for n in walk_nodes([s])}
-        for node in ast.walk(func_node):
+        for node in walk_breadth(func_node):
             if not (isinstance(node, ast.Name) and node.id in use_names) or id(node) in inside:
                 continue
             if isinstance(node.ctx, (ast.Load, ast.Del)):
@@ -526,7 +526,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         for s in segment:
             if s.lineno != stmt.lineno and self.shares_line(s):
                 return "a statement in its range shares its line with another"
-            for node in ast.walk(s):
+            for node in walk_breadth(s):
                 if isinstance(node, (ast.Global, ast.Nonlocal)) and set(node.names) & names:
                     return "the engine's name is global or nonlocal"
         return None
@@ -592,7 +592,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
                     and any(loads_of(s, n) for n in names)]
             # A name bound before the construction keeps its own binding used (pyflakes).
             earlier = any(isinstance(n, ast.Name) and n.id == bound and isinstance(
-                n.ctx, ast.Store) and n.lineno < stmt.lineno for n in ast.walk(func.node))
+                n.ctx, ast.Store) and n.lineno < stmt.lineno for n in walk_breadth(func.node))
             if len(uses) == 1 and _is_plain_handout(uses[0], bound, module) and not earlier:
                 return True
         return False
@@ -603,7 +603,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         func_node = func.node
         drop: set[str] = set()
         if "request" in func.params:
-            removed_nodes = [s for s in ast.walk(func_node) if isinstance(s, ast.stmt)
+            removed_nodes = [s for s in walk_breadth(func_node) if isinstance(s, ast.stmt)
                              and s.lineno in remove]
             other = [n for n in loads_of(func_node, "request")
                      if not any(node_contains(r, n) for r in removed_nodes)]
@@ -654,7 +654,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
                            "long as its scope")
         use_class = wide and config.target == "bundled"
         runner = self._group_runner(use_class)
-        removed = [s for s in ast.walk(fixture.node) if isinstance(s, ast.stmt)
+        removed = [s for s in walk_breadth(fixture.node) if isinstance(s, ast.stmt)
                    and s.lineno in parts.remove_lines]
         drop = {"request"} if "request" in fixture.params and removed and not [
             n for n in loads_of(fixture.node, "request")

@@ -16,6 +16,7 @@ import ast
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan.flow import THREAD_CALLS
 from lint_gpu_tests.fixplan.groups import identity_reason
+from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import dotted_name, last_name, names_in
 
 #: Calls that observe when the engine object itself is freed (``weakref`` module).
@@ -42,7 +43,7 @@ class SafetyChecks:
         attributes are judged there)."""
         if not tainted:
             return None
-        for node in ast.walk(stmt):
+        for node in walk_breadth(stmt):
             if isinstance(node, ast.Return) and node.value is not None and not is_fixture:
                 if names_in(node.value) & tainted:
                     return "none:the engine is returned to the caller, so it must outlive " \
@@ -177,7 +178,7 @@ def weak_calls(module: ModuleAnalysis, segment: list[ast.stmt],
     first argument is one of ``names``."""
     out: set[tuple[int, str]] = set()
     for stmt in segment:
-        for node in ast.walk(stmt):
+        for node in walk_breadth(stmt):
             if isinstance(node, ast.Call) and module.qualified(node.func) in WEAK_CALLABLES \
                     and node.args and _is_plain(node.args[0], names):
                 spelling = dotted_name(node.func)

@@ -21,6 +21,7 @@ from lint_gpu_tests.rules._common import (
     hit_at,
     is_shutdown_try,
 )
+from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import last_name, names_in
 
 
@@ -243,7 +244,7 @@ def test_uses_helper():
             fix = plan.fix_info(self.fix_title)
             found = list(owner.cleanup)
             for use in plan.uses:
-                for node in ast.walk(module.tree):
+                for node in walk_breadth(module.tree):
                     if not (isinstance(node, ast.stmt) and node.lineno in use.remove_lines):
                         continue
                     if isinstance(node, ast.Delete):
@@ -323,7 +324,7 @@ def _release_idioms(module: ModuleAnalysis, func: FunctionInfo, deletable: set[s
         body = node.body if isinstance(node, ast.Try) else idiom
         first[id(node)] = "; ".join(ast.get_source_segment(module.text, s) or "" for s in body)
         for stmt in idiom:
-            nested.update(id(n) for n in ast.walk(stmt) if n is not node)
+            nested.update(id(n) for n in walk_breadth(stmt) if n is not node)
     return first, nested
 
 
@@ -387,14 +388,14 @@ def _engine_used_later(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stm
         if isinstance(current, _LOOPS):
             loop = current
         current = module.parent(current)
-    skipped = {id(n) for n in ast.walk(loop.iter)} if isinstance(
+    skipped = {id(n) for n in walk_breadth(loop.iter)} if isinstance(
         loop, (ast.For, ast.AsyncFor)) else set()
     # The engine's own shutdown (``llm.shutdown()`` in the ``finally``) is its cleanup, not
     # a use: a cleanup call before it is still after the engine's last use.
     planner = planner_for(module)
     skipped |= {id(n) for s in nodes if isinstance(s, ast.Expr) and s is not stmt and (
         ends_engine(module, s.value, held) or planner.is_cleanup_statement(s, held))
-        for n in ast.walk(s)}
+        for n in walk_breadth(s)}
     events = sorted(((n.lineno, n.col_offset), n) for n in nodes
                     if isinstance(n, ast.Name) and n.id in held and id(n) not in skipped)
     if loop is None:
@@ -459,7 +460,7 @@ def _del_in_own_block_fix(module: ModuleAnalysis, func: FunctionInfo, node: ast.
             return FixInfo.none(title, "the `del` is in a loop inside the with-block: a later "
                                    "iteration would fail on the deleted name")
         current = module.parent(current)
-    for sub in ast.walk(func.node):
+    for sub in walk_breadth(func.node):
         if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and \
                 sub is not func.node and names_in(sub) & targets:
             return FixInfo.none(title, "a closure captures the runner's name")

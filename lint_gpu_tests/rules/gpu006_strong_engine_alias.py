@@ -14,6 +14,7 @@ from lint_gpu_tests.fixplan.safety import WEAK_CALLABLES
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at
+from lint_gpu_tests.source import walk_breadth
 
 
 class StrongEngineAlias(Rule):
@@ -168,7 +169,7 @@ def _runner_fix(module: ModuleAnalysis, call: RunnerCall) -> FixInfo:
 def _weakly_referenced(module: ModuleAnalysis, func: ast.AST, names: set[str]) -> str | None:
     """The weakref callable (other than a one-argument ``weakref.proxy``, which the fix
     turns into the proxy itself) applied to one of ``names`` in ``func``, if any."""
-    for node in ast.walk(func):
+    for node in walk_breadth(func):
         if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name)
                 and node.args[0].id in names):
             continue
@@ -187,6 +188,6 @@ def _enclosing_with(module: ModuleAnalysis, node: ast.AST, runner: str) -> set[i
             isinstance(item.optional_vars, ast.Name) and item.optional_vars.id == runner
             for item in current.items
         ):
-            return {id(n) for n in ast.walk(current)}
+            return {id(n) for n in walk_breadth(current)}
         current = module.parent(current)
     return None

@@ -343,3 +343,27 @@ def test_very_large_file_fixed(project: Path) -> None:
     path = write(project, "test_big.py", data)
     assert run("--fix", "tests").exit_code == 0
     assert path.read_bytes() == (FIXED.format(s="hi") + blob).encode()
+
+
+def test_implicit_concatenation_of_mixed_quotes_is_counted(project: Path) -> None:
+    # The check skips the strings of a module with too few quote characters for 3,001 parts
+    # (each takes two): parts in single quotes, double quotes and f-strings all count.
+    parts = " ".join(f"'p{i}'" if i % 3 == 0 else f'"q{i}"' if i % 3 == 1 else f"f'r{i}'"
+                     for i in range(3_001))
+    data = (ENGINE.format(s="hi").replace('"', "'") + f"\n\nPROMPT = ({parts})\n").encode()
+    assert data.count(b"'") + data.count(b'"') == 2 * 3_001 + 4
+    write(project, "test_prompt.py", data)
+    (found,) = json.loads(run("--output-format", "json", "tests").stdout)
+    assert (found["code"], found["location"], found["fix"]) == \
+        ("GPU001", {"row": 5, "column": 11}, None)
+    assert found["no_fix_reason"] == ("an implicit string concatenation of 3001 parts (line "
+                                      "9; the fixer's parser takes at most 3000)")
+
+
+def test_concatenation_one_part_short_of_the_quote_bound_is_fixable(project: Path) -> None:
+    # 3,000 parts and the engine's two strings: 6,004 quotes, above the bound, and still
+    # within what LibCST parses: fixable.
+    parts = " ".join(f"'p{i}'" for i in range(3_000))
+    data = (ENGINE.format(s="hi") + f"\n\nPROMPT = ({parts})\n").encode()
+    write(project, "test_prompt.py", data)
+    assert run("tests").stdout.splitlines()[0] == f"tests/test_prompt.py:5:11: {GPU001}"
