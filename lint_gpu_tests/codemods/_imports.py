@@ -18,16 +18,24 @@ from lint_gpu_tests.codemods._cst import leading_lines
 STDLIB = frozenset(sys.stdlib_module_names)
 
 
+def _name_code(node: cst.CSTNode) -> str:
+    """The code of an imported name or module (``Module([]).code_for_node(node)``): a plain
+    name's value without generating code."""
+    if isinstance(node, cst.Name) and not node.lpar:
+        return node.value
+    return cst.Module([]).code_for_node(node)
+
+
 def _top_module(stmt: cst.BaseStatement) -> tuple[str, bool] | None:
     """``(top-level module, is_plain_import)`` of an import statement line, else ``None``."""
     if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
         return None
     small = stmt.body[0]
     if isinstance(small, cst.Import):
-        name = cst.Module([]).code_for_node(small.names[0].name)
+        name = _name_code(small.names[0].name)
         return name.split(".")[0], True
     if isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
-        name = cst.Module([]).code_for_node(small.module)
+        name = _name_code(small.module)
         return name.split(".")[0], False
     return None
 
@@ -83,7 +91,7 @@ def add_stdlib_import(module: cst.Module, name: str) -> cst.Module:
         if info == (name, True) and isinstance(stmt, cst.SimpleStatementLine):
             small = stmt.body[0]
             if isinstance(small, cst.Import) and any(
-                cst.Module([]).code_for_node(a.name) == name and a.asname is None
+                _name_code(a.name) == name and a.asname is None
                 for a in small.names
             ):
                 return module
@@ -140,10 +148,10 @@ def _key(stmt: cst.BaseStatement) -> tuple[str, str] | None:
         return None
     small = stmt.body[0]
     if isinstance(small, cst.Import):
-        return ("import", ",".join(cst.Module([]).code_for_node(a.name) for a in small.names))
+        return ("import", ",".join(_name_code(a.name) for a in small.names))
     if isinstance(small, cst.ImportFrom) and small.module is not None:
         dots = "." * len(small.relative)
-        return ("from", dots + cst.Module([]).code_for_node(small.module))
+        return ("from", dots + _name_code(small.module))
     return None
 
 

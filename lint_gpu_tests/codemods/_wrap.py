@@ -367,12 +367,19 @@ class WrapTransformer(cst.CSTTransformer):
             return node
         # The widths of first lines: the header alone is generated (a body's code would
         # only be cut off), with and without its trailing comment.
-        header_only = node.body.with_changes(body=[])
-        code_width = column + len(statement_code(node.with_changes(
-            leading_lines=[], body=header_only.with_changes(
-                header=cst.TrailingWhitespace()))).splitlines()[0])
-        full_width = column + len(statement_code(
-            node.with_changes(leading_lines=[], body=header_only)).splitlines()[0])
+        # generated once: without its trailing comment, a header of one line is the same
+        # line less the comment (a longer one ends with the comment, off its first line)
+        header = statement_code(node.with_changes(leading_lines=[],
+                                                  body=node.body.with_changes(body=[])))
+        full_width = column + len(header.splitlines()[0])
+        lines = physical_lines(header)  # the header's, then the ``pass`` of no body
+        first = lines[0].rstrip("\r\n")
+        trailing = site.trailing_whitespace
+        suffix = trailing.whitespace.value + (
+            trailing.comment.value if trailing.comment is not None else "")
+        if len(lines) == 2 and suffix and first.endswith(suffix):
+            first = first[:len(first) - len(suffix)]
+        code_width = column + len((first.splitlines() or [""])[0])
         site_width = column + self._first_line_width(site)
         if not aligned and (code_width <= line_length() and (
                 full_width <= line_length() or site_width > line_length())):
