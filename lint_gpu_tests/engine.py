@@ -60,6 +60,7 @@ __all__ = [
     "check_tree",
     "decode_source",
     "in_scope",
+    "nests_deeper_than",
     "parse_noqa",
     "parse_source",
     "physical_lines",
@@ -109,9 +110,16 @@ def _nesting(tree: ast.AST, shortest: int) -> tuple[int, int, list[ast.expr]]:
     return depth, line, strings
 
 
-def _depth(tree: ast.AST) -> tuple[int, int]:
+def nests_deeper_than(tree: ast.AST, levels: int) -> bool:
+    """True when ``tree`` nests more than ``levels`` levels (the module is level 1, as
+    :func:`_nesting` counts); the walk stops at that level."""
+    return _depth(tree, levels + 1)[0] > levels
+
+
+def _depth(tree: ast.AST, stop: int = 0) -> tuple[int, int]:
     """The ``(depth, line)`` of :func:`_nesting` without its strings: the same levels, in
-    the same order, without the strings' bookkeeping per node."""
+    the same order, without the strings' bookkeeping per node; with ``stop``, no deeper
+    than that level."""
     level: list[ast.AST] = [tree]
     depth, line = 0, 1
     node_type = ast.AST
@@ -129,7 +137,7 @@ def _depth(tree: ast.AST) -> tuple[int, int]:
                             push(item)
                 elif isinstance(value, node_type):
                     push(value)
-        if not below:
+        if not below or depth == stop:
             return depth, line
         level = below
 

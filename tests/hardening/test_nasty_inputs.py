@@ -367,3 +367,33 @@ def test_concatenation_one_part_short_of_the_quote_bound_is_fixable(project: Pat
     data = (ENGINE.format(s="hi") + f"\n\nPROMPT = ({parts})\n").encode()
     write(project, "test_prompt.py", data)
     assert run("tests").stdout.splitlines()[0] == f"tests/test_prompt.py:5:11: {GPU001}"
+
+
+@pytest.mark.parametrize(("parts", "thread"), [(40, "MainThread"), (400, "gpu-test-lint-deep")])
+def test_shallow_modules_are_fixed_in_the_calling_thread(parts: int, thread: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module within SHALLOW_FIX_DEPTH levels is fixed where the call is made, under the
+    deep thread's recursion limit (restored afterwards); a deeper one in the deep thread.
+    Both give the same fix."""
+    import sys
+    import threading
+
+    from lint_gpu_tests import fixloop
+    from lint_gpu_tests.config import Config
+    from lint_gpu_tests.source import DEEP_RECURSION_LIMIT
+
+    seen: list[tuple[str, int]] = []
+    real = fixloop._fix_loop
+
+    def spy(*args: object) -> fixloop.FixOutcome:
+        seen.append((threading.current_thread().name, sys.getrecursionlimit()))
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fixloop, "_fix_loop", spy)
+    limit = sys.getrecursionlimit()
+    tail = _concatenation(parts)
+    source = (ENGINE.format(s="hi") + tail).encode()
+    outcome = fixloop.fix_source(source, "tests/test_prompt.py", Config())
+    assert outcome.new_source == (FIXED.format(s="hi") + tail).encode()
+    assert seen == [(thread, DEEP_RECURSION_LIMIT)]
+    assert sys.getrecursionlimit() == limit
