@@ -13,12 +13,16 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # Editable installs, redone only when pyproject.toml changes (stamp files in the venv).
+# setuptools' editable build warns, in a box, that a folder named like the package in the
+# working directory may be imported instead: here it is the package itself. Only that
+# warning is silenced.
+QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(QUIET_EDITABLE) $(BIN)/python -m pip install -q -e .
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(QUIET_EDITABLE) $(BIN)/python -m pip install -q -e '.[test]'
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
@@ -33,7 +37,7 @@ E2E_CONSTRAINTS := tests/e2e/constraints.txt
 $(VENV_E2E)/.installed: pyproject.toml $(E2E_CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV_E2E)
 	$(BIN_E2E)/python -m pip install -q --upgrade pip
-	$(BIN_E2E)/python -m pip install -q -c $(E2E_CONSTRAINTS) -e '.[test,e2e]'
+	$(QUIET_EDITABLE) $(BIN_E2E)/python -m pip install -q -c $(E2E_CONSTRAINTS) -e '.[test,e2e]'
 	$(BIN_E2E)/python -m pip uninstall -y -q torchvision torchaudio torchcodec
 	touch $@
 
