@@ -107,9 +107,11 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
     or that raises (LibCST's ``PanicException``, a ``BaseException``, included), is thrown
     away (the file is left as the last good pass had it) and reported in ``error``. When
     the tenth pass still leaves something to fix, the fixes do not converge: nothing is
-    kept, ``error`` says ``failed to converge after 10 passes`` (as ruff does). The work
-    runs in :func:`call_with_deep_stack`, so deeply nested modules (long string
-    concatenations) can be rewritten. LibCST is imported only when there is something to fix.
+    kept, ``error`` says ``failed to converge after 10 passes`` (as ruff does). A module
+    nesting more than :data:`SHALLOW_FIX_DEPTH` levels is fixed in
+    :func:`call_with_deep_stack`, so deeply nested modules (long string concatenations) can
+    be rewritten; a shallower one in the calling thread, under the same recursion limit.
+    LibCST is imported only when there is something to fix.
 
     Args:
         source: the file's raw bytes.
