@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.conftest_index import ConftestIndex
 from lint_gpu_tests.engine import CheckResult, check_module, nests_deeper_than, wanted_fixes
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, Violation
 from lint_gpu_tests.source import (
-    DEEP_RECURSION_LIMIT,
-    DEEP_STATE,
     InternalError,
+    call_with_deep_limit,
     call_with_deep_stack,
     parse_source,
 )
@@ -31,8 +28,6 @@ if TYPE_CHECKING:
     from lint_gpu_tests.analysis import ModuleAnalysis
 
 __all__ = ["MAX_FIX_PASSES", "SHALLOW_FIX_DEPTH", "FixOutcome", "fix_source"]
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -110,7 +105,8 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
     kept, ``error`` says ``failed to converge after 10 passes`` (as ruff does). A module
     nesting more than :data:`SHALLOW_FIX_DEPTH` levels is fixed in
     :func:`call_with_deep_stack`, so deeply nested modules (long string concatenations) can
-    be rewritten; a shallower one in the calling thread, under the same recursion limit.
+    be rewritten; a shallower one in the calling thread, under the same recursion limit
+    (:func:`~lint_gpu_tests.source.call_with_deep_limit`).
     LibCST is imported only when there is something to fix.
 
     Args:
@@ -147,7 +143,8 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
         checked = check_module(source, path, config, conftests)  # the same, with plans
     if checked.module is not None and not nests_deeper_than(checked.module.tree,
                                                             SHALLOW_FIX_DEPTH):
-        return _shallow(_fix_loop, source, path, config, unsafe, checked, conftests)
+        return call_with_deep_limit(_fix_loop, source, path, config, unsafe, checked,
+                                    conftests)
     return call_with_deep_stack(_fix_loop, source, path, config, unsafe, checked, conftests)
 
 
@@ -158,22 +155,6 @@ calling Python (no C stack per level on CPython 3.11), so a module this shallow 
 within the raised recursion limit on any thread's stack. Measured with
 ``benchmarks/fix_cost.py`` on the generated tree: the same fix pass took about a third more
 CPU in the other thread, started or kept (``docs/performance.md``)."""
-
-
-def _shallow(function: Callable[..., T], *args: object) -> T:
-    """``function(*args)`` in the calling thread, under the recursion limit a deep thread
-    has (:data:`~lint_gpu_tests.source.DEEP_RECURSION_LIMIT`), so that what recurses gives
-    up at the same depth wherever it runs; the limit is restored afterwards."""
-    if getattr(DEEP_STATE, "active", False):
-        return function(*args)
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, DEEP_RECURSION_LIMIT))
-    DEEP_STATE.active = True  # a call_with_deep_stack inside runs here too
-    try:
-        return function(*args)
-    finally:
-        DEEP_STATE.active = False
-        sys.setrecursionlimit(old)
 
 
 def _needs_plan(violation: Violation) -> bool:

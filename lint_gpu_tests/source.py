@@ -29,6 +29,7 @@ __all__ = [
     "TOO_DEEP_TO_ANALYSE",
     "InternalError",
     "SourceTooDeep",
+    "call_with_deep_limit",
     "call_with_deep_stack",
     "TopLevel",
     "decode_source",
@@ -75,6 +76,26 @@ does not see them."""
 
 _DEEP_LOCK = threading.Lock()
 DEEP_STATE = threading.local()
+
+
+def call_with_deep_limit(function: Callable[..., T], *args: object, **kwargs: object) -> T:
+    """Call ``function(*args, **kwargs)`` in the calling thread under the recursion limit
+    :func:`call_with_deep_stack`'s thread has (:data:`DEEP_RECURSION_LIMIT`), so that what
+    recurses gives up at the same depth wherever it runs; for work whose nesting is known to
+    be shallow (its C stack stays small). The limit is process-wide: it is raised only for
+    the call, one such call (or :func:`call_with_deep_stack`) at a time, and restored
+    afterwards. Called from inside either, ``function`` simply runs."""
+    if getattr(DEEP_STATE, "active", False):
+        return function(*args, **kwargs)
+    with _DEEP_LOCK:
+        old_limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(old_limit, DEEP_RECURSION_LIMIT))
+        DEEP_STATE.active = True  # a call_with_deep_stack inside runs here too
+        try:
+            return function(*args, **kwargs)
+        finally:
+            DEEP_STATE.active = False
+            sys.setrecursionlimit(old_limit)
 
 
 def call_with_deep_stack(function: Callable[..., T], *args: object, **kwargs: object) -> T:
