@@ -126,7 +126,7 @@ class GpuCodemod(ABC):
         self._violations = list(violations) if violations is not None else None
         self._analysis = analysis
         self._codes: dict[int, tuple[cst.Module, str]] = {}
-        self._nested: dict[int, tuple[ast.Module, bool]] = {}
+        self._nested: bool | None = None  # has_nested_imports of the analysis, once asked
         #: Prints trees, each top-level statement once (the driver hands its own in).
         self.printer = Printer()
 
@@ -252,14 +252,22 @@ class GpuCodemod(ABC):
     def nested_imports(self) -> bool:
         """True unless the analysis of the module this command rewrites shows every import
         at the top level (:func:`has_nested_imports`; ``True`` without an analysis)."""
-        analysis = self._analysis
-        if analysis is None:
+        if self._analysis is None:
             return True
-        known = self._nested.get(id(analysis.tree))
-        if known is None or known[0] is not analysis.tree:
-            known = (analysis.tree, has_nested_imports(analysis.tree))
-            self._nested[id(analysis.tree)] = known
-        return known[1]
+        if self._nested is None:
+            self._nested = has_nested_imports(self._analysis.tree)
+        return self._nested
+
+    def still_read(self, module: ModuleAnalysis, new_tree: cst.Module,
+                   names: set[str]) -> frozenset[str]:
+        """The names of ``module``'s imports that ``new_tree`` still reads as those imports
+        (:func:`names_read`), as far as ``names`` (the imports a rewrite may have left
+        unused) are concerned: a name no statement but a line of imports holds as a word is
+        read nowhere, so the module is parsed again only when one of ``names`` is such a
+        word (:func:`~lint_gpu_tests.codemods._unused_imports.names_outside_imports`)."""
+        if not names or not names_outside_imports(new_tree, names, self.printer):
+            return frozenset()
+        return names_read(self.code_of(new_tree), module.imports)
 
     def remove_import(self, module: str, obj: str | None = None,
                       asname: str | None = None) -> None:
@@ -286,11 +294,7 @@ class GpuCodemod(ABC):
             return
         used_before = {n.id for n in walk_nodes([module.tree]) if isinstance(n, ast.Name)}
         considered &= used_before
-        # A name no statement but a line of imports holds as a word is read nowhere: the
-        # module is parsed again only for the others.
-        still_read = names_read(self.code_of(new_tree), module.imports) \
-            if considered and names_outside_imports(new_tree, considered, self.printer) \
-            else frozenset()
+        still_read = self.still_read(module, new_tree, considered)
         for local, qualified in module.imports.items():
             if local not in considered:
                 continue

@@ -101,7 +101,7 @@ class StatementPositions:
         tree, without generating code, for a statement."""
         found = self.ast_of(node)
         if found is not None:
-            return found[0].lineno, max(n.end_lineno or n.lineno for n in found)
+            return found[0].lineno, _last_line(found)
         where = self[node]
         return where.start.line, where.end.line
 
@@ -138,7 +138,7 @@ class StatementPositions:
         if top is None:
             raise KeyError(stmt)
         nodes = top[1]
-        return first_line(nodes[0]), max(n.end_lineno or n.lineno for n in nodes)
+        return first_line(nodes[0]), _last_line(nodes)
 
     def source_lines(self, node: cst.CSTNode) -> tuple[int, int] | None:
         """``(first, last)`` lines of the statement ``node``'s tokens, decorators included,
@@ -147,7 +147,7 @@ class StatementPositions:
         found = self.ast_of(node)
         if found is None:
             return None
-        return first_line(found[0]), max(n.end_lineno or n.lineno for n in found)
+        return first_line(found[0]), _last_line(found)
 
     def ast_of(self, node: cst.CSTNode) -> list[ast.stmt] | None:
         """The ``ast`` statements of the statement ``node`` (several for a line of
@@ -207,6 +207,11 @@ class StatementPositions:
         wrapper = MetadataWrapper(self._tree, unsafe_skip_copy=True)
         for node, found in wrapper.resolve(PositionProvider).items():
             self._computed.setdefault(node, found)
+
+
+def _last_line(nodes: Sequence[ast.stmt]) -> int:
+    """The last line of the statements ``nodes`` (a line of ``;``-separated ones)."""
+    return max(n.end_lineno or n.lineno for n in nodes)
 
 
 def _guess_start(stmt: cst.BaseStatement, first: ast.stmt) -> int:

@@ -59,17 +59,7 @@ class Printer:
         tokens = state.tokens
         for line in tree.header:
             line._codegen(state)
-        for stmt in tree.body:
-            known = self._parts.get(id(stmt))
-            if known is not None and known[0] is stmt and known[2:] == (indent, newline):
-                tokens.append(known[1])
-                continue
-            start = len(tokens)
-            stmt._codegen(state)
-            text = "".join(tokens[start:])
-            del tokens[start:]
-            tokens.append(text)
-            self._parts[id(stmt)] = (stmt, text, indent, newline)
+        tokens.extend(self.statement(stmt, tree) for stmt in tree.body)
         for line in tree.footer:
             line._codegen(state)
         if not tokens:

@@ -245,13 +245,12 @@ class WrapTransformer(cst.CSTTransformer):
         pattern = re.compile("|".join(rf"(?<!\w){re.escape(n)}(?!\w)" for n in sorted(names)))
         text = self.text_lines
         for stmt in stmts:
-            nodes = self.positions.ast_of(stmt)
-            if nodes is None or text is None:
-                walk.append(stmt)
-                continue
             lines = self.positions.source_lines(stmt)
-            assert lines is not None
-            if pattern.search("".join(text[lines[0] - 1:lines[1]])):
+            if lines is None or text is None:
+                walk.append(stmt)
+            elif pattern.search("".join(text[lines[0] - 1:lines[1]])):
+                nodes = self.positions.ast_of(stmt)
+                assert nodes is not None  # a statement as it was parsed
                 found |= ast_identifiers(nodes) & names
         return found | (_identifiers(walk) & names)
 

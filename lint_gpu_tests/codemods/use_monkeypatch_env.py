@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.codemods._base import GpuCodemod, names_read
+from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.codemods._cst import (
     add_param,
     fit_call,
@@ -21,7 +21,6 @@ from lint_gpu_tests.codemods._cst import (
     leading_lines,
 )
 from lint_gpu_tests.codemods._positions import ReachedStatements, StatementPositions
-from lint_gpu_tests.codemods._unused_imports import names_outside_imports
 from lint_gpu_tests.fixplan.env import CONTEXT_NAME, MONKEYPATCH, EnvFixPlan
 from lint_gpu_tests.ftypes import FixKind
 
@@ -68,10 +67,7 @@ class UseMonkeypatchEnv(GpuCodemod):
         considered = {local for local, qualified in module.imports.items()
                       if (qualified == "os" and local == "os")
                       or qualified in ("os.environ", "os.putenv", "os.unsetenv")}
-        if not considered:
-            return
-        still_read = names_read(self.code_of(new_tree), module.imports) \
-            if names_outside_imports(new_tree, considered, self.printer) else frozenset()
+        still_read = self.still_read(module, new_tree, considered)
         for local, qualified in module.imports.items():
             if local not in considered or local in still_read:
                 continue
