@@ -18,7 +18,7 @@ import ast
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from lint_gpu_tests.config import REEXPORTS, Config
 from lint_gpu_tests.process_targets import process_targets
@@ -44,6 +44,9 @@ from lint_gpu_tests.syntax import (
     spans_a_line,
     walk_function,
 )
+
+T = TypeVar("T")
+_MISSING = object()  # not derived yet (a derived value may be None)
 
 #: Device modules whose ``empty_cache()`` is manual cleanup (torch.cuda, torch.npu, ...).
 CACHE_DEVICES = frozenset({"cuda", "npu", "xpu", "hpu", "mps", "accelerator", "musa", "mlu"})
@@ -223,6 +226,15 @@ class ModuleAnalysis:
         module._mark_process_targets()
         module._collect_engine_fixtures()
         return module
+
+    def derived(self, build: Callable[[ModuleAnalysis], T]) -> T:
+        """``build(self)``, made once per analysis: what a layer above derives from the
+        analysis and several of its callers ask for (the fix planner, GPU008's
+        mutations), kept here rather than in attributes set from outside."""
+        known = self._derived.get(build, _MISSING)
+        if known is _MISSING:
+            known = self._derived[build] = build(self)
+        return cast(T, known)
 
     def parent(self, node: ast.AST) -> ast.AST | None:
         """The syntactic parent of ``node`` (``None`` for the module). The index is built on
@@ -588,6 +600,7 @@ class ModuleAnalysis:
         return current
 
     _bindings_cache: dict[int, Bindings] = field(default_factory=dict)
+    _derived: dict[Callable[[ModuleAnalysis], Any], object] = field(default_factory=dict)
     _classes: list[ast.ClassDef] = field(default_factory=list)
     _nodes_cache: dict[int, list[ast.AST]] = field(default_factory=dict)
     _bound_cache: dict[int, frozenset[str]] = field(default_factory=dict)

@@ -204,3 +204,28 @@ def test_a_module_naming_monkeypatch_keeps_the_unittest_fix_out(statement: str,
                                                                fixable: bool) -> None:
     source = UNITTEST_ENV + f"\n\n{statement}\n"
     assert [f for *_, f in _found(source)] == [fixable] * 4
+
+
+def test_what_is_derived_from_an_analysis_is_built_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPU008's mutations are found once per analysis, however many fixtures ask (the rule
+    and the plan of each change), and each caller gets its own list; another analysis
+    builds its own."""
+    from lint_gpu_tests.fixplan import env
+
+    text = ("import os\n\nimport pytest\n\n\n@pytest.fixture\ndef a():\n"
+            "    os.environ['VLLM_USE_V1'] = '1'\n    yield\n\n\n@pytest.fixture\ndef b():\n"
+            "    os.environ['VLLM_USE_V1'] = '0'\n    yield\n\n\ndef test_x(a, b):\n    pass\n")
+    calls: list[str] = []
+    real = env._find_mutations
+
+    def counted(module: ModuleAnalysis) -> list[env.EnvMutation]:
+        calls.append(module.path)
+        return real(module)
+
+    monkeypatch.setattr(env, "_find_mutations", counted)
+    module = ModuleAnalysis.build(ast.parse(text), text, "tests/test_env.py", Config())
+    first, second = env.find_mutations(module), env.find_mutations(module)
+    assert len(first) == 2 and first == second and first is not second
+    assert [v.code for v in check_source(text.encode(), "tests/test_env.py", Config())] == \
+        ["GPU008", "GPU008"]
+    assert calls == ["tests/test_env.py", "tests/test_env.py"]  # this analysis, the check's

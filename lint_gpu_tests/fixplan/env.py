@@ -151,11 +151,7 @@ def find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
     other than ``conftest.py``. Found once per analysis (the rule asks, and so does the
     plan of each change in a fixture or a ``unittest`` method); each call returns a new
     list."""
-    found: list[EnvMutation] | None = getattr(module, "_env_mutations", None)
-    if found is None:
-        found = _find_mutations(module)
-        module._env_mutations = found  # type: ignore[attr-defined]
-    return list(found)
+    return list(module.derived(_find_mutations))
 
 
 def _find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:

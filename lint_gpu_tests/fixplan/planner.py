@@ -696,8 +696,4 @@ def _is_plain_handout(stmt: ast.stmt, name: str, module: ModuleAnalysis) -> bool
 
 def planner_for(module: ModuleAnalysis) -> Planner:
     """The module's :class:`Planner` (one per analysis)."""
-    planner = getattr(module, "_planner", None)
-    if planner is None:
-        planner = Planner(module)
-        module._planner = planner  # type: ignore[attr-defined]
-    return planner
+    return module.derived(Planner)
