@@ -220,8 +220,19 @@ def test_fixes_that_do_not_converge_leave_the_file_exit_2(project: Path,
         "file left unchanged",
     ]  # no traceback to see, so no --verbose hint
     assert (project / "tests" / "test_a.py").read_text() == ENGINE
-    assert result.stdout.splitlines()[-2:] == ["Found 2 violations.",
-                                               "[*] 2 fixable with the `--fix` option."]
+    # Nothing was written, so nothing counts as fixed nor as fixable.
+    assert result.stdout.splitlines() == [
+        "tests/test_a.py:7:11: GPU001 Engine `LLM(...)` built outside "
+        "`with vllm_runner(...)`",
+        "tests/test_a.py:9:5: GPU004 Manual cleanup `gc.collect()` in a function that "
+        "owns an engine",
+        "Found 2 violations.",
+    ]
+    json_result = run("--fix", "--output-format", "json", "tests/test_a.py")
+    assert {(v["code"], v["fix"], v["no_fix_reason"])
+            for v in json.loads(json_result.stdout)} == {
+        (code, None, "the fix failed: it did not converge after 10 passes")
+        for code in ("GPU001", "GPU004")}
 
 
 def test_real_libcst_failure_on_valid_code_is_contained(project: Path) -> None:
