@@ -164,7 +164,9 @@ STYLE_CASES = ("signature_wrapped", "multiline_params_trailing_comma", "argument
                "fixture_yield_engine", "env_update_setdefault", "bare_construction_statement",
                "engine_in_loop", "identity_check", "import_sections_kept",
                "fixture_yields_proxy", "aligned_continuation", "async_test",
-               "try_finally_extra_statement", "engine_owner_class")
+               "try_finally_extra_statement", "engine_owner_class",
+               "runner_without_with_line_length", "runner_fixture_without_with",
+               "runner_fixture_yields_runner", "proxy_line_length", "strong_alias")
 
 
 def _ruff(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

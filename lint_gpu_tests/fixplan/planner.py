@@ -445,13 +445,17 @@ class Planner(CleanupRecognizer, SafetyChecks):
         enclosing loop goes."""
         module = self.module
         remove = set(remove)
-        # A generic cleanup call (``gc.collect()`` between two rounds) before a later use
-        # of the engine is not its teardown (GPU004 does not report it): it stays.
+        # A cleanup call before a later use of the engine (``gc.collect()`` between two
+        # rounds, a shutdown before a use that must then fail) is not its teardown (GPU004
+        # does not report it): it stays, on the engine's proxy. Another engine's cleanup
+        # is that engine's; a finalizer registered there runs at the test's end (GPU003).
         last_use = max((j for j in range(index + 1, end + 1) if block[j].lineno not in remove
                         and any(loads_of(block[j], n) for n in names)), default=index)
-        remove -= {block[j].lineno for j in range(index + 1, last_use)
-                   if isinstance(block[j], ast.Expr) and block[j].lineno in remove
-                   and not names_in(block[j]) & all_engines}
+        for between in block[index + 1:last_use]:
+            if isinstance(between, ast.Expr) and between.lineno in remove and not names_in(
+                    between) & (all_engines - names) and not (isinstance(
+                    between.value, ast.Call) and self.finalizer_engine(between.value, names)):
+                remove.discard(between.lineno)
         segment = block[index: end + 1]
         remove |= self._nested_cleanup(segment, names, all_engines, use_names, remove)
         remove |= {s.lineno for s in self._after_with_cleanup(stmt, names, all_engines)}

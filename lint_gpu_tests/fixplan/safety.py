@@ -16,6 +16,8 @@ import ast
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan.flow import THREAD_CALLS
 from lint_gpu_tests.fixplan.groups import identity_reason
+from lint_gpu_tests.fixplan.plan import BUNDLED_RUNNER_ONLY_PARAMETERS
+from lint_gpu_tests.mappings import RUNNER_ONLY_PARAMETERS
 from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import dotted_name, last_name, names_in
 
@@ -86,6 +88,15 @@ class SafetyChecks:
     def _argument_problem(self, call: ast.Call) -> str | None:
         """Whether the call's arguments can be mapped onto the runner's (README, "Fix safety")."""
         config = self.module.config
+        if any(isinstance(a, ast.Starred) and not _holds_one(a.value) for a in call.args):
+            return "none:`*` arguments may hold more than the model, and the runner takes " \
+                   "only the model by position"
+        rejected = RUNNER_ONLY_PARAMETERS if config.target == "vllm" \
+            else BUNDLED_RUNNER_ONLY_PARAMETERS
+        taken = next((k.arg for k in call.keywords if k.arg in rejected), None)
+        if taken is not None:
+            return f"none:`LLM` does not take `{taken}=` (building it raises `TypeError`), " \
+                   "but the runner does and would build the engine"
         has_star = any(k.arg is None for k in call.keywords) or any(
             isinstance(a, ast.Starred) for a in call.args)
         if config.target == "vllm":
@@ -98,6 +109,12 @@ class SafetyChecks:
             return "none:positional engine arguments after the model do not map onto the " \
                    "runner's keyword arguments"
         return None
+
+
+def _holds_one(value: ast.expr) -> bool:
+    """Whether ``*value`` is statically one positional argument (``*("m",)``)."""
+    return isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == 1 and not \
+        isinstance(value.elts[0], ast.Starred)
 
 
 def compilation_config_equivalent(value: ast.expr, module: ModuleAnalysis
