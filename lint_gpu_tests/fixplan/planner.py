@@ -336,8 +336,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return ("the fixture returns on other paths too: turning this return into a "
                     "yield would leave those paths without a value")
         if is_return_value and not is_fixture:
-            factory = func.kind == "helper" and func.parent is None and \
-                func.owner_class is None
+            factory = func.kind == "helper" and any(s is func.node for s in module.tree.body)
             return ("the engine is returned to the caller, so it must outlive this "
                     "function" + (FACTORY_ADVICE if factory else ""))
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.YieldFrom):
