@@ -41,7 +41,12 @@ from lint_gpu_tests.fixplan.groups import (
     other_branch_statements,
 )
 from lint_gpu_tests.fixplan.plan import VLLM_TARGET_DEFAULTS, WRAP_TITLE, WrapPlan
-from lint_gpu_tests.fixplan.safety import SafetyChecks, compilation_config_equivalent, weak_calls
+from lint_gpu_tests.fixplan.safety import (
+    FACTORY_ADVICE,
+    SafetyChecks,
+    compilation_config_equivalent,
+    weak_calls,
+)
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.helper_calls import ONE_MODULE, HelperCallers, runner_through_callers
 from lint_gpu_tests.mappings import hides_model, plan_mapping
@@ -331,8 +336,9 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return ("the fixture returns on other paths too: turning this return into a "
                     "yield would leave those paths without a value")
         if is_return_value and not is_fixture:
+            factory = func.kind == "helper" and any(s is func.node for s in module.tree.body)
             return ("the engine is returned to the caller, so it must outlive this "
-                    "function")
+                    "function" + (FACTORY_ADVICE if factory else ""))
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.YieldFrom):
             return "built in a `yield from`"
         return None

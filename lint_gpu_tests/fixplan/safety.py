@@ -31,6 +31,30 @@ WEAK_CALLABLES = frozenset({"weakref.proxy", "weakref.ref", "weakref.finalize",
 
 
 
+def hands_out(expr: ast.expr, names: set[str]) -> bool:
+    """True when evaluating ``expr`` gives one of ``names`` itself, alone or as an element
+    (``llm``, ``(llm, params)``, ``{"llm": llm}``, ``a if c else llm``); not a value read
+    from one (``llm.llm_engine.vllm_config...``, ``llm.generate(...)``)."""
+    if isinstance(expr, ast.Name):
+        return expr.id in names
+    if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
+        return any(hands_out(e, names) for e in expr.elts)
+    if isinstance(expr, ast.Dict):
+        return any(hands_out(v, names) for v in expr.values)
+    if isinstance(expr, (ast.Starred, ast.NamedExpr)):
+        return hands_out(expr.value, names)
+    if isinstance(expr, ast.IfExp):
+        return hands_out(expr.body, names) or hands_out(expr.orelse, names)
+    return False
+
+
+#: What to do with a helper that builds an engine and returns it (a factory), said where the
+#: fix gives up on one.
+FACTORY_ADVICE = ("; a factory helper can become a `contextlib.contextmanager` that yields "
+                  "the engine of a `with` block over the runner, its callers `with` "
+                  "statements")
+
+
 class SafetyChecks:
     """Safety questions about one analysed module's engine uses and calls; a base of the
     planner, whose ``module`` it reads."""
@@ -47,9 +71,13 @@ class SafetyChecks:
             return None
         for node in walk_breadth(stmt):
             if isinstance(node, ast.Return) and node.value is not None and not is_fixture:
-                if names_in(node.value) & tainted:
+                if hands_out(node.value, tainted):
                     return "none:the engine is returned to the caller, so it must outlive " \
                            "this function"
+                if names_in(node.value) & tainted:
+                    return "none:a value read from the engine is returned to the caller " \
+                           f"(line {node.lineno}) and may hold the engine after this " \
+                           "function ends"
             identity = identity_reason(node, names, "the engine")
             if isinstance(node, ast.Call):
                 callee = last_name(node.func)

@@ -349,3 +349,87 @@ def test_del_inside_the_block_of_a_runner_variant_a_conftest_defines(
     assert [v.code for v in fixed.violations] == []
     assert test.read_text() == test_body.replace("        del vllm_model\n", "")
     assert ("del hf_runner" in test.read_text()) is ("test_plain" in test_body)
+
+
+# --------------------------------------------------------------------------- factories
+
+FACTORY_REASON = (
+    "the engine comes from `setup_engine()` (line 6), which builds and returns it, and no fix "
+    "rewrites a factory together with its callers yet: make `setup_engine()` a "
+    "`contextlib.contextmanager` that yields the engine of a `with vllm_runner(...)` block, "
+    "and call it in a `with` statement")
+
+
+def test_an_engine_from_a_factory_helper_is_owned_by_its_caller() -> None:
+    assert fix_reports("""\
+        import gc
+
+        import vllm
+
+
+        def setup_engine(num_loras, tp=1) -> vllm.LLM:
+            return vllm.LLM(model="m", enable_lora=True, max_loras=num_loras,
+                            tensor_parallel_size=tp)
+
+
+        def test_single_lora(tp):
+            llm = setup_engine(1, tp)
+            try:
+                assert llm.generate(["a"])
+            finally:
+                llm.llm_engine.engine_core.shutdown()
+                del llm
+                gc.collect()
+
+
+        def test_guarded():
+            engine = None
+            try:
+                engine = setup_engine(2)
+                assert engine.generate(["a"])
+            finally:
+                if engine is not None:
+                    engine.llm_engine.engine_core.shutdown()
+
+
+        def test_alias():
+            llm = setup_engine(2)
+            same = llm
+            assert same.generate(["a"])
+            del llm, same
+    """) == [
+        (7, "GPU001", "none", "the engine is returned to the caller, so it must outlive this "
+         "function; a factory helper can become a `contextlib.contextmanager` that yields the "
+         "engine of a `with` block over the runner, its callers `with` statements"),
+        (13, "GPU003", "none", FACTORY_REASON),
+        (23, "GPU003", "none", FACTORY_REASON),
+        (35, "GPU004", "none", FACTORY_REASON),
+    ]
+
+
+def test_a_helper_that_returns_a_value_read_from_the_engine_is_not_a_factory() -> None:
+    assert fix_reports("""\
+        import gc
+
+        from vllm import LLM
+
+
+        def max_num_seqs(model):
+            llm = LLM(model)
+            try:
+                return llm.llm_engine.vllm_config.scheduler_config.max_num_seqs
+            finally:
+                del llm
+                gc.collect()
+
+
+        def test_default():
+            seqs = max_num_seqs("m")
+            assert seqs == 256
+            gc.collect()
+    """) == [
+        (7, "GPU001", "none", "a value read from the engine is returned to the caller (line 9) "
+         "and may hold the engine after this function ends"),
+        (8, "GPU003", "none", "a value read from the engine is returned to the caller (line 9) "
+         "and may hold the engine after this function ends"),
+    ]
