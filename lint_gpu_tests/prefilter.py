@@ -134,7 +134,7 @@ def names_variable(source: bytes | str, patterns: tuple[str, ...]) -> bool:
 
 
 RUNNER_FACTORY_FIXTURE = "vllm_runner_factory"
-"""GPU007's factory fixture (``rules/gpu007_engines_oversubscribe_device.py``)."""
+"""GPU007's factory fixture (``rules/gpu007_engines_oversubscribe_device/``)."""
 
 #: Codecs under which an ASCII byte means its ASCII character (PEP 263 declarations).
 _ASCII_COMPATIBLE = frozenset({"utf-8", "ascii", "latin-1", "iso8859-1", "iso8859-15",
