@@ -203,13 +203,12 @@ def test_words_follow_config() -> None:
 
 def test_enabled_rule_codes() -> None:
     assert enabled_rule_codes(Config()) == tuple(RULE_CODES)
-    assert enabled_rule_codes(Config(select=("GPU00",), ignore=("GPU008",))) == tuple(
-        c for c in RULE_CODES if c != "GPU008")
-    assert enabled_rule_codes(Config(), ("GPU00",)) == tuple(RULE_CODES)  # GPU900 is left
+    *first, last = RULE_CODES
+    assert enabled_rule_codes(Config(select=("GPU",), ignore=(last,))) == tuple(first)
+    assert enabled_rule_codes(Config(), tuple(RULE_CODES)) == tuple(RULE_CODES)  # GPU900 is left
     assert enabled_rule_codes(Config(), ("GPU",)) == ()
-    assert enabled_rule_codes(Config(select=("GPU008",))) == ("GPU008",)
-    assert enabled_rule_codes(Config(), ("GPU001", "GPU002", "GPU003", "GPU004", "GPU005",
-                                         "GPU006", "GPU007")) == ("GPU008",)
+    assert enabled_rule_codes(Config(select=(last,))) == (last,)
+    assert enabled_rule_codes(Config(), tuple(first)) == (last,)
     assert enabled_rule_codes(Config(select=("GPU900",))) == tuple(RULE_CODES)
 
 

@@ -1,10 +1,11 @@
 """What the per-rule tests share.
 
-A rule's own examples are run as Fixit runs its VALID/INVALID cases: an INVALID one reports
-exactly the lines and codes it marks, a VALID one reports nothing. ``test_gpuNNN.py`` runs its
-rule's examples with ``example_tests``; ``test_every_rule.py`` runs those of a rule that has
-no file of its own (a new rule is covered by the registry alone). ``reports`` and
-``fix_reports`` give what a check of a snippet reports.
+A rule's own examples are run as Fixit runs its VALID/INVALID cases, with that rule alone
+selected: an INVALID one reports exactly the lines it marks with the rule's code (markers of
+other codes document what the other rules report there), a VALID one reports nothing.
+``test_gpuNNN.py`` runs its rule's examples with ``example_tests``; ``test_every_rule.py``
+runs those of a rule that has no file of its own (a new rule is covered by the registry
+alone). ``reports`` and ``fix_reports`` give what a check of a snippet reports.
 """
 
 from __future__ import annotations
@@ -60,19 +61,23 @@ def example_tests(rule: type[Rule]) -> tuple[Callable[[Example], None],
     return test_invalid_example_reports_marked_lines, test_valid_example_reports_nothing
 
 
-def _config(example: Example) -> Config:
-    return config_from_table(dict(example.config), "example") if example.config else Config()
+def alone(rule: type[Rule], example: Example) -> Config:
+    """The example's configuration with ``rule`` the only rule selected."""
+    config = config_from_table(dict(example.config), "example") if example.config else Config()
+    return config.with_overrides(select=(rule.code,), extend_select=(), ignore=())
 
 
 def assert_invalid_example_reports_marked_lines(rule: type[Rule], example: Example) -> None:
-    expected = example.expected()
-    assert any(code == rule.code for _, code in expected), "example must show its own rule"
-    found = check_source(example.source.encode(), example.path, _config(example))
+    """``rule`` alone reports exactly the lines the example marks with its code."""
+    expected = [(line, code) for line, code in example.expected() if code == rule.code]
+    assert expected, "example must show its own rule"
+    found = check_source(example.source.encode(), example.path, alone(rule, example))
     assert sorted((v.location.row, v.code) for v in found) == expected
 
 
 def assert_valid_example_reports_nothing(rule: type[Rule], example: Example) -> None:
-    found = check_source(example.source.encode(), example.path, _config(example))
+    """``rule`` alone reports nothing on the example."""
+    found = check_source(example.source.encode(), example.path, alone(rule, example))
     assert [(v.location.row, v.code) for v in found] == [], rule.code
 
 
