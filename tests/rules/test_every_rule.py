@@ -15,11 +15,11 @@ from rule_testing import (
 from lint_gpu_tests.codes import RULE_CODES
 from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.rule import Example, Rule
-from lint_gpu_tests.rules import ALL_RULES, outside_rules
+from lint_gpu_tests.rules import ALL_RULES, package_rules
 
 
 def _package_examples() -> list[pytest.param]:
-    own = [rule for rule in ALL_RULES if rule not in outside_rules()]
+    own = package_rules()
     return [pytest.param(rule, example, own, id=f"{rule.code}-{kind}-{number}")
             for rule in own for kind in ("INVALID", "VALID")
             for number, example in enumerate(getattr(rule, kind))]
