@@ -140,7 +140,7 @@ def lines_naming(text: str, words: tuple[str, ...]) -> list[int]:
     occurs as a whole word: not preceded or followed by a word character (``\w``), the
     lines :func:`lines_matching` gives for ``(?<!\w)(?:word|...)(?!\w)``. Words that are
     identifiers are found with :meth:`str.find` (a match of one cannot overlap another's),
-    several times faster than that expression."""
+    faster than that expression (``docs/performance.md``)."""
     if not words:
         return []
     if not all(word.isidentifier() for word in words):

@@ -1,7 +1,7 @@
-"""The README's command-line, configuration, flake8 and pre-commit examples, run (issue 14
-item 7): every ``gpu-test-lint`` command line in its console blocks works on a sample
-project, the Usage example prints exactly what the README shows, the TOML, ini and YAML
-blocks are accepted by what reads them, and the install and docs references are real."""
+"""The README's command-line, configuration, flake8 and pre-commit examples, run: every
+``gpu-test-lint`` command line in its console blocks works on a sample project, the Usage
+example prints exactly what the README shows, the TOML, ini and YAML blocks are accepted by
+what reads them, and the install and docs references are real."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The shortcuts of the cold check (issue 24) give what the long way gave: the same lines,
+"""The shortcuts of the cold check give what the long way gave: the same lines,
 nodes, parents and classes, and the same reports (codes and positions) where a shortcut
 skips work."""
 

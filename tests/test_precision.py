@@ -1,4 +1,4 @@
-"""Precision of the rules (issue 12): names resolve per scope, and functions run as their own
+"""Precision of the rules: names resolve per scope, and functions run as their own
 process are isolated: what every rule reads as vLLM's engine.
 
 Each case gives the exact ``(line, column, code)`` reports. What is particular to one rule is

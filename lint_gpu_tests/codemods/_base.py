@@ -74,7 +74,8 @@ class Context(Protocol):
 class FixContext:
     """The context ``gpu-test-lint --fix`` gives a command: the module's path. (LibCST's
     ``CodemodContext`` would import its codemod framework, ``libcst.matchers`` included:
-    60 % of LibCST's import time, in every worker process that fixes a file.)"""
+    most of LibCST's import time, in every worker process that fixes a file;
+    ``docs/performance.md``.)"""
 
     filename: str | None = None
     scratch: dict[str, object] = field(default_factory=dict)
@@ -213,8 +214,8 @@ class GpuCodemod(ABC):
 
         LibCST's ``Codemod.transform_module`` is not used: it copies the tree and resolves
         metadata no command here asks for (each resolves positions on its own tree), and its
-        import visitors analyse the scopes of the whole module; that machinery was 80 % of a
-        fix pass (``benchmarks/fix_cost.py``)."""
+        import visitors analyse the scopes of the whole module; that machinery was most of a
+        fix pass (``docs/performance.md``, "Where a fix's time goes")."""
         self._stdlib_imports: set[str] = set()
         self._from_imports: set[tuple[str, str]] = set()
         self._removals: list[Removal] = []

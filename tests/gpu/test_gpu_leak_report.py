@@ -1,4 +1,4 @@
-"""``--gpu-leak-report`` and ``--gpu-clean-between-tests`` on real engines (issue 16).
+"""``--gpu-leak-report`` and ``--gpu-clean-between-tests`` on real engines.
 
 Suites ``suites/test_hand_managed.py`` (the shapes that leak) and ``suites/test_managed.py``
 (the same shapes through the runner). The report must name each test after which an engine

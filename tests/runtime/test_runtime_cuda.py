@@ -1,4 +1,4 @@
-"""The fork guard's CUDA probe (issue 27): CUDA initialised below torch, through the driver.
+"""The fork guard's CUDA probe: CUDA initialised below torch, through the driver.
 
 On the H200 (docs/gpu-runtime.md, section (f)) importing torch maps ``libcuda.so`` without
 initialising CUDA, and ``cuDeviceGetCount`` tells the two apart (3 before ``cuInit``, 0

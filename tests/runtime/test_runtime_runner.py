@@ -258,7 +258,7 @@ def test_memory_not_back_warns_with_device_figures() -> None:
     assert caught[0].filename == __file__
 
 
-# -- issue 27 ---------------------------------------------------------------------------
+# -- teardown warnings, the first CUDA context -------------------------------------------
 def test_teardown_warnings_point_at_the_test_line() -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -322,7 +322,7 @@ def test_first_cuda_context_of_the_test_process_is_not_a_leak(
 
     def builds_and_initialises_cuda(model: str) -> Any:
         # the test process itself creates its first CUDA context (1.6 GiB: "over 1 GiB on
-        # other drivers and devices", issue 27) while the engine is alive
+        # other drivers and devices") while the engine is alive
         cuda = types.SimpleNamespace(is_initialized=lambda: True, memory_reserved=lambda i: 0)
         monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
         reader.script = [reader.used[0] + 40 * GIB, GIB // 2 + int(1.6 * GIB)]
