@@ -49,7 +49,7 @@ from lint_gpu_tests.config import UNRESOLVED_FLOOR, Config, oldest_python
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.ftypes import FixKind, Violation
 from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
-from lint_gpu_tests.source import walk_nodes
+from lint_gpu_tests.source import walk_breadth
 
 #: Import lines each need adds, as (module, object) for ``AddImportsVisitor``.
 IMPORTS = {
@@ -293,7 +293,7 @@ class GpuCodemod(ABC):
                       if local in candidates or module.is_engine_class(qualified)}
         if not considered:
             return
-        used_before = {n.id for n in walk_nodes([module.tree]) if isinstance(n, ast.Name)}
+        used_before = {n.id for n in walk_breadth(module.tree) if isinstance(n, ast.Name)}
         considered &= used_before
         still_read = self.still_read(module, new_tree, considered)
         for local, qualified in module.imports.items():
@@ -326,7 +326,7 @@ def names_read(text: str, imports: Mapping[str, str]) -> frozenset[str]:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return frozenset()
     scopes = ScopeIndex(parsed, imports, text)
-    return frozenset(node.id for node in walk_nodes([parsed])
+    return frozenset(node.id for node in walk_breadth(parsed)
                      if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
                      and node.id in imports and not scopes.lookup(node)[0])
 
