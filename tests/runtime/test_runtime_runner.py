@@ -378,8 +378,9 @@ def test_factory_close_exits_runners_left_open(fake_vllm: types.ModuleType) -> N
 
 
 def test_engine_ignoring_sigterm_is_killed_after_the_grace_and_named() -> None:
-    """vLLM 0.32's CPU EngineCore outlived SIGTERM: with ``timeout=60`` the exit took 61 s.
-    The runner kills the engine's processes once ``shutdown_grace_s`` has passed."""
+    """An engine core that outlives SIGTERM (vLLM's CPU EngineCore has) would hold the exit
+    for the whole timeout: the runner kills the engine's processes once
+    ``shutdown_grace_s`` has passed."""
 
     class Runner(QuietRunner):
         shutdown_grace_s = 0.5
