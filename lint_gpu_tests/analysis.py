@@ -42,7 +42,6 @@ from lint_gpu_tests.syntax import (
     last_name,
     lines_naming,
     spans_a_line,
-    walk_function,
 )
 
 T = TypeVar("T")
@@ -67,6 +66,10 @@ CLEANUP_FUNCTIONS = frozenset(
 #: when imported from a ``conftest`` or ``utils`` module.
 LEGACY_VLLM_CLEANUP = "cleanup"
 
+#: What :meth:`ModuleAnalysis.nodes_of` does not descend into (lambdas are walked: they run
+#: in the function's scope of references).
+NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
 TEST_FILE_PREFIX = "test_"
 TEST_FILE_SUFFIX = "_test.py"
 
@@ -82,12 +85,18 @@ OWN_RUNNER_FIXTURE = "own-runner-fixture:"
 RUNNER_CLASS = "runner-class:"
 
 
-def is_test_module_path(path: str, config: Config) -> bool:
-    """True when ``path`` names a test module by its file name or lies under a test root."""
+def is_test_module(path: str) -> bool:
+    """True when ``path``'s file name is one pytest collects by default (``test_*.py``,
+    ``*_test.py``): the one definition of a test module by its name."""
     base = os.path.basename(path)
-    if base == "conftest.py" or base.endswith(TEST_FILE_SUFFIX):
-        return True
-    if base.startswith(TEST_FILE_PREFIX) and base.endswith(".py"):
+    return base.endswith(TEST_FILE_SUFFIX) or (
+        base.startswith(TEST_FILE_PREFIX) and base.endswith(".py"))
+
+
+def is_test_module_path(path: str, config: Config) -> bool:
+    """True when ``path`` is a test module (:func:`is_test_module`), a ``conftest.py``, or
+    lies under a test root: the modules the rules look at."""
+    if os.path.basename(path) == "conftest.py" or is_test_module(path):
         return True
     if config.test_roots:
         full = os.path.abspath(path)
@@ -383,8 +392,7 @@ class ModuleAnalysis:
                                   frozenset(self.config.process_launchers))
         if not targets:
             return
-        base = os.path.basename(self.path)
-        collected = base.endswith(TEST_FILE_SUFFIX) or base.startswith(TEST_FILE_PREFIX)
+        collected = is_test_module(self.path)
         for info in self.functions:
             if info.name in targets and not (info.kind == "test" and collected):
                 info.isolated = True
@@ -564,7 +572,7 @@ class ModuleAnalysis:
         key = id(func.node)
         nodes = self._nodes_cache.get(key)
         if nodes is None:
-            nodes = self._nodes_cache[key] = list(walk_function(func.node))
+            nodes = self._nodes_cache[key] = walk_nodes(func.node.body, NESTED_SCOPES)
         return nodes
 
     def bound_names(self, func: FunctionInfo) -> frozenset[str]:
@@ -1017,7 +1025,7 @@ def module_constants(module: ModuleAnalysis) -> dict[str, object]:
             targets, value = list(stmt.targets), stmt.value
         elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
             targets, value = [stmt.target], stmt.value
-        for name in walk_nodes(targets):
+        for name in (n for target in targets for n in walk_breadth(target)):
             if isinstance(name, ast.Name):
                 counts[name.id] = counts.get(name.id, 0) + 1
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and len(targets) == 1 and \

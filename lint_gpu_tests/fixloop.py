@@ -153,9 +153,9 @@ SHALLOW_FIX_DEPTH = 100
 """Deepest ``ast`` nesting of a module fixed in the calling thread rather than in
 :func:`call_with_deep_stack`'s thread. LibCST's visitors and code generation are Python
 calling Python (no C stack per level on CPython 3.11), so a module this shallow is fixed
-within the raised recursion limit on any thread's stack. Measured with
-``benchmarks/fix_cost.py`` on the generated tree: the same fix pass took about a third more
-CPU in the other thread, started or kept (``docs/performance.md``)."""
+within the raised recursion limit on any thread's stack; the same fix pass costs more CPU
+in the other thread, started or kept (``docs/performance.md``, "Where a fix's time
+goes")."""
 
 
 def _needs_plan(violation: Violation) -> bool:

@@ -1,7 +1,7 @@
-"""The package's layers import one way (issue 13): no import cycle, function-level imports
+"""The package's layers import one way: no import cycle, function-level imports
 included, and nothing lower imports anything higher. The runtime imports none of the linter.
 
-Layers, bottom to top (STYLE.md, after ruff's crates): data types and codes; configuration;
+Layers, bottom to top: data types and codes; configuration;
 source parsing; analysis; fix planning (rules rate their fixes with it; the modules of its
 subpackage have layers of their own); rules; the engine that runs them; the codemods; the
 fix loop; discovery and the cache; fixes as edits and diffs; the run (pipeline, pool,
@@ -25,13 +25,13 @@ LAYERS: list[set[str]] = [
     {"source", "writer", "prefilter", "noqa"},
     {"syntax"},
     {"scopes", "process_targets"},
-    {"analysis", "mappings", "helper_calls"},
+    {"analysis", "mappings", "helper_calls", "env_mutations"},
     # Fix planning (lint_gpu_tests/fixplan/), one concern a module, bottom to top.
     {"fixplan", "fixplan.groups", "fixplan.blocks"},
     {"fixplan.plan", "fixplan.flow"},
     {"fixplan.cleanup", "fixplan.safety"},
     {"fixplan.planner"},
-    {"fixplan.isolate", "fixplan.classes", "fixplan.proxy", "fixplan.env", "fixplan.lives"},
+    {"fixplan.isolate", "fixplan.classes", "fixplan.proxy", "fixplan.env"},
     {"rule", "rules"},
     {"engine", "conftest_index"},
     {"codemods"},

@@ -1,4 +1,4 @@
-"""The project's line length (issue 26): where it comes from, and fixes that keep to it.
+"""The project's line length: where it comes from, and fixes that keep to it.
 
 ``line-length`` of ``[tool.gpu-test-lint]``, else ruff's, else black's, else 88, resolved per
 file; a signature the added fixture makes too long is wrapped as ruff format wraps it; and

@@ -38,7 +38,7 @@ from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
-from lint_gpu_tests.source import physical_lines, walk_nodes
+from lint_gpu_tests.source import physical_lines, walk_breadth
 
 Stmt = cst.BaseStatement | cst.BaseSmallStatement
 
@@ -66,7 +66,7 @@ def ast_identifiers(nodes: Sequence[ast.AST]) -> set[str]:
     fixtures and the corpus."""
     found: set[str] = set()
     add = found.add
-    for node in walk_nodes(nodes):
+    for node in (n for root in nodes for n in walk_breadth(root)):
         if isinstance(node, ast.Name):
             add(node.id)
         elif isinstance(node, ast.arg):

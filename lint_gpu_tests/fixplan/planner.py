@@ -51,7 +51,7 @@ from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.helper_calls import ONE_MODULE, HelperCallers, runner_through_callers
 from lint_gpu_tests.mappings import hides_model, plan_mapping
 from lint_gpu_tests.noqa import Noqa, parse_noqa
-from lint_gpu_tests.source import walk_breadth, walk_nodes
+from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import last_name, names_in
 
 
@@ -511,19 +511,21 @@ class Planner(CleanupRecognizer, SafetyChecks):
         use_names = flow.tainted
         # Every use of the engine must lie in the segment.
         func_node = func.node
-        inside = {id(n) for n in walk_nodes(segment)}
-        inside |= {id(n) for n in walk_nodes(block[stop:])}
+        inside = {id(n) for s in segment for n in walk_breadth(s)}
+        inside |= {id(n) for s in block[stop:] for n in walk_breadth(s)}
         if not inside_loop(module, stmt):
             # Earlier statements of the block see an earlier binding of the name (in a loop,
             # also this engine's, from the iteration before: then they are uses).
-            inside |= {id(n) for n in walk_nodes(block[:index])}
-        inside |= {id(n) for n in walk_nodes([s for s in block if s.lineno in remove])}
-        inside |= {id(n) for n in walk_nodes(self._after_with_cleanup(stmt, names, names | (
-            module.engine_names(func))))}
+            inside |= {id(n) for s in block[:index] for n in walk_breadth(s)}
+        inside |= {id(n) for s in block if s.lineno in remove for n in walk_breadth(s)}
+        inside |= {id(n) for s in self._after_with_cleanup(stmt, names, names | (
+            module.engine_names(func))) for n in walk_breadth(s)}
         if bound:  # shape 5: other branches of an ``if`` that build their own engine
-            inside |= {id(n) for n in walk_nodes(other_branch_statements(module, stmt, bound))}
+            inside |= {id(n) for s in other_branch_statements(module, stmt, bound)
+                       for n in walk_breadth(s)}
         top_rebindings = {id(n) for s in block for n in stores_at_top(s)}
-        region_index = {id(n): k for k, s in enumerate(block[index:stop]) for n in walk_nodes([s])}
+        region_index = {id(n): k for k, s in enumerate(block[index:stop])
+                        for n in walk_breadth(s)}
         for node in walk_breadth(func_node):
             if not (isinstance(node, ast.Name) and node.id in use_names) or id(node) in inside:
                 continue

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lint_gpu_tests.analysis import is_test_module
 from lint_gpu_tests.api import ConfigResolver, RunOptions, check_paths
 from lint_gpu_tests.cache import default_cache_dir
 from lint_gpu_tests.prove.compare import ModuleResult, Status, judge
@@ -37,9 +38,6 @@ from lint_gpu_tests.writer import atomic_write
 SKIPPED = (".git", ".hg", ".svn", "__pycache__", ".venv*", "venv", ".tox", ".nox",
            ".*_cache", ".gpu-test-lint-cache", "node_modules", "build", "dist", "*.egg-info",
            ".e2e-cache")
-
-#: pytest's default ``python_files``.
-TEST_FILES = ("test_*.py", "*_test.py")
 
 VARIANTS = ("before", "after")
 
@@ -138,11 +136,6 @@ def copy_tree(source: Path, destination: Path, *, skip: Sequence[Path] = ()) -> 
         return out
 
     shutil.copytree(source, destination, symlinks=True, ignore=ignore, dirs_exist_ok=True)
-
-
-def is_test_module(path: str) -> bool:
-    """True for a file pytest collects by default (``test_*.py``, ``*_test.py``)."""
-    return any(fnmatch.fnmatch(os.path.basename(path), p) for p in TEST_FILES)
 
 
 def _changed_files(before: Path, after: Path) -> list[str]:

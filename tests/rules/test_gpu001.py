@@ -11,7 +11,7 @@ in ``tests/test_precision.py``.
 from __future__ import annotations
 
 import pytest
-from rule_testing import SOUNDNESS, example_tests, rule_class
+from rule_testing import SOUNDNESS, example_tests, own_rules, rule_class
 
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import check_source
@@ -25,7 +25,7 @@ RULE = rule_class("GPU001")
 
 def test_runtime_compilation_config_needs_unsafe_fixes() -> None:
     before = (SOUNDNESS / "runtime_compilation_config_target_vllm.py").read_bytes()
-    safe_only = fix_source(before, "tests/test_case.py", Config(target="vllm"))
+    safe_only = fix_source(before, "tests/test_case.py", own_rules(Config(target="vllm")))
     assert safe_only.new_source is None
     (engine,) = safe_only.remaining
     assert engine.code == "GPU001" and engine.fix is not None

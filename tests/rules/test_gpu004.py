@@ -13,10 +13,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from rule_testing import PATH, example_tests, fix_reports, reports, rule_class
+from rule_testing import PATH, example_tests, fix_reports, own_rules, reports, rule_class
 
 from lint_gpu_tests.api import check_paths
-from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.fixloop import fix_source
 
@@ -91,9 +90,9 @@ def test_rewrite_keeps_a_cleanup_between_two_uses() -> None:
             gc.collect()
             assert first and second
         """).encode()
-    assert [(v.location.row, v.code) for v in check_source(source, PATH, Config())] == [
+    assert [(v.location.row, v.code) for v in check_source(source, PATH, own_rules())] == [
         (7, "GPU001"), (11, "GPU004")]
-    outcome = fix_source(source, PATH, Config())
+    outcome = fix_source(source, PATH, own_rules())
     assert outcome.new_source == textwrap.dedent("""\
         import gc
         import weakref
@@ -197,7 +196,7 @@ def test_del_of_the_runner_in_its_own_block() -> None:
 
 def test_del_of_the_runner_fix_removes_it() -> None:
     source = textwrap.dedent(DEL_IN_BLOCK).encode()
-    outcome = fix_source(source, PATH, Config())
+    outcome = fix_source(source, PATH, own_rules())
     assert outcome.error is None
     assert outcome.new_source == source.replace(
         b"        del vllm_model\n", b"").replace(
@@ -249,7 +248,7 @@ def test_cleanup_after_the_last_use_in_a_try_whose_finally_shuts_down() -> None:
         (18, "GPU001", "safe", ""),
         (19, "GPU003", "safe", ""),
     ]
-    outcome = fix_source(textwrap.dedent(TRY_BODY).encode(), PATH, Config())
+    outcome = fix_source(textwrap.dedent(TRY_BODY).encode(), PATH, own_rules())
     assert outcome.error is None
     assert outcome.new_source == textwrap.dedent("""\
         import gc
@@ -341,11 +340,11 @@ def test_del_inside_the_block_of_a_runner_variant_a_conftest_defines(
     (tmp_path / "tests" / "conftest.py").write_text(DP_CONFTEST)
     test = tmp_path / "tests" / "test_dp.py"
     test.write_text(test_body)
-    result = check_paths([str(test)], Config(), cache=False)
+    result = check_paths([str(test)], own_rules(), cache=False)
     expected = [(7, 9, "GPU004")] + ([(13, 9, "GPU004")] if "test_plain" in test_body else [])
     assert [(v.location.row, v.location.column, v.code)
             for v in result.violations] == expected
-    fixed = check_paths([str(test)], Config(), cache=False, fix=True)
+    fixed = check_paths([str(test)], own_rules(), cache=False, fix=True)
     assert [v.code for v in fixed.violations] == []
     assert test.read_text() == test_body.replace("        del vllm_model\n", "")
     assert ("del hf_runner" in test.read_text()) is ("test_plain" in test_body)
