@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -31,7 +31,7 @@ from lint_gpu_tests import conftest_index
 from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir, stat_key
 from lint_gpu_tests.config import Config, ConfigResolver
 from lint_gpu_tests.conftest_index import ConftestIndex, conftest_engine_fixtures
-from lint_gpu_tests.discovery import Discovery, Problem, discover_files
+from lint_gpu_tests.discovery import Discovery, Problem, discover_files, is_excluded
 from lint_gpu_tests.edits import Edit, assign_edits, fix_edits, pass_rows, unified_diff
 from lint_gpu_tests.ftypes import FileResult, Violation, wanted_fixes
 from lint_gpu_tests.source import InternalError
@@ -59,6 +59,7 @@ __all__ = [
     "fix_source",
     "may_hold_violation",
     "run_paths",
+    "run_source",
 ]
 
 
@@ -728,3 +729,28 @@ def run_paths(paths: Sequence[str], resolver: ConfigResolver, options: RunOption
     if progress is not None:
         progress.start(len(found.files))
     return RunContext(found, resolver, options, progress).run()
+
+
+def run_source(source: bytes, path: str, resolver: ConfigResolver, options: RunOptions
+               ) -> RunResult:
+    """A run of one file that is not on disk (``--stdin-filename``): ``source`` checked as
+    the file at ``path``, with its settings; ``fix`` fixes it without writing anything
+    (the fixed bytes are its ``new_source``), ``diff`` diffs it, ``edits`` as for files.
+    Without the cache and the pool.
+
+    Returns:
+        A :class:`RunResult` of that one file, or of none when ``options.force_exclude``
+        and the excludes leave it out.
+
+    Raises:
+        ConfigError: when the config file that governs ``path`` is invalid.
+    """
+    if options.fix or options.diff or options.edits:
+        resolver.want_fix_settings()
+    config = resolver.for_file(path)
+    if options.force_exclude and is_excluded(path, config):
+        return RunResult()
+    mode = replace(options, fix=False, diff=options.fix or options.diff, cache=False)
+    outcome = _process(path, source, config, mode, ConftestIndex())
+    diffs = {path: outcome.diff} if options.diff and outcome.diff else {}
+    return RunResult(files=[outcome.result], diffs=diffs)
