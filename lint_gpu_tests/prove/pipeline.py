@@ -15,8 +15,11 @@
 from __future__ import annotations
 
 import fnmatch
+import glob
 import os
+import shlex
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,9 +30,17 @@ from typing import Any
 from lint_gpu_tests.api import ConfigResolver, RunOptions, check_paths
 from lint_gpu_tests.cache import default_cache_dir
 from lint_gpu_tests.prove.compare import ModuleResult, Status, judge
+from lint_gpu_tests.prove.devices import engine_devices
+from lint_gpu_tests.prove.diagnose import not_exercised
 from lint_gpu_tests.prove.schedule import Job, run_jobs
-from lint_gpu_tests.prove.session import SESSION_TIMEOUT_S, SessionResult, run_session
+from lint_gpu_tests.prove.session import (
+    PYTEST_OPTIONS,
+    SESSION_TIMEOUT_S,
+    SessionResult,
+    run_session,
+)
 from lint_gpu_tests.prove.store import Store, environment_id, recording_inputs, support_files
+from lint_gpu_tests.runtime.recorder import RECORD_ENV
 from lint_gpu_tests.writer import atomic_write
 
 #: What a copy of the tree leaves out: version control, virtual environments, caches and
@@ -251,8 +262,21 @@ def _prove(top: Path, paths: list[str], opts: ProveOptions, work: Path, store: S
                                        pytest_args=opts.pytest_args or None)
               for m in run for v in VARIANTS}
     sessions = _run_sessions(run, trees, inputs, opts, store, work, say, start)
-    for module in run:
-        result.modules.append(_verdict(module, sessions, opts))
+    verdicts = {m: _verdict(m, sessions, trees, opts, work) for m in run}
+    again = [m for m in run if verdicts[m].status in (Status.DIFFERS, Status.INCONCLUSIVE)]
+    if again:
+        say(f"prove: {len(again)} module(s) to run again alone: {', '.join(again)}")
+        rerun = _run_sessions(again, trees, inputs, opts, store, work, say, start, alone=True)
+        for module in again:
+            first = verdicts[module]
+            if not all((module, v) in rerun for v in VARIANTS):
+                first.rerun = "not run again: the time limit was reached"
+                continue
+            verdicts[module] = _verdict(module, rerun, trees, opts, work)
+            verdicts[module].rerun = f"{first.status.value} when first run" + (
+                f" ({first.note})" if first.note else
+                f" ({len(first.differences)} difference(s))")
+    result.modules = [verdicts[m] for m in run]
     if opts.apply:
         _apply(result, trees, top, say)
     result.seconds = time.monotonic() - start
@@ -261,7 +285,10 @@ def _prove(top: Path, paths: list[str], opts: ProveOptions, work: Path, store: S
 
 @dataclass
 class _Session:
-    """One variant of one module: run now (``fresh``) or taken from a recording."""
+    """One variant of one module: run now or taken from a recording (``recorded``).
+
+    ``not_exercised``: the tests its log shows did not exercise the fix
+    (:func:`.diagnose.not_exercised`); ``returncode`` -9: killed past its limit."""
 
     records: dict[str, dict[str, Any]]
     seconds: float
@@ -269,62 +296,107 @@ class _Session:
     recorded: bool = False
     log: str = ""
     complete: bool = True
+    not_exercised: dict[str, str] = field(default_factory=dict)
+
+
+def _visible(session: SessionResult, folder: Path, name: str) -> Path:
+    """Give the session's log and record file names ``ls`` shows (``folder/name.log``,
+    ``folder/name.json``; pytest-xdist's per-worker record files are merged already and
+    removed); returns the log's new path."""
+    log = folder / f"{name}.log"
+    os.replace(session.log, log)
+    record = session.log.with_name(session.log.name.replace(".pytest-", ".record-", 1)
+                                   ).with_suffix(".json")
+    if record.exists():
+        os.replace(record, folder / f"{name}.json")
+    for worker in folder.glob(glob.escape(record.name) + ".*"):
+        worker.unlink()
+    return log
 
 
 def _run_sessions(run: list[str], trees: dict[str, Path],
                   inputs: dict[tuple[str, str], dict[str, Any]], opts: ProveOptions,
-                  store: Store | None, work: Path, say: Callable[[str], None], start: float
-                  ) -> dict[tuple[str, str], _Session]:
+                  store: Store | None, work: Path, say: Callable[[str], None], start: float,
+                  *, alone: bool = False) -> dict[tuple[str, str], _Session]:
+    """Run the sessions of ``run``'s modules (both variants), or take them from their
+    recordings; with ``alone``, run every session anew, one at a time."""
     from lint_gpu_tests.prove.store import key_of
 
     sessions: dict[tuple[str, str], _Session] = {}
     jobs = []
-    for (module, variant), given in inputs.items():
-        recording = store.get(key_of(given)) if store is not None else None
-        if recording is not None:
-            sessions[(module, variant)] = _Session(recording.records, recording.seconds,
-                                                   recording.returncode, recorded=True)
-        else:
-            jobs.append(Job(module, variant, trees[variant]))
+    for module in run:
+        for variant in VARIANTS:
+            recording = store.get(key_of(inputs[(module, variant)])) \
+                if store is not None and not alone else None
+            if recording is not None:
+                sessions[(module, variant)] = _Session(
+                    recording.records, recording.seconds, recording.returncode, recorded=True)
+            else:
+                jobs.append(Job(module, variant, trees[variant]))
     if len(sessions):
         say(f"prove: {len(sessions)} session(s) taken from their recordings, "
             f"{len(jobs)} to run")
     total, done = len(jobs), [0]
 
-    def one(job: Job) -> SessionResult | None:
+    def one(job: Job) -> _Session | None:
         if opts.time_limit_s is not None and time.monotonic() - start > opts.time_limit_s:
             return None
-        session = run_session(job.tree, job.module, pytest_args=opts.pytest_args,
-                              timeout_s=opts.session_timeout_s,
-                              scratch=work / "sessions" / job.variant,
-                              python_path=opts.python_path)
+        folder = work / "sessions" / job.variant
+        ran = run_session(job.tree, job.module, pytest_args=opts.pytest_args,
+                          timeout_s=opts.session_timeout_s, scratch=folder,
+                          python_path=opts.python_path)
+        log = _visible(ran, folder, session_name(job.module, alone))
+        text = log.read_text(encoding="utf-8", errors="replace")
+        session = _Session(ran.records, ran.seconds, ran.returncode, log=str(log),
+                           complete=ran.complete,
+                           not_exercised=not_exercised(ran.records, text))
         done[0] += 1
         what = "original" if job.variant == "before" else "fixed"
-        state = "" if session.complete else " (incomplete: not kept)"
-        say(f"prove: [{done[0]}/{total}] {job.module} ({what}): {len(session.records)} "
-            f"test(s), pytest exit {session.returncode}, {session.seconds:.1f} s{state}")
-        if session.complete and store is not None:
-            store.put(inputs[(job.module, job.variant)], session.records, session.seconds,
-                      session.returncode)
+        state = "" if ran.complete else " (incomplete: not kept)"
+        if session.not_exercised:
+            state = f" ({len(session.not_exercised)} test(s) did not exercise the fix: not kept)"
+        say(f"prove: [{done[0]}/{total}] {job.module} ({what}{', alone' if alone else ''}): "
+            f"{len(ran.records)} test(s), pytest exit {ran.returncode}, "
+            f"{ran.seconds:.1f} s{state}")
+        if ran.complete and not session.not_exercised and store is not None:
+            store.put(inputs[(job.module, job.variant)], ran.records, ran.seconds,
+                      ran.returncode)
         return session
 
-    for job, session in run_jobs(jobs, one, workers=opts.jobs, engine_budget=opts.jobs).items():
-        sessions[(job.module, job.variant)] = _Session(
-            session.records, session.seconds, session.returncode, log=str(session.log),
-            complete=session.complete)
+    workers = 1 if alone else opts.jobs
+    for job, session in run_jobs(jobs, one, workers=workers, engine_budget=workers).items():
+        sessions[(job.module, job.variant)] = session
     return sessions
 
 
-def _verdict(module: str, sessions: dict[tuple[str, str], _Session], opts: ProveOptions
-             ) -> ModuleResult:
+def session_name(module: str, rerun: bool = False) -> str:
+    """The name of a module's session files (``tests-test_a.py``; ``.rerun`` appended for
+    its run alone)."""
+    return module.replace("/", "-") + (".rerun" if rerun else "")
+
+
+def by_hand(tree: Path, module: str, record: Path, pytest_args: Sequence[str]) -> str:
+    """The shell command that runs ``module``'s session in ``tree`` as ``prove`` runs it,
+    writing its record to ``record``."""
+    return " ".join([f"cd {shlex.quote(str(tree))} &&",
+                     f"{RECORD_ENV}={shlex.quote(str(record))}",
+                     shlex.join([sys.executable, "-m", "pytest", *PYTEST_OPTIONS,
+                                 *pytest_args, module])])
+
+
+def _verdict(module: str, sessions: dict[tuple[str, str], _Session], trees: dict[str, Path],
+             opts: ProveOptions, work: Path) -> ModuleResult:
     got = {v: sessions.get((module, v)) for v in VARIANTS}
     logs = {v: s.log for v, s in got.items() if s is not None and s.log}
+    commands = {v: by_hand(trees[v], module, work / "sessions" / v /
+                           f"{session_name(module)}.json", opts.pytest_args)
+                for v in VARIANTS} if opts.work_dir else {}
     seconds = sum(s.seconds for s in got.values() if s is not None)
     recorded = [v for v, s in got.items() if s is not None and s.recorded]
     missing = [v for v, s in got.items() if s is None]
     broken = [v for v, s in got.items() if s is not None and not s.complete]
+    what = {"before": "the original", "after": "the fixed module"}
     if missing or broken:
-        what = {"before": "the original", "after": "the fixed module"}
         notes = [f"{' and '.join(what[v] for v in missing)} not run: the time limit was "
                  "reached"] if missing else []
         for variant, session in got.items():
@@ -334,13 +406,24 @@ def _verdict(module: str, sessions: dict[tuple[str, str], _Session], opts: Prove
                     else f"ended with pytest's exit {session.returncode}") + (
                     f" (log: {session.log})" if opts.work_dir and session.log
                     else " (--work-dir keeps its log)"))
-        return ModuleResult(module, Status.NOT_RUN, seconds=seconds, from_recordings=recorded,
-                            note="; ".join(notes), logs=logs)
+        timed_out = not missing and all(s is not None and (s.complete or s.returncode == -9)
+                                        for s in got.values())
+        return ModuleResult(module, Status.INCONCLUSIVE if timed_out else Status.NOT_RUN,
+                            seconds=seconds, from_recordings=recorded,
+                            note="; ".join(notes), logs=logs, commands=commands)
     before, after = got["before"], got["after"]
     assert before is not None and after is not None
+    reasons: dict[str, list[str]] = {}
+    for variant, session in (("before", before), ("after", after)):
+        for test, why in session.not_exercised.items():
+            reasons.setdefault(test, []).append(f"{variant}: {why}")
+    original = (trees["before"] / module).read_bytes()
     verdict = judge(module, before.records, after.records, texts=opts.texts,
-                    strict_leaks=opts.strict_leaks)
+                    strict_leaks=opts.strict_leaks,
+                    not_exercised={t: "; ".join(w) for t, w in reasons.items()},
+                    expects_engines=bool(engine_devices(original)))
     verdict.seconds, verdict.from_recordings, verdict.logs = seconds, recorded, logs
+    verdict.commands = commands
     return verdict
 
 
