@@ -671,7 +671,13 @@ class _ProveCommand(click.Command):
               help="Write the fix to the modules proven the same (without it, nothing is "
                    "written).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
-              help="pytest sessions side by side (mind the engines your machine holds).")
+              help="pytest sessions side by side on a machine without devices to schedule "
+                   "(mind the engines your machine holds).")
+@click.option("--devices", default=None, envvar="GPU_TEST_LINT_PROVE_DEVICES",
+              help="Devices to give sessions, e.g. 0,1,2 (default: the visible ones).")
+@click.option("--sessions-per-device", type=click.IntRange(min=1), default=1,
+              show_default=True,
+              help="Sessions sharing a device at once; their engines start one at a time.")
 @click.option("--texts", type=click.Choice(["auto", "exact", "outcome"]), default="auto",
               show_default=True,
               help="How generated texts are compared: auto (greedy or seeded exactly, "
@@ -691,7 +697,8 @@ class _ProveCommand(click.Command):
 @click.pass_context
 def prove_command(ctx: click.Context, paths: tuple[str, ...], unsafe_fixes: bool,
                   fix_strategy: str | None, target: str | None, config_file: str | None,
-                  apply: bool, jobs: int, texts: str, session_timeout: float,
+                  apply: bool, jobs: int, devices: str | None, sessions_per_device: int,
+                  texts: str, session_timeout: float,
                   time_limit: float | None, output_format: str, no_cache: bool,
                   cache_dir: str | None, work_dir: str | None, quiet: bool) -> None:
     """Prove the fixes of PATHS on your own tests: run them (pytest, with the arguments
@@ -706,6 +713,7 @@ def prove_command(ctx: click.Context, paths: tuple[str, ...], unsafe_fixes: bool
     options = ProveOptions(unsafe_fixes=unsafe_fixes, overrides=overrides,
                            config_file=os.path.abspath(config_file) if config_file else None,
                            pytest_args=ctx.meta.get("pytest_args", ()), jobs=jobs,
+                           devices=devices, sessions_per_device=sessions_per_device,
                            session_timeout_s=session_timeout, time_limit_s=time_limit,
                            texts=texts, apply=apply, cache=not no_cache, cache_dir=cache_dir,
                            work_dir=work_dir)

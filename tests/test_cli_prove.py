@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 
 from lint_gpu_tests import cli
 from lint_gpu_tests.prove import pipeline
+from lint_gpu_tests.prove.devices import visibility_variable
 from lint_gpu_tests.prove.session import run_session
 
 RUNTIME_TESTS = Path(__file__).parent / "runtime"
@@ -50,6 +51,10 @@ class SamplingParams:
 class LLM:
     def __init__(self, model, max_model_len=64, **kwargs):
         _profile()
+        if os.environ.get("FAKE_SEEN"):
+            with open(os.environ["FAKE_SEEN"], "a") as f:
+                f.write(f"{kwargs.get('tensor_parallel_size', 1)} "
+                        f"{os.environ.get(os.environ['FAKE_SEEN_VARIABLE'])}\\n")
 ''' + STAND_IN_ENGINE_CONFIG + '''
     def generate(self, prompts, sampling_params=None):
         return [N(outputs=[N(text=p[::-1])]) for p in prompts]
@@ -307,3 +312,31 @@ def test_a_module_inconclusive_once_is_judged_on_its_run_alone(
         "0 not run (1 run again alone); 0 test modules unchanged by the fix; "
         + lines[-2].rsplit("; ", 1)[1],
         "Applied the fix to 1 file."]
+
+
+def test_each_session_sees_devices_of_its_own(project: Path, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in device list: each session sees the devices it was given through the
+    platform's visibility variable, as many as its engines take (``tensor_parallel_size=2``:
+    two); with two sessions a device, engines start under a lock of the device's."""
+    seen = tmp_path / "seen"
+    monkeypatch.setenv("FAKE_SEEN", str(seen))
+    monkeypatch.setenv("FAKE_SEEN_VARIABLE", visibility_variable())
+    test_b = project / "tests" / "test_b.py"
+    test_b.write_text(TEST_B.replace('max_model_len=32)', 'max_model_len=32, '
+                                     'tensor_parallel_size=2)'))
+    result = prove("tests", "--devices", "5,6,7", "--no-cache", "-q")
+    assert result.exit_code == 0, result.output
+    got = sorted(line.split() for line in seen.read_text().splitlines())
+    assert [tp for tp, _ in got] == ["1", "1", "2", "2"]
+    assert all(d in ("5", "6", "7") for _, d in got[:2])
+    assert all(len(d.split(",")) == 2 and set(d.split(",")) <= {"5", "6", "7"}
+               for _, d in got[2:])
+
+    seen.unlink()
+    work = tmp_path / "w"
+    result = prove("tests/test_a.py", "--devices", "5", "--sessions-per-device", "2",
+                   "--no-cache", "--work-dir", str(work), "-q")
+    assert result.exit_code == 0, result.output
+    assert seen.read_text().splitlines() == ["1 5", "1 5"]
+    assert sorted(p.name for p in (work / "locks").iterdir()) == ["device-5.lock"]

@@ -9,6 +9,7 @@ literals).
 from __future__ import annotations
 
 import ast
+import os
 
 from lint_gpu_tests.config import DEFAULT_ENGINE_CLASSES
 
@@ -50,3 +51,53 @@ def engine_devices(source: bytes | str) -> list[int]:
                 devices *= value.value
         out.append(devices)
     return out
+
+
+#: The variable that names the devices a process sees, per platform
+#: (:func:`lint_gpu_tests.runtime._platform.detect_platform`).
+VISIBILITY = {"cuda": "CUDA_VISIBLE_DEVICES", "rocm": "HIP_VISIBLE_DEVICES",
+              "xpu": "ZE_AFFINITY_MASK", "other": "CUDA_VISIBLE_DEVICES"}
+
+#: The environment variable that names the devices ``prove`` schedules on (``0,1,2``),
+#: instead of the visible ones: ``--devices``.
+DEVICES_ENV = "GPU_TEST_LINT_PROVE_DEVICES"
+
+
+def visibility_variable() -> str:
+    """This platform's visibility variable (:data:`VISIBILITY`)."""
+    from lint_gpu_tests.runtime._platform import detect_platform
+
+    return VISIBILITY[detect_platform()]
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(d.strip() for d in value.split(",") if d.strip())
+
+
+def _nvml_devices() -> tuple[str, ...] | None:
+    """The devices NVML counts (nvidia-ml-py), or None without it or a driver."""
+    try:
+        import pynvml  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        try:
+            return tuple(str(i) for i in range(int(pynvml.nvmlDeviceGetCount())))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no driver or no device: no devices to schedule
+        return None
+
+
+def find_devices(given: str | None = None, environ: dict[str, str] | None = None
+                 ) -> tuple[str, ...] | None:
+    """The devices to schedule sessions on: ``given`` (``--devices``, or
+    ``$GPU_TEST_LINT_PROVE_DEVICES``), else the platform's visibility variable when it is set,
+    else the devices NVML counts; None on a machine with none of them (no GPU: sessions are
+    scheduled by ``--jobs``)."""
+    env = os.environ if environ is None else environ
+    for value in (given, env.get(DEVICES_ENV), env.get(visibility_variable())):
+        if value is not None and _split(value):
+            return _split(value)
+    return _nvml_devices()

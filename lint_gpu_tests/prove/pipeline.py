@@ -30,9 +30,9 @@ from typing import Any
 from lint_gpu_tests.api import ConfigResolver, RunOptions, check_paths
 from lint_gpu_tests.cache import default_cache_dir
 from lint_gpu_tests.prove.compare import ModuleResult, Status, judge
-from lint_gpu_tests.prove.devices import engine_devices
+from lint_gpu_tests.prove.devices import engine_devices, find_devices, visibility_variable
 from lint_gpu_tests.prove.diagnose import not_exercised
-from lint_gpu_tests.prove.schedule import Job, run_jobs
+from lint_gpu_tests.prove.schedule import Job, run_jobs, run_on_devices
 from lint_gpu_tests.prove.session import (
     PYTEST_OPTIONS,
     SESSION_TIMEOUT_S,
@@ -65,7 +65,11 @@ class ProveOptions:
             (``fix_strategy``, ``target``, ``select``, ...).
         config_file: ``--config``.
         pytest_args: the user's pytest arguments.
-        jobs: sessions side by side.
+        jobs: sessions side by side on a machine without devices to schedule.
+        devices: the devices to schedule sessions on (``0,1,2``; default: the visible ones,
+            :func:`.devices.find_devices`); each session gets devices of its own.
+        sessions_per_device: sessions a device takes at once (their engines start one at a
+            time).
         session_timeout_s: the limit of one session, in seconds.
         time_limit_s: no session starts after this many seconds of the whole run (the
             modules left are ``not run``; a re-run resumes from the recordings).
@@ -86,6 +90,8 @@ class ProveOptions:
     config_file: str | None = None
     pytest_args: tuple[str, ...] = ()
     jobs: int = 1
+    devices: str | None = None
+    sessions_per_device: int = 1
     session_timeout_s: float = SESSION_TIMEOUT_S
     time_limit_s: float | None = None
     texts: str = "auto"
@@ -261,12 +267,17 @@ def _prove(top: Path, paths: list[str], opts: ProveOptions, work: Path, store: S
                                        environment=environment, helpers=helpers,
                                        pytest_args=opts.pytest_args or None)
               for m in run for v in VARIANTS}
-    sessions = _run_sessions(run, trees, inputs, opts, store, work, say, start)
+    devices = find_devices(opts.devices)
+    if devices:
+        say(f"prove: {len(devices)} device(s) ({','.join(devices)}), "
+            f"{opts.sessions_per_device} session(s) a device")
+    sessions = _run_sessions(run, trees, inputs, opts, store, work, say, start, devices)
     verdicts = {m: _verdict(m, sessions, trees, opts, work) for m in run}
     again = [m for m in run if verdicts[m].status in (Status.DIFFERS, Status.INCONCLUSIVE)]
     if again:
         say(f"prove: {len(again)} module(s) to run again alone: {', '.join(again)}")
-        rerun = _run_sessions(again, trees, inputs, opts, store, work, say, start, alone=True)
+        rerun = _run_sessions(again, trees, inputs, opts, store, work, say, start, devices,
+                              alone=True)
         for module in again:
             first = verdicts[module]
             if not all((module, v) in rerun for v in VARIANTS):
@@ -297,6 +308,7 @@ class _Session:
     log: str = ""
     complete: bool = True
     not_exercised: dict[str, str] = field(default_factory=dict)
+    devices: tuple[str, ...] = ()
 
 
 def _visible(session: SessionResult, folder: Path, name: str) -> Path:
@@ -317,9 +329,12 @@ def _visible(session: SessionResult, folder: Path, name: str) -> Path:
 def _run_sessions(run: list[str], trees: dict[str, Path],
                   inputs: dict[tuple[str, str], dict[str, Any]], opts: ProveOptions,
                   store: Store | None, work: Path, say: Callable[[str], None], start: float,
-                  *, alone: bool = False) -> dict[tuple[str, str], _Session]:
+                  devices: tuple[str, ...] | None, *, alone: bool = False
+                  ) -> dict[tuple[str, str], _Session]:
     """Run the sessions of ``run``'s modules (both variants), or take them from their
-    recordings; with ``alone``, run every session anew, one at a time."""
+    recordings; with ``alone``, run every session anew, one at a time. With ``devices``,
+    each session runs on devices of its own (as many as the module's engines take,
+    :func:`.devices.engine_devices`)."""
     from lint_gpu_tests.prove.store import key_of
 
     sessions: dict[tuple[str, str], _Session] = {}
@@ -332,30 +347,33 @@ def _run_sessions(run: list[str], trees: dict[str, Path],
                 sessions[(module, variant)] = _Session(
                     recording.records, recording.seconds, recording.returncode, recorded=True)
             else:
-                jobs.append(Job(module, variant, trees[variant]))
+                need = max(engine_devices((trees["before"] / module).read_bytes()), default=1)
+                jobs.append(Job(module, variant, trees[variant], devices=need))
     if len(sessions):
         say(f"prove: {len(sessions)} session(s) taken from their recordings, "
             f"{len(jobs)} to run")
     total, done = len(jobs), [0]
 
-    def one(job: Job) -> _Session | None:
+    def one(job: Job, given: tuple[str, ...] = ()) -> _Session | None:
         if opts.time_limit_s is not None and time.monotonic() - start > opts.time_limit_s:
             return None
         folder = work / "sessions" / job.variant
-        ran = run_session(job.tree, job.module, pytest_args=opts.pytest_args,
+        ran = run_session(job.tree, job.module,
+                          pytest_args=[*device_options(given, opts, work), *opts.pytest_args],
                           timeout_s=opts.session_timeout_s, scratch=folder,
                           python_path=opts.python_path)
         log = _visible(ran, folder, session_name(job.module, alone))
         text = log.read_text(encoding="utf-8", errors="replace")
         session = _Session(ran.records, ran.seconds, ran.returncode, log=str(log),
                            complete=ran.complete,
-                           not_exercised=not_exercised(ran.records, text))
+                           not_exercised=not_exercised(ran.records, text), devices=given)
         done[0] += 1
         what = "original" if job.variant == "before" else "fixed"
         state = "" if ran.complete else " (incomplete: not kept)"
         if session.not_exercised:
             state = f" ({len(session.not_exercised)} test(s) did not exercise the fix: not kept)"
-        say(f"prove: [{done[0]}/{total}] {job.module} ({what}{', alone' if alone else ''}): "
+        on = f", devices {','.join(given)}" if given else ""
+        say(f"prove: [{done[0]}/{total}] {job.module} ({what}{', alone' if alone else ''}{on}): "
             f"{len(ran.records)} test(s), pytest exit {ran.returncode}, "
             f"{ran.seconds:.1f} s{state}")
         if ran.complete and not session.not_exercised and store is not None:
@@ -363,10 +381,34 @@ def _run_sessions(run: list[str], trees: dict[str, Path],
                       ran.returncode)
         return session
 
-    workers = 1 if alone else opts.jobs
-    for job, session in run_jobs(jobs, one, workers=workers, engine_budget=workers).items():
+    done_jobs: dict[Job, _Session] = {}
+    if devices and alone:
+        for job in jobs:
+            done_jobs.update(run_on_devices([job], one, devices=devices))
+    elif devices:
+        done_jobs = run_on_devices(jobs, one, devices=devices,
+                                   per_device=opts.sessions_per_device)
+    else:
+        workers = 1 if alone else opts.jobs
+        done_jobs = run_jobs(jobs, one, workers=workers, engine_budget=workers)
+    for job, session in done_jobs.items():
         sessions[(job.module, job.variant)] = session
     return sessions
+
+
+def device_options(devices: tuple[str, ...], opts: ProveOptions, work: Path) -> list[str]:
+    """The pytest options that put a session on ``devices`` (:mod:`.visibility`): the
+    platform's visibility variable, and with more than one session a device, a start lock
+    per device (under ``work/locks``). ``[]`` without devices."""
+    if not devices:
+        return []
+    out = ["-p", "lint_gpu_tests.prove.visibility",
+           f"--gpu-test-lint-visible={visibility_variable()}={','.join(devices)}"]
+    if opts.sessions_per_device > 1:
+        (work / "locks").mkdir(exist_ok=True)
+        out += [f"--gpu-test-lint-start-lock={work / 'locks' / f'device-{d}.lock'}"
+                for d in devices]
+    return out
 
 
 def session_name(module: str, rerun: bool = False) -> str:
@@ -375,10 +417,12 @@ def session_name(module: str, rerun: bool = False) -> str:
     return module.replace("/", "-") + (".rerun" if rerun else "")
 
 
-def by_hand(tree: Path, module: str, record: Path, pytest_args: Sequence[str]) -> str:
-    """The shell command that runs ``module``'s session in ``tree`` as ``prove`` runs it,
-    writing its record to ``record``."""
-    return " ".join([f"cd {shlex.quote(str(tree))} &&",
+def by_hand(tree: Path, module: str, record: Path, pytest_args: Sequence[str],
+            devices: tuple[str, ...] = ()) -> str:
+    """The shell command that runs ``module``'s session in ``tree`` as ``prove`` runs it
+    (on ``devices``), writing its record to ``record``."""
+    visible = [f"{visibility_variable()}={','.join(devices)}"] if devices else []
+    return " ".join([f"cd {shlex.quote(str(tree))} &&", *visible,
                      f"{RECORD_ENV}={shlex.quote(str(record))}",
                      shlex.join([sys.executable, "-m", "pytest", *PYTEST_OPTIONS,
                                  *pytest_args, module])])
@@ -389,8 +433,9 @@ def _verdict(module: str, sessions: dict[tuple[str, str], _Session], trees: dict
     got = {v: sessions.get((module, v)) for v in VARIANTS}
     logs = {v: s.log for v, s in got.items() if s is not None and s.log}
     commands = {v: by_hand(trees[v], module, work / "sessions" / v /
-                           f"{session_name(module)}.json", opts.pytest_args)
-                for v in VARIANTS} if opts.work_dir else {}
+                           f"{session_name(module)}.json", opts.pytest_args,
+                           s.devices if s is not None else ())
+                for v, s in got.items()} if opts.work_dir else {}
     seconds = sum(s.seconds for s in got.values() if s is not None)
     recorded = [v for v, s in got.items() if s is not None and s.recorded]
     missing = [v for v, s in got.items() if s is None]
