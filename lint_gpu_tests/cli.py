@@ -678,6 +678,9 @@ class _ProveCommand(click.Command):
 @click.option("--sessions-per-device", type=click.IntRange(min=1), default=1,
               show_default=True,
               help="Sessions sharing a device at once; their engines start one at a time.")
+@click.option("--shard", default=None, metavar="K/N",
+              help="Prove only the K-th of N parts of the modules (`prove merge REPORTS...` "
+                   "joins the parts' JSON reports).")
 @click.option("--texts", type=click.Choice(["auto", "exact", "outcome"]), default="auto",
               show_default=True,
               help="How generated texts are compared: auto (greedy or seeded exactly, "
@@ -698,7 +701,7 @@ class _ProveCommand(click.Command):
 def prove_command(ctx: click.Context, paths: tuple[str, ...], unsafe_fixes: bool,
                   fix_strategy: str | None, target: str | None, config_file: str | None,
                   apply: bool, jobs: int, devices: str | None, sessions_per_device: int,
-                  texts: str, session_timeout: float,
+                  shard: str | None, texts: str, session_timeout: float,
                   time_limit: float | None, output_format: str, no_cache: bool,
                   cache_dir: str | None, work_dir: str | None, quiet: bool) -> None:
     """Prove the fixes of PATHS on your own tests: run them (pytest, with the arguments
@@ -706,7 +709,18 @@ def prove_command(ctx: click.Context, paths: tuple[str, ...], unsafe_fixes: bool
     leaks. Exit 0 when no module differs (and each ran), 1 otherwise, 2 on an error."""
     from lint_gpu_tests.api import PathNotFoundError
     from lint_gpu_tests.prove import ProveOptions, prove_paths
+    from lint_gpu_tests.prove.merge import merge_paths
     from lint_gpu_tests.prove.report import render
+    from lint_gpu_tests.prove.shard import parse_shard
+
+    say = None if quiet else (lambda line: click.echo(line, err=True))
+    if paths[:1] == ("merge",):
+        try:
+            merged = merge_paths(paths[1:], write=apply, progress=say)
+        except (OSError, ValueError) as exc:
+            fail(str(exc))
+        click.echo(render(merged, output_format, os.getcwd()), nl=False)
+        sys.exit(0 if merged.proven else 1)
 
     overrides = {k: v for k, v in (("fix_strategy", fix_strategy), ("target", target))
                  if v is not None}
@@ -718,8 +732,8 @@ def prove_command(ctx: click.Context, paths: tuple[str, ...], unsafe_fixes: bool
                            texts=texts, apply=apply, cache=not no_cache, cache_dir=cache_dir,
                            work_dir=work_dir)
     try:
-        result = prove_paths(list(paths), options, progress=None if quiet else
-                             (lambda line: click.echo(line, err=True)))
+        options.shard = parse_shard(shard) if shard else None
+        result = prove_paths(list(paths), options, progress=say)
     except (PathNotFoundError, ConfigError, ValueError) as exc:
         fail(str(exc))
     click.echo(render(result, output_format, os.getcwd()), nl=False)

@@ -340,3 +340,41 @@ def test_each_session_sees_devices_of_its_own(project: Path, tmp_path: Path,
     assert result.exit_code == 0, result.output
     assert seen.read_text().splitlines() == ["1 5", "1 5"]
     assert sorted(p.name for p in (work / "locks").iterdir()) == ["device-5.lock"]
+
+
+def test_shards_merged_give_the_unsharded_verdict(project: Path, tmp_path: Path) -> None:
+    """Two shards of a run (from the recordings of an unsharded one) part the modules; their
+    reports merged give the unsharded verdict, and ``merge --apply`` writes what ``check
+    --fix`` writes."""
+    expected = fixed_by_check(project, tmp_path)
+    whole = prove("tests", "--output-format", "json", "-q")
+    assert whole.exit_code == 0, whole.output
+    reports = []
+    for k in (1, 2):
+        shard = prove("tests", "--shard", f"{k}/2", "--output-format", "json", "-q")
+        assert shard.exit_code == 0, shard.output
+        reports.append(tmp_path / f"shard-{k}.json")
+        reports[-1].write_text(shard.stdout)
+    parts = [[m["module"] for m in json.loads(r.read_text())["modules"]] for r in reports]
+    assert sorted(parts) == [["tests/test_a.py"], ["tests/test_b.py"]]
+    assert json.loads(reports[0].read_text())["shard"] == "1/2"
+
+    def verdict(data: dict[str, Any]) -> list[Any]:
+        return [data["proven"], data["unchanged"], data["changed"], data["to_prove"],
+                [(m["module"], m["status"], m["outcomes"], m["differences"])
+                 for m in data["modules"]]]
+
+    merged = prove("merge", *map(str, reports), "--output-format", "json", "-q")
+    assert merged.exit_code == 0, merged.output
+    assert verdict(json.loads(merged.stdout)) == verdict(json.loads(whole.stdout))
+
+    one = prove("merge", str(reports[0]), "-q")
+    assert (one.exit_code, one.stderr) == (
+        2, "error: expected the shards 1/1; got 1/2\n")
+    refused = prove("tests", "--shard", "1/2", "--apply", "-q")
+    assert refused.exit_code == 2 and "give --apply to `prove merge`" in refused.stderr
+
+    written = prove("merge", *map(str, reports), "--apply", "-q")
+    assert written.exit_code == 0, written.output
+    assert written.stdout.splitlines()[-1] == "Applied the fix to 2 files."
+    assert {name: (project / "tests" / name).read_bytes() for name in expected} == expected

@@ -11,6 +11,7 @@ import pytest
 
 from lint_gpu_tests.prove.devices import DEVICES_ENV, find_devices, visibility_variable
 from lint_gpu_tests.prove.schedule import Job, run_on_devices
+from lint_gpu_tests.prove.shard import parse_shard, shard_of
 
 
 class Devices:
@@ -80,3 +81,23 @@ def test_where_the_devices_come_from(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(__import__("sys").modules, "pynvml", None)  # not installed
     assert find_devices(None, {variable: ""}) is None
     assert find_devices(None, {}) is None
+
+
+def test_shards_partition_the_modules_balanced_by_recorded_seconds() -> None:
+    modules = ["a.py", "b.py", "c.py", "d.py"]
+    cost = {"a.py": 10.0, "b.py": 9.0, "c.py": 2.0, "d.py": 1.0}
+    assert [shard_of(modules, k, 2, cost) for k in (1, 2)] == [["a.py", "d.py"],
+                                                               ["b.py", "c.py"]]
+    # without recordings each counts the same; with some, the others take their mean
+    assert [shard_of(modules, k, 3) for k in (1, 2, 3)] == [["a.py", "d.py"], ["b.py"],
+                                                            ["c.py"]]
+    assert [shard_of(modules, k, 2, {"a.py": 3.0, "b.py": 1.0}) for k in (1, 2)] == [
+        ["a.py", "b.py"], ["c.py", "d.py"]]
+    many = [f"m{i}.py" for i in range(11)]
+    parts = [shard_of(many, k, 4) for k in range(1, 5)]
+    assert sorted(m for part in parts for m in part) == sorted(many)
+    assert [len(p) for p in parts] == [3, 3, 3, 2]
+    assert parse_shard("2/3") == (2, 3)
+    for wrong in ("0/2", "3/2", "a/b", "2"):
+        with pytest.raises(ValueError, match="expected K/N"):
+            parse_shard(wrong)

@@ -39,7 +39,14 @@ from lint_gpu_tests.prove.session import (
     SessionResult,
     run_session,
 )
-from lint_gpu_tests.prove.store import Store, environment_id, recording_inputs, support_files
+from lint_gpu_tests.prove.shard import shard_of
+from lint_gpu_tests.prove.store import (
+    Store,
+    digest,
+    environment_id,
+    recording_inputs,
+    support_files,
+)
 from lint_gpu_tests.runtime.recorder import RECORD_ENV
 from lint_gpu_tests.writer import atomic_write
 
@@ -83,6 +90,8 @@ class ProveOptions:
         strict_leaks: see :func:`.compare.compare_test`.
         harness: an extra digest every recording key takes (what else decides a session).
         environment: the recordings' environment (default :func:`.store.environment_id`).
+        shard: ``(K, N)``: prove only the K-th of N parts of the modules
+            (:func:`.shard.shard_of`; ``prove merge`` joins the parts' reports).
     """
 
     unsafe_fixes: bool = False
@@ -104,6 +113,7 @@ class ProveOptions:
     strict_leaks: bool = False
     harness: str = ""
     environment: dict[str, str] | None = None
+    shard: tuple[int, int] | None = None
 
 
 @dataclass
@@ -119,6 +129,11 @@ class ProveResult:
         errors: ``(path, message)`` of files the fixer failed on.
         seconds: the whole run's wall time.
         root: the tree proven.
+        shard: ``"K/N"`` for one part of the modules, else ``""``.
+        to_prove: every module to prove, the other shards' too.
+        fix: how the fix was made (``paths``, ``unsafe_fixes``, ``overrides``,
+            ``config_file``): ``prove merge --apply`` makes it again.
+        digests: per changed file, the SHA-256 of its bytes ``before`` and ``after`` the fix.
     """
 
     modules: list[ModuleResult] = field(default_factory=list)
@@ -129,6 +144,10 @@ class ProveResult:
     errors: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
     root: str = ""
+    shard: str = ""
+    to_prove: list[str] = field(default_factory=list)
+    fix: dict[str, Any] = field(default_factory=dict)
+    digests: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def proven(self) -> bool:
@@ -210,10 +229,13 @@ def prove_paths(paths: Sequence[str], options: ProveOptions | None = None, *,
         The :class:`ProveResult`.
 
     Raises:
-        ValueError: when a path is not under ``root``.
+        ValueError: when a path is not under ``root``, or ``apply`` is asked of a shard.
         PathNotFoundError, ConfigError: as :func:`~lint_gpu_tests.api.check_paths`.
     """
     opts = options or ProveOptions()
+    if opts.shard is not None and opts.apply:
+        raise ValueError("--apply with --shard: a shard proves only part of the modules; "
+                         "give --apply to `prove merge` of the shards' reports")
     say = progress or (lambda line: None)
     start = time.monotonic()
     top = Path(root or os.getcwd()).resolve()
@@ -242,20 +264,12 @@ def prove_paths(paths: Sequence[str], options: ProveOptions | None = None, *,
 def _prove(top: Path, paths: list[str], opts: ProveOptions, work: Path, store: Store | None,
            say: Callable[[str], None], start: float) -> ProveResult:
     trees = {v: work / v for v in VARIANTS}
-    skip = [work, default_cache_dir(str(top), opts.cache_dir)]
-    for tree in trees.values():
-        if tree.exists():
-            shutil.rmtree(tree)
-        copy_tree(top, tree, skip=skip)
+    fix = {"paths": paths, "unsafe_fixes": opts.unsafe_fixes,
+           "overrides": dict(opts.overrides), "config_file": opts.config_file}
+    result = ProveResult(root=str(top), fix=fix)
+    tests = copy_and_fix(top, trees, fix, result,
+                         skip=[work, default_cache_dir(str(top), opts.cache_dir)])
     say(f"prove: copied {top} twice under {work}")
-    config = ConfigResolver(opts.config_file, opts.overrides, cwd=str(trees["after"]))
-    fixed = check_paths([str(trees["after"] / p) for p in paths], config,
-                        RunOptions(fix=True, unsafe_fixes=opts.unsafe_fixes, cache=False))
-    result = ProveResult(root=str(top))
-    result.errors = [(os.path.relpath(p, trees["after"]), m) for p, m in fixed.errors]
-    tests = sorted(Path(f.path).resolve().relative_to(trees["after"].resolve()).as_posix()
-                   for f in fixed.files if is_test_module(f.path))
-    result.changed = _changed_files(trees["before"], trees["after"])
     run = modules_to_run(tests, result.changed, trees["after"])
     result.unchanged = [m for m in tests if m not in run]
     say(f"prove: the fix changed {len(result.changed)} file(s); "
@@ -267,6 +281,11 @@ def _prove(top: Path, paths: list[str], opts: ProveOptions, work: Path, store: S
                                        environment=environment, helpers=helpers,
                                        pytest_args=opts.pytest_args or None)
               for m in run for v in VARIANTS}
+    result.to_prove = list(run)
+    if opts.shard is not None:
+        run = shard_of(run, *opts.shard, cost=_recorded_seconds(inputs, store))
+        result.shard = f"{opts.shard[0]}/{opts.shard[1]}"
+        say(f"prove: shard {result.shard}: {len(run)} of the {len(result.to_prove)} module(s)")
     devices = find_devices(opts.devices)
     if devices:
         say(f"prove: {len(devices)} device(s) ({','.join(devices)}), "
@@ -289,7 +308,7 @@ def _prove(top: Path, paths: list[str], opts: ProveOptions, work: Path, store: S
                 f" ({len(first.differences)} difference(s))")
     result.modules = [verdicts[m] for m in run]
     if opts.apply:
-        _apply(result, trees, top, say)
+        apply(result, lambda path: (trees["after"] / path).read_bytes(), top, say)
     result.seconds = time.monotonic() - start
     return result
 
@@ -472,22 +491,68 @@ def _verdict(module: str, sessions: dict[tuple[str, str], _Session], trees: dict
     return verdict
 
 
-def _apply(result: ProveResult, trees: dict[str, Path], top: Path,
-           say: Callable[[str], None]) -> None:
-    """Write the proven modules' fixed bytes; other changed files only when every module run
-    was proven. A file changed in the tree since it was copied is left alone."""
+def copy_and_fix(top: Path, trees: dict[str, Path], fix: dict[str, Any],
+                 result: ProveResult, *, skip: Sequence[Path] = ()) -> list[str]:
+    """Copy ``top`` into each of ``trees`` (emptied first) and fix the ``after`` copy as
+    ``fix`` says (``paths``, ``unsafe_fixes``, ``overrides``, ``config_file``); set
+    ``result``'s ``errors``, ``changed`` and ``digests``. Returns the test modules the fixer
+    saw (``/``-separated, sorted)."""
+    for tree in trees.values():
+        if tree.exists():
+            shutil.rmtree(tree)
+        copy_tree(top, tree, skip=skip)
+    after = trees["after"]
+    config = ConfigResolver(fix["config_file"], fix["overrides"], cwd=str(after))
+    fixed = check_paths([str(after / p) for p in fix["paths"]], config,
+                        RunOptions(fix=True, unsafe_fixes=fix["unsafe_fixes"], cache=False))
+    result.errors = [(os.path.relpath(p, after), m) for p, m in fixed.errors]
+    if "before" in trees:
+        result.changed = _changed_files(trees["before"], after)
+        result.digests = {
+            path: {"before": digest((trees["before"] / path).read_bytes())
+                   if (trees["before"] / path).is_file() else "",
+                   "after": digest((after / path).read_bytes())}
+            for path in result.changed}
+    return sorted(Path(f.path).resolve().relative_to(after.resolve()).as_posix()
+                  for f in fixed.files if is_test_module(f.path))
+
+
+def _recorded_seconds(inputs: dict[tuple[str, str], dict[str, Any]], store: Store | None
+                      ) -> dict[str, float]:
+    """Per module whose sessions are both recorded, their seconds together."""
+    from lint_gpu_tests.prove.store import key_of
+
+    out: dict[str, float] = {}
+    if store is None:
+        return out
+    for module in {m for m, _ in inputs}:
+        got = [store.get(key_of(inputs[(module, v)])) for v in VARIANTS]
+        if all(r is not None for r in got):
+            out[module] = sum(r.seconds for r in got if r is not None)
+    return out
+
+
+def apply(result: ProveResult, fixed: Callable[[str], bytes | None], top: Path,
+          say: Callable[[str], None]) -> None:
+    """Write the proven modules' fixed bytes (``fixed(path)``; None or bytes other than those
+    proven, ``result.digests``, are not written); other changed files only when every module
+    run was proven. A file changed in the tree since it was copied is left alone."""
     proven = {m.module for m in result.modules if m.status.proven}
-    every = all(m.status.proven for m in result.modules) and not result.errors
+    every = all(m.status.proven for m in result.modules) and not result.errors \
+        and set(result.to_prove) <= {m.module for m in result.modules}
     for path in result.changed:
         writable = path in proven if is_test_module(path) else every
         target = top / path
-        original = (trees["before"] / path)
-        if writable and target.is_file() and original.is_file() and \
-                target.read_bytes() != original.read_bytes():
+        known = result.digests.get(path, {})
+        data = fixed(path) if writable else None
+        if writable and target.is_file() and digest(target.read_bytes()) != known.get("before"):
             say(f"prove: {path} changed since it was copied: not written")
             writable = False
-        if writable:
-            atomic_write(str(target), (trees["after"] / path).read_bytes())
+        elif writable and (data is None or digest(data) != known.get("after")):
+            say(f"prove: {path}: the fix now gives other bytes than those proven: not written")
+            writable = False
+        if writable and data is not None:
+            atomic_write(str(target), data)
             result.applied.append(path)
         else:
             result.withheld.append(path)

@@ -89,7 +89,9 @@ def render_text(result: ProveResult) -> str:
         f"{counts[Status.DIFFERS]} differ, {counts[Status.INCONCLUSIVE]} inconclusive, "
         f"{counts[Status.NOT_RUN]} not run ({again} run again alone); "
         f"{_plural(len(result.unchanged), 'test module')} unchanged by the fix; "
-        f"{result.seconds:.0f} s.")
+        f"{result.seconds:.0f} s." + (
+            f" Shard {result.shard} of the {len(result.to_prove)} modules to prove."
+            if result.shard else ""))
     if result.applied or result.withheld:
         lines.append(f"Applied the fix to {_plural(len(result.applied), 'file')}"
                      + (f"; not written: {', '.join(result.withheld)}" if result.withheld
@@ -107,8 +109,10 @@ def render_json(result: ProveResult) -> str:
     """The whole result as JSON: ``modules`` (each with its ``status``, ``differences``,
     tests, leaks, ``outcome_only``, seconds, ``from_recordings``, ``note``, per test its
     ``outcomes`` before and after, ``failed_in_both``, ``not_exercised``, ``engines`` built
-    per run, ``rerun``, ``logs``, ``commands``), ``unchanged``,
-    ``changed``, ``applied``, ``withheld``, ``errors``, ``seconds``, ``proven``."""
+    per run, ``rerun``, ``logs``, ``commands``), ``unchanged``, ``changed``, ``applied``,
+    ``withheld``, ``errors``, ``seconds``, ``proven``, ``shard`` (``K/N``), ``to_prove``
+    (every shard's modules), ``fix`` (how it was made: ``prove merge --apply`` makes it
+    again) and ``digests`` (each changed file's SHA-256 before and after the fix)."""
     data = {
         "root": result.root,
         "proven": result.proven,
@@ -119,6 +123,10 @@ def render_json(result: ProveResult) -> str:
         "withheld": result.withheld,
         "errors": [{"path": p, "message": msg} for p, msg in result.errors],
         "seconds": round(result.seconds, 1),
+        "shard": result.shard,
+        "to_prove": result.to_prove,
+        "fix": result.fix,
+        "digests": result.digests,
     }
     return json.dumps(data, indent=2, default=str) + "\n"
 
