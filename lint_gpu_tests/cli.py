@@ -706,7 +706,9 @@ def prove_command(ctx: click.Context, paths: tuple[str, ...], unsafe_fixes: bool
                   cache_dir: str | None, work_dir: str | None, quiet: bool) -> None:
     """Prove the fixes of PATHS on your own tests: run them (pytest, with the arguments
     after --) before and after the fix, and compare each test's outcome, engines, texts and
-    leaks. Exit 0 when no module differs (and each ran), 1 otherwise, 2 on an error."""
+    leaks. Exit 0 when every module ran and is proven (none differs or is inconclusive), 1
+    otherwise, 2 on an error. `prove merge REPORTS...` joins the JSON reports of --shard
+    runs into one verdict (and --apply writes it)."""
     from lint_gpu_tests.api import PathNotFoundError
     from lint_gpu_tests.prove import ProveOptions, prove_paths
     from lint_gpu_tests.prove.merge import merge_paths

@@ -378,3 +378,16 @@ def test_shards_merged_give_the_unsharded_verdict(project: Path, tmp_path: Path)
     assert written.exit_code == 0, written.output
     assert written.stdout.splitlines()[-1] == "Applied the fix to 2 files."
     assert {name: (project / "tests" / name).read_bytes() for name in expected} == expected
+
+
+def test_a_session_past_its_limit_is_inconclusive(project: Path) -> None:
+    (project / "tests" / "test_b.py").write_text("import time\n" + TEST_B.replace(
+        "    llm = LLM(", "    time.sleep(60)\n    llm = LLM("))
+    result = prove("tests/test_b.py", "--session-timeout", "1", "--no-cache",
+                   "--output-format", "json", "-q")
+    assert result.exit_code == 1
+    [module] = json.loads(result.stdout)["modules"]
+    past = ("the original's session ran past its limit (--work-dir keeps its log); "
+            "the fixed module's session ran past its limit (--work-dir keeps its log)")
+    assert (module["status"], module["note"], module["rerun"]) == (
+        "inconclusive", past, f"inconclusive when first run ({past})")

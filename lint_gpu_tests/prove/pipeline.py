@@ -300,7 +300,8 @@ def _prove(top: Path, paths: list[str], opts: ProveOptions, work: Path, store: S
         for module in again:
             first = verdicts[module]
             if not all((module, v) in rerun for v in VARIANTS):
-                first.rerun = "not run again: the time limit was reached"
+                first.note += ("; " if first.note else "") + \
+                    "not run again alone: the time limit was reached"
                 continue
             verdicts[module] = _verdict(module, rerun, trees, opts, work)
             verdicts[module].rerun = f"{first.status.value} when first run" + (

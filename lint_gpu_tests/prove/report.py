@@ -44,7 +44,7 @@ def _notes(m: ModuleResult) -> list[str]:
     """What the report says of ``m`` above the tables: each difference, why it was not run
     or is inconclusive, why it ran again, and how to run it by hand."""
     lines = [d.describe() for d in m.differences]
-    if m.status in (Status.NOT_RUN, Status.INCONCLUSIVE):
+    if m.note:
         lines.append(f"{m.module}: {m.status.value}: {m.note}")
     if m.rerun:
         lines.append(f"{m.module}: run again alone: {m.rerun}")
