@@ -552,6 +552,14 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 risks.append(escape)
         if flow.problem is not None:
             risks.append(flow.problem)
+        if is_fixture and group is None and any(
+                isinstance(n, (ast.Yield, ast.Return)) and n.value is not None and (
+                    isinstance(n.value, ast.Name) and n.value.id in names
+                    or module.builds_engine(n.value))
+                for s in segment for n in walk_breadth(s)):
+            consumer = self.consumer_problem(func)
+            if consumer is not None:
+                risks.append(consumer)
         extra = cleanup_beyond_the_runner(module, func.node, remove)
         if extra is not None:
             risks.append(extra)
