@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from lint_gpu_tests.config import Config
+from lint_gpu_tests.config import ROOT_MARKERS, Config
 
 if TYPE_CHECKING:
     from lint_gpu_tests.analysis import ModuleAnalysis
@@ -36,7 +36,6 @@ MAX_ANALYSED = 64
 MAX_READ = 256
 """Most conftest versions (path, size, modification time, config) an index keeps read."""
 
-ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "tox.ini", "pytest.ini", ".git")
 MAX_LEVELS = 32
 
 

@@ -14,6 +14,7 @@ recognition and safety checks.
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import replace
 
 from lint_gpu_tests.analysis import EngineSite, FunctionInfo, ModuleAnalysis, RunnerCall
@@ -136,6 +137,9 @@ class Planner(CleanupRecognizer, SafetyChecks):
         if unbuildable is not None:
             return FixInfo.none(f"Shut `{unbuildable.rsplit('.', 1)[-1]}` down when the test ends",
                                 f"the runner builds `vllm.LLM`, not `{unbuildable}`")
+        missing = self.missing_runner_fixture() if kind == "engine" else None
+        if missing is not None:
+            return FixInfo.none(title, missing)
         # Engines kept in a container (shape 1), made by a factory fixture
         # (shape 6): fixplan.groups says where their ExitStack block starts.
         group = engine_group(module, call, stmt, func) if kind == "engine" else None
@@ -274,6 +278,19 @@ class Planner(CleanupRecognizer, SafetyChecks):
             call_line=call.lineno,
             group=group,
         )
+
+    def missing_runner_fixture(self) -> str | None:
+        """Why a fix cannot request the runner fixture with ``target = "vllm"``: neither
+        the module nor a conftest.py pytest loads for it defines it (pytest would find the
+        bundled, function-scoped one, whose defaults are `LLM`'s); else ``None``, also for a
+        module checked as text alone (nothing to look up)."""
+        module = self.module
+        fixture = module.config.runner_fixture
+        if module.config.target != "vllm" or module.own_runner_fixture is not None or \
+                not os.path.isfile(module.path):
+            return None
+        return (f"`target = \"vllm\"` requests vLLM's `{fixture}` fixture, and no "
+                "conftest.py pytest loads for this module defines it")
 
     def _class_the_runner_cannot_build(self, call: ast.Call) -> str | None:
         """The qualified engine class ``call`` builds when the runner cannot build it in its
