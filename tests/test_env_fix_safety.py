@@ -64,3 +64,16 @@ def test_a_read_in_a_conftest_above_makes_the_fix_unsafe(tmp_path: Path) -> None
         "ends"))]
     (tests / "conftest.py").write_text("import os\n\n\ndef helper():\n    return os.environ\n")
     assert gpu008(test.read_text(), str(test)) == [(5, "safe", "")]
+
+
+def test_a_read_while_the_fixtures_change_holds_is_not_a_reader() -> None:
+    """A test requesting the fixture reads the variable while the change holds, before the
+    fix and after it; a test that does not request it sees the leak today."""
+    source = ("import os\n\nimport pytest\n\n\n@pytest.fixture\ndef v1():\n"
+              "    os.environ['VLLM_X'] = '1'\n    yield\n\n\n"
+              "def test_with(v1):\n    assert os.environ['VLLM_X'] == '1'\n")
+    assert gpu008(source) == [(8, "safe", "")]
+    source += "\n\ndef test_without():\n    assert 'VLLM_X' not in os.environ\n"
+    assert gpu008(source) == [(8, "unsafe", (
+        "`test_without` reads `VLLM_X` (line 17), which today sees what this change leaves "
+        "behind for the tests after it; `monkeypatch` undoes the change when its test ends"))]

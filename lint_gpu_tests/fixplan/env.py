@@ -746,12 +746,32 @@ def _value_problem(module: ModuleAnalysis, mutation: EnvMutation) -> tuple[str |
                   "converts any value (with a warning)")
 
 
+def _within_change(module: ModuleAnalysis, func: FunctionInfo,
+                   reader: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether ``reader`` runs while the change ``func`` makes holds, before the fix and
+    after it: a method of the class whose set-up ``func`` is, a function requesting the
+    fixture ``func`` (any function of the module when it is autouse)."""
+    if func.kind == "fixture":
+        deco = fixture_decorator(func.node)
+        if isinstance(deco, ast.Call) and any(
+                k.arg == "autouse" and isinstance(k.value, ast.Constant) and k.value.value
+                for k in deco.keywords):
+            return True
+        return func.name in {a.arg for a in (*reader.args.posonlyargs, *reader.args.args,
+                                             *reader.args.kwonlyargs)}
+    return func.name in TEARDOWN_OF and func.owner_class is not None and \
+        module.parent(reader) is func.owner_class
+
+
 def _read_problem(module: ModuleAnalysis, mutation: EnvMutation) -> str:
     """Why ending the leak changes what a reader sees: a function of the module or of a
     conftest.py above it reads a changed variable by name; else ``""``. Not a reader: the
-    code after the change in its own function (it sees the same value either way), and
-    the whole function when it changes the variable again (it restores what it saved:
-    a run of it again does not see the change either)."""
+    code after the change in its own function (it sees the same value either way), the
+    whole function when it changes the variable again (it restores what it saved: a run
+    of it again does not see the change either), and what runs while the change holds
+    either way: the methods of the class whose set-up makes it, the tests and fixtures
+    that request the fixture that makes it (every function of the module for an autouse
+    fixture)."""
     func = mutation.function
     owner = func.node if func is not None else None
     after = mutation.statement.end_lineno or mutation.statement.lineno
@@ -765,6 +785,9 @@ def _read_problem(module: ModuleAnalysis, mutation: EnvMutation) -> str:
                     reader, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 reader = module.parent(reader)
             if reader is owner and (restores or node.lineno > after):  # type: ignore[attr-defined]
+                continue
+            if func is not None and reader is not None and reader is not owner and \
+                    _within_change(module, func, reader):
                 continue
             where = f"`{reader.name}`" if reader is not None else "a lambda"
             return (f"{where} reads `{name}` (line {node.lineno}), which today sees "  # type: ignore[attr-defined]
