@@ -137,9 +137,6 @@ class Planner(CleanupRecognizer, SafetyChecks):
         if unbuildable is not None:
             return FixInfo.none(f"Shut `{unbuildable.rsplit('.', 1)[-1]}` down when the test ends",
                                 f"the runner builds `vllm.LLM`, not `{unbuildable}`")
-        missing = self.missing_runner_fixture() if kind == "engine" else None
-        if missing is not None:
-            return FixInfo.none(title, missing)
         # Engines kept in a container (shape 1), made by a factory fixture
         # (shape 6): fixplan.groups says where their ExitStack block starts.
         group = engine_group(module, call, stmt, func) if kind == "engine" else None
@@ -254,6 +251,9 @@ class Planner(CleanupRecognizer, SafetyChecks):
         if group is not None:
             group = replace(group, runner=self._group_runner(use_class))
             add_param = None if use_class or group.runner in func.params else group.runner
+        missing = self.missing_runner_fixture() if kind == "engine" else None
+        if missing is not None:
+            return FixInfo.none(title, missing)
         return WrapPlan(
             kind=kind,
             site_line=stmt.lineno,
@@ -679,6 +679,9 @@ class Planner(CleanupRecognizer, SafetyChecks):
                            "long as its scope")
         use_class = wide and config.target == "bundled"
         runner = self._group_runner(use_class)
+        missing = self.missing_runner_fixture()
+        if missing is not None:
+            return FixInfo.none(title, missing)
         removed = [s for s in walk_breadth(fixture.node) if isinstance(s, ast.stmt)
                    and s.lineno in parts.remove_lines]
         drop = {"request"} if "request" in fixture.params and removed and not [
