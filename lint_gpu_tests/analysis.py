@@ -83,6 +83,10 @@ OWN_RUNNER_FIXTURE = "own-runner-fixture:"
 #: ``DPVllmRunner(VllmRunner)``): a test module that imports one calls a runner. (A class
 #: that is a runner only by its ``__exit__``, such as vLLM's ``HfRunner``, is not one.)
 RUNNER_CLASS = "runner-class:"
+#: Prefix of the entries of a conftest's index naming the environment variables its
+#: functions read by name (``env-read:VLLM_X``; :func:`environment_reads`): a change a test
+#: module leaves behind can reach them, and ending the leak changes what they see.
+ENV_READ = "env-read:"
 
 
 def is_test_module(path: str) -> bool:
@@ -235,6 +239,13 @@ class ModuleAnalysis:
         module._mark_process_targets()
         module._collect_engine_fixtures()
         return module
+
+    @property
+    def conftest_entries(self) -> frozenset[str]:
+        """What the conftests pytest loads for this module hold, as their index names it
+        (:mod:`lint_gpu_tests.conftest_index`): engine fixtures, and the entries marked
+        :data:`OWN_RUNNER_FIXTURE`, :data:`RUNNER_CLASS`, :data:`ENV_READ`."""
+        return self._conftest_fixtures
 
     def derived(self, build: Callable[[ModuleAnalysis], T]) -> T:
         """``build(self)``, made once per analysis: what a layer above derives from the
@@ -1055,3 +1066,45 @@ def local_names(module: ModuleAnalysis, func: FunctionInfo | None) -> frozenset[
     """Names ``func`` binds itself (parameters, assignments, loop and with targets), which
     hide module constants of the same name; empty at module level."""
     return frozenset() if func is None else module.bound_names(func)
+
+
+def environment_reads(module: ModuleAnalysis) -> dict[str, list[ast.AST]]:
+    """The environment variables ``module``'s functions read by name, with the reading
+    nodes: ``os.environ[NAME]``, ``os.environ.get(NAME)``, ``os.getenv(NAME)``, ``NAME in
+    os.environ`` (``not in`` too), ``NAME`` a literal or a module constant. A read at module
+    or class level runs at import, before any test, and is left out. Computed once per
+    analysis."""
+    return module.derived(_environment_reads)
+
+
+def _environment_reads(module: ModuleAnalysis) -> dict[str, list[ast.AST]]:
+    out: dict[str, list[ast.AST]] = {}
+    if "environ" not in module.text and "getenv" not in module.text:
+        return out
+    constants = module_constants(module)
+    seen: set[int] = set()
+    for scope in walk_nodes([module.tree]):
+        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        for node in walk_nodes([scope]):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            key: ast.AST | None = None
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and \
+                    module.qualified(node.value) == "os.environ":
+                key = node.slice
+            elif isinstance(node, ast.Call) and node.args and (
+                    module.qualified(node.func) == "os.getenv" or isinstance(
+                        node.func, ast.Attribute) and node.func.attr == "get"
+                    and module.qualified(node.func.value) == "os.environ"):
+                key = node.args[0]
+            elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(
+                    node.ops[0], (ast.In, ast.NotIn)) and \
+                    module.qualified(node.comparators[0]) == "os.environ":
+                key = node.left
+            if key is not None:
+                name = literal_value(key, constants)
+                if isinstance(name, str):
+                    out.setdefault(name, []).append(node)
+    return out

@@ -532,6 +532,37 @@ def _declared_python(directory: str) -> tuple[int, int] | None:
     return None
 
 
+#: Files that mark a project's root directory (as pytest's rootdir search looks for them).
+ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "tox.ini", "pytest.ini", ".git")
+
+
+def project_module(path: str, config: Config, dotted: str) -> str | None:
+    """Where the project of the module at ``path`` holds the module ``dotted``
+    (``tests.utils``: ``tests/utils.py`` or ``tests/utils/__init__.py``), looked for in
+    ``config.root`` and in every directory from ``path``'s up to the project root (the
+    first holding one of :data:`ROOT_MARKERS`); ``None`` when none holds it. A ``path``
+    that is no file on disk (a check of text alone) answers ``path`` itself: nothing can
+    be looked up, and the module is taken to be there."""
+    if not os.path.isfile(path):
+        return path
+    parts = dotted.split(".")
+    candidates = [os.path.join(*parts) + ".py", os.path.join(*parts, "__init__.py")]
+    directory = os.path.dirname(os.path.abspath(path))
+    directories = [os.path.abspath(config.root)]
+    while True:
+        directories.append(directory)
+        parent = os.path.dirname(directory)
+        if parent == directory or any(os.path.exists(os.path.join(directory, m))
+                                      for m in ROOT_MARKERS):
+            break
+        directory = parent
+    for base in directories:
+        for candidate in candidates:
+            if os.path.isfile(os.path.join(base, candidate)):
+                return os.path.join(base, candidate)
+    return None
+
+
 def config_file_in(directory: str | os.PathLike[str]) -> Path | None:
     """The config file of ``directory`` itself: ``.gpu-test-lint.toml``, else a
     ``pyproject.toml`` with a ``[tool.gpu-test-lint]`` table, else ``None``.

@@ -19,13 +19,14 @@ conftest at all.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from lint_gpu_tests.config import Config
+from lint_gpu_tests.config import ROOT_MARKERS, Config
 
 if TYPE_CHECKING:
     from lint_gpu_tests.analysis import ModuleAnalysis
@@ -35,7 +36,6 @@ MAX_ANALYSED = 64
 MAX_READ = 256
 """Most conftest versions (path, size, modification time, config) an index keeps read."""
 
-ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "tox.ini", "pytest.ini", ".git")
 MAX_LEVELS = 32
 
 
@@ -246,12 +246,19 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
                     ) -> frozenset[str]:
     """The engine fixtures the conftest at ``conftest`` (bytes ``source``) defines; its
     analysis is kept in ``index`` where its own check can take it."""
-    from lint_gpu_tests.analysis import OWN_RUNNER_FIXTURE, RUNNER_CLASS, ModuleAnalysis
+    from lint_gpu_tests.analysis import (
+        ENV_READ,
+        OWN_RUNNER_FIXTURE,
+        RUNNER_CLASS,
+        ModuleAnalysis,
+        environment_reads,
+    )
     from lint_gpu_tests.prefilter import engine_prefilter
     from lint_gpu_tests.source import parse_source
 
-    if not engine_prefilter(config).admits(source):
-        return frozenset()  # no engine nor runner named: nothing to parse
+    if not engine_prefilter(config).admits(source) and b"environ" not in source and \
+            b"getenv" not in source:
+        return frozenset()  # no engine, runner nor environment named: nothing to parse
     tree, text, error = parse_source(source, conftest)
     if error is not None or tree is None:
         return frozenset()
@@ -267,4 +274,7 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
         names.add(OWN_RUNNER_FIXTURE + config.runner_fixture)
     names.update(RUNNER_CLASS + name for name in module.runner_subclasses
                  if name not in config.runner_classes)
+    patterns = config.environment_patterns
+    names.update(ENV_READ + name for name in environment_reads(module)
+                 if any(fnmatch.fnmatchcase(name, p) for p in patterns))
     return frozenset(names)

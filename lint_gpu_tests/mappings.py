@@ -216,14 +216,23 @@ def _module_constant(module: ModuleAnalysis, name: str) -> ast.expr | None:
     return stmt.value
 
 
+def parametrized_values(module: ModuleAnalysis, func: FunctionInfo, name: str
+                        ) -> list[ast.expr] | None:
+    """The values ``@pytest.mark.parametrize`` gives the parameter ``name`` of ``func``, as
+    :func:`_parametrized` finds them (``None`` unless they are written out), whatever the
+    function does with them (for values that cannot be changed: strings, numbers)."""
+    return _parametrized(module, func, name, immutable=True)
+
+
 def _parametrized(module: ModuleAnalysis, func: FunctionInfo, name: str,
-                  call: ast.Call) -> list[ast.expr] | None:
+                  call: ast.Call | None = None, immutable: bool = False
+                  ) -> list[ast.expr] | None:
     """The values ``@pytest.mark.parametrize`` gives the parameter ``name`` of ``func``
     (``None`` unless they are written out: literal argnames, a list or tuple of values, or a
     module constant holding one; ``pytest.param(...)`` unwrapped; not ``indirect``)."""
     params = [a for a in walk_breadth(func.node) if isinstance(a, ast.arg) and a.arg == name]
     if len(params) != 1 or len(_stores(func.node, name)) != 1 \
-            or not _unchanged(module, func.node, name):
+            or not (immutable or _unchanged(module, func.node, name)):
         return None
     for deco in func.node.decorator_list:
         if not (isinstance(deco, ast.Call) and module.qualified(deco.func)

@@ -98,3 +98,33 @@ def test_a_project_runner_fixture_makes_the_bundled_fix_unsafe(
     assert f"help: {wrap} (unsafe fix: {reason})" in full  # this run read the cache
     (tests / "conftest.py").unlink()
     assert _gpu001_fixes(tmp_path) == [("safe", wrap)]
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ("import functools\n\n\n@functools.cache\ndef tok(engine):\n    return 1\n\n\n"
+     "def test_t():\n    llm = LLM('m')\n    assert tok(engine=llm)\n",
+     ("unsafe", "`tok()` receives the engine and caches its results by their arguments "
+                "(`@functools.cache`): it hashes the engine, and the `weakref.proxy` the fix "
+                "binds is unhashable")),
+    ("def key(*engines):\n    return hash(engines)\n\n\n"
+     "def test_t():\n    llm = LLM('m')\n    assert key(1, llm)\n",
+     ("unsafe", "in `key()`, which receives the engine: `hash()` hashes the engine, and "
+                "the `weakref.proxy` the fix binds is unhashable")),
+    ("def key(engine):\n    other = engine\n    return {other: 1}\n\n\n"
+     "def test_t():\n    llm = LLM('m')\n    assert key(llm)\n",
+     ("unsafe", "in `key()`, which receives the engine: the engine is a dict key or set "
+                "member, and the `weakref.proxy` the fix binds is unhashable")),
+    ("def kind(engine):\n    return isinstance(engine, LLM)\n\n\n"
+     "def test_t():\n    llm = LLM('m')\n    assert kind(llm)\n",
+     ("safe", "")),
+    ("from helpers import key\n\n\n"
+     "def test_t():\n    llm = LLM('m')\n    assert key(llm)\n",
+     ("safe", "")),
+], ids=["cache-keyword", "vararg", "alias-in-helper",
+        "isinstance-in-helper", "imported-helper"])
+def test_a_helper_given_the_engine_is_followed(body: str, expected: tuple[str, str]) -> None:
+    """A module function handed the engine (by keyword, through an alias in it) that hashes
+    it, caches on it or reads its identity makes the fix unsafe; `isinstance()` sees
+    through the proxy; a function imported from elsewhere is not followed (the fix stays
+    as safe as before)."""
+    assert gpu001(body) == expected

@@ -203,9 +203,14 @@ def test_fixed_file_keeps_to_ruff(tmp_path: Path, case: str, width: int) -> None
 def _fixed_at(tmp_path: Path, source: str, width: int = 88, target: str = "bundled",
               pyproject: str = "") -> str:
     """``source`` fixed as ``tests/test_a.py`` of a project under ``tmp_path`` (with
-    ``pyproject``'s text as its ``pyproject.toml`` when given)."""
+    ``pyproject``'s text as its ``pyproject.toml`` when given; with target ``vllm``, a
+    ``tests/conftest.py`` defining vLLM's ``vllm_runner`` fixture, as vLLM's tree does)."""
     if pyproject:
         _write(tmp_path / "pyproject.toml", pyproject)
+    if target == "vllm":
+        _write(tmp_path / "tests" / "conftest.py",
+               'import pytest\n\n\n@pytest.fixture(scope="session")\ndef vllm_runner():\n'
+               "    return object\n")
     path = _write(tmp_path / "tests" / "test_a.py", source)
     outcome = fixloop.fix_source(source.encode(), str(path),
                                  Config(line_length=width, target=target), unsafe=True)

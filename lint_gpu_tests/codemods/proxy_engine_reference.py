@@ -28,7 +28,8 @@ class ProxyEngineReference(GpuCodemod):
         lines = {line for plan in plans for line in plan.lines}
         positions = StatementPositions(tree, module.tree, self.printer)
         transformer = _Proxy(lines, positions, module.runner_attributes(),
-                             weak_referents(module, lines))
+                             weak_referents(module, lines),
+                             {expr for plan in plans for expr in plan.exprs})
         new_tree = tree.visit(transformer)
         if not transformer.changed:
             return tree
@@ -39,13 +40,25 @@ class ProxyEngineReference(GpuCodemod):
 class _Proxy(ReachedStatements):
     def __init__(self, lines: set[int], positions: StatementPositions,
                  attrs: frozenset[str],
-                 referents: dict[tuple[int, str], tuple[str, str]]) -> None:
+                 referents: dict[tuple[int, str], tuple[str, str]],
+                 exprs: set[tuple[int, int]]) -> None:
         super().__init__(positions, lines | {line for line, _ in referents},
                          expressions=True)
         self.lines = lines
         self.attrs = attrs
         self.referents = referents
+        self.exprs = exprs
         self.changed = False
+
+    def leave_Attribute(self, original_node: cst.Attribute,
+                        updated_node: cst.Attribute) -> cst.BaseExpression:
+        if not self.exprs:
+            return updated_node
+        start = self.positions[original_node].start
+        if (start.line, start.column) in self.exprs and self._is_engine_attr(updated_node):
+            self.changed = True
+            return proxy_of(updated_node)
+        return updated_node
 
     def leave_Call(self, original_node: cst.Call,
                    updated_node: cst.Call) -> cst.BaseExpression:

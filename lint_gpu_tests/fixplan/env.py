@@ -10,9 +10,13 @@ import ast
 from dataclasses import dataclass, replace
 
 from lint_gpu_tests.analysis import (
+    ENV_READ,
     FunctionInfo,
     ModuleAnalysis,
+    environment_reads,
+    literal_value,
     local_names,
+    module_constants,
 )
 from lint_gpu_tests.env_mutations import (
     TEARDOWN_OF,
@@ -23,7 +27,9 @@ from lint_gpu_tests.env_mutations import (
 )
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
+from lint_gpu_tests.mappings import parametrized_values
 from lint_gpu_tests.syntax import (
+    fixture_decorator,
     last_name,
     names_in,
 )
@@ -183,8 +189,163 @@ def env_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> FixInf
     plan = plan_fix(module, mutation, title)
     if not plan.fix.available:
         return plan.fix
-    return replace(plan.fix, kind=FixKind.USE_MONKEYPATCH_ENV,
-                   plan=replace(plan, statement_line=mutation.statement.lineno))
+    fix = plan.fix
+    value, risky = _value_problem(module, mutation)
+    if value is not None:
+        return FixInfo.none(title, value)
+    reasons = [r for r in (fix.reason, risky, _read_problem(module, mutation)) if r]
+    if reasons:
+        fix = FixInfo(Applicability.UNSAFE, title, "; ".join(reasons))
+    return replace(fix, kind=FixKind.USE_MONKEYPATCH_ENV,
+                   plan=replace(plan, fix=fix, statement_line=mutation.statement.lineno))
+
+
+#: ``str`` methods whose result is a string.
+_STR_METHODS = frozenset({"format", "join", "lower", "upper", "strip", "lstrip", "rstrip",
+                          "replace", "removeprefix", "removesuffix", "title"})
+
+
+def _is_str(module: ModuleAnalysis, func: FunctionInfo | None, node: ast.AST,
+            depth: int = 0) -> bool | None:
+    """Whether ``node`` (in ``func``) is statically a ``str`` (``True``), statically
+    something else (``False``), or known only at run time (``None``). A parameter counts
+    by the values ``@pytest.mark.parametrize`` gives it; a local name bound only to reads
+    of the environment (``os.environ.get(...)``) is a string (or ``None``, which the code
+    tests for before it sets it back)."""
+    if depth > 4:
+        return None
+    if isinstance(node, ast.JoinedStr):
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        return True if _is_str(module, func, node.left, depth + 1) else None
+    if isinstance(node, ast.IfExp):
+        branches = {_is_str(module, func, node.body, depth + 1),
+                    _is_str(module, func, node.orelse, depth + 1)}
+        return branches.pop() if len(branches) == 1 else (None if None in branches else False)
+    if isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Name) and node.func.id == "str":
+            return True
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _STR_METHODS and \
+                _is_str(module, func, node.func.value, depth + 1):
+            return True
+        return None
+    if isinstance(node, ast.Name) and func is not None and node.id in func.params:
+        values = parametrized_values(module, func, node.id)
+        if not values:
+            return None
+        verdicts = {_is_str(module, func, v, depth + 1) for v in values}
+        return False if False in verdicts else (None if None in verdicts else True)
+    if isinstance(node, ast.Name) and func is not None:
+        stores = [n for n in module.nodes_of(func) if isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == node.id for t in n.targets)]
+        reads = {id(n) for nodes in environment_reads(module).values() for n in nodes}
+        if stores and all(id(n.value) in reads for n in stores):
+            return True
+    if isinstance(node, (ast.Constant, ast.Name, ast.List, ast.Tuple, ast.Set, ast.Dict,
+                         ast.UnaryOp)):
+        value = literal_value(node, module_constants(module), local_names(module, func))
+        if value is None:
+            is_none = isinstance(node, ast.Constant) and node.value is None
+            return False if is_none or isinstance(node, (ast.List, ast.Tuple, ast.Set,
+                                                         ast.Dict)) else None
+        return isinstance(value, str)
+    return None
+
+
+def _set_values(mutation: EnvMutation) -> list[ast.expr]:
+    """The values ``mutation`` sets (none for a removal)."""
+    node = mutation.node
+    if mutation.removes:
+        return []
+    if isinstance(node, ast.Assign):
+        return [node.value]
+    if not isinstance(node, ast.Call):
+        return []
+    method = last_name(node.func)
+    if method == "update":
+        out = [k.value for k in node.keywords]
+        for arg in node.args:
+            if isinstance(arg, ast.Dict):
+                out += arg.values
+            elif isinstance(arg, ast.Call):
+                out += [k.value for k in arg.keywords]
+        return out
+    return node.args[1:2]
+
+
+def _value_problem(module: ModuleAnalysis, mutation: EnvMutation) -> tuple[str | None, str]:
+    """``(reason there is no fix, reason the fix is unsafe)`` from the values ``mutation``
+    sets: ``os.environ`` takes only strings (anything else raises ``TypeError``), where
+    ``monkeypatch.setenv`` converts any value with a warning, so the test would go on."""
+    unknown: list[str] = []
+    for value in _set_values(mutation):
+        verdict = _is_str(module, mutation.function, value)
+        code = ast.unparse(value)
+        if verdict is False:
+            return (f"`{code}` is not a string: setting it raises `TypeError` today, where "
+                    "`monkeypatch.setenv` would convert it (with a warning) and the test "
+                    "would go on"), ""
+        if verdict is None:
+            unknown.append(f"`{code}`")
+    if not unknown:
+        return None, ""
+    return None, (f"{', '.join(unknown)} may not be a string: the environment takes only "
+                  "strings (anything else raises `TypeError`), where `monkeypatch.setenv` "
+                  "converts any value (with a warning)")
+
+
+def _within_change(module: ModuleAnalysis, func: FunctionInfo,
+                   reader: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether ``reader`` runs while the change ``func`` makes holds, before the fix and
+    after it: a method of the class whose set-up ``func`` is, a function requesting the
+    fixture ``func`` (any function of the module when it is autouse)."""
+    if func.kind == "fixture":
+        deco = fixture_decorator(func.node)
+        if isinstance(deco, ast.Call) and any(
+                k.arg == "autouse" and isinstance(k.value, ast.Constant) and k.value.value
+                for k in deco.keywords):
+            return True
+        return func.name in {a.arg for a in (*reader.args.posonlyargs, *reader.args.args,
+                                             *reader.args.kwonlyargs)}
+    return func.name in TEARDOWN_OF and func.owner_class is not None and \
+        module.parent(reader) is func.owner_class
+
+
+def _read_problem(module: ModuleAnalysis, mutation: EnvMutation) -> str:
+    """Why ending the leak changes what a reader sees: a function of the module or of a
+    conftest.py above it reads a changed variable by name; else ``""``. Not a reader: the
+    code after the change in its own function (it sees the same value either way), the
+    whole function when it changes the variable again (it restores what it saved: a run
+    of it again does not see the change either), and what runs while the change holds
+    either way: the methods of the class whose set-up makes it, the tests and fixtures
+    that request the fixture that makes it (every function of the module for an autouse
+    fixture)."""
+    func = mutation.function
+    owner = func.node if func is not None else None
+    after = mutation.statement.end_lineno or mutation.statement.lineno
+    reads = environment_reads(module)
+    for name in mutation.names:
+        restores = any(m.function is func and m.statement is not mutation.statement
+                       and name in m.names for m in find_mutations(module))
+        for node in reads.get(name, ()):
+            reader = module.parent(node)
+            while reader is not None and not isinstance(
+                    reader, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                reader = module.parent(reader)
+            if reader is owner and (restores or node.lineno > after):  # type: ignore[attr-defined]
+                continue
+            if func is not None and reader is not None and reader is not owner and \
+                    _within_change(module, func, reader):
+                continue
+            where = f"`{reader.name}`" if reader is not None else "a lambda"
+            return (f"{where} reads `{name}` (line {node.lineno}), which today sees "  # type: ignore[attr-defined]
+                    "what this change leaves behind for the tests after it; `monkeypatch` "
+                    "undoes the change when its test ends")
+        if ENV_READ + name in module.conftest_entries:
+            return (f"a conftest.py above this module reads `{name}`, which today sees what "
+                    "this change leaves behind for the tests after it; `monkeypatch` undoes "
+                    "the change when its test ends")
+    return ""
 
 
 def _fix(title: str, unsafe: str) -> FixInfo:

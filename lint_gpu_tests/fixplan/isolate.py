@@ -41,6 +41,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.analysis import EngineSite, FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.config import project_module
 from lint_gpu_tests.fixplan.blocks import walk_statements
 from lint_gpu_tests.fixplan.flow import STORE_METHODS
 from lint_gpu_tests.fixplan.groups import engine_group, group_cleanup_loop
@@ -172,6 +173,12 @@ def _plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePlan | Fi
     if sum(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
            and s.name == node.name for s in module.tree.body) > 1:
         return FixInfo.none(ISOLATE_TITLE, f"`{node.name}` is defined twice in the module")
+    import_from = DECORATOR_MODULES.get(config.target, DECORATOR_MODULES["bundled"])
+    if import_from != DECORATOR_MODULES["bundled"] and \
+            project_module(module.path, config, import_from) is None:
+        return FixInfo.none(ISOLATE_TITLE, (
+            f"`target = \"{config.target}\"` imports the decorator from `{import_from}`, and "
+            f"the project has no `{import_from.replace('.', '/')}.py`"))
     planner = planner_for(module)
     sites = [s for s in module.engines if s.function is func]
     engines = module.engine_names(func)
@@ -261,7 +268,7 @@ def _plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePlan | Fi
         title=ISOLATE_TITLE,
         call_line=first.call.lineno if first is not None else node.lineno,
         kept_lines=kept,
-        import_from=DECORATOR_MODULES.get(config.target, DECORATOR_MODULES["bundled"]),
+        import_from=import_from,
         engine_lines={s.call.lineno for s in sites},
     )
 

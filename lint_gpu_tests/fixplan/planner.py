@@ -14,6 +14,7 @@ recognition and safety checks.
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import replace
 
 from lint_gpu_tests.analysis import EngineSite, FunctionInfo, ModuleAnalysis, RunnerCall
@@ -255,6 +256,9 @@ class Planner(CleanupRecognizer, SafetyChecks):
         if group is not None:
             group = replace(group, runner=self._group_runner(use_class))
             add_param = None if use_class or group.runner in func.params else group.runner
+        missing = self.missing_runner_fixture() if kind == "engine" else None
+        if missing is not None:
+            return FixInfo.none(title, missing)
         return WrapPlan(
             kind=kind,
             site_line=stmt.lineno,
@@ -279,6 +283,19 @@ class Planner(CleanupRecognizer, SafetyChecks):
             call_line=call.lineno,
             group=group,
         )
+
+    def missing_runner_fixture(self) -> str | None:
+        """Why a fix cannot request the runner fixture with ``target = "vllm"``: neither
+        the module nor a conftest.py pytest loads for it defines it (pytest would find the
+        bundled, function-scoped one, whose defaults are `LLM`'s); else ``None``, also for a
+        module checked as text alone (nothing to look up)."""
+        module = self.module
+        fixture = module.config.runner_fixture
+        if module.config.target != "vllm" or module.own_runner_fixture is not None or \
+                not os.path.isfile(module.path):
+            return None
+        return (f"`target = \"vllm\"` requests vLLM's `{fixture}` fixture, and no "
+                "conftest.py pytest loads for this module defines it")
 
     def _class_the_runner_cannot_build(self, call: ast.Call) -> str | None:
         """The qualified engine class ``call`` builds when the runner cannot build it in its
@@ -564,6 +581,14 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 risks.append(escape)
         if flow.problem is not None:
             risks.append(flow.problem)
+        if is_fixture and group is None and any(
+                isinstance(n, (ast.Yield, ast.Return)) and n.value is not None and (
+                    isinstance(n.value, ast.Name) and n.value.id in names
+                    or module.builds_engine(n.value))
+                for s in segment for n in walk_breadth(s)):
+            consumer = self.consumer_problem(func)
+            if consumer is not None:
+                risks.append(consumer)
         extra = cleanup_beyond_the_runner(module, func.node, remove)
         if extra is not None:
             risks.append(extra)
@@ -666,6 +691,9 @@ class Planner(CleanupRecognizer, SafetyChecks):
                            "long as its scope")
         use_class = wide and config.target == "bundled"
         runner = self._group_runner(use_class)
+        missing = self.missing_runner_fixture()
+        if missing is not None:
+            return FixInfo.none(title, missing)
         removed = [s for s in walk_breadth(fixture.node) if isinstance(s, ast.stmt)
                    and s.lineno in parts.remove_lines]
         drop = {"request"} if "request" in fixture.params and removed and not [

@@ -26,15 +26,26 @@ class ProxyPlan:
     fixture's ``yield``/``return runner.llm`` yields one (``return`` becomes ``yield``)."""
 
     lines: frozenset[int]
+    #: ``(line, character column)`` of ``runner.llm`` expressions that become
+    #: ``weakref.proxy(runner.llm)`` where they stand (an element of a tuple, a container
+    #: display or a store method's argument, a walrus's value), beside the statements of
+    #: ``lines``.
+    exprs: frozenset[tuple[int, int]] = frozenset()
 
 
-def proxy_plan(module: ModuleAnalysis, row: int, *, yielded: bool) -> ProxyPlan:
+def proxy_plan(module: ModuleAnalysis, row: int, *, yielded: bool,
+               expr: ast.expr | None = None) -> ProxyPlan:
     """The plan for the violation at ``row``; with ``yielded`` (GPU002, a fixture's
-    ``yield``/``return``), the lines binding the yielded alias go with it."""
+    ``yield``/``return``), the lines binding the yielded alias go with it; with ``expr``,
+    that expression alone is proxied where it stands (:attr:`ProxyPlan.exprs`)."""
     lines = {row}
     if yielded:
         lines |= _alias_lines(module, row)
-    return ProxyPlan(frozenset(lines))
+    if expr is None:
+        return ProxyPlan(frozenset(lines))
+    text = module.lines[expr.lineno - 1]
+    column = len(text.encode("utf-8")[:expr.col_offset].decode("utf-8", "replace"))
+    return ProxyPlan(frozenset(lines), frozenset({(expr.lineno, column)}))
 
 
 def _alias_lines(module: ModuleAnalysis, row: int) -> set[int]:

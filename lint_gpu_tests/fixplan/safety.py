@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
 from lint_gpu_tests.fixplan.flow import THREAD_CALLS
 from lint_gpu_tests.fixplan.groups import identity_reason
 from lint_gpu_tests.fixplan.plan import BUNDLED_RUNNER_ONLY_PARAMETERS
@@ -92,19 +92,13 @@ class SafetyChecks:
                 if plain and callee in WEAKREF_CALLS and dotted.startswith(("weakref.", callee)):
                     return (f"`weakref.{callee}()` of the engine observes when it is freed, "
                             "which the runner moves to the end of its block")
-                if plain and (callee == "hash" or (
-                        callee in HASHING_METHODS and isinstance(node.func, ast.Attribute))):
-                    return (f"none:`{callee}()` hashes the engine, and the `weakref.proxy` the "
-                            "fix binds is unhashable")
-            if isinstance(node, ast.Dict) and any(
-                    k is not None and _is_plain(k, names) for k in node.keys) or isinstance(
-                    node, ast.Set) and any(_is_plain(e, names) for e in node.elts):
-                return ("none:the engine is a dict key or set member, and the `weakref.proxy` "
-                        "the fix binds is unhashable")
-            if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
-                    and _is_plain(node.slice, names):
-                return ("none:the engine is used as a key, and the `weakref.proxy` the fix "
-                        "binds is unhashable")
+            hashed = _hash_reason(node, names, (ast.Store, ast.Del))
+            if hashed is not None:
+                return f"none:{hashed}"
+            if isinstance(node, ast.Call):
+                passed = self.passed_problem(node, names)
+                if passed is not None:
+                    return passed
             if identity is not None:  # an identity comparison (`is`)
                 return identity
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -112,6 +106,20 @@ class SafetyChecks:
                     return "the engine is captured by a nested function that may run after " \
                            "the block"
         return None
+
+    def passed_problem(self, call: ast.Call, names: set[str]) -> str | None:
+        """The unsafe reason when ``call`` hands one of ``names`` (the engine itself) to a
+        function of this module that hashes it, looks at it by identity or caches on it,
+        directly or through the module's functions it hands it on to; else ``None``. A
+        function imported from elsewhere is not followed."""
+        return _passed_problem(self.module, call, names, set())
+
+    def consumer_problem(self, fixture: FunctionInfo) -> str | None:
+        """The unsafe reason when a test or fixture of this module that requests
+        ``fixture`` (which hands out the engine, a `weakref.proxy` after the fix) hashes
+        it, looks at it by identity or passes it to a function that does; else ``None``.
+        Consumers in other modules (of a conftest.py fixture) are not followed."""
+        return _consumer_problem(self.module, fixture, set())
 
     def _argument_problem(self, call: ast.Call) -> str | None:
         """Whether the call's arguments can be mapped onto the runner's (README, "Fix safety")."""
@@ -214,6 +222,167 @@ def _runtime_compilation_config(value: ast.expr, code: str) -> tuple[str, str]:
 
 def _is_plain(node: ast.AST, names: set[str]) -> bool:
     return isinstance(node, ast.Name) and node.id in names
+
+
+def _hash_reason(node: ast.AST, names: set[str],
+                 key_contexts: tuple[type[ast.expr_context], ...]) -> str | None:
+    """Why ``node`` hashes one of ``names`` (``hash(x)``, ``s.add(x)``, a dict key or set
+    member, a subscript key in one of ``key_contexts``), which a `weakref.proxy` cannot
+    be; else ``None``."""
+    if isinstance(node, ast.Call) and any(_is_plain(a, names) for a in node.args):
+        callee = last_name(node.func)
+        if callee == "hash" or (callee in HASHING_METHODS
+                                and isinstance(node.func, ast.Attribute)):
+            return (f"`{callee}()` hashes the engine, and the `weakref.proxy` the fix binds "
+                    "is unhashable")
+    if isinstance(node, ast.Dict) and any(
+            k is not None and _is_plain(k, names) for k in node.keys) or isinstance(
+            node, ast.Set) and any(_is_plain(e, names) for e in node.elts):
+        return ("the engine is a dict key or set member, and the `weakref.proxy` the fix "
+                "binds is unhashable")
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, key_contexts) \
+            and _is_plain(node.slice, names):
+        return "the engine is used as a key, and the `weakref.proxy` the fix binds is unhashable"
+    return None
+
+
+#: Decorators that cache a function's results keyed on its arguments (they hash them).
+CACHE_DECORATORS = frozenset({"functools.lru_cache", "functools.cache"})
+#: How deep a value is followed through the module's functions and fixtures.
+_FOLLOW_DEPTH = 4
+
+
+def module_functions(module: ModuleAnalysis) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The module-level functions of ``module`` by name, decorated ones included (the last
+    definition of a name wins; a name also bound otherwise at module level is left out)."""
+    out: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    other: set[str] = set()
+    for stmt in module.tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[stmt.name] = stmt
+            other.discard(stmt.name)
+        else:
+            other.update(n.id for n in walk_breadth(stmt) if isinstance(n, ast.Name)
+                         and isinstance(n.ctx, ast.Store))
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                other.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+            elif isinstance(stmt, ast.ClassDef):
+                other.add(stmt.name)
+    return {name: node for name, node in out.items() if name not in other}
+
+
+def _cache_decorator(module: ModuleAnalysis, func: ast.FunctionDef | ast.AsyncFunctionDef
+                     ) -> str | None:
+    """``functools.lru_cache`` when ``func`` is decorated with a cache, as spelled there."""
+    for decorator in func.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if module.qualified(target) in CACHE_DECORATORS:
+            return dotted_name(target)
+    return None
+
+
+def _received(func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,
+              names: set[str]) -> set[str]:
+    """The parameters of ``func`` that receive one of ``names`` in ``call`` (a starred
+    argument or one past the positional parameters: the ``*args``/``**kwargs`` name)."""
+    args = func.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    keyword = {a.arg for a in (*args.args, *args.kwonlyargs)}
+    out: set[str] = set()
+    for index, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred) and _is_plain(arg.value, names) or \
+                _is_plain(arg, names) and index >= len(positional):
+            out.update(a.arg for a in (args.vararg,) if a is not None)
+        elif _is_plain(arg, names):
+            out.add(positional[index])
+    for kw in call.keywords:
+        if _is_plain(kw.value, names):
+            if kw.arg in keyword:
+                out.add(kw.arg)
+            elif args.kwarg is not None:
+                out.add(args.kwarg.arg)
+    return out
+
+
+def _passed_problem(module: ModuleAnalysis, call: ast.Call, names: set[str],
+                    seen: set[str]) -> str | None:
+    """:meth:`SafetyChecks.passed_problem`; ``seen`` holds the functions already on the
+    way (a recursive call is not followed twice)."""
+    if not isinstance(call.func, ast.Name) or len(seen) >= _FOLLOW_DEPTH:
+        return None
+    name = call.func.id
+    func = module.derived(module_functions).get(name) if name not in seen else None
+    if func is None:
+        return None
+    params = _received(func, call, names)
+    if not params:
+        return None
+    cache = _cache_decorator(module, func)
+    if cache is not None:
+        return (f"`{name}()` receives the engine and caches its results by their arguments "
+                f"(`@{cache}`): it hashes the engine, and the `weakref.proxy` the fix binds "
+                "is unhashable")
+    return _body_problem(module, func, params, f"`{name}()`, which receives the engine",
+                         seen | {name})
+
+
+def _body_problem(module: ModuleAnalysis, func: ast.FunctionDef | ast.AsyncFunctionDef,
+                  params: set[str], where: str, seen: set[str]) -> str | None:
+    """Why ``func`` cannot be handed a `weakref.proxy` in ``params``: it hashes one of them
+    or an alias of one, looks at it by identity or hands it on to a function of the module
+    that does (the reason says ``where``); else ``None``."""
+    aliases = set(params)
+    nodes = [n for stmt in func.body for n in walk_breadth(stmt)]
+    grown = True
+    while grown:
+        grown = False
+        for node in nodes:
+            if isinstance(node, ast.Assign) and _is_plain(node.value, aliases):
+                new = {t.id for t in node.targets if isinstance(t, ast.Name)} - aliases
+                if new:
+                    aliases |= new
+                    grown = True
+    for node in nodes:
+        reason = identity_reason(node, aliases, "the engine") or _hash_reason(
+            node, aliases, (ast.Load, ast.Store, ast.Del))
+        if reason is None and isinstance(node, ast.Call):
+            reason = _passed_problem(module, node, aliases, seen)
+        if reason is not None:
+            return f"in {where}: {reason}"
+    return None
+
+
+def fixture_name(fixture: FunctionInfo) -> str:
+    """The name tests request ``fixture`` by (``@pytest.fixture(name=...)`` or its own)."""
+    for decorator in fixture.node.decorator_list:
+        if isinstance(decorator, ast.Call):
+            for kw in decorator.keywords:
+                if kw.arg == "name" and isinstance(kw.value, ast.Constant) and \
+                        isinstance(kw.value.value, str):
+                    return kw.value.value
+    return fixture.name
+
+
+def _consumer_problem(module: ModuleAnalysis, fixture: FunctionInfo,
+                      seen: set[str]) -> str | None:
+    """:meth:`SafetyChecks.consumer_problem`; ``seen`` holds the fixtures already on the
+    way."""
+    name = fixture_name(fixture)
+    if name in seen or len(seen) >= _FOLLOW_DEPTH:
+        return None
+    for consumer in module.functions:
+        if consumer is fixture or consumer.kind not in ("test", "fixture") or \
+                name not in consumer.params:
+            continue
+        where = f"`{consumer.name}`, which requests the fixture `{name}`"
+        problem = _body_problem(module, consumer.node, {name}, where, set())
+        if problem is None and consumer.kind == "fixture" and any(
+                isinstance(n, (ast.Yield, ast.Return)) and n.value is not None
+                and _is_plain(n.value, {name}) for n in walk_breadth(consumer.node)):
+            problem = _consumer_problem(module, consumer, seen | {name})
+        if problem is not None:
+            return problem
+    return None
 
 
 def weak_calls(module: ModuleAnalysis, segment: list[ast.stmt],

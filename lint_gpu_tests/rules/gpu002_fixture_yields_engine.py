@@ -138,6 +138,11 @@ def runner_cls(vllm_runner):
                     fix = FixInfo(Applicability.SAFE, self.fix_title,
                                   kind=FixKind.PROXY_ENGINE_REFERENCE,
                                   plan=proxy_plan(module, value.lineno, yielded=True))
+                if kind != "engine" and fix.applicability is Applicability.SAFE:
+                    consumer = planner.consumer_problem(func)
+                    if consumer is not None:
+                        fix = dataclasses.replace(fix, applicability=Applicability.UNSAFE,
+                                                  reason=consumer)
                 yield hit_at(value, self.message.format(fixture=func.name), fix, plan)
 
 

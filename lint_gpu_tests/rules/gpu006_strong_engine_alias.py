@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, RunnerCall
-from lint_gpu_tests.fixplan.flow import value_flow
+from lint_gpu_tests.fixplan.flow import STORE_METHODS, value_flow
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.proxy import proxy_plan
@@ -27,6 +27,8 @@ class StrongEngineAlias(Rule):
     bare_message = ("`{name} = {expr}` keeps the engine alive after the runner's teardown, and "
                     "`{runner}` is not in a with-statement (GPU005, line {line}); use a weak "
                     "proxy")
+    container_message = ("`{holder}` holds `{expr}` strongly, keeping the engine alive after "
+                         "the with-block; hold a weak proxy")
     fix_title = "Bind to `weakref.proxy(...)`"
     fix_kinds = (FixKind.PROXY_ENGINE_REFERENCE,)
     what_it_does = (
@@ -86,20 +88,9 @@ def test_chat(vllm_runner):
                         node.value, ast.Name
                     ):
                         handed_out.add(node.value.id)
-            for node in module.nodes_of(func):
-                if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
-                    continue
-                value = node.value
-                if not (
-                    isinstance(value, ast.Attribute)
-                    and value.attr in attrs
-                    and isinstance(value.value, ast.Name)
-                    and value.value.id in names.runners
-                ):
-                    continue
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                bound = [t.id for t in targets if isinstance(t, ast.Name)]
-                if not bound or set(bound) & handed_out:
+            for value, bound, holder in _strong_references(module, func, names.runners,
+                                                           attrs):
+                if set(bound) & handed_out:
                     continue
                 # Every value that can reach the alias (containers, bound methods, ...)
                 # must die with the runner's block too.
@@ -109,7 +100,8 @@ def test_chat(vllm_runner):
                 for stmt in func.node.body:
                     escape = escape or planner.escape(stmt, set(bound), flow.tainted,
                                                        func.kind == "fixture")
-                block = _enclosing_with(module, node, value.value.id)
+                runner = value.value.id if isinstance(value.value, ast.Name) else ""
+                block = _enclosing_with(module, value, runner)
                 if escape is None and block is not None and any(
                     isinstance(n, ast.Name) and n.id in flow.tainted
                     and isinstance(n.ctx, ast.Load)
@@ -117,7 +109,13 @@ def test_chat(vllm_runner):
                 ):
                     escape = f"`{bound[0]}` is used after the runner's block, where a proxy " \
                              "is dead"
-                plan = proxy_plan(module, value.lineno, yielded=False)
+                if escape is None and holder is not None:
+                    escape = (f"`{bound[0]}` holds the engine in a container: code reading its "
+                              "elements gets a `weakref.proxy` (identity checks and hashing "
+                              "see the proxy, not the engine)")
+                plan = proxy_plan(module, value.lineno, yielded=False,
+                                  expr=None if isinstance(module.parent(value), (
+                                      ast.Assign, ast.AnnAssign)) else value)
                 fix = FixInfo(Applicability.SAFE, self.fix_title, "",
                               FixKind.PROXY_ENGINE_REFERENCE, plan) if escape is None else \
                     FixInfo(Applicability.UNSAFE, self.fix_title, escape.removeprefix("none:"),
@@ -127,23 +125,85 @@ def test_chat(vllm_runner):
                     fix = FixInfo(Applicability.NONE, self.fix_title,
                                   f"`{weak}({bound[0]})` needs the engine itself: a proxy "
                                   "cannot be weakly referenced")
-                message = self.message.format(name=bound[0], expr=ast.unparse(value))
-                bare = _bare_runner_call(module, func, value.value.id)
+                message = self.message.format(name=bound[0], expr=ast.unparse(value)) \
+                    if holder is None else self.container_message.format(
+                        holder=holder, expr=ast.unparse(value))
+                if holder is not None and (bound[0] not in module.bound_names(func)
+                                           or bound[0] in func.params):
+                    fix = FixInfo(Applicability.NONE, self.fix_title,
+                                  f"`{bound[0]}` is not a local container of `{func.name}`: "
+                                  "the engine kept in it outlives the runner's block")
+                bare = _bare_runner_call(module, func, runner)
                 if bare is not None:
                     # No with-block yet: GPU005 reports the runner, and this fix only keeps
                     # behaviour once the runner's own fix has run.
                     message = self.bare_message.format(
-                        name=bound[0], expr=ast.unparse(value), runner=value.value.id,
+                        name=bound[0], expr=ast.unparse(value), runner=runner,
                         line=bare.call.lineno)
                     runner_fix = _runner_fix(module, bare)
                     if fix.applicability is Applicability.SAFE and \
                             runner_fix.applicability is not Applicability.SAFE:
                         fix = FixInfo(Applicability.UNSAFE, self.fix_title,
-                                      f"the GPU005 fix of `{value.value.id}` (line "
+                                      f"the GPU005 fix of `{runner}` (line "
                                       f"{bare.call.lineno}) it depends on is "
                                       f"{runner_fix.applicability.value}: "
                                       f"{runner_fix.reason or 'no fix'}", fix.kind, fix.plan)
                 yield hit_at(value, message, fix)
+
+
+def _engine_of(value: ast.AST | None, runners: set[str], attrs: frozenset[str]
+               ) -> ast.Attribute | None:
+    """``value`` when it is ``runner.llm`` (the engine of one of ``runners``, by one of
+    ``attrs``), else ``None``."""
+    if isinstance(value, ast.Attribute) and value.attr in attrs and isinstance(
+            value.value, ast.Name) and value.value.id in runners:
+        return value
+    return None
+
+
+def _strong_references(module: ModuleAnalysis, func: FunctionInfo, runners: set[str],
+                       attrs: frozenset[str]
+                       ) -> Iterator[tuple[ast.Attribute, list[str], str | None]]:
+    """The runner's engine held strongly in ``func``: ``(the runner.llm expression, the
+    names holding it, None)`` for ``llm = runner.llm``, ``llm, p = runner.llm, x`` (the
+    element bound to a name) and ``(llm := runner.llm)``; ``(expression, [container],
+    container spelling)`` for ``box = [runner.llm]`` / ``{"e": runner.llm}`` (a display
+    assigned to a name) and ``box.append(runner.llm)`` (a store method on a local name)."""
+    for node in module.nodes_of(func):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            value = node.value
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            engine = _engine_of(value, runners, attrs)
+            if engine is not None:
+                if names:
+                    yield engine, names, None
+            elif isinstance(value, (ast.Tuple, ast.List)) and len(targets) == 1 and \
+                    isinstance(targets[0], (ast.Tuple, ast.List)):
+                pairs = list(zip(targets[0].elts, value.elts, strict=False))
+                if len(targets[0].elts) == len(value.elts) and not any(
+                        isinstance(e, ast.Starred) for pair in pairs for e in pair):
+                    for target, elt in pairs:
+                        engine = _engine_of(elt, runners, attrs)
+                        if engine is not None and isinstance(target, ast.Name):
+                            yield engine, [target.id], None
+            elif isinstance(value, (ast.Tuple, ast.List, ast.Set, ast.Dict)) and names:
+                elts = value.values if isinstance(value, ast.Dict) else value.elts
+                for elt in elts:
+                    engine = _engine_of(elt, runners, attrs)
+                    if engine is not None:
+                        yield engine, names, names[0]
+        elif isinstance(node, ast.NamedExpr):
+            engine = _engine_of(node.value, runners, attrs)
+            if engine is not None:
+                yield engine, [node.target.id], None
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in STORE_METHODS and isinstance(node.func.value, ast.Name) \
+                and isinstance(module.parent(node), ast.Expr):
+            for arg in node.args:
+                engine = _engine_of(arg, runners, attrs)
+                if engine is not None:
+                    yield engine, [node.func.value.id], node.func.value.id
 
 
 def _bare_runner_call(module: ModuleAnalysis, func: FunctionInfo,

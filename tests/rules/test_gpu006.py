@@ -25,3 +25,28 @@ def test_unsafe_alias_fix_needs_unsafe_fixes() -> None:
     (alias,) = safe_only.remaining
     assert alias.fix is not None and alias.fix.reason == (
         "`llm` is used after the runner's block, where a proxy is dead")
+
+
+def test_strong_references_beyond_a_plain_alias() -> None:
+    """A tuple element bound to a name and a walrus are aliases (safe fix); a display
+    assigned to a name and ``append`` to a local list hold it in a container (unsafe fix),
+    ``append`` to a parameter's list has none; a tuple element bound to a subscript, and
+    ``runner.llm`` read for a call, are not reported."""
+    from lint_gpu_tests.engine import check_source
+
+    source = (
+        "def test_x(vllm_runner, kept):\n"
+        "    with vllm_runner('m') as runner:\n"
+        "        llm, tok = runner.llm, runner.tokenizer\n"
+        "        engines = (runner.llm, 1)\n"
+        "        local = []\n"
+        "        local.append(runner.llm)\n"
+        "        kept.append(runner.llm)\n"
+        "        local[0], n = runner.llm, 2\n"
+        "        print(runner.llm)\n"
+        "        assert (w := runner.llm) and llm and tok and engines and local and n\n")
+    found = [(v.location.row, v.location.column, v.fix.applicability.value)
+             for v in check_source(source.encode(), "tests/test_x.py", Config())
+             if v.code == "GPU006" and v.fix is not None]
+    assert found == [(3, 20, "safe"), (4, 20, "unsafe"), (6, 22, "unsafe"), (7, 21, "none"),
+                     (10, 22, "safe")]

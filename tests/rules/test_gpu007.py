@@ -446,3 +446,35 @@ def test_fixed_group_of_target_vllm_counts_the_same() -> None:
         """) == [(7, 51, "2 " + PREFIX + "`vllm_runner(...)` line 7 (#1): 0.92 "
                   "(default), `vllm_runner(...)` line 7 (#2): 0.92 (default); "
                   "sum 1.84 > 1.0")]
+
+
+def test_an_engine_built_in_the_return_or_yield_is_the_fixtures() -> None:
+    """``return LLM(...)`` / ``yield LLM(...)``: the engine is alive where the fixture hands
+    it out (before, it was found only once ``--fix`` had given it a name)."""
+    source = """\
+        import pytest
+        from vllm import LLM
+
+
+        @pytest.fixture
+        def returned():
+            return LLM("a", gpu_memory_utilization=0.3)
+
+
+        @pytest.fixture
+        def yielded():
+            yield LLM("a", gpu_memory_utilization=0.3)
+
+
+        @pytest.fixture
+        def freed_first():
+            engine = LLM("a")
+            del engine
+            yield LLM("b", gpu_memory_utilization=0.5)
+
+
+        def test_both(returned, yielded, freed_first):
+            assert returned and yielded and freed_first
+        """
+    assert gpu007(source) == [(22, 34, "3 " + PREFIX + "fixture `returned`: 0.3, fixture "
+                               "`yielded`: 0.3, fixture `freed_first`: 0.5; sum 1.1 > 1.0")]

@@ -333,14 +333,17 @@ class EngineLives:
         return out
 
     def _held_at_handout(self, fixture: FunctionInfo, depth: int) -> list[EngineLife]:
-        """The fixture's engines alive where it yields or returns its value."""
+        """The fixture's engines alive where it yields or returns its value (also one
+        built in the ``yield``/``return`` itself: ``return LLM(...)``)."""
         handouts = [n for n in self.module.nodes_of(fixture)
                     if isinstance(n, (ast.Yield, ast.Return))]
         if not handouts:
             return []
-        point = (handouts[0].lineno, handouts[0].col_offset)
+        first = handouts[0]
+        point = (first.lineno, first.col_offset)
+        last = (first.end_lineno or first.lineno, first.end_col_offset or 0)
         return [life for life in self.of(fixture, depth + 1)
-                if life.start <= point <= life.end]
+                if life.start <= last and point <= life.end]
 
     def _factory_fixtures(self) -> dict[str, ast.Call]:  # name -> the engine call inside
         """Fixtures that hand out a nested function building an engine, with that
