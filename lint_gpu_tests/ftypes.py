@@ -57,6 +57,26 @@ class FixKind(enum.Enum):
 
 
 @dataclass(frozen=True)
+class Blocked:
+    """Why a fix does not exist: the violation is reported without a fix
+    (:attr:`Applicability.NONE`) and ``reason`` is shown as the missing fix's reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Risky:
+    """Why a fix may change behaviour: the fix is made, as :attr:`Applicability.UNSAFE`,
+    and ``reason`` is shown as why."""
+
+    reason: str
+
+
+#: What the fix planners find wrong with a fix: it cannot be made, or it is unsafe.
+FixProblem = Blocked | Risky
+
+
+@dataclass(frozen=True)
 class FixInfo:
     """A violation's fix: how safe it is, what it is called, and the plan that makes it.
 

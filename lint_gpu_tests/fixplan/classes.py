@@ -59,7 +59,7 @@ from dataclasses import dataclass, field, replace
 from lint_gpu_tests.analysis import EngineSite, ModuleAnalysis, RunnerCall
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
+from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind
 
 CLASS_TITLE = "Make `{cls}` a context manager over `{runner}` and enter it with `with`"
 UNSAFE_REASON = (
@@ -265,8 +265,8 @@ class _ClassPlanner:
         if problem is not None:
             return self.none(problem)
         arg_problem = planner_for(self.module)._argument_problem(self.site.call)
-        if arg_problem is not None and arg_problem.startswith("none:"):
-            return self.none(arg_problem[5:])
+        if isinstance(arg_problem, Blocked):
+            return self.none(arg_problem.reason)
         cleanup_lines = {stmt.lineno for stmt, _ in self.cleanup}
         remove = set(cleanup_lines)
         cleanup_methods = self.cleanup_methods(cleanup_lines)
@@ -286,7 +286,7 @@ class _ClassPlanner:
             reasons.append(f"its cleanup-only {gone} {verb} deleted, so a caller in another "
                            "module that still calls it breaks")
         if arg_problem is not None:
-            reasons.append(arg_problem)
+            reasons.append(arg_problem.reason)
         for use in uses:
             if use.reason and use.reason not in reasons:
                 reasons.append(use.reason)

@@ -42,7 +42,7 @@ from lint_gpu_tests.fixplan.groups import (
 )
 from lint_gpu_tests.fixplan.plan import VLLM_TARGET_DEFAULTS, WRAP_TITLE, WrapPlan
 from lint_gpu_tests.fixplan.safety import SafetyChecks, compilation_config_equivalent, weak_calls
-from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo
 from lint_gpu_tests.helper_calls import ONE_MODULE, HelperCallers, runner_through_callers
 from lint_gpu_tests.mappings import hides_model, plan_mapping
 from lint_gpu_tests.noqa import Noqa, parse_noqa
@@ -178,8 +178,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
         in_loop = isinstance(module.parent(stmt), (ast.For, ast.AsyncFor, ast.While))
         flow = value_flow(func.node, block[index:stop], names, None if bound else call,
                           loop_body=in_loop, helpers=self.helpers)
-        if flow.problem is not None and flow.problem.startswith("none:"):
-            return FixInfo.none(title, flow.problem[5:])
+        if isinstance(flow.problem, Blocked):
+            return FixInfo.none(title, flow.problem.reason)
         use_names = flow.tainted
         end, remove, unwrap = self._extent(func, stmt, block, index, stop, names, all_engines,
                                            flow, remove_finally, unwrap_parent, group)
@@ -200,8 +200,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 reasons.append(reason)
 
         risks = self._risks(func, block, index, end, segment, remove, names, flow, group)
-        if isinstance(risks, str):
-            return FixInfo.none(title, risks)
+        if isinstance(risks, Blocked):
+            return FixInfo.none(title, risks.reason)
         for risk in risks:
             unsafe(risk)
         use_class = func.kind in ("helper", "method") or func.in_base_class or (
@@ -217,19 +217,19 @@ class Planner(CleanupRecognizer, SafetyChecks):
                     module, func, call, VLLM_TARGET_DEFAULTS, compilation_config_equivalent)
             else:
                 arg_problem = self._argument_problem(call)
+            if isinstance(arg_problem, Blocked):
+                return FixInfo.none(title, arg_problem.reason)
             if arg_problem is not None:
-                if arg_problem.startswith("none:"):
-                    return FixInfo.none(title, arg_problem[5:])
-                unsafe(arg_problem)
+                unsafe(arg_problem.reason)
             if config.target == "vllm":
                 given = next((k.value for k in call.keywords if k.arg == "compilation_config"),
                              None)
                 if given is not None:
                     compilation, cc_problem = compilation_config_equivalent(given, module)
+                    if isinstance(cc_problem, Blocked):
+                        return FixInfo.none(title, cc_problem.reason)
                     if cc_problem is not None:
-                        if cc_problem.startswith("none:"):
-                            return FixInfo.none(title, cc_problem[5:])
-                        unsafe(cc_problem)
+                        unsafe(cc_problem.reason)
             if use_class and config.target == "vllm":
                 passed = runner_through_callers(module, func, config.runner_fixture)
                 if isinstance(passed, str):
@@ -533,10 +533,10 @@ class Planner(CleanupRecognizer, SafetyChecks):
 
     def _risks(self, func: FunctionInfo, block: list[ast.stmt], index: int, end: int,
                segment: list[ast.stmt], remove: set[int], names: set[str],
-               flow: ValueFlow, group: GroupShape | None) -> list[str] | str:
+               flow: ValueFlow, group: GroupShape | None) -> list[str] | Blocked:
         """Why the wrapped block may behave otherwise than the code did (escapes, lost
         values, cleanup beyond the runner's, engines alive together, a wide-scoped fixture),
-        in order; or, as a plain string, the reason that rules the fix out."""
+        in order; or the reason that rules the fix out."""
         module = self.module
         config = module.config
         use_names = flow.tainted
@@ -546,12 +546,12 @@ class Planner(CleanupRecognizer, SafetyChecks):
             if s.lineno in remove:
                 continue
             escape = self.escape(s, names, use_names, is_fixture)
+            if isinstance(escape, Blocked):
+                return escape
             if escape is not None:
-                if escape.startswith("none:"):
-                    return escape[5:]
-                risks.append(escape)
+                risks.append(escape.reason)
         if flow.problem is not None:
-            risks.append(flow.problem)
+            risks.append(flow.problem.reason)
         extra = cleanup_beyond_the_runner(module, func.node, remove)
         if extra is not None:
             risks.append(extra)
@@ -566,7 +566,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 risks.append(identity)
         unfollowed = flow.unfollowed_call([s for s in segment if s.lineno not in remove])
         if unfollowed is not None:
-            risks.append(unfollowed)
+            risks.append(unfollowed.reason)
         if names:
             last_own = max((j for j in range(index, end + 1) if reads_or_deletes(block[j], names)),
                            default=index)
@@ -636,18 +636,18 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return FixInfo.none(title, "the factory is decorated or shares its line")
         reasons = [FACTORY_REASON]
         problem = self._argument_problem(call)
+        if isinstance(problem, Blocked):
+            return FixInfo.none(title, problem.reason)
         if problem is not None:
-            if problem.startswith("none:"):
-                return FixInfo.none(title, problem[5:])
-            reasons.append(problem)
+            reasons.append(problem.reason)
         compilation: str | None = None
         given = next((k.value for k in call.keywords if k.arg == "compilation_config"), None)
         if config.target == "vllm" and given is not None:
             compilation, cc_problem = compilation_config_equivalent(given, module)
+            if isinstance(cc_problem, Blocked):
+                return FixInfo.none(title, cc_problem.reason)
             if cc_problem is not None:
-                if cc_problem.startswith("none:"):
-                    return FixInfo.none(title, cc_problem[5:])
-                reasons.append(cc_problem)
+                reasons.append(cc_problem.reason)
         wide = fixture.fixture_scope not in (None, "function")
         if wide:
             reasons.append(f"a {fixture.fixture_scope}-scoped fixture: the engines live as "

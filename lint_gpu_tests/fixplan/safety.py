@@ -5,8 +5,9 @@ Once the block is known, each use of the engine inside it is judged
 compared by identity, hashed or weakly referenced), the call's arguments are mapped onto
 the runner's (:meth:`SafetyChecks._argument_problem`,
 :func:`compilation_config_equivalent`), and the weak-reference calls that must take
-``runner.llm`` instead of the proxy are listed (:func:`weak_calls`). A reason that starts
-with ``"none:"`` rules the fix out; any other makes it unsafe.
+``runner.llm`` instead of the proxy are listed (:func:`weak_calls`). A
+:class:`~lint_gpu_tests.ftypes.Blocked` reason rules the fix out; a
+:class:`~lint_gpu_tests.ftypes.Risky` one makes it unsafe.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import ast
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan.flow import THREAD_CALLS
 from lint_gpu_tests.fixplan.groups import identity_reason
+from lint_gpu_tests.ftypes import Blocked, FixProblem, Risky
 from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import dotted_name, last_name, names_in
 
@@ -36,9 +38,9 @@ class SafetyChecks:
     module: ModuleAnalysis
 
     def escape(self, stmt: ast.stmt, names: set[str], tainted: set[str],
-               is_fixture: bool) -> str | None:
-        """Why using the engine in ``stmt`` makes the fix unsafe (``"none:..."`` when it
-        rules the fix out), or ``None``. ``names`` are the engine's own names, ``tainted``
+               is_fixture: bool) -> FixProblem | None:
+        """Why using the engine in ``stmt`` makes the fix unsafe (:class:`Risky`) or rules
+        it out (:class:`Blocked`), or ``None``. ``names`` are the engine's own names, ``tainted``
         every name that can reach it (:func:`value_flow`; stores into containers and
         attributes are judged there)."""
         if not tainted:
@@ -46,62 +48,62 @@ class SafetyChecks:
         for node in walk_breadth(stmt):
             if isinstance(node, ast.Return) and node.value is not None and not is_fixture:
                 if names_in(node.value) & tainted:
-                    return "none:the engine is returned to the caller, so it must outlive " \
-                           "this function"
+                    return Blocked("the engine is returned to the caller, so it must "
+                                   "outlive this function")
             identity = identity_reason(node, names, "the engine")
             if isinstance(node, ast.Call):
                 callee = last_name(node.func)
                 args = [*node.args, *(k.value for k in node.keywords)]
                 if callee in THREAD_CALLS and any(names_in(a) & tainted for a in args):
-                    return "the engine is passed to a thread or process, which may use it " \
-                           "after the block"
+                    return Risky("the engine is passed to a thread or process, which may use "
+                                 "it after the block")
                 if identity is not None:
-                    return identity
+                    return Risky(identity)
                 plain = any(_is_plain(a, names) for a in node.args)
                 dotted = dotted_name(node.func) or ""
                 if plain and callee in WEAKREF_CALLS and dotted.startswith(("weakref.", callee)):
-                    return (f"`weakref.{callee}()` of the engine observes when it is freed, "
-                            "which the runner moves to the end of its block")
+                    return Risky(f"`weakref.{callee}()` of the engine observes when it is "
+                                 "freed, which the runner moves to the end of its block")
                 if plain and (callee == "hash" or (
                         callee in HASHING_METHODS and isinstance(node.func, ast.Attribute))):
-                    return (f"none:`{callee}()` hashes the engine, and the `weakref.proxy` the "
-                            "fix binds is unhashable")
+                    return Blocked(f"`{callee}()` hashes the engine, and the `weakref.proxy` "
+                                   "the fix binds is unhashable")
             if isinstance(node, ast.Dict) and any(
                     k is not None and _is_plain(k, names) for k in node.keys) or isinstance(
                     node, ast.Set) and any(_is_plain(e, names) for e in node.elts):
-                return ("none:the engine is a dict key or set member, and the `weakref.proxy` "
-                        "the fix binds is unhashable")
+                return Blocked("the engine is a dict key or set member, and the "
+                               "`weakref.proxy` the fix binds is unhashable")
             if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) \
                     and _is_plain(node.slice, names):
-                return ("none:the engine is used as a key, and the `weakref.proxy` the fix "
-                        "binds is unhashable")
+                return Blocked("the engine is used as a key, and the `weakref.proxy` the fix "
+                               "binds is unhashable")
             if identity is not None:  # an identity comparison (`is`)
-                return identity
+                return Risky(identity)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 if names_in(node) & tainted:
-                    return "the engine is captured by a nested function that may run after " \
-                           "the block"
+                    return Risky("the engine is captured by a nested function that may run "
+                                 "after the block")
         return None
 
-    def _argument_problem(self, call: ast.Call) -> str | None:
+    def _argument_problem(self, call: ast.Call) -> FixProblem | None:
         """Whether the call's arguments can be mapped onto the runner's (README, "Fix safety")."""
         config = self.module.config
         has_star = any(k.arg is None for k in call.keywords) or any(
             isinstance(a, ast.Starred) for a in call.args)
         if config.target == "vllm":
             if len(call.args) > 1:
-                return "none:positional engine arguments after the model do not map onto " \
-                       "vLLM's `VllmRunner`"
+                return Blocked("positional engine arguments after the model do not map onto "
+                               "vLLM's `VllmRunner`")
             if has_star:
-                return "`**kwargs` may already set a default the fix adds"
+                return Risky("`**kwargs` may already set a default the fix adds")
         elif len(call.args) > 1:
-            return "none:positional engine arguments after the model do not map onto the " \
-                   "runner's keyword arguments"
+            return Blocked("positional engine arguments after the model do not map onto the "
+                           "runner's keyword arguments")
         return None
 
 
 def compilation_config_equivalent(value: ast.expr, module: ModuleAnalysis
-                                  ) -> tuple[str | None, str | None]:
+                                  ) -> tuple[str | None, FixProblem | None]:
     """What ``compilation_config=value`` must become for vLLM's ``VllmRunner`` (target
     ``vllm``), and why that is not safe when it is not.
 
@@ -116,8 +118,8 @@ def compilation_config_equivalent(value: ast.expr, module: ModuleAnalysis
 
     Returns:
         ``(replacement source or None to keep the value, None)`` when the meaning is kept;
-        ``(None, "none:<reason>")`` for a falsy value no runner argument can express (an
-        empty string or list); ``(replacement, <reason>)`` for a value only known at run
+        ``(None, Blocked(reason))`` for a falsy value no runner argument can express (an
+        empty string or list); ``(replacement, Risky(reason))`` for a value only known at run
         time: the replacement keeps the meaning of every ``None``, int and dict, the fix is
         unsafe for anything else that is falsy.
     """
@@ -130,8 +132,9 @@ def compilation_config_equivalent(value: ast.expr, module: ModuleAnalysis
             return (None, None) if constant else ("CompilationConfig(mode=0)", None)
         if constant:
             return None, None
-        return None, (f"none:`compilation_config={code}` is falsy: vLLM's `VllmRunner` "
-                      "would replace it by its own graph sizes, and no argument keeps it")
+        return None, Blocked(f"`compilation_config={code}` is falsy: vLLM's `VllmRunner` "
+                             "would replace it by its own graph sizes, and no argument keeps "
+                             "it")
     if isinstance(value, ast.Dict):
         if any(k is None for k in value.keys):
             return _runtime_compilation_config(value, code)
@@ -140,8 +143,9 @@ def compilation_config_equivalent(value: ast.expr, module: ModuleAnalysis
             isinstance(e, ast.Starred) for e in value.elts):
         if value.elts:
             return None, None
-        return None, (f"none:`compilation_config={code}` is falsy: vLLM's `VllmRunner` "
-                      "would replace it by its own graph sizes, and no argument keeps it")
+        return None, Blocked(f"`compilation_config={code}` is falsy: vLLM's `VllmRunner` "
+                             "would replace it by its own graph sizes, and no argument keeps "
+                             "it")
     qualified = module.qualified(value.func if isinstance(value, ast.Call) else value) or ""
     if isinstance(value, ast.Call):
         if qualified.startswith("vllm.") and qualified.endswith(".CompilationConfig"):
@@ -156,15 +160,16 @@ def compilation_config_equivalent(value: ast.expr, module: ModuleAnalysis
     return _runtime_compilation_config(value, code)
 
 
-def _runtime_compilation_config(value: ast.expr, code: str) -> tuple[str, str]:
+def _runtime_compilation_config(value: ast.expr, code: str) -> tuple[str, Risky]:
     reason = (f"`compilation_config={code}` is only known at run time and vLLM's "
               "`VllmRunner` replaces any falsy value by its own graph sizes: the rewrite "
               "keeps the meaning of None, ints and dicts, not of other falsy values")
     if isinstance(value, (ast.Name, ast.Attribute)):
         return (f"CompilationConfig(mode={code}) if isinstance({code}, int) and not {code} "
-                f"else {code} or CompilationConfig()"), reason
+                f"else {code} or CompilationConfig()"), Risky(reason)
     wrapped = code if isinstance(value, (ast.Call, ast.Subscript)) else f"({code})"
-    return f"{wrapped} or CompilationConfig()", reason + " (a falsy int turns compilation on)"
+    return (f"{wrapped} or CompilationConfig()",
+            Risky(reason + " (a falsy int turns compilation on)"))
 
 
 def _is_plain(node: ast.AST, names: set[str]) -> bool:

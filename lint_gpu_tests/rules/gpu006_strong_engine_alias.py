@@ -11,7 +11,7 @@ from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.proxy import proxy_plan
 from lint_gpu_tests.fixplan.safety import WEAK_CALLABLES
-from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
+from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, Risky
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at
 from lint_gpu_tests.source import walk_breadth
@@ -115,12 +115,12 @@ def test_chat(vllm_runner):
                     and isinstance(n.ctx, ast.Load)
                     and id(n) not in block for n in module.nodes_of(func)
                 ):
-                    escape = f"`{bound[0]}` is used after the runner's block, where a proxy " \
-                             "is dead"
+                    escape = Risky(f"`{bound[0]}` is used after the runner's block, where a "
+                                   "proxy is dead")
                 plan = proxy_plan(module, value.lineno, yielded=False)
                 fix = FixInfo(Applicability.SAFE, self.fix_title, "",
                               FixKind.PROXY_ENGINE_REFERENCE, plan) if escape is None else \
-                    FixInfo(Applicability.UNSAFE, self.fix_title, escape.removeprefix("none:"),
+                    FixInfo(Applicability.UNSAFE, self.fix_title, escape.reason,
                             FixKind.PROXY_ENGINE_REFERENCE, plan)
                 weak = _weakly_referenced(module, func.node, set(bound))
                 if weak is not None:
