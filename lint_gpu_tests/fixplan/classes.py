@@ -56,7 +56,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field, replace
 
-from lint_gpu_tests.analysis import EngineSite, ModuleAnalysis, RunnerCall
+from lint_gpu_tests.analysis import EngineSite, FunctionKind, ModuleAnalysis, RunnerCall
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind
@@ -181,7 +181,8 @@ def _is_self_attr(node: ast.AST, self_name: str | None, attr: str | None = None)
 
 def _owner_class(module: ModuleAnalysis, site: EngineSite) -> OwnerClass | None:
     func = site.function
-    if func is None or func.kind != "method" or site.in_runner_class or site.under_main_guard:
+    if func is None or func.kind is not FunctionKind.METHOD or site.in_runner_class \
+            or site.under_main_guard:
         return None
     cls = module.parent(func.node)
     if not isinstance(cls, ast.ClassDef):

@@ -41,11 +41,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
-from lint_gpu_tests.analysis import EngineSite, FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.analysis import EngineSite, FunctionInfo, FunctionKind, ModuleAnalysis
 from lint_gpu_tests.fixplan.blocks import walk_statements
 from lint_gpu_tests.fixplan.flow import STORE_METHODS
 from lint_gpu_tests.fixplan.groups import engine_group, group_cleanup_loop
-from lint_gpu_tests.fixplan.plan import WrapPlan
+from lint_gpu_tests.fixplan.plan import PlanKind, WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixProblem, Risky
 from lint_gpu_tests.syntax import last_name
@@ -87,7 +87,7 @@ class IsolatePlan(WrapPlan):
     The :class:`WrapPlan` fields keep their meaning where they apply (``function_line``,
     ``remove_lines``, ``unwrap_try_lines``, ``drop_params``, ``applicability``, ``reason``,
     ``title``, ``call_line``: the first engine call, whose GPU001 the other violations'
-    fixes depend on); ``kind`` is ``"isolate"`` and ``site_line`` is the ``def`` line.
+    fixes depend on); ``kind`` is :attr:`PlanKind.ISOLATE` and ``site_line`` is the ``def`` line.
 
     Attributes:
         kept_lines: cleanup lines (a subset of ``remove_lines``, so GPU004 counts them as
@@ -158,10 +158,10 @@ def _plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePlan | Fi
     if func is None:
         # Only ever shown after the runner fix's own reason, which says where it is built.
         return FixInfo.none(ISOLATE_TITLE, "no test owns it")
-    if func.kind == "fixture":
+    if func.kind is FunctionKind.FIXTURE:
         return FixInfo.none(ISOLATE_TITLE, "a fixture's value cannot cross to a child process")
     node = func.node
-    if func.kind != "test" or not any(s is node for s in module.tree.body):
+    if func.kind is not FunctionKind.TEST or not any(s is node for s in module.tree.body):
         return FixInfo.none(ISOLATE_TITLE,
                             "only a module-level test function can run in a new process")
     if isinstance(node, ast.AsyncFunctionDef):
@@ -248,7 +248,7 @@ def _plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePlan | Fi
         applicability = Applicability.UNSAFE
     first = min(sites, key=lambda s: (s.call.lineno, s.call.col_offset)) if sites else None
     return IsolatePlan(
-        kind="isolate",
+        kind=PlanKind.ISOLATE,
         site_line=node.lineno,
         function_line=node.lineno,
         end_line=node.end_lineno or node.lineno,

@@ -10,6 +10,7 @@ live here too, beside the fix title.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.fixplan.groups import GroupShape
@@ -31,6 +32,16 @@ VLLM_TARGET_DEFAULTS = (
 )
 
 
+class PlanKind(str, enum.Enum):
+    """What a :class:`WrapPlan` wraps: an engine (GPU001), a runner built outside a ``with``
+    (GPU005), or a whole test run in a process of its own (GPU001 under ``fix-strategy =
+    "isolate"``, :mod:`lint_gpu_tests.fixplan.isolate`)."""
+
+    ENGINE = "engine"
+    RUNNER = "runner"
+    ISOLATE = "isolate"
+
+
 @dataclass
 class WrapPlan:
     """How to wrap one engine (or bare runner) in a ``with`` block.
@@ -38,7 +49,8 @@ class WrapPlan:
     Line numbers are 1-based starts of statements as ``ast`` reports them.
 
     Attributes:
-        kind: ``"engine"`` (GPU001) or ``"runner"`` (GPU005).
+        kind: :attr:`PlanKind.ENGINE` (GPU001), :attr:`PlanKind.RUNNER` (GPU005) or
+            :attr:`PlanKind.ISOLATE`.
         site_line: line of the statement that builds the engine/runner.
         function_line: line of the owning ``def`` (for parameters).
         end_line: start line of the last statement inside the new ``with``.
@@ -72,7 +84,7 @@ class WrapPlan:
             ``contextlib.ExitStack()`` entering one runner per engine.
     """
 
-    kind: str
+    kind: PlanKind
     site_line: int
     function_line: int
     end_line: int
@@ -97,12 +109,12 @@ class WrapPlan:
     @property
     def anchor(self) -> tuple[str, int]:
         """``(code, row)`` of the violation whose fix this plan is (GPU001 or GPU005)."""
-        return ("GPU001" if self.kind == "engine" else "GPU005", self.call_line)
+        return ("GPU001" if self.kind is PlanKind.ENGINE else "GPU005", self.call_line)
 
     @property
     def fix_kind(self) -> FixKind:
         """The codemod that applies this plan."""
-        if self.kind == "engine":
+        if self.kind is PlanKind.ENGINE:
             return FixKind.WRAP_ENGINE_IN_RUNNER
         return FixKind.WRAP_RUNNER_IN_WITH
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, RunnerCall
+from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis, RunnerCall
 from lint_gpu_tests.fixplan.flow import value_flow
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
@@ -80,7 +80,7 @@ def test_chat(vllm_runner):
             if not names.runners:
                 continue
             handed_out: set[str] = set()
-            if func.kind == "fixture":
+            if func.kind is FunctionKind.FIXTURE:
                 for node in module.nodes_of(func):
                     if isinstance(node, (ast.Yield, ast.Return)) and isinstance(
                         node.value, ast.Name
@@ -108,7 +108,7 @@ def test_chat(vllm_runner):
                 escape = flow.problem or flow.unfollowed_call(func.node.body)
                 for stmt in func.node.body:
                     escape = escape or planner.escape(stmt, set(bound), flow.tainted,
-                                                       func.kind == "fixture")
+                                                       func.kind is FunctionKind.FIXTURE)
                 block = _enclosing_with(module, node, value.value.id)
                 if escape is None and block is not None and any(
                     isinstance(n, ast.Name) and n.id in flow.tainted
