@@ -59,7 +59,7 @@ from dataclasses import dataclass, field, replace
 from lint_gpu_tests.analysis import EngineSite, FunctionKind, ModuleAnalysis, RunnerCall
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind
+from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan
 
 CLASS_TITLE = "Make `{cls}` a context manager over `{runner}` and enter it with `with`"
 UNSAFE_REASON = (
@@ -72,7 +72,7 @@ CONTEXT_METHODS = frozenset({"__enter__", "__exit__", "__aenter__", "__aexit__"}
 
 
 @dataclass
-class ClassPlan:
+class ClassPlan(FixPlan):
     """How to turn one engine-owning helper class into a context manager.
 
     Line numbers are 1-based ``ast`` statement starts in the module as checked.
@@ -95,6 +95,7 @@ class ClassPlan:
         applicability / reason / title: as :class:`lint_gpu_tests.ftypes.FixInfo`.
     """
 
+    FIX_KIND = FixKind.ENGINE_OWNER_CONTEXT_MANAGER
     class_name: str
     site_line: int
     call_line: int

@@ -25,7 +25,7 @@ from lint_gpu_tests.analysis import (
     module_constants,
 )
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
+from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, FixPlan
 from lint_gpu_tests.prefilter import ENVIRONMENT_CHANGE, changes_environment, names_variable
 from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import (
@@ -108,7 +108,7 @@ class EnvMutation:
 
 
 @dataclass(frozen=True)
-class EnvFixPlan:
+class EnvFixPlan(FixPlan):
     """How one mutation is rewritten (computed on the ``ast`` tree; the codemod applies it).
 
     Attributes:
@@ -127,6 +127,7 @@ class EnvFixPlan:
         needs: imports the rewrite adds (keys of the codemods' ``IMPORTS``).
     """
 
+    FIX_KIND = FixKind.USE_MONKEYPATCH_ENV
     fix: FixInfo
     receiver: str = MONKEYPATCH
     function_line: int = 0

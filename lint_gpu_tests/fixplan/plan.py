@@ -14,7 +14,7 @@ import enum
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.fixplan.groups import GroupShape
-from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
+from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, FixPlan
 from lint_gpu_tests.helper_calls import HelperCallers
 
 WRAP_TITLE = "Wrap in `with {runner}(...)`"
@@ -43,7 +43,7 @@ class PlanKind(str, enum.Enum):
 
 
 @dataclass
-class WrapPlan:
+class WrapPlan(FixPlan):
     """How to wrap one engine (or bare runner) in a ``with`` block.
 
     Line numbers are 1-based starts of statements as ``ast`` reports them.
@@ -113,7 +113,7 @@ class WrapPlan:
 
     @property
     def fix_kind(self) -> FixKind:
-        """The codemod that applies this plan."""
+        """The kind of fix this plan makes (one pass of the wrap codemod each)."""
         if self.kind is PlanKind.ENGINE:
             return FixKind.WRAP_ENGINE_IN_RUNNER
         return FixKind.WRAP_RUNNER_IN_WITH
@@ -132,7 +132,7 @@ class WrapPlan:
 
 
 @dataclass(frozen=True)
-class CleanupPlan:
+class CleanupPlan(FixPlan):
     """GPU004: delete the cleanup statement that starts on ``line`` (1-based, ``ast``'s).
 
     Every GPU004 fix carries one, also where the cleanup goes with an engine's rewrite
@@ -140,4 +140,5 @@ class CleanupPlan:
     :attr:`FixKind.REMOVE_MANUAL_CLEANUP` runs only when no rewrite before it in the
     driver's order changed the file)."""
 
+    FIX_KIND = FixKind.REMOVE_MANUAL_CLEANUP
     line: int
