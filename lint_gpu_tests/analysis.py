@@ -15,6 +15,7 @@ collects the facts the rules GPU001–GPU006 report on:
 from __future__ import annotations
 
 import ast
+import enum
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,14 +112,26 @@ def is_test_module_path(path: str, config: Config) -> bool:
     return False
 
 
+class FunctionKind(str, enum.Enum):
+    """What a function is to pytest (:attr:`FunctionInfo.kind`); the values are the words
+    the docs use."""
+
+    TEST = "test"
+    FIXTURE = "fixture"
+    #: A module-level or nested function.
+    HELPER = "helper"
+    #: A function directly in a class that is not a test class.
+    METHOD = "method"
+
+
 @dataclass
 class FunctionInfo:
     """Facts about one function definition.
 
     Attributes:
         node: the ``def``.
-        kind: ``"test"``, ``"fixture"``, ``"helper"`` (module-level or nested function) or
-            ``"method"`` (inside a class that is not a test class).
+        kind: a test, a fixture, a helper (module-level or nested function) or a method
+            (inside a class that is not a test class); see :class:`FunctionKind`.
         fixture_scope: ``"function"`` ... ``"session"`` for fixtures, else ``None``;
             ``"dynamic"`` when the scope is not a literal.
         isolated: decorated with a process-isolation decorator, or run as a process of its
@@ -130,7 +143,7 @@ class FunctionInfo:
     """
 
     node: FunctionNode
-    kind: str
+    kind: FunctionKind
     fixture_scope: str | None = None
     isolated: bool = False
     params: list[str] = field(default_factory=list)
@@ -375,7 +388,7 @@ class ModuleAnalysis:
     def _collect_engine_fixtures(self) -> None:
         """Fixtures that provide an engine (or a runner's engine): this module's, and the
         conftests' ones this module does not override."""
-        local = {info.name for info in self.functions if info.kind == "fixture"}
+        local = {info.name for info in self.functions if info.kind is FunctionKind.FIXTURE}
         marker = OWN_RUNNER_FIXTURE + self.config.runner_fixture
         if self.config.runner_fixture in local:
             self.own_runner_fixture = "this module"
@@ -384,7 +397,7 @@ class ModuleAnalysis:
         self.engine_fixtures |= {n for n in self._conftest_fixtures - local
                                  if n.isidentifier()}
         for info in self.functions:
-            if info.kind != "fixture":
+            if info.kind is not FunctionKind.FIXTURE:
                 continue
             for node in self.nodes_of(info):
                 if isinstance(node, (ast.Yield, ast.Return)) and node.value is not None:
@@ -405,7 +418,7 @@ class ModuleAnalysis:
             return
         collected = is_test_module(self.path)
         for info in self.functions:
-            if info.name in targets and not (info.kind == "test" and collected):
+            if info.name in targets and not (info.kind is FunctionKind.TEST and collected):
                 info.isolated = True
 
     # ------------------------------------------------------------------ queries
@@ -606,7 +619,7 @@ class ModuleAnalysis:
         if self._factories is None:
             self._factories = {}
             for func in self.functions:
-                if func.kind != "helper" or func.parent is not None or \
+                if func.kind is not FunctionKind.HELPER or func.parent is not None or \
                         func.owner_class is not None or func.isolated:
                     continue
                 built = {t.id for n in self.nodes_of(func) if isinstance(n, ast.Assign)
@@ -864,15 +877,15 @@ class _Walker(ast.NodeVisitor):
         # A def directly in a class body is a method of that class.
         direct_in_class = cls is not None and node in cls.body
         if deco is not None:
-            kind = "fixture"
+            kind = FunctionKind.FIXTURE
         elif node.name.startswith("test") and (
             not self.func_stack and (cls is None or cls.name.startswith("Test"))
         ):
-            kind = "test"
+            kind = FunctionKind.TEST
         elif direct_in_class:
-            kind = "method"
+            kind = FunctionKind.METHOD
         else:
-            kind = "helper"
+            kind = FunctionKind.HELPER
         isolated = any(
             last_name(d.func if isinstance(d, ast.Call) else d) in config.isolation_decorators
             for d in node.decorator_list
@@ -962,7 +975,7 @@ class _Walker(ast.NodeVisitor):
             returned = (
                 isinstance(parent, ast.Return)
                 and func is not None
-                and func.kind != "fixture"
+                and func.kind is not FunctionKind.FIXTURE
             )
             self._record_runner(node, "returned" if returned else "bare")
         self.generic_visit(node)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from lint_gpu_tests.analysis import (
     FunctionInfo,
+    FunctionKind,
     ModuleAnalysis,
     is_isolated,
     is_test_module_path,
@@ -130,7 +131,7 @@ def _find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
                 not _watched(module, func) or is_isolated(func) or \
                 _patched_by_decorator(module, func):
             continue
-        if guarded and (func.kind == "test" or func.fixture_scope == "function"):
+        if guarded and (func.kind is FunctionKind.TEST or func.fixture_scope == "function"):
             continue
         out += finder.scan(module.nodes_of(func), func)
     out = _unrestored(module, out)
@@ -161,9 +162,9 @@ def is_unittest_class(module: ModuleAnalysis, cls: ast.ClassDef, depth: int = 0)
 def _is_test_method(module: ModuleAnalysis, func: FunctionInfo) -> bool:
     """A test: a pytest test, or a ``test*`` method of a ``unittest.TestCase`` (collected
     whatever the class's name)."""
-    if func.kind == "test":
+    if func.kind is FunctionKind.TEST:
         return True
-    cls = class_of(module, func) if func.kind == "method" else None
+    cls = class_of(module, func) if func.kind is FunctionKind.METHOD else None
     return cls is not None and func.name.startswith("test") and is_unittest_class(module, cls)
 
 
@@ -282,8 +283,8 @@ def _change_lines(module: ModuleAnalysis) -> list[int] | None:
 
 
 def _watched(module: ModuleAnalysis, func: FunctionInfo) -> bool:
-    return func.kind in ("test", "fixture") or func.name in XUNIT_FUNCTIONS or \
-        _is_test_method(module, func)
+    return func.kind in (FunctionKind.TEST, FunctionKind.FIXTURE) or \
+        func.name in XUNIT_FUNCTIONS or _is_test_method(module, func)
 
 
 def _module_level_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
@@ -317,7 +318,7 @@ def _autouse_patches_environ(module: ModuleAnalysis, func: FunctionInfo) -> bool
     ``with mock.patch.dict(os.environ, ...)``: every test of the module and its
     function-scoped fixtures run inside that snapshot, which is restored after each test."""
     deco = fixture_decorator(func.node)
-    if func.kind != "fixture" or func.fixture_scope != "function" or not (
+    if func.kind is not FunctionKind.FIXTURE or func.fixture_scope != "function" or not (
             isinstance(deco, ast.Call) and any(
                 kw.arg == "autouse" and isinstance(kw.value, ast.Constant) and
                 kw.value.value is True for kw in deco.keywords)):

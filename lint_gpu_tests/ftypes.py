@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import ClassVar
 
 
 class Applicability(enum.Enum):
@@ -38,8 +38,10 @@ class Trigger(enum.Enum):
 
 
 class FixKind(enum.Enum):
-    """Which transformation applies a fix: each codemod declares the kind it applies
-    (``lint_gpu_tests.codemods.driver`` runs them in its order, one a pass).
+    """Which transformation makes a fix: each codemod declares the kinds it applies
+    (``GpuCodemod.KINDS``; ``lint_gpu_tests.codemods.driver`` runs the codemods in this
+    order, one a pass), and a plan names the kind of the fix it makes
+    (:attr:`FixPlan.fix_kind`). The wrap codemod applies two: runners first, then engines.
 
     ``WITH_ANOTHER`` is a fix made by another violation's rewrite (a finalizer removed with
     its engine's GPU001 rewrite, a fixture's ``yield llm`` that the rewrite turns into a
@@ -56,6 +58,47 @@ class FixKind(enum.Enum):
     WITH_ANOTHER = "with-another-fix"
 
 
+class FixPlan:
+    """What one fix rewrites, as data: the base class of the plans the rules make
+    (``WrapPlan``, ``IsolatePlan``, ``ClassPlan``, ``ProxyPlan``, ``CleanupPlan``,
+    ``EnvFixPlan`` of :mod:`lint_gpu_tests.fixplan`).
+
+    A plan's class says which codemod applies it: each codemod of
+    ``lint_gpu_tests/codemods/`` names the one plan class it applies (``GpuCodemod.PLAN``)
+    and the driver runs it on the plans of exactly that class (not of a subclass:
+    ``IsolatePlan`` extends ``WrapPlan`` and has a codemod of its own). ``FIX_KIND`` is
+    the kind of the fixes the plan makes, which a report's pass provenance names; a plan
+    class whose plans make several kinds overrides :attr:`fix_kind`.
+    """
+
+    FIX_KIND: ClassVar[FixKind]
+
+    @property
+    def fix_kind(self) -> FixKind:
+        """The kind of the fix this plan makes (:class:`FixKind`)."""
+        return self.FIX_KIND
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """Why a fix does not exist: the violation is reported without a fix
+    (:attr:`Applicability.NONE`) and ``reason`` is shown as the missing fix's reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Risky:
+    """Why a fix may change behaviour: the fix is made, as :attr:`Applicability.UNSAFE`,
+    and ``reason`` is shown as why."""
+
+    reason: str
+
+
+#: What the fix planners find wrong with a fix: it cannot be made, or it is unsafe.
+FixProblem = Blocked | Risky
+
+
 @dataclass(frozen=True)
 class FixInfo:
     """A violation's fix: how safe it is, what it is called, and the plan that makes it.
@@ -70,9 +113,8 @@ class FixInfo:
         reason: why the fix is unsafe or missing ("" for a safe fix).
         kind: the transformation that applies the fix; ``None`` for a fix that does not
             exist (``applicability`` none).
-        plan: the plan the codemod of ``kind`` applies (a ``WrapPlan``, ``ClassPlan``,
-            ``ProxyPlan``, ``CleanupPlan`` or ``EnvFixPlan`` of
-            :mod:`lint_gpu_tests.fixplan`), made on the analysis of the text the
+        plan: the plan the codemod of its class applies (a :class:`FixPlan`), made on
+            the analysis of the text the
             violation was found in; ``None`` where no codemod is involved, and in a
             violation read back from the cache or made by another process (a fix then checks
             the file again). Neither ``kind`` nor ``plan`` takes part in comparisons.
@@ -82,7 +124,7 @@ class FixInfo:
     title: str
     reason: str = ""
     kind: FixKind | None = field(default=None, compare=False)
-    plan: Any = field(default=None, compare=False, repr=False)
+    plan: FixPlan | None = field(default=None, compare=False, repr=False)
 
     @property
     def available(self) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, is_test_module
+from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis, is_test_module
 from lint_gpu_tests.source import walk_breadth
 
 #: Why callers in other modules are never fixed with the helper: each module is planned and
@@ -98,7 +98,7 @@ def helper_callers(module: ModuleAnalysis, func: FunctionInfo,
         if isinstance(where, str):
             return f"`{name}()` is called from {where} (line {use.lineno}), which cannot " \
                    f"request the `{fixture}` fixture"
-        if where.kind not in ("test", "fixture") or where.in_base_class:
+        if where.kind not in (FunctionKind.TEST, FunctionKind.FIXTURE) or where.in_base_class:
             return f"`{name}()` is called from `{where.name}()` (line {use.lineno}), which " \
                    f"cannot request the `{fixture}` fixture"
         if where.node is node:
@@ -121,7 +121,7 @@ def runner_through_callers(module: ModuleAnalysis, func: FunctionInfo,
     left alone outside test modules (``conftest.py``, utility modules), which others import."""
     cannot = "vLLM's `VllmRunner` lives in its tests/conftest.py, which a helper cannot " \
              "import, and "
-    if func.kind != "helper" or func.in_base_class:
+    if func.kind is not FunctionKind.HELPER or func.in_base_class:
         return cannot + f"a method cannot request the `{fixture}` fixture"
     passed = helper_callers(module, func, fixture)
     if isinstance(passed, str):

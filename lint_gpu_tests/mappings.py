@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.ftypes import Blocked, FixProblem, Risky
 from lint_gpu_tests.source import walk_breadth
 
 #: Name of the helper the fix adds (one per module).
@@ -360,8 +361,8 @@ def plan_mapping(
     func: FunctionInfo,
     call: ast.Call,
     defaults: Sequence[tuple[str, str]],
-    equivalent: Callable[[ast.expr, ModuleAnalysis], tuple[str | None, str | None]],
-) -> tuple[tuple[str, ...] | None, str | None]:
+    equivalent: Callable[[ast.expr, ModuleAnalysis], tuple[str | None, FixProblem | None]],
+) -> tuple[tuple[str, ...] | None, FixProblem | None]:
     """How ``LLM(**mapping)`` becomes ``vllm_runner(**_runner_kwargs(mapping, ...))`` for
     vLLM's runner (``target = "vllm"``; README, "Fix safety").
 
@@ -377,34 +378,35 @@ def plan_mapping(
         ``(keywords, problem)``: the ``k=v`` sources handed to the helper (every differing
         default that neither the call's own keywords nor every possible mapping set; the
         helper applies them only for keys the mapping lacks), and ``None`` or the reason the
-        fix is unsafe; ``(None, "none:<reason>")`` when there is no fix.
+        fix is unsafe (:class:`~lint_gpu_tests.ftypes.Risky`); ``(None, Blocked(reason))``
+        when there is no fix.
     """
     if any(isinstance(a, ast.Starred) for a in call.args):
-        return None, "none:the model is hidden in `*args`, which vLLM's `VllmRunner` cannot " \
-                     "take apart"
+        return None, Blocked("the model is hidden in `*args`, which vLLM's `VllmRunner` "
+                             "cannot take apart")
     stars = [k.value for k in call.keywords if k.arg is None]
     if len(stars) != 1:
-        return None, "none:the model is hidden in one of several `**` mappings, which the " \
-                     "fix does not merge (a key in two of them is an error for `LLM`)"
+        return None, Blocked("the model is hidden in one of several `**` mappings, which the "
+                             "fix does not merge (a key in two of them is an error for `LLM`)")
     if defines_other_helper(module):
-        return None, f"none:the module already defines `{RUNNER_KWARGS_NAME}`, the name the " \
-                     "fix gives its helper"
+        return None, Blocked(f"the module already defines `{RUNNER_KWARGS_NAME}`, the name "
+                             "the fix gives its helper")
     source = ast.unparse(stars[0])
     mapping = resolve_mapping(module, func, stars[0], call)
     problems: list[str] = []
     if mapping.known:
         if not mapping.always("model"):
-            return None, f"none:`{source}` does not always hold `model`"
+            return None, Blocked(f"`{source}` does not always hold `model`")
         clash = sorted(mapping.keys() & RUNNER_ONLY_PARAMETERS)
         if clash:
-            return None, f"none:`{source}` holds `{clash[0]}`, a parameter of vLLM's " \
-                         "`VllmRunner` that `LLM` does not take"
+            return None, Blocked(f"`{source}` holds `{clash[0]}`, a parameter of vLLM's "
+                                 "`VllmRunner` that `LLM` does not take")
         for value in mapping.values("compilation_config"):
             replacement, problem = equivalent(value, module)
-            if replacement is not None or (problem or "").startswith("none:"):
-                return None, f"none:`compilation_config={ast.unparse(value)}` in `{source}` " \
-                             "would be replaced by vLLM's `VllmRunner` with its own graph " \
-                             "sizes, and the fix does not rewrite the mapping"
+            if replacement is not None or isinstance(problem, Blocked):
+                return None, Blocked(f"`compilation_config={ast.unparse(value)}` in `{source}` "
+                                     "would be replaced by vLLM's `VllmRunner` with its own "
+                                     "graph sizes, and the fix does not rewrite the mapping")
     else:
         problems.append(f"{mapping.reason}: the rewrite maps its keys onto vLLM's "
                         "`VllmRunner` at run time, but a falsy `compilation_config` in it "
@@ -412,4 +414,4 @@ def plan_mapping(
     explicit = {k.arg for k in call.keywords if k.arg}
     keywords = tuple(f"{key}={value}" for key, value in defaults
                      if key not in explicit and not mapping.always(key))
-    return keywords, "; ".join(problems) or None
+    return keywords, Risky("; ".join(problems)) if problems else None

@@ -18,6 +18,7 @@ from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.fixloop import fix_source
 from lint_gpu_tests.fixplan.flow import self_referencing, value_flow
+from lint_gpu_tests.ftypes import Blocked, Risky
 
 FIXTURE = Path(__file__).parent / "fixtures" / "fix" / "flow_unknown_call" / "before.py"
 
@@ -75,19 +76,19 @@ def test_followed_values(case: str) -> None:
     assert flow.problem is None
 
 
-#: body -> the "none:" reason the analysis gives when a value escapes for sure
+#: body -> the reason the analysis gives when a value escapes for sure (it rules the fix out)
 ESCAPES = {
     "attribute": ('llm = LLM("m")\nparam.engine = llm.generate\n',
-                  "none:the engine is stored in `param`, which outlives the block"),
+                  Blocked("the engine is stored in `param`, which outlives the block")),
     "parameter's list": ('llm = LLM("m")\nitems.append((llm, 1))\n',
-                         "none:the engine is stored in `items`, which outlives the block"),
+                         Blocked("the engine is stored in `items`, which outlives the block")),
     "local bound to a parameter": ('llm = LLM("m")\nalias = items\nalias.append(llm)\n',
-                                   "none:the engine is stored in `alias`, which outlives the "
-                                   "block"),
+                                   Blocked("the engine is stored in `alias`, which outlives "
+                                           "the block")),
     "global": ('global G\nllm = LLM("m")\nG = [llm]\n',
-               "none:`G` holds the engine and is global or nonlocal"),
+               Blocked("`G` holds the engine and is global or nonlocal")),
     "setattr": ('llm = LLM("m")\nsetattr(param, "e", llm)\n',
-                "none:the engine is stored with `setattr` and outlives the block"),
+                Blocked("the engine is stored with `setattr` and outlives the block")),
 }
 
 
@@ -101,7 +102,7 @@ def test_derived_value_passed_to_unknown_call_is_unfollowed() -> None:
     source = 'llm = LLM("m")\nbox = {"e": llm}\nregistry.keep(box)\nhelper(llm)\nprint(box)\n'
     flow = flow_of(source)
     func = ast.parse("def f():\n" + textwrap.indent(source, "    ")).body[0]
-    assert flow.unfollowed_call(func.body) == (  # type: ignore[attr-defined]
+    assert flow.unfollowed_call(func.body) == Risky(  # type: ignore[attr-defined]
         "`registry.keep()` receives `box`, which holds the engine, and may keep it after "
         "the block")
 
@@ -177,7 +178,7 @@ def test_module_helpers_are_followed() -> None:
     assert isinstance(func, ast.FunctionDef)
     flow = value_flow(func, func.body, {"llm"}, None, helpers=helpers)
     assert flow.tainted == {"llm", "b", "c"}
-    assert flow.unfollowed_call(func.body) == (
+    assert flow.unfollowed_call(func.body) == Risky(
         "`keep()` keeps what it is given past the call (in a global, an attribute or a "
         "container), the engine included")
 

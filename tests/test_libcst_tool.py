@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 BEFORE = '''import gc
@@ -30,15 +32,18 @@ def test_generate(vllm_runner):
 '''
 
 
-def test_libcst_tool_codemod_runs_a_command(tmp_path: Path) -> None:
-    """``python -m libcst.tool codemod wrap_engine_in_runner.WrapEngineInRunner`` (the
-    README's command) rewrites a file as ``--fix`` does: the command is a LibCST codemod
-    command to the tool though it does not subclass LibCST's classes."""
+@pytest.mark.parametrize("command", ["wrap_in_runner.WrapInRunner",
+                                     "wrap_engine_in_runner.WrapEngineInRunner",
+                                     "wrap_runner_in_with.WrapRunnerInWith"])
+def test_libcst_tool_codemod_runs_a_command(tmp_path: Path, command: str) -> None:
+    """``python -m libcst.tool codemod wrap_in_runner.WrapInRunner`` (the README's command,
+    also known by its two former names) rewrites a file as ``--fix`` does: the command is a
+    LibCST codemod command to the tool though it does not subclass LibCST's classes."""
     (tmp_path / ".libcst.codemod.yaml").write_text((REPO / ".libcst.codemod.yaml").read_text())
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_a.py").write_text(BEFORE)
     done = subprocess.run([sys.executable, "-m", "libcst.tool", "codemod", "--no-format",
-                           "wrap_engine_in_runner.WrapEngineInRunner", "tests/"],
+                           command, "tests/"],
                           cwd=tmp_path, capture_output=True, text=True, check=True)
     assert "Transformed 1 files successfully." in done.stderr
     assert (tmp_path / "tests" / "test_a.py").read_text() == AFTER

@@ -1,14 +1,14 @@
 """Common base of the codemod commands: the plans to apply, the analysis they refer to,
 imports.
 
-Each command applies one :class:`~lint_gpu_tests.ftypes.FixKind` of fix. Driven by
+Each command applies the plans of one :class:`~lint_gpu_tests.ftypes.FixPlan` class. Driven by
 ``gpu-test-lint --fix`` (:mod:`lint_gpu_tests.codemods.driver`), it receives the run's
 configuration, the violations whose fixes may be applied (selection, ``# noqa`` and
 ``--unsafe-fixes`` already applied), each carrying the plan its rule made, and the analysis
 those plans were made on: it plans nothing itself. Run on its own
-(``python -m libcst.tool codemod wrap_engine_in_runner.WrapEngineInRunner tests/``), it
+(``python -m libcst.tool codemod wrap_in_runner.WrapInRunner tests/``), it
 checks the module once with the default (or nearest) configuration and applies the safe
-fixes of its kind.
+fixes of its plan class.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Generic, Protocol, TypeVar, cast
 
 import libcst as cst
 
@@ -47,7 +47,7 @@ from lint_gpu_tests.codemods._unused_imports import (
 )
 from lint_gpu_tests.config import UNRESOLVED_FLOOR, Config, oldest_python
 from lint_gpu_tests.fixplan.plan import WrapPlan
-from lint_gpu_tests.ftypes import FixKind, Violation
+from lint_gpu_tests.ftypes import FixKind, FixPlan, Violation
 from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
 from lint_gpu_tests.source import walk_breadth
 
@@ -59,6 +59,10 @@ IMPORTS = {
     "CompilationConfig": ("vllm.config", "CompilationConfig"),
     "MonkeyPatch": ("pytest", "MonkeyPatch"),
 }
+
+
+#: The plan class a command applies.
+PlanT = TypeVar("PlanT", bound=FixPlan)
 
 
 class Context(Protocol):
@@ -82,9 +86,11 @@ class FixContext:
     warnings: list[str] = field(default_factory=list)
 
 
-class GpuCodemod(ABC):
-    """Base class: subclasses set ``KIND`` (the fixes they apply), ``CODES`` (the rules
-    whose violations those fixes are) and implement :meth:`rewrite`.
+class GpuCodemod(ABC, Generic[PlanT]):
+    """Base class: subclasses set ``PLAN`` (the plan class they apply, ``PlanT``),
+    ``KINDS`` (the kinds of fix those plans make, in the order the command's passes apply
+    them: the driver orders the commands by the first), ``CODES`` (the rules whose
+    violations those fixes are) and implement :meth:`rewrite`.
 
     A LibCST codemod command as far as ``python -m libcst.tool`` is concerned (``list``,
     ``codemod``): where LibCST's codemod framework is loaded, this class is registered as a
@@ -93,7 +99,8 @@ class GpuCodemod(ABC):
     ``transform_module``). ``gpu-test-lint --fix`` does not load that framework."""
 
     DESCRIPTION: ClassVar[str] = "No description."
-    KIND: ClassVar[FixKind]
+    PLAN: ClassVar[type[FixPlan]]
+    KINDS: ClassVar[tuple[FixKind, ...]]
     CODES: ClassVar[frozenset[str]] = frozenset()
 
     @staticmethod
@@ -130,6 +137,9 @@ class GpuCodemod(ABC):
         self._nested: bool | None = None  # has_nested_imports of the analysis, once asked
         #: Prints trees, each top-level statement once (the driver hands its own in).
         self.printer = Printer()
+        #: The kind of the fixes the last rewrite applied (set by :meth:`rewrite` where
+        #: ``KINDS`` has several).
+        self.applied: FixKind = self.KINDS[0]
 
     def code_of(self, tree: cst.Module) -> str:
         """``tree.code``, generated once per tree this command sees (code generation is a
@@ -141,9 +151,10 @@ class GpuCodemod(ABC):
         self._codes[id(tree)] = (tree, code)
         return code
 
-    def plans(self, tree: cst.Module) -> tuple[list[Any], ModuleAnalysis | None]:
-        """The plans of this command's kind among the fixes to apply to ``tree``, in the
-        violations' order, and the analysis they refer to."""
+    def plans(self, tree: cst.Module) -> tuple[list[PlanT], ModuleAnalysis | None]:
+        """The plans of this command's class (``PLAN`` itself, not a subclass) among the
+        fixes to apply to ``tree``, in the violations' order, and the analysis they refer
+        to."""
         violations, analysis = self._violations, self._analysis
         if violations is None or analysis is None:
             from lint_gpu_tests.engine import check_module, wanted_fixes
@@ -151,8 +162,8 @@ class GpuCodemod(ABC):
             path = self.context.filename or "tests/test_codemod.py"
             checked = check_module(self.code_of(tree).encode("utf-8"), path, self.config)
             violations, analysis = wanted_fixes(checked.violations, False), checked.module
-        return [v.fix.plan for v in violations if v.fix is not None
-                and v.fix.kind is self.KIND and v.fix.plan is not None], analysis
+        return [cast(PlanT, v.fix.plan) for v in violations
+                if v.fix is not None and type(v.fix.plan) is self.PLAN], analysis
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         plans, module = self.plans(tree)
@@ -162,9 +173,9 @@ class GpuCodemod(ABC):
 
     @abstractmethod
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
-                plans: Sequence[Any]) -> cst.Module:
+                plans: Sequence[PlanT]) -> cst.Module:
         """Return ``tree`` rewritten by ``plans`` (made on ``module``, the analysis of
-        ``tree``'s text; each of this command's :attr:`KIND`).
+        ``tree``'s text; each of this command's ``PLAN`` class).
 
         Abstract, so ``python -m libcst.tool list`` does not offer this base class as a
         codemod."""
@@ -208,6 +219,13 @@ class GpuCodemod(ABC):
             else:
                 self._from_imports.add((module, obj))
 
+    def forget_imports(self) -> None:
+        """Drop the imports scheduled (to add, or to remove as unused) by a rewrite whose
+        result is not kept."""
+        self._stdlib_imports: set[str] = set()
+        self._from_imports: set[tuple[str, str]] = set()
+        self._removals: list[Removal] = []
+
     def transform_module(self, tree: cst.Module) -> cst.Module:
         """Rewrite, remove the imports the rewrite left unused, then place new imports in
         the module's own style and keep import sections apart.
@@ -216,9 +234,7 @@ class GpuCodemod(ABC):
         metadata no command here asks for (each resolves positions on its own tree), and its
         import visitors analyse the scopes of the whole module; that machinery was most of a
         fix pass (``docs/performance.md``, "Where a fix's time goes")."""
-        self._stdlib_imports: set[str] = set()
-        self._from_imports: set[tuple[str, str]] = set()
-        self._removals: list[Removal] = []
+        self.forget_imports()
         floor = self.python_floor()
         with wrapping_at(self.config.line_length, floor is None or floor >= (3, 9)):
             new = self.transform_module_impl(tree)

@@ -36,7 +36,7 @@ from lint_gpu_tests.codemods._helper_param import prepend_arg, prepend_param
 from lint_gpu_tests.codemods._mapping import explode_helper, through_helper
 from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixplan.plan import WrapPlan
+from lint_gpu_tests.fixplan.plan import PlanKind, WrapPlan
 from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
 from lint_gpu_tests.source import physical_lines, walk_breadth
 
@@ -288,7 +288,7 @@ class WrapTransformer(cst.CSTTransformer):
         call = finder.found
         assert call is not None, "planned statement holds no engine or runner call"
         runner = self._runner_name(plan)
-        if plan.kind == "engine":
+        if plan.kind is PlanKind.ENGINE:
             if plan.use_class:
                 func_name = self.config.runner_classes[0] if self.config.runner_classes \
                     else "VllmRunner"
@@ -311,8 +311,8 @@ class WrapTransformer(cst.CSTTransformer):
         as_name = runner
         if plan.bound_name is not None and isinstance(small, (cst.Assign, cst.AnnAssign)):
             used = self._names_in(rest, {plan.bound_name, runner}) \
-                if plan.kind != "runner" else set()
-            if plan.kind == "runner":
+                if plan.kind is not PlanKind.RUNNER else set()
+            if plan.kind is PlanKind.RUNNER:
                 as_name = plan.bound_name
             elif plan.bound_name not in used and runner not in used:
                 # Only cleanup used the name (``llm = LLM(...); del llm``): build, tear down.
@@ -330,7 +330,7 @@ class WrapTransformer(cst.CSTTransformer):
             as_name = ""
         else:
             replacement: cst.BaseExpression
-            if plan.kind == "engine":
+            if plan.kind is PlanKind.ENGINE:
                 replacement = self._engine_ref(plan)
             else:
                 replacement = cst.Name(runner)
@@ -339,7 +339,7 @@ class WrapTransformer(cst.CSTTransformer):
                 isinstance(new_small, cst.Expr) and isinstance(new_small.value, cst.Yield)
             ):
                 value = replacement
-                if plan.kind == "engine":
+                if plan.kind is PlanKind.ENGINE:
                     self.needs.add("weakref")
                     value = proxy_of(replacement)
                 new_small = cst.Expr(cst.Yield(value=value))
@@ -408,7 +408,7 @@ class WrapTransformer(cst.CSTTransformer):
             value = small.value
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield):
             value = small.value.value  # type: ignore[assignment]
-        if plan.kind == "runner":
+        if plan.kind is PlanKind.RUNNER:
             # A runner (GPU005) is handed out as it is: the fixture's users expect the
             # runner, which the with-statement now binds to the same name.
             if isinstance(small, cst.Return) and isinstance(value, cst.Name) and \
@@ -447,7 +447,7 @@ class WrapTransformer(cst.CSTTransformer):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         plan = self.by_function.get(self._line(node))
         self.plan_stack.append(plan)
-        if plan is not None and plan.kind == "engine":
+        if plan is not None and plan.kind is PlanKind.ENGINE:
             text = self._text_of(node)
             used: set[str] | None = None
             name, k = "runner", 2

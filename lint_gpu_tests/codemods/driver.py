@@ -1,12 +1,14 @@
 """Applies one codemod per pass to a file's bytes (``lint_gpu_tests.fixloop.fix_source`` loops).
 
 Order (:class:`~lint_gpu_tests.ftypes.FixKind`'s, found from the modules here): runners into
-with-statements (GPU005), engines into runners (GPU001 with its GPU003/GPU004), tests into
+with-statements (GPU005), then engines into runners (GPU001 with its GPU003/GPU004; one
+codemod, a pass each), tests into
 new processes (GPU001 under ``fix-strategy = "isolate"``), helper classes owning an engine
 into context managers (GPU001), weak proxies (GPU002/GPU006), leftover cleanup (GPU004),
-environment variables through monkeypatch (GPU008). Each command applies the fixes of its
-:class:`~lint_gpu_tests.ftypes.FixKind`, with the plans the rules made; only one command
-runs per pass so fixes never overlap; ``fix_source`` re-checks and calls again.
+environment variables through monkeypatch (GPU008). Each command applies the plans of its
+:class:`~lint_gpu_tests.ftypes.FixPlan` class (``GpuCodemod.PLAN``) that the rules made: a
+command runs when a violation to fix carries a plan of that class. Only one command runs
+per pass so fixes never overlap; ``fix_source`` re-checks and calls again.
 """
 
 from __future__ import annotations
@@ -23,31 +25,35 @@ from lint_gpu_tests.codemods._base import FixContext, GpuCodemod
 from lint_gpu_tests.codemods._printer import Printer
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import InternalError
-from lint_gpu_tests.ftypes import FixKind, Violation
+from lint_gpu_tests.ftypes import FixKind, FixPlan, Violation
+
+#: A codemod of any plan class.
+Codemod = GpuCodemod[FixPlan]
 
 
-def _codemods() -> tuple[type[GpuCodemod], ...]:
-    """Every codemod of ``lint_gpu_tests/codemods/`` (its public modules), one a
-    :class:`FixKind`, in the order of :class:`FixKind`'s members."""
-    found: dict[FixKind, type[GpuCodemod]] = {}
+def _codemods() -> tuple[type[Codemod], ...]:
+    """Every codemod of ``lint_gpu_tests/codemods/`` (defined in its public modules, one a
+    :class:`FixPlan` class), in the order of the first :class:`FixKind` each applies."""
+    found: dict[type[FixPlan], type[Codemod]] = {}
     for info in pkgutil.iter_modules(codemods.__path__):
         if info.name.startswith("_") or info.name == "driver":
             continue
         module = importlib.import_module(f"{codemods.__name__}.{info.name}")
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, GpuCodemod) and \
-                    value.__module__ == module.__name__ and "KIND" in vars(value):
-                if value.KIND in found:
-                    raise ImportError(f"two codemods apply {value.KIND}: "
-                                      f"{found[value.KIND].__name__}, {value.__name__}")
-                found[value.KIND] = value
-    return tuple(found[kind] for kind in FixKind if kind in found)
+                    value.__module__ == module.__name__ and "PLAN" in vars(value):
+                if value.PLAN in found:
+                    raise ImportError(f"two codemods apply {value.PLAN.__name__}: "
+                                      f"{found[value.PLAN].__name__}, {value.__name__}")
+                found[value.PLAN] = value
+    kinds = list(FixKind)
+    return tuple(sorted(found.values(), key=lambda command: kinds.index(command.KINDS[0])))
 
 
 #: The codemods in the order a pass tries them (:class:`FixKind`'s order): runners into
 #: with-statements before engines into runners, whose rewrite removes the cleanup the last
 #: ones would.
-ORDER: tuple[type[GpuCodemod], ...] = _codemods()
+ORDER: tuple[type[Codemod], ...] = _codemods()
 
 
 class AppliedFix(NamedTuple):
@@ -64,7 +70,7 @@ class RoundTripError(Exception):
 def apply_fixes(source: bytes, path: str, config: Config, violations: list[Violation],
                 analysis: ModuleAnalysis) -> AppliedFix | None:
     """Run the first codemod, in :data:`ORDER`, that changes the file, on the plans of its
-    kind that ``violations`` carry, and return the new bytes.
+    class that ``violations`` carry, and return the new bytes.
 
     Args:
         source: the file's bytes (encoding, BOM and line endings are kept by LibCST).
@@ -97,9 +103,9 @@ def apply_fixes(source: bytes, path: str, config: Config, violations: list[Viola
                 raise RoundTripError("LibCST cannot round-trip this file byte for byte")
             round_tripped = True
 
-    kinds = {v.fix.kind for v in violations if v.fix is not None}
+    planned = {type(v.fix.plan) for v in violations if v.fix is not None}
     for command in ORDER:
-        if command.KIND not in kinds:
+        if command.PLAN not in planned:
             continue
         context = FixContext(filename=path)
         try:
@@ -117,6 +123,6 @@ def apply_fixes(source: bytes, path: str, config: Config, violations: list[Viola
                                 f"{type(exc).__name__}: {exc}") from exc
         round_trip()
         if new_bytes != source:
-            return AppliedFix(command.KIND, new_bytes)
+            return AppliedFix(codemod.applied, new_bytes)
     round_trip()
     return None

@@ -26,13 +26,14 @@ from lint_gpu_tests.fixplan.isolate import ISOLATE_CALL, ISOLATE_DECORATOR, Isol
 from lint_gpu_tests.ftypes import FixKind, Violation
 
 
-class IsolateTestProcess(GpuCodemod):
+class IsolateTestProcess(GpuCodemod[IsolatePlan]):
     """Decorate tests that build engines by hand with process isolation and delete their
     manual cleanup (README, "Fix strategies": ``isolate``)."""
 
     DESCRIPTION = ("Run tests that build vLLM engines by hand in a new process "
                    "(GPU001, fix-strategy isolate).")
-    KIND = FixKind.ISOLATE_TEST_PROCESS
+    PLAN = IsolatePlan
+    KINDS = (FixKind.ISOLATE_TEST_PROCESS,)
     CODES = frozenset({"GPU001"})
     #: A decorator import from the project's own ``tests`` package, added after the pass.
     _first_party_import: str | None = None

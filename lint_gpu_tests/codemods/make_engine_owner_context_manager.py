@@ -36,13 +36,14 @@ from lint_gpu_tests.fixplan.classes import ClassPlan
 from lint_gpu_tests.ftypes import FixKind
 
 
-class MakeEngineOwnerContextManager(GpuCodemod):
+class MakeEngineOwnerContextManager(GpuCodemod[ClassPlan]):
     """Rewrite one engine-owning helper class per pass into a context manager over the
     runner, and its instances of this module into with-blocks (unsafe: README, "Fix safety")."""
 
     DESCRIPTION = ("Make helper classes that own a vLLM engine context managers over "
                    "`VllmRunner` and enter them with `with` (GPU001).")
-    KIND = FixKind.ENGINE_OWNER_CONTEXT_MANAGER
+    PLAN = ClassPlan
+    KINDS = (FixKind.ENGINE_OWNER_CONTEXT_MANAGER,)
     CODES = frozenset({"GPU001"})
 
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,

@@ -14,13 +14,14 @@ from lint_gpu_tests.fixplan.proxy import ProxyPlan, weak_referents
 from lint_gpu_tests.ftypes import FixKind
 
 
-class ProxyEngineReference(GpuCodemod):
+class ProxyEngineReference(GpuCodemod[ProxyPlan]):
     """``llm = runner.llm`` -> ``llm = weakref.proxy(runner.llm)``; a fixture's
     ``yield runner.llm`` -> ``yield weakref.proxy(runner.llm)`` (``return`` becomes
     ``yield``)."""
 
     DESCRIPTION = "Bind and yield weak proxies of the runner's engine (GPU002, GPU006)."
-    KIND = FixKind.PROXY_ENGINE_REFERENCE
+    PLAN = ProxyPlan
+    KINDS = (FixKind.PROXY_ENGINE_REFERENCE,)
     CODES = frozenset({"GPU002", "GPU006"})
 
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,

@@ -13,12 +13,13 @@ from lint_gpu_tests.fixplan.plan import CleanupPlan
 from lint_gpu_tests.ftypes import FixKind
 
 
-class RemoveManualCleanup(GpuCodemod):
+class RemoveManualCleanup(GpuCodemod[CleanupPlan]):
     """Delete ``gc.collect()``, ``empty_cache()``, ``del runner`` ... in functions that
     already use the runner (an unsafe fix: it changes when memory is freed)."""
 
     DESCRIPTION = "Remove manual engine cleanup the runner already does (GPU004)."
-    KIND = FixKind.REMOVE_MANUAL_CLEANUP
+    PLAN = CleanupPlan
+    KINDS = (FixKind.REMOVE_MANUAL_CLEANUP,)
     CODES = frozenset({"GPU004"})
 
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,

@@ -27,11 +27,12 @@ from lint_gpu_tests.ftypes import FixKind
 CONTEXT_EXPR = "pytest.MonkeyPatch.context()"
 
 
-class UseMonkeypatchEnv(GpuCodemod):
+class UseMonkeypatchEnv(GpuCodemod[EnvFixPlan]):
     """``os.environ["VLLM_X"] = v`` -> ``monkeypatch.setenv("VLLM_X", v)`` and the like."""
 
     DESCRIPTION = "Set engine environment variables through monkeypatch (GPU008)."
-    KIND = FixKind.USE_MONKEYPATCH_ENV
+    PLAN = EnvFixPlan
+    KINDS = (FixKind.USE_MONKEYPATCH_ENV,)
     CODES = frozenset({"GPU008"})
 
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,

@@ -1,28 +1,9 @@
-"""Codemod for GPU001 (with GPU003 and GPU004 of the same engine): wrap an engine built
-by hand in ``with vllm_runner(...) as runner:``."""
+"""``wrap_engine_in_runner.WrapEngineInRunner``, the name ``python -m libcst.tool codemod``
+knows the with-block codemod by (:class:`~lint_gpu_tests.codemods.wrap_in_runner.WrapInRunner`,
+which wraps hand-built engines and enters bare runners)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from lint_gpu_tests.codemods.wrap_in_runner import WrapInRunner as WrapEngineInRunner
 
-import libcst as cst
-
-from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.codemods._base import GpuCodemod
-from lint_gpu_tests.fixplan.plan import WrapPlan
-from lint_gpu_tests.ftypes import FixKind
-
-
-class WrapEngineInRunner(GpuCodemod):
-    """Rewrite each hand-built engine's live range into a runner with-block (README, "Fix safety").
-
-    One engine per function per pass; the driver runs passes until nothing changes.
-    """
-
-    DESCRIPTION = "Wrap hand-built vLLM engines in `with vllm_runner(...) as runner:` (GPU001)."
-    KIND = FixKind.WRAP_ENGINE_IN_RUNNER
-    CODES = frozenset({"GPU001"})
-
-    def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
-                plans: Sequence[WrapPlan]) -> cst.Module:
-        return self.apply_plans(tree, module, plans)
+__all__ = ["WrapEngineInRunner"]

@@ -56,10 +56,10 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field, replace
 
-from lint_gpu_tests.analysis import EngineSite, ModuleAnalysis, RunnerCall
+from lint_gpu_tests.analysis import EngineSite, FunctionKind, ModuleAnalysis, RunnerCall
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
+from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan
 from lint_gpu_tests.source import walk_breadth
 
 CLASS_TITLE = "Make `{cls}` a context manager over `{runner}` and enter it with `with`"
@@ -73,7 +73,7 @@ CONTEXT_METHODS = frozenset({"__enter__", "__exit__", "__aenter__", "__aexit__"}
 
 
 @dataclass
-class ClassPlan:
+class ClassPlan(FixPlan):
     """How to turn one engine-owning helper class into a context manager.
 
     Line numbers are 1-based ``ast`` statement starts in the module as checked.
@@ -96,6 +96,7 @@ class ClassPlan:
         applicability / reason / title: as :class:`lint_gpu_tests.ftypes.FixInfo`.
     """
 
+    FIX_KIND = FixKind.ENGINE_OWNER_CONTEXT_MANAGER
     class_name: str
     site_line: int
     call_line: int
@@ -182,7 +183,8 @@ def _is_self_attr(node: ast.AST, self_name: str | None, attr: str | None = None)
 
 def _owner_class(module: ModuleAnalysis, site: EngineSite) -> OwnerClass | None:
     func = site.function
-    if func is None or func.kind != "method" or site.in_runner_class or site.under_main_guard:
+    if func is None or func.kind is not FunctionKind.METHOD or site.in_runner_class \
+            or site.under_main_guard:
         return None
     cls = module.parent(func.node)
     if not isinstance(cls, ast.ClassDef):
@@ -266,8 +268,8 @@ class _ClassPlanner:
         if problem is not None:
             return self.none(problem)
         arg_problem = planner_for(self.module)._argument_problem(self.site.call)
-        if arg_problem is not None and arg_problem.startswith("none:"):
-            return self.none(arg_problem[5:])
+        if isinstance(arg_problem, Blocked):
+            return self.none(arg_problem.reason)
         cleanup_lines = {stmt.lineno for stmt, _ in self.cleanup}
         remove = set(cleanup_lines)
         cleanup_methods = self.cleanup_methods(cleanup_lines)
@@ -287,7 +289,7 @@ class _ClassPlanner:
             reasons.append(f"its cleanup-only {gone} {verb} deleted, so a caller in another "
                            "module that still calls it breaks")
         if arg_problem is not None:
-            reasons.append(arg_problem)
+            reasons.append(arg_problem.reason)
         for use in uses:
             if use.reason and use.reason not in reasons:
                 reasons.append(use.reason)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from lint_gpu_tests.analysis import (
     ENV_READ,
     FunctionInfo,
+    FunctionKind,
     ModuleAnalysis,
     environment_reads,
     literal_value,
@@ -26,7 +27,7 @@ from lint_gpu_tests.env_mutations import (
     is_unittest_class,
 )
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
+from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, FixPlan
 from lint_gpu_tests.mappings import parametrized_values
 from lint_gpu_tests.syntax import (
     fixture_decorator,
@@ -42,7 +43,7 @@ CONTEXT_NAME = "mp"
 
 
 @dataclass(frozen=True)
-class EnvFixPlan:
+class EnvFixPlan(FixPlan):
     """How one mutation is rewritten (computed on the ``ast`` tree; the codemod applies it).
 
     Attributes:
@@ -61,6 +62,7 @@ class EnvFixPlan:
         needs: imports the rewrite adds (keys of the codemods' ``IMPORTS``).
     """
 
+    FIX_KIND = FixKind.USE_MONKEYPATCH_ENV
     fix: FixInfo
     receiver: str = MONKEYPATCH
     function_line: int = 0
@@ -93,7 +95,7 @@ def plan_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> EnvFi
         return EnvFixPlan(FixInfo.none(title, "a method of a class whose bases are not known to "
                                           "be `unittest.TestCase`: no fixture and no "
                                           "`addCleanup` is known to reach it"))
-    if func.kind not in ("test", "fixture"):
+    if func.kind not in (FunctionKind.TEST, FunctionKind.FIXTURE):
         partner = TEARDOWN_OF.get(func.name)
         advice = f"restore the variable in `{partner}`, or set" if partner else "change"
         return EnvFixPlan(FixInfo.none(title, f"pytest passes no fixtures to `{func.name}`: "
@@ -104,7 +106,7 @@ def plan_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> EnvFi
     existing = _context_name(module, mutation.statement, func)
     if existing is not None:
         return EnvFixPlan(_fix(title, unsafe), existing, line)
-    if func.kind == "test" or func.fixture_scope in (None, "function"):
+    if func.kind is FunctionKind.TEST or func.fixture_scope in (None, "function"):
         if MONKEYPATCH in func.params:
             return EnvFixPlan(_fix(title, unsafe), MONKEYPATCH, line)
         if MONKEYPATCH in local_names(module, func):
@@ -299,7 +301,7 @@ def _within_change(module: ModuleAnalysis, func: FunctionInfo,
     """Whether ``reader`` runs while the change ``func`` makes holds, before the fix and
     after it: a method of the class whose set-up ``func`` is, a function requesting the
     fixture ``func`` (any function of the module when it is autouse)."""
-    if func.kind == "fixture":
+    if func.kind is FunctionKind.FIXTURE:
         deco = fixture_decorator(func.node)
         if isinstance(deco, ast.Call) and any(
                 k.arg == "autouse" and isinstance(k.value, ast.Constant) and k.value.value

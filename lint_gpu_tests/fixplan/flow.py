@@ -15,6 +15,7 @@ import ast
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.fixplan.groups import CLASS_CALLS, IDENTITY_CALLS
+from lint_gpu_tests.ftypes import Blocked, FixProblem, Risky
 from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import dotted_name, last_name, names_in
 
@@ -90,14 +91,15 @@ class ValueFlow:
     (``gen = llm.generate``), attribute chains (``core = llm.llm_engine``), closures and
     lambdas, loop and ``with`` targets over such values, and the results of calls that
     receive one (``w = Wrapper(llm)``). ``problem`` is ``None`` when every such value is
-    followed, ``"none:<reason>"`` when one escapes the function for sure (stored on an
-    attribute, a parameter's container or a global), or an unsafe reason when one is
-    handed to code the analysis cannot see (a derived value passed to an unknown call).
+    followed, :class:`~lint_gpu_tests.ftypes.Blocked` when one escapes the function for sure
+    (stored on an attribute, a parameter's container or a global), or
+    :class:`~lint_gpu_tests.ftypes.Risky` when one is handed to code the analysis cannot see
+    (a derived value passed to an unknown call).
     """
 
     tainted: set[str]
     state: _FlowState
-    problem: str | None = None
+    problem: FixProblem | None = None
     #: Per derived name rebound at the region's top level to a value that holds nothing
     #: of the engine (``llm2 = runner.llm`` ... ``llm2 = LLM(...)``): for each top-level
     #: statement of the region, whether its reads of the name see a value from the engine.
@@ -121,10 +123,11 @@ class ValueFlow:
         return any(isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Load, ast.Del))
                    and self.live(n.id, index) for n in walk_breadth(stmt))
 
-    def unfollowed_call(self, statements: list[ast.stmt]) -> str | None:
+    def unfollowed_call(self, statements: list[ast.stmt]) -> Risky | None:
         """The unsafe reason when one of ``statements`` hands a value derived from the
         engine (not the engine itself) to a call the analysis cannot see into."""
-        return self.state.check_calls([n for s in statements for n in walk_breadth(s)])
+        reason = self.state.check_calls([n for s in statements for n in walk_breadth(s)])
+        return None if reason is None else Risky(reason)
 
 
 class _FlowState:
@@ -146,7 +149,7 @@ class _FlowState:
         self.seed = seed
         self.local_names = local_names
         self.declared = declared
-        self.problem: str | None = None
+        self.problem: FixProblem | None = None
         self.changed = False
 
     # ------------------------------------------------------------ what carries the engine
@@ -244,12 +247,12 @@ class _FlowState:
             self.tainted.add(name)
             self.changed = True
         if name in self.declared:
-            self.lose(f"none:`{name}` holds the engine and is global or nonlocal")
+            self.lose(Blocked(f"`{name}` holds the engine and is global or nonlocal"))
 
-    def lose(self, problem: str) -> None:
-        """Record why the value cannot be followed (a ``none:`` reason wins)."""
-        if self.problem is None or (problem.startswith("none:")
-                                    and not self.problem.startswith("none:")):
+    def lose(self, problem: FixProblem) -> None:
+        """Record why the value cannot be followed (a :class:`Blocked` reason wins)."""
+        if self.problem is None or (isinstance(problem, Blocked)
+                                    and not isinstance(self.problem, Blocked)):
             self.problem = problem
 
     def bind(self, target: ast.AST) -> None:
@@ -275,7 +278,7 @@ class _FlowState:
             self.mutated.add(root.id)
         else:
             what = dotted_name(holder) or "an object"
-            self.lose(f"none:the engine is stored in `{what}`, which outlives the block")
+            self.lose(Blocked(f"the engine is stored in `{what}`, which outlives the block"))
 
     def visit(self, node: ast.AST) -> None:
         if isinstance(node, ast.Assign):
@@ -319,7 +322,8 @@ class _FlowState:
                     for a in args):
                 self.store_into(func.value)
             elif last_name(func) == "setattr" and any(self.carries(a) for a in args[2:]):
-                self.lose("none:the engine is stored with `setattr` and outlives the block")
+                self.lose(Blocked("the engine is stored with `setattr` and outlives the "
+                                  "block"))
 
     def check_calls(self, nodes: list[ast.AST]) -> str | None:  # noqa: C901
         """A value derived from the engine handed to a call the analysis cannot see into
@@ -513,7 +517,7 @@ def value_flow(func: ast.AST, region: list[ast.stmt], aliases: set[str],
         n.name for n in nodes if isinstance(n, ast.FunctionDef)
         and not any(isinstance(m, (ast.Yield, ast.YieldFrom)) for m in _own_nodes(n))}
     for name in aliases & declared:
-        state.lose(f"none:`{name}` holds the engine and is global or nonlocal")
+        state.lose(Blocked(f"`{name}` holds the engine and is global or nonlocal"))
     for _ in range(50):
         state.changed = False
         for node in nodes:
@@ -522,9 +526,9 @@ def value_flow(func: ast.AST, region: list[ast.stmt], aliases: set[str],
             break
     cycle = self_referencing(walk_breadth(func), state.tainted)
     if cycle is not None:
-        state.lose(f"`{cycle}` holds the engine and refers to itself (a reference cycle): "
-                   "the cycle keeps the engine alive past the block until the garbage "
-                   "collector runs")
+        state.lose(Risky(f"`{cycle}` holds the engine and refers to itself (a reference "
+                         "cycle): the cycle keeps the engine alive past the block until the "
+                         "garbage collector runs"))
     flow = ValueFlow(state.tainted, state, state.problem)
     if not loop_body:
         _liveness(flow, region)

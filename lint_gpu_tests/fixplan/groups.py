@@ -28,7 +28,7 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
 from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import last_name
 
@@ -346,7 +346,7 @@ def factory_fixture(module: ModuleAnalysis, call: ast.Call, stmt: ast.stmt,
     """
     fixture = func.parent
     node = func.node
-    if fixture is None or fixture.kind != "fixture" or not any(
+    if fixture is None or fixture.kind is not FunctionKind.FIXTURE or not any(
             s is node for s in fixture.node.body):
         return None
     body = fixture.node.body

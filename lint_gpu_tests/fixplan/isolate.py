@@ -39,15 +39,16 @@ from __future__ import annotations
 import ast
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Literal
 
-from lint_gpu_tests.analysis import EngineSite, FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.analysis import EngineSite, FunctionInfo, FunctionKind, ModuleAnalysis
 from lint_gpu_tests.config import project_module
 from lint_gpu_tests.fixplan.blocks import walk_statements
 from lint_gpu_tests.fixplan.flow import STORE_METHODS
 from lint_gpu_tests.fixplan.groups import engine_group, group_cleanup_loop
-from lint_gpu_tests.fixplan.plan import WrapPlan
+from lint_gpu_tests.fixplan.plan import PlanKind, WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
+from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixProblem, Risky
 from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import last_name
 
@@ -88,7 +89,7 @@ class IsolatePlan(WrapPlan):
     The :class:`WrapPlan` fields keep their meaning where they apply (``function_line``,
     ``remove_lines``, ``unwrap_try_lines``, ``drop_params``, ``applicability``, ``reason``,
     ``title``, ``call_line``: the first engine call, whose GPU001 the other violations'
-    fixes depend on); ``kind`` is ``"isolate"`` and ``site_line`` is the ``def`` line.
+    fixes depend on); ``kind`` is :attr:`PlanKind.ISOLATE` and ``site_line`` is the ``def`` line.
 
     Attributes:
         kept_lines: cleanup lines (a subset of ``remove_lines``, so GPU004 counts them as
@@ -159,10 +160,10 @@ def _plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePlan | Fi
     if func is None:
         # Only ever shown after the runner fix's own reason, which says where it is built.
         return FixInfo.none(ISOLATE_TITLE, "no test owns it")
-    if func.kind == "fixture":
+    if func.kind is FunctionKind.FIXTURE:
         return FixInfo.none(ISOLATE_TITLE, "a fixture's value cannot cross to a child process")
     node = func.node
-    if func.kind != "test" or not any(s is node for s in module.tree.body):
+    if func.kind is not FunctionKind.TEST or not any(s is node for s in module.tree.body):
         return FixInfo.none(ISOLATE_TITLE,
                             "only a module-level test function can run in a new process")
     if isinstance(node, ast.AsyncFunctionDef):
@@ -245,17 +246,17 @@ def _plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePlan | Fi
         problem = _param_problem(module, func, param, removed)
         if problem == "drop":
             drop.add(param)
-        elif problem is not None and problem.startswith("none:"):
-            return FixInfo.none(ISOLATE_TITLE, problem[5:])
+        elif isinstance(problem, Blocked):
+            return FixInfo.none(ISOLATE_TITLE, problem.reason)
         elif problem is not None:
-            reasons.append(problem)
+            reasons.append(problem.reason)
     reasons += _decorator_problems(node)
     reasons += _state_problems(module, func)
     if reasons:
         applicability = Applicability.UNSAFE
     first = min(sites, key=lambda s: (s.call.lineno, s.call.col_offset)) if sites else None
     return IsolatePlan(
-        kind="isolate",
+        kind=PlanKind.ISOLATE,
         site_line=node.lineno,
         function_line=node.lineno,
         end_line=node.end_lineno or node.lineno,
@@ -274,32 +275,34 @@ def _plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePlan | Fi
 
 
 def _param_problem(module: ModuleAnalysis, func: FunctionInfo, param: str,
-                   removed: list[ast.stmt]) -> str | None:
+                   removed: list[ast.stmt]) -> FixProblem | Literal["drop"] | None:
     """Why the test's parameter ``param`` keeps the test out of a spawned child
-    (``"none:..."``), makes isolating it unsafe (a reason), or ``"drop"`` when the fix drops
-    it; ``None`` when it crosses as it is."""
+    (:class:`Blocked`), makes isolating it unsafe (:class:`Risky`), or ``"drop"`` when the
+    fix drops it; ``None`` when it crosses as it is."""
     values = _parametrized(func.node).get(param)
     if values is not None:
         if all(_literal(v, _module_literals(module)) for v in values):
             return None
-        return f"the parametrized values of `{param}` are sent to the child by pickle"
+        return Risky(f"the parametrized values of `{param}` are sent to the child by pickle")
     if param in PICKLABLE_FIXTURES:
         return None
     loads = [n for n in module.nodes_of(func) if isinstance(n, ast.Name) and n.id == param]
     if loads and all(any(n in set(walk_breadth(r)) for r in removed) for n in loads):
         return "drop"
     if param in module.engine_fixtures:
-        return f"none:`{param}` is an engine fixture: an engine cannot be sent to a child " \
-               "process"
+        return Blocked(f"`{param}` is an engine fixture: an engine cannot be sent to a child "
+                       "process")
     if param == module.config.runner_fixture:
-        return f"none:the test already uses `{param}`"
+        return Blocked(f"the test already uses `{param}`")
     if param in PROCESS_FIXTURES:
-        return f"none:`{param}` is {PROCESS_FIXTURES[param]}, which a child process cannot use"
+        return Blocked(f"`{param}` is {PROCESS_FIXTURES[param]}, which a child process cannot "
+                       "use")
     if param == "monkeypatch":
-        return "`monkeypatch` is pickled into the child: its changes apply there, not here"
-    return (f"the fixture `{param}` is sent to the child by pickle: its value must pickle, "
-            "and what its set-up changed in this process (other than environment "
-            "variables) is not seen there")
+        return Risky("`monkeypatch` is pickled into the child: its changes apply there, not "
+                     "here")
+    return Risky(f"the fixture `{param}` is sent to the child by pickle: its value must "
+                 "pickle, and what its set-up changed in this process (other than environment "
+                 "variables) is not seen there")
 
 
 def _parametrized(node: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[ast.expr]]:

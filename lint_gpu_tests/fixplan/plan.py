@@ -10,10 +10,11 @@ live here too, beside the fix title.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.fixplan.groups import GroupShape
-from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
+from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, FixPlan
 from lint_gpu_tests.helper_calls import HelperCallers
 
 WRAP_TITLE = "Wrap in `with {runner}(...)`"
@@ -36,14 +37,25 @@ VLLM_TARGET_DEFAULTS = (
 )
 
 
+class PlanKind(str, enum.Enum):
+    """What a :class:`WrapPlan` wraps: an engine (GPU001), a runner built outside a ``with``
+    (GPU005), or a whole test run in a process of its own (GPU001 under ``fix-strategy =
+    "isolate"``, :mod:`lint_gpu_tests.fixplan.isolate`)."""
+
+    ENGINE = "engine"
+    RUNNER = "runner"
+    ISOLATE = "isolate"
+
+
 @dataclass
-class WrapPlan:
+class WrapPlan(FixPlan):
     """How to wrap one engine (or bare runner) in a ``with`` block.
 
     Line numbers are 1-based starts of statements as ``ast`` reports them.
 
     Attributes:
-        kind: ``"engine"`` (GPU001) or ``"runner"`` (GPU005).
+        kind: :attr:`PlanKind.ENGINE` (GPU001), :attr:`PlanKind.RUNNER` (GPU005) or
+            :attr:`PlanKind.ISOLATE`.
         site_line: line of the statement that builds the engine/runner.
         function_line: line of the owning ``def`` (for parameters).
         end_line: start line of the last statement inside the new ``with``.
@@ -78,7 +90,7 @@ class WrapPlan:
             ``contextlib.ExitStack()`` entering one runner per engine.
     """
 
-    kind: str
+    kind: PlanKind
     site_line: int
     function_line: int
     end_line: int
@@ -103,12 +115,12 @@ class WrapPlan:
     @property
     def anchor(self) -> tuple[str, int]:
         """``(code, row)`` of the violation whose fix this plan is (GPU001 or GPU005)."""
-        return ("GPU001" if self.kind == "engine" else "GPU005", self.call_line)
+        return ("GPU001" if self.kind is PlanKind.ENGINE else "GPU005", self.call_line)
 
     @property
     def fix_kind(self) -> FixKind:
-        """The codemod that applies this plan."""
-        if self.kind == "engine":
+        """The kind of fix this plan makes (one pass of the wrap codemod each)."""
+        if self.kind is PlanKind.ENGINE:
             return FixKind.WRAP_ENGINE_IN_RUNNER
         return FixKind.WRAP_RUNNER_IN_WITH
 
@@ -126,7 +138,7 @@ class WrapPlan:
 
 
 @dataclass(frozen=True)
-class CleanupPlan:
+class CleanupPlan(FixPlan):
     """GPU004: delete the cleanup statement that starts on ``line`` (1-based, ``ast``'s).
 
     Every GPU004 fix carries one, also where the cleanup goes with an engine's rewrite
@@ -134,4 +146,5 @@ class CleanupPlan:
     :attr:`FixKind.REMOVE_MANUAL_CLEANUP` runs only when no rewrite before it in the
     driver's order changed the file)."""
 
+    FIX_KIND = FixKind.REMOVE_MANUAL_CLEANUP
     line: int

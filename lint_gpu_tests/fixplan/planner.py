@@ -17,7 +17,13 @@ import ast
 import os
 from dataclasses import replace
 
-from lint_gpu_tests.analysis import EngineSite, FunctionInfo, ModuleAnalysis, RunnerCall
+from lint_gpu_tests.analysis import (
+    EngineSite,
+    FunctionInfo,
+    FunctionKind,
+    ModuleAnalysis,
+    RunnerCall,
+)
 from lint_gpu_tests.config import REEXPORTS
 from lint_gpu_tests.fixplan.blocks import (
     loads_of,
@@ -41,14 +47,14 @@ from lint_gpu_tests.fixplan.groups import (
     inside_loop,
     other_branch_statements,
 )
-from lint_gpu_tests.fixplan.plan import VLLM_TARGET_DEFAULTS, WRAP_TITLE, WrapPlan
+from lint_gpu_tests.fixplan.plan import VLLM_TARGET_DEFAULTS, WRAP_TITLE, PlanKind, WrapPlan
 from lint_gpu_tests.fixplan.safety import (
     FACTORY_ADVICE,
     SafetyChecks,
     compilation_config_equivalent,
     weak_calls,
 )
-from lint_gpu_tests.ftypes import Applicability, FixInfo
+from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo
 from lint_gpu_tests.helper_calls import ONE_MODULE, HelperCallers, runner_through_callers
 from lint_gpu_tests.mappings import hides_model, plan_mapping
 from lint_gpu_tests.noqa import Noqa, parse_noqa
@@ -95,7 +101,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         key = id(site.call)
         if key not in self._engine_plans:
             self._engine_plans[key] = self._plan_site(site.call, site.statement, site.function,
-                                                      site.bound_name, "engine")
+                                                      site.bound_name, PlanKind.ENGINE)
         return self._engine_plans[key]
 
     def runner_plan(self, call: RunnerCall) -> WrapPlan | FixInfo:
@@ -108,16 +114,17 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 if isinstance(stmt.targets[0], ast.Name):
                     bound = stmt.targets[0].id
             self._runner_plans[key] = self._plan_site(call.call, stmt, call.function, bound,
-                                                      "runner")
+                                                      PlanKind.RUNNER)
         return self._runner_plans[key]
 
-    def _title(self, kind: str, func: FunctionInfo | None, use_class: bool = False) -> str:
+    def _title(self, kind: PlanKind, func: FunctionInfo | None, use_class: bool = False) -> str:
         runner = self.module.config.runner_fixture
-        if kind == "runner":
+        if kind is PlanKind.RUNNER:
             return "Wrap in a with-statement"
         if self.module.config.target == "vllm" and not use_class:
             pass  # vLLM's runner class is never imported: its fixture is passed in
-        elif use_class or (func is not None and func.kind in ("helper", "method")):
+        elif use_class or (func is not None
+                           and func.kind in (FunctionKind.HELPER, FunctionKind.METHOD)):
             runner = self.module.config.runner_classes[0] if self.module.config.runner_classes \
                 else runner
         return WRAP_TITLE.format(runner=runner)
@@ -128,7 +135,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         stmt: ast.stmt,
         func: FunctionInfo | None,
         bound: str | None,
-        kind: str,
+        kind: PlanKind,
     ) -> WrapPlan | FixInfo:
         module = self.module
         config = module.config
@@ -136,16 +143,16 @@ class Planner(CleanupRecognizer, SafetyChecks):
         if func is None:
             return FixInfo.none(title,
                                 "built at module or class level: it lives as long as the module")
-        if func.kind == "method" and func.name == "__init__":
+        if func.kind is FunctionKind.METHOD and func.name == "__init__":
             return FixInfo.none(title, "built in a helper class: the engine outlives `__init__`")
-        unbuildable = self._class_the_runner_cannot_build(call) if kind == "engine" else None
+        unbuildable = self._class_the_runner_cannot_build(call) if kind is PlanKind.ENGINE else None
         if unbuildable is not None:
             return FixInfo.none(f"Shut `{unbuildable.rsplit('.', 1)[-1]}` down when the test ends",
                                 f"the runner builds `vllm.LLM`, not `{unbuildable}`")
         # Engines kept in a container (shape 1), made by a factory fixture
         # (shape 6): fixplan.groups says where their ExitStack block starts.
-        group = engine_group(module, call, stmt, func) if kind == "engine" else None
-        if group is None and kind == "engine":
+        group = engine_group(module, call, stmt, func) if kind is PlanKind.ENGINE else None
+        if group is None and kind is PlanKind.ENGINE:
             factory = factory_fixture(module, call, stmt, func, self.is_cleanup_statement)
             if factory is not None:
                 return self._factory_plan(call, factory, title)
@@ -157,7 +164,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         problem = self._statement_problem(call, stmt, func, bound, kind, group)
         if problem is not None:
             return FixInfo.none(title, problem)
-        is_fixture = func.kind == "fixture"
+        is_fixture = func.kind is FunctionKind.FIXTURE
 
         names: set[str] = {bound} if bound else set()
         all_engines = names | module.engine_names(func)
@@ -184,8 +191,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
         in_loop = isinstance(module.parent(stmt), (ast.For, ast.AsyncFor, ast.While))
         flow = value_flow(func.node, block[index:stop], names, None if bound else call,
                           loop_body=in_loop, helpers=self.helpers)
-        if flow.problem is not None and flow.problem.startswith("none:"):
-            return FixInfo.none(title, flow.problem[5:])
+        if isinstance(flow.problem, Blocked):
+            return FixInfo.none(title, flow.problem.reason)
         use_names = flow.tainted
         end, remove, unwrap = self._extent(func, stmt, block, index, stop, names, all_engines,
                                            flow, remove_finally, unwrap_parent, group)
@@ -206,36 +213,37 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 reasons.append(reason)
 
         risks = self._risks(func, block, index, end, segment, remove, names, flow, group)
-        if isinstance(risks, str):
-            return FixInfo.none(title, risks)
+        if isinstance(risks, Blocked):
+            return FixInfo.none(title, risks.reason)
         for risk in risks:
             unsafe(risk)
-        use_class = func.kind in ("helper", "method") or func.in_base_class or (
+        helper_like = func.kind in (FunctionKind.HELPER, FunctionKind.METHOD)
+        use_class = helper_like or func.in_base_class or (
             is_fixture and func.fixture_scope not in (None, "function")
             and config.target == "bundled"
-        ) or kind == "runner" and last_name(call.func) in config.runner_classes
+        ) or kind is PlanKind.RUNNER and last_name(call.func) in config.runner_classes
         compilation: str | None = None
         mapping_defaults: tuple[str, ...] | None = None
         helper_calls: HelperCallers | None = None
-        if kind == "engine":
+        if kind is PlanKind.ENGINE:
             if config.target == "vllm" and hides_model(call):
                 mapping_defaults, arg_problem = plan_mapping(
                     module, func, call, VLLM_TARGET_DEFAULTS, compilation_config_equivalent)
             else:
                 arg_problem = self._argument_problem(call)
+            if isinstance(arg_problem, Blocked):
+                return FixInfo.none(title, arg_problem.reason)
             if arg_problem is not None:
-                if arg_problem.startswith("none:"):
-                    return FixInfo.none(title, arg_problem[5:])
-                unsafe(arg_problem)
+                unsafe(arg_problem.reason)
             if config.target == "vllm":
                 given = next((k.value for k in call.keywords if k.arg == "compilation_config"),
                              None)
                 if given is not None:
                     compilation, cc_problem = compilation_config_equivalent(given, module)
+                    if isinstance(cc_problem, Blocked):
+                        return FixInfo.none(title, cc_problem.reason)
                     if cc_problem is not None:
-                        if cc_problem.startswith("none:"):
-                            return FixInfo.none(title, cc_problem[5:])
-                        unsafe(cc_problem)
+                        unsafe(cc_problem.reason)
             if use_class and config.target == "vllm":
                 passed = runner_through_callers(module, func, config.runner_fixture)
                 if isinstance(passed, str):
@@ -315,7 +323,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
         return None
 
     def _statement_problem(self, call: ast.Call, stmt: ast.stmt, func: FunctionInfo,
-                           bound: str | None, kind: str, group: GroupShape | None) -> str | None:
+                           bound: str | None, kind: PlanKind,
+                           group: GroupShape | None) -> str | None:
         """Why the statement that builds the engine (``stmt``, in ``func``) has a shape the
         fix cannot rewrite (it shares its line, the call is nested in it or not alone, a
         fixture hands out something derived from it, ...), or ``None``."""
@@ -329,7 +338,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return "built inside a compound statement header"
         if group is None and self._inside_deferred(call, stmt):
             return "built inside a lambda or comprehension"
-        if not module.is_engine_call(call) and kind == "engine":
+        if not module.is_engine_call(call) and kind is PlanKind.ENGINE:
             return "built by a factory method the runner cannot call"
         sites = [n for n in walk_breadth(stmt) if isinstance(n, ast.Call)
                  and (module.builds_engine(n) or module.is_runner_call(n))]
@@ -338,7 +347,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is call and not bound:
             return ("the engine is stored in an attribute or container and outlives "
                     "the block")
-        is_fixture = func.kind == "fixture"
+        is_fixture = func.kind is FunctionKind.FIXTURE
         is_return_value = isinstance(stmt, ast.Return) or (
             isinstance(stmt, ast.Expr) and isinstance(stmt.value, (ast.Yield, ast.YieldFrom))
         )
@@ -353,7 +362,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return ("the fixture returns on other paths too: turning this return into a "
                     "yield would leave those paths without a value")
         if is_return_value and not is_fixture:
-            factory = func.kind == "helper" and any(s is func.node for s in module.tree.body)
+            factory = func.kind is FunctionKind.HELPER and any(
+                s is func.node for s in module.tree.body)
             return ("the engine is returned to the caller, so it must outlive this "
                     "function" + (FACTORY_ADVICE if factory else ""))
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.YieldFrom):
@@ -562,25 +572,25 @@ class Planner(CleanupRecognizer, SafetyChecks):
 
     def _risks(self, func: FunctionInfo, block: list[ast.stmt], index: int, end: int,
                segment: list[ast.stmt], remove: set[int], names: set[str],
-               flow: ValueFlow, group: GroupShape | None) -> list[str] | str:
+               flow: ValueFlow, group: GroupShape | None) -> list[str] | Blocked:
         """Why the wrapped block may behave otherwise than the code did (escapes, lost
         values, cleanup beyond the runner's, engines alive together, a wide-scoped fixture),
-        in order; or, as a plain string, the reason that rules the fix out."""
+        in order; or the reason that rules the fix out."""
         module = self.module
         config = module.config
         use_names = flow.tainted
-        is_fixture = func.kind == "fixture"
+        is_fixture = func.kind is FunctionKind.FIXTURE
         risks: list[str] = []
         for s in segment:
             if s.lineno in remove:
                 continue
             escape = self.escape(s, names, use_names, is_fixture)
+            if isinstance(escape, Blocked):
+                return escape
             if escape is not None:
-                if escape.startswith("none:"):
-                    return escape[5:]
-                risks.append(escape)
+                risks.append(escape.reason)
         if flow.problem is not None:
-            risks.append(flow.problem)
+            risks.append(flow.problem.reason)
         if is_fixture and group is None and any(
                 isinstance(n, (ast.Yield, ast.Return)) and n.value is not None and (
                     isinstance(n.value, ast.Name) and n.value.id in names
@@ -603,7 +613,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 risks.append(identity)
         unfollowed = flow.unfollowed_call([s for s in segment if s.lineno not in remove])
         if unfollowed is not None:
-            risks.append(unfollowed)
+            risks.append(unfollowed.reason)
         if names:
             last_own = max((j for j in range(index, end + 1) if reads_or_deletes(block[j], names)),
                            default=index)
@@ -623,7 +633,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         """Whether the engine's single use in a fixture is handing it out (``yield llm``),
         so that the fix yields ``weakref.proxy(runner.llm)``."""
         module = self.module
-        is_fixture = func.kind == "fixture"
+        is_fixture = func.kind is FunctionKind.FIXTURE
         if is_fixture and bound and group is None:
             uses = [s for s in segment[1:] if s.lineno not in remove
                     and any(loads_of(s, n) for n in names)]
@@ -673,18 +683,18 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return FixInfo.none(title, "the factory is decorated or shares its line")
         reasons = [FACTORY_REASON]
         problem = self._argument_problem(call)
+        if isinstance(problem, Blocked):
+            return FixInfo.none(title, problem.reason)
         if problem is not None:
-            if problem.startswith("none:"):
-                return FixInfo.none(title, problem[5:])
-            reasons.append(problem)
+            reasons.append(problem.reason)
         compilation: str | None = None
         given = next((k.value for k in call.keywords if k.arg == "compilation_config"), None)
         if config.target == "vllm" and given is not None:
             compilation, cc_problem = compilation_config_equivalent(given, module)
+            if isinstance(cc_problem, Blocked):
+                return FixInfo.none(title, cc_problem.reason)
             if cc_problem is not None:
-                if cc_problem.startswith("none:"):
-                    return FixInfo.none(title, cc_problem[5:])
-                reasons.append(cc_problem)
+                reasons.append(cc_problem.reason)
         wide = fixture.fixture_scope not in (None, "function")
         if wide:
             reasons.append(f"a {fixture.fixture_scope}-scoped fixture: the engines live as "
@@ -700,7 +710,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
             n for n in loads_of(fixture.node, "request")
             if not any(node_contains(r, n) for r in removed)] else set()
         return WrapPlan(
-            kind="engine",
+            kind=PlanKind.ENGINE,
             site_line=shape.statement.lineno,
             function_line=fixture.node.lineno,
             end_line=parts.end_line,

@@ -16,15 +16,17 @@ from dataclasses import dataclass
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan.safety import weak_calls
+from lint_gpu_tests.ftypes import FixKind, FixPlan
 from lint_gpu_tests.source import walk_breadth
 
 
 @dataclass(frozen=True)
-class ProxyPlan:
+class ProxyPlan(FixPlan):
     """GPU002/GPU006: turn the engine in the statements starting on ``lines`` (1-based,
     ``ast``'s) into weak proxies: ``x = runner.llm`` binds ``weakref.proxy(runner.llm)``; a
     fixture's ``yield``/``return runner.llm`` yields one (``return`` becomes ``yield``)."""
 
+    FIX_KIND = FixKind.PROXY_ENGINE_REFERENCE
     lines: frozenset[int]
     #: ``(line, character column)`` of ``runner.llm`` expressions that become
     #: ``weakref.proxy(runner.llm)`` where they stand (an element of a tuple, a container

@@ -5,18 +5,20 @@ Once the block is known, each use of the engine inside it is judged
 compared by identity, hashed or weakly referenced), the call's arguments are mapped onto
 the runner's (:meth:`SafetyChecks._argument_problem`,
 :func:`compilation_config_equivalent`), and the weak-reference calls that must take
-``runner.llm`` instead of the proxy are listed (:func:`weak_calls`). A reason that starts
-with ``"none:"`` rules the fix out; any other makes it unsafe.
+``runner.llm`` instead of the proxy are listed (:func:`weak_calls`). A
+:class:`~lint_gpu_tests.ftypes.Blocked` reason rules the fix out; a
+:class:`~lint_gpu_tests.ftypes.Risky` one makes it unsafe.
 """
 
 from __future__ import annotations
 
 import ast
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
 from lint_gpu_tests.fixplan.flow import THREAD_CALLS
 from lint_gpu_tests.fixplan.groups import identity_reason
 from lint_gpu_tests.fixplan.plan import BUNDLED_RUNNER_ONLY_PARAMETERS
+from lint_gpu_tests.ftypes import Blocked, FixProblem, Risky
 from lint_gpu_tests.mappings import RUNNER_ONLY_PARAMETERS
 from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import dotted_name, last_name, names_in
@@ -62,9 +64,9 @@ class SafetyChecks:
     module: ModuleAnalysis
 
     def escape(self, stmt: ast.stmt, names: set[str], tainted: set[str],
-               is_fixture: bool) -> str | None:
-        """Why using the engine in ``stmt`` makes the fix unsafe (``"none:..."`` when it
-        rules the fix out), or ``None``. ``names`` are the engine's own names, ``tainted``
+               is_fixture: bool) -> FixProblem | None:
+        """Why using the engine in ``stmt`` makes the fix unsafe (:class:`Risky`) or rules
+        it out (:class:`Blocked`), or ``None``. ``names`` are the engine's own names, ``tainted``
         every name that can reach it (:func:`value_flow`; stores into containers and
         attributes are judged there)."""
         if not tainted:
@@ -72,39 +74,39 @@ class SafetyChecks:
         for node in walk_breadth(stmt):
             if isinstance(node, ast.Return) and node.value is not None and not is_fixture:
                 if hands_out(node.value, tainted):
-                    return "none:the engine is returned to the caller, so it must outlive " \
-                           "this function"
+                    return Blocked("the engine is returned to the caller, so it must "
+                                   "outlive this function")
                 if names_in(node.value) & tainted:
-                    return "none:a value read from the engine is returned to the caller " \
-                           f"(line {node.lineno}) and may hold the engine after this " \
-                           "function ends"
+                    return Blocked("a value read from the engine is returned to the caller "
+                                   f"(line {node.lineno}) and may hold the engine after this "
+                                   "function ends")
             identity = identity_reason(node, names, "the engine")
             if isinstance(node, ast.Call):
                 callee = last_name(node.func)
                 args = [*node.args, *(k.value for k in node.keywords)]
                 if callee in THREAD_CALLS and any(names_in(a) & tainted for a in args):
-                    return "the engine is passed to a thread or process, which may use it " \
-                           "after the block"
+                    return Risky("the engine is passed to a thread or process, which may use "
+                                 "it after the block")
                 if identity is not None:
-                    return identity
+                    return Risky(identity)
                 plain = any(_is_plain(a, names) for a in node.args)
                 dotted = dotted_name(node.func) or ""
                 if plain and callee in WEAKREF_CALLS and dotted.startswith(("weakref.", callee)):
-                    return (f"`weakref.{callee}()` of the engine observes when it is freed, "
-                            "which the runner moves to the end of its block")
+                    return Risky(f"`weakref.{callee}()` of the engine observes when it is "
+                                 "freed, which the runner moves to the end of its block")
             hashed = _hash_reason(node, names, (ast.Store, ast.Del))
             if hashed is not None:
-                return f"none:{hashed}"
+                return Blocked(hashed)
             if isinstance(node, ast.Call):
                 passed = self.passed_problem(node, names)
                 if passed is not None:
-                    return passed
+                    return Risky(passed)
             if identity is not None:  # an identity comparison (`is`)
-                return identity
+                return Risky(identity)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 if names_in(node) & tainted:
-                    return "the engine is captured by a nested function that may run after " \
-                           "the block"
+                    return Risky("the engine is captured by a nested function that may run "
+                                 "after the block")
         return None
 
     def passed_problem(self, call: ast.Call, names: set[str]) -> str | None:
@@ -121,29 +123,29 @@ class SafetyChecks:
         Consumers in other modules (of a conftest.py fixture) are not followed."""
         return _consumer_problem(self.module, fixture, set())
 
-    def _argument_problem(self, call: ast.Call) -> str | None:
+    def _argument_problem(self, call: ast.Call) -> FixProblem | None:
         """Whether the call's arguments can be mapped onto the runner's (README, "Fix safety")."""
         config = self.module.config
         if any(isinstance(a, ast.Starred) and not _holds_one(a.value) for a in call.args):
-            return "none:`*` arguments may hold more than the model, and the runner takes " \
-                   "only the model by position"
+            return Blocked("`*` arguments may hold more than the model, and the runner "
+                           "takes only the model by position")
         rejected = RUNNER_ONLY_PARAMETERS if config.target == "vllm" \
             else BUNDLED_RUNNER_ONLY_PARAMETERS
         taken = next((k.arg for k in call.keywords if k.arg in rejected), None)
         if taken is not None:
-            return f"none:`LLM` does not take `{taken}=` (building it raises `TypeError`), " \
-                   "but the runner does and would build the engine"
+            return Blocked(f"`LLM` does not take `{taken}=` (building it raises "
+                           "`TypeError`), but the runner does and would build the engine")
         has_star = any(k.arg is None for k in call.keywords) or any(
             isinstance(a, ast.Starred) for a in call.args)
         if config.target == "vllm":
             if len(call.args) > 1:
-                return "none:positional engine arguments after the model do not map onto " \
-                       "vLLM's `VllmRunner`"
+                return Blocked("positional engine arguments after the model do not map onto "
+                               "vLLM's `VllmRunner`")
             if has_star:
-                return "`**kwargs` may already set a default the fix adds"
+                return Risky("`**kwargs` may already set a default the fix adds")
         elif len(call.args) > 1:
-            return "none:positional engine arguments after the model do not map onto the " \
-                   "runner's keyword arguments"
+            return Blocked("positional engine arguments after the model do not map onto the "
+                           "runner's keyword arguments")
         return None
 
 
@@ -154,7 +156,7 @@ def _holds_one(value: ast.expr) -> bool:
 
 
 def compilation_config_equivalent(value: ast.expr, module: ModuleAnalysis
-                                  ) -> tuple[str | None, str | None]:
+                                  ) -> tuple[str | None, FixProblem | None]:
     """What ``compilation_config=value`` must become for vLLM's ``VllmRunner`` (target
     ``vllm``), and why that is not safe when it is not.
 
@@ -169,8 +171,8 @@ def compilation_config_equivalent(value: ast.expr, module: ModuleAnalysis
 
     Returns:
         ``(replacement source or None to keep the value, None)`` when the meaning is kept;
-        ``(None, "none:<reason>")`` for a falsy value no runner argument can express (an
-        empty string or list); ``(replacement, <reason>)`` for a value only known at run
+        ``(None, Blocked(reason))`` for a falsy value no runner argument can express (an
+        empty string or list); ``(replacement, Risky(reason))`` for a value only known at run
         time: the replacement keeps the meaning of every ``None``, int and dict, the fix is
         unsafe for anything else that is falsy.
     """
@@ -183,8 +185,9 @@ def compilation_config_equivalent(value: ast.expr, module: ModuleAnalysis
             return (None, None) if constant else ("CompilationConfig(mode=0)", None)
         if constant:
             return None, None
-        return None, (f"none:`compilation_config={code}` is falsy: vLLM's `VllmRunner` "
-                      "would replace it by its own graph sizes, and no argument keeps it")
+        return None, Blocked(f"`compilation_config={code}` is falsy: vLLM's `VllmRunner` "
+                             "would replace it by its own graph sizes, and no argument keeps "
+                             "it")
     if isinstance(value, ast.Dict):
         if any(k is None for k in value.keys):
             return _runtime_compilation_config(value, code)
@@ -193,8 +196,9 @@ def compilation_config_equivalent(value: ast.expr, module: ModuleAnalysis
             isinstance(e, ast.Starred) for e in value.elts):
         if value.elts:
             return None, None
-        return None, (f"none:`compilation_config={code}` is falsy: vLLM's `VllmRunner` "
-                      "would replace it by its own graph sizes, and no argument keeps it")
+        return None, Blocked(f"`compilation_config={code}` is falsy: vLLM's `VllmRunner` "
+                             "would replace it by its own graph sizes, and no argument keeps "
+                             "it")
     qualified = module.qualified(value.func if isinstance(value, ast.Call) else value) or ""
     if isinstance(value, ast.Call):
         if qualified.startswith("vllm.") and qualified.endswith(".CompilationConfig"):
@@ -209,15 +213,16 @@ def compilation_config_equivalent(value: ast.expr, module: ModuleAnalysis
     return _runtime_compilation_config(value, code)
 
 
-def _runtime_compilation_config(value: ast.expr, code: str) -> tuple[str, str]:
+def _runtime_compilation_config(value: ast.expr, code: str) -> tuple[str, Risky]:
     reason = (f"`compilation_config={code}` is only known at run time and vLLM's "
               "`VllmRunner` replaces any falsy value by its own graph sizes: the rewrite "
               "keeps the meaning of None, ints and dicts, not of other falsy values")
     if isinstance(value, (ast.Name, ast.Attribute)):
         return (f"CompilationConfig(mode={code}) if isinstance({code}, int) and not {code} "
-                f"else {code} or CompilationConfig()"), reason
+                f"else {code} or CompilationConfig()"), Risky(reason)
     wrapped = code if isinstance(value, (ast.Call, ast.Subscript)) else f"({code})"
-    return f"{wrapped} or CompilationConfig()", reason + " (a falsy int turns compilation on)"
+    return (f"{wrapped} or CompilationConfig()",
+            Risky(reason + " (a falsy int turns compilation on)"))
 
 
 def _is_plain(node: ast.AST, names: set[str]) -> bool:
@@ -376,7 +381,7 @@ def _consumer_problem(module: ModuleAnalysis, fixture: FunctionInfo,
             continue
         where = f"`{consumer.name}`, which requests the fixture `{name}`"
         problem = _body_problem(module, consumer.node, {name}, where, set())
-        if problem is None and consumer.kind == "fixture" and any(
+        if problem is None and consumer.kind is FunctionKind.FIXTURE and any(
                 isinstance(n, (ast.Yield, ast.Return)) and n.value is not None
                 and _is_plain(n.value, {name}) for n in walk_breadth(consumer.node)):
             problem = _consumer_problem(module, consumer, seen | {name})

@@ -6,7 +6,7 @@ import ast
 import dataclasses
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis import FunctionKind, ModuleAnalysis
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.proxy import proxy_plan
@@ -99,7 +99,7 @@ def runner_cls(vllm_runner):
     def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
         planner = planner_for(module)
         for func in module.functions:
-            if func.kind != "fixture":
+            if func.kind is not FunctionKind.FIXTURE:
                 continue
             names = module.function_bindings(func)
             for node in module.nodes_of(func):

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import replace
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, is_isolated
+from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis, is_isolated
 from lint_gpu_tests.fixplan.blocks import statement_block
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
 from lint_gpu_tests.fixplan.cleanup import ends_engine
@@ -403,7 +403,7 @@ def _engine_used_later(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stm
     start: Position = (stmt.lineno, stmt.col_offset)
     end: Position = (stmt.end_lineno or stmt.lineno, stmt.end_col_offset or 0)
     nodes = module.nodes_of(func)
-    if func.kind == "fixture" and any(
+    if func.kind is FunctionKind.FIXTURE and any(
             isinstance(n, (ast.Yield, ast.YieldFrom)) and (n.lineno, n.col_offset) < start
             for n in nodes):
         return False

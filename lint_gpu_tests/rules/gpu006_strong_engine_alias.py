@@ -5,13 +5,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, RunnerCall
+from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis, RunnerCall
 from lint_gpu_tests.fixplan.flow import STORE_METHODS, value_flow
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.proxy import proxy_plan
 from lint_gpu_tests.fixplan.safety import WEAK_CALLABLES
-from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
+from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, Risky
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at
 from lint_gpu_tests.source import walk_breadth
@@ -82,7 +82,7 @@ def test_chat(vllm_runner):
             if not names.runners:
                 continue
             handed_out: set[str] = set()
-            if func.kind == "fixture":
+            if func.kind is FunctionKind.FIXTURE:
                 for node in module.nodes_of(func):
                     if isinstance(node, (ast.Yield, ast.Return)) and isinstance(
                         node.value, ast.Name
@@ -99,7 +99,7 @@ def test_chat(vllm_runner):
                 escape = flow.problem or flow.unfollowed_call(func.node.body)
                 for stmt in func.node.body:
                     escape = escape or planner.escape(stmt, set(bound), flow.tainted,
-                                                       func.kind == "fixture")
+                                                       func.kind is FunctionKind.FIXTURE)
                 runner = value.value.id if isinstance(value.value, ast.Name) else ""
                 block = _enclosing_with(module, value, runner)
                 if escape is None and block is not None and any(
@@ -107,18 +107,18 @@ def test_chat(vllm_runner):
                     and isinstance(n.ctx, ast.Load)
                     and id(n) not in block for n in module.nodes_of(func)
                 ):
-                    escape = f"`{bound[0]}` is used after the runner's block, where a proxy " \
-                             "is dead"
+                    escape = Risky(f"`{bound[0]}` is used after the runner's block, where a "
+                                   "proxy is dead")
                 if escape is None and holder is not None:
-                    escape = (f"`{bound[0]}` holds the engine in a container: code reading its "
-                              "elements gets a `weakref.proxy` (identity checks and hashing "
-                              "see the proxy, not the engine)")
+                    escape = Risky(f"`{bound[0]}` holds the engine in a container: code reading "
+                                   "its elements gets a `weakref.proxy` (identity checks and "
+                                   "hashing see the proxy, not the engine)")
                 plan = proxy_plan(module, value.lineno, yielded=False,
                                   expr=None if isinstance(module.parent(value), (
                                       ast.Assign, ast.AnnAssign)) else value)
                 fix = FixInfo(Applicability.SAFE, self.fix_title, "",
                               FixKind.PROXY_ENGINE_REFERENCE, plan) if escape is None else \
-                    FixInfo(Applicability.UNSAFE, self.fix_title, escape.removeprefix("none:"),
+                    FixInfo(Applicability.UNSAFE, self.fix_title, escape.reason,
                             FixKind.PROXY_ENGINE_REFERENCE, plan)
                 weak = _weakly_referenced(module, func.node, set(bound))
                 if weak is not None:

@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 
 from lint_gpu_tests import cli
 from lint_gpu_tests.codemods.driver import AppliedFix
-from lint_gpu_tests.codemods.wrap_engine_in_runner import WrapEngineInRunner
+from lint_gpu_tests.codemods.wrap_in_runner import WrapInRunner
 from lint_gpu_tests.ftypes import FixKind
 from lint_gpu_tests.rules.gpu004_manual_engine_cleanup import ManualEngineCleanup
 
@@ -51,14 +51,14 @@ def rule_raises(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def codemod_raises(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = WrapEngineInRunner.rewrite
+    real = WrapInRunner.rewrite
 
-    def rewrite(self: WrapEngineInRunner, tree: object, module: object, todo: object) -> object:
+    def rewrite(self: WrapInRunner, tree: object, module: object, todo: object) -> object:
         if os.path.basename(self.context.filename or "") == "test_boom.py":
             raise RuntimeError("injected")
         return real(self, tree, module, todo)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(WrapEngineInRunner, "rewrite", rewrite)
+    monkeypatch.setattr(WrapInRunner, "rewrite", rewrite)
 
 
 def _others_checked(project: Path, result: Result, fixed: bool) -> None:
@@ -100,7 +100,7 @@ def test_codemod_error_reported_file_left_as_it_was(project: Path) -> None:
     result = run("--fix", "tests")
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        "error: failed to fix tests/test_boom.py: GPU001 (WrapEngineInRunner): "
+        "error: failed to fix tests/test_boom.py: GPU001/GPU005 (WrapInRunner): "
         "RuntimeError: injected; pass discarded",
         HINT,
     ]
@@ -123,7 +123,7 @@ def test_codemod_error_traceback_with_verbose(project: Path) -> None:
     result = run("--fix", "--verbose", "tests")
     assert result.exit_code == 2
     assert result.stderr.startswith(
-        "error: failed to fix tests/test_boom.py: GPU001 (WrapEngineInRunner): "
+        "error: failed to fix tests/test_boom.py: GPU001/GPU005 (WrapInRunner): "
         "RuntimeError: injected; pass discarded\nTraceback (most recent call last):\n")
     assert 'raise RuntimeError("injected")' in result.stderr
 

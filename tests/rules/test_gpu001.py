@@ -44,7 +44,7 @@ def _fix_of(call: str, target: str = "bundled") -> tuple[str, str]:
     """(applicability, reason) of the GPU001 of ``llm = <call>`` in a test."""
     source = (f"from vllm import LLM\n\n\ndef test_x():\n    llm = {call}\n"
               "    assert llm.generate(['hi'])\n").encode()
-    (found,) = check_source(source, "tests/test_x.py", Config(target=target))
+    (found,) = check_source(source, "tests/test_x.py", own_rules(Config(target=target)))
     assert found.code == "GPU001" and found.fix is not None
     return found.fix.applicability.value, found.fix.reason
 

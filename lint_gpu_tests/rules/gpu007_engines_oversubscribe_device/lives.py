@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from lint_gpu_tests.analysis import (
     FunctionInfo,
+    FunctionKind,
     ModuleAnalysis,
     literal_value,
     local_names,
@@ -79,7 +80,7 @@ class EngineLives:
         self.constants = module_constants(module)
         self.default = module.config.engine_memory_share
         self.cache: dict[int, list[EngineLife]] = {}
-        self.fixtures = {f.name: f for f in module.functions if f.kind == "fixture"}
+        self.fixtures = {f.name: f for f in module.functions if f.kind is FunctionKind.FIXTURE}
         self.factories = self._factory_fixtures()
 
     def of(self, func: FunctionInfo, depth: int = 0) -> list[EngineLife]:
@@ -118,7 +119,7 @@ class EngineLives:
             out += self._lives(func, call.call, end, share, defaulted,
                                f"`{last_name(call.call.func)}(...)` line {call.call.lineno}",
                                locals_)
-        if func.kind in ("test", "fixture") and depth < 8:
+        if func.kind in (FunctionKind.TEST, FunctionKind.FIXTURE) and depth < 8:
             out += self._requested(func, depth)
         self.cache[key] = out
         return out
@@ -351,7 +352,8 @@ class EngineLives:
         out: dict[str, ast.Call] = {}
         for site in self.module.engines:
             inner = site.function
-            if inner is None or inner.parent is None or inner.parent.kind != "fixture":
+            if inner is None or inner.parent is None or \
+                    inner.parent.kind is not FunctionKind.FIXTURE:
                 continue
             fixture = inner.parent
             if any(isinstance(n, (ast.Yield, ast.Return)) and isinstance(n.value, ast.Name)
