@@ -11,10 +11,12 @@ directly. Everything a user can do from the command line can be done from here::
     # the violations in tests that leaked in a run (pytest --gpu-leak-report-file leaks.json)
     confirmed = [v for v in confirm_leaks(result.violations, load_leak_report("leaks.json"))
                  if v.confirmed]
+    # only what the baseline file does not hold (`baseline` in the config, or given here)
+    new = apply_run_baselines(result, ConfigResolver(overrides={"baseline": "b.json"})).reported
 
 This module is a facade: the run itself (discovery, the result cache, the prefilter, the
 worker pool, each file's check and fix) is :mod:`lint_gpu_tests.run`; fixes as edits and
-diffs are :mod:`lint_gpu_tests.edits`.
+diffs are :mod:`lint_gpu_tests.edits`; baselines are :mod:`lint_gpu_tests.baseline`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from lint_gpu_tests.baseline import (
+    BaselineEntry,
+    BaselineError,
+    BaselineOutcome,
+    BaselineUpdate,
+    apply_baselines,
+    baseline_lines,
+    read_baseline,
+    write_baseline,
+)
 from lint_gpu_tests.codes import PARSE_ERROR_CODE
 from lint_gpu_tests.config import Config, ConfigError, ConfigResolver, resolve_config
 from lint_gpu_tests.discovery import PathNotFoundError, Problem, discover_files
@@ -46,6 +58,10 @@ from lint_gpu_tests.run import (
 from lint_gpu_tests.source import InternalError
 
 __all__ = [
+    "BaselineEntry",
+    "BaselineError",
+    "BaselineOutcome",
+    "BaselineUpdate",
     "Config",
     "ConfigError",
     "ConfigResolver",
@@ -62,6 +78,9 @@ __all__ = [
     "RunResult",
     "Violation",
     "add_noqa_to_files",
+    "apply_baselines",
+    "apply_run_baselines",
+    "baseline_lines",
     "check_file",
     "check_module",
     "check_paths",
@@ -73,9 +92,11 @@ __all__ = [
     "fix_source",
     "load_leak_report",
     "may_hold_violation",
+    "read_baseline",
     "resolve_config",
     "stdin_edits",
     "unified_diff",
+    "write_baseline",
 ]
 
 
@@ -166,3 +187,34 @@ def add_noqa_to_files(result: RunResult) -> tuple[int, list[tuple[str, str]]]:
             continue
         added += count
     return added, errors
+
+
+def apply_run_baselines(result: RunResult, config: Config | ConfigResolver,
+                        update: BaselineUpdate = BaselineUpdate.NONE, *,
+                        violations: Sequence[Violation] | None = None,
+                        sources: dict[str, bytes] | None = None) -> BaselineOutcome:
+    """The violations of a run that no baseline holds (each file's :attr:`Config.baseline`),
+    and with ``update`` its baseline files rewritten (see
+    :func:`~lint_gpu_tests.baseline.apply_baselines`): the files checked without an error
+    are those whose entries can go stale, and a fixed file's fingerprints are taken from
+    its fixed text.
+
+    Args:
+        result: the run (:func:`check_paths`, after any fixing).
+        config: the run's settings.
+        update: :class:`BaselineUpdate` (``WRITE``: ``--update-baseline``; ``RATCHET``:
+            ``--ratchet``).
+        violations: the violations to filter (default: ``result.violations``).
+        sources: path -> the text its violations refer to where that is not on disk (a
+            buffer read from stdin).
+
+    Raises:
+        BaselineError: as :func:`~lint_gpu_tests.baseline.apply_baselines`.
+        OSError: when an update cannot write a baseline file.
+    """
+    texts = {file.path: file.new_source for file in result.files
+             if file.new_source is not None}
+    texts.update(sources or {})
+    checked = [file.path for file in result.files if file.error is None]
+    return apply_baselines(result.violations if violations is None else violations, checked,
+                           ConfigResolver.of(config), update, sources=texts)

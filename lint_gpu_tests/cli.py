@@ -37,6 +37,7 @@ from lint_gpu_tests.output import (
 )
 
 if TYPE_CHECKING:
+    from lint_gpu_tests.baseline import BaselineUpdate
     from lint_gpu_tests.ftypes import FileResult, Violation
     from lint_gpu_tests.leaks import LeakReport
     from lint_gpu_tests.run import RunOptions, RunResult
@@ -110,6 +111,8 @@ class _Report:
     quiet: bool = False
     leaks: LeakReport | None = None
     select_confirmed: bool = False
+    baseline: BaselineUpdate | None = None
+    """How the run updates its baselines (``None``: it only reads them)."""
 
     def confirm(self, violations: list[Violation], sources: dict[str, bytes] | None = None
                 ) -> tuple[list[Violation], int]:
@@ -124,6 +127,24 @@ class _Report:
             return marked, 0
         kept = [v for v in marked if v.confirmed]
         return kept, len(marked) - len(kept)
+
+    def baselined(self, result: RunResult, config: ConfigResolver, violations: list[Violation],
+                  sources: dict[str, bytes] | None = None) -> tuple[list[Violation], list[str]]:
+        """The violations no baseline holds, and the lines (for stderr) on the baselines."""
+        from lint_gpu_tests.api import (
+            BaselineError,
+            BaselineUpdate,
+            apply_run_baselines,
+            baseline_lines,
+        )
+
+        update = self.baseline or BaselineUpdate.NONE
+        try:
+            outcome = apply_run_baselines(result, config, update, violations=violations,
+                                          sources=sources)
+        except (BaselineError, OSError) as exc:
+            fail(str(exc))
+        return outcome.reported, [] if self.quiet else baseline_lines(outcome, update)
 
     def leak_lines(self, shown: list[Violation], left_out: int, checked: list[str]
                    ) -> list[str]:
@@ -242,6 +263,14 @@ def cli() -> None:
 @click.option("--select-confirmed", is_flag=True,
               help="With --leak-report: report only the confirmed violations (with --fix or "
                    "--diff: fix only the files that hold one).")
+@click.option("--baseline", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Report only the violations not recorded in this baseline file (instead "
+                   "of the config's `baseline`).")
+@click.option("--update-baseline", is_flag=True,
+              help="Write the baseline: record the violations left, drop what no longer occurs.")
+@click.option("--ratchet", is_flag=True,
+              help="Update the baseline only by dropping what no longer occurs; new violations "
+                   "are reported, not recorded.")
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of internal errors.")
 def check_command(
     paths: tuple[str, ...],
@@ -273,11 +302,14 @@ def check_command(
     show_settings: bool,
     leak_report: str | None,
     select_confirmed: bool,
+    baseline: str | None,
+    update_baseline: bool,
+    ratchet: bool,
     verbose: bool,
 ) -> None:
     """Check PATHS (default: the current directory; - reads standard input) for
     hand-managed engines."""
-    from lint_gpu_tests.api import RunOptions
+    from lint_gpu_tests.api import BaselineUpdate, RunOptions
 
     if "-" in paths:  # ruff's convention: `-` is standard input
         paths = tuple(p for p in paths if p != "-")
@@ -289,6 +321,10 @@ def check_command(
         fail("--select-confirmed needs --leak-report PATH")
     if select_confirmed and add_noqa:
         fail("--select-confirmed cannot be combined with --add-noqa")
+    if (update_baseline or ratchet) and (diff or add_noqa or select_confirmed
+                                         or stdin_filename is not None):
+        fail("--update-baseline and --ratchet cannot be combined with --diff, --add-noqa, "
+             "--select-confirmed or --stdin-filename")
     leaks = None
     if leak_report is not None and not (show_files or show_settings or add_noqa):
         from lint_gpu_tests.leaks import LeakReportError, load_leak_report
@@ -309,6 +345,8 @@ def check_command(
         overrides["target"] = target
     if fix_strategy is not None:
         overrides["fix_strategy"] = fix_strategy
+    if baseline is not None:
+        overrides["baseline"] = os.path.abspath(baseline)
     try:  # what only fixes use is looked up where a run fixes (run_paths, _run_stdin)
         config = ConfigResolver(config_file, overrides, fix_settings=show_settings)
     except ConfigError as exc:
@@ -316,7 +354,9 @@ def check_command(
     report = _Report(OutputFormat(output_format), show_fixes=show_fixes,
                      statistics=statistics, exit_zero=exit_zero,
                      exit_non_zero_on_fix=exit_non_zero_on_fix, quiet=quiet, leaks=leaks,
-                     select_confirmed=select_confirmed)
+                     select_confirmed=select_confirmed,
+                     baseline=BaselineUpdate.RATCHET if ratchet else
+                     BaselineUpdate.WRITE if update_baseline else None)
     # `--fix --diff` is `--diff`: nothing is written.
     options = RunOptions(fix=fix and not diff, unsafe_fixes=unsafe_fixes, diff=diff, jobs=jobs,
                          cache=not no_cache, cache_dir=cache_dir, force_exclude=force_exclude,
@@ -403,7 +443,7 @@ def _show(paths: list[str], config: ConfigResolver, options: RunOptions, *, file
 def _run_stdin(filename: str, config: ConfigResolver, run: RunOptions, report: _Report
                ) -> int:
     """``--stdin-filename``: check (or fix, printing the fixed source) the source on stdin."""
-    from lint_gpu_tests.api import check_stdin, stdin_edits, unified_diff
+    from lint_gpu_tests.api import RunResult, check_stdin, stdin_edits, unified_diff
     from lint_gpu_tests.discovery import is_excluded
 
     fix, diff, unsafe_fixes, fmt = run.fix, run.diff, run.unsafe_fixes, report.fmt
@@ -424,15 +464,16 @@ def _run_stdin(filename: str, config: ConfigResolver, run: RunOptions, report: _
              else {})
     options = RenderOptions(unsafe_fixes=unsafe_fixes, color=False, cwd=os.getcwd(),
                             edits=edits, leak_report=report.leaks is not None)
-    remaining, left_out = report.confirm(
-        result.violations, {filename: result.new_source if result.new_source is not None
-                            else source})
+    text_of = {filename: result.new_source if result.new_source is not None else source}
+    remaining, left_out = report.confirm(result.violations, text_of)
     if diff:
         if result.new_source is not None:
             click.echo(unified_diff(filename, source, result.new_source), nl=False)
         if result.error is not None:
             return 2
         return 1 if result.new_source is not None and not report.exit_zero else 0
+    remaining, baseline_notes = report.baselined(RunResult(files=[result]), config, remaining,
+                                                 text_of)
     report_to_stderr = fix
     if fix:
         stdout = sys.stdout.buffer
@@ -447,6 +488,8 @@ def _run_stdin(filename: str, config: ConfigResolver, run: RunOptions, report: _
             click.echo(line, err=report_to_stderr)
         for line in report.leak_lines(remaining, left_out, [filename]):
             click.echo(line, err=report_to_stderr)
+    for line in baseline_notes:
+        click.echo(line, err=True)
     if result.error is not None:
         return 2
     return 1 if remaining and not report.exit_zero else 0
@@ -533,6 +576,8 @@ def _run_check(paths: list[str], config: ConfigResolver, run: RunOptions, report
     options = RenderOptions(unsafe_fixes=unsafe_fixes, color=color, cwd=os.getcwd(),
                             edits=result.edits, leak_report=report.leaks is not None)
     remaining, left_out = report.confirm(result.violations)
+    remaining, baseline_notes = report.baselined(result, config, remaining) if not run.diff \
+        else (remaining, [])
     leak_lines = report.leak_lines(remaining, left_out, [file.path for file in result.files]) \
         if fmt.is_text and not quiet else []
     fatal = result.has_fatal_problem
@@ -577,6 +622,8 @@ def _run_check(paths: list[str], config: ConfigResolver, run: RunOptions, report
                     click.echo(line, color=color)
                 for line in leak_lines:
                     click.echo(line, color=color)
+    for line in baseline_notes:
+        click.echo(line, err=True)
     if fatal:
         return 2
     if report.exit_zero:
