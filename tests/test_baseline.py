@@ -126,6 +126,23 @@ def test_render_sorts_by_path_code_statement_and_occurrence_as_a_number() -> Non
 # --------------------------------------------------------------------------- matching
 
 
+def test_one_fingerprint_function_for_sarif_and_baselines() -> None:
+    from collections import Counter
+
+    from lint_gpu_tests.ftypes import Location, Violation
+    from lint_gpu_tests.output import fingerprint
+
+    lines = TEST.splitlines()
+    v = Violation("GPU001", "engine-outside-runner", "m", "t.py", Location(5, 11),
+                  Location(7, 6))
+    seen: Counter[str] = Counter()
+    line = digest("GPU001", "k", "llm=LLM(")  # SARIF: the reported line only
+    assert [fingerprint(v, "k", lines, seen), fingerprint(v, "k", lines, seen)] == [
+        f"{line}:1", f"{line}:2"]
+    assert fingerprint(v, "k", lines, Counter(), every_line=True) == \
+        f"{digest('GPU001', 'k', STATEMENT)}:1"
+
+
 def test_moved_lines_and_unrelated_edits_stay_baselined(project: Path) -> None:
     recorded(project)
     (project / "tests" / "test_a.py").write_text(
