@@ -302,8 +302,8 @@ def apply_baselines(violations: Sequence[Violation], checked: Sequence[str],
     governed: dict[str, list[str]] = {}
     for path in dict.fromkeys([*checked, *(v.path for v in violations)]):
         chosen = config.for_file(os.path.join(base, path)).baseline
-        if chosen:
-            governed.setdefault(chosen, []).append(path)
+        if chosen:  # a library caller's relative path is relative to ``cwd``
+            governed.setdefault(os.path.normpath(os.path.join(base, chosen)), []).append(path)
     if not governed:
         if update is not BaselineUpdate.NONE and checked:
             raise BaselineError("no baseline file is named for the checked files "

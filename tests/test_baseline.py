@@ -179,7 +179,7 @@ def test_a_duplicate_statements_second_occurrence_is_reported(project: Path) -> 
 def test_library_outcome(project: Path) -> None:
     recorded(project)
     (project / "tests" / "test_a.py").write_text(TEST + SECOND)
-    resolver = ConfigResolver(overrides={"baseline": str(project / "gpu-baseline.json")})
+    resolver = ConfigResolver(overrides={"baseline": "gpu-baseline.json"})  # from the cwd
     result = check_paths(["tests"], resolver, cache=False)
     outcome = apply_run_baselines(result, resolver)
     assert [(v.code, v.location.row) for v in outcome.reported] == [("GPU001", 12)]
