@@ -340,13 +340,14 @@ def _apply_one(path: str, violations: list[Violation], checked: list[str],
     if update is BaselineUpdate.NONE:
         outcome.size = len(entries)
         return outcome
+    # A recorded violation is written as found now (its `statement` as the file has it).
     kept = entries - set(outcome.stale) - current
     if update is BaselineUpdate.WRITE:
         outcome.added = sorted(current - entries, key=BaselineEntry.sort_key)
         result = kept | current
     else:
         outcome.refused = [v for v, e in pairs if e not in entries]
-        result = kept | (current & entries)
+        result = kept | {entry for entry in current if entry in entries}
     outcome.written = write_baseline(path, result)
     outcome.size = len(result)
     return outcome

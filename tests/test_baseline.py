@@ -153,6 +153,20 @@ def test_moved_lines_and_unrelated_edits_stay_baselined(project: Path) -> None:
     assert result.stderr == "1 violation in the baseline gpu-baseline.json, not reported.\n"
 
 
+def test_whitespace_in_the_statement_keeps_it_and_an_update_writes_it_as_it_is(
+        project: Path) -> None:
+    recorded(project)
+    (project / "tests" / "test_a.py").write_text(
+        TEST.replace("llm = LLM(\n        model=", "llm=LLM(  model="))
+    result = run("--baseline", "gpu-baseline.json", "--ratchet", "tests")
+    assert (result.exit_code, result.stdout) == (0, "All checks passed!\n")
+    assert result.stderr.splitlines() == [
+        "1 violation in the baseline gpu-baseline.json, not reported.",
+        "Wrote gpu-baseline.json (1 entry)."]
+    assert (project / "gpu-baseline.json").read_text() == baseline_text(
+        {**ENTRY_A, "statement": 'llm=LLM(  model="m",'})
+
+
 def test_a_changed_statement_is_reported(project: Path) -> None:
     recorded(project)
     # the second line of the statement changes: the entry is stale, the violation new
