@@ -42,7 +42,6 @@ from lint_gpu_tests.syntax import (
     last_name,
     lines_naming,
     spans_a_line,
-    walk_function,
 )
 
 T = TypeVar("T")
@@ -67,6 +66,10 @@ CLEANUP_FUNCTIONS = frozenset(
 #: when imported from a ``conftest`` or ``utils`` module.
 LEGACY_VLLM_CLEANUP = "cleanup"
 
+#: What :meth:`ModuleAnalysis.nodes_of` does not descend into (lambdas are walked: they run
+#: in the function's scope of references).
+NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
 TEST_FILE_PREFIX = "test_"
 TEST_FILE_SUFFIX = "_test.py"
 
@@ -82,12 +85,18 @@ OWN_RUNNER_FIXTURE = "own-runner-fixture:"
 RUNNER_CLASS = "runner-class:"
 
 
-def is_test_module_path(path: str, config: Config) -> bool:
-    """True when ``path`` names a test module by its file name or lies under a test root."""
+def is_test_module(path: str) -> bool:
+    """True when ``path``'s file name is one pytest collects by default (``test_*.py``,
+    ``*_test.py``): the one definition of a test module by its name."""
     base = os.path.basename(path)
-    if base == "conftest.py" or base.endswith(TEST_FILE_SUFFIX):
-        return True
-    if base.startswith(TEST_FILE_PREFIX) and base.endswith(".py"):
+    return base.endswith(TEST_FILE_SUFFIX) or (
+        base.startswith(TEST_FILE_PREFIX) and base.endswith(".py"))
+
+
+def is_test_module_path(path: str, config: Config) -> bool:
+    """True when ``path`` is a test module (:func:`is_test_module`), a ``conftest.py``, or
+    lies under a test root: the modules the rules look at."""
+    if os.path.basename(path) == "conftest.py" or is_test_module(path):
         return True
     if config.test_roots:
         full = os.path.abspath(path)
@@ -383,8 +392,7 @@ class ModuleAnalysis:
                                   frozenset(self.config.process_launchers))
         if not targets:
             return
-        base = os.path.basename(self.path)
-        collected = base.endswith(TEST_FILE_SUFFIX) or base.startswith(TEST_FILE_PREFIX)
+        collected = is_test_module(self.path)
         for info in self.functions:
             if info.name in targets and not (info.kind == "test" and collected):
                 info.isolated = True
@@ -546,6 +554,12 @@ class ModuleAnalysis:
                                         if site.function is not None}
                 self._busy_functions |= {id(call.function.node) for call in self.runner_calls
                                          if call.function is not None}
+                factories = self.engine_factories
+                if factories:
+                    self._busy_functions |= {
+                        id(f.node) for f in self.functions
+                        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                               and n.func.id in factories for n in self.nodes_of(f))}
             if key not in self._busy_functions:
                 return _EMPTY_BINDINGS
             cached = Bindings.collect(self, func)
@@ -558,7 +572,7 @@ class ModuleAnalysis:
         key = id(func.node)
         nodes = self._nodes_cache.get(key)
         if nodes is None:
-            nodes = self._nodes_cache[key] = list(walk_function(func.node))
+            nodes = self._nodes_cache[key] = walk_nodes(func.node.body, NESTED_SCOPES)
         return nodes
 
     def bound_names(self, func: FunctionInfo) -> frozenset[str]:
@@ -573,11 +587,33 @@ class ModuleAnalysis:
             names = self._bound_cache[key] = frozenset(stored | set(func.params))
         return names
 
+    @property
+    def engine_factories(self) -> dict[str, int]:
+        """The module-level helper functions that build an engine and return it, by name, with
+        the line of their ``def``: ``return LLM(...)``, or ``llm = LLM(...)`` ... ``return
+        llm`` (computed once). A function that calls one owns the engine it gets back."""
+        if self._factories is None:
+            self._factories = {}
+            for func in self.functions:
+                if func.kind != "helper" or func.parent is not None or \
+                        func.owner_class is not None or func.isolated:
+                    continue
+                built = {t.id for n in self.nodes_of(func) if isinstance(n, ast.Assign)
+                         and self.builds_engine(n.value)
+                         for t in n.targets if isinstance(t, ast.Name)}
+                if any(isinstance(n, ast.Return) and n.value is not None and (
+                        self.builds_engine(n.value) or (isinstance(n.value, ast.Name)
+                                                        and n.value.id in built))
+                       for n in self.nodes_of(func)):
+                    self._factories[func.name] = func.node.lineno
+        return self._factories
+
     def owns_engine(self, func: FunctionInfo) -> bool:
-        """True when ``func`` builds an engine, holds a runner, or receives an engine or
-        runner fixture, from this module or a conftest (GPU004)."""
+        """True when ``func`` builds an engine, holds a runner, gets an engine from a factory
+        helper of the module (:attr:`engine_factories`), or receives an engine or runner
+        fixture, from this module or a conftest (GPU004)."""
         names = self.function_bindings(func)
-        if names.engines or names.runners or names.built_engine:
+        if names.engines or names.runners or names.built_engine or names.received:
             return True
         if self.config.runner_fixture in func.params:
             return True
@@ -613,6 +649,7 @@ class ModuleAnalysis:
     #: ids of the statements in the module's own scope (not inside a def or class).
     _top_ids: set[int] | None = None
     _busy_functions: set[int] | None = None
+    _factories: dict[str, int] | None = None
     _indexed: set[int] = field(default_factory=set)
     _fully_indexed: bool = False
     _top: TopLevel | None = None
@@ -654,12 +691,16 @@ class Bindings:
         runners: names bound to a runner (``with vllm_runner(...) as r``, ``r = VllmRunner(...)``).
         strong_aliases: names bound to ``runner.llm`` without ``weakref.proxy``.
         built_engine: the function constructs an engine somewhere (bound or not).
+        received: names assigned an engine that a factory helper of the module builds and
+            returns (``llm = setup_engine(...)``: :attr:`ModuleAnalysis.engine_factories`),
+            or aliases of one; the function owns that engine, but it does not build it.
     """
 
     engines: set[str] = field(default_factory=set)
     runners: set[str] = field(default_factory=set)
     strong_aliases: set[str] = field(default_factory=set)
     built_engine: bool = False
+    received: set[str] = field(default_factory=set)
 
     @classmethod
     def collect(cls, module: ModuleAnalysis, func: FunctionInfo) -> Bindings:
@@ -691,6 +732,9 @@ class Bindings:
                 value = node.value
                 if module.builds_engine(value):
                     out.engines.update(names)
+                elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+                        value.func.id in module.engine_factories:
+                    out.received.update(names)
                 elif module.is_runner_call(value) or _enter_context_arg(module, value):
                     out.runners.update(names)
                 elif isinstance(value, ast.Attribute) and (
@@ -704,6 +748,8 @@ class Bindings:
                         out.engines.update(names)
                     elif value.id in out.strong_aliases:
                         out.strong_aliases.update(names)
+                    elif value.id in out.received:
+                        out.received.update(names)
         return out
 
 
@@ -979,7 +1025,7 @@ def module_constants(module: ModuleAnalysis) -> dict[str, object]:
             targets, value = list(stmt.targets), stmt.value
         elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
             targets, value = [stmt.target], stmt.value
-        for name in walk_nodes(targets):
+        for name in (n for target in targets for n in walk_breadth(target)):
             if isinstance(name, ast.Name):
                 counts[name.id] = counts.get(name.id, 0) + 1
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and len(targets) == 1 and \

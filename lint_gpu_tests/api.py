@@ -32,6 +32,7 @@ from lint_gpu_tests.baseline import (
     BaselineOutcome,
     BaselineUpdate,
     apply_baselines,
+    apply_run_baselines,
     baseline_lines,
     read_baseline,
     write_baseline,
@@ -54,6 +55,7 @@ from lint_gpu_tests.run import (
     fix_source,
     may_hold_violation,
     run_paths,
+    run_source,
 )
 from lint_gpu_tests.source import InternalError
 
@@ -81,6 +83,8 @@ __all__ = [
     "apply_baselines",
     "apply_run_baselines",
     "baseline_lines",
+    "check_buffer",
+    "check_confirmed",
     "check_file",
     "check_module",
     "check_paths",
@@ -88,6 +92,7 @@ __all__ = [
     "check_stdin",
     "confirm_leaks",
     "discover_files",
+    "file_notes",
     "fix_edits",
     "fix_source",
     "load_leak_report",
@@ -130,6 +135,48 @@ def check_paths(paths: Sequence[str], config: Config | ConfigResolver,
     return run_paths(paths, ConfigResolver.of(config), chosen, progress)
 
 
+def check_buffer(source: bytes, path: str, config: Config | ConfigResolver,
+                 options: RunOptions | None = None) -> RunResult:
+    """:func:`check_paths` for one buffer that is not on disk (``--stdin-filename``):
+    ``source`` checked as the file at ``path``; with ``options.fix`` the fixed bytes are
+    the file's ``new_source`` and nothing is written.
+
+    Returns:
+        A :class:`RunResult` of that one file (of none when ``options.force_exclude`` and
+        the excludes leave it out).
+
+    Raises:
+        ConfigError: when the config file that governs ``path`` is invalid.
+    """
+    return run_source(source, path, ConfigResolver.of(config),
+                      options if options is not None else RunOptions())
+
+
+def check_confirmed(paths: Sequence[str], config: Config | ConfigResolver,
+                    options: RunOptions, leaks: LeakReport, *,
+                    progress: Progress | None = None) -> RunResult:
+    """``--select-confirmed`` with ``fix`` or ``diff``: check ``paths``, then fix (or
+    diff) only the files that hold a violation ``leaks`` confirms (every fix of those
+    files). Arguments and errors as :func:`check_paths`.
+
+    Returns:
+        The :class:`RunResult` of the files fixed, with the problems of the whole check
+        (and, when no file holds a confirmed violation, the files that failed).
+    """
+    import os
+
+    checked = check_paths(paths, config, replace(options, fix=False, diff=False, edits=False),
+                          progress=progress)
+    marked = confirm_leaks(checked.violations, leaks, cwd=os.getcwd())
+    files = sorted({v.path for v in marked if v.confirmed})
+    if not files:
+        return RunResult(problems=checked.problems,
+                         files=[file for file in checked.files if file.error is not None])
+    fixed = check_paths(files, config, replace(options, force_exclude=False))
+    fixed.problems[:0] = checked.problems
+    return fixed
+
+
 def check_file(path: str, config: Config, *, fix: bool = False, unsafe_fixes: bool = False
                ) -> FileResult:
     """Check (and with ``fix``, fix in place) one file, without the cache.
@@ -160,6 +207,34 @@ def stdin_edits(source: bytes, result: FileResult, config: Config, *,
     return edits_of(result, config, unsafe_fixes, source)
 
 
+def file_notes(files: Sequence[str], config: ConfigResolver) -> list[tuple[str, str]]:
+    """``--show-files``: each of ``files`` with what a check would make of it: ``""`` (it is
+    analysed), or why not (`` (cannot read: why)``, `` (not analysed: ...)`` when the
+    prefilter settles it unparsed, `` (not a test module: ...)``, `` (does not parse:
+    GPU900)``)."""
+    from lint_gpu_tests.conftest_index import ConftestIndex
+    from lint_gpu_tests.engine import in_scope
+
+    memo: dict[tuple[str, int], frozenset[str]] = {}
+    conftests = ConftestIndex()
+    notes: list[tuple[str, str]] = []
+    for path in files:
+        settings = config.for_file(path)
+        try:
+            source = Path(path).read_bytes()
+        except OSError as exc:
+            notes.append((path, f" (cannot read: {exc.strerror or exc})"))
+            continue
+        if not may_hold_violation(source, path, settings, memo, conftests):
+            # As a check run does: such a file is not even parsed.
+            notes.append((path, " (not analysed: names nothing the rules look for)"))
+            continue
+        notes.append((path, {True: "", False: " (not a test module: no rule applies)",
+                             None: " (does not parse: GPU900)"}[in_scope(source, path,
+                                                                         settings)]))
+    return notes
+
+
 def add_noqa_to_files(result: RunResult) -> tuple[int, list[tuple[str, str]]]:
     """Add ``# noqa: CODES`` for every violation in ``result`` to its file, in place
     (``--add-noqa``; see :func:`~lint_gpu_tests.engine.add_noqa`).
@@ -187,34 +262,3 @@ def add_noqa_to_files(result: RunResult) -> tuple[int, list[tuple[str, str]]]:
             continue
         added += count
     return added, errors
-
-
-def apply_run_baselines(result: RunResult, config: Config | ConfigResolver,
-                        update: BaselineUpdate = BaselineUpdate.NONE, *,
-                        violations: Sequence[Violation] | None = None,
-                        sources: dict[str, bytes] | None = None) -> BaselineOutcome:
-    """The violations of a run that no baseline holds (each file's :attr:`Config.baseline`),
-    and with ``update`` its baseline files rewritten (see
-    :func:`~lint_gpu_tests.baseline.apply_baselines`): the files checked without an error
-    are those whose entries can go stale, and a fixed file's fingerprints are taken from
-    its fixed text.
-
-    Args:
-        result: the run (:func:`check_paths`, after any fixing).
-        config: the run's settings.
-        update: :class:`BaselineUpdate` (``WRITE``: ``--update-baseline``; ``RATCHET``:
-            ``--ratchet``).
-        violations: the violations to filter (default: ``result.violations``).
-        sources: path -> the text its violations refer to where that is not on disk (a
-            buffer read from stdin).
-
-    Raises:
-        BaselineError: as :func:`~lint_gpu_tests.baseline.apply_baselines`.
-        OSError: when an update cannot write a baseline file.
-    """
-    texts = {file.path: file.new_source for file in result.files
-             if file.new_source is not None}
-    texts.update(sources or {})
-    checked = [file.path for file in result.files if file.error is None]
-    return apply_baselines(result.violations if violations is None else violations, checked,
-                           ConfigResolver.of(config), update, sources=texts)

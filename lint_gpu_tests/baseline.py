@@ -37,9 +37,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from lint_gpu_tests.config import ConfigResolver
+from lint_gpu_tests.config import Config, ConfigResolver
 from lint_gpu_tests.ftypes import Violation
 from lint_gpu_tests.output import fingerprint, source_lines
+from lint_gpu_tests.run import RunResult
 
 FORMAT_KEY = "gpu-test-lint-baseline"
 """The key whose value is the version of a baseline file's format."""
@@ -48,8 +49,8 @@ _ENTRY_KEYS = ("path", "code", "fingerprint", "statement")
 
 
 class BaselineError(Exception):
-    """A baseline file is missing (where it must exist), unreadable or malformed, or an
-    update names none."""
+    """A baseline file is missing (where it must exist), unreadable, malformed or cannot be
+    written, or an update names none."""
 
 
 class BaselineUpdate(enum.Enum):
@@ -294,9 +295,9 @@ def apply_baselines(violations: Sequence[Violation], checked: Sequence[str],
         reported and ``files`` is empty.
 
     Raises:
-        BaselineError: a baseline file is missing (unless ``WRITE`` creates it), unreadable
-            or malformed; or an update was asked for and no checked file has a baseline.
-        OSError: when an update cannot write a baseline file.
+        BaselineError: a baseline file is missing (unless ``WRITE`` creates it), unreadable,
+            malformed or cannot be written; or an update was asked for and no checked file
+            has a baseline.
     """
     base = os.path.abspath(cwd or os.getcwd())
     governed: dict[str, list[str]] = {}
@@ -321,6 +322,35 @@ def apply_baselines(violations: Sequence[Violation], checked: Sequence[str],
             held.update(v for v in violations if v.path in members)
         files.append(outcome)
     return BaselineOutcome([v for v in violations if v not in held], files)
+
+
+def apply_run_baselines(result: RunResult, config: Config | ConfigResolver,
+                        update: BaselineUpdate = BaselineUpdate.NONE, *,
+                        violations: Sequence[Violation] | None = None,
+                        sources: Mapping[str, bytes] | None = None,
+                        cwd: str | None = None) -> BaselineOutcome:
+    """:func:`apply_baselines` for a run: the files checked without an error are those whose
+    entries can go stale, and a fixed file's fingerprints are taken from its fixed text.
+
+    Args:
+        result: the run (:func:`lint_gpu_tests.api.check_paths`, after any fixing).
+        config: the run's settings.
+        update: :class:`BaselineUpdate` (``WRITE``: ``--update-baseline``; ``RATCHET``:
+            ``--ratchet``).
+        violations: the violations to filter (default: ``result.violations``).
+        sources: path -> the text its violations refer to where that is not on disk (a
+            buffer read from stdin).
+        cwd: the directory the run's paths are relative to (default: the working directory).
+
+    Raises:
+        BaselineError: as :func:`apply_baselines`.
+    """
+    texts = {file.path: file.new_source for file in result.files
+             if file.new_source is not None}
+    texts.update(sources or {})
+    checked = [file.path for file in result.files if file.error is None]
+    return apply_baselines(result.violations if violations is None else violations, checked,
+                           ConfigResolver.of(config), update, cwd=cwd, sources=texts)
 
 
 def _apply_one(path: str, violations: list[Violation], checked: list[str],
@@ -348,7 +378,10 @@ def _apply_one(path: str, violations: list[Violation], checked: list[str],
     else:
         outcome.refused = [v for v, e in pairs if e not in entries]
         result = kept | {entry for entry in current if entry in entries}
-    outcome.written = write_baseline(path, result)
+    try:
+        outcome.written = write_baseline(path, result)
+    except OSError as exc:
+        raise BaselineError(f"cannot write the baseline file {path}: {exc}") from exc
     outcome.size = len(result)
     return outcome
 

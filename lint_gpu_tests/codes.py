@@ -2,10 +2,11 @@
 package).
 
 Configuration validates ``select``/``ignore`` against these without importing the rules: a
-rule's code and name come from its module's file name, ``rules/gpuNNN_kebab_name.py``
-(``GPUNNN``, ``kebab-name``); ``tests/test_layers.py`` checks that :data:`RULE_CODES` matches
-the rule registry (:data:`lint_gpu_tests.rules.ALL_RULES`), and
-:func:`lint_gpu_tests.rules.register` adds the code of a rule from outside the package.
+rule's code and name come from its module's file name, ``rules/gpuNNN_kebab_name.py``, or
+its package's folder name, ``rules/gpuNNN_kebab_name/`` (``GPUNNN``, ``kebab-name``);
+``tests/test_layers.py`` checks that :data:`RULE_CODES` matches the rule registry
+(:data:`lint_gpu_tests.rules.ALL_RULES`), and :func:`lint_gpu_tests.rules.register` adds
+the code of a rule from outside the package.
 """
 
 from __future__ import annotations
@@ -13,17 +14,20 @@ from __future__ import annotations
 import os
 import re
 
-#: A rule module's file name: ``gpu001_engine_outside_runner.py``.
-RULE_MODULE = re.compile(r"gpu(?P<number>\d{3})_(?P<name>[a-z0-9_]+)\.py")
+#: A rule module's file name: ``gpu001_engine_outside_runner.py``, or a rule package's
+#: folder name: ``gpu007_engines_oversubscribe_device`` (its ``__init__.py`` holds the rule).
+RULE_MODULE = re.compile(r"gpu(?P<number>\d{3})_(?P<name>[a-z0-9_]+)(?P<suffix>\.py)?")
 
 
 def rule_modules() -> dict[str, str]:
-    """Rule code -> the name of its module in ``lint_gpu_tests/rules/``, in code order."""
+    """Rule code -> the name of its module (or package) in ``lint_gpu_tests/rules/``, in code
+    order."""
     folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules")
     found = {}
     for entry in os.listdir(folder):
         match = RULE_MODULE.fullmatch(entry)
-        if match is not None:
+        if match is not None and (match.group("suffix") or os.path.isfile(
+                os.path.join(folder, entry, "__init__.py"))):
             found[f"GPU{match.group('number')}"] = entry.removesuffix(".py")
     return dict(sorted(found.items()))
 

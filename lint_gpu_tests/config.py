@@ -239,6 +239,31 @@ def selector_problem(selector: str) -> str | None:
     return f"`{selector}` is not a rule code or prefix{hint}"
 
 
+def command_line_overrides(selections: Mapping[str, Sequence[str]],
+                           patterns: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """The overrides of a :class:`ConfigResolver` from command-line options given as
+    comma-separated lists (each option may repeat): ``selections`` by setting name
+    (``select``: codes or prefixes, upper-cased, ``ALL`` as ``GPU``), ``patterns``
+    (``exclude``: gitignore-style patterns). Options not given (empty) are left out.
+
+    Raises:
+        ConfigError: ``invalid value for `--select`: ...`` when a selector selects nothing.
+    """
+    out: dict[str, tuple[str, ...]] = {}
+    for key, values in selections.items():
+        codes = [item.strip().upper() for value in values for item in value.split(",")]
+        for code in filter(None, codes):
+            problem = selector_problem(code)
+            if problem is not None:
+                raise ConfigError(f"invalid value for `--{key.replace('_', '-')}`: {problem}")
+        if values:
+            out[key] = tuple("GPU" if c == "ALL" else c for c in codes if c)
+    for key, values in patterns.items():
+        if values:
+            out[key] = tuple(p.strip() for v in values for p in v.split(",") if p.strip())
+    return out
+
+
 def _selectors(key: str, value: object, source: str) -> tuple[str, ...]:
     codes = _str_list(key, value, source)
     for code in codes:

@@ -1,11 +1,14 @@
 """Rule documentation, rendered from the rule classes (the only source of truth).
 
 ``gpu-test-lint rule CODE`` prints :func:`render_rule`; ``gpu-test-lint rules`` prints
-:func:`render_rules_table`; ``docs/rules.md`` is :func:`render_rules_markdown`, regenerated with::
+:func:`render_rules_table`; ``docs/rules.md`` is :func:`render_rules_markdown`, and the
+README's table of rules (between :data:`README_START` and :data:`README_END`) is
+:func:`render_readme_rules`, regenerated with::
 
     python -m lint_gpu_tests.docs > docs/rules.md
+    python -m lint_gpu_tests.docs --readme README.md
 
-and a test fails when the committed file differs from what this module renders.
+and a test fails when a committed file differs from what this module renders.
 """
 
 from __future__ import annotations
@@ -153,8 +156,54 @@ def pseudo_rule(code: str, *, level: int = 1) -> str:
     return f"{'#' * level} {name} ({code.upper()})\n\n{text}\n"
 
 
+README_START = ("<!-- The table of rules is generated from the rule classes by "
+                "`python -m lint_gpu_tests.docs --readme README.md`; do not edit it by hand. -->")
+README_END = "<!-- End of the generated table of rules. -->"
+
+
+def render_readme_rules(rules: Sequence[type[Rule]] | None = None) -> str:
+    """The README's table of rules (Markdown, one row a rule plus ``GPU900``): code (linked
+    to its section of ``docs/rules.md``), name, summary and the fix's title."""
+    from lint_gpu_tests.codes import PARSE_ERROR_CODE, PARSE_ERROR_NAME
+
+    rules = _rules() if rules is None else list(rules)
+    rows = [(r.code, r.name, r.summary, r.fix_title or "none") for r in rules]
+    rows.append((PARSE_ERROR_CODE, PARSE_ERROR_NAME, "The file does not parse (reported for "
+                 "analysed files, never rewritten)", "none"))
+    out = ["| code | name | flags | fix |", "| --- | --- | --- | --- |"]
+    out += [f"| [{code}](docs/rules.md#{code.lower()}) | {name} | {summary} | {fix} |"
+            for code, name, summary, fix in rows]
+    return "\n".join(out) + "\n"
+
+
+def update_readme(text: str, rules: Sequence[type[Rule]] | None = None) -> str:
+    """``text`` (a README) with the part between :data:`README_START` and
+    :data:`README_END` replaced by :func:`render_readme_rules`.
+
+    Raises:
+        ValueError: when ``text`` lacks either marker line.
+    """
+    start, end = text.find(README_START + "\n"), text.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError("the README has no table-of-rules markers")
+    body_start = start + len(README_START) + 1
+    return text[:body_start] + render_readme_rules(rules) + text[end:]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print ``docs/rules.md`` to stdout (``python -m lint_gpu_tests.docs``)."""
+    """Print ``docs/rules.md`` to stdout (``python -m lint_gpu_tests.docs``), or, with
+    ``--readme PATH``, rewrite the table of rules in the README at ``PATH``
+    (:func:`update_readme`)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--readme"] and len(args) == 2:
+        with open(args[1], encoding="utf-8", newline="") as handle:
+            text = handle.read()
+        with open(args[1], "w", encoding="utf-8", newline="") as handle:
+            handle.write(update_readme(text))
+        return 0
+    if args:
+        sys.stderr.write("usage: python -m lint_gpu_tests.docs [--readme README.md]\n")
+        return 2
     sys.stdout.write(render_rules_markdown())
     return 0
 

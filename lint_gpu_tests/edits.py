@@ -11,30 +11,13 @@ each edit to one of the violations the rewrite fixed, and :func:`unified_diff` i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from lint_gpu_tests.ftypes import FixKind, Location, Violation
+from lint_gpu_tests.ftypes import Edit, FixKind, Location, Violation
 
 __all__ = ["Edit", "assign_edits", "fix_edits", "pass_rows", "unified_diff"]
 
 Rows = tuple[int, int]
 """A half-open range of 0-based rows of a file; ``(r, r)`` is the point before row ``r``."""
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One text replacement of a fix, as ruff's JSON ``edits`` spell it.
-
-    Attributes:
-        content: the text that replaces the range (``""`` deletes it).
-        location: start, 1-based row and 1-based character column, in the original file.
-        end_location: end (exclusive), same units; ``(rows + 1, 1)`` is the end of a file
-            whose last line ends with a newline.
-    """
-
-    content: str
-    location: Location
-    end_location: Location
 
 
 def fix_edits(old: bytes, new: bytes) -> list[Edit]:

@@ -102,7 +102,8 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
     or that raises (LibCST's ``PanicException``, a ``BaseException``, included), is thrown
     away (the file is left as the last good pass had it) and reported in ``error``. When
     the tenth pass still leaves something to fix, the fixes do not converge: nothing is
-    kept, ``error`` says ``failed to converge after 10 passes`` (as ruff does). A module
+    kept, ``error`` says ``failed to converge after 10 passes`` (as ruff does), and the
+    violations whose fixes were to be applied are left without a fix, saying why. A module
     nesting more than :data:`SHALLOW_FIX_DEPTH` levels is fixed in
     :func:`call_with_deep_stack`, so deeply nested modules (long string concatenations) can
     be rewritten; a shallower one in the calling thread, under the same recursion limit
@@ -152,9 +153,9 @@ SHALLOW_FIX_DEPTH = 100
 """Deepest ``ast`` nesting of a module fixed in the calling thread rather than in
 :func:`call_with_deep_stack`'s thread. LibCST's visitors and code generation are Python
 calling Python (no C stack per level on CPython 3.11), so a module this shallow is fixed
-within the raised recursion limit on any thread's stack. Measured with
-``benchmarks/fix_cost.py`` on the generated tree: the same fix pass took about a third more
-CPU in the other thread, started or kept (``docs/performance.md``)."""
+within the raised recursion limit on any thread's stack; the same fix pass costs more CPU
+in the other thread, started or kept (``docs/performance.md``, "Where a fix's time
+goes")."""
 
 
 def _needs_plan(violation: Violation) -> bool:
@@ -230,9 +231,11 @@ def _fix_loop(source: bytes, path: str, config: Config, unsafe: bool,
         current_violations, analysis = checked.violations, checked.module
     else:
         if wanted_fixes(current_violations, unsafe):
-            return FixOutcome(None, [], original,
-                              f"failed to converge after {MAX_FIX_PASSES} passes; "
-                              "file left unchanged")
+            # Nothing is kept, so nothing is fixed: the fixes are not counted as fixable.
+            return FixOutcome(None, [], _not_fixable(
+                original, wanted_fixes(original, unsafe),
+                f"the fix failed: it did not converge after {MAX_FIX_PASSES} passes"),
+                f"failed to converge after {MAX_FIX_PASSES} passes; file left unchanged")
     remaining = current_violations
     fixed = _fixed_violations(original, remaining, unsafe) if current != source else []
     return FixOutcome(current if current != source else None, fixed, remaining, error, failure,

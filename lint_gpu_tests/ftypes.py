@@ -169,6 +169,22 @@ class Violation:
         return (self.path, self.location.row, self.location.column, self.code)
 
 
+@dataclass(frozen=True)
+class Edit:
+    """One text replacement of a fix, as ruff's JSON ``edits`` spell it.
+
+    Attributes:
+        content: the text that replaces the range (``""`` deletes it).
+        location: start, 1-based row and 1-based character column, in the original file.
+        end_location: end (exclusive), same units; ``(rows + 1, 1)`` is the end of a file
+            whose last line ends with a newline.
+    """
+
+    content: str
+    location: Location
+    end_location: Location
+
+
 @dataclass
 class FileResult:
     """Outcome of checking (and maybe fixing) one file.
@@ -183,6 +199,9 @@ class FileResult:
             pass thrown away, or a fix that did not converge; the file is left as it was).
         error_has_traceback: True when ``error`` comes from an exception, whose traceback
             ``--verbose`` prints (not for an unreadable file or a fix that did not converge).
+        edits: (a run with ``edits``, without ``fix`` or ``diff``: JSON and SARIF output)
+            the edits of each fixable violation's fix, made by the fix loop's pass in the
+            process that checked the file; a violation missing here has none.
     """
 
     path: str
@@ -192,6 +211,7 @@ class FileResult:
     error: str | None = None
     error_stage: str = "check"
     error_has_traceback: bool = False
+    edits: dict[Violation, tuple[Edit, ...]] = field(default_factory=dict)
 
 
 def wanted_fixes(violations: Iterable[Violation], unsafe: bool) -> list[Violation]:

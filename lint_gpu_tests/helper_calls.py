@@ -13,10 +13,10 @@ public helper of a test module's fix is unsafe, its reason saying so.
 from __future__ import annotations
 
 import ast
-import os
 from dataclasses import dataclass
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis, is_test_module
+from lint_gpu_tests.source import walk_breadth
 
 #: Why callers in other modules are never fixed with the helper: each module is planned and
 #: rewritten on its own (and cached by its own bytes), so a fix cannot reach another file.
@@ -80,7 +80,7 @@ def helper_callers(module: ModuleAnalysis, func: FunctionInfo,
         return HelperCallers(name, frozenset(), not name.startswith("_"), passed=True)
     callers: set[int] = set()
     calls = 0
-    for use in ast.walk(module.tree):
+    for use in walk_breadth(module.tree):
         if isinstance(use, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
                 and use.name == name and use is not node:
             return f"`{name}` is defined more than once"
@@ -126,9 +126,7 @@ def runner_through_callers(module: ModuleAnalysis, func: FunctionInfo,
     passed = helper_callers(module, func, fixture)
     if isinstance(passed, str):
         return cannot + passed
-    base = os.path.basename(module.path)
-    if passed.public and not passed.passed and not (
-            base.startswith("test_") or base.endswith("_test.py")):
+    if passed.public and not passed.passed and not is_test_module(module.path):
         return cannot + f"`{passed.name}()` is public in a module others import: their " \
                         f"calls would need `{fixture}` too, and {ONE_MODULE} (the helper and " \
                         "its callers in other modules are not fixed together)"

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.source import walk_breadth
 
 #: Name of the helper the fix adds (one per module).
 RUNNER_KWARGS_NAME = "_runner_kwargs"
@@ -124,7 +125,7 @@ def _read_only(module: ModuleAnalysis, node: ast.AST, holds_dicts: bool = False,
                 and isinstance(parent.targets[0], ast.Name):
             name = parent.targets[0].id
             return all(_read_only(module, n, holds_dicts, depth + 1)
-                       for n in ast.walk(module.tree)
+                       for n in walk_breadth(module.tree)
                        if isinstance(n, ast.Name) and n.id == name
                        and isinstance(n.ctx, ast.Load))
         if isinstance(parent, ast.Subscript) and parent.value is current:
@@ -155,7 +156,7 @@ def _stores(tree: ast.AST, name: str) -> list[ast.AST]:
     """Nodes of ``tree`` that bind or delete ``name`` (assignments, parameters, imports,
     ``global``/``nonlocal``, definitions)."""
     found: list[ast.AST] = []
-    for node in ast.walk(tree):
+    for node in walk_breadth(tree):
         if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
             found.append(node)
         elif isinstance(node, ast.arg) and node.arg == name:
@@ -174,7 +175,7 @@ def _stores(tree: ast.AST, name: str) -> list[ast.AST]:
 def _unchanged(module: ModuleAnalysis, scope: ast.AST, name: str,
                holds_dicts: bool = False) -> bool:
     """Whether every use of ``name`` in ``scope`` only reads it (see :func:`_read_only`)."""
-    return all(_read_only(module, n, holds_dicts) for n in ast.walk(scope)
+    return all(_read_only(module, n, holds_dicts) for n in walk_breadth(scope)
                if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
 
 
@@ -220,7 +221,7 @@ def _parametrized(module: ModuleAnalysis, func: FunctionInfo, name: str,
     """The values ``@pytest.mark.parametrize`` gives the parameter ``name`` of ``func``
     (``None`` unless they are written out: literal argnames, a list or tuple of values, or a
     module constant holding one; ``pytest.param(...)`` unwrapped; not ``indirect``)."""
-    params = [a for a in ast.walk(func.node) if isinstance(a, ast.arg) and a.arg == name]
+    params = [a for a in walk_breadth(func.node) if isinstance(a, ast.arg) and a.arg == name]
     if len(params) != 1 or len(_stores(func.node, name)) != 1 \
             or not _unchanged(module, func.node, name):
         return None

@@ -134,7 +134,7 @@ def names_variable(source: bytes | str, patterns: tuple[str, ...]) -> bool:
 
 
 RUNNER_FACTORY_FIXTURE = "vllm_runner_factory"
-"""GPU007's factory fixture (``rules/gpu007_engines_oversubscribe_device.py``)."""
+"""GPU007's factory fixture (``rules/gpu007_engines_oversubscribe_device/``)."""
 
 #: Codecs under which an ASCII byte means its ASCII character (PEP 263 declarations).
 _ASCII_COMPATIBLE = frozenset({"utf-8", "ascii", "latin-1", "iso8859-1", "iso8859-15",
@@ -198,7 +198,7 @@ class Prefilter:
 def _has_word(text: bytes, word: bytes) -> bool:
     """Whether ``word`` occurs in ``text`` as a whole word: not preceded or followed by an
     ASCII letter, digit or underscore (what ``(?<![A-Za-z0-9_])word(?![A-Za-z0-9_])`` finds,
-    several times faster than that regular expression)."""
+    faster than that regular expression: ``docs/performance.md``)."""
     size, end = len(word), len(text)
     at = text.find(word)
     while at != -1:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Mapping
 
-from lint_gpu_tests.source import walk_nodes
+from lint_gpu_tests.source import walk_breadth, walk_nodes
 from lint_gpu_tests.syntax import last_name, lines_naming, spans_a_line
 
 LAUNCH_METHODS = frozenset({"Process", "Pool", "submit", "map", "imap", "imap_unordered",
@@ -69,7 +69,7 @@ def process_targets(tree: ast.Module, text: str, imports: Mapping[str, str],
     names.update(name for name, full in imports.items() if full in launchers)
     spelled = lines_naming(text, tuple(sorted(names)))
     if not any(isinstance(node, ast.Call) and is_launcher(node.func)
-               for node in walk_nodes([s for s in tree.body if spans_a_line(s, spelled)])):
+               for s in tree.body if spans_a_line(s, spelled) for node in walk_breadth(s)):
         return set()
     lines = lines_naming(text, tuple(sorted(names | LAUNCH_METHODS)))
     calls: list[ast.Call] = []

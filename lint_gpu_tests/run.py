@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -31,7 +31,7 @@ from lint_gpu_tests import conftest_index
 from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir, stat_key
 from lint_gpu_tests.config import Config, ConfigResolver
 from lint_gpu_tests.conftest_index import ConftestIndex, conftest_engine_fixtures
-from lint_gpu_tests.discovery import Discovery, Problem, discover_files
+from lint_gpu_tests.discovery import Discovery, Problem, discover_files, is_excluded
 from lint_gpu_tests.edits import Edit, assign_edits, fix_edits, pass_rows, unified_diff
 from lint_gpu_tests.ftypes import FileResult, Violation, wanted_fixes
 from lint_gpu_tests.source import InternalError
@@ -59,6 +59,7 @@ __all__ = [
     "fix_source",
     "may_hold_violation",
     "run_paths",
+    "run_source",
 ]
 
 
@@ -121,8 +122,9 @@ class RunOptions:
         prefilter: skip the analysis of files that cannot hold a violation.
         verbose: put full tracebacks in internal-error messages.
         parallel_threshold: fewest files to analyse for which worker processes are used.
-        edits: (without ``fix``) also compute what ``--fix`` would write, as the edits of
-            each fixable violation, in :attr:`RunResult.edits` (JSON and SARIF output).
+        edits: (without ``fix`` or ``diff``) also compute what ``--fix`` would write, as
+            the edits of each fixable violation, in :attr:`FileResult.edits` (JSON and SARIF
+            output): the fix loop runs where the file is checked, and nothing is written.
     """
 
     fix: bool = False
@@ -141,6 +143,12 @@ class RunOptions:
     def fixes(self, violations: Sequence[Violation]) -> bool:
         """Whether this run fixes (or diffs) something among ``violations``."""
         return (self.fix or self.diff) and bool(wanted_fixes(violations, self.unsafe_fixes))
+
+    def runs_fix_loop(self, violations: Sequence[Violation]) -> bool:
+        """Whether this run puts a file with ``violations`` through the fix loop: to fix
+        or diff it, or for the edits of its fixes (``edits``)."""
+        return (self.fix or self.diff or self.edits) and bool(
+            wanted_fixes(violations, self.unsafe_fixes))
 
 
 class Progress(Protocol):
@@ -248,15 +256,18 @@ class RunResult:
         problems: trouble met while discovering files (see :class:`Problem`).
         diffs: path -> unified diff text, in ``diff`` mode, for files a fix would change.
         cache_hits: how many files the cache answered for.
-        edits: with ``edits=True``, the edits of each fixable violation's fix (see
-            :func:`~lint_gpu_tests.edits.fix_edits`).
     """
 
     files: list[FileResult] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     diffs: dict[str, str] = field(default_factory=dict)
     cache_hits: int = 0
-    edits: dict[Violation, tuple[Edit, ...]] = field(default_factory=dict)
+
+    @property
+    def edits(self) -> dict[Violation, tuple[Edit, ...]]:
+        """With ``edits=True``, the edits of each fixable violation's fix, from every
+        file's :attr:`FileResult.edits` (see :func:`~lint_gpu_tests.edits.fix_edits`)."""
+        return {v: e for result in self.files for v, e in result.edits.items()}
 
     @property
     def violations(self) -> list[Violation]:
@@ -342,8 +353,12 @@ def _process(path: str, source: bytes | None, config: Config, mode: RunOptions,
         return _Outcome(FileResult(path, error=_error_text(path, exc, mode.verbose),
                                    error_has_traceback=True), digest)
     violations = checked.violations
-    if not mode.fixes(violations):
+    if not mode.runs_fix_loop(violations):
         return _Outcome(FileResult(path, violations), digest, violations)
+    if not (mode.fix or mode.diff):  # only the edits, from the same check's analysis
+        edits = _edits(source, path, config, mode.unsafe_fixes, violations, checked.module,
+                       conftests)
+        return _Outcome(FileResult(path, violations, edits=edits), digest, violations)
     return _fix(path, source, digest, checked, config, mode, conftests)
 
 
@@ -403,8 +418,19 @@ def edits_of(result: FileResult, config: Config, unsafe: bool,
     try:
         if source is None:
             source = Path(result.path).read_bytes()
-        outcome = fix_source(source, result.path, config, unsafe=unsafe,
-                             violations=result.violations, conftests=conftests)
+    except OSError:
+        return {}
+    return _edits(source, result.path, config, unsafe, result.violations, None, conftests)
+
+
+def _edits(source: bytes, path: str, config: Config, unsafe: bool,
+           violations: list[Violation], analysis: ModuleAnalysis | None,
+           conftests: ConftestIndex | None) -> dict[Violation, tuple[Edit, ...]]:
+    """:func:`edits_of` on bytes already checked: ``violations`` and, when at hand, the
+    ``analysis`` they were found on (the fix loop's first pass applies their plans)."""
+    try:
+        outcome = fix_source(source, path, config, unsafe=unsafe, violations=violations,
+                             analysis=analysis, conftests=conftests)
         if outcome.new_source is None or outcome.error is not None or not outcome.fixed:
             return {}
         # Edits belong to fixes that were applied; a violation that only disappeared with
@@ -598,16 +624,12 @@ class RunContext:
         run = self.result
         run.files = [self.done[path].result for path in files]
         run.diffs = {path: text for path in files if (text := self.done[path].diff)}
-        if self.options.edits and not self.options.fix:
-            for file in run.files:
-                run.edits.update(edits_of(file, self.configs[file.path],
-                                          self.options.unsafe_fixes,
-                                          conftests=self.conftests))
         return run
 
     def _serves(self, cached: list[Violation]) -> bool:
-        """Whether cached results answer this run (no fix asked of them)."""
-        return not self.options.fixes(cached)
+        """Whether cached results answer this run: no fix asked of them, nor the edits of
+        one (the cache keeps violations without the plans their fixes need)."""
+        return not self.options.runs_fix_loop(cached)
 
     def _settle(self, path: str, violations: list[Violation], *, hit: bool,
                 error: str | None = None) -> None:
@@ -707,3 +729,28 @@ def run_paths(paths: Sequence[str], resolver: ConfigResolver, options: RunOption
     if progress is not None:
         progress.start(len(found.files))
     return RunContext(found, resolver, options, progress).run()
+
+
+def run_source(source: bytes, path: str, resolver: ConfigResolver, options: RunOptions
+               ) -> RunResult:
+    """A run of one file that is not on disk (``--stdin-filename``): ``source`` checked as
+    the file at ``path``, with its settings; ``fix`` fixes it without writing anything
+    (the fixed bytes are its ``new_source``), ``diff`` diffs it, ``edits`` as for files.
+    Without the cache and the pool.
+
+    Returns:
+        A :class:`RunResult` of that one file, or of none when ``options.force_exclude``
+        and the excludes leave it out.
+
+    Raises:
+        ConfigError: when the config file that governs ``path`` is invalid.
+    """
+    if options.fix or options.diff or options.edits:
+        resolver.want_fix_settings()
+    config = resolver.for_file(path)
+    if options.force_exclude and is_excluded(path, config):
+        return RunResult()
+    mode = replace(options, fix=False, diff=options.fix or options.diff, cache=False)
+    outcome = _process(path, source, config, mode, ConftestIndex())
+    diffs = {path: outcome.diff} if options.diff and outcome.diff else {}
+    return RunResult(files=[outcome.result], diffs=diffs)

@@ -64,15 +64,15 @@ DEEP_RECURSION_LIMIT = 50_000
 code generation and visitors fail with ``RecursionError`` at this limit, well inside
 :data:`DEEP_STACK_BYTES` (no overflow on a 20,000-level ``elif`` chain)."""
 MAX_FIX_DEPTH = 2_000
-"""Deepest ``ast`` nesting for which a fix is offered. ``--fix`` was measured to succeed on a
-7,000-part ``"..." + "..."`` concatenation (about 7,000 levels) in the deep thread; a deeper
+"""Deepest ``ast`` nesting for which a fix is offered, well below the depth ``--fix`` succeeds
+at in the deep thread (``docs/performance.md``, "Figures the code relies on"); a deeper
 module's fixable violations are reported as not fixable ("expression too deep")."""
 
 MAX_FIX_STRING_PARTS = 3_000
 """Most parts of one implicit string concatenation (``"a" "b" ...``) for which a fix is
-offered: LibCST's parser (1.x, native) rejects 3,001 ("expected one of STRING"), measured on
-plain, bytes and f-string parts. ``ast`` makes one node of them, so :data:`MAX_FIX_DEPTH`
-does not see them."""
+offered: LibCST's parser (1.x, native) rejects one more ("expected one of STRING"), with
+plain, bytes and f-string parts alike (``docs/performance.md``). ``ast`` makes one node of
+them, so :data:`MAX_FIX_DEPTH` does not see them."""
 
 _DEEP_LOCK = threading.Lock()
 DEEP_STATE = threading.local()
@@ -246,8 +246,8 @@ _REVERSED_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 def parent_index(tree: ast.AST) -> dict[int, ast.AST]:
     """``id(node) -> its parent`` for every node below ``tree``, built in one pass that reads
-    each node's fields directly (about three times faster than ``ast.walk`` with
-    ``ast.iter_child_nodes``, which walks every node twice through two generators)."""
+    each node's fields directly (``ast.walk`` with ``ast.iter_child_nodes`` walks every node
+    twice through two generators; ``docs/performance.md`` compares the two)."""
     parents: dict[int, ast.AST] = {}
     stack: list[ast.AST] = [tree]
     pop, push, node_type = stack.pop, stack.append, ast.AST

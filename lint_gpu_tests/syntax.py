@@ -10,7 +10,7 @@ import bisect
 import re
 from collections.abc import Iterator
 
-from lint_gpu_tests.source import first_line, walk_nodes
+from lint_gpu_tests.source import first_line, walk_breadth
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 """A function definition, plain or ``async``."""
@@ -52,7 +52,7 @@ def last_name(node: ast.AST) -> str | None:
 
 def names_in(node: ast.AST) -> set[str]:
     """Every identifier loaded anywhere inside ``node``."""
-    return {n.id for n in walk_nodes([node]) if isinstance(n, ast.Name)}
+    return {n.id for n in walk_breadth(node) if isinstance(n, ast.Name)}
 
 
 
@@ -82,15 +82,6 @@ def iter_statements(body: list[ast.stmt], *, definitions: bool = True) -> Iterat
         for case in getattr(stmt, "cases", ()) or ():
             nested.extend(case.body)
         stack.extend(reversed(nested))
-
-
-def walk_function(func: FunctionNode) -> Iterator[ast.AST]:
-    """Walk ``func``'s body without descending into nested functions or classes
-    (lambdas are walked: they run in the function's scope of references)."""
-    return iter(walk_nodes(func.body, _SCOPES))
-
-
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def fixture_decorator(func: FunctionNode) -> ast.expr | None:
@@ -140,7 +131,7 @@ def lines_naming(text: str, words: tuple[str, ...]) -> list[int]:
     occurs as a whole word: not preceded or followed by a word character (``\w``), the
     lines :func:`lines_matching` gives for ``(?<!\w)(?:word|...)(?!\w)``. Words that are
     identifiers are found with :meth:`str.find` (a match of one cannot overlap another's),
-    several times faster than that expression."""
+    faster than that expression (``docs/performance.md``)."""
     if not words:
         return []
     if not all(word.isidentifier() for word in words):

@@ -116,7 +116,7 @@ def test_check_file() -> None:
 
 
 # --------------------------------------------------------------------------- typing
-# Issue 14 item 5: the package ships py.typed; every module is `mypy --strict` clean and user
+# The package ships py.typed; every module is `mypy --strict` clean and user
 # code calling the API type-checks against them.
 
 PACKAGE = Path(__file__).resolve().parents[1] / "lint_gpu_tests"

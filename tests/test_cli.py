@@ -14,7 +14,8 @@ import fake_rules
 import pytest
 from click.testing import CliRunner, Result
 
-from lint_gpu_tests import cli, codes
+from lint_gpu_tests import cli, cli_options, codes
+from lint_gpu_tests import present as present_module
 from lint_gpu_tests import run as run_module
 from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.fixloop import FixOutcome
@@ -389,23 +390,23 @@ def test_version() -> None:
 def test_color_only_on_tty_without_no_color(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     monkeypatch.delenv("NO_COLOR", raising=False)
-    assert cli._use_color() is True
+    assert cli_options._use_color() is True
     monkeypatch.setenv("NO_COLOR", "1")
-    assert cli._use_color() is False
+    assert cli_options._use_color() is False
     monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
     monkeypatch.delenv("NO_COLOR", raising=False)
-    assert cli._use_color() is False
+    assert cli_options._use_color() is False
 
 
 def test_progress_bar_appears_once_the_run_has_lasted_two_seconds() -> None:
     now = [0.0]
     out = io.StringIO()  # not a terminal: click prints the bar's label alone
-    progress = cli._Progress(True, file=out, clock=lambda: now[0])
+    progress = present_module.ProgressBar(True, file=out, clock=lambda: now[0])
     progress.start(4)
-    now[0] = cli.PROGRESS_AFTER_S - 0.5
+    now[0] = present_module.PROGRESS_AFTER_S - 0.5
     progress.advance(1)
     assert out.getvalue() == ""
-    now[0] = cli.PROGRESS_AFTER_S + 0.5
+    now[0] = present_module.PROGRESS_AFTER_S + 0.5
     progress.advance(1)
     progress.advance(1)
     assert out.getvalue().startswith("Checking")
@@ -416,10 +417,10 @@ def test_progress_bar_appears_once_the_run_has_lasted_two_seconds() -> None:
 
 def test_progress_bar_never_when_nothing_is_left_or_disabled() -> None:
     out = io.StringIO()
-    finished = cli._Progress(True, file=out, clock=lambda: 100.0)
+    finished = present_module.ProgressBar(True, file=out, clock=lambda: 100.0)
     finished.start(1)
     finished.advance(1)  # the last file: no bar for a run that is over
-    disabled = cli._Progress(False, file=out, clock=lambda: 100.0)
+    disabled = present_module.ProgressBar(False, file=out, clock=lambda: 100.0)
     disabled.start(2)
     disabled.advance(1)
     assert (out.getvalue(), finished.bar, disabled.bar) == ("", None, None)
@@ -427,7 +428,7 @@ def test_progress_bar_never_when_nothing_is_left_or_disabled() -> None:
 
 def test_progress_bar_on_stderr_only_on_a_terminal(tree: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)  # every run is a long one
+    monkeypatch.setattr(present_module, "PROGRESS_AFTER_S", 0.0)  # every run is a long one
     plain = run("check", "--no-cache", "tests")
     assert plain.stderr == ""  # a pipe, a file, a test: no bar
     monkeypatch.setattr(cli, "_stderr_is_terminal", lambda: True)

@@ -1,4 +1,4 @@
-"""Editor and CI entry points (issue 14 item 6): ``--stdin-filename`` (through a real
+"""Editor and CI entry points: ``--stdin-filename`` (through a real
 subprocess with the source on stdin), ``--add-noqa``, ``--show-files``, ``--show-settings``,
 ``python -m lint_gpu_tests``, ``-V`` and ``rule GPU900``/``GPU999``. Real rules."""
 

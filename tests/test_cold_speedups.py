@@ -1,4 +1,4 @@
-"""The shortcuts of the cold check (issue 24) give what the long way gave: the same lines,
+"""The shortcuts of the cold check give what the long way gave: the same lines,
 nodes, parents and classes, and the same reports (codes and positions) where a shortcut
 skips work."""
 
@@ -210,7 +210,7 @@ def test_what_is_derived_from_an_analysis_is_built_once(monkeypatch: pytest.Monk
     """GPU008's mutations are found once per analysis, however many fixtures ask (the rule
     and the plan of each change), and each caller gets its own list; another analysis
     builds its own."""
-    from lint_gpu_tests.fixplan import env
+    from lint_gpu_tests import env_mutations as env
 
     text = ("import os\n\nimport pytest\n\n\n@pytest.fixture\ndef a():\n"
             "    os.environ['VLLM_USE_V1'] = '1'\n    yield\n\n\n@pytest.fixture\ndef b():\n"

@@ -1,4 +1,4 @@
-"""Config resolved per file (issue 14 item 1): the nearest ``pyproject.toml`` with a
+"""Config resolved per file: the nearest ``pyproject.toml`` with a
 ``[tool.gpu-test-lint]`` table or ``.gpu-test-lint.toml`` walking up from each file, as ruff
 and flake8 resolve theirs; ``--config`` overrides all; relative patterns anchored at their own
 config file; the cache follows each file's config. Real rules, through the CLI in-process."""

@@ -10,14 +10,40 @@ from click.testing import CliRunner
 
 from lint_gpu_tests import cli, docs
 from lint_gpu_tests.rule import MARKER_RE
-from lint_gpu_tests.rules import ALL_RULES
+from lint_gpu_tests.rules import ALL_RULES, package_rules
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "rules.md"
+README = DOCS.parents[1] / "README.md"
 
 
 def test_docs_rules_md_is_current() -> None:
-    assert DOCS.read_text(encoding="utf-8") == docs.render_rules_markdown(), (
+    assert DOCS.read_text(encoding="utf-8") == docs.render_rules_markdown(package_rules()), (
         "docs/rules.md is stale: run `python -m lint_gpu_tests.docs > docs/rules.md`")
+
+
+def test_readme_rules_table_is_current() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert text == docs.update_readme(text, package_rules()), (
+        "README.md's table of rules is stale: run `python -m lint_gpu_tests.docs --readme "
+        "README.md`")
+
+
+def test_readme_rules_table_has_a_row_per_registered_rule() -> None:
+    rows = [line for line in docs.render_readme_rules().splitlines()
+            if line.startswith("| [GPU")]
+    assert [row.split("|")[2].strip() for row in rows] == [
+        *(rule.name for rule in ALL_RULES), "syntax-error"]
+
+
+def test_update_readme_rewrites_only_between_the_markers(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{docs.README_START}\nold\n{docs.README_END}\nafter\n",
+                      encoding="utf-8")
+    assert docs.main(["--readme", str(readme)]) == 0
+    assert readme.read_text(encoding="utf-8") == (
+        f"# x\n\n{docs.README_START}\n{docs.render_readme_rules()}{docs.README_END}\nafter\n")
+    with pytest.raises(ValueError, match="no table-of-rules markers"):
+        docs.update_readme("# x\n")
 
 
 def test_cli_markdown_matches_docs_module() -> None:

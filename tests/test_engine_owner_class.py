@@ -1,4 +1,4 @@
-"""Helper classes that own an engine (issue 11, shape 4): the reasons GPU001 gives, each
+"""Helper classes that own an engine: the reasons GPU001 gives, each
 no-fix branch of :mod:`lint_gpu_tests.fixplan.classes`, and the rewritten class being a runner.
 
 The rewrites themselves are the ``engine_owner_class*`` fix fixtures (byte for byte); the
@@ -188,7 +188,7 @@ def test_run():
 
 
 def test_engine_returned_to_init_is_the_owner_class_shape() -> None:
-    """Issue 25: ``self.llm = self._build(config)`` with ``_build`` returning the engine is
+    """``self.llm = self._build(config)`` with ``_build`` returning the engine is
     the owner class (unsafe, the class rewrite); a builder that is a static method, or that
     another method calls too (the engine may be rebuilt), has no fix and says why."""
     plain = RETURNED.format(extra="", decorator="", params="self, config")

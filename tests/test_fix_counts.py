@@ -29,7 +29,9 @@ def test_identical_messages_are_counted_one_by_one() -> None:
     assert [(v.code, v.location.row) for v in outcome.remaining] == [("GPU001", 7)]
     assert outcome.remaining[0].fix is not None
     assert outcome.remaining[0].fix.reason == (
-        "the engine is returned to the caller, so it must outlive this function")
+        "the engine is returned to the caller, so it must outlive this function; a factory "
+        "helper can become a `contextlib.contextmanager` that yields the engine of a `with` "
+        "block over the runner, its callers `with` statements")
 
 
 UNFIXABLE_AFTER = b'''import threading

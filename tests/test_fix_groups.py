@@ -1,6 +1,6 @@
-"""Issue 11 shapes 1, 5 and 6 (groups of engines, rebinding in branches, factory fixtures):
-the fix each construction gets and the reason it gives, pinned for the fix fixtures
-``engine_group_*``, ``engine_rebound_in_branches`` and ``factory_fixture*``, plus shapes
+"""Groups of engines, rebinding in branches and factory fixtures: the fix each construction
+gets and the reason it gives, pinned for the fix fixtures ``engine_group_*``,
+``engine_rebound_in_branches`` and ``factory_fixture*``, plus shapes
 :mod:`lint_gpu_tests.fixplan.groups` must not take for a group."""
 
 from __future__ import annotations

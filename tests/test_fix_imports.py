@@ -1,4 +1,4 @@
-"""Where the fix looks for vLLM's own tree (``vllm`` first-party, issue 10 item 4)."""
+"""Where the fix looks for vLLM's own tree (``vllm`` first-party)."""
 
 from __future__ import annotations
 

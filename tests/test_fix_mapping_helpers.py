@@ -1,4 +1,4 @@
-"""Issue 11 shapes 2 and 3 under ``target = "vllm"``: what the planner reads from a ``**mapping``
+"""Under ``target = "vllm"``: what the planner reads from a ``**mapping``
 (:mod:`lint_gpu_tests.mappings`), who may pass a helper the runner fixture
 (:mod:`lint_gpu_tests.helper_calls`), the reasons reported when a fix is unsafe or missing, and
 the ``_runner_kwargs`` helper the fix adds, run against what vLLM's runner hands to ``LLM``.
@@ -235,7 +235,7 @@ def test_the_helper_maps_names_and_fills_only_missing_keys() -> None:
 def test_helper_with_callers_in_other_modules_of_the_tree(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch
                                                            ) -> None:
-    """Issue 25: a run over the whole tree sees the helper's callers in other modules, but
+    """A run over the whole tree sees the helper's callers in other modules, but
     ``--fix`` plans and rewrites one module at a time: the helper and those callers are never
     fixed together, so neither is fixed (no ``[*]``), and the reason says why."""
     from click.testing import CliRunner

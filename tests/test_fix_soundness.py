@@ -70,7 +70,7 @@ def test_every_case_file_is_listed() -> None:
 
 
 def test_self_referencing_container_is_unsafe_with_its_reason() -> None:
-    """Issue 25: a container that refers to itself keeps the engine alive past the block
+    """A container that refers to itself keeps the engine alive past the block
     through the cycle, so the fix is never safe: plain ``--fix`` leaves the file as it was,
     and each GPU001 says which name makes the cycle."""
     before = (HERE / "engine_in_a_self_referencing_container.py").read_bytes()

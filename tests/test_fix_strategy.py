@@ -1,4 +1,4 @@
-"""The second fix strategy (issue 11 shape 7): ``fix-strategy = "isolate"`` and
+"""The second fix strategy: ``fix-strategy = "isolate"`` and
 ``--fix-strategy``. Rewrites themselves are pinned byte for byte by the ``isolate_*`` cases in
 ``tests/fixtures/fix/``; these tests pin the option, its precedence, its validation, the
 settings it shows and the reasons it gives."""

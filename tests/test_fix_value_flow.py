@@ -1,4 +1,4 @@
-"""The value-flow check of fix planning (issue 10 item 2): which names can reach an engine.
+"""The value-flow check of fix planning: which names can reach an engine.
 
 :func:`lint_gpu_tests.fixplan.flow.value_flow` is run on small functions whose engine is the
 name ``llm``; each case lists exactly the names that must count as holding the engine, and
@@ -194,7 +194,7 @@ def test_module_helpers_are_followed() -> None:
     ("xs = list(xs)", None),  # a new list holding the old one's elements
 ])
 def test_self_referencing_container(source: str, cycle: str | None) -> None:
-    """Issue 25: which containers holding the engine refer to themselves (the cycle keeps
+    """Which containers holding the engine refer to themselves (the cycle keeps
     the engine alive past the block, so the fix is unsafe)."""
     tainted = {"box", "xs", "outer", "d"}
     assert self_referencing(list(ast.walk(ast.parse(source))), tainted) == cycle

@@ -265,7 +265,7 @@ def test_file_level_noqa_same_in_both_front_ends(tmp_path: Path, monkeypatch: py
 
 def test_plugin_honours_exclude_and_extend_exclude(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    # Issue 14 item 2: the vllm-gaudi tree's extend-exclude held for the CLI only.
+    # The vllm-gaudi tree's extend-exclude held for the CLI only.
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pyproject.toml").write_text(
         '[tool.gpu-test-lint]\nextend-exclude = ["tests/unit_tests/lora/"]\n')

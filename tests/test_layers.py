@@ -1,12 +1,13 @@
-"""The package's layers import one way (issue 13): no import cycle, function-level imports
+"""The package's layers import one way: no import cycle, function-level imports
 included, and nothing lower imports anything higher. The runtime imports none of the linter.
 
-Layers, bottom to top (STYLE.md, after ruff's crates): data types and codes; configuration;
+Layers, bottom to top: data types and codes; configuration;
 source parsing; analysis; fix planning (rules rate their fixes with it; the modules of its
 subpackage have layers of their own); rules; the engine that runs them; the codemods; the
 fix loop; discovery and the cache; fixes as edits and diffs; the run (pipeline, pool,
-caches); rule docs; output; baselines (over output's fingerprints); the API (a facade over
-the run); prove (over the API); then the CLI and the flake8 plugin.
+caches); rule docs; output; baselines (over output's fingerprints); the report of a check
+(present); the API (a facade over the run); prove (over the API); then the CLI (its options
+and commands) and the flake8 plugin.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ LAYERS: list[set[str]] = [
     {"source", "writer", "prefilter", "noqa"},
     {"syntax"},
     {"scopes", "process_targets"},
-    {"analysis", "mappings", "helper_calls"},
+    {"analysis", "mappings", "helper_calls", "env_mutations"},
     # Fix planning (lint_gpu_tests/fixplan/), one concern a module, bottom to top.
     {"fixplan", "fixplan.groups", "fixplan.blocks"},
     {"fixplan.plan", "fixplan.flow"},
     {"fixplan.cleanup", "fixplan.safety"},
     {"fixplan.planner"},
-    {"fixplan.isolate", "fixplan.classes", "fixplan.proxy", "fixplan.env", "fixplan.lives"},
+    {"fixplan.isolate", "fixplan.classes", "fixplan.proxy", "fixplan.env"},
     {"rule", "rules"},
     {"engine", "conftest_index"},
     {"codemods"},
@@ -42,12 +43,13 @@ LAYERS: list[set[str]] = [
     {"docs"},
     {"output"},
     {"baseline"},
+    {"present"},
     {"api"},
     # prove (lint_gpu_tests/prove/): fixes proven on the user's tests, over the API.
     {"prove.compare", "prove.store", "prove.schedule", "prove.session"},
     {"prove", "prove.pipeline"},
     {"prove.report"},
-    {"cli", "flake8_plugin", "__main__"},
+    {"cli", "cli_options", "commands", "flake8_plugin", "__main__"},
 ]
 
 

@@ -1,5 +1,5 @@
 """``check --leak-report PATH``: violations in tests and fixtures that a run's leak report
-(``pytest --gpu-leak-report-file``) shows leaking are *confirmed* (issue 25, "Beyond"). Hand-written
+(``pytest --gpu-leak-report-file``) shows leaking are *confirmed*. Hand-written
 reports, no engine: the runtime side is ``tests/runtime/test_leak_report_file.py``, both
 together on the CPU engine ``tests/e2e/test_leak_confirmed_e2e.py``."""
 

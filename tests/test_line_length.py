@@ -1,4 +1,4 @@
-"""The project's line length (issue 26): where it comes from, and fixes that keep to it.
+"""The project's line length: where it comes from, and fixes that keep to it.
 
 ``line-length`` of ``[tool.gpu-test-lint]``, else ruff's, else black's, else 88, resolved per
 file; a signature the added fixture makes too long is wrapped as ruff format wraps it; and
@@ -164,7 +164,9 @@ STYLE_CASES = ("signature_wrapped", "multiline_params_trailing_comma", "argument
                "fixture_yield_engine", "env_update_setdefault", "bare_construction_statement",
                "engine_in_loop", "identity_check", "import_sections_kept",
                "fixture_yields_proxy", "aligned_continuation", "async_test",
-               "try_finally_extra_statement", "engine_owner_class")
+               "try_finally_extra_statement", "engine_owner_class",
+               "runner_without_with_line_length", "runner_fixture_without_with",
+               "runner_fixture_yields_runner", "proxy_line_length", "strong_alias")
 
 
 def _ruff(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -259,7 +259,7 @@ def test_json_says_why_a_fix_is_unsafe_or_missing() -> None:
 
 
 # --------------------------------------------------------------------------- fix edits
-# Issue 14 item 4: JSON `fix.edits` and SARIF `fixes` that tools can apply: together they turn
+# JSON `fix.edits` and SARIF `fixes` that tools can apply: together they turn
 # each file into exactly what --fix writes. Real rules and codemods, through the CLI.
 
 FIX_CASES = ["crlf_bom", "latin1_cookie", "multiline_params", "import_sections_kept",

@@ -1,4 +1,4 @@
-"""Precision of the rules (issue 12): names resolve per scope, and functions run as their own
+"""Precision of the rules: names resolve per scope, and functions run as their own
 process are isolated: what every rule reads as vLLM's engine.
 
 Each case gives the exact ``(line, column, code)`` reports. What is particular to one rule is
@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 
+from lint_gpu_tests.analysis import is_test_module, is_test_module_path
 from lint_gpu_tests.config import Config, ConfigError, config_from_table
 from lint_gpu_tests.engine import check_source
 
@@ -272,3 +273,15 @@ def test_a_collected_test_used_as_a_target_is_still_checked() -> None:
         """
     assert found(source) == [(7, 5, "GPU001")]
     assert found(source, path="tests/full_tests/spec_decode.py") == []
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ("tests/test_x.py", True), ("x_test.py", True), ("test_.py", True),
+    ("tests/conftest.py", False), ("tests/helpers.py", False), ("test_x.txt", False),
+    ("test_x", False), ("tests/test_dir/helpers.py", False),
+])
+def test_a_test_module_is_what_pytest_collects_by_default(path: str, expected: bool) -> None:
+    """The one definition of a test module by its name, which the rules (a helper's callers,
+    process targets), GPU008's module level and ``prove`` read."""
+    assert is_test_module(path) is expected
+    assert is_test_module_path(path, Config()) is (expected or path.endswith("conftest.py"))

@@ -12,7 +12,7 @@ import pytest
 
 from lint_gpu_tests.prove import Difference, ProveResult, Status, compare, judge
 from lint_gpu_tests.prove.compare import ModuleResult, outcome_only
-from lint_gpu_tests.prove.pipeline import modules_to_run
+from lint_gpu_tests.prove.pipeline import changed_files, copy_tree, modules_to_run
 from lint_gpu_tests.prove.report import render_json, render_sarif, render_text
 from lint_gpu_tests.prove.schedule import Job, run_jobs
 from lint_gpu_tests.prove.store import Store, key_of, recording_inputs
@@ -212,3 +212,24 @@ def test_jobs_skipped_by_the_run_are_left_out() -> None:
     done = run_jobs(jobs, lambda job: None if job.module == "b.py" else job.module,
                     workers=2, engine_budget=2)
     assert {j.module: r for j, r in done.items()} == {"a.py": "a.py"}
+
+
+def test_changed_files_come_from_the_fix_run(tmp_path: Path) -> None:
+    """The files the fix changed are those the run wrote, relative to the fixed copy: a
+    module fixed in a subfolder, not the clean module nor a file outside the paths."""
+    from lint_gpu_tests.api import ConfigResolver, RunOptions, check_paths
+
+    source = 'from vllm import LLM\n\n\ndef test_generate():\n    llm = LLM("m")\n'
+    top = tmp_path / "top"
+    (top / "tests" / "sub").mkdir(parents=True)
+    (top / "tests" / "sub" / "test_a.py").write_text(source)
+    (top / "tests" / "test_clean.py").write_text("def test_ok():\n    assert True\n")
+    (top / "other").mkdir()
+    (top / "other" / "test_b.py").write_text(source)
+    before, after = tmp_path / "before", tmp_path / "after"
+    copy_tree(top, before)
+    copy_tree(top, after)
+    fixed = check_paths([str(after / "tests")], ConfigResolver(cwd=str(after)),
+                        RunOptions(fix=True, cache=False, jobs=1))
+    assert changed_files(fixed, before, after) == ["tests/sub/test_a.py"]
+    assert (after / "other" / "test_b.py").read_text() == source

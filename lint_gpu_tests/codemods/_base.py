@@ -49,7 +49,7 @@ from lint_gpu_tests.config import UNRESOLVED_FLOOR, Config, oldest_python
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.ftypes import FixKind, Violation
 from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
-from lint_gpu_tests.source import walk_nodes
+from lint_gpu_tests.source import walk_breadth
 
 #: Import lines each need adds, as (module, object) for ``AddImportsVisitor``.
 IMPORTS = {
@@ -74,7 +74,8 @@ class Context(Protocol):
 class FixContext:
     """The context ``gpu-test-lint --fix`` gives a command: the module's path. (LibCST's
     ``CodemodContext`` would import its codemod framework, ``libcst.matchers`` included:
-    60 % of LibCST's import time, in every worker process that fixes a file.)"""
+    most of LibCST's import time, in every worker process that fixes a file;
+    ``docs/performance.md``.)"""
 
     filename: str | None = None
     scratch: dict[str, object] = field(default_factory=dict)
@@ -213,8 +214,8 @@ class GpuCodemod(ABC):
 
         LibCST's ``Codemod.transform_module`` is not used: it copies the tree and resolves
         metadata no command here asks for (each resolves positions on its own tree), and its
-        import visitors analyse the scopes of the whole module; that machinery was 80 % of a
-        fix pass (``benchmarks/fix_cost.py``)."""
+        import visitors analyse the scopes of the whole module; that machinery was most of a
+        fix pass (``docs/performance.md``, "Where a fix's time goes")."""
         self._stdlib_imports: set[str] = set()
         self._from_imports: set[tuple[str, str]] = set()
         self._removals: list[Removal] = []
@@ -292,7 +293,7 @@ class GpuCodemod(ABC):
                       if local in candidates or module.is_engine_class(qualified)}
         if not considered:
             return
-        used_before = {n.id for n in walk_nodes([module.tree]) if isinstance(n, ast.Name)}
+        used_before = {n.id for n in walk_breadth(module.tree) if isinstance(n, ast.Name)}
         considered &= used_before
         still_read = self.still_read(module, new_tree, considered)
         for local, qualified in module.imports.items():
@@ -325,7 +326,7 @@ def names_read(text: str, imports: Mapping[str, str]) -> frozenset[str]:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return frozenset()
     scopes = ScopeIndex(parsed, imports, text)
-    return frozenset(node.id for node in walk_nodes([parsed])
+    return frozenset(node.id for node in walk_breadth(parsed)
                      if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
                      and node.id in imports and not scopes.lookup(node)[0])
 

@@ -432,6 +432,22 @@ def fit_call(call: cst.Call, column: int) -> cst.Call:
     return hug_args(call, column) or explode_args(call)
 
 
+def fit_last_call(small: cst.BaseSmallStatement, call: cst.Call,
+                  column: int) -> cst.BaseSmallStatement:
+    """``small`` (a one-line statement at ``column`` that ends with ``call``, such as
+    ``llm = weakref.proxy(runner.llm)``) with ``call`` laid out as ruff format does when the
+    statement passes :func:`line_length`: its arguments on a line of their own, indented 4
+    more, when they fit there, else one a line (:func:`explode_args`). A statement that fits
+    or already spans lines is returned as it is."""
+    text = statement_code(small)
+    if "\n" in text or column + len(text) <= line_length() or not call.args:
+        return small
+    laid_out = hug_args(call, column) or explode_args(call)
+    replaced: cst.CSTNode = small.deep_replace(call, laid_out)
+    assert isinstance(replaced, cst.BaseSmallStatement)
+    return replaced
+
+
 def hug_args(call: cst.Call, column: int) -> cst.Call | None:
     """``call`` (in a statement at ``column``) with its arguments on one line of their own,
     indented 4 more, the closing parenthesis back at ``column``, as ruff format lays out a

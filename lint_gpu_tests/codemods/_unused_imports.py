@@ -2,17 +2,16 @@
 
 A rewrite schedules imports it may have left unused (``gc``, ``torch``, the engine class, the
 cleanup helpers) as ``(module, object, asname)`` entries, the shape LibCST's
-``RemoveImportsVisitor.remove_unused_import`` takes. That visitor decides whether each is
-still used with LibCST's scope and qualified-name analyses of the whole module, which cost
-about 60 % of a fix pass on a small test module (``benchmarks/fix_cost.py``; profile in
-``docs/performance.md``). Most of the time the answer is plain from the tokens: the local
-name is not a name token outside import statements, nor in an f-string or a string that is an
-expression (a string annotation, an ``__all__`` entry), so it is unused however scopes are
-drawn (comments and prose strings do not count, as they do not for LibCST).
-:func:`remove_unused_imports` removes those itself, editing the import statements as LibCST's
-visitor does (the same aliases kept, the same trailing comma dropped, the comment after a
-removed alias moved onto the one before), and hands every other case to LibCST's visitor
-unchanged, so the bytes written are the same.
+``RemoveImportsVisitor.remove_unused_import`` takes. That visitor decides whether each is still
+used with LibCST's scope and qualified-name analyses of the whole module, which cost most of a
+fix pass on a small test module (profile in ``docs/performance.md``). Most of the time the
+answer is plain from the tokens: the local name is not a name token outside import statements,
+nor in an f-string or a string that is an expression (a string annotation, an ``__all__``
+entry), so it is unused however scopes are drawn (comments and prose strings do not count, as
+they do not for LibCST). :func:`remove_unused_imports` removes those itself, editing the import
+statements as LibCST's visitor does (the same aliases kept, the same trailing comma dropped,
+the comment after a removed alias moved onto the one before), and hands every other case to
+LibCST's visitor unchanged, so the bytes written are the same.
 """
 
 from __future__ import annotations

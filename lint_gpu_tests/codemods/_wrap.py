@@ -20,6 +20,7 @@ from lint_gpu_tests.codemods._cst import (
     add_param,
     drop_param,
     explode_args,
+    fit_last_call,
     fit_signature,
     hug_args,
     leading_lines,
@@ -37,7 +38,7 @@ from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
-from lint_gpu_tests.source import physical_lines, walk_nodes
+from lint_gpu_tests.source import physical_lines, walk_breadth
 
 Stmt = cst.BaseStatement | cst.BaseSmallStatement
 
@@ -65,7 +66,7 @@ def ast_identifiers(nodes: Sequence[ast.AST]) -> set[str]:
     fixtures and the corpus."""
     found: set[str] = set()
     add = found.add
-    for node in walk_nodes(nodes):
+    for node in (n for root in nodes for n in walk_breadth(root)):
         if isinstance(node, ast.Name):
             add(node.id)
         elif isinstance(node, ast.arg):
@@ -318,10 +319,11 @@ class WrapTransformer(cst.CSTTransformer):
                 as_name = ""
             elif not plan.yield_proxy and plan.bound_name in used:
                 self.needs.add("weakref")
-                body.append(cst.SimpleStatementLine(body=[cst.Assign(
+                proxy = proxy_of(self._engine_ref(plan))
+                body.append(cst.SimpleStatementLine(body=[fit_last_call(cst.Assign(
                     targets=[cst.AssignTarget(target=cst.Name(plan.bound_name))],
-                    value=proxy_of(self._engine_ref(plan)),
-                )]))
+                    value=proxy,
+                ), proxy, self.columns.get(plan.site_line, 0) + 4)]))
         elif isinstance(small, cst.Expr) and small.value is call:
             # A construction whose result is dropped: build it, tear it down.
             body.append(cst.SimpleStatementLine(body=[cst.Pass()]))
@@ -344,7 +346,7 @@ class WrapTransformer(cst.CSTTransformer):
             body.append(site.with_changes(body=[new_small], leading_lines=[]))
         for stmt in rest:
             if plan.yield_proxy and plan.bound_name is not None:
-                stmt = self._proxy_handout(plan, stmt)
+                stmt = self._proxy_handout(plan, stmt, self.columns.get(plan.site_line, 0) + 4)
             body.append(stmt)
         if not body:
             body.append(cst.SimpleStatementLine(body=[cst.Pass()]))
@@ -362,7 +364,7 @@ class WrapTransformer(cst.CSTTransformer):
                                                 cst.ParenthesizedWhitespace)
         if not multi_line and plan.mapping_defaults is None:
             self.flat_calls[id(node)] = new_call
-        if new_call is call or (multi_line and not aligned):
+        if multi_line and not aligned:
             return node
         # The widths of first lines: the header alone is generated (a body's code would
         # only be cut off), with and without its trailing comment.
@@ -393,8 +395,11 @@ class WrapTransformer(cst.CSTTransformer):
             self.flat_calls[id(new_node)] = self.flat_calls.pop(id(node))
         return new_node
 
-    def _proxy_handout(self, plan: WrapPlan, stmt: cst.BaseStatement) -> cst.BaseStatement:
-        """``yield llm``/``return llm`` -> ``yield weakref.proxy(runner.llm)``."""
+    def _proxy_handout(self, plan: WrapPlan, stmt: cst.BaseStatement,
+                       column: int) -> cst.BaseStatement:
+        """``yield llm``/``return llm`` -> ``yield weakref.proxy(runner.llm)`` (``stmt`` at
+        ``column``, laid out over lines past the line length); for a runner (GPU005)
+        ``return r`` -> ``yield r``."""
         if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
             return stmt
         small = stmt.body[0]
@@ -403,14 +408,22 @@ class WrapTransformer(cst.CSTTransformer):
             value = small.value
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield):
             value = small.value.value  # type: ignore[assignment]
+        if plan.kind == "runner":
+            # A runner (GPU005) is handed out as it is: the fixture's users expect the
+            # runner, which the with-statement now binds to the same name.
+            if isinstance(small, cst.Return) and isinstance(value, cst.Name) and \
+                    value.value == plan.bound_name:
+                return stmt.with_changes(body=[cst.Expr(cst.Yield(value=value))])
+            return stmt
         if isinstance(value, cst.Call) and statement_code(value.func) == "weakref.proxy" \
                 and len(value.args) == 1:
             # Already a proxy of the engine: handed out as one proxy, not two.
             value = value.args[0].value
         if isinstance(value, cst.Name) and value.value == plan.bound_name:
             self.needs.add("weakref")
+            proxy = proxy_of(self._engine_ref(plan))
             return stmt.with_changes(
-                body=[cst.Expr(cst.Yield(value=proxy_of(self._engine_ref(plan))))])
+                body=[fit_last_call(cst.Expr(cst.Yield(value=proxy)), proxy, column)])
         return stmt
 
     # ------------------------------------------------------------------ visitors

@@ -8,7 +8,7 @@ import libcst as cst
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
-from lint_gpu_tests.codemods._cst import proxy_of, statement_code, weak_referent
+from lint_gpu_tests.codemods._cst import fit_last_call, proxy_of, statement_code, weak_referent
 from lint_gpu_tests.codemods._positions import ReachedStatements, StatementPositions
 from lint_gpu_tests.fixplan.proxy import ProxyPlan, weak_referents
 from lint_gpu_tests.ftypes import FixKind
@@ -71,17 +71,22 @@ class _Proxy(ReachedStatements):
             return updated_node
         body: list[cst.BaseSmallStatement] = []
         for small in updated_node.body:
+            proxy: cst.Call | None = None
             if isinstance(small, (cst.Assign, cst.AnnAssign)) and self._is_engine_attr(
                     small.value):
-                small = small.with_changes(value=proxy_of(small.value))  # type: ignore[arg-type]
-                self.changed = True
+                proxy = proxy_of(small.value)  # type: ignore[arg-type]
+                small = small.with_changes(value=proxy)
             elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Yield) and \
                     self._is_engine_attr(small.value.value):  # type: ignore[arg-type]
-                small = small.with_changes(value=small.value.with_changes(
-                    value=proxy_of(small.value.value)))  # type: ignore[arg-type]
-                self.changed = True
+                proxy = proxy_of(small.value.value)  # type: ignore[arg-type]
+                small = small.with_changes(value=small.value.with_changes(value=proxy))
             elif isinstance(small, cst.Return) and self._is_engine_attr(small.value):
-                small = cst.Expr(cst.Yield(value=proxy_of(small.value)))  # type: ignore[arg-type]
+                proxy = proxy_of(small.value)  # type: ignore[arg-type]
+                small = cst.Expr(cst.Yield(value=proxy))
+            if proxy is not None:
                 self.changed = True
+                if len(updated_node.body) == 1:
+                    small = fit_last_call(small, proxy,
+                                          self.positions.start_column(original_node))
             body.append(small)
         return updated_node.with_changes(body=body)

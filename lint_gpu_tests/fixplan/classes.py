@@ -60,6 +60,7 @@ from lint_gpu_tests.analysis import EngineSite, ModuleAnalysis, RunnerCall
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
+from lint_gpu_tests.source import walk_breadth
 
 CLASS_TITLE = "Make `{cls}` a context manager over `{runner}` and enter it with `with`"
 UNSAFE_REASON = (
@@ -225,7 +226,7 @@ def _cleanup_statements(module: ModuleAnalysis, cls: ast.ClassDef,
     found: list[tuple[ast.stmt, str]] = []
     for method in _methods(cls).values():
         self_name = _self_name(method)
-        for node in ast.walk(method):
+        for node in walk_breadth(method):
             if isinstance(node, ast.Delete) and node.targets and all(
                     _is_self_attr(t, self_name, attribute) for t in node.targets):
                 found.append((node, f"del {self_name}.{attribute}"))
@@ -290,7 +291,7 @@ class _ClassPlanner:
         for use in uses:
             if use.reason and use.reason not in reasons:
                 reasons.append(use.reason)
-        taken = {n.attr for n in ast.walk(self.cls) if isinstance(n, ast.Attribute)}
+        taken = {n.attr for n in walk_breadth(self.cls) if isinstance(n, ast.Attribute)}
         runner_attribute, k = "_runner", 2
         while runner_attribute in taken:
             runner_attribute, k = f"_runner{k}", k + 1
@@ -331,7 +332,7 @@ class _ClassPlanner:
         if len(engines) != 1:
             return f"`{cls.name}` builds several engines"
         if self.builder is not self.init and sum(
-                1 for n in ast.walk(cls) if isinstance(n, ast.Attribute)
+                1 for n in walk_breadth(cls) if isinstance(n, ast.Attribute)
                 and n.attr == self.builder.name) != 1:
             return (f"`{self.builder.name}()` is called other than once from `__init__`: "
                     "the engine may be rebuilt")
@@ -339,7 +340,7 @@ class _ClassPlanner:
                 self.builder.decorator_list or _self_name(self.builder) is None):
             return (f"`{self.builder.name}()` is decorated or takes no `self`: the runner "
                     "cannot be kept on the instance")
-        for node in ast.walk(self.module.tree):
+        for node in walk_breadth(self.module.tree):
             if isinstance(node, ast.ClassDef) and node is not cls and any(
                     isinstance(b, ast.Name) and b.id == cls.name for b in node.bases):
                 return f"`{node.name}` inherits from `{cls.name}`"
@@ -348,10 +349,10 @@ class _ClassPlanner:
     def attribute_problem(self) -> str | None:
         """Why ``self.<attribute>`` cannot become a proxy, or ``None``: every use must go
         through an attribute of it (``self.llm.generate``)."""
-        removed = {id(n) for stmt, _ in self.cleanup for n in ast.walk(stmt)}
+        removed = {id(n) for stmt, _ in self.cleanup for n in walk_breadth(stmt)}
         for method in _methods(self.cls).values():
             self_name = _self_name(method)
-            for node in ast.walk(method):
+            for node in walk_breadth(method):
                 if not _is_self_attr(node, self_name, self.attribute) or id(node) in removed:
                     continue
                 assert isinstance(node, ast.Attribute)
@@ -396,7 +397,7 @@ class _ClassPlanner:
             if isinstance(c.call.func, ast.Name) and c.call.func.id == name}
         plans: list[WrapPlan] = []
         functions: set[int] = set()
-        for node in ast.walk(module.tree):
+        for node in walk_breadth(module.tree):
             if not (isinstance(node, ast.Name) and node.id == name):
                 continue
             call = calls.get(id(node))
@@ -432,7 +433,7 @@ class _ClassPlanner:
                 if name != "__del__":
                     return self.none(f"`{self.cls.name}.{name}` only cleans up")
                 continue
-            for node in ast.walk(self.module.tree):
+            for node in walk_breadth(self.module.tree):
                 if not (isinstance(node, ast.Attribute) and node.attr == name):
                     continue
                 stmt = self.module.statement_of(node)
@@ -454,7 +455,7 @@ class _ClassPlanner:
         block whose ``finally`` only holds statements the rewrite removes."""
         gone = remove | set().union(*(u.remove_lines for u in uses))
         lines: set[int] = set()
-        for node in ast.walk(self.module.tree):
+        for node in walk_breadth(self.module.tree):
             if isinstance(node, ast.Try) and not node.handlers and not node.orelse and \
                     node.finalbody and all(s.lineno in gone for s in node.finalbody) and \
                     any(u.site_line < node.lineno <= u.end_line for u in uses):

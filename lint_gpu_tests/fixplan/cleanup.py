@@ -59,6 +59,10 @@ class CleanupRecognizer(StatementLayout):
             return all(isinstance(t, ast.Name) and t.id in names for t in stmt.targets)
         if isinstance(stmt, (ast.Assign, ast.Try)):
             return self.release_idiom(stmt, names) is not None
+        if isinstance(stmt, ast.If):
+            # ``if llm is not None: llm.shutdown()``: cleanup guarded by the engine's presence.
+            return not stmt.orelse and _tests_presence(stmt.test, names) and all(
+                self.is_cleanup_statement(s, names) for s in stmt.body)
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             call = stmt.value
             kind = module.cleanup_call_kind(call)
@@ -180,6 +184,15 @@ class CleanupRecognizer(StatementLayout):
                       for n in walk_breadth(func))
         return earlier and not any(loads_of(s, n) for s in rest for n in names
                                    if not self.is_cleanup_statement(s, names))
+
+
+def _tests_presence(test: ast.expr, names: set[str]) -> bool:
+    """True for ``name`` or ``name is not None`` with ``name`` in ``names``."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(
+            test.ops[0], ast.IsNot) and isinstance(test.comparators[0], ast.Constant) and \
+            test.comparators[0].value is None:
+        test = test.left
+    return isinstance(test, ast.Name) and test.id in names
 
 
 _UNBOUND_ERRORS = frozenset({"UnboundLocalError", "NameError"})

@@ -15,7 +15,7 @@ import ast
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.fixplan.groups import CLASS_CALLS, IDENTITY_CALLS
-from lint_gpu_tests.source import walk_breadth, walk_nodes
+from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import dotted_name, last_name, names_in
 
 #: Calls that hand their arguments to another thread or process (which may use them later).
@@ -362,7 +362,7 @@ def _fresh_containers(func: ast.AST) -> set[str]:
     built: set[str] = set()
     other: set[str] = set()
     direct: set[int] = set()
-    nodes = walk_nodes([func])  # sets only: the order of the walk does not matter
+    nodes = walk_breadth(func)  # sets only: the order of the walk does not matter
     for node in nodes:
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -419,7 +419,7 @@ class Helpers(dict[str, "ast.FunctionDef | ast.AsyncFunctionDef"]):
             params = {a.arg for a in walk_breadth(getattr(func, "args", ast.arguments(
                 posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])))
                 if isinstance(a, ast.arg)}
-            declared = {name for n in walk_nodes([func])
+            declared = {name for n in walk_breadth(func)
                         if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
             known = self.locals[id(func)] = (_fresh_containers(func) - params - declared,
                                              declared)
@@ -460,7 +460,7 @@ def module_helpers(tree: ast.Module) -> Helpers:
                 stmt.decorator_list:
             out[stmt.name] = stmt
         else:
-            other.update(n.id for n in walk_nodes([stmt]) if isinstance(n, ast.Name)
+            other.update(n.id for n in walk_breadth(stmt) if isinstance(n, ast.Name)
                          and isinstance(n.ctx, ast.Store))
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 other.add(stmt.name)
@@ -520,7 +520,7 @@ def value_flow(func: ast.AST, region: list[ast.stmt], aliases: set[str],
             state.visit(node)
         if not state.changed:
             break
-    cycle = self_referencing(walk_nodes([func]), state.tainted)
+    cycle = self_referencing(walk_breadth(func), state.tainted)
     if cycle is not None:
         state.lose(f"`{cycle}` holds the engine and refers to itself (a reference cycle): "
                    "the cycle keeps the engine alive past the block until the garbage "

@@ -47,6 +47,7 @@ from lint_gpu_tests.fixplan.groups import engine_group, group_cleanup_loop
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
+from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import last_name
 
 ISOLATE_DECORATOR = "create_new_process_for_each_test"
@@ -179,14 +180,14 @@ def _plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePlan | Fi
     last_site = max((s.statement.lineno for s in sites), default=0)
     loops_with_engine = [n for n in module.nodes_of(func)
                          if isinstance(n, (ast.For, ast.AsyncFor, ast.While)) and any(
-                             s.call in set(ast.walk(n)) for s in sites)]
+                             s.call in set(walk_breadth(n)) for s in sites)]
     remove: set[int] = set()
     kept: set[int] = set()
     unwrap: set[int] = set()
 
     def runs_before_next_engine(stmt: ast.stmt) -> bool:
         return stmt.lineno < last_site or any(
-            any(n is stmt for n in ast.walk(loop)) for loop in loops_with_engine)
+            any(n is stmt for n in walk_breadth(loop)) for loop in loops_with_engine)
 
     statements = [s for top in node.body for s in walk_statements(top)]
     # A loop that only tears down a group's engines (``for llm in llms: llm.shutdown()``)
@@ -201,7 +202,7 @@ def _plan(module: ModuleAnalysis, func: FunctionInfo | None) -> IsolatePlan | Fi
             remove.update(s.lineno for s in loop)
     idioms = {id(stmt): idiom for stmt in statements if isinstance(stmt, (ast.Assign, ast.Try))
               and (idiom := planner.release_idiom(stmt, deletable)) is not None}
-    inside_idioms = {id(n) for idiom in idioms.values() for s in idiom for n in ast.walk(s)}
+    inside_idioms = {id(n) for idiom in idioms.values() for s in idiom for n in walk_breadth(s)}
     for stmt in statements:
         if stmt.lineno in remove:
             continue  # a group's teardown loop, or a statement of one
@@ -278,7 +279,7 @@ def _param_problem(module: ModuleAnalysis, func: FunctionInfo, param: str,
     if param in PICKLABLE_FIXTURES:
         return None
     loads = [n for n in module.nodes_of(func) if isinstance(n, ast.Name) and n.id == param]
-    if loads and all(any(n in set(ast.walk(r)) for r in removed) for n in loads):
+    if loads and all(any(n in set(walk_breadth(r)) for r in removed) for n in loads):
         return "drop"
     if param in module.engine_fixtures:
         return f"none:`{param}` is an engine fixture: an engine cannot be sent to a child " \
@@ -321,7 +322,7 @@ def _module_literals(module: ModuleAnalysis) -> set[str]:
     counts: dict[str, int] = {}
     literal: set[str] = set()
     for stmt in module.tree.body:
-        for node in ast.walk(stmt):
+        for node in walk_breadth(stmt):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 counts[node.id] = counts.get(node.id, 0) + 1
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(
@@ -364,7 +365,7 @@ def _module_names(module: ModuleAnalysis) -> set[str]:
         elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
             out.update((a.asname or a.name).split(".")[0] for a in stmt.names)
         else:
-            out.update(n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)
+            out.update(n.id for n in walk_breadth(stmt) if isinstance(n, ast.Name)
                        and isinstance(n.ctx, ast.Store))
     return out
 
@@ -382,11 +383,11 @@ def _mutated(module: ModuleAnalysis, func: FunctionInfo, shared: set[str]) -> se
     of. ``os.environ`` counts as ``"os.environ"``."""
     out: set[str] = set()
     local = _local_names(module, func)
-    for node in ast.walk(func.node):
+    for node in walk_breadth(func.node):
         if isinstance(node, ast.Global):
             out.update(n for n in node.names if any(
                 isinstance(m, ast.Name) and m.id == n and isinstance(m.ctx, ast.Store)
-                for m in ast.walk(func.node)))
+                for m in walk_breadth(func.node)))
         holder: ast.AST | None = None
         if isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(
                 node.ctx, (ast.Store, ast.Del)):
@@ -415,7 +416,7 @@ def _state_problems(module: ModuleAnalysis, func: FunctionInfo) -> list[str]:
     shared = _module_names(module) - {f.name for f in module.functions}
     mine = _mutated(module, func, shared)
     others = [f for f in module.functions if f.node is not func.node and f.parent is None]
-    readers = {n.id for f in others for n in ast.walk(f.node)
+    readers = {n.id for f in others for n in walk_breadth(f.node)
                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     if "os.environ" in mine:
         out.append("its changes to `os.environ` stay in the child, where later tests saw "
@@ -424,7 +425,7 @@ def _state_problems(module: ModuleAnalysis, func: FunctionInfo) -> list[str]:
         if name in readers:
             out.append(f"it changes the module-level `{name}` in the child only, and other "
                        "functions of the module read it")
-    reads = {n.id for n in ast.walk(func.node) if isinstance(n, ast.Name)
+    reads = {n.id for n in walk_breadth(func.node) if isinstance(n, ast.Name)
              and isinstance(n.ctx, ast.Load)} - _local_names(module, func)
     changed_elsewhere = set().union(*(_mutated(module, f, shared) for f in others)) \
         if others else set()

@@ -19,6 +19,11 @@ from lint_gpu_tests.helper_calls import HelperCallers
 WRAP_TITLE = "Wrap in `with {runner}(...)`"
 #: Keyword arguments of ``vllm.LLM`` renamed by the runner (vLLM tests/conftest.py).
 RENAMED_KWARGS = {"tokenizer": "tokenizer_name"}
+#: Keyword arguments the bundled ``VllmRunner`` takes (or renames: ``tokenizer_name`` to
+#: ``tokenizer``) that ``vllm.LLM`` does not: an ``LLM`` call given one raises ``TypeError``,
+#: the runner would build the engine.
+BUNDLED_RUNNER_ONLY_PARAMETERS = frozenset(
+    {"model_name", "tokenizer_name", "engine_factory", "_group"})
 #: Defaults of vLLM's ``tests/conftest.py`` ``VllmRunner`` that differ from ``vllm.LLM``
 #: (read from vLLM's ``tests/conftest.py`` in 2026; README, "Fix safety"): added when the call
 #: does not set them.
@@ -50,7 +55,8 @@ class WrapPlan:
         use_class: build with the runner class (helpers, wide-scope fixtures) instead of
             the fixture.
         yield_proxy: the single use is ``yield``/``return`` of the engine in a fixture:
-            emit ``yield weakref.proxy(runner.llm)``.
+            emit ``yield weakref.proxy(runner.llm)``; of a runner (GPU005): ``yield r``, the
+            runner itself, as the fixture's users expect.
         applicability / reason: fix safety and why.
         call_line: line of the engine (runner) call that GPU001 (GPU005) reports; the
             fixes of GPU002-GPU004 that ride on this rewrite depend on that report.

@@ -41,12 +41,17 @@ from lint_gpu_tests.fixplan.groups import (
     other_branch_statements,
 )
 from lint_gpu_tests.fixplan.plan import VLLM_TARGET_DEFAULTS, WRAP_TITLE, WrapPlan
-from lint_gpu_tests.fixplan.safety import SafetyChecks, compilation_config_equivalent, weak_calls
+from lint_gpu_tests.fixplan.safety import (
+    FACTORY_ADVICE,
+    SafetyChecks,
+    compilation_config_equivalent,
+    weak_calls,
+)
 from lint_gpu_tests.ftypes import Applicability, FixInfo
 from lint_gpu_tests.helper_calls import ONE_MODULE, HelperCallers, runner_through_callers
 from lint_gpu_tests.mappings import hides_model, plan_mapping
 from lint_gpu_tests.noqa import Noqa, parse_noqa
-from lint_gpu_tests.source import walk_breadth, walk_nodes
+from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import last_name, names_in
 
 
@@ -331,8 +336,9 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return ("the fixture returns on other paths too: turning this return into a "
                     "yield would leave those paths without a value")
         if is_return_value and not is_fixture:
+            factory = func.kind == "helper" and any(s is func.node for s in module.tree.body)
             return ("the engine is returned to the caller, so it must outlive this "
-                    "function")
+                    "function" + (FACTORY_ADVICE if factory else ""))
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.YieldFrom):
             return "built in a `yield from`"
         return None
@@ -445,13 +451,17 @@ class Planner(CleanupRecognizer, SafetyChecks):
         enclosing loop goes."""
         module = self.module
         remove = set(remove)
-        # A generic cleanup call (``gc.collect()`` between two rounds) before a later use
-        # of the engine is not its teardown (GPU004 does not report it): it stays.
+        # A cleanup call before a later use of the engine (``gc.collect()`` between two
+        # rounds, a shutdown before a use that must then fail) is not its teardown (GPU004
+        # does not report it): it stays, on the engine's proxy. Another engine's cleanup
+        # is that engine's; a finalizer registered there runs at the test's end (GPU003).
         last_use = max((j for j in range(index + 1, end + 1) if block[j].lineno not in remove
                         and any(loads_of(block[j], n) for n in names)), default=index)
-        remove -= {block[j].lineno for j in range(index + 1, last_use)
-                   if isinstance(block[j], ast.Expr) and block[j].lineno in remove
-                   and not names_in(block[j]) & all_engines}
+        for between in block[index + 1:last_use]:
+            if isinstance(between, ast.Expr) and between.lineno in remove and not names_in(
+                    between) & (all_engines - names) and not (isinstance(
+                    between.value, ast.Call) and self.finalizer_engine(between.value, names)):
+                remove.discard(between.lineno)
         segment = block[index: end + 1]
         remove |= self._nested_cleanup(segment, names, all_engines, use_names, remove)
         remove |= {s.lineno for s in self._after_with_cleanup(stmt, names, all_engines)}
@@ -501,19 +511,21 @@ class Planner(CleanupRecognizer, SafetyChecks):
         use_names = flow.tainted
         # Every use of the engine must lie in the segment.
         func_node = func.node
-        inside = {id(n) for n in walk_nodes(segment)}
-        inside |= {id(n) for n in walk_nodes(block[stop:])}
+        inside = {id(n) for s in segment for n in walk_breadth(s)}
+        inside |= {id(n) for s in block[stop:] for n in walk_breadth(s)}
         if not inside_loop(module, stmt):
             # Earlier statements of the block see an earlier binding of the name (in a loop,
             # also this engine's, from the iteration before: then they are uses).
-            inside |= {id(n) for n in walk_nodes(block[:index])}
-        inside |= {id(n) for n in walk_nodes([s for s in block if s.lineno in remove])}
-        inside |= {id(n) for n in walk_nodes(self._after_with_cleanup(stmt, names, names | (
-            module.engine_names(func))))}
+            inside |= {id(n) for s in block[:index] for n in walk_breadth(s)}
+        inside |= {id(n) for s in block if s.lineno in remove for n in walk_breadth(s)}
+        inside |= {id(n) for s in self._after_with_cleanup(stmt, names, names | (
+            module.engine_names(func))) for n in walk_breadth(s)}
         if bound:  # shape 5: other branches of an ``if`` that build their own engine
-            inside |= {id(n) for n in walk_nodes(other_branch_statements(module, stmt, bound))}
+            inside |= {id(n) for s in other_branch_statements(module, stmt, bound)
+                       for n in walk_breadth(s)}
         top_rebindings = {id(n) for s in block for n in stores_at_top(s)}
-        region_index = {id(n): k for k, s in enumerate(block[index:stop]) for n in walk_nodes([s])}
+        region_index = {id(n): k for k, s in enumerate(block[index:stop])
+                        for n in walk_breadth(s)}
         for node in walk_breadth(func_node):
             if not (isinstance(node, ast.Name) and node.id in use_names) or id(node) in inside:
                 continue

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan.safety import weak_calls
+from lint_gpu_tests.source import walk_breadth
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def weak_referents(module: ModuleAnalysis,
     (no proxy of a proxy)."""
     wanted = set(lines)
     out: dict[tuple[int, str], tuple[str, str]] = {}
-    for node in ast.walk(module.tree):
+    for node in walk_breadth(module.tree):
         if not (isinstance(node, ast.Assign) and node.lineno in wanted
                 and isinstance(node.value, ast.Attribute)):
             continue

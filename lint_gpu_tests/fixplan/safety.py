@@ -16,6 +16,8 @@ import ast
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan.flow import THREAD_CALLS
 from lint_gpu_tests.fixplan.groups import identity_reason
+from lint_gpu_tests.fixplan.plan import BUNDLED_RUNNER_ONLY_PARAMETERS
+from lint_gpu_tests.mappings import RUNNER_ONLY_PARAMETERS
 from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import dotted_name, last_name, names_in
 
@@ -27,6 +29,30 @@ HASHING_METHODS = frozenset({"add", "discard", "fromkeys"})
 WEAK_CALLABLES = frozenset({"weakref.proxy", "weakref.ref", "weakref.finalize",
                             "weakref.WeakMethod"})
 
+
+
+def hands_out(expr: ast.expr, names: set[str]) -> bool:
+    """True when evaluating ``expr`` gives one of ``names`` itself, alone or as an element
+    (``llm``, ``(llm, params)``, ``{"llm": llm}``, ``a if c else llm``); not a value read
+    from one (``llm.llm_engine.vllm_config...``, ``llm.generate(...)``)."""
+    if isinstance(expr, ast.Name):
+        return expr.id in names
+    if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
+        return any(hands_out(e, names) for e in expr.elts)
+    if isinstance(expr, ast.Dict):
+        return any(hands_out(v, names) for v in expr.values)
+    if isinstance(expr, (ast.Starred, ast.NamedExpr)):
+        return hands_out(expr.value, names)
+    if isinstance(expr, ast.IfExp):
+        return hands_out(expr.body, names) or hands_out(expr.orelse, names)
+    return False
+
+
+#: What to do with a helper that builds an engine and returns it (a factory), said where the
+#: fix gives up on one.
+FACTORY_ADVICE = ("; a factory helper can become a `contextlib.contextmanager` that yields "
+                  "the engine of a `with` block over the runner, its callers `with` "
+                  "statements")
 
 
 class SafetyChecks:
@@ -45,9 +71,13 @@ class SafetyChecks:
             return None
         for node in walk_breadth(stmt):
             if isinstance(node, ast.Return) and node.value is not None and not is_fixture:
-                if names_in(node.value) & tainted:
+                if hands_out(node.value, tainted):
                     return "none:the engine is returned to the caller, so it must outlive " \
                            "this function"
+                if names_in(node.value) & tainted:
+                    return "none:a value read from the engine is returned to the caller " \
+                           f"(line {node.lineno}) and may hold the engine after this " \
+                           "function ends"
             identity = identity_reason(node, names, "the engine")
             if isinstance(node, ast.Call):
                 callee = last_name(node.func)
@@ -86,6 +116,15 @@ class SafetyChecks:
     def _argument_problem(self, call: ast.Call) -> str | None:
         """Whether the call's arguments can be mapped onto the runner's (README, "Fix safety")."""
         config = self.module.config
+        if any(isinstance(a, ast.Starred) and not _holds_one(a.value) for a in call.args):
+            return "none:`*` arguments may hold more than the model, and the runner takes " \
+                   "only the model by position"
+        rejected = RUNNER_ONLY_PARAMETERS if config.target == "vllm" \
+            else BUNDLED_RUNNER_ONLY_PARAMETERS
+        taken = next((k.arg for k in call.keywords if k.arg in rejected), None)
+        if taken is not None:
+            return f"none:`LLM` does not take `{taken}=` (building it raises `TypeError`), " \
+                   "but the runner does and would build the engine"
         has_star = any(k.arg is None for k in call.keywords) or any(
             isinstance(a, ast.Starred) for a in call.args)
         if config.target == "vllm":
@@ -98,6 +137,12 @@ class SafetyChecks:
             return "none:positional engine arguments after the model do not map onto the " \
                    "runner's keyword arguments"
         return None
+
+
+def _holds_one(value: ast.expr) -> bool:
+    """Whether ``*value`` is statically one positional argument (``*("m",)``)."""
+    return isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == 1 and not \
+        isinstance(value.elts[0], ast.Starred)
 
 
 def compilation_config_equivalent(value: ast.expr, module: ModuleAnalysis

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lint_gpu_tests.api import ConfigResolver, RunOptions, check_paths
+from lint_gpu_tests.analysis import is_test_module
+from lint_gpu_tests.api import ConfigResolver, RunOptions, RunResult, check_paths
 from lint_gpu_tests.cache import default_cache_dir
 from lint_gpu_tests.prove.compare import ModuleResult, Status, judge
 from lint_gpu_tests.prove.schedule import Job, run_jobs
@@ -37,9 +38,6 @@ from lint_gpu_tests.writer import atomic_write
 SKIPPED = (".git", ".hg", ".svn", "__pycache__", ".venv*", "venv", ".tox", ".nox",
            ".*_cache", ".gpu-test-lint-cache", "node_modules", "build", "dist", "*.egg-info",
            ".e2e-cache")
-
-#: pytest's default ``python_files``.
-TEST_FILES = ("test_*.py", "*_test.py")
 
 VARIANTS = ("before", "after")
 
@@ -140,23 +138,23 @@ def copy_tree(source: Path, destination: Path, *, skip: Sequence[Path] = ()) -> 
     shutil.copytree(source, destination, symlinks=True, ignore=ignore, dirs_exist_ok=True)
 
 
-def is_test_module(path: str) -> bool:
-    """True for a file pytest collects by default (``test_*.py``, ``*_test.py``)."""
-    return any(fnmatch.fnmatch(os.path.basename(path), p) for p in TEST_FILES)
-
-
-def _changed_files(before: Path, after: Path) -> list[str]:
-    """Files of ``after`` whose bytes differ from ``before``'s (``/``-separated), sorted."""
-    changed = []
-    for folder, _, names in os.walk(after):
-        for name in names:
-            path = Path(folder, name)
-            if path.is_symlink() or not name.endswith(".py"):
-                continue
-            relative = path.relative_to(after).as_posix()
-            other = before / relative
-            if not other.is_file() or other.read_bytes() != path.read_bytes():
-                changed.append(relative)
+def changed_files(fixed: RunResult, before: Path, after: Path) -> list[str]:
+    """The files the fix run ``fixed`` changed in ``after`` (``/``-separated, relative to
+    it), sorted: those it wrote (their results hold the new bytes) whose bytes now differ
+    from ``before``'s; the trees are not walked."""
+    root = after.resolve()
+    changed = set()
+    for file in fixed.files:
+        if file.new_source is None:
+            continue
+        try:
+            relative = Path(file.path).resolve().relative_to(root).as_posix()
+        except ValueError:  # written outside the tree (through a link): not the tree's
+            continue
+        other = before / relative
+        if relative.endswith(".py") and (not other.is_file()
+                                         or other.read_bytes() != file.new_source):
+            changed.add(relative)
     return sorted(changed)
 
 
@@ -238,7 +236,7 @@ def _prove(top: Path, paths: list[str], opts: ProveOptions, work: Path, store: S
     result.errors = [(os.path.relpath(p, trees["after"]), m) for p, m in fixed.errors]
     tests = sorted(Path(f.path).resolve().relative_to(trees["after"].resolve()).as_posix()
                    for f in fixed.files if is_test_module(f.path))
-    result.changed = _changed_files(trees["before"], trees["after"])
+    result.changed = changed_files(fixed, trees["before"], trees["after"])
     run = modules_to_run(tests, result.changed, trees["after"])
     result.unchanged = [m for m in tests if m not in run]
     say(f"prove: the fix changed {len(result.changed)} file(s); "

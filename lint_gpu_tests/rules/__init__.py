@@ -56,6 +56,13 @@ def outside_rules() -> list[type[Rule]]:
     return [rule for rule in ALL_RULES if not rule.__module__.startswith(f"{__name__}.")]
 
 
+def package_rules() -> list[type[Rule]]:
+    """The package's own rules (the registry less :func:`outside_rules`), in code order: what
+    ``docs/rules.md`` and the README's table of rules document."""
+    outside = outside_rules()
+    return [rule for rule in ALL_RULES if rule not in outside]
+
+
 def rule_by_code(code: str) -> type[Rule] | None:
     """Return the rule class for ``code`` (case-insensitive), or ``None``."""
     code = code.upper()

@@ -62,5 +62,15 @@ def is_shutdown_try(module: ModuleAnalysis, node: ast.AST, engines: set[str]) ->
                                for s in node.finalbody)
 
 
-
-
+def factory_reason(module: ModuleAnalysis, func: FunctionInfo) -> str:
+    """Why cleanup of an engine that ``func`` gets from a factory helper of the module
+    (:attr:`ModuleAnalysis.engine_factories`) has no fix, naming the helper and what to do."""
+    factories = module.engine_factories
+    called = sorted({n.func.id for n in module.nodes_of(func) if isinstance(n, ast.Call)
+                     and isinstance(n.func, ast.Name) and n.func.id in factories})
+    name = called[0] if called else next(iter(factories), "the helper")
+    return (f"the engine comes from `{name}()` (line {factories.get(name, 0)}), which builds "
+            "and returns it, and no fix rewrites a factory together with its callers yet: "
+            f"make `{name}()` a `contextlib.contextmanager` that yields the engine of a "
+            f"`with {module.config.runner_fixture}(...)` block, and call it in a `with` "
+            "statement")

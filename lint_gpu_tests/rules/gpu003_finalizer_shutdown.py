@@ -7,9 +7,16 @@ from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis, is_isolated
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import FixKind
+from lint_gpu_tests.ftypes import FixInfo, FixKind
 from lint_gpu_tests.rule import Example, Hit, Rule
-from lint_gpu_tests.rules._common import covering_fix, function_plans, hit_at, is_shutdown_try
+from lint_gpu_tests.rules._common import (
+    covering_fix,
+    factory_reason,
+    function_plans,
+    hit_at,
+    is_shutdown_try,
+)
+from lint_gpu_tests.syntax import names_in
 
 
 class FinalizerShutdown(Rule):
@@ -24,7 +31,10 @@ class FinalizerShutdown(Rule):
     what_it_does = (
         "Checks for `request.addfinalizer(...)`, `atexit.register(...)` or "
         "`ExitStack.callback(...)` registering an engine's shutdown, and for a `try/finally` "
-        "whose `finally` does nothing but shut an engine down and clean up after it."
+        "whose `finally` does nothing but shut an engine down and clean up after it (also "
+        "when guarded: `if llm is not None: ...`), for an engine the function builds or gets "
+        "from a factory helper of the module (a module-level function that builds an engine "
+        "and returns it)."
     )
     why_bad = (
         "Each hand-written teardown covers one engine and one path: it runs late (atexit), "
@@ -66,6 +76,27 @@ def test_generate():
         llm.llm_engine.engine_core.shutdown()
 ''',
         ),
+        Example(
+            title="A guarded shutdown of an engine a factory helper returns",
+            source='''\
+from vllm import LLM
+
+
+def build_llm(model):
+    llm = LLM(model, enforce_eager=True)  # error: GPU001
+    return llm
+
+
+def test_generate():
+    llm = None
+    try:  # error: GPU003
+        llm = build_llm("facebook/opt-125m")
+        assert llm.generate(["hi"])
+    finally:
+        if llm is not None:
+            llm.llm_engine.engine_core.shutdown()
+''',
+        ),
     )
     VALID = (
         Example(
@@ -102,7 +133,8 @@ def workdir(request, tmp_path):
         for func in module.functions:
             if is_isolated(func) or func.in_runner_class:
                 continue
-            engines = module.engine_names(func)
+            received = module.function_bindings(func).received
+            engines = module.engine_names(func) | received
             if not engines:
                 continue
             plans = function_plans(module, func)
@@ -113,9 +145,13 @@ def workdir(request, tmp_path):
                     call = node.value
                     how = f"`{ast.unparse(call.func)}(...)`"
                     plan, fix = covering_fix(plans, node.lineno, self.fix_title)
+                    if plan is None and names_in(call) & received:
+                        fix = FixInfo.none(self.fix_title, factory_reason(module, func))
                     yield hit_at(call, self.message.format(how=how), fix, plan)
                 elif isinstance(node, ast.Try) and is_shutdown_try(module, node, engines):
                     plan, fix = covering_fix(plans, node.lineno, self.fix_title, try_line=True)
+                    if plan is None and any(names_in(s) & received for s in node.finalbody):
+                        fix = FixInfo.none(self.fix_title, factory_reason(module, func))
                     yield Hit(node.lineno, node.col_offset, node.lineno, node.col_offset + 3,
                               self.message.format(how="`try/finally`"), fix,
                               plan.anchor if plan else None)

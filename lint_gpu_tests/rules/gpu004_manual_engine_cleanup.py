@@ -17,6 +17,7 @@ from lint_gpu_tests.prefilter import RUNNER_FACTORY_FIXTURE
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
     covering_fix,
+    factory_reason,
     function_plans,
     hit_at,
     is_shutdown_try,
@@ -35,7 +36,9 @@ class ManualEngineCleanup(Rule):
     fix_title = "Remove the manual cleanup"
     fix_kinds = (FixKind.REMOVE_MANUAL_CLEANUP,)
     what_it_does = (
-        "In a function that owns an engine (builds one, holds a runner, or receives the "
+        "In a function that owns an engine (builds one, holds a runner, gets one from a "
+        "factory helper of the module (a module-level function that builds an engine and "
+        "returns it: `llm = setup_engine(...)`), or receives the "
         "`vllm_runner` or `vllm_runner_factory` fixture or an engine fixture defined in the "
         "module or in a `conftest.py` pytest loads for it), checks for "
         "`del <engine>` (a name the function binds to an engine, a runner or an alias of "
@@ -154,6 +157,25 @@ def test_score():
     del scorer  # error: GPU004
 ''',
         ),
+        Example(
+            title="Cleanup of an engine a factory helper of the module returns",
+            source='''\
+import gc
+
+import vllm
+
+
+def setup_engine(num_loras):
+    return vllm.LLM("facebook/opt-125m", enable_lora=True, max_loras=num_loras)  # error: GPU001
+
+
+def test_single_lora():
+    llm = setup_engine(1)
+    assert llm.generate(["hi"])
+    del llm  # error: GPU004
+    gc.collect()  # error: GPU004
+''',
+        ),
     )
     VALID = (
         Example(
@@ -264,12 +286,13 @@ def test_uses_helper():
                     module.owns_engine(func) or RUNNER_FACTORY_FIXTURE in func.params):
                 continue
             names = module.function_bindings(func)
-            deletable = names.engines | names.runners | names.strong_aliases
+            deletable = names.engines | names.runners | names.strong_aliases | names.received
             plans = function_plans(module, func)
-            engines = module.engine_names(func)
-            covered = {id(s) for node in module.nodes_of(func)
+            engines = module.engine_names(func) | names.received
+            covered = {id(n) for node in module.nodes_of(func)
                        if engines and is_shutdown_try(module, node, engines)
-                       for s in node.finalbody}  # type: ignore[attr-defined]
+                       for s in node.finalbody  # type: ignore[attr-defined]
+                       for n in walk_breadth(s)}
             held: set[str] | None = None
             idioms, inside_idioms = _release_idioms(module, func, deletable)
             for node in module.nodes_of(func):
@@ -298,6 +321,8 @@ def test_uses_helper():
                     fix = _del_in_own_block_fix(module, func, node, own_block, self.fix_title)
                 elif plans:
                     plan, fix = covering_fix(plans, node.lineno, self.fix_title)
+                elif names.received:
+                    fix = FixInfo.none(self.fix_title, factory_reason(module, func))
                 elif _removable_alone(module, node, deletable):
                     fix = FixInfo(Applicability.UNSAFE, self.fix_title,
                                   "removing it changes when memory is freed within the test")

@@ -34,8 +34,8 @@ class RunnerWithoutWith(Rule):
     )
     fix_safety = (
         "Safe: the with-statement covers the runner's live range, and `del runner` or an "
-        "explicit `__exit__` call is removed. Unsafe or unavailable for the same escapes as "
-        "GPU001."
+        "explicit `__exit__` call is removed; a fixture that hands the runner out yields the "
+        "runner itself. Unsafe or unavailable for the same escapes as GPU001."
     )
     INVALID = (
         Example(

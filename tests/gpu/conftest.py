@@ -1,4 +1,4 @@
-"""The runtime on real vLLM on an NVIDIA GPU (issue 16): every test here is marked ``gpu``
+"""The runtime on real vLLM on an NVIDIA GPU: every test here is marked ``gpu``
 and skipped unless NVML sees an NVIDIA GPU and ``vllm`` is importable.
 
 The suites under ``suites/`` are never collected here: each test runs one of them as its

@@ -1,5 +1,5 @@
-"""Measure the first CUDA context of a process and what the runner's memory wait makes of it
-(issue 27); prints one JSON object. Needs torch with CUDA and nvidia-ml-py, not vLLM.
+"""Measure the first CUDA context of a process and what the runner's memory wait makes of it;
+prints one JSON object. Needs torch with CUDA and nvidia-ml-py, not vLLM.
 
 Run from the repository root: ``PYTHONPATH=. python3 tests/gpu/first_context.py``. Each case
 runs in a fresh interpreter (``CUDA_MODULE_LOADING`` is read when CUDA starts): the context
@@ -7,8 +7,8 @@ that ``torch.zeros(1, device="cuda")`` creates, with CUDA's lazy module loading 
 and with ``EAGER``; then a :class:`~lint_gpu_tests.runtime.VllmRunner` whose engine factory
 creates this process's first context, as an in-process engine would: with the runtime's
 slack and first-context allowance (also with the slack at its 1 GiB floor, so that the
-allowance alone has to cover an EAGER context), and the wait with the fixed 1 GiB slack of
-before issue 27.
+allowance alone has to cover an EAGER context), and a wait with a fixed 1 GiB slack and no
+first-context allowance.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ else:
     out["slack_gib"] = max(1.0, Runner.memory_slack_ratio * baseline[0].total_bytes / GIB)
     out["above_baseline_gib"] = (used() - baseline[0].used_bytes) / GIB
     started = time.monotonic()
-    try:  # the wait as it was before issue 27: 1 GiB, no first-context allowance
+    try:  # a wait with a fixed 1 GiB slack and no first-context allowance
         wait_for_memory_to_return(baseline, slack_bytes=GIB, slack_ratio=0, timeout_s=5)
         out["fixed_1gib_wait"] = f"clear after {time.monotonic() - started:.2f} s"
     except GpuMemoryTimeoutError as exc:

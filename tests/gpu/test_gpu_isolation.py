@@ -1,4 +1,4 @@
-"""``create_new_process_for_each_test`` with a real engine in the child (issue 16).
+"""``create_new_process_for_each_test`` with a real engine in the child.
 
 Suites ``suites/test_isolation.py`` (fork and spawn, each with an engine the child leaks on
 purpose), ``suites/test_cuda_in_parent.py`` (CUDA initialised in the parent first, by torch),

@@ -1,4 +1,4 @@
-"""``--gpu-leak-report`` and ``--gpu-clean-between-tests`` on real engines (issue 16).
+"""``--gpu-leak-report`` and ``--gpu-clean-between-tests`` on real engines.
 
 Suites ``suites/test_hand_managed.py`` (the shapes that leak) and ``suites/test_managed.py``
 (the same shapes through the runner). The report must name each test after which an engine
@@ -111,7 +111,7 @@ def test_hand_managed_shapes_are_named_where_they_leak(tmp_path: Path, tiny_mode
         assert f[f"{key}.s_until_back"] is not None, key
     # the cycle's engine was ended by the report's own gc.collect() after h6's teardown
     assert f["test_h7_after_cycle.at_setup_gib"] <= SLACK_GIB
-    # del + gc.collect() + empty_cache() while another reference survives: still held 10 s on
+    # del + gc.collect() + empty_cache() while another reference survives: still held
     assert f["h4.s_until_back_after_del_gc_empty_cache"] is None
     assert f["h4.after_recipe_gib"] >= held
     report = _report(session.output)

@@ -1,4 +1,4 @@
-"""``VllmRunner``, the ``vllm_runner`` fixture and the factory on a real engine (issue 16).
+"""``VllmRunner``, the ``vllm_runner`` fixture and the factory on a real engine.
 
 Suite ``suites/test_runner.py``; one engine takes 0.3 of the device. Memory is read with
 NVML, as GiB above the session's baseline; "back" is within 1 GiB of it.

@@ -1,4 +1,4 @@
-"""Property tests: the checker never raises and every fix is sound (issue 6).
+"""Property tests: the checker never raises and every fix is sound.
 
 Two sources of programs:
 

@@ -1,5 +1,5 @@
 """Nasty inputs through the CLI (in-process, click's CliRunner) with the real rules: each has
-an exact expected outcome, none reaches the user as a traceback (issue 6)."""
+an exact expected outcome, none reaches the user as a traceback."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ GPU001_NO_FIX = "GPU001 Engine `LLM(...)` built outside `with vllm_runner(...)`"
 
 @pytest.mark.parametrize(("body", "report"), [
     # deeper than the default recursion limit lets the analysis walk: analysed in the deep
-    # thread, the engine is reported (issue 12: a deep expression hides nothing)
+    # thread, the engine is reported (a deep expression hides nothing)
     ("    y = llm.a" + " + llm.a" * 1_000 + "\n", GPU001),
     ("    if llm.a == 0:\n        pass\n"
      + "".join(f"    elif llm.a == {i}:\n        pass\n" for i in range(1, 800)), GPU001),
@@ -150,7 +150,7 @@ def _concatenation(parts: int) -> str:
 
 
 def test_long_string_concatenation_is_fixed(project: Path) -> None:
-    # Issue 12: 600 parts (prompt constants) made --fix fail with RecursionError while check
+    # 600 parts (prompt constants) made --fix fail with RecursionError while check
     # advertised [*]; the fix now runs in a thread with a deep stack.
     tail = _concatenation(600)
     path = write(project, "test_prompt.py", (ENGINE.format(s="hi") + tail).encode())
@@ -192,7 +192,7 @@ def test_concatenation_inside_an_fstring_counts_its_depth(project: Path) -> None
 
 
 def test_implicit_concatenation_beyond_libcst_is_not_fixable(project: Path) -> None:
-    # Issue 25: LibCST's parser takes at most 3,000 parts of an implicit concatenation
+    # LibCST's parser takes at most 3,000 parts of an implicit concatenation
     # (``"a" "b" ...``, one ``ast.Constant``: no depth to measure); with 3,001 ``--fix`` failed
     # ("LibCST cannot parse this file") while ``check`` advertised [*].
     parts = " ".join(f'"part {i} "' for i in range(3_001))

@@ -1,4 +1,4 @@
-"""Write safety of ``--fix`` (issue 6): atomic replace, mode and owner kept, nothing written
+"""Write safety of ``--fix``: atomic replace, mode and owner kept, nothing written
 when nothing changes, two runs at once never tear a file, a damaged cache is harmless."""
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """What the per-rule tests share.
 
-A rule's own examples are run as Fixit runs its VALID/INVALID cases: an INVALID one reports
-exactly the lines and codes it marks, a VALID one reports nothing. ``test_gpuNNN.py`` runs its
-rule's examples with ``example_tests``; ``test_every_rule.py`` runs those of a rule that has
-no file of its own (a new rule is covered by the registry alone). ``reports`` and
-``fix_reports`` give what a check of a snippet reports.
+A rule's own examples are run as Fixit runs its VALID/INVALID cases, with that rule alone
+selected: an INVALID one reports exactly the lines it marks with the rule's code (markers of
+other codes document what the other rules report there), a VALID one reports nothing.
+``test_gpuNNN.py`` runs its rule's examples with ``example_tests``; ``test_every_rule.py``
+runs those of a rule that has no file of its own (a new rule is covered by the registry
+alone). ``reports`` and ``fix_reports`` give what a check of a snippet reports.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from lint_gpu_tests.config import Config, config_from_table
 from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.rule import Example, Rule
-from lint_gpu_tests.rules import ALL_RULES
+from lint_gpu_tests.rules import ALL_RULES, outside_rules
 
 HERE = Path(__file__).parent
 #: ``tests/fixtures/soundness``: fix cases a code review proved wrong (``test_fix_soundness.py``)
@@ -60,33 +61,46 @@ def example_tests(rule: type[Rule]) -> tuple[Callable[[Example], None],
     return test_invalid_example_reports_marked_lines, test_valid_example_reports_nothing
 
 
-def _config(example: Example) -> Config:
-    return config_from_table(dict(example.config), "example") if example.config else Config()
+def alone(rule: type[Rule], example: Example) -> Config:
+    """The example's configuration with ``rule`` the only rule selected."""
+    config = config_from_table(dict(example.config), "example") if example.config else Config()
+    return config.with_overrides(select=(rule.code,), extend_select=(), ignore=())
 
 
 def assert_invalid_example_reports_marked_lines(rule: type[Rule], example: Example) -> None:
-    expected = example.expected()
-    assert any(code == rule.code for _, code in expected), "example must show its own rule"
-    found = check_source(example.source.encode(), example.path, _config(example))
+    """``rule`` alone reports exactly the lines the example marks with its code."""
+    expected = [(line, code) for line, code in example.expected() if code == rule.code]
+    assert expected, "example must show its own rule"
+    found = check_source(example.source.encode(), example.path, alone(rule, example))
     assert sorted((v.location.row, v.code) for v in found) == expected
 
 
 def assert_valid_example_reports_nothing(rule: type[Rule], example: Example) -> None:
-    found = check_source(example.source.encode(), example.path, _config(example))
+    """``rule`` alone reports nothing on the example."""
+    found = check_source(example.source.encode(), example.path, alone(rule, example))
     assert [(v.location.row, v.code) for v in found] == [], rule.code
+
+
+def own_rules(config: Config | None = None) -> Config:
+    """``config`` (default ``Config()``) with the rules registered from outside the package
+    ignored: the rules' tests hold the package's rules to what they report together, whatever
+    else a project registers."""
+    config = config or Config()
+    return config.with_overrides(ignore=(*config.ignore, *(r.code for r in outside_rules())))
 
 
 def reports(source: str, config: Config | None = None,
             path: str = PATH) -> list[tuple[int, int, str]]:
-    """``(line, column, code)`` of every report on the dedented ``source``."""
+    """``(line, column, code)`` of every report of the package's rules on the dedented
+    ``source``."""
     src = textwrap.dedent(source).encode()
     return [(v.location.row, v.location.column, v.code)
-            for v in check_source(src, path, config or Config())]
+            for v in check_source(src, path, own_rules(config))]
 
 
 def fix_reports(source: str, path: str = PATH) -> list[tuple[int, str, str, str]]:
-    """``(line, code, applicability, reason)`` of every report."""
+    """``(line, code, applicability, reason)`` of every report of the package's rules."""
     src = textwrap.dedent(source).encode()
     return [(v.location.row, v.code, v.fix.applicability.value if v.fix else "none",
              (v.fix.reason or "") if v.fix else "")
-            for v in check_source(src, path, Config())]
+            for v in check_source(src, path, own_rules())]

@@ -4,14 +4,35 @@ and here when it has not (so a new rule is covered without a new test file)."""
 
 from __future__ import annotations
 
+import pytest
 from rule_testing import (
+    alone,
     assert_invalid_example_reports_marked_lines,
     assert_valid_example_reports_nothing,
     rule_file,
 )
 
 from lint_gpu_tests.codes import RULE_CODES
-from lint_gpu_tests.rules import ALL_RULES
+from lint_gpu_tests.engine import check_source
+from lint_gpu_tests.rule import Example, Rule
+from lint_gpu_tests.rules import ALL_RULES, package_rules
+
+
+def _package_examples() -> list[pytest.param]:
+    own = package_rules()
+    return [pytest.param(rule, example, own, id=f"{rule.code}-{kind}-{number}")
+            for rule in own for kind in ("INVALID", "VALID")
+            for number, example in enumerate(getattr(rule, kind))]
+
+
+@pytest.mark.parametrize(("rule", "example", "own"), _package_examples())
+def test_every_marker_of_an_example_is_what_the_package_rules_report(
+        rule: type[Rule], example: Example, own: list[type[Rule]]) -> None:
+    """An example's markers of other codes document what the package's other rules report
+    there: with the package's rules selected (and no rule from outside), exactly those."""
+    config = alone(rule, example).with_overrides(select=tuple(r.code for r in own))
+    found = check_source(example.source.encode(), example.path, config)
+    assert sorted((v.location.row, v.code) for v in found) == example.expected()
 
 
 def test_examples_of_a_rule_without_a_file_of_its_own() -> None:

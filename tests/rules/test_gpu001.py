@@ -10,9 +10,11 @@ in ``tests/test_precision.py``.
 
 from __future__ import annotations
 
-from rule_testing import SOUNDNESS, example_tests, rule_class
+import pytest
+from rule_testing import SOUNDNESS, example_tests, own_rules, rule_class
 
 from lint_gpu_tests.config import Config
+from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.fixloop import fix_source
 
 RULE = rule_class("GPU001")
@@ -23,9 +25,51 @@ RULE = rule_class("GPU001")
 
 def test_runtime_compilation_config_needs_unsafe_fixes() -> None:
     before = (SOUNDNESS / "runtime_compilation_config_target_vllm.py").read_bytes()
-    safe_only = fix_source(before, "tests/test_case.py", Config(target="vllm"))
+    safe_only = fix_source(before, "tests/test_case.py", own_rules(Config(target="vllm")))
     assert safe_only.new_source is None
     (engine,) = safe_only.remaining
     assert engine.code == "GPU001" and engine.fix is not None
     assert engine.fix.applicability.value == "unsafe"
     assert engine.fix.reason.startswith("`compilation_config=cc` is only known at run time")
+
+
+ISOLATE = "; `--fix-strategy isolate` would fix it safely"
+REJECTED = ("none", "`LLM` does not take `{}=` (building it raises `TypeError`), but the "
+                    "runner does and would build the engine" + ISOLATE)
+STAR_ARGS = ("none", "`*` arguments may hold more than the model, and the runner takes only "
+                     "the model by position" + ISOLATE)
+
+
+def _fix_of(call: str, target: str = "bundled") -> tuple[str, str]:
+    """(applicability, reason) of the GPU001 of ``llm = <call>`` in a test."""
+    source = (f"from vllm import LLM\n\n\ndef test_x():\n    llm = {call}\n"
+              "    assert llm.generate(['hi'])\n").encode()
+    (found,) = check_source(source, "tests/test_x.py", Config(target=target))
+    assert found.code == "GPU001" and found.fix is not None
+    return found.fix.applicability.value, found.fix.reason
+
+
+@pytest.mark.parametrize(("call", "target", "expected"), [
+    # The bundled runner takes the model as `model_name=`, renames `tokenizer_name=` to
+    # `tokenizer=`, and takes `engine_factory=`/`_group=` itself.
+    ("LLM('m', tokenizer_name='m')", "bundled",
+     (REJECTED[0], REJECTED[1].format("tokenizer_name"))),
+    ("LLM(model_name='m')", "bundled", (REJECTED[0], REJECTED[1].format("model_name"))),
+    ("LLM('m', engine_factory=f)", "bundled",
+     (REJECTED[0], REJECTED[1].format("engine_factory"))),
+    # vLLM's runner has `tokenizer_name` and `default_torch_num_threads` parameters.
+    ("LLM('m', tokenizer_name='m')", "vllm",
+     (REJECTED[0], REJECTED[1].format("tokenizer_name"))),
+    ("LLM('m', default_torch_num_threads=1)", "vllm",
+     (REJECTED[0], REJECTED[1].format("default_torch_num_threads"))),
+    # The runner takes one positional argument.
+    ("LLM(*args)", "bundled", STAR_ARGS),
+    ("LLM(*args, model='m')", "vllm", STAR_ARGS),
+    ("LLM(*('m', 't'))", "bundled", STAR_ARGS),
+    # Statically one positional argument, and `LLM`'s own keywords: mapped as they are.
+    ("LLM(*('m',))", "bundled", ("safe", "")),
+    ("LLM('m', tokenizer='m')", "bundled", ("safe", "")),
+])
+def test_arguments_the_runner_takes_and_llm_rejects_have_no_fix(
+        call: str, target: str, expected: tuple[str, str]) -> None:
+    assert _fix_of(call, target) == expected

@@ -13,10 +13,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from rule_testing import PATH, example_tests, fix_reports, reports, rule_class
+from rule_testing import PATH, example_tests, fix_reports, own_rules, reports, rule_class
 
 from lint_gpu_tests.api import check_paths
-from lint_gpu_tests.config import Config
 from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.fixloop import fix_source
 
@@ -91,9 +90,9 @@ def test_rewrite_keeps_a_cleanup_between_two_uses() -> None:
             gc.collect()
             assert first and second
         """).encode()
-    assert [(v.location.row, v.code) for v in check_source(source, PATH, Config())] == [
+    assert [(v.location.row, v.code) for v in check_source(source, PATH, own_rules())] == [
         (7, "GPU001"), (11, "GPU004")]
-    outcome = fix_source(source, PATH, Config())
+    outcome = fix_source(source, PATH, own_rules())
     assert outcome.new_source == textwrap.dedent("""\
         import gc
         import weakref
@@ -197,7 +196,7 @@ def test_del_of_the_runner_in_its_own_block() -> None:
 
 def test_del_of_the_runner_fix_removes_it() -> None:
     source = textwrap.dedent(DEL_IN_BLOCK).encode()
-    outcome = fix_source(source, PATH, Config())
+    outcome = fix_source(source, PATH, own_rules())
     assert outcome.error is None
     assert outcome.new_source == source.replace(
         b"        del vllm_model\n", b"").replace(
@@ -249,7 +248,7 @@ def test_cleanup_after_the_last_use_in_a_try_whose_finally_shuts_down() -> None:
         (18, "GPU001", "safe", ""),
         (19, "GPU003", "safe", ""),
     ]
-    outcome = fix_source(textwrap.dedent(TRY_BODY).encode(), PATH, Config())
+    outcome = fix_source(textwrap.dedent(TRY_BODY).encode(), PATH, own_rules())
     assert outcome.error is None
     assert outcome.new_source == textwrap.dedent("""\
         import gc
@@ -341,11 +340,95 @@ def test_del_inside_the_block_of_a_runner_variant_a_conftest_defines(
     (tmp_path / "tests" / "conftest.py").write_text(DP_CONFTEST)
     test = tmp_path / "tests" / "test_dp.py"
     test.write_text(test_body)
-    result = check_paths([str(test)], Config(), cache=False)
+    result = check_paths([str(test)], own_rules(), cache=False)
     expected = [(7, 9, "GPU004")] + ([(13, 9, "GPU004")] if "test_plain" in test_body else [])
     assert [(v.location.row, v.location.column, v.code)
             for v in result.violations] == expected
-    fixed = check_paths([str(test)], Config(), cache=False, fix=True)
+    fixed = check_paths([str(test)], own_rules(), cache=False, fix=True)
     assert [v.code for v in fixed.violations] == []
     assert test.read_text() == test_body.replace("        del vllm_model\n", "")
     assert ("del hf_runner" in test.read_text()) is ("test_plain" in test_body)
+
+
+# --------------------------------------------------------------------------- factories
+
+FACTORY_REASON = (
+    "the engine comes from `setup_engine()` (line 6), which builds and returns it, and no fix "
+    "rewrites a factory together with its callers yet: make `setup_engine()` a "
+    "`contextlib.contextmanager` that yields the engine of a `with vllm_runner(...)` block, "
+    "and call it in a `with` statement")
+
+
+def test_an_engine_from_a_factory_helper_is_owned_by_its_caller() -> None:
+    assert fix_reports("""\
+        import gc
+
+        import vllm
+
+
+        def setup_engine(num_loras, tp=1) -> vllm.LLM:
+            return vllm.LLM(model="m", enable_lora=True, max_loras=num_loras,
+                            tensor_parallel_size=tp)
+
+
+        def test_single_lora(tp):
+            llm = setup_engine(1, tp)
+            try:
+                assert llm.generate(["a"])
+            finally:
+                llm.llm_engine.engine_core.shutdown()
+                del llm
+                gc.collect()
+
+
+        def test_guarded():
+            engine = None
+            try:
+                engine = setup_engine(2)
+                assert engine.generate(["a"])
+            finally:
+                if engine is not None:
+                    engine.llm_engine.engine_core.shutdown()
+
+
+        def test_alias():
+            llm = setup_engine(2)
+            same = llm
+            assert same.generate(["a"])
+            del llm, same
+    """) == [
+        (7, "GPU001", "none", "the engine is returned to the caller, so it must outlive this "
+         "function; a factory helper can become a `contextlib.contextmanager` that yields the "
+         "engine of a `with` block over the runner, its callers `with` statements"),
+        (13, "GPU003", "none", FACTORY_REASON),
+        (23, "GPU003", "none", FACTORY_REASON),
+        (35, "GPU004", "none", FACTORY_REASON),
+    ]
+
+
+def test_a_helper_that_returns_a_value_read_from_the_engine_is_not_a_factory() -> None:
+    assert fix_reports("""\
+        import gc
+
+        from vllm import LLM
+
+
+        def max_num_seqs(model):
+            llm = LLM(model)
+            try:
+                return llm.llm_engine.vllm_config.scheduler_config.max_num_seqs
+            finally:
+                del llm
+                gc.collect()
+
+
+        def test_default():
+            seqs = max_num_seqs("m")
+            assert seqs == 256
+            gc.collect()
+    """) == [
+        (7, "GPU001", "none", "a value read from the engine is returned to the caller (line 9) "
+         "and may hold the engine after this function ends"),
+        (8, "GPU003", "none", "a value read from the engine is returned to the caller (line 9) "
+         "and may hold the engine after this function ends"),
+    ]

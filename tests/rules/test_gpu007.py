@@ -1,7 +1,7 @@
 """GPU007 engines-oversubscribe-device: engines alive at the same time ask for more than the
 whole device.
 
-Its own INVALID/VALID examples (``lint_gpu_tests/rules/gpu007_engines_oversubscribe_device.py``),
+Its own INVALID/VALID examples (``lint_gpu_tests/rules/gpu007_engines_oversubscribe_device/``),
 which engines count as alive together, how their shares are read, where the report points and
 what it says."""
 

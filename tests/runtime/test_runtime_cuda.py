@@ -1,9 +1,10 @@
-"""The fork guard's CUDA probe (issue 27): CUDA initialised below torch, through the driver.
+"""The fork guard's CUDA probe: CUDA initialised below torch, through the driver.
 
-On the H200 (docs/gpu-runtime.md, section (f)) importing torch maps ``libcuda.so`` without
-initialising CUDA, and ``cuDeviceGetCount`` tells the two apart (3 before ``cuInit``, 0
-after). Here a stand-in ``libcuda.so.1``, compiled from a few lines of C, behaves the same
-way: mapped into the process, ``cuDeviceGetCount`` answers 3 until its ``cuInit`` runs.
+Importing torch maps ``libcuda.so`` without initialising CUDA, and ``cuDeviceGetCount``
+tells the two apart: it counts the devices before ``cuInit`` and answers 0 after
+(``docs/gpu-runtime.md``, section (f)). Here a stand-in ``libcuda.so.1``, compiled from a
+few lines of C, behaves the same way: mapped into the process, ``cuDeviceGetCount`` answers 3
+until its ``cuInit`` runs.
 """
 
 from __future__ import annotations

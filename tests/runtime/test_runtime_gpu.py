@@ -348,8 +348,8 @@ def test_e3_parent_holds_cuda():
 
 
 def test_e_never_forks_after_cuda_is_initialised(pytester: pytest.Pytester) -> None:
-    """On an H200 before the guard, every forked child died with "Cannot re-initialize
-    CUDA in forked subprocess"."""
+    """Without the guard, a child forked after CUDA is initialised dies with "Cannot
+    re-initialize CUDA in forked subprocess"."""
     pytester.makepyfile(test_fork_guard=FORK_GUARD)
     result = pytester.runpytest_subprocess(
         *plugin_args(), "-p", "no:cacheprovider", "-rA", "-W", "default", timeout=300

@@ -285,7 +285,7 @@ def test_forks_when_torch_is_imported_but_cuda_is_not_initialised(
     assert isolation._warned_fork_after_cuda is False
 
 
-# -- issue 27: time limits, processes left behind, the parent's death ------------------
+# -- time limits, processes left behind, the parent's death ---------------------------
 def _wait_dead(pid: int, what: str) -> None:
     """Bounded wait (60 s) until ``pid`` is gone; fails naming ``what`` at the bound."""
     deadline = time.monotonic() + 60

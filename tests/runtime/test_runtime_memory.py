@@ -251,7 +251,7 @@ def test_torch_fallback_only_when_the_backend_is_already_initialised(
     assert reader.read(0).used_bytes == 50 * GIB
 
 
-# -- issue 27: slack relative to the device; the first CUDA context of this process ------
+# -- slack relative to the device; the first CUDA context of this process ----------------
 H200_TOTAL = int(140.40 * GIB)  # NVML's total of an H200 (docs/gpu-runtime.md)
 
 

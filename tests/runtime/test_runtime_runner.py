@@ -258,7 +258,7 @@ def test_memory_not_back_warns_with_device_figures() -> None:
     assert caught[0].filename == __file__
 
 
-# -- issue 27 ---------------------------------------------------------------------------
+# -- teardown warnings, the first CUDA context -------------------------------------------
 def test_teardown_warnings_point_at_the_test_line() -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -322,7 +322,7 @@ def test_first_cuda_context_of_the_test_process_is_not_a_leak(
 
     def builds_and_initialises_cuda(model: str) -> Any:
         # the test process itself creates its first CUDA context (1.6 GiB: "over 1 GiB on
-        # other drivers and devices", issue 27) while the engine is alive
+        # other drivers and devices") while the engine is alive
         cuda = types.SimpleNamespace(is_initialized=lambda: True, memory_reserved=lambda i: 0)
         monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
         reader.script = [reader.used[0] + 40 * GIB, GIB // 2 + int(1.6 * GIB)]
@@ -378,8 +378,9 @@ def test_factory_close_exits_runners_left_open(fake_vllm: types.ModuleType) -> N
 
 
 def test_engine_ignoring_sigterm_is_killed_after_the_grace_and_named() -> None:
-    """vLLM 0.32's CPU EngineCore outlived SIGTERM: with ``timeout=60`` the exit took 61 s.
-    The runner kills the engine's processes once ``shutdown_grace_s`` has passed."""
+    """An engine core that outlives SIGTERM (vLLM's CPU EngineCore has) would hold the exit
+    for the whole timeout: the runner kills the engine's processes once
+    ``shutdown_grace_s`` has passed."""
 
     class Runner(QuietRunner):
         shutdown_grace_s = 0.5

@@ -2,8 +2,8 @@
 with the default start method and a real engine in the child.
 
 Run by ``tests/gpu/test_gpu_isolation.py``. A forked child cannot use CUDA once the parent
-has initialised it ("Cannot re-initialize CUDA in forked subprocess"); the fork guard of
-issue 9 is to see that and spawn instead.
+has initialised it ("Cannot re-initialize CUDA in forked subprocess"); the fork guard
+sees that and spawns instead.
 """
 
 import torch

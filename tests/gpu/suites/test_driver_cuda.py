@@ -1,9 +1,9 @@
 """CUDA initialised in the parent through the driver only (``cuInit`` through ctypes, as a
 CUDA library or a profiler does), torch imported but not initialised; then isolation with
-the default start method and a real engine in the child (issue 27).
+the default start method and a real engine in the child.
 
-Run by ``tests/gpu/test_gpu_isolation.py``. Before issue 27 the fork guard asked torch only
-(``torch.cuda.is_initialized()`` is False here), forked, and the child died with "CUDA
+Run by ``tests/gpu/test_gpu_isolation.py``. A fork guard that asked torch only
+(``torch.cuda.is_initialized()`` is False here) would fork, and the child die with "CUDA
 driver initialization failed" (docs/gpu-runtime.md, section (f)).
 """
 

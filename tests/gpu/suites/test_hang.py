@@ -1,10 +1,10 @@
-"""Spawned isolated tests that leave a process behind or hang, each with a real engine
-(issue 27).
+"""Spawned isolated tests that leave a process behind or hang, each with a real engine.
 
 Run by ``tests/gpu/test_gpu_isolation.py``. ``h1`` returns but leaves a non-daemon helper
-process: the spawned interpreter's exit joins it forever (before issue 27 the runner waited
-with it); ``h3`` hangs with its engine alive until its ``isolation_timeout``. Both must fail
-naming what was left, and the next test must start on a clean device with no process left.
+process: the spawned interpreter's exit joins it forever (a runner without a limit on that join
+would wait with it); ``h3`` hangs with its engine alive until its ``isolation_timeout``. Both
+must fail naming what was left, and the next test must start on a clean device with no process
+left.
 """
 
 import multiprocessing

@@ -11,10 +11,10 @@ torch and holds them until it exits. 0 (the default) allocates nothing (CPU test
 ``fail_shutdown`` (stand-in only): ``shutdown()`` raises after recording itself, without
 stopping the child (the finalizer still does, at collection).
 ``ignore_sigterm`` (stand-in only): the engine core ignores SIGTERM and the stop message,
-as vLLM 0.32's CPU EngineCore did for longer than vLLM's 5 s grace (it had to be killed).
+as vLLM's CPU EngineCore has done for longer than vLLM's shutdown grace (it had to be killed).
 ``workers`` (stand-in only): the engine core starts that many ``VLLM::Worker`` children,
 which end when their parent does (vLLM's workers watch their parent the same way),
-``worker_linger_s`` seconds later (an orphaned vLLM worker took a few seconds).
+``worker_linger_s`` seconds later (an orphaned vLLM worker lingers a while).
 
 Like vLLM's, the processes title themselves ``VLLM::EngineCore`` and ``VLLM::Worker``
 (written to ``/proc/self/comm``, which keeps 15 characters), and ``shutdown(timeout)``

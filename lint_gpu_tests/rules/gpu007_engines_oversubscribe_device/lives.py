@@ -1,5 +1,4 @@
-"""Engines' live ranges in one function, for GPU007
-(``rules/gpu007_engines_oversubscribe_device.py``): where each engine a function builds,
+"""GPU007's detection, engines' live ranges in one function: where each engine a function builds,
 enters or requests starts and stops holding device memory (:class:`EngineLives`), and what
 share of the device it asks for. An engine's life ends at ``del`` of its last name, at the
 rebinding of the name, at the end of its runner's block, and at an explicit shutdown that

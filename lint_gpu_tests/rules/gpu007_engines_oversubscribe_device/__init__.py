@@ -1,6 +1,6 @@
 """GPU007 engines-oversubscribe-device: engines alive at the same time whose
 ``gpu_memory_utilization`` shares add up past the whole device. Each engine's live range:
-:mod:`lint_gpu_tests.fixplan.lives`."""
+:mod:`.lives`."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import math
 from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.fixplan.lives import (
+from lint_gpu_tests.rule import Example, Hit, Rule
+from lint_gpu_tests.rules._common import hit_at
+from lint_gpu_tests.rules.gpu007_engines_oversubscribe_device.lives import (
     EPSILON,
     RUNNER_FACTORY_FIXTURE,
     EngineLife,
     EngineLives,
     exclusive,
 )
-from lint_gpu_tests.rule import Example, Hit, Rule
-from lint_gpu_tests.rules._common import hit_at
 
 
 class EnginesOversubscribeDevice(Rule):
