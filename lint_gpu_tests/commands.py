@@ -78,7 +78,16 @@ class _ProveCommand(click.Command):
               help="Write the fix to the modules proven the same (without it, nothing is "
                    "written).")
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=1, show_default=True,
-              help="pytest sessions side by side (mind the engines your machine holds).")
+              help="pytest sessions side by side on a machine without devices to schedule "
+                   "(mind the engines your machine holds).")
+@click.option("--devices", default=None, envvar="GPU_TEST_LINT_PROVE_DEVICES",
+              help="Devices to give sessions, e.g. 0,1,2 (default: the visible ones).")
+@click.option("--sessions-per-device", type=click.IntRange(min=1), default=1,
+              show_default=True,
+              help="Sessions sharing a device at once; their engines start one at a time.")
+@click.option("--shard", default=None, metavar="K/N",
+              help="Prove only the K-th of N parts of the modules (`prove merge REPORTS...` "
+                   "joins the parts' JSON reports).")
 @click.option("--texts", type=click.Choice(["auto", "exact", "outcome"]), default="auto",
               show_default=True,
               help="How generated texts are compared: auto (greedy or seeded exactly, "
@@ -98,27 +107,42 @@ class _ProveCommand(click.Command):
 @click.pass_context
 def prove_command(ctx: click.Context, paths: tuple[str, ...], unsafe_fixes: bool,
                   fix_strategy: str | None, target: str | None, config_file: str | None,
-                  apply: bool, jobs: int, texts: str, session_timeout: float,
+                  apply: bool, jobs: int, devices: str | None, sessions_per_device: int,
+                  shard: str | None, texts: str, session_timeout: float,
                   time_limit: float | None, output_format: str, no_cache: bool,
                   cache_dir: str | None, work_dir: str | None, quiet: bool) -> None:
     """Prove the fixes of PATHS on your own tests: run them (pytest, with the arguments
     after --) before and after the fix, and compare each test's outcome, engines, texts and
-    leaks. Exit 0 when no module differs (and each ran), 1 otherwise, 2 on an error."""
+    leaks. Exit 0 when every module ran and is proven (none differs or is inconclusive), 1
+    otherwise, 2 on an error. `prove merge REPORTS...` joins the JSON reports of --shard
+    runs into one verdict (and --apply writes it)."""
     from lint_gpu_tests.api import PathNotFoundError
     from lint_gpu_tests.prove import ProveOptions, prove_paths
+    from lint_gpu_tests.prove.merge import merge_paths
     from lint_gpu_tests.prove.report import render
+    from lint_gpu_tests.prove.shard import parse_shard
+
+    say = None if quiet else (lambda line: click.echo(line, err=True))
+    if paths[:1] == ("merge",):
+        try:
+            merged = merge_paths(paths[1:], write=apply, progress=say)
+        except (OSError, ValueError) as exc:
+            fail(str(exc))
+        click.echo(render(merged, output_format, os.getcwd()), nl=False)
+        sys.exit(0 if merged.proven else 1)
 
     overrides = {k: v for k, v in (("fix_strategy", fix_strategy), ("target", target))
                  if v is not None}
     options = ProveOptions(unsafe_fixes=unsafe_fixes, overrides=overrides,
                            config_file=os.path.abspath(config_file) if config_file else None,
                            pytest_args=ctx.meta.get("pytest_args", ()), jobs=jobs,
+                           devices=devices, sessions_per_device=sessions_per_device,
                            session_timeout_s=session_timeout, time_limit_s=time_limit,
                            texts=texts, apply=apply, cache=not no_cache, cache_dir=cache_dir,
                            work_dir=work_dir)
     try:
-        result = prove_paths(list(paths), options, progress=None if quiet else
-                             (lambda line: click.echo(line, err=True)))
+        options.shard = parse_shard(shard) if shard else None
+        result = prove_paths(list(paths), options, progress=say)
     except (PathNotFoundError, ConfigError, ValueError) as exc:
         fail(str(exc))
     click.echo(render(result, output_format, os.getcwd()), nl=False)

@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 
 from lint_gpu_tests import cli
 from lint_gpu_tests.prove import pipeline
+from lint_gpu_tests.prove.devices import visibility_variable
 from lint_gpu_tests.prove.session import run_session
 
 RUNTIME_TESTS = Path(__file__).parent / "runtime"
@@ -27,7 +28,19 @@ if str(RUNTIME_TESTS) not in sys.path:
 from runtime_fakes import STAND_IN_ENGINE_CONFIG  # noqa: E402 - needs RUNTIME_TESTS on sys.path
 
 FAKE_VLLM = '''\
+import os
 from types import SimpleNamespace as N
+
+
+def _profile():
+    """Fail as vLLM's start-up memory profile does when another process frees device
+    memory, as many times as the file $FAKE_PROFILE_FAILURES counts (counted down)."""
+    path = os.environ.get("FAKE_PROFILE_FAILURES")
+    left = int(open(path).read()) if path and os.path.exists(path) else 0
+    if left > 0:
+        open(path, "w").write(str(left - 1))
+        raise AssertionError("Error in memory profiling. Initial free memory 10 GiB, "
+                             "current free memory 12 GiB.")
 
 
 class SamplingParams:
@@ -37,6 +50,11 @@ class SamplingParams:
 
 class LLM:
     def __init__(self, model, max_model_len=64, **kwargs):
+        _profile()
+        if os.environ.get("FAKE_SEEN"):
+            with open(os.environ["FAKE_SEEN"], "a") as f:
+                f.write(f"{kwargs.get('tensor_parallel_size', 1)} "
+                        f"{os.environ.get(os.environ['FAKE_SEEN_VARIABLE'])}\\n")
 ''' + STAND_IN_ENGINE_CONFIG + '''
     def generate(self, prompts, sampling_params=None):
         return [N(outputs=[N(text=p[::-1])]) for p in prompts]
@@ -149,10 +167,17 @@ def test_prove_then_a_broken_fix(project: Path, tmp_path: Path,
     assert broken.exit_code == 1, broken.output
     assert "prove: 3 session(s) taken from their recordings, 1 to run" in broken.stderr
     lines = broken.stdout.splitlines()
-    assert lines[:2] == ["tests/test_b.py::test_b: engine 1 max_model_len: 32 before, 16 after",
-                         ""]
-    assert [line.split()[:2] for line in lines[4:6]] == [["tests/test_a.py", "same"],
-                                                          ["tests/test_b.py", "differs"]]
+    assert lines[:3] == ["tests/test_b.py::test_b: engine 1 max_model_len: 32 before, 16 after",
+                         "tests/test_b.py: run again alone: differs when first run (1 "
+                         "difference(s))", ""]
+    assert "prove: 1 module(s) to run again alone: tests/test_b.py" in broken.stderr
+    assert lines[3:9] == ["test                             before  after",
+                          "-------------------------------  ------  ------",
+                          "tests/test_a.py::test_a          passed  passed",
+                          "tests/test_a.py::test_no_engine  passed  passed",
+                          "tests/test_b.py::test_b          passed  passed", ""]
+    assert [line.split()[:3] for line in lines[11:13]] == [["tests/test_a.py", "same", "2"],
+                                                           ["tests/test_b.py", "differs", "(run"]]
     assert lines[-1] == "Applied the fix to 1 file; not written: tests/test_b.py."
     # --apply wrote exactly what check --fix writes, and only where proven
     assert (project / "tests" / "test_a.py").read_bytes() == expected["test_a.py"]
@@ -230,3 +255,139 @@ def test_a_module_pytest_cannot_collect_is_not_run(project: Path) -> None:
         "tests/test_b.py", "not run",
         "the original's session ended with pytest's exit 2 (--work-dir keeps its log); "
         "the fixed module's session ended with pytest's exit 2 (--work-dir keeps its log)")
+
+
+def test_engines_that_fail_to_start_in_both_copies_are_inconclusive(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every engine construction fails the memory profile in both copies, the same way: the
+    module is inconclusive (not the same), after one run alone; nothing is written."""
+    failures = tmp_path / "failures"
+    failures.write_text("100")
+    monkeypatch.setenv("FAKE_PROFILE_FAILURES", str(failures))
+    original = (project / "tests" / "test_b.py").read_bytes()
+    result = prove("tests/test_b.py", "--apply", "--work-dir", str(tmp_path / "w"),
+                   "--output-format", "json", "-q")
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    [module] = data["modules"]
+    why = "the start-up memory profile (another process changed the device's free memory)"
+    assert (module["status"], module["note"], module["rerun"], module["outcomes"],
+            module["failed_in_both"], module["engines"]) == (
+        "inconclusive",
+        f"1 test did not exercise the fix: tests/test_b.py::test_b: before: {why}; after: "
+        f"{why}",
+        f"inconclusive when first run (1 test did not exercise the fix: "
+        f"tests/test_b.py::test_b: before: {why}; after: {why})",
+        {"tests/test_b.py::test_b": {"before": "failed", "after": "failed"}},
+        ["tests/test_b.py::test_b"], {"before": 0, "after": 0})
+    assert (data["proven"], data["applied"], data["withheld"]) == (
+        False, [], ["tests/test_b.py"])
+    assert (project / "tests" / "test_b.py").read_bytes() == original
+    assert int(failures.read_text()) == 96  # two sessions, then the two run alone
+    # logs and records under names ls shows, the run alone's beside the first
+    assert sorted(p.name for p in (tmp_path / "w" / "sessions" / "before").iterdir()) == [
+        "tests-test_b.py.json", "tests-test_b.py.log", "tests-test_b.py.rerun.json",
+        "tests-test_b.py.rerun.log"]
+    before = tmp_path / "w" / "before"
+    assert module["commands"]["before"] == (
+        f"cd {before} && GPU_TEST_LINT_RECORD={tmp_path / 'w' / 'sessions' / 'before'}"
+        f"/tests-test_b.py.json {sys.executable} -m pytest -p lint_gpu_tests.runtime.recorder "
+        "-p no:randomly -p no:cacheprovider -rA --tb=short tests/test_b.py")
+    # nothing inconclusive was kept as a recording
+    assert not list((tmp_path / "cache" / "prove").glob("*.json"))
+
+
+def test_a_module_inconclusive_once_is_judged_on_its_run_alone(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    failures = tmp_path / "failures"
+    failures.write_text("1")
+    monkeypatch.setenv("FAKE_PROFILE_FAILURES", str(failures))
+    result = prove("tests/test_b.py", "--apply", "--no-cache", "-q")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("tests/test_b.py: run again alone: inconclusive when first "
+                               "run (1 test did not exercise the fix: tests/test_b.py::test_b: ")
+    assert lines[-2:] == [
+        "1 module proven: 1 same, 0 leaked before and fixed after, 0 differ, 0 inconclusive, "
+        "0 not run (1 run again alone); 0 test modules unchanged by the fix; "
+        + lines[-2].rsplit("; ", 1)[1],
+        "Applied the fix to 1 file."]
+
+
+def test_each_session_sees_devices_of_its_own(project: Path, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in device list: each session sees the devices it was given through the
+    platform's visibility variable, as many as its engines take (``tensor_parallel_size=2``:
+    two); with two sessions a device, engines start under a lock of the device's."""
+    seen = tmp_path / "seen"
+    monkeypatch.setenv("FAKE_SEEN", str(seen))
+    monkeypatch.setenv("FAKE_SEEN_VARIABLE", visibility_variable())
+    test_b = project / "tests" / "test_b.py"
+    test_b.write_text(TEST_B.replace('max_model_len=32)', 'max_model_len=32, '
+                                     'tensor_parallel_size=2)'))
+    result = prove("tests", "--devices", "5,6,7", "--no-cache", "-q")
+    assert result.exit_code == 0, result.output
+    got = sorted(line.split() for line in seen.read_text().splitlines())
+    assert [tp for tp, _ in got] == ["1", "1", "2", "2"]
+    assert all(d in ("5", "6", "7") for _, d in got[:2])
+    assert all(len(d.split(",")) == 2 and set(d.split(",")) <= {"5", "6", "7"}
+               for _, d in got[2:])
+
+    seen.unlink()
+    work = tmp_path / "w"
+    result = prove("tests/test_a.py", "--devices", "5", "--sessions-per-device", "2",
+                   "--no-cache", "--work-dir", str(work), "-q")
+    assert result.exit_code == 0, result.output
+    assert seen.read_text().splitlines() == ["1 5", "1 5"]
+    assert sorted(p.name for p in (work / "locks").iterdir()) == ["device-5.lock"]
+
+
+def test_shards_merged_give_the_unsharded_verdict(project: Path, tmp_path: Path) -> None:
+    """Two shards of a run (from the recordings of an unsharded one) part the modules; their
+    reports merged give the unsharded verdict, and ``merge --apply`` writes what ``check
+    --fix`` writes."""
+    expected = fixed_by_check(project, tmp_path)
+    whole = prove("tests", "--output-format", "json", "-q")
+    assert whole.exit_code == 0, whole.output
+    reports = []
+    for k in (1, 2):
+        shard = prove("tests", "--shard", f"{k}/2", "--output-format", "json", "-q")
+        assert shard.exit_code == 0, shard.output
+        reports.append(tmp_path / f"shard-{k}.json")
+        reports[-1].write_text(shard.stdout)
+    parts = [[m["module"] for m in json.loads(r.read_text())["modules"]] for r in reports]
+    assert sorted(parts) == [["tests/test_a.py"], ["tests/test_b.py"]]
+    assert json.loads(reports[0].read_text())["shard"] == "1/2"
+
+    def verdict(data: dict[str, Any]) -> list[Any]:
+        return [data["proven"], data["unchanged"], data["changed"], data["to_prove"],
+                [(m["module"], m["status"], m["outcomes"], m["differences"])
+                 for m in data["modules"]]]
+
+    merged = prove("merge", *map(str, reports), "--output-format", "json", "-q")
+    assert merged.exit_code == 0, merged.output
+    assert verdict(json.loads(merged.stdout)) == verdict(json.loads(whole.stdout))
+
+    one = prove("merge", str(reports[0]), "-q")
+    assert (one.exit_code, one.stderr) == (
+        2, "error: expected the shards 1/1; got 1/2\n")
+    refused = prove("tests", "--shard", "1/2", "--apply", "-q")
+    assert refused.exit_code == 2 and "give --apply to `prove merge`" in refused.stderr
+
+    written = prove("merge", *map(str, reports), "--apply", "-q")
+    assert written.exit_code == 0, written.output
+    assert written.stdout.splitlines()[-1] == "Applied the fix to 2 files."
+    assert {name: (project / "tests" / name).read_bytes() for name in expected} == expected
+
+
+def test_a_session_past_its_limit_is_inconclusive(project: Path) -> None:
+    (project / "tests" / "test_b.py").write_text("import time\n" + TEST_B.replace(
+        "    llm = LLM(", "    time.sleep(60)\n    llm = LLM("))
+    result = prove("tests/test_b.py", "--session-timeout", "1", "--no-cache",
+                   "--output-format", "json", "-q")
+    assert result.exit_code == 1
+    [module] = json.loads(result.stdout)["modules"]
+    past = ("the original's session ran past its limit (--work-dir keeps its log); "
+            "the fixed module's session ran past its limit (--work-dir keeps its log)")
+    assert (module["status"], module["note"], module["rerun"]) == (
+        "inconclusive", past, f"inconclusive when first run ({past})")

@@ -111,14 +111,22 @@ def _result() -> ProveResult:
     same = judge("tests/test_a.py", {"tests/test_a.py::t": rec()},
                  {"tests/test_a.py::t": rec()})
     same.seconds, same.from_recordings = 3.25, ["before"]
-    differs = judge("tests/test_b.py", {"tests/test_b.py::t": rec()},
-                    {"tests/test_b.py::t": rec("failed")})
+    differs = judge("tests/test_b.py", {"tests/test_b.py::t": rec(),
+                                        "tests/test_b.py::u": rec("error", engines=[])},
+                    {"tests/test_b.py::t": rec("failed"),
+                     "tests/test_b.py::u": rec("error", engines=[])})
     differs.seconds = 4.0
+    differs.rerun = "differs when first run (1 difference(s))"
+    differs.commands = {"before": "cd /w/before && pytest tests/test_b.py"}
     fixed = judge("tests/test_c.py", {"tests/test_c.py::t": rec(leaked=1)},
                   {"tests/test_c.py::t": rec()})
     not_run = ModuleResult("tests/test_d.py", Status.NOT_RUN,
                            note="the fixed module's session ran past its limit")
-    return ProveResult([same, differs, fixed, not_run], unchanged=["tests/test_e.py"],
+    inconclusive = judge("tests/test_f.py", {"tests/test_f.py::t": rec("failed", engines=[])},
+                         {"tests/test_f.py::t": rec("failed", engines=[])},
+                         not_exercised={"tests/test_f.py::t": "before: out of memory"})
+    return ProveResult([same, differs, fixed, not_run, inconclusive],
+                       unchanged=["tests/test_e.py"],
                        changed=["tests/test_a.py", "tests/test_b.py"],
                        applied=["tests/test_a.py"], withheld=["tests/test_b.py"],
                        seconds=12.0, root="/project")
@@ -127,16 +135,28 @@ def _result() -> ProveResult:
 def test_text_report() -> None:
     assert render_text(_result()) == """\
 tests/test_b.py::t: outcome: 'passed' before, 'failed' after
+tests/test_b.py: run again alone: differs when first run (1 difference(s))
+tests/test_b.py: by hand (before): cd /w/before && pytest tests/test_b.py
 tests/test_d.py: not run: the fixed module's session ran past its limit
+tests/test_f.py: inconclusive: 1 test did not exercise the fix: tests/test_f.py::t: before: out of memory
 
-module           verdict                     tests  leaked before  leaked after  texts by outcome only  seconds
----------------  --------------------------  -----  -------------  ------------  ---------------------  ---------------------
-tests/test_a.py  same                        1      0              0             0                      3.2 (before recorded)
-tests/test_b.py  differs                     1      0              0             0                      4.0
-tests/test_c.py  leaked before, fixed after  1      1              0             0                      0.0
-tests/test_d.py  not run                     0      0              0             0                      0.0
+test                before  after
+------------------  ------  ------
+tests/test_a.py::t  passed  passed
+tests/test_b.py::t  passed  failed
+tests/test_b.py::u  error   error
+tests/test_c.py::t  passed  passed
+tests/test_f.py::t  failed  failed
 
-4 modules proven: 1 same, 1 leaked before and fixed after, 1 differ, 1 not run; 1 test module unchanged by the fix; 12 s.
+module           verdict                     tests  failed in both  leaked before  leaked after  texts by outcome only  seconds
+---------------  --------------------------  -----  --------------  -------------  ------------  ---------------------  ---------------------
+tests/test_a.py  same                        1      0               0              0             0                      3.2 (before recorded)
+tests/test_b.py  differs (run again)         2      1               0              0             0                      4.0
+tests/test_c.py  leaked before, fixed after  1      0               1              0             0                      0.0
+tests/test_d.py  not run                     0      0               0              0             0                      0.0
+tests/test_f.py  inconclusive                1      1               0              0             0                      0.0
+
+5 modules proven: 1 same, 1 leaked before and fixed after, 1 differ, 1 inconclusive, 1 not run (1 run again alone); 1 test module unchanged by the fix; 12 s.
 Applied the fix to 1 file; not written: tests/test_b.py.
 """  # noqa: E501
 
@@ -146,10 +166,20 @@ def test_json_report() -> None:
     assert data["proven"] is False
     assert [(m["module"], m["status"]) for m in data["modules"]] == [
         ("tests/test_a.py", "same"), ("tests/test_b.py", "differs"),
-        ("tests/test_c.py", "leaked before, fixed after"), ("tests/test_d.py", "not run")]
-    assert data["modules"][1]["differences"] == [
+        ("tests/test_c.py", "leaked before, fixed after"), ("tests/test_d.py", "not run"),
+        ("tests/test_f.py", "inconclusive")]
+    differs, inconclusive = data["modules"][1], data["modules"][4]
+    assert differs["differences"] == [
         {"test": "tests/test_b.py::t", "field": "outcome", "before": "passed",
          "after": "failed"}]
+    assert (differs["outcomes"], differs["failed_in_both"], differs["engines"],
+            differs["rerun"]) == (
+        {"tests/test_b.py::t": {"before": "passed", "after": "failed"},
+         "tests/test_b.py::u": {"before": "error", "after": "error"}},
+        ["tests/test_b.py::u"], {"before": 1, "after": 1},
+        "differs when first run (1 difference(s))")
+    assert (inconclusive["not_exercised"], inconclusive["engines"]) == (
+        {"tests/test_f.py::t": "before: out of memory"}, {"before": 0, "after": 0})
     assert (data["applied"], data["withheld"], data["unchanged"]) == (
         ["tests/test_a.py"], ["tests/test_b.py"], ["tests/test_e.py"])
 
@@ -165,9 +195,11 @@ def test_sarif_report(tmp_path: Path) -> None:
         ("prove-differs", "error", "tests/test_b.py::t: outcome: 'passed' before, "
          "'failed' after", "tests/test_b.py"),
         ("prove-not-run", "warning", "tests/test_d.py: not run: the fixed module's session "
-         "ran past its limit", "tests/test_d.py")]
-    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == ["prove-differs",
-                                                                 "prove-not-run"]
+         "ran past its limit", "tests/test_d.py"),
+        ("prove-inconclusive", "warning", "tests/test_f.py: inconclusive: 1 test did not "
+         "exercise the fix: tests/test_f.py::t: before: out of memory", "tests/test_f.py")]
+    assert [r["id"] for r in run["tool"]["driver"]["rules"]] == [
+        "prove-differs", "prove-inconclusive", "prove-not-run"]
 
 
 def test_modules_to_run(tmp_path: Path) -> None:

@@ -155,6 +155,7 @@ class Status(enum.Enum):
     SAME = "same"
     LEAK_FIXED = "leaked before, fixed after"
     DIFFERS = "differs"
+    INCONCLUSIVE = "inconclusive"
     NOT_RUN = "not run"
 
     @property
@@ -178,8 +179,18 @@ class ModuleResult:
         seconds: the two sessions' seconds (run now or as recorded).
         from_recordings: variants taken from their recordings (``before``, ``after``).
         note: why the module was not run (a session past its limit, pytest's error, the
-            time limit of the whole run).
+            time limit of the whole run), or why it is inconclusive.
         logs: the sessions' logs of the runs made now, by variant.
+        outcomes: per test id, its outcome in each run (``{"before": "passed", "after":
+            "failed"}``; None where the test did not run there).
+        failed_in_both: tests that failed (or errored) in both runs.
+        not_exercised: per test id, why a run of it did not exercise the fix
+            (``before: out of memory``): its engine failed to start for a reason that is not
+            the test's (:mod:`.diagnose`).
+        engines: engines built in each run, by variant.
+        rerun: why the module was run again alone before its verdict (its first verdict and
+            the reason), or ``""``.
+        commands: per variant, the shell command that runs the module's session by hand.
     """
 
     module: str
@@ -193,20 +204,69 @@ class ModuleResult:
     from_recordings: list[str] = field(default_factory=list)
     note: str = ""
     logs: dict[str, str] = field(default_factory=dict)
+    outcomes: dict[str, dict[str, str | None]] = field(default_factory=dict)
+    failed_in_both: list[str] = field(default_factory=list)
+    not_exercised: dict[str, str] = field(default_factory=dict)
+    engines: dict[str, int] = field(default_factory=dict)
+    rerun: str = ""
+    commands: dict[str, str] = field(default_factory=dict)
+
+
+def failed(outcome: str | None) -> bool:
+    """True for an outcome that is a failure: ``failed``, ``error``, a teardown error, or
+    none recorded."""
+    return outcome is None or outcome.split("+")[0] in ("failed", "error") \
+        or outcome.endswith("+teardown-error")
+
+
+def outcomes(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]
+             ) -> dict[str, dict[str, str | None]]:
+    """Per test id of either run (sorted), its outcome in each: ``{"before": ..., "after":
+    ...}``, None where it did not run."""
+    return {t: {"before": (before.get(t) or {}).get("outcome"),
+                "after": (after.get(t) or {}).get("outcome")}
+            for t in sorted(set(before) | set(after))}
 
 
 def judge(module: str, before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]],
-          *, texts: str = "auto", strict_leaks: bool = False) -> ModuleResult:
-    """The verdict on ``module`` from the records of its two complete runs: it differs when
+          *, texts: str = "auto", strict_leaks: bool = False,
+          not_exercised: dict[str, str] | None = None, expects_engines: bool = False
+          ) -> ModuleResult:
+    """The verdict on ``module`` from the records of its two complete runs.
+
+    It is ``inconclusive`` when a run did not exercise the fix: some test's engine failed to
+    start for a reason that is not the test's (``not_exercised``, test id -> why), or no
+    engine was built in either run where the original builds one (``expects_engines``); the
+    differences found are kept, but they are not the verdict. Otherwise it differs when
     :func:`compare` finds a difference; it is ``leaked before, fixed after`` when some test
     started with a leaked engine before and none does after; else the same."""
     differences = compare(before, after, texts=texts, strict_leaks=strict_leaks)
     leaked_before, leaked_after = leaked_tests(before), leaked_tests(after)
-    if differences:
+    built = {"before": engines_built(before), "after": engines_built(after)}
+    note = ""
+    if not_exercised:
+        status = Status.INCONCLUSIVE
+        note = (f"{_plural_tests(len(not_exercised))} did not exercise the fix: "
+                + "; ".join(f"{t}: {why}" for t, why in sorted(not_exercised.items())))
+    elif expects_engines and not any(built.values()):
+        status = Status.INCONCLUSIVE
+        note = "no engine was built in either run, where the original builds one"
+    elif differences:
         status = Status.DIFFERS
     elif leaked_before and not leaked_after:
         status = Status.LEAK_FIXED
     else:
         status = Status.SAME
+    per_test = outcomes(before, after)
     return ModuleResult(module, status, differences, sorted(set(before) | set(after)),
-                        leaked_before, leaked_after, outcome_only(before, after, texts=texts))
+                        leaked_before, leaked_after, outcome_only(before, after, texts=texts),
+                        note=note, outcomes=per_test,
+                        failed_in_both=[t for t, o in per_test.items()
+                                        if t in before and t in after
+                                        and failed(o["before"]) and failed(o["after"])],
+                        not_exercised=dict(sorted((not_exercised or {}).items())),
+                        engines=built)
+
+
+def _plural_tests(count: int) -> str:
+    return f"{count} test{'' if count == 1 else 's'}"

@@ -15,8 +15,11 @@
 from __future__ import annotations
 
 import fnmatch
+import glob
 import os
+import shlex
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,9 +31,24 @@ from lint_gpu_tests.analysis import is_test_module
 from lint_gpu_tests.api import ConfigResolver, RunOptions, RunResult, check_paths
 from lint_gpu_tests.cache import default_cache_dir
 from lint_gpu_tests.prove.compare import ModuleResult, Status, judge
-from lint_gpu_tests.prove.schedule import Job, run_jobs
-from lint_gpu_tests.prove.session import SESSION_TIMEOUT_S, SessionResult, run_session
-from lint_gpu_tests.prove.store import Store, environment_id, recording_inputs, support_files
+from lint_gpu_tests.prove.devices import engine_devices, find_devices, visibility_variable
+from lint_gpu_tests.prove.diagnose import not_exercised
+from lint_gpu_tests.prove.schedule import Job, run_jobs, run_on_devices
+from lint_gpu_tests.prove.session import (
+    PYTEST_OPTIONS,
+    SESSION_TIMEOUT_S,
+    SessionResult,
+    run_session,
+)
+from lint_gpu_tests.prove.shard import shard_of
+from lint_gpu_tests.prove.store import (
+    Store,
+    digest,
+    environment_id,
+    recording_inputs,
+    support_files,
+)
+from lint_gpu_tests.runtime.recorder import RECORD_ENV
 from lint_gpu_tests.writer import atomic_write
 
 #: What a copy of the tree leaves out: version control, virtual environments, caches and
@@ -52,7 +70,11 @@ class ProveOptions:
             (``fix_strategy``, ``target``, ``select``, ...).
         config_file: ``--config``.
         pytest_args: the user's pytest arguments.
-        jobs: sessions side by side.
+        jobs: sessions side by side on a machine without devices to schedule.
+        devices: the devices to schedule sessions on (``0,1,2``; default: the visible ones,
+            :func:`.devices.find_devices`); each session gets devices of its own.
+        sessions_per_device: sessions a device takes at once (their engines start one at a
+            time).
         session_timeout_s: the limit of one session, in seconds.
         time_limit_s: no session starts after this many seconds of the whole run (the
             modules left are ``not run``; a re-run resumes from the recordings).
@@ -66,6 +88,8 @@ class ProveOptions:
         strict_leaks: see :func:`.compare.compare_test`.
         harness: an extra digest every recording key takes (what else decides a session).
         environment: the recordings' environment (default :func:`.store.environment_id`).
+        shard: ``(K, N)``: prove only the K-th of N parts of the modules
+            (:func:`.shard.shard_of`; ``prove merge`` joins the parts' reports).
     """
 
     unsafe_fixes: bool = False
@@ -73,6 +97,8 @@ class ProveOptions:
     config_file: str | None = None
     pytest_args: tuple[str, ...] = ()
     jobs: int = 1
+    devices: str | None = None
+    sessions_per_device: int = 1
     session_timeout_s: float = SESSION_TIMEOUT_S
     time_limit_s: float | None = None
     texts: str = "auto"
@@ -85,6 +111,7 @@ class ProveOptions:
     strict_leaks: bool = False
     harness: str = ""
     environment: dict[str, str] | None = None
+    shard: tuple[int, int] | None = None
 
 
 @dataclass
@@ -100,6 +127,11 @@ class ProveResult:
         errors: ``(path, message)`` of files the fixer failed on.
         seconds: the whole run's wall time.
         root: the tree proven.
+        shard: ``"K/N"`` for one part of the modules, else ``""``.
+        to_prove: every module to prove, the other shards' too.
+        fix: how the fix was made (``paths``, ``unsafe_fixes``, ``overrides``,
+            ``config_file``): ``prove merge --apply`` makes it again.
+        digests: per changed file, the SHA-256 of its bytes ``before`` and ``after`` the fix.
     """
 
     modules: list[ModuleResult] = field(default_factory=list)
@@ -110,6 +142,10 @@ class ProveResult:
     errors: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
     root: str = ""
+    shard: str = ""
+    to_prove: list[str] = field(default_factory=list)
+    fix: dict[str, Any] = field(default_factory=dict)
+    digests: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def proven(self) -> bool:
@@ -191,10 +227,13 @@ def prove_paths(paths: Sequence[str], options: ProveOptions | None = None, *,
         The :class:`ProveResult`.
 
     Raises:
-        ValueError: when a path is not under ``root``.
+        ValueError: when a path is not under ``root``, or ``apply`` is asked of a shard.
         PathNotFoundError, ConfigError: as :func:`~lint_gpu_tests.api.check_paths`.
     """
     opts = options or ProveOptions()
+    if opts.shard is not None and opts.apply:
+        raise ValueError("--apply with --shard: a shard proves only part of the modules; "
+                         "give --apply to `prove merge` of the shards' reports")
     say = progress or (lambda line: None)
     start = time.monotonic()
     top = Path(root or os.getcwd()).resolve()
@@ -223,20 +262,12 @@ def prove_paths(paths: Sequence[str], options: ProveOptions | None = None, *,
 def _prove(top: Path, paths: list[str], opts: ProveOptions, work: Path, store: Store | None,
            say: Callable[[str], None], start: float) -> ProveResult:
     trees = {v: work / v for v in VARIANTS}
-    skip = [work, default_cache_dir(str(top), opts.cache_dir)]
-    for tree in trees.values():
-        if tree.exists():
-            shutil.rmtree(tree)
-        copy_tree(top, tree, skip=skip)
+    fix = {"paths": paths, "unsafe_fixes": opts.unsafe_fixes,
+           "overrides": dict(opts.overrides), "config_file": opts.config_file}
+    result = ProveResult(root=str(top), fix=fix)
+    tests = copy_and_fix(top, trees, fix, result,
+                         skip=[work, default_cache_dir(str(top), opts.cache_dir)])
     say(f"prove: copied {top} twice under {work}")
-    config = ConfigResolver(opts.config_file, opts.overrides, cwd=str(trees["after"]))
-    fixed = check_paths([str(trees["after"] / p) for p in paths], config,
-                        RunOptions(fix=True, unsafe_fixes=opts.unsafe_fixes, cache=False))
-    result = ProveResult(root=str(top))
-    result.errors = [(os.path.relpath(p, trees["after"]), m) for p, m in fixed.errors]
-    tests = sorted(Path(f.path).resolve().relative_to(trees["after"].resolve()).as_posix()
-                   for f in fixed.files if is_test_module(f.path))
-    result.changed = changed_files(fixed, trees["before"], trees["after"])
     run = modules_to_run(tests, result.changed, trees["after"])
     result.unchanged = [m for m in tests if m not in run]
     say(f"prove: the fix changed {len(result.changed)} file(s); "
@@ -248,18 +279,45 @@ def _prove(top: Path, paths: list[str], opts: ProveOptions, work: Path, store: S
                                        environment=environment, helpers=helpers,
                                        pytest_args=opts.pytest_args or None)
               for m in run for v in VARIANTS}
-    sessions = _run_sessions(run, trees, inputs, opts, store, work, say, start)
-    for module in run:
-        result.modules.append(_verdict(module, sessions, opts))
+    result.to_prove = list(run)
+    if opts.shard is not None:
+        run = shard_of(run, *opts.shard, cost=_recorded_seconds(inputs, store))
+        result.shard = f"{opts.shard[0]}/{opts.shard[1]}"
+        say(f"prove: shard {result.shard}: {len(run)} of the {len(result.to_prove)} module(s)")
+    devices = find_devices(opts.devices)
+    if devices:
+        say(f"prove: {len(devices)} device(s) ({','.join(devices)}), "
+            f"{opts.sessions_per_device} session(s) a device")
+    sessions = _run_sessions(run, trees, inputs, opts, store, work, say, start, devices)
+    verdicts = {m: _verdict(m, sessions, trees, opts, work) for m in run}
+    again = [m for m in run if verdicts[m].status in (Status.DIFFERS, Status.INCONCLUSIVE)]
+    if again:
+        say(f"prove: {len(again)} module(s) to run again alone: {', '.join(again)}")
+        rerun = _run_sessions(again, trees, inputs, opts, store, work, say, start, devices,
+                              alone=True)
+        for module in again:
+            first = verdicts[module]
+            if not all((module, v) in rerun for v in VARIANTS):
+                first.note += ("; " if first.note else "") + \
+                    "not run again alone: the time limit was reached"
+                continue
+            verdicts[module] = _verdict(module, rerun, trees, opts, work)
+            verdicts[module].rerun = f"{first.status.value} when first run" + (
+                f" ({first.note})" if first.note else
+                f" ({len(first.differences)} difference(s))")
+    result.modules = [verdicts[m] for m in run]
     if opts.apply:
-        _apply(result, trees, top, say)
+        apply(result, lambda path: (trees["after"] / path).read_bytes(), top, say)
     result.seconds = time.monotonic() - start
     return result
 
 
 @dataclass
 class _Session:
-    """One variant of one module: run now (``fresh``) or taken from a recording."""
+    """One variant of one module: run now or taken from a recording (``recorded``).
+
+    ``not_exercised``: the tests its log shows did not exercise the fix
+    (:func:`.diagnose.not_exercised`); ``returncode`` -9: killed past its limit."""
 
     records: dict[str, dict[str, Any]]
     seconds: float
@@ -267,62 +325,141 @@ class _Session:
     recorded: bool = False
     log: str = ""
     complete: bool = True
+    not_exercised: dict[str, str] = field(default_factory=dict)
+    devices: tuple[str, ...] = ()
+
+
+def _visible(session: SessionResult, folder: Path, name: str) -> Path:
+    """Give the session's log and record file names ``ls`` shows (``folder/name.log``,
+    ``folder/name.json``; pytest-xdist's per-worker record files are merged already and
+    removed); returns the log's new path."""
+    log = folder / f"{name}.log"
+    os.replace(session.log, log)
+    record = session.log.with_name(session.log.name.replace(".pytest-", ".record-", 1)
+                                   ).with_suffix(".json")
+    if record.exists():
+        os.replace(record, folder / f"{name}.json")
+    for worker in folder.glob(glob.escape(record.name) + ".*"):
+        worker.unlink()
+    return log
 
 
 def _run_sessions(run: list[str], trees: dict[str, Path],
                   inputs: dict[tuple[str, str], dict[str, Any]], opts: ProveOptions,
-                  store: Store | None, work: Path, say: Callable[[str], None], start: float
+                  store: Store | None, work: Path, say: Callable[[str], None], start: float,
+                  devices: tuple[str, ...] | None, *, alone: bool = False
                   ) -> dict[tuple[str, str], _Session]:
+    """Run the sessions of ``run``'s modules (both variants), or take them from their
+    recordings; with ``alone``, run every session anew, one at a time. With ``devices``,
+    each session runs on devices of its own (as many as the module's engines take,
+    :func:`.devices.engine_devices`)."""
     from lint_gpu_tests.prove.store import key_of
 
     sessions: dict[tuple[str, str], _Session] = {}
     jobs = []
-    for (module, variant), given in inputs.items():
-        recording = store.get(key_of(given)) if store is not None else None
-        if recording is not None:
-            sessions[(module, variant)] = _Session(recording.records, recording.seconds,
-                                                   recording.returncode, recorded=True)
-        else:
-            jobs.append(Job(module, variant, trees[variant]))
+    for module in run:
+        for variant in VARIANTS:
+            recording = store.get(key_of(inputs[(module, variant)])) \
+                if store is not None and not alone else None
+            if recording is not None:
+                sessions[(module, variant)] = _Session(
+                    recording.records, recording.seconds, recording.returncode, recorded=True)
+            else:
+                need = max(engine_devices((trees["before"] / module).read_bytes()), default=1)
+                jobs.append(Job(module, variant, trees[variant], devices=need))
     if len(sessions):
         say(f"prove: {len(sessions)} session(s) taken from their recordings, "
             f"{len(jobs)} to run")
     total, done = len(jobs), [0]
 
-    def one(job: Job) -> SessionResult | None:
+    def one(job: Job, given: tuple[str, ...] = ()) -> _Session | None:
         if opts.time_limit_s is not None and time.monotonic() - start > opts.time_limit_s:
             return None
-        session = run_session(job.tree, job.module, pytest_args=opts.pytest_args,
-                              timeout_s=opts.session_timeout_s,
-                              scratch=work / "sessions" / job.variant,
-                              python_path=opts.python_path)
+        folder = work / "sessions" / job.variant
+        ran = run_session(job.tree, job.module,
+                          pytest_args=[*device_options(given, opts, work), *opts.pytest_args],
+                          timeout_s=opts.session_timeout_s, scratch=folder,
+                          python_path=opts.python_path)
+        log = _visible(ran, folder, session_name(job.module, alone))
+        text = log.read_text(encoding="utf-8", errors="replace")
+        session = _Session(ran.records, ran.seconds, ran.returncode, log=str(log),
+                           complete=ran.complete,
+                           not_exercised=not_exercised(ran.records, text), devices=given)
         done[0] += 1
         what = "original" if job.variant == "before" else "fixed"
-        state = "" if session.complete else " (incomplete: not kept)"
-        say(f"prove: [{done[0]}/{total}] {job.module} ({what}): {len(session.records)} "
-            f"test(s), pytest exit {session.returncode}, {session.seconds:.1f} s{state}")
-        if session.complete and store is not None:
-            store.put(inputs[(job.module, job.variant)], session.records, session.seconds,
-                      session.returncode)
+        state = "" if ran.complete else " (incomplete: not kept)"
+        if session.not_exercised:
+            state = f" ({len(session.not_exercised)} test(s) did not exercise the fix: not kept)"
+        on = f", devices {','.join(given)}" if given else ""
+        say(f"prove: [{done[0]}/{total}] {job.module} ({what}{', alone' if alone else ''}{on}): "
+            f"{len(ran.records)} test(s), pytest exit {ran.returncode}, "
+            f"{ran.seconds:.1f} s{state}")
+        if ran.complete and not session.not_exercised and store is not None:
+            store.put(inputs[(job.module, job.variant)], ran.records, ran.seconds,
+                      ran.returncode)
         return session
 
-    for job, session in run_jobs(jobs, one, workers=opts.jobs, engine_budget=opts.jobs).items():
-        sessions[(job.module, job.variant)] = _Session(
-            session.records, session.seconds, session.returncode, log=str(session.log),
-            complete=session.complete)
+    done_jobs: dict[Job, _Session] = {}
+    if devices and alone:
+        for job in jobs:
+            done_jobs.update(run_on_devices([job], one, devices=devices))
+    elif devices:
+        done_jobs = run_on_devices(jobs, one, devices=devices,
+                                   per_device=opts.sessions_per_device)
+    else:
+        workers = 1 if alone else opts.jobs
+        done_jobs = run_jobs(jobs, one, workers=workers, engine_budget=workers)
+    for job, session in done_jobs.items():
+        sessions[(job.module, job.variant)] = session
     return sessions
 
 
-def _verdict(module: str, sessions: dict[tuple[str, str], _Session], opts: ProveOptions
-             ) -> ModuleResult:
+def device_options(devices: tuple[str, ...], opts: ProveOptions, work: Path) -> list[str]:
+    """The pytest options that put a session on ``devices`` (:mod:`.visibility`): the
+    platform's visibility variable, and with more than one session a device, a start lock
+    per device (under ``work/locks``). ``[]`` without devices."""
+    if not devices:
+        return []
+    out = ["-p", "lint_gpu_tests.prove.visibility",
+           f"--gpu-test-lint-visible={visibility_variable()}={','.join(devices)}"]
+    if opts.sessions_per_device > 1:
+        (work / "locks").mkdir(exist_ok=True)
+        out += [f"--gpu-test-lint-start-lock={work / 'locks' / f'device-{d}.lock'}"
+                for d in devices]
+    return out
+
+
+def session_name(module: str, rerun: bool = False) -> str:
+    """The name of a module's session files (``tests-test_a.py``; ``.rerun`` appended for
+    its run alone)."""
+    return module.replace("/", "-") + (".rerun" if rerun else "")
+
+
+def by_hand(tree: Path, module: str, record: Path, pytest_args: Sequence[str],
+            devices: tuple[str, ...] = ()) -> str:
+    """The shell command that runs ``module``'s session in ``tree`` as ``prove`` runs it
+    (on ``devices``), writing its record to ``record``."""
+    visible = [f"{visibility_variable()}={','.join(devices)}"] if devices else []
+    return " ".join([f"cd {shlex.quote(str(tree))} &&", *visible,
+                     f"{RECORD_ENV}={shlex.quote(str(record))}",
+                     shlex.join([sys.executable, "-m", "pytest", *PYTEST_OPTIONS,
+                                 *pytest_args, module])])
+
+
+def _verdict(module: str, sessions: dict[tuple[str, str], _Session], trees: dict[str, Path],
+             opts: ProveOptions, work: Path) -> ModuleResult:
     got = {v: sessions.get((module, v)) for v in VARIANTS}
     logs = {v: s.log for v, s in got.items() if s is not None and s.log}
+    commands = {v: by_hand(trees[v], module, work / "sessions" / v /
+                           f"{session_name(module)}.json", opts.pytest_args,
+                           s.devices if s is not None else ())
+                for v, s in got.items()} if opts.work_dir else {}
     seconds = sum(s.seconds for s in got.values() if s is not None)
     recorded = [v for v, s in got.items() if s is not None and s.recorded]
     missing = [v for v, s in got.items() if s is None]
     broken = [v for v, s in got.items() if s is not None and not s.complete]
+    what = {"before": "the original", "after": "the fixed module"}
     if missing or broken:
-        what = {"before": "the original", "after": "the fixed module"}
         notes = [f"{' and '.join(what[v] for v in missing)} not run: the time limit was "
                  "reached"] if missing else []
         for variant, session in got.items():
@@ -332,32 +469,89 @@ def _verdict(module: str, sessions: dict[tuple[str, str], _Session], opts: Prove
                     else f"ended with pytest's exit {session.returncode}") + (
                     f" (log: {session.log})" if opts.work_dir and session.log
                     else " (--work-dir keeps its log)"))
-        return ModuleResult(module, Status.NOT_RUN, seconds=seconds, from_recordings=recorded,
-                            note="; ".join(notes), logs=logs)
+        timed_out = not missing and all(s is not None and (s.complete or s.returncode == -9)
+                                        for s in got.values())
+        return ModuleResult(module, Status.INCONCLUSIVE if timed_out else Status.NOT_RUN,
+                            seconds=seconds, from_recordings=recorded,
+                            note="; ".join(notes), logs=logs, commands=commands)
     before, after = got["before"], got["after"]
     assert before is not None and after is not None
+    reasons: dict[str, list[str]] = {}
+    for variant, session in (("before", before), ("after", after)):
+        for test, why in session.not_exercised.items():
+            reasons.setdefault(test, []).append(f"{variant}: {why}")
+    original = (trees["before"] / module).read_bytes()
     verdict = judge(module, before.records, after.records, texts=opts.texts,
-                    strict_leaks=opts.strict_leaks)
+                    strict_leaks=opts.strict_leaks,
+                    not_exercised={t: "; ".join(w) for t, w in reasons.items()},
+                    expects_engines=bool(engine_devices(original)))
     verdict.seconds, verdict.from_recordings, verdict.logs = seconds, recorded, logs
+    verdict.commands = commands
     return verdict
 
 
-def _apply(result: ProveResult, trees: dict[str, Path], top: Path,
-           say: Callable[[str], None]) -> None:
-    """Write the proven modules' fixed bytes; other changed files only when every module run
-    was proven. A file changed in the tree since it was copied is left alone."""
+def copy_and_fix(top: Path, trees: dict[str, Path], fix: dict[str, Any],
+                 result: ProveResult, *, skip: Sequence[Path] = ()) -> list[str]:
+    """Copy ``top`` into each of ``trees`` (emptied first) and fix the ``after`` copy as
+    ``fix`` says (``paths``, ``unsafe_fixes``, ``overrides``, ``config_file``); set
+    ``result``'s ``errors``, ``changed`` and ``digests``. Returns the test modules the fixer
+    saw (``/``-separated, sorted)."""
+    for tree in trees.values():
+        if tree.exists():
+            shutil.rmtree(tree)
+        copy_tree(top, tree, skip=skip)
+    after = trees["after"]
+    config = ConfigResolver(fix["config_file"], fix["overrides"], cwd=str(after))
+    fixed = check_paths([str(after / p) for p in fix["paths"]], config,
+                        RunOptions(fix=True, unsafe_fixes=fix["unsafe_fixes"], cache=False))
+    result.errors = [(os.path.relpath(p, after), m) for p, m in fixed.errors]
+    if "before" in trees:
+        result.changed = changed_files(fixed, trees["before"], after)
+        result.digests = {
+            path: {"before": digest((trees["before"] / path).read_bytes())
+                   if (trees["before"] / path).is_file() else "",
+                   "after": digest((after / path).read_bytes())}
+            for path in result.changed}
+    return sorted(Path(f.path).resolve().relative_to(after.resolve()).as_posix()
+                  for f in fixed.files if is_test_module(f.path))
+
+
+def _recorded_seconds(inputs: dict[tuple[str, str], dict[str, Any]], store: Store | None
+                      ) -> dict[str, float]:
+    """Per module whose sessions are both recorded, their seconds together."""
+    from lint_gpu_tests.prove.store import key_of
+
+    out: dict[str, float] = {}
+    if store is None:
+        return out
+    for module in {m for m, _ in inputs}:
+        got = [store.get(key_of(inputs[(module, v)])) for v in VARIANTS]
+        if all(r is not None for r in got):
+            out[module] = sum(r.seconds for r in got if r is not None)
+    return out
+
+
+def apply(result: ProveResult, fixed: Callable[[str], bytes | None], top: Path,
+          say: Callable[[str], None]) -> None:
+    """Write the proven modules' fixed bytes (``fixed(path)``; None or bytes other than those
+    proven, ``result.digests``, are not written); other changed files only when every module
+    run was proven. A file changed in the tree since it was copied is left alone."""
     proven = {m.module for m in result.modules if m.status.proven}
-    every = all(m.status.proven for m in result.modules) and not result.errors
+    every = all(m.status.proven for m in result.modules) and not result.errors \
+        and set(result.to_prove) <= {m.module for m in result.modules}
     for path in result.changed:
         writable = path in proven if is_test_module(path) else every
         target = top / path
-        original = (trees["before"] / path)
-        if writable and target.is_file() and original.is_file() and \
-                target.read_bytes() != original.read_bytes():
+        known = result.digests.get(path, {})
+        data = fixed(path) if writable else None
+        if writable and target.is_file() and digest(target.read_bytes()) != known.get("before"):
             say(f"prove: {path} changed since it was copied: not written")
             writable = False
-        if writable:
-            atomic_write(str(target), (trees["after"] / path).read_bytes())
+        elif writable and (data is None or digest(data) != known.get("after")):
+            say(f"prove: {path}: the fix now gives other bytes than those proven: not written")
+            writable = False
+        if writable and data is not None:
+            atomic_write(str(target), data)
             result.applied.append(path)
         else:
             result.withheld.append(path)

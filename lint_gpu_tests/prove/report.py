@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from lint_gpu_tests.prove.pipeline import ProveResult
 #: SARIF rule ids: one per way a module can fail its proof.
 SARIF_RULES = {
     "prove-differs": "The fixed module behaves differently from the original",
+    "prove-inconclusive": "A run of the module did not exercise the fix",
     "prove-not-run": "The module's proof did not complete",
 }
 
@@ -27,41 +29,69 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
+def _table(rows: Sequence[tuple[str, ...]]) -> list[str]:
+    """``rows`` (the first the heading) in aligned columns, a rule under the heading."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for index, row in enumerate(rows):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        if index == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
+
+
+def _notes(m: ModuleResult) -> list[str]:
+    """What the report says of ``m`` above the tables: each difference, why it was not run
+    or is inconclusive, why it ran again, and how to run it by hand."""
+    lines = [d.describe() for d in m.differences]
+    if m.note:
+        lines.append(f"{m.module}: {m.status.value}: {m.note}")
+    if m.rerun:
+        lines.append(f"{m.module}: run again alone: {m.rerun}")
+    if not m.status.proven:
+        lines += [f"{m.module}: by hand ({variant}): {command}"
+                  for variant, command in m.commands.items()]
+    return lines
+
+
 def render_text(result: ProveResult) -> str:
-    """One line per difference (``module: test: field: before, after``), one per module not
-    run, then the table: module, verdict, tests, leaked before / after, texts by outcome
+    """One line per difference (``module: test: field: before, after``), per module not run
+    or inconclusive, per module run again alone, and the commands that run a module not
+    proven by hand (with ``--work-dir``); then each test's outcome before and after; then the
+    table: module, verdict, tests, failed in both, leaked before / after, texts by outcome
     only, seconds; then the totals and what ``--apply`` wrote."""
     lines: list[str] = []
     for m in result.modules:
-        lines += [d.describe() for d in m.differences]
-        if m.status is Status.NOT_RUN:
-            lines.append(f"{m.module}: not run: {m.note}")
+        lines += _notes(m)
     for path, message in result.errors:
         lines.append(f"{path}: the fixer failed: {message}")
     if lines:
         lines.append("")
-    rows = [("module", "verdict", "tests", "leaked before", "leaked after",
+    tests = [(t, o["before"] or "-", o["after"] or "-")
+             for m in result.modules for t, o in m.outcomes.items()]
+    if tests:
+        lines += [*_table([("test", "before", "after"), *tests]), ""]
+    rows = [("module", "verdict", "tests", "failed in both", "leaked before", "leaked after",
              "texts by outcome only", "seconds")]
     for m in result.modules:
         recorded = f" ({', '.join(m.from_recordings)} recorded)" if m.from_recordings else ""
-        rows.append((m.module, m.status.value, str(len(m.tests)), str(len(m.leaked_before)),
-                     str(len(m.leaked_after)), str(len(m.outcome_only)),
-                     f"{m.seconds:.1f}{recorded}"))
+        rows.append((m.module, m.status.value + (" (run again)" if m.rerun else ""),
+                     str(len(m.tests)), str(len(m.failed_in_both)),
+                     str(len(m.leaked_before)), str(len(m.leaked_after)),
+                     str(len(m.outcome_only)), f"{m.seconds:.1f}{recorded}"))
     if result.modules:
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        for index, row in enumerate(rows):
-            lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
-                         .rstrip())
-            if index == 0:
-                lines.append("  ".join("-" * w for w in widths))
-        lines.append("")
+        lines += [*_table(rows), ""]
     counts = {s: sum(1 for m in result.modules if m.status is s) for s in Status}
+    again = sum(1 for m in result.modules if m.rerun)
     lines.append(
         f"{_plural(len(result.modules), 'module')} proven: {counts[Status.SAME]} same, "
         f"{counts[Status.LEAK_FIXED]} leaked before and fixed after, "
-        f"{counts[Status.DIFFERS]} differ, {counts[Status.NOT_RUN]} not run; "
+        f"{counts[Status.DIFFERS]} differ, {counts[Status.INCONCLUSIVE]} inconclusive, "
+        f"{counts[Status.NOT_RUN]} not run ({again} run again alone); "
         f"{_plural(len(result.unchanged), 'test module')} unchanged by the fix; "
-        f"{result.seconds:.0f} s.")
+        f"{result.seconds:.0f} s." + (
+            f" Shard {result.shard} of the {len(result.to_prove)} modules to prove."
+            if result.shard else ""))
     if result.applied or result.withheld:
         lines.append(f"Applied the fix to {_plural(len(result.applied), 'file')}"
                      + (f"; not written: {', '.join(result.withheld)}" if result.withheld
@@ -77,8 +107,12 @@ def _module_json(m: ModuleResult) -> dict[str, Any]:
 
 def render_json(result: ProveResult) -> str:
     """The whole result as JSON: ``modules`` (each with its ``status``, ``differences``,
-    tests, leaks, ``outcome_only``, seconds, ``from_recordings``, ``note``), ``unchanged``,
-    ``changed``, ``applied``, ``withheld``, ``errors``, ``seconds``, ``proven``."""
+    tests, leaks, ``outcome_only``, seconds, ``from_recordings``, ``note``, per test its
+    ``outcomes`` before and after, ``failed_in_both``, ``not_exercised``, ``engines`` built
+    per run, ``rerun``, ``logs``, ``commands``), ``unchanged``, ``changed``, ``applied``,
+    ``withheld``, ``errors``, ``seconds``, ``proven``, ``shard`` (``K/N``), ``to_prove``
+    (every shard's modules), ``fix`` (how it was made: ``prove merge --apply`` makes it
+    again) and ``digests`` (each changed file's SHA-256 before and after the fix)."""
     data = {
         "root": result.root,
         "proven": result.proven,
@@ -89,13 +123,17 @@ def render_json(result: ProveResult) -> str:
         "withheld": result.withheld,
         "errors": [{"path": p, "message": msg} for p, msg in result.errors],
         "seconds": round(result.seconds, 1),
+        "shard": result.shard,
+        "to_prove": result.to_prove,
+        "fix": result.fix,
+        "digests": result.digests,
     }
     return json.dumps(data, indent=2, default=str) + "\n"
 
 
 def render_sarif(result: ProveResult, cwd: str) -> str:
     """A SARIF 2.1.0 log: one result per difference (``prove-differs``, at its module) and
-    per module not run (``prove-not-run``, a warning)."""
+    per module inconclusive or not run (``prove-inconclusive``, ``prove-not-run``, warnings)."""
     root = repository_root(cwd)
     rules = [{"id": rule_id, "name": rule_id, "shortDescription": {"text": text}}
              for rule_id, text in SARIF_RULES.items()]
@@ -111,8 +149,9 @@ def render_sarif(result: ProveResult, cwd: str) -> str:
     for m in result.modules:
         for d in m.differences:
             add("prove-differs", "error", m.module, d.describe())
-        if m.status is Status.NOT_RUN:
-            add("prove-not-run", "warning", m.module, f"{m.module}: not run: {m.note}")
+        if m.status in (Status.NOT_RUN, Status.INCONCLUSIVE):
+            add(f"prove-{m.status.value.replace(' ', '-')}", "warning", m.module,
+                f"{m.module}: {m.status.value}: {m.note}")
     log = {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
