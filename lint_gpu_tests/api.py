@@ -11,10 +11,12 @@ directly. Everything a user can do from the command line can be done from here::
     # the violations in tests that leaked in a run (pytest --gpu-leak-report-file leaks.json)
     confirmed = [v for v in confirm_leaks(result.violations, load_leak_report("leaks.json"))
                  if v.confirmed]
+    # only what the baseline file does not hold (`baseline` in the config, or given here)
+    new = apply_run_baselines(result, ConfigResolver(overrides={"baseline": "b.json"})).reported
 
 This module is a facade: the run itself (discovery, the result cache, the prefilter, the
 worker pool, each file's check and fix) is :mod:`lint_gpu_tests.run`; fixes as edits and
-diffs are :mod:`lint_gpu_tests.edits`.
+diffs are :mod:`lint_gpu_tests.edits`; baselines are :mod:`lint_gpu_tests.baseline`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from lint_gpu_tests.baseline import (
+    BaselineEntry,
+    BaselineError,
+    BaselineOutcome,
+    BaselineUpdate,
+    apply_baselines,
+    apply_run_baselines,
+    baseline_lines,
+    read_baseline,
+    write_baseline,
+)
 from lint_gpu_tests.codes import PARSE_ERROR_CODE
 from lint_gpu_tests.config import Config, ConfigError, ConfigResolver, resolve_config
 from lint_gpu_tests.discovery import PathNotFoundError, Problem, discover_files
@@ -47,6 +60,10 @@ from lint_gpu_tests.run import (
 from lint_gpu_tests.source import InternalError
 
 __all__ = [
+    "BaselineEntry",
+    "BaselineError",
+    "BaselineOutcome",
+    "BaselineUpdate",
     "Config",
     "ConfigError",
     "ConfigResolver",
@@ -63,6 +80,9 @@ __all__ = [
     "RunResult",
     "Violation",
     "add_noqa_to_files",
+    "apply_baselines",
+    "apply_run_baselines",
+    "baseline_lines",
     "check_buffer",
     "check_confirmed",
     "check_file",
@@ -77,9 +97,11 @@ __all__ = [
     "fix_source",
     "load_leak_report",
     "may_hold_violation",
+    "read_baseline",
     "resolve_config",
     "stdin_edits",
     "unified_diff",
+    "write_baseline",
 ]
 
 

@@ -74,7 +74,12 @@ for _command in (rule_command, rules_command, prove_command):
 def check_command(paths: tuple[str, ...], **params: Any) -> None:
     """Check PATHS (default: the current directory; - reads standard input) for
     hand-managed engines."""
-    from lint_gpu_tests.api import LeakReportError, PathNotFoundError, load_leak_report
+    from lint_gpu_tests.api import (
+        BaselineError,
+        LeakReportError,
+        PathNotFoundError,
+        load_leak_report,
+    )
 
     args = parse_check(paths, params)
     mode = args.mode
@@ -84,6 +89,7 @@ def check_command(paths: tuple[str, ...], **params: Any) -> None:
                                                 leaks=load_leak_report(mode.leak_report)))
         # What only fixes use is looked up where a run fixes (run_paths, run_source).
         config = args.selection.resolver(fix_settings=mode.show_settings)
+        args = replace(args, report=replace(args.report, resolver=config))  # its baselines
         if mode.shows:
             code = _show(args, config)
         elif mode.stdin_filename is not None:
@@ -94,7 +100,7 @@ def check_command(paths: tuple[str, ...], **params: Any) -> None:
             code = _check(args, config)
     except BrokenPipeError:
         _quiet_broken_pipe()
-    except (ConfigError, LeakReportError, PathNotFoundError) as exc:
+    except (BaselineError, ConfigError, LeakReportError, PathNotFoundError) as exc:
         fail(str(exc))
     except (KeyboardInterrupt, SystemExit):
         raise

@@ -17,6 +17,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from lint_gpu_tests.baseline import BaselineUpdate
 from lint_gpu_tests.config import (
     FIX_STRATEGIES,
     TARGETS,
@@ -96,6 +97,15 @@ _CHECK_PARAMS: list[Callable[[Any], Any]] = [
     click.option("--select-confirmed", is_flag=True,
                  help="With --leak-report: report only the confirmed violations (with --fix or "
                       "--diff: fix only the files that hold one)."),
+    click.option("--baseline", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+                 help="Report only the violations not recorded in this baseline file (instead "
+                      "of the config's `baseline`)."),
+    click.option("--update-baseline", is_flag=True,
+                 help="Write the baseline: record the violations left, drop what no longer "
+                      "occurs."),
+    click.option("--ratchet", is_flag=True,
+                 help="Update the baseline only by dropping what no longer occurs; new "
+                      "violations are reported, not recorded."),
     click.option("-v", "--verbose", is_flag=True, help="Show tracebacks of internal errors."),
 ]
 
@@ -119,6 +129,7 @@ class Selection:
     extend_exclude: tuple[str, ...]
     target: str | None
     fix_strategy: str | None
+    baseline: str | None
 
     def resolver(self, fix_settings: bool) -> ConfigResolver:
         """The run's :class:`ConfigResolver`.
@@ -132,6 +143,8 @@ class Selection:
         overrides.update((key, value) for key, value in (("target", self.target),
                                                          ("fix_strategy", self.fix_strategy))
                          if value is not None)
+        if self.baseline is not None:
+            overrides["baseline"] = os.path.abspath(self.baseline)
         return ConfigResolver(self.config_file, overrides, fix_settings=fix_settings)
 
 
@@ -145,6 +158,8 @@ class Mode:
     show_settings: bool
     leak_report: str | None
     select_confirmed: bool
+    update_baseline: bool
+    ratchet: bool
 
     @property
     def shows(self) -> bool:
@@ -159,6 +174,10 @@ class Mode:
             return "--select-confirmed needs --leak-report PATH"
         if self.select_confirmed and self.add_noqa:
             return "--select-confirmed cannot be combined with --add-noqa"
+        if (self.update_baseline or self.ratchet) and (
+                diff or self.add_noqa or self.select_confirmed or self.stdin_filename is not None):
+            return ("--update-baseline and --ratchet cannot be combined with --diff, --add-noqa, "
+                    "--select-confirmed or --stdin-filename")
         return None
 
 
@@ -203,7 +222,9 @@ def parse_check(paths: tuple[str, ...], params: dict[str, Any]) -> CheckArgs:
                 edits=fmt in (OutputFormat.JSON, OutputFormat.SARIF) and not params["statistics"])
     report = _pick(PresentOptions, PresentOptions, params, fmt=fmt, fix=run.fix, paths=paths,
                    color=_use_color() and fmt.is_text and stdin_filename is None,
-                   cwd=os.getcwd())
+                   cwd=os.getcwd(),
+                   baseline_update=BaselineUpdate.RATCHET if mode.ratchet else
+                   BaselineUpdate.WRITE if mode.update_baseline else None)
     return CheckArgs(paths, mode, _pick(Selection, Selection, params), run, report)
 
 

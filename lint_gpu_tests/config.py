@@ -4,8 +4,9 @@ Keys are spelled as ruff spells its own (kebab-case). Unknown keys are an error 
 names the key. Each file gets the settings of the nearest config file walking up from its
 directory (as ruff and flake8 resolve theirs): a ``.gpu-test-lint.toml``, or a
 ``pyproject.toml`` that has a ``[tool.gpu-test-lint]`` table; ``--config`` overrides them all.
-Relative patterns (``exclude``, ``extend-exclude``, ``per-file-ignores``, ``test-roots``) are
-anchored at the directory of the file that sets them. :class:`ConfigResolver` does this.
+Relative patterns (``exclude``, ``extend-exclude``, ``per-file-ignores``, ``test-roots``) and
+the ``baseline`` path are anchored at the directory of the file that sets them.
+:class:`ConfigResolver` does this.
 """
 
 from __future__ import annotations
@@ -126,6 +127,10 @@ class Config:
             file's directory; ``None`` when it declares none): a fix writes no syntax it
             lacks (``with (a, b):`` needs 3.9). Filled in per directory by
             :class:`ConfigResolver`; :data:`UNRESOLVED_FLOOR` where nothing filled it in.
+        baseline: the absolute path of the baseline file (``baseline``, relative to the
+            config file; ``--baseline``), ``""`` for none: violations recorded there are
+            not reported (:mod:`lint_gpu_tests.baseline`). It shapes no file's results, so
+            the cache ignores it.
         root: directory the config was found in (for relative patterns).
         source: the config file these settings come from (``""`` for the defaults).
     """
@@ -152,6 +157,7 @@ class Config:
     line_length: int = DEFAULT_LINE_LENGTH
     line_length_source: str = field(default="", compare=False)
     python_floor: tuple[int, int] | None = UNRESOLVED_FLOOR
+    baseline: str = ""
     root: str = field(default=".", compare=False)
     source: str = field(default="", compare=False)
 
@@ -172,10 +178,11 @@ class Config:
         included (relative patterns are anchored there). The line length and the oldest
         Python shape only what a fix writes, which the cache does not keep: they are left
         out, so a ``check`` (which does not look them up) and a ``check --fix`` share the
-        cache."""
+        cache; so is the baseline, which filters a run's results after the check."""
         data = dataclasses.asdict(self)
         data["root"] = os.path.abspath(self.root)
-        for name in ("source", "line_length", "line_length_source", "python_floor"):
+        for name in ("source", "line_length", "line_length_source", "python_floor",
+                     "baseline"):
             data.pop(name, None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -207,7 +214,7 @@ _STR_KEYS = {
 }
 _SHARE_KEYS = {"engine-memory-share": "engine_memory_share"}
 KNOWN_KEYS = frozenset(_LIST_KEYS) | frozenset(_STR_KEYS) | frozenset(_SHARE_KEYS) | {
-    "per-file-ignores", "line-length"}
+    "per-file-ignores", "line-length", "baseline"}
 #: The widths ruff accepts for ``line-length`` (black sets no bound; the same are taken).
 _LINE_LENGTH_RANGE = range(1, 321)
 
@@ -324,6 +331,10 @@ def config_from_table(table: Mapping[str, object], source: str, root: str = ".",
                     0 < value <= 1):
                 raise ConfigError(f"{source}: `{key}` must be a number in (0, 1]")
             kwargs[_SHARE_KEYS[key]] = float(value)
+        elif key == "baseline":
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{source}: `baseline` must be a path (a non-empty string)")
+            kwargs["baseline"] = os.path.normpath(os.path.join(os.path.abspath(root), value))
         elif key == "line-length":
             kwargs["line_length"] = _line_length(value, source)
             kwargs["line_length_source"] = f"{source} [tool.gpu-test-lint]"
@@ -630,6 +641,7 @@ def config_as_toml(config: Config) -> str:
     names = {**{k: v for k, v in _LIST_KEYS.items() if k not in SELECTOR_KEYS}, **_STR_KEYS,
              **_SHARE_KEYS}
     out += [f"{key} = {value(getattr(config, name))}" for key, name in names.items()]
+    out.append(f"baseline = {value(config.baseline)}")
     return "\n".join(out) + "\n"
 
 

@@ -13,9 +13,16 @@ reports, as the CLI would not check it. ``# noqa`` is read by the engine's own
 :func:`~lint_gpu_tests.engine.parse_noqa`, the one the CLI uses (flake8 applies its own
 afterwards, which changes nothing for these codes); flake8's ``--disable-noqa`` turns both off.
 
+A baseline (``--gpu-baseline FILE`` in flake8's options or config, where flake8 anchors a
+path with a ``/`` at the config file: ``./gpu-baseline.json``; else the ``baseline`` of
+``[tool.gpu-test-lint]``) leaves out the violations it records,
+matched as the CLI matches them (:mod:`lint_gpu_tests.baseline`); the plugin never writes it
+(``gpu-test-lint check --update-baseline`` does).
+
 One code is the plugin's own: ``GPU999``, reported on line 1 when the file's config is invalid
 (``GPU999 configuration error: ...``) or a rule fails on the file (``GPU999 internal error:
-...``), where the CLI would print an ``error:`` line and exit 2.
+...``), or the baseline cannot be read (``GPU999 baseline error: ...``), where the CLI would
+print an ``error:`` line and exit 2.
 """
 
 from __future__ import annotations
@@ -24,13 +31,17 @@ import argparse
 import ast
 import os
 from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from lint_gpu_tests import __version__
 from lint_gpu_tests.config import Config, ConfigError, ConfigResolver
 from lint_gpu_tests.conftest_index import ConftestIndex
 from lint_gpu_tests.discovery import is_excluded
 from lint_gpu_tests.engine import INTERNAL_ERROR_CODE, InternalError, check_tree
+
+if TYPE_CHECKING:
+    from lint_gpu_tests.baseline import BaselineEntry
+    from lint_gpu_tests.ftypes import Violation
 
 Flake8Result = tuple[int, int, str, type[Any]]
 
@@ -40,6 +51,20 @@ _CONFTESTS = ConftestIndex(learns=False)
 #: Configuration errors already reported by this process: each is reported once, on the
 #: first file it concerns, not on every file (flake8's worker processes report it once each).
 _REPORTED: set[str] = set()
+#: The baseline files read by this process: path -> their entries, or why they cannot be read.
+_BASELINES: dict[str, frozenset[BaselineEntry] | str] = {}
+
+
+def _baseline_entries(path: str) -> frozenset[BaselineEntry] | str:
+    """The entries of the baseline file at ``path`` (read once a process), or an error."""
+    if path not in _BASELINES:
+        from lint_gpu_tests.baseline import BaselineError, read_baseline
+
+        try:
+            _BASELINES[path] = read_baseline(path)
+        except BaselineError as exc:
+            _BASELINES[path] = str(exc)
+    return _BASELINES[path]
 
 
 def _config_for(path: str) -> Config | str:
@@ -65,6 +90,8 @@ class GpuTestLintPlugin:
     """Apply ``# noqa`` in the plugin (the tests turn it off to see flake8's own decisions)."""
     disable_noqa: ClassVar[bool] = False
     """flake8's ``--disable-noqa`` was given: no ``# noqa`` holds."""
+    baseline: ClassVar[str | None] = None
+    """``--gpu-baseline``: the baseline file for every file (absolute), over the config's."""
 
     def __init__(self, tree: ast.AST, filename: str = "stdin",
                  lines: Sequence[str] | None = None) -> None:
@@ -73,9 +100,23 @@ class GpuTestLintPlugin:
         self.lines = list(lines) if lines is not None else []
 
     @classmethod
+    def add_options(cls, parser: Any) -> None:
+        """Register ``--gpu-baseline FILE`` (also ``gpu-baseline`` in flake8's config, which
+        flake8 anchors at the config file when it has a ``/``) with flake8's option
+        manager."""
+        parser.add_option("--gpu-baseline", metavar="FILE", default=None,
+                          parse_from_config=True, normalize_paths=True,
+                          help="gpu-test-lint baseline file: report only the GPU violations "
+                               "it does not record (default: the `baseline` of "
+                               "[tool.gpu-test-lint]).")
+
+    @classmethod
     def parse_options(cls, options: argparse.Namespace) -> None:
-        """flake8 hands over its parsed options once: honour ``--disable-noqa``."""
+        """flake8 hands over its parsed options once: honour ``--disable-noqa`` and
+        ``--gpu-baseline``."""
         cls.disable_noqa = bool(getattr(options, "disable_noqa", False))
+        named = getattr(options, "gpu_baseline", None)
+        cls.baseline = os.path.abspath(named) if named else None
 
     def run(self) -> Iterator[Flake8Result]:
         """Yield ``(line, column0, "CODE message", type)`` for each violation."""
@@ -99,5 +140,29 @@ class GpuTestLintPlugin:
         except InternalError as exc:
             yield 1, 0, f"{INTERNAL_ERROR_CODE} internal error: {exc}", type(self)
             return
+        chosen = self.baseline or config.baseline
+        if chosen and violations:
+            kept = self._new_violations(violations, chosen, text)
+            if isinstance(kept, str):  # reported once, as a configuration error
+                if kept not in _REPORTED:
+                    _REPORTED.add(kept)
+                    yield 1, 0, f"{INTERNAL_ERROR_CODE} baseline error: {kept}", type(self)
+                return
+            violations = kept
         for v in violations:
             yield v.location.row, v.location.column - 1, f"{v.code} {v.message}", type(self)
+
+    def _new_violations(self, violations: list[Violation], baseline: str, text: str
+                        ) -> list[Violation] | str:
+        """The violations the baseline file ``baseline`` does not record (keyed on the lines
+        flake8 read), or why it cannot be read."""
+        from lint_gpu_tests.baseline import baseline_entries
+
+        entries = _baseline_entries(baseline)
+        if isinstance(entries, str):
+            return entries
+        lines = text.splitlines()
+        pairs = baseline_entries(violations, os.path.dirname(baseline),
+                                 lines_of=lambda _path: lines)
+        held = {v for v, entry in pairs if entry in entries}
+        return [v for v in violations if v not in held]

@@ -147,12 +147,17 @@ def render_concise(violations: Sequence[Violation], options: RenderOptions) -> s
     return "".join(format_concise_line(v, options) + "\n" for v in violations)
 
 
-def _source_lines(path: str, cache: dict[str, list[str]]) -> list[str]:
+def source_lines(path: str, cache: dict[str, list[str]],
+                 sources: Mapping[str, bytes] | None = None) -> list[str]:
+    """The lines of the file at ``path`` (decoded as Python decodes it), read once per
+    ``cache``; ``sources`` (path -> bytes) gives the text of a file that is not on disk (a
+    buffer read from stdin). An unreadable file has no lines."""
     if path not in cache:
         from lint_gpu_tests.engine import decode_source
 
         try:
-            data = Path(path).read_bytes()
+            data = sources[path] if sources is not None and path in sources \
+                else Path(path).read_bytes()
             try:
                 text = decode_source(data)
             except SyntaxError:
@@ -177,7 +182,7 @@ def render_full(violations: Sequence[Violation], options: RenderOptions) -> str:
         mark += _confirmed_mark(v, color)
         out = [f"{_style(v.code, color, fg='red', bold=True)}{mark} {v.message}",
                f" {_style('-->', color, fg='blue')} {v.path}:{v.location.row}:{v.location.column}"]
-        lines = _source_lines(v.path, sources)
+        lines = source_lines(v.path, sources)
         row = v.location.row
         if 1 <= row <= len(lines):
             first = max(1, row - FULL_CONTEXT)
@@ -291,17 +296,29 @@ def _region(start: Location, end: Location) -> dict[str, int]:
             "endLine": end.row, "endColumn": end.column}
 
 
-def _fingerprint(v: Violation, uri: str, sources: dict[str, list[str]],
-                 seen: Counter[str]) -> str:
-    """``primaryLocationLineHash`` as GitHub's code scanning spells it (``hash:occurrence``):
-    the rule, the file and the reported line's text without whitespace, so a result keeps its
-    identity when lines above it move."""
+def fingerprint(v: Violation, key: str, lines: Sequence[str], seen: Counter[str], *,
+                every_line: bool = False) -> str:
+    """A violation's identity that survives lines moving, as GitHub's code scanning spells
+    its ``primaryLocationLineHash``: ``hash:occurrence``. The hash is of the rule, ``key``
+    (the file as the caller names it) and the reported line's text without whitespace, so a
+    result keeps its identity when lines above it move; the occurrence counts the violations
+    with the same hash so far (``seen``, updated), so repeats of one statement differ.
+
+    Args:
+        v: the violation.
+        key: the file's name in the hash (SARIF: its URI; a baseline: its path relative to
+            the baseline file).
+        lines: the lines of the file the violation's position refers to.
+        seen: the hashes given so far in this file (or run), counted.
+        every_line: hash every line the violation spans, not only its first (a baseline
+            entry then goes stale when any line of the statement changes).
+    """
     import hashlib
 
-    lines = _source_lines(v.path, sources)
-    text = "".join(lines[v.location.row - 1].split()) if 1 <= v.location.row <= len(lines) \
-        else ""
-    digest = hashlib.sha256(f"{v.code}\0{uri}\0{text}".encode()).hexdigest()[:16]
+    last = v.end_location.row if every_line else v.location.row
+    text = "".join("".join(lines[row - 1].split())
+                   for row in range(v.location.row, last + 1) if 1 <= row <= len(lines))
+    digest = hashlib.sha256(f"{v.code}\0{key}\0{text}".encode()).hexdigest()[:16]
     seen[digest] += 1
     return f"{digest}:{seen[digest]}"
 
@@ -359,7 +376,8 @@ def render_sarif(violations: Sequence[Violation], options: RenderOptions) -> str
                 }
             }],
             "partialFingerprints": {
-                "primaryLocationLineHash": _fingerprint(v, artifact["uri"], sources, seen)},
+                "primaryLocationLineHash": fingerprint(
+                    v, artifact["uri"], source_lines(v.path, sources), seen)},
         }
         if v.code in index:
             result["ruleIndex"] = index[v.code]

@@ -31,6 +31,7 @@ from lint_gpu_tests.output import (
 )
 
 if TYPE_CHECKING:
+    from lint_gpu_tests.baseline import BaselineUpdate
     from lint_gpu_tests.config import Config, ConfigResolver
     from lint_gpu_tests.discovery import Problem
     from lint_gpu_tests.ftypes import FileResult, Violation
@@ -69,6 +70,10 @@ class PresentOptions:
         paths: the paths as named (for the warning when no file was found).
         stdin: with ``--stdin-filename``, the source read from stdin (the result is of one
             file, or of none when ``--force-exclude`` excluded it), else ``None``.
+        resolver: the run's settings, which name each file's baseline (``None``: no
+            baseline is read).
+        baseline_update: ``--update-baseline`` (``WRITE``) or ``--ratchet`` (``RATCHET``);
+            ``None``: the baselines are only read.
     """
 
     fmt: OutputFormat = OutputFormat.CONCISE
@@ -87,6 +92,8 @@ class PresentOptions:
     select_confirmed: bool = False
     paths: tuple[str, ...] = ()
     stdin: bytes | None = None
+    resolver: ConfigResolver | None = None
+    baseline_update: BaselineUpdate | None = None
 
     def confirm(self, violations: list[Violation], sources: dict[str, bytes] | None = None
                 ) -> tuple[list[Violation], int]:
@@ -102,6 +109,24 @@ class PresentOptions:
             return marked, 0
         kept = [v for v in marked if v.confirmed]
         return kept, len(marked) - len(kept)
+
+    def baselined(self, result: RunResult, violations: list[Violation],
+                  sources: dict[str, bytes] | None = None) -> tuple[list[Violation], list[str]]:
+        """The violations no baseline holds (:mod:`lint_gpu_tests.baseline`), the baselines
+        updated as asked; and the lines on them, for stderr (none with ``--quiet``).
+
+        Raises:
+            BaselineError: a baseline file is missing, malformed or cannot be written.
+        """
+        if self.resolver is None:
+            return violations, []
+        from lint_gpu_tests.baseline import BaselineUpdate, apply_run_baselines, baseline_lines
+
+        update = self.baseline_update or BaselineUpdate.NONE
+        outcome = apply_run_baselines(result, self.resolver, update, violations=violations,
+                                      sources=sources, cwd=self.cwd)
+        return outcome.reported, [] if self.quiet else baseline_lines(outcome, update,
+                                                                      cwd=self.cwd)
 
     def leak_lines(self, shown: list[Violation], left_out: int, checked: list[str]
                    ) -> list[str]:
@@ -167,10 +192,14 @@ def _problem_lines(problems: Sequence[Problem]) -> list[str]:
 
 
 def present(result: RunResult, options: PresentOptions) -> Presentation:
-    """The report of ``result`` (a run over files, or over the source on stdin).
+    """The report of ``result`` (a run over files, or over the source on stdin), less what
+    the baselines hold (with ``options.resolver``).
 
     Returns:
         A :class:`Presentation`: stdout, stderr (in writing order) and the exit status.
+
+    Raises:
+        BaselineError: a baseline file is missing, malformed or cannot be written.
     """
     out = Presentation()
     stdin = options.stdin
@@ -195,7 +224,9 @@ def present(result: RunResult, options: PresentOptions) -> Presentation:
         if options.fix:
             out.write(sources[result.files[0].path])
     remaining, left_out = options.confirm(result.violations, sources)
+    remaining, baseline_notes = options.baselined(result, remaining, sources)
     _present_report(result, remaining, left_out, options, out)
+    out.lines(baseline_notes, err=True)
     if fatal:
         out.status = 2
     elif options.exit_zero:

@@ -220,7 +220,7 @@ def test_show_settings_per_config_file(project: Path) -> None:
              "extend-environment-variables = []",
              'target = "{target}"', 'fix-strategy = "runner"', 'runner-fixture = "vllm_runner"',
              'runner-attribute = "llm"',
-             "engine-memory-share = 0.92"]
+             "engine-memory-share = 0.92", 'baseline = ""']
     assert result.stdout.splitlines() == [
         "Resolved settings for: sub/test_y.py (and 1 more)",
         f"Settings path: {project}/sub/pyproject.toml",

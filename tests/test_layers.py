@@ -5,8 +5,9 @@ Layers, bottom to top: data types and codes; configuration;
 source parsing; analysis; fix planning (rules rate their fixes with it; the modules of its
 subpackage have layers of their own); rules; the engine that runs them; the codemods; the
 fix loop; discovery and the cache; fixes as edits and diffs; the run (pipeline, pool,
-caches); rule docs; output; the report of a check (present); the API (a facade over the
-run); prove (over the API); then the CLI (its options and commands) and the flake8 plugin.
+caches); rule docs; output; baselines (over output's fingerprints); the report of a check
+(present); the API (a facade over the run); prove (over the API); then the CLI (its options
+and commands) and the flake8 plugin.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ LAYERS: list[set[str]] = [
     {"run"},
     {"docs"},
     {"output"},
+    {"baseline"},
     {"present"},
     {"api"},
     # prove (lint_gpu_tests/prove/): fixes proven on the user's tests, over the API.

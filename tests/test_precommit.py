@@ -98,3 +98,28 @@ def test_fix_hook_rewrites_then_check_hook_passes(repo: Path) -> None:
     assert "with vllm_runner(" in (repo / "tests" / "test_new.py").read_text()
     git(repo, "add", ".")
     assert run_hook(repo, "gpu-test-lint").returncode == 0
+
+
+def test_check_hook_reports_only_what_the_config_baseline_does_not_record(repo: Path) -> None:
+    (repo / "pyproject.toml").write_text(
+        '[tool.gpu-test-lint]\nextend-exclude = ["tests/legacy/"]\n'
+        'baseline = "gpu-baseline.json"\n')
+    (repo / "tests" / "test_new.py").write_text(SAMPLE)
+    git(repo, "add", ".")
+    missing = run_hook(repo, "gpu-test-lint")
+    assert (missing.returncode, missing.stderr) == (
+        2, f"error: baseline file {repo}/gpu-baseline.json does not exist (write it with "
+           "--update-baseline)\n")
+    recorded = subprocess.run(
+        [str(Path(sys.executable).with_name("gpu-test-lint")), "check", "--update-baseline",
+         "tests"], cwd=repo, capture_output=True, text=True, check=False)
+    assert recorded.returncode == 0, recorded.stderr
+    (repo / "tests" / "test_new.py").write_text(
+        SAMPLE + '\n\ndef test_y():\n    llm = LLM("other")\n    llm.generate("hi")\n')
+    git(repo, "add", ".")
+    proc = run_hook(repo, "gpu-test-lint")
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines()[:2] == [
+        "tests/test_new.py:9:11: GPU001 [*] Engine `LLM(...)` built outside "
+        "`with vllm_runner(...)`", "Found 1 violation."]
+    assert proc.stderr == "1 violation in the baseline gpu-baseline.json, not reported.\n"
