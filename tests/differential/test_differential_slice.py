@@ -1,0 +1,85 @@
+"""The differential generator's fixed-seed slice: generated modules, fixed with ``--fix`` and
+``--fix --unsafe-fixes``, behave on the stand-in engine as before (``harness.py``).
+
+The long campaign over many seeds is ``benchmarks/differential_campaign.py``
+(``make campaign``); its figures are in docs/hardening.md.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+
+from .generator import KNOWN_DEFECT_SHAPES, SHAPES, generate_module
+from .harness import ModuleVerdict, run_batch, run_pytest, summarize
+
+#: The slice: seeds whose modules run in ``make test``.
+SLICE_SEEDS = range(0, 36)
+
+
+@pytest.fixture(scope="module")
+def slice_verdicts(tmp_path_factory: pytest.TempPathFactory) -> list[ModuleVerdict]:
+    return run_batch(tmp_path_factory.mktemp("differential"), SLICE_SEEDS)
+
+
+def test_slice_behaves_the_same_after_the_fixes(slice_verdicts: list[ModuleVerdict]) -> None:
+    summary = summarize(slice_verdicts)
+    assert [(v.module, v.before_failures) for v in slice_verdicts if v.before_failures] == []
+    assert [(v.module, [d.describe() for d in v.safe]) for v in slice_verdicts if v.safe] == []
+    assert [(v.module, [d.describe() for d in v.unsafe])
+            for v in slice_verdicts if v.unsafe] == []
+    assert summary["modules"] == len(SLICE_SEEDS)
+    # the slice exercises the fixer: nearly every module is rewritten by the safe fix
+    assert summary["fixed_safe"] >= len(SLICE_SEEDS) - 4
+    assert set(summary["shapes"]) == set(SHAPES)
+
+
+def test_generation_is_deterministic_and_parses() -> None:
+    for seed in range(200):
+        module = generate_module(seed)
+        assert generate_module(seed).source == module.source
+        ast.parse(module.source)
+        assert not set(module.shapes) & set(KNOWN_DEFECT_SHAPES)
+    for name in KNOWN_DEFECT_SHAPES:
+        ast.parse(generate_module(7, only=[name]).source)
+
+
+MUTATED = '''import gc
+
+from vllm import LLM, SamplingParams
+
+
+def test_a():
+    llm = LLM("m", max_model_len=32)
+    assert llm.generate(["x"], SamplingParams(temperature=0))
+    del llm
+    gc.collect()
+
+
+def test_b():
+    assert True
+'''
+
+
+def test_harness_sees_each_kind_of_difference(tmp_path: Path) -> None:
+    """A changed configuration, a leaked engine and a changed outcome are each reported."""
+    for name, source in [("orig", MUTATED),
+                         ("changed", MUTATED.replace("max_model_len=32", "max_model_len=64")
+                          .replace("    gc.collect()\n", "")
+                          .replace("assert True", "assert False"))]:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "test_m.py").write_text(source, encoding="utf-8")
+    before = run_pytest(tmp_path / "orig", tmp_path / "orig.json")
+    after = run_pytest(tmp_path / "changed", tmp_path / "changed.json")
+    from lint_gpu_tests.prove.compare import compare
+
+    found = [(d.test, d.field) for d in compare(before, after, texts="exact")]
+    assert found == [("<end>::test_m.py", "leaked_at_start"),
+                     ("test_m.py::test_a", "engines"),
+                     ("test_m.py::test_a", "texts"),
+                     ("test_m.py::test_b", "outcome"),
+                     ("test_m.py::test_b", "leaked_at_start")]
+    shutil.rmtree(tmp_path)
