@@ -362,6 +362,74 @@ def shape_engine_cache(rng: random.Random, n: int, s: Style) -> Part:
     return Part(defs=defs, tests=_header(f"test_engine_cache_{n}") + body)
 
 
+def shape_owner_class(rng: random.Random, n: int, s: Style) -> Part:
+    """A helper class that owns an engine (``self.llm = LLM(...)`` in ``__init__``)."""
+    defs = (f"class Tester{n}:\n    def __init__(self, size):\n"
+            f"        self.llm = {s.llm}(MODEL, max_model_len=size)\n\n"
+            f"    def run(self, prompts):\n        return self.llm.generate(prompts, "
+            f"{_sp(rng, s)})\n")
+    body = (f"    tester = Tester{n}({rng.choice([32, 64])})\n"
+            "    assert len(tester.run(PROMPTS)) == len(PROMPTS)\n"
+            # the instance has no llm_engine: a shutdown goes through its engine
+            + _cleanup(rng, "tester").replace("tester.llm_engine", "tester.llm.llm_engine"))
+    return Part(defs=defs, tests=_header(f"test_owner_class_{n}") + body)
+
+
+def shape_factory_fixture(rng: random.Random, n: int, s: Style) -> Part:
+    """A factory fixture: a nested ``make`` that builds an engine and registers its
+    shutdown."""
+    defs = (f"@pytest.fixture\ndef make_engine_{n}(request):\n    def make(**kwargs):\n"
+            f"        llm = {s.llm}(MODEL, **kwargs)\n"
+            "        request.addfinalizer(llm.llm_engine.engine_core.shutdown)\n"
+            "        return llm\n\n    return make\n")
+    body = (f"    llm = make_engine_{n}(max_model_len={rng.choice([32, 64])})\n"
+            + _use(rng, "llm", s))
+    return Part(defs=defs, tests=_header(f"test_factory_fixture_{n}", f"make_engine_{n}")
+                + body)
+
+
+def shape_engine_group(rng: random.Random, n: int, s: Style) -> Part:
+    """Engines alive together in a list, torn down in a loop."""
+    teardown = rng.choice(["    for llm in llms:\n        llm.shutdown()\n",
+                           "    del llms\n    gc.collect()\n"])
+    body = (f"    llms = [{s.llm}(MODEL, seed=i) for i in range(2)]\n"
+            f"    outputs = [llm.generate(PROMPTS, {_sp(rng, s)}) for llm in llms]\n"
+            "    assert len(outputs) == 2\n" + teardown)
+    return Part(tests=_header(f"test_engine_group_{n}") + body)
+
+
+def shape_try_except_skip(rng: random.Random, n: int, s: Style) -> Part:
+    """A construction in ``try`` whose failure skips the test."""
+    size = rng.choice(["4", "32"])
+    body = (f"    try:\n        llm = {s.llm}(MODEL, max_model_len={size})\n"
+            "    except ValueError:\n        pytest.skip(\"model length not supported\")\n"
+            + _use(rng, "llm", s) + _cleanup(rng, "llm"))
+    return Part(tests=_header(f"test_try_except_skip_{n}") + body)
+
+
+def shape_fixture_chain(rng: random.Random, n: int, s: Style) -> Part:
+    """A fixture built on an engine fixture (the tokenizer of the engine)."""
+    defs = (f"@pytest.fixture\ndef chained_engine_{n}():\n    llm = {s.llm}({_kwargs(rng)})\n"
+            "    yield llm\n" + _cleanup(rng, "llm") + "\n\n"
+            f"@pytest.fixture\ndef chained_tokenizer_{n}(chained_engine_{n}):\n"
+            f"    return chained_engine_{n}.get_tokenizer()\n")
+    body = (f"    assert chained_tokenizer_{n}.encode(\"ab\") == [97, 98]\n"
+            + _use(rng, f"chained_engine_{n}", s))
+    return Part(defs=defs, tests=_header(
+        f"test_fixture_chain_{n}", f"chained_engine_{n}, chained_tokenizer_{n}") + body)
+
+
+def shape_unittest_class(rng: random.Random, n: int, s: Style) -> Part:
+    """A ``unittest.TestCase`` that builds its engine in ``setUpClass``."""
+    tests = (f"class TestUnittest{n}(unittest.TestCase):\n    @classmethod\n"
+             f"    def setUpClass(cls):\n        cls.llm = {s.llm}({_kwargs(rng)})\n\n"
+             "    @classmethod\n    def tearDownClass(cls):\n        del cls.llm\n"
+             "        gc.collect()\n\n    def test_generate(self):\n"
+             f"        outputs = self.llm.generate(PROMPTS, {_sp(rng, s)})\n"
+             "        self.assertEqual(len(outputs), len(PROMPTS))\n")
+    return Part(tests=tests, imports={"import unittest"})
+
+
 def shape_shutdown_then_raises(rng: random.Random, n: int, s: Style) -> Part:
     """The engine shut down in the middle of the test, then ``pytest.raises(RuntimeError)``
     around a use."""
@@ -443,6 +511,12 @@ SHAPES: dict[str, ShapeFn] = {
     "identity_in_test": shape_identity_in_test,
     "nested_function": shape_nested_function,
     "engine_cache": shape_engine_cache,
+    "owner_class": shape_owner_class,
+    "factory_fixture": shape_factory_fixture,
+    "engine_group": shape_engine_group,
+    "try_except_skip": shape_try_except_skip,
+    "fixture_chain": shape_fixture_chain,
+    "unittest_class": shape_unittest_class,
 }
 
 #: Shapes that hit a known defect of the fixer, with what the defect is; on only with
@@ -537,7 +611,8 @@ def generate_module(seed: int, *, known_defects: bool = False,
     names = list(only) if only else [rng.choice(sorted(table)) for _ in range(rng.randint(1, 4))]
     style = rng.choice(STYLES)
     parts = [table[name](rng, i, style) for i, name in enumerate(names)]
-    imports = ["import functools", "import gc", "import os", "import weakref", "",
+    extra = sorted({i for p in parts for i in p.imports})
+    imports = ["import functools", "import gc", "import os", *extra, "import weakref", "",
                "import pytest", "import torch", style.import_line,
                "from vllm.distributed import cleanup_dist_env_and_memory"]
     head = (f'"""Generated by tests/differential (seed {seed}): {", ".join(names)}."""\n\n'

@@ -207,9 +207,14 @@ def run_batch(root: Path, seeds: Iterable[int], *, known_defects: bool = False
               ) -> list[ModuleVerdict]:
     """Generate, fix, run and compare the modules of ``seeds`` under ``root`` (emptied
     first); one :class:`ModuleVerdict` per module, in seed order."""
+    return run_modules(root, [generate_module(s, known_defects=known_defects) for s in seeds])
+
+
+def run_modules(root: Path, generated: list[Module]) -> list[ModuleVerdict]:
+    """Fix, run and compare ``generated`` (distinct seeds) under ``root`` (emptied first);
+    one :class:`ModuleVerdict` per module, in the order given."""
     shutil.rmtree(root, ignore_errors=True)
-    modules = write_modules(root, (generate_module(s, known_defects=known_defects)
-                                   for s in seeds))
+    modules = write_modules(root, generated)
     for variant in ("safe", "unsafe"):
         shutil.copytree(root / "orig", root / variant)
     reasons = unsafe_reasons(root / "orig")
@@ -223,7 +228,8 @@ def run_batch(root: Path, seeds: Iterable[int], *, known_defects: bool = False
                                 reasons=reasons.get(name, []))
         verdict.tests = sum(1 for t in before if not t.startswith("<"))
         verdict.before_failures = sorted(t for t, r in before.items()
-                                         if not t.startswith("<") and r.get("outcome") != "passed")
+                                         if not t.startswith("<")
+                                         and r.get("outcome") not in ("passed", "skipped"))
         original = (root / "orig" / name).read_bytes()
         verdict.fixed_safe = (root / "safe" / name).read_bytes() != original
         verdict.fixed_unsafe = (root / "unsafe" / name).read_bytes() != original

@@ -13,16 +13,26 @@ from pathlib import Path
 
 import pytest
 
-from .generator import KNOWN_DEFECT_SHAPES, SHAPES, generate_module
-from .harness import ModuleVerdict, run_batch, run_pytest, summarize
+from .generator import KNOWN_DEFECT_SHAPES, SHAPES, Module, generate_module
+from .harness import ModuleVerdict, run_modules, run_pytest, summarize
 
-#: The slice: seeds whose modules run in ``make test``.
-SLICE_SEEDS = range(0, 36)
+#: The slice run in ``make test``: the modules of these seeds, and every shape once, three
+#: to a module (seeds from :data:`SHAPE_SEED`).
+SLICE_SEEDS = range(0, 24)
+SHAPE_SEED = 100_000
+
+
+def slice_modules() -> list[Module]:
+    """The slice's modules."""
+    names = sorted(SHAPES)
+    chunks = [names[i:i + 3] for i in range(0, len(names), 3)]
+    return [generate_module(s) for s in SLICE_SEEDS] + [
+        generate_module(SHAPE_SEED + i, only=chunk) for i, chunk in enumerate(chunks)]
 
 
 @pytest.fixture(scope="module")
 def slice_verdicts(tmp_path_factory: pytest.TempPathFactory) -> list[ModuleVerdict]:
-    return run_batch(tmp_path_factory.mktemp("differential"), SLICE_SEEDS)
+    return run_modules(tmp_path_factory.mktemp("differential"), slice_modules())
 
 
 def test_slice_behaves_the_same_after_the_fixes(slice_verdicts: list[ModuleVerdict]) -> None:
@@ -31,9 +41,9 @@ def test_slice_behaves_the_same_after_the_fixes(slice_verdicts: list[ModuleVerdi
     assert [(v.module, [d.describe() for d in v.safe]) for v in slice_verdicts if v.safe] == []
     assert [(v.module, [d.describe() for d in v.unsafe])
             for v in slice_verdicts if v.unsafe] == []
-    assert summary["modules"] == len(SLICE_SEEDS)
+    assert summary["modules"] == len(slice_modules())
     # the slice exercises the fixer: nearly every module is rewritten by the safe fix
-    assert summary["fixed_safe"] >= len(SLICE_SEEDS) - 4
+    assert summary["fixed_safe"] >= summary["modules"] - 4
     assert set(summary["shapes"]) == set(SHAPES)
 
 
