@@ -45,7 +45,8 @@ REASON_FIELDS: list[tuple[tuple[str, ...], frozenset[str]]] = [
     (("`id()`", "`is`", "`type()`", "identity", "hash", "ProxyType", "proxy"),
      frozenset({"outcome", "texts"})),
     (("closure", "thread", "escapes", "captured"), frozenset({"outcome", "texts"})),
-    (("module-scoped", "session-scoped", "module- or session-scoped", "lifetime"),
+    (("weakref.ref", "freed"), frozenset({"outcome"})),
+    (("scoped fixture", "module- or session-scoped", "lifetime"),
      frozenset({"leaked_at_start"})),
     (("run time", "runtime"), frozenset({"engines", "texts"})),
 ]

@@ -13,8 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from lint_gpu_tests.prove.compare import Difference, compare
+
 from .generator import KNOWN_DEFECT_SHAPES, SHAPES, Module, generate_module
-from .harness import ModuleVerdict, run_modules, run_pytest, summarize
+from .harness import (
+    ModuleVerdict,
+    UnsafeReason,
+    allowed_fields,
+    run_modules,
+    run_pytest,
+    summarize,
+)
 
 #: The slice run in ``make test``: the modules of these seeds, and every shape once, three
 #: to a module (seeds from :data:`SHAPE_SEED`).
@@ -84,8 +93,6 @@ def test_harness_sees_each_kind_of_difference(tmp_path: Path) -> None:
         (tmp_path / name / "test_m.py").write_text(source, encoding="utf-8")
     before = run_pytest(tmp_path / "orig", tmp_path / "orig.json")
     after = run_pytest(tmp_path / "changed", tmp_path / "changed.json")
-    from lint_gpu_tests.prove.compare import compare
-
     found = [(d.test, d.field) for d in compare(before, after, texts="exact")]
     assert found == [("<end>::test_m.py", "leaked_at_start"),
                      ("test_m.py::test_a", "engines"),
@@ -93,3 +100,17 @@ def test_harness_sees_each_kind_of_difference(tmp_path: Path) -> None:
                      ("test_m.py::test_b", "outcome"),
                      ("test_m.py::test_b", "leaked_at_start")]
     shutil.rmtree(tmp_path)
+
+
+def test_unsafe_reasons_allow_only_what_they_name() -> None:
+    identity = UnsafeReason("identity checks (`is`) on the engine see a `weakref.proxy`",
+                            "test_a")
+    scoped = UnsafeReason("a class-scoped fixture: the engine's lifetime follows the "
+                          "fixture's scope and the runner must allow it", None)
+    assert allowed_fields(identity.reason) == {"outcome", "texts"}
+    assert allowed_fields(scoped.reason) == {"leaked_at_start"}
+    assert allowed_fields("the runner takes other defaults") == frozenset()
+    assert identity.allows(Difference("m.py::test_a[1-2]", "outcome", "passed", "failed"))
+    assert not identity.allows(Difference("m.py::test_b", "outcome", "passed", "failed"))
+    assert not identity.allows(Difference("m.py::test_a", "engines", [], [{}]))
+    assert scoped.allows(Difference("<end>::m.py", "leaked_at_start", 0, 1))
