@@ -5,9 +5,9 @@ appear in real GPU suites: cleanup by hand, finalizers, try/finally, fixtures, p
 aliases and derived values, several engines, rebinding in loops and branches, helpers,
 classes, parametrize, ``pytest.raises``, ``os.environ``, runners without ``with``, mapping
 keyword arguments, hashing and identity) and then adds syntax noise (comments, blank lines,
-odd whitespace, decorators, nested functions, long lines, unicode strings, CRLF line
-endings). Every shape's tests pass on the stand-in engine before any fix (asserted by the
-harness on the original modules).
+odd whitespace, decorators, docstrings, nested functions, long lines, unicode strings, tab
+indentation, CRLF line endings). Every shape's tests pass (or skip, or xfail) on the stand-in
+engine before any fix (the harness reports those that do not).
 
 Shapes that hit a defect of the fixer known and being fixed are in
 :data:`KNOWN_DEFECT_SHAPES`, left out unless ``known_defects=True``.
@@ -102,6 +102,7 @@ def _cleanup(rng: random.Random, name: str, indent: str = "    ") -> str:
         [f"del {name}", "gc.collect()", "cleanup_dist_env_and_memory()",
          "torch.cuda.empty_cache()"],
         [f"{name}.llm_engine.engine_core.shutdown()", f"del {name}"],
+        [f"del {name}; gc.collect()"],
     ])
     return "".join(f"{indent}{line}\n" for line in lines)
 
@@ -430,6 +431,90 @@ def shape_unittest_class(rng: random.Random, n: int, s: Style) -> Part:
     return Part(tests=tests, imports={"import unittest"})
 
 
+def shape_param_fixture(rng: random.Random, n: int, s: Style) -> Part:
+    """A fixture with ``params`` building one engine per parameter, torn down in
+    ``try``/``finally``."""
+    defs = (f"@pytest.fixture(params=[32, 64])\ndef param_engine_{n}(request):\n"
+            f"    llm = {s.llm}(MODEL, max_model_len=request.param)\n    try:\n"
+            "        yield llm\n    finally:\n" + _cleanup(rng, "llm", "        "))
+    body = _use(rng, f"param_engine_{n}", s)
+    return Part(defs=defs, tests=_header(f"test_param_fixture_{n}", f"param_engine_{n}")
+                + body)
+
+
+def shape_class_fixture(rng: random.Random, n: int, s: Style) -> Part:
+    """A class-scoped fixture shared by the methods of a test class."""
+    defs = (f"@pytest.fixture(scope=\"class\")\ndef class_engine_{n}():\n"
+            f"    llm = {s.llm}({_kwargs(rng)})\n    yield llm\n" + _cleanup(rng, "llm"))
+    tests = f"class TestShared{n}:\n"
+    for i in range(2):
+        tests += (f"    def test_shared_{i}(self, class_engine_{n}):\n"
+                  + _use(rng, f"class_engine_{n}", s, "        ") + "\n")
+    return Part(defs=defs, tests=tests.rstrip("\n") + "\n")
+
+
+def shape_lambda_finalizer(rng: random.Random, n: int, s: Style) -> Part:
+    """``request.addfinalizer(lambda: llm.shutdown())``."""
+    body = (f"    llm = {s.llm}({_kwargs(rng)})\n"
+            "    request.addfinalizer(lambda: llm.shutdown())\n" + _use(rng, "llm", s))
+    return Part(tests=_header(f"test_lambda_finalizer_{n}", "request") + body)
+
+
+def shape_freed_check(rng: random.Random, n: int, s: Style) -> Part:
+    """A test that checks, with ``weakref.ref``, that its engine is freed by the cleanup."""
+    body = (f"    llm = {s.llm}({_kwargs(rng)})\n" + _use(rng, "llm", s)
+            + "    ref = weakref.ref(llm)\n    del llm\n    gc.collect()\n"
+            "    assert ref() is None\n")
+    return Part(tests=_header(f"test_freed_check_{n}") + body)
+
+
+def shape_monkeypatch_context(rng: random.Random, n: int, s: Style) -> Part:
+    """The engine built inside ``monkeypatch.context()`` with a variable set there."""
+    body = ("    with monkeypatch.context() as m:\n"
+            f"        m.setenv(\"VLLM_CONTEXT_{n}\", \"1\")\n"
+            f"        llm = {s.llm}({_kwargs(rng)})\n" + _use(rng, "llm", s)
+            + _cleanup(rng, "llm"))
+    return Part(tests=_header(f"test_monkeypatch_context_{n}", "monkeypatch") + body)
+
+
+def shape_pair_helper(rng: random.Random, n: int, s: Style) -> Part:
+    """A helper returning the engine with its tokenizer, unpacked by the test."""
+    defs = (f"def _engine_and_tokenizer_{n}(size):\n"
+            f"    llm = {s.llm}(MODEL, max_model_len=size)\n"
+            "    return llm, llm.get_tokenizer()\n")
+    body = (f"    llm, tok = _engine_and_tokenizer_{n}(32)\n"
+            "    assert tok.encode(\"a\") == [97]\n" + _use(rng, "llm", s)
+            + "    del llm, tok\n    gc.collect()\n")
+    return Part(defs=defs, tests=_header(f"test_pair_helper_{n}") + body)
+
+
+def shape_engine_attribute_after(rng: random.Random, n: int, s: Style) -> Part:
+    """``llm.llm_engine`` kept in a name and read after the cleanup, and an engine rebuilt
+    with the same configuration whose texts must match the first one's."""
+    kwargs = _kwargs(rng)
+    body = (f"    llm = {s.llm}({kwargs})\n    engine = llm.llm_engine\n"
+            f"    first = llm.generate(PROMPTS, GREEDY)\n" + _cleanup(rng, "llm")
+            + "    assert engine.vllm_config.model_config.max_model_len > 0\n"
+            f"    llm = {s.llm}({kwargs})\n    again = llm.generate(PROMPTS, GREEDY)\n"
+            "    assert [o.outputs[0].text for o in first] == "
+            "[o.outputs[0].text for o in again]\n" + _cleanup(rng, "llm"))
+    return Part(tests=_header(f"test_engine_attribute_after_{n}") + body)
+
+
+def shape_xfail(rng: random.Random, n: int, s: Style) -> Part:
+    """A strict ``xfail`` test that fails after using and cleaning up its engine."""
+    body = (f"    llm = {s.llm}({_kwargs(rng)})\n" + _use(rng, "llm", s) + _cleanup(rng, "llm")
+            + "    assert False, \"expected\"\n")
+    return Part(tests="@pytest.mark.xfail(strict=True)\n" + _header(f"test_xfail_{n}") + body)
+
+
+def shape_annotated(rng: random.Random, n: int, s: Style) -> Part:
+    """An annotated assignment, a backslash continuation and a one-line cleanup."""
+    body = (f"    llm: {s.llm} = \\\n        {s.llm}({_kwargs(rng)})\n" + _use(rng, "llm", s)
+            + "    del llm; gc.collect()\n")
+    return Part(tests=_header(f"test_annotated_{n}") + body)
+
+
 def shape_shutdown_then_raises(rng: random.Random, n: int, s: Style) -> Part:
     """The engine shut down in the middle of the test, then ``pytest.raises(RuntimeError)``
     around a use."""
@@ -517,6 +602,15 @@ SHAPES: dict[str, ShapeFn] = {
     "try_except_skip": shape_try_except_skip,
     "fixture_chain": shape_fixture_chain,
     "unittest_class": shape_unittest_class,
+    "param_fixture": shape_param_fixture,
+    "class_fixture": shape_class_fixture,
+    "lambda_finalizer": shape_lambda_finalizer,
+    "freed_check": shape_freed_check,
+    "monkeypatch_context": shape_monkeypatch_context,
+    "pair_helper": shape_pair_helper,
+    "engine_attribute_after": shape_engine_attribute_after,
+    "xfail": shape_xfail,
+    "annotated": shape_annotated,
 }
 
 #: Shapes that hit a known defect of the fixer, with what the defect is; on only with
@@ -554,6 +648,9 @@ def _noise(rng: random.Random, text: str, level: float) -> str:
     for line in text.split("\n"):
         stripped = line.lstrip()
         indent = line[: len(line) - len(stripped)]
+        if line.endswith("\\") or (out and out[-1].endswith("\\")):
+            out.append(line)  # nothing may come between a backslash and its next line
+            continue
         if stripped and rng.random() < level * 0.3:
             out.append(f"{indent}{rng.choice(_COMMENTS)}")
         if stripped and rng.random() < level * 0.1:
@@ -564,8 +661,19 @@ def _noise(rng: random.Random, text: str, level: float) -> str:
             line = f"{line}  {rng.choice(_COMMENTS)}"
         out.append(line)
         if stripped.startswith("def test_") and rng.random() < level * 0.2:
+            out.append(f'{indent}    """Checks the engine ✓ (a docstring first)."""')
+        if stripped.startswith("def test_") and rng.random() < level * 0.2:
             out.append(f"{indent}    def _inner_{len(out)}():\n{indent}        return None\n")
     return "\n".join(out)
+
+
+def _tabs(source: str) -> str:
+    """``source`` indented with tabs: each four leading spaces become one tab."""
+    lines = []
+    for line in source.split("\n"):
+        spaces = len(line) - len(line.lstrip(" "))
+        lines.append("\t" * (spaces // 4) + " " * (spaces % 4) + line[spaces:])
+    return "\n".join(lines)
 
 
 @dataclass
@@ -624,6 +732,8 @@ def generate_module(seed: int, *, known_defects: bool = False,
     body = "\n\n".join(b.rstrip("\n") for b in blocks)
     level = rng.choice([0.0, 0.5, 1.0])
     source = head + "\n\n" + _noise(rng, body, level).rstrip("\n") + "\n"
+    if rng.random() < 0.1:
+        source = _tabs(source)
     crlf = rng.random() < 0.15
     if crlf:
         source = source.replace("\n", "\r\n")

@@ -69,7 +69,7 @@ class ModuleVerdict:
         module: its file name.
         seed: its seed.
         shapes: its shapes.
-        before_failures: tests that did not pass on the original (a generator defect).
+        before_failures: tests that failed or errored on the original (a generator defect).
         safe: differences after the safe fix.
         unsafe: differences after the unsafe fixes that no unsafe reason allows.
         unsafe_allowed: differences after the unsafe fixes that a reason allows.
@@ -228,9 +228,9 @@ def run_modules(root: Path, generated: list[Module]) -> list[ModuleVerdict]:
         verdict = ModuleVerdict(name, module.seed, module.shapes,
                                 reasons=reasons.get(name, []))
         verdict.tests = sum(1 for t in before if not t.startswith("<"))
-        verdict.before_failures = sorted(t for t, r in before.items()
-                                         if not t.startswith("<")
-                                         and r.get("outcome") not in ("passed", "skipped"))
+        verdict.before_failures = sorted(
+            t for t, r in before.items()
+            if not t.startswith("<") and r.get("outcome") not in ("passed", "skipped", "xfailed"))
         original = (root / "orig" / name).read_bytes()
         verdict.fixed_safe = (root / "safe" / name).read_bytes() != original
         verdict.fixed_unsafe = (root / "unsafe" / name).read_bytes() != original
