@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 VENV_E2E := .venv-e2e
 BIN_E2E := $(VENV_E2E)/bin
 
-.PHONY: demo test e2e e2e-full install install-test install-e2e lint clean
+.PHONY: demo test e2e e2e-full install install-test install-e2e lint clean campaign
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,12 @@ e2e: install-e2e
 e2e-full: install-e2e
 	GPU_TEST_LINT_E2E_FULL=1 HF_HUB_OFFLINE=1 $(BIN_E2E)/python -m pytest -q -m e2e \
 		-p no:randomly tests/e2e
+
+# The differential generator's long campaign (tests/differential, docs/hardening.md): generated
+# modules fixed and run on the stand-in engine, batches side by side on every core.
+CAMPAIGN_ARGS ?= --start 0 --count 1000
+campaign: install-test
+	$(BIN)/python benchmarks/differential_campaign.py $(CAMPAIGN_ARGS)
 
 lint: install-test
 	$(BIN)/ruff check .
