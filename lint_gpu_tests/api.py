@@ -212,8 +212,8 @@ def file_notes(files: Sequence[str], config: ConfigResolver) -> list[tuple[str, 
     analysed), or why not (`` (cannot read: why)``, `` (not analysed: ...)`` when the
     prefilter settles it unparsed, `` (not a test module: ...)``, `` (does not parse:
     GPU900)``)."""
+    from lint_gpu_tests.checker import in_scope
     from lint_gpu_tests.conftest_index import ConftestIndex
-    from lint_gpu_tests.engine import in_scope
 
     memo: dict[tuple[str, int], frozenset[str]] = {}
     conftests = ConftestIndex()
@@ -237,7 +237,7 @@ def file_notes(files: Sequence[str], config: ConfigResolver) -> list[tuple[str, 
 
 def add_noqa_to_files(result: RunResult) -> tuple[int, list[tuple[str, str]]]:
     """Add ``# noqa: CODES`` for every violation in ``result`` to its file, in place
-    (``--add-noqa``; see :func:`~lint_gpu_tests.engine.add_noqa`).
+    (``--add-noqa``; see :func:`~lint_gpu_tests.checker.add_noqa`).
 
     Returns:
         ``(lines given a directive, [(path, error message)...] for files that could not be
@@ -250,7 +250,7 @@ def add_noqa_to_files(result: RunResult) -> tuple[int, list[tuple[str, str]]]:
             continue
         try:
             source = Path(file.path).read_bytes()
-            from lint_gpu_tests.engine import add_noqa
+            from lint_gpu_tests.checker import add_noqa
 
             new, count = add_noqa(source, file.violations)
             if new is not None:

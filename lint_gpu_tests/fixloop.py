@@ -2,7 +2,7 @@
 re-check, until nothing changes (bounded), as ruff does.
 
 Layered above the codemods (:mod:`lint_gpu_tests.codemods.driver` applies one pass) and the
-engine (:func:`lint_gpu_tests.engine.check_source` re-checks); the API calls
+engine (:func:`lint_gpu_tests.checker.check_source` re-checks); the API calls
 :func:`fix_source`. LibCST is imported only when a file has something to fix.
 """
 
@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from lint_gpu_tests.checker import CheckResult, check_module, nests_deeper_than, wanted_fixes
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.conftest_index import ConftestIndex
-from lint_gpu_tests.engine import CheckResult, check_module, nests_deeper_than, wanted_fixes
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, Violation
 from lint_gpu_tests.source import (
     InternalError,

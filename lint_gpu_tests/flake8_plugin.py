@@ -2,7 +2,7 @@
 
 Registered in ``pyproject.toml`` as the ``flake8.extension`` entry point ``GPU``, so
 ``flake8 --select GPU`` (or ``extend-select = GPU``) turns it on. flake8 hands the plugin the
-``ast`` tree it already parsed; the plugin runs :func:`lint_gpu_tests.engine.check_tree` on
+``ast`` tree it already parsed; the plugin runs :func:`lint_gpu_tests.checker.check_tree` on
 it. A file that does not parse never reaches plugins: that is flake8's ``E999``, so ``GPU900``
 is not reported here.
 
@@ -10,7 +10,7 @@ Settings come from the ``[tool.gpu-test-lint]`` table the CLI reads, resolved pe
 CLI resolves them (:class:`~lint_gpu_tests.config.ConfigResolver`, cached per directory). A
 file that the config's ``exclude``/``extend-exclude`` (or the default excludes) skip gets no
 reports, as the CLI would not check it. ``# noqa`` is read by the engine's own
-:func:`~lint_gpu_tests.engine.parse_noqa`, the one the CLI uses (flake8 applies its own
+:func:`~lint_gpu_tests.checker.parse_noqa`, the one the CLI uses (flake8 applies its own
 afterwards, which changes nothing for these codes); flake8's ``--disable-noqa`` turns both off.
 
 A baseline (``--gpu-baseline FILE`` in flake8's options or config, where flake8 anchors a
@@ -34,10 +34,10 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lint_gpu_tests import __version__
+from lint_gpu_tests.checker import INTERNAL_ERROR_CODE, InternalError, check_tree
 from lint_gpu_tests.config import Config, ConfigError, ConfigResolver
 from lint_gpu_tests.conftest_index import ConftestIndex
 from lint_gpu_tests.discovery import is_excluded
-from lint_gpu_tests.engine import INTERNAL_ERROR_CODE, InternalError, check_tree
 
 if TYPE_CHECKING:
     from lint_gpu_tests.baseline import BaselineEntry

@@ -153,7 +153,7 @@ def source_lines(path: str, cache: dict[str, list[str]],
     ``cache``; ``sources`` (path -> bytes) gives the text of a file that is not on disk (a
     buffer read from stdin). An unreadable file has no lines."""
     if path not in cache:
-        from lint_gpu_tests.engine import decode_source
+        from lint_gpu_tests.checker import decode_source
 
         try:
             data = sources[path] if sources is not None and path in sources \
@@ -327,8 +327,8 @@ def sarif_rules() -> list[dict[str, Any]]:
     """``tool.driver.rules`` entries for every rule, plus the parse-error pseudo-rule. The full
     documentation is embedded (``help``); there is no ``helpUri``, which SARIF wants absolute,
     and the rule docs have no web address."""
+    from lint_gpu_tests.checker import PARSE_ERROR_CODE, PARSE_ERROR_NAME
     from lint_gpu_tests.docs import render_rule
-    from lint_gpu_tests.engine import PARSE_ERROR_CODE, PARSE_ERROR_NAME
     from lint_gpu_tests.rules import ALL_RULES
 
     out: list[dict[str, Any]] = []

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from lint_gpu_tests.analysis import ModuleAnalysis
-    from lint_gpu_tests.engine import CheckResult
+    from lint_gpu_tests.checker import CheckResult
     from lint_gpu_tests.fixloop import FixOutcome
     from lint_gpu_tests.prefilter import Prefilter
 
@@ -65,16 +65,16 @@ __all__ = [
 
 def check_source(source: bytes, path: str, config: Config,
                  conftests: ConftestIndex | None = None) -> list[Violation]:
-    """:func:`lint_gpu_tests.engine.check_source` (the checker is imported on first use: a
+    """:func:`lint_gpu_tests.checker.check_source` (the checker is imported on first use: a
     run that the cache answers whole never loads it)."""
     return check_module(source, path, config, conftests).violations
 
 
 def check_module(source: bytes, path: str, config: Config,
                  conftests: ConftestIndex | None = None) -> CheckResult:
-    """:func:`lint_gpu_tests.engine.check_module`: the violations and the analysis their
+    """:func:`lint_gpu_tests.checker.check_module`: the violations and the analysis their
     fixes' plans refer to (imported on first use, as :func:`check_source`)."""
-    from lint_gpu_tests.engine import check_module as check
+    from lint_gpu_tests.checker import check_module as check
 
     return check(source, path, config, conftests)
 
@@ -191,7 +191,7 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
     if kept is not None and (known := kept.get(key)) is not None:
         return known
     from lint_gpu_tests.analysis import RUNNER_CLASS
-    from lint_gpu_tests.engine import per_file_ignored_codes
+    from lint_gpu_tests.checker import per_file_ignored_codes
     from lint_gpu_tests.ftypes import Trigger
     from lint_gpu_tests.prefilter import enabled_rule_codes, prefilter_for
     from lint_gpu_tests.rules import triggers_of
@@ -236,9 +236,9 @@ def _check_bytes(source: bytes, path: str, config: Config, prefilter: bool) -> l
 def _checked_bytes(source: bytes, path: str, config: Config, prefilter: bool,
                    conftests: ConftestIndex) -> CheckResult:
     """:func:`_check_bytes`, with the analysis the violations were found on
-    (:func:`lint_gpu_tests.engine.check_module`), the conftests known to ``conftests``."""
+    (:func:`lint_gpu_tests.checker.check_module`), the conftests known to ``conftests``."""
     if prefilter and not may_hold_violation(source, path, config, conftests=conftests):
-        from lint_gpu_tests.engine import CheckResult
+        from lint_gpu_tests.checker import CheckResult
 
         return CheckResult()
     return check_module(source, path, config, conftests)

@@ -17,7 +17,7 @@ from click.testing import CliRunner, Result
 from lint_gpu_tests import cli, cli_options, codes
 from lint_gpu_tests import present as present_module
 from lint_gpu_tests import run as run_module
-from lint_gpu_tests.engine import check_source
+from lint_gpu_tests.checker import check_source
 from lint_gpu_tests.fixloop import FixOutcome
 
 REPO = Path(__file__).resolve().parents[1]

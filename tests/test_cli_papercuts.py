@@ -42,8 +42,8 @@ def test_gpu006_on_a_runner_outside_a_with_names_gpu005_and_follows_its_safety()
     not offered alone where the GPU005 fix it depends on is unsafe."""
     import textwrap
 
+    from lint_gpu_tests.checker import check_source
     from lint_gpu_tests.config import Config
-    from lint_gpu_tests.engine import check_source
 
     def gpu006(source: str) -> list[tuple[str, str, str]]:
         found = check_source(textwrap.dedent(source).encode(), "tests/test_x.py", Config())

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.checker import check_source
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.rules import ALL_RULES
 from lint_gpu_tests.source import decode_source, parent_index, walk_breadth, walk_nodes
 from lint_gpu_tests.syntax import lines_matching, lines_naming

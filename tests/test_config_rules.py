@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from lint_gpu_tests.checker import check_source
 from lint_gpu_tests.config import Config, ConfigError, config_from_table
-from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.fixloop import fix_source
 
 

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from lint_gpu_tests.api import check_paths
+from lint_gpu_tests.checker import check_source
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.conftest_index import conftest_engine_fixtures, conftest_files
-from lint_gpu_tests.engine import check_source
 
 CONFTEST = """\
 import pytest

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from lint_gpu_tests.checker import check_source
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.fixloop import fix_source
 
 FIX_DIR = Path(__file__).parent / "fixtures" / "fix"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lint_gpu_tests.checker import check_source
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.engine import check_source
 
 READ_LATER = ("`test_b` reads `VLLM_X` (line 9), which today sees what this change leaves "
               "behind for the tests after it; `monkeypatch` undoes the change when its test "

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from lint_gpu_tests import cli
+from lint_gpu_tests.checker import check_source
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.engine import check_source
 
 HEAD = "import gc\nimport weakref\n\nfrom vllm import LLM\n\n\n"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests import engine, fixloop
+from lint_gpu_tests import checker, fixloop
 from lint_gpu_tests.config import Config, config_from_table
 
 if sys.version_info >= (3, 11):
@@ -86,7 +86,7 @@ def pyflakes_messages(source: bytes, filename: str) -> Counter[str]:
     from pyflakes.api import check
     from pyflakes.reporter import Reporter
 
-    text = engine.decode_source(source)
+    text = checker.decode_source(source)
     out, err = io.StringIO(), io.StringIO()
     check(text, filename, Reporter(out, err))
     assert not err.getvalue(), f"pyflakes could not check {filename}: {err.getvalue()}"
@@ -113,7 +113,7 @@ def test_fixture_directories_are_complete():
 
 
 def test_check_reports_expected(case: Case):
-    found = positions(engine.check_source(case.before, case.path, case.config))
+    found = positions(checker.check_source(case.before, case.path, case.config))
     assert found == case.expected, (
         f"{case.name}: missing {sorted(case.expected - found)}, "
         f"unexpected {sorted(found - case.expected)}"
@@ -140,10 +140,10 @@ def test_safe_fix_alone(case: Case):
 def test_after_is_idempotent(case: Case):
     outcome = fixloop.fix_source(case.after, case.path, case.config, unsafe=case.unsafe)
     assert outcome.new_source is None, f"{case.name}: a second fix changed after.py"
-    remaining = engine.check_source(case.after, case.path, case.config)
-    assert not engine.wanted_fixes(remaining, unsafe=case.unsafe), (
+    remaining = checker.check_source(case.after, case.path, case.config)
+    assert not checker.wanted_fixes(remaining, unsafe=case.unsafe), (
         f"{case.name}: after.py still has applicable fixes: "
-        f"{[(v.code, v.location.row) for v in engine.wanted_fixes(remaining, unsafe=case.unsafe)]}"
+        f"{[(v.code, v.location.row) for v in checker.wanted_fixes(remaining, unsafe=case.unsafe)]}"
     )
     if not case.unsafe:
         assert not any(v.fixable and v.fix.applicability.value == "safe" for v in remaining)
@@ -151,7 +151,7 @@ def test_after_is_idempotent(case: Case):
 
 
 def test_after_parses_and_gains_no_pyflakes_warning(case: Case):
-    after_text = engine.decode_source(case.after)
+    after_text = checker.decode_source(case.after)
     ast.parse(after_text)
     before_msgs = pyflakes_messages(case.before, case.path)
     after_msgs = pyflakes_messages(case.after, case.path)

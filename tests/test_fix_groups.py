@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from lint_gpu_tests.checker import check_source
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.fixplan.groups import FACTORY_REASON, GROUP_TITLE
 
 FIX_DIR = Path(__file__).parent / "fixtures" / "fix"
@@ -133,7 +133,7 @@ def test_the_other_branch_must_bind_first() -> None:
 def test_announced_fixes_are_the_fixes_applied(case: str) -> None:
     # Found by a first-time user: `check` announced one fix fewer than `--fix` applied (a
     # `engine_core.shutdown()` loop kept in the ExitStack block was no longer reported).
-    from lint_gpu_tests.engine import wanted_fixes
+    from lint_gpu_tests.checker import wanted_fixes
     from lint_gpu_tests.fixloop import fix_source
 
     source = (FIX_DIR / case / "before.py").read_bytes()

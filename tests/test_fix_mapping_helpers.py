@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.checker import check_source
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.helper_calls import HelperCallers, helper_callers
 from lint_gpu_tests.mappings import RUNNER_KWARGS_HELPER, RUNNER_KWARGS_NAME, resolve_mapping
 

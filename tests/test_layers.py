@@ -3,7 +3,7 @@ included, and nothing lower imports anything higher. The runtime imports none of
 
 Layers, bottom to top: data types and codes; configuration;
 source parsing; analysis; fix planning (rules rate their fixes with it; the modules of its
-subpackage have layers of their own); rules; the engine that runs them; the codemods; the
+subpackage have layers of their own); rules; the checker that runs them; the codemods; the
 fix loop; discovery and the cache; fixes as edits and diffs; the run (pipeline, pool,
 caches); rule docs; output; baselines (over output's fingerprints); the report of a check
 (present); the API (a facade over the run); prove (over the API); then the CLI (its options
@@ -34,7 +34,7 @@ LAYERS: list[set[str]] = [
     {"fixplan.planner"},
     {"fixplan.isolate", "fixplan.classes", "fixplan.proxy", "fixplan.env"},
     {"rule", "rules"},
-    {"engine", "conftest_index"},
+    {"checker", "conftest_index"},
     {"codemods"},
     {"fixloop"},
     {"discovery", "cache", "leaks"},

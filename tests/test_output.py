@@ -270,7 +270,7 @@ FIX_DIR = Path(__file__).parent / "fixtures" / "fix"
 
 def apply_edits(text: str, edits: list[tuple[str, tuple[int, int], tuple[int, int]]]) -> str:
     """Apply ruff-style edits ``(content, (row, col), (end_row, end_col))``, 1-based."""
-    from lint_gpu_tests.engine import physical_lines
+    from lint_gpu_tests.checker import physical_lines
 
     starts = [0]
     for line in physical_lines(text):
@@ -316,7 +316,7 @@ def _cli(*args: str) -> str:
 
 
 def _written_by_fix(root: Path) -> dict[str, str]:
-    from lint_gpu_tests.engine import decode_source
+    from lint_gpu_tests.checker import decode_source
 
     _cli("--fix", "tests")
     return {str(p.relative_to(root)): decode_source(p.read_bytes())
@@ -324,7 +324,7 @@ def _written_by_fix(root: Path) -> dict[str, str]:
 
 
 def test_json_edits_give_exactly_what_fix_writes(fix_project: Path) -> None:
-    from lint_gpu_tests.engine import decode_source
+    from lint_gpu_tests.checker import decode_source
 
     data = json.loads(_cli("--output-format", "json", "tests"))
     by_file: dict[str, list[tuple[str, tuple[int, int], tuple[int, int]]]] = {}

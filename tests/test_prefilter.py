@@ -10,10 +10,10 @@ import pytest
 
 from lint_gpu_tests import api
 from lint_gpu_tests import run as run_module
+from lint_gpu_tests.checker import CheckResult, check_source
 from lint_gpu_tests.codes import RULE_CODES
 from lint_gpu_tests.config import Config, config_from_table
 from lint_gpu_tests.conftest_index import ConftestIndex
-from lint_gpu_tests.engine import CheckResult, check_source
 from lint_gpu_tests.prefilter import (
     RUNNER_FACTORY_FIXTURE,
     enabled_rule_codes,

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 from lint_gpu_tests import api, codes, rules
 from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.checker import check_module, check_source
 from lint_gpu_tests.cli import cli
 from lint_gpu_tests.codemods.driver import ORDER
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.engine import check_module, check_source
 from lint_gpu_tests.fixloop import fix_source
 from lint_gpu_tests.fixplan.plan import CleanupPlan
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from lint_gpu_tests import codes, rules
+from lint_gpu_tests.checker import check_source
 from lint_gpu_tests.config import Config, config_from_table
-from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.rule import Rule
 
 TESTS = Path(__file__).resolve().parent

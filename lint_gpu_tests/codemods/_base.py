@@ -125,7 +125,7 @@ class GpuCodemod(ABC, Generic[PlanT]):
                 names the module).
             config: the run's settings; the defaults when ``None``.
             violations: the violations whose fixes may be applied, as
-                :func:`lint_gpu_tests.engine.check_module` found them on the text this
+                :func:`lint_gpu_tests.checker.check_module` found them on the text this
                 command transforms; ``None``: check the text here (a run on its own).
             analysis: the analysis ``violations`` were found on (their plans refer to it).
         """
@@ -157,7 +157,7 @@ class GpuCodemod(ABC, Generic[PlanT]):
         to."""
         violations, analysis = self._violations, self._analysis
         if violations is None or analysis is None:
-            from lint_gpu_tests.engine import check_module, wanted_fixes
+            from lint_gpu_tests.checker import check_module, wanted_fixes
 
             path = self.context.filename or "tests/test_codemod.py"
             checked = check_module(self.code_of(tree).encode("utf-8"), path, self.config)

@@ -21,10 +21,10 @@ import libcst as cst
 
 from lint_gpu_tests import codemods
 from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.checker import InternalError
 from lint_gpu_tests.codemods._base import FixContext, GpuCodemod
 from lint_gpu_tests.codemods._printer import Printer
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.engine import InternalError
 from lint_gpu_tests.ftypes import FixKind, FixPlan, Violation
 
 #: A codemod of any plan class.
@@ -77,7 +77,7 @@ def apply_fixes(source: bytes, path: str, config: Config, violations: list[Viola
         path: used for the codemod context.
         config: the run's settings.
         violations: the violations whose fixes may be applied, as
-            :func:`lint_gpu_tests.engine.check_module` found them in ``source``.
+            :func:`lint_gpu_tests.checker.check_module` found them in ``source``.
         analysis: the analysis they were found on (their plans refer to it).
 
     Returns:

@@ -36,8 +36,8 @@ import pytest
 from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
+from lint_gpu_tests.checker import PARSE_ERROR_CODE, check_source, wanted_fixes
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.engine import PARSE_ERROR_CODE, check_source, wanted_fixes
 from lint_gpu_tests.fixloop import fix_source
 from lint_gpu_tests.ftypes import Violation
 

@@ -12,8 +12,8 @@ from rule_testing import (
     rule_file,
 )
 
+from lint_gpu_tests.checker import check_source
 from lint_gpu_tests.codes import RULE_CODES
-from lint_gpu_tests.engine import check_source
 from lint_gpu_tests.rule import Example, Rule
 from lint_gpu_tests.rules import ALL_RULES, package_rules
 

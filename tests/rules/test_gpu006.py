@@ -32,7 +32,7 @@ def test_strong_references_beyond_a_plain_alias() -> None:
     assigned to a name and ``append`` to a local list hold it in a container (unsafe fix),
     ``append`` to a parameter's list has none; a tuple element bound to a subscript, and
     ``runner.llm`` read for a call, are not reported."""
-    from lint_gpu_tests.engine import check_source
+    from lint_gpu_tests.checker import check_source
 
     source = (
         "def test_x(vllm_runner, kept):\n"

@@ -12,8 +12,8 @@ import textwrap
 import pytest
 from rule_testing import example_tests, rule_class
 
+from lint_gpu_tests.checker import check_source
 from lint_gpu_tests.config import Config, ConfigError, config_from_table
-from lint_gpu_tests.engine import check_source
 
 RULE = rule_class("GPU007")
 PREFIX = "engines alive at once ask for more than the device: "

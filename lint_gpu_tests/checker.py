@@ -1,4 +1,4 @@
-"""The checker engine: one file's source in, violations out.
+"""The checker: one file's source in, violations out.
 
 This module is the single place where rules run, ``# noqa`` is honoured and
 selection is applied; the CLI (through :mod:`lint_gpu_tests.api`) and the flake8
