@@ -611,27 +611,18 @@ SHAPES: dict[str, ShapeFn] = {
     "engine_attribute_after": shape_engine_attribute_after,
     "xfail": shape_xfail,
     "annotated": shape_annotated,
+    "shutdown_then_raises": shape_shutdown_then_raises,
+    "fixture_yields_runner": shape_fixture_yields_runner,
+    "runner_mapped_kwargs": shape_runner_mapped_kwargs,
+    "identity_in_helper": shape_identity_in_helper,
+    "environ_read_later": shape_environ_read_later,
 }
 
 #: Shapes that hit a known defect of the fixer, with what the defect is; on only with
-#: ``known_defects=True`` (``--known-defects`` of the campaign).
-KNOWN_DEFECT_SHAPES: dict[str, tuple[ShapeFn, str]] = {
-    "shutdown_then_raises": (
-        shape_shutdown_then_raises,
-        "the GPU001 rewrite deletes a shutdown in the middle of the test"),
-    "fixture_yields_runner": (
-        shape_fixture_yields_runner,
-        "a fixture yielding a runner built without `with`"),
-    "runner_mapped_kwargs": (
-        shape_runner_mapped_kwargs,
-        "kwargs the runner maps but LLM rejects (`tokenizer_name=`), and `LLM(*args)`"),
-    "identity_in_helper": (
-        shape_identity_in_helper,
-        "the engine hashed or compared by identity in a helper after the proxy rewrite"),
-    "environ_read_later": (
-        shape_environ_read_later,
-        "the GPU008 fix where the module later reads the variable"),
-}
+#: ``known_defects=True`` (``--known-defects`` of the campaign). A shape moves here when a
+#: campaign finds a defect the fixer does not yet handle, and back to :data:`SHAPES` when it
+#: does; none is known today.
+KNOWN_DEFECT_SHAPES: dict[str, tuple[ShapeFn, str]] = {}
 
 # -- noise ---------------------------------------------------------------------------------
 
