@@ -71,10 +71,26 @@ def _evaluate(call: ast.Call, model: str) -> tuple[list[Any], dict[str, Any]]:
     return args, kwargs
 
 
+#: The conftest of the trees: a `vllm_runner` fixture, as vLLM's own tests/conftest.py has.
+CONFTEST = """\
+import pytest
+
+
+@pytest.fixture
+def vllm_runner():
+    from tests.conftest import VllmRunner
+
+    return VllmRunner
+"""
+
+
 def _check_and_fix(tree: Path, modules: dict[str, str]) -> list[dict[str, Any]]:
     """Write ``modules`` (file name -> source) into ``tree`` with ``target = "vllm"``, return
     ``check``'s JSON report on them, then fix them in place with ``--unsafe-fixes``."""
     (tree / ".gpu-test-lint.toml").write_text('target = "vllm"\n')
+    # vLLM's tests/conftest.py defines the `vllm_runner` fixture the rewrite requests; a
+    # fix that requests a fixture no conftest defines is not made.
+    (tree / "conftest.py").write_text(CONFTEST)
     for name, source in modules.items():
         (tree / name).write_text(source)
     report = subprocess.run([*gpu_test_lint(), "check", "--no-cache", "--output-format", "json",
