@@ -19,6 +19,7 @@ from lint_gpu_tests.codemods._cst import (
     fit_call,
     fit_signature,
     leading_lines,
+    line_length,
 )
 from lint_gpu_tests.codemods._imports import has_blank
 from lint_gpu_tests.codemods._positions import ReachedStatements, StatementPositions
@@ -158,9 +159,9 @@ def _move_into_fixture(original: cst.Module, updated: cst.Module,
     autouse fixture placed before the statement at the plans' ``fixture_line`` (at the
     end for ``0``): each becomes its ``mp.setenv``/``delenv`` calls in
     ``with pytest.MonkeyPatch.context() as mp:`` around the fixture's ``yield``, its
-    comments above it. The fixture is set off by two blank lines, as is the statement
-    after it; a removed statement's blank lines go to the statement after it. ``None``
-    when nothing moved."""
+    comments above them (above the fixture when one would be too long there). The
+    fixture is set off by two blank lines, as is the statement after it; a removed
+    statement's blank lines go to the statement after it. ``None`` when nothing moved."""
     if len(original.body) != len(updated.body):
         return None
     lines = {plan.statement_line for plan in plans}
@@ -169,6 +170,7 @@ def _move_into_fixture(original: cst.Module, updated: cst.Module,
     body: list[cst.BaseStatement] = []
     fixture_at: int | None = None
     spare: list[cst.EmptyLine] = []  # blank lines of removed statements
+    above: list[cst.EmptyLine] = []  # comments that go above the fixture
     for before, stmt in zip(original.body, updated.body, strict=True):
         line = positions.start_line(before)
         if line == where:
@@ -185,6 +187,9 @@ def _move_into_fixture(original: cst.Module, updated: cst.Module,
             return None
         comments = [e for e in stmt.leading_lines if e.comment is not None]
         spare = [e for e in stmt.leading_lines if e.comment is None] or spare
+        if any(len(e.comment.value) + 8 > line_length() for e in comments if e.comment):
+            above += comments  # too wide inside the fixture: they stay at column 0
+            comments = []
         new[0] = new[0].with_changes(leading_lines=comments)
         new[-1] = new[-1].with_changes(trailing_whitespace=stmt.trailing_whitespace)
         calls += new
@@ -201,7 +206,7 @@ def _move_into_fixture(original: cst.Module, updated: cst.Module,
         body=[*calls, *block.body.body]))
     fixture = fixture.with_changes(
         body=fixture.body.with_changes(body=[block]),
-        leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+        leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *above])
     index = len(body) if fixture_at is None else fixture_at
     if index < len(body):
         after = body[index]

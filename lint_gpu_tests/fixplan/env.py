@@ -180,7 +180,7 @@ def _module_plan(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> E
     unit = module.derived(_module_unit)
     if id(mutation.statement) not in unit.statements:
         return EnvFixPlan(FixInfo.none(title, _not_moved(module, mutation, unit)))
-    reason = "; ".join(r for r in (_import_time_readers(module, mutation.statement), (
+    reason = "; ".join(r for r in (_import_time_readers(module, mutation), (
         "the variable is now set only while this module's tests run: modules collected "
         "after it, and their tests, no longer see it")) if r)
     return EnvFixPlan(FixInfo(Applicability.UNSAFE, title, reason), CONTEXT_NAME,
@@ -259,29 +259,31 @@ def _module_unit(module: ModuleAnalysis) -> _ModuleUnit:
                        () if bound else ("pytest",), pytest_name=spelled)
 
 
-def _import_time_readers(module: ModuleAnalysis, stmt: ast.stmt) -> str:
-    """What runs at import after ``stmt`` (a top-level statement that moves into the
-    fixture; the others that move do not count) and may have read the variable it
-    changes: the imports after it, which may read the environment when
+def _import_time_readers(module: ModuleAnalysis, mutation: EnvMutation) -> str:
+    """What runs at import after the statement of ``mutation`` (a top-level statement that
+    moves into the fixture; the others that move do not count) and may have read the
+    variables it changes: the imports after it, which may read the environment when
     imported, and the calls and reads of ``os.environ`` in module-level code (decorator
     arguments such as ``pytest.mark.skipif``'s, parametrize values, defaults, class
-    bodies), which pytest evaluates at collection, before the fixture runs; ``""`` when
-    nothing does."""
+    bodies), which pytest evaluates at collection, before the fixture runs, and the
+    ``__main__`` block of a module also run as a script; ``""`` when nothing does."""
     items: list[str] = []
     body = module.tree.body
     moved = module.derived(_module_unit).statements
-    for later in body[body.index(stmt) + 1:]:
+    for later in body[body.index(mutation.statement) + 1:]:
         if id(later) in moved:
             continue
         if isinstance(later, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in later.names] if isinstance(later, ast.Import) else \
+            imported = [a.name for a in later.names] if isinstance(later, ast.Import) else \
                 ["." * later.level + (later.module or "")]
-            items += [f"the import of `{n}` (line {later.lineno})" for n in names]
+            items += [f"the import of `{n}` (line {later.lineno})" for n in imported]
             continue
         if isinstance(later, ast.If) and is_main_guard(later):
+            items.append(f"the `__main__` block (line {later.lineno}) when the module runs as "
+                         "a script, where no fixture runs")
             continue
         items += [f"`{_shorten(ast.unparse(n))}` (line {n.lineno})"  # type: ignore[attr-defined]
-                  for n in _import_time_calls(module, later)]
+                  for n in _import_time_calls(module, later, mutation.names)]
     if not items:
         return ""
     shown = ", ".join(items[:3]) + (f" and {len(items) - 3} more" if len(items) > 3 else "")
@@ -294,11 +296,15 @@ def _shorten(code: str) -> str:
     return code if len(code) <= 40 else code[:37] + "..."
 
 
-def _import_time_calls(module: ModuleAnalysis, stmt: ast.stmt) -> list[ast.AST]:
-    """The outermost calls and ``os.environ`` reads that run when ``stmt`` (module or
+def _import_time_calls(module: ModuleAnalysis, stmt: ast.stmt,
+                       names: tuple[str, ...]) -> list[ast.AST]:
+    """The outermost calls and reads of the environment that run when ``stmt`` (module or
     class level) runs: not in function bodies or lambdas; pytest's decorators
-    (``pytest.mark.*``, ``pytest.fixture``, ``pytest.param``) and plain builtins
-    (:data:`_TRANSPARENT_CALLS`) are looked into instead."""
+    (``pytest.mark.*``, ``pytest.fixture``, ``pytest.param``), plain builtins
+    (:data:`_TRANSPARENT_CALLS`) and changes of the environment are looked into instead.
+    A read of a variable by a literal name counts when it is one of ``names``; any other
+    use of ``os.environ`` counts."""
+    constants = module_constants(module)
     out: list[ast.AST] = []
     stack: list[ast.AST] = [stmt]
     while stack:
@@ -310,17 +316,31 @@ def _import_time_calls(module: ModuleAnalysis, stmt: ast.stmt) -> list[ast.AST]:
             continue
         if isinstance(node, ast.Lambda):
             continue
+        key: ast.AST | None = None
+        if isinstance(node, ast.Subscript) and module.qualified(node.value) == "os.environ":
+            key = node.slice
+        elif isinstance(node, ast.Call) and node.args and (
+                module.qualified(node.func) == "os.getenv" or (
+                    isinstance(node.func, ast.Attribute)
+                    and module.qualified(node.func.value) == "os.environ")):
+            key = node.args[0]
+        if key is not None:
+            name = literal_value(key, constants, frozenset())
+            if not isinstance(name, str) or name in names:
+                out.append(node)
+                continue
+            if isinstance(node, ast.Call):
+                stack += reversed([*node.args[1:], *(k.value for k in node.keywords)])
+            continue
         if isinstance(node, ast.Call):
             qualified = module.qualified(node.func) or ""
             if qualified.split(".")[0] != "pytest" and not (
                     isinstance(node.func, ast.Name) and node.func.id in _TRANSPARENT_CALLS):
                 out.append(node)
                 continue
-        elif isinstance(node, (ast.Subscript, ast.Attribute)) and \
-                module.qualified(node.value) == "os.environ":
-            out.append(node)
+            stack += reversed(node.args + [k.value for k in node.keywords])
             continue
-        elif isinstance(node, (ast.Name, ast.Attribute)) and \
+        if isinstance(node, (ast.Name, ast.Attribute)) and \
                 module.qualified(node) == "os.environ":
             out.append(node)
             continue

@@ -585,7 +585,7 @@ def test_module_level_change_is_an_unsafe_fix_naming_what_ran_after_it() -> None
 
 
         @pytest.mark.parametrize("model", MODELS)
-        @pytest.mark.skipif(not os.environ.get("CUDA_HOME"), reason="no CUDA")
+        @pytest.mark.skipif(not os.environ.get("VLLM_USE_V1"), reason="V0")
         def test_x(model, backend=default_backend()):
             assert LLM and backend
 
@@ -593,16 +593,17 @@ def test_module_level_change_is_an_unsafe_fix_naming_what_ran_after_it() -> None
         if __name__ == "__main__":
             run()
         """
-    readers = ("`get_models()` (line 9), `os.environ.get('CUDA_HOME')` (line 13), "
-               "`default_backend()` (line 14)")
+    main = ("the `__main__` block (line 18) when the module runs as a script, where no "
+            "fixture runs")
     assert gpu008(source) == [
         (5, 1, "unsafe", "code that runs after it at import no longer sees the change, which "
                          "the fixture makes only when the module's first test starts: the "
                          "import of `vllm` (line 6), `get_models()` (line 9), "
-                         f"`os.environ.get('CUDA_HOME')` (line 13) and 1 more; {SCOPE}"),
+                         f"`os.environ.get('VLLM_USE_V1')` (line 13) and 2 more; {SCOPE}"),
         (7, 1, "unsafe", "code that runs after it at import no longer sees the change, which "
-                         f"the fixture makes only when the module's first test starts: "
-                         f"{readers}; {SCOPE}"),
+                         "the fixture makes only when the module's first test starts: "
+                         f"`get_models()` (line 9), `default_backend()` (line 14), {main}; "
+                         f"{SCOPE}"),
     ]
 
 
@@ -717,3 +718,56 @@ def test_module_level_fixture_uses_the_alias_of_pytest() -> None:
                 yield
         """)
     assert fixed(source) == textwrap.dedent(source)
+
+
+def test_module_level_change_names_the_main_block() -> None:
+    source = """\
+        import os
+
+        os.environ["VLLM_USE_V1"] = "1"
+
+
+        def test_x():
+            assert True
+
+
+        if __name__ == "__main__":
+            test_x()
+        """
+    assert gpu008(source) == [
+        (3, 1, "unsafe", "code that runs after it at import no longer sees the change, which "
+                         "the fixture makes only when the module's first test starts: the "
+                         "`__main__` block (line 10) when the module runs as a script, where "
+                         f"no fixture runs; {SCOPE}")]
+
+
+def test_module_level_comment_too_wide_for_the_fixture_stays_above_it() -> None:
+    source = textwrap.dedent("""\
+        import os
+
+        import pytest
+
+        # Spawn: fork hangs with the OMP pool.
+        os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
+        # Plain.
+        os.environ["VLLM_USE_V1"] = "1"
+        """).encode()
+    config = config_from_table({"line-length": 44}, "pyproject.toml")
+    outcome = fix_source(source, "tests/test_x.py", config, unsafe=True)
+    assert outcome.error is None and outcome.new_source is not None
+    assert outcome.new_source.decode() == textwrap.dedent("""\
+        import pytest
+
+
+        # Spawn: fork hangs with the OMP pool.
+        @pytest.fixture(scope="module", autouse=True)
+        def _module_environment():
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv(
+                    "VLLM_WORKER_MULTIPROC_METHOD",
+                    "spawn",
+                )
+                # Plain.
+                mp.setenv("VLLM_USE_V1", "1")
+                yield
+        """)
