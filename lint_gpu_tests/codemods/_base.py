@@ -27,8 +27,10 @@ import libcst as cst
 from lint_gpu_tests.analysis import CLEANUP_FUNCTIONS, LEGACY_VLLM_CLEANUP, ModuleAnalysis
 from lint_gpu_tests.codemods._cst import wrapping_at
 from lint_gpu_tests.codemods._imports import (
+    STDLIB,
     add_from_import,
     add_stdlib_import,
+    add_third_party_import,
     first_party_packages,
     has_from_import,
     keep_import_comments,
@@ -58,6 +60,7 @@ IMPORTS = {
     "VllmRunner": ("lint_gpu_tests.runtime", "VllmRunner"),
     "CompilationConfig": ("vllm.config", "CompilationConfig"),
     "MonkeyPatch": ("pytest", "MonkeyPatch"),
+    "pytest": ("pytest", None),
 }
 
 
@@ -209,8 +212,9 @@ class GpuCodemod(ABC, Generic[PlanT]):
 
     # ------------------------------------------------------------------ imports
     def add_imports(self, needs: Iterable[str]) -> None:
-        """Schedule the imports named in ``needs`` (keys of :data:`IMPORTS`); stdlib ones
-        are placed by :func:`lint_gpu_tests.codemods._imports.add_stdlib_import` after the
+        """Schedule the imports named in ``needs`` (keys of :data:`IMPORTS`); plain ones are
+        placed by :func:`lint_gpu_tests.codemods._imports.add_stdlib_import` (or
+        :func:`~lint_gpu_tests.codemods._imports.add_third_party_import`) after the
         rewrite."""
         for need in sorted(needs):
             module, obj = IMPORTS[need]
@@ -246,7 +250,8 @@ class GpuCodemod(ABC, Generic[PlanT]):
         new = keep_import_comments(tree, new)
         first_party = first_party_packages(self.context.filename or ".", self.config.root)
         for name in sorted(self._stdlib_imports):
-            new = add_stdlib_import(new, name)
+            new = add_stdlib_import(new, name) if name in STDLIB else \
+                add_third_party_import(new, name, first_party)
         merge: list[tuple[str, str]] = []
         for mod, obj in sorted(self._from_imports):
             if has_from_import(new, mod):

@@ -203,6 +203,39 @@ def add_from_import(module: cst.Module, mod: str, name: str,
     return module.with_changes(body=body)
 
 
+def add_third_party_import(module: cst.Module, name: str,
+                           first_party: frozenset[str] = frozenset()) -> cst.Module:
+    """Add ``import name`` (a third-party module such as ``pytest``) in isort order: among
+    the plain imports of the third-party section of the top block, which come before its
+    ``from`` imports; as a new section after the standard library's (before a first-party
+    one) when there is none. Nothing is added when ``import name`` is already there."""
+    body = list(module.body)
+    if any(_key(s) == ("import", name) for s in body):
+        return module
+    new_stmt = cst.parse_statement(f"import {name}")
+    start, end = _import_block(body)
+    third = [i for i in range(start, end) if (info := _top_module(body[i])) is not None
+             and info[0] not in STDLIB and info[0] not in first_party]
+    if third:
+        plain = [i for i in third if _key(body[i])[0] == "import"]  # type: ignore[index]
+        later = [i for i in plain if _key(body[i])[1] > name]  # type: ignore[index]
+        index = later[0] if later else plain[-1] + 1 if plain else third[0]
+        if index == third[0]:
+            new_stmt = new_stmt.with_changes(leading_lines=body[index].leading_lines)
+            body[index] = body[index].with_changes(leading_lines=[])
+        body.insert(index, new_stmt)
+        return module.with_changes(body=body)
+    firsts = [i for i in range(start, end) if (info := _top_module(body[i])) is not None
+              and info[0] in first_party]
+    index = firsts[0] if firsts else end
+    new_stmt = new_stmt.with_changes(leading_lines=[_blank()] if index > start else [])
+    if index < end and not has_blank(body[index]):
+        body[index] = body[index].with_changes(
+            leading_lines=[_blank(), *body[index].leading_lines])
+    body.insert(index, new_stmt)
+    return module.with_changes(body=body)
+
+
 def first_party_packages(path: str, root: str) -> frozenset[str]:
     """``{"vllm"}`` when the file lies in vLLM's own tree, else empty: there isort and
     ruff sort ``vllm`` imports as first-party.

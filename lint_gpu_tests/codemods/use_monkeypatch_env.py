@@ -19,7 +19,9 @@ from lint_gpu_tests.codemods._cst import (
     fit_call,
     fit_signature,
     leading_lines,
+    line_length,
 )
+from lint_gpu_tests.codemods._imports import has_blank
 from lint_gpu_tests.codemods._positions import ReachedStatements, StatementPositions
 from lint_gpu_tests.fixplan.env import CONTEXT_NAME, MONKEYPATCH, EnvFixPlan
 from lint_gpu_tests.ftypes import FixKind
@@ -37,11 +39,16 @@ class UseMonkeypatchEnv(GpuCodemod[EnvFixPlan]):
 
     def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
                 plans: Sequence[EnvFixPlan]) -> cst.Module:
-        edits = {plan.statement_line: plan for plan in plans}  # statement line -> its plan
+        # statement line -> its plan
+        edits = {plan.statement_line: plan for plan in plans if not plan.fixture}
+        moves = [plan for plan in plans if plan.fixture]
         positions = StatementPositions(tree, module.tree, self.printer)
         transformer = _UseMonkeypatch(edits, positions)
-        new_tree = tree.visit(transformer)
-        if not transformer.changed:
+        new_tree = tree.visit(transformer) if edits else tree
+        moved = _move_into_fixture(tree, new_tree, positions, moves) if moves else None
+        if moved is not None:
+            new_tree = moved
+        elif not transformer.changed:
             return tree
         self.add_imports({need for plan in plans for need in plan.needs})
         self._remove_unused_os(module, new_tree)
@@ -142,6 +149,73 @@ class _UseMonkeypatch(ReachedStatements):
                 updated_node = updated_node.with_changes(
                     body=updated_node.body.with_changes(body=body))
         return updated_node
+
+
+def _move_into_fixture(original: cst.Module, updated: cst.Module,
+                       positions: StatementPositions,
+                       plans: Sequence[EnvFixPlan]) -> cst.Module | None:
+    """``updated`` (``original`` with the other fixes made, the same top-level statements)
+    with the top-level statements of ``plans`` moved, in order, into one module-scoped
+    autouse fixture placed before the statement at the plans' ``fixture_line`` (at the
+    end for ``0``): each becomes its ``mp.setenv``/``delenv`` calls in
+    ``with pytest.MonkeyPatch.context() as mp:`` around the fixture's ``yield``, its
+    comments above them (above the fixture when one would be too long there). The
+    fixture is set off by two blank lines, as is the statement after it; a removed
+    statement's blank lines go to the statement after it. ``None`` when nothing moved."""
+    if len(original.body) != len(updated.body):
+        return None
+    lines = {plan.statement_line for plan in plans}
+    where = plans[0].fixture_line
+    calls: list[cst.SimpleStatementLine] = []
+    body: list[cst.BaseStatement] = []
+    fixture_at: int | None = None
+    spare: list[cst.EmptyLine] = []  # blank lines of removed statements
+    above: list[cst.EmptyLine] = []  # comments that go above the fixture
+    for before, stmt in zip(original.body, updated.body, strict=True):
+        line = positions.start_line(before)
+        if line == where:
+            fixture_at = len(body)
+        if line not in lines or not isinstance(stmt, cst.SimpleStatementLine):
+            if spare and not has_blank(stmt):
+                stmt = stmt.with_changes(leading_lines=[*spare[:2], *leading_lines(stmt)])
+            spare = []
+            body.append(stmt)
+            continue
+        new = [cst.SimpleStatementLine(body=[cst.Expr(fit_call(call, 8))])
+               for call in _replacement_calls(stmt.body[0], CONTEXT_NAME)]
+        if not new:
+            return None
+        comments = [e for e in stmt.leading_lines if e.comment is not None]
+        spare = [e for e in stmt.leading_lines if e.comment is None] or spare
+        if any(len(e.comment.value) + 8 > line_length() for e in comments if e.comment):
+            above += comments  # too wide inside the fixture: they stay at column 0
+            comments = []
+        new[0] = new[0].with_changes(leading_lines=comments)
+        new[-1] = new[-1].with_changes(trailing_whitespace=stmt.trailing_whitespace)
+        calls += new
+    if not calls:
+        return None
+    spelled = plans[0].pytest_name
+    fixture = cst.parse_statement(
+        f'@{spelled}.fixture(scope="module", autouse=True)\ndef {plans[0].fixture}():\n'
+        f"    with {spelled}.MonkeyPatch.context() as {CONTEXT_NAME}:\n        yield\n")
+    assert isinstance(fixture, cst.FunctionDef) and isinstance(fixture.body, cst.IndentedBlock)
+    block = fixture.body.body[0]
+    assert isinstance(block, cst.With) and isinstance(block.body, cst.IndentedBlock)
+    block = block.with_changes(body=block.body.with_changes(
+        body=[*calls, *block.body.body]))
+    fixture = fixture.with_changes(
+        body=fixture.body.with_changes(body=[block]),
+        leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *above])
+    index = len(body) if fixture_at is None else fixture_at
+    if index < len(body):
+        after = body[index]
+        lead = list(leading_lines(after))
+        blanks = next((i for i, e in enumerate(lead) if e.comment is not None), len(lead))
+        body[index] = after.with_changes(
+            leading_lines=[cst.EmptyLine()] * max(0, 2 - blanks) + lead)
+    body.insert(index, fixture)
+    return updated.with_changes(body=body)
 
 
 def _insert_before(updated: Sequence[cst.BaseStatement], index: int,

@@ -31,6 +31,7 @@ from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, FixPlan
 from lint_gpu_tests.mappings import parametrized_values
 from lint_gpu_tests.syntax import (
     fixture_decorator,
+    is_main_guard,
     last_name,
     names_in,
 )
@@ -60,6 +61,12 @@ class EnvFixPlan(FixPlan):
             ``mp = pytest.MonkeyPatch()`` and ``self.addCleanup(mp.undo)``).
         prelude_line: see ``prelude``; ``None`` when nothing is inserted.
         needs: imports the rewrite adds (keys of the codemods' ``IMPORTS``).
+        fixture: at module level, the name of the module-scoped autouse fixture the change
+            moves into (one per module, gathering every such change in order); else ``""``.
+        fixture_line: at module level, the start line of the top-level statement the
+            fixture is placed before (``0``: at the end of the module).
+        pytest_name: at module level, the name the fixture's decorator and
+            ``MonkeyPatch`` are reached through (``pytest``, or its alias).
     """
 
     FIX_KIND = FixKind.USE_MONKEYPATCH_ENV
@@ -72,7 +79,40 @@ class EnvFixPlan(FixPlan):
     prelude: tuple[str, ...] = ()
     prelude_line: int | None = None
     needs: tuple[str, ...] = ()
+    fixture: str = ""
+    fixture_line: int = 0
+    pytest_name: str = "pytest"
 
+
+#: The name of the fixture module-level changes move into (a suffix when it is taken).
+MODULE_FIXTURE = "_module_environment"
+#: Calls at module level that are evaluated for their arguments only (their own result
+#: reads no environment): what is after them is named instead.
+_TRANSPARENT_CALLS = frozenset({"dict", "list", "tuple", "set", "frozenset", "range", "str",
+                                "int", "float", "bool", "len", "sorted", "enumerate", "zip"})
+
+
+@dataclass(frozen=True)
+class _ModuleUnit:
+    """The module-level changes that move into one autouse fixture.
+
+    Attributes:
+        statements: ids of the statements that move, in source order.
+        fixture: the fixture's name.
+        fixture_line: see :attr:`EnvFixPlan.fixture_line`.
+        needs: imports the fixture needs (``pytest``).
+        refusal: why none moves (``""`` when they do).
+        staying: the variables a module-level change that stays at import time changes.
+        pytest_name: the name ``pytest`` is imported as (``import pytest as pt``).
+    """
+
+    statements: frozenset[int]
+    staying: frozenset[str] = frozenset()
+    fixture: str = ""
+    fixture_line: int = 0
+    needs: tuple[str, ...] = ()
+    refusal: str = ""
+    pytest_name: str = "pytest"
 
 
 # ---------------------------------------------------------------------- fix planning
@@ -82,9 +122,7 @@ def plan_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> EnvFi
     if not mutation.rewritable:
         return EnvFixPlan(FixInfo.none(title, mutation.reason))
     if func is None:
-        return EnvFixPlan(FixInfo.none(title, "at module level the setting applies to the whole "
-                                          "session; set it in a fixture with `monkeypatch`, "
-                                          "or in a conftest.py"))
+        return _module_plan(module, mutation, title)
     planner = planner_for(module)
     if planner.shares_line(mutation.statement) or planner.on_header_line(mutation.statement):
         return EnvFixPlan(FixInfo.none(title, "it shares its line with another statement"))
@@ -133,6 +171,181 @@ def plan_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> EnvFi
                               "; ".join(r for r in (reason, unsafe) if r)),
                       CONTEXT_NAME, line, wrap_line=wrap_from)
 
+
+
+def _module_plan(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> EnvFixPlan:
+    """The fix of a change at a test module's top level: with the module's other such
+    changes it moves into a module-scoped autouse fixture (:func:`_module_unit`); unsafe,
+    for what ran after it at import time and the modules after it no longer see it."""
+    unit = module.derived(_module_unit)
+    if id(mutation.statement) not in unit.statements:
+        return EnvFixPlan(FixInfo.none(title, _not_moved(module, mutation, unit)))
+    reason = "; ".join(r for r in (_import_time_readers(module, mutation), (
+        "the variable is now set only while this module's tests run: modules collected "
+        "after it, and their tests, no longer see it")) if r)
+    return EnvFixPlan(FixInfo(Applicability.UNSAFE, title, reason), CONTEXT_NAME,
+                      needs=unit.needs, fixture=unit.fixture, fixture_line=unit.fixture_line,
+                      pytest_name=unit.pytest_name)
+
+
+def _not_moved(module: ModuleAnalysis, mutation: EnvMutation, unit: _ModuleUnit) -> str:
+    """Why a module-level change does not move into the fixture (:func:`_module_unit`)."""
+    value = _value_problem(module, mutation)[0]
+    if value is not None:
+        return value
+    if mutation.statement not in module.tree.body:
+        return _AT_MODULE_LEVEL
+    planner = planner_for(module)
+    if planner.shares_line(mutation.statement) or planner.on_header_line(mutation.statement):
+        return "it shares its line with another statement"
+    kept = sorted(unit.staying & set(mutation.names))
+    if kept:
+        return (f"another change of `{kept[0]}` at module level stays where it is (it cannot "
+                "move into a fixture): moving this one would change their order")
+    return unit.refusal or _AT_MODULE_LEVEL
+
+
+_AT_MODULE_LEVEL = ("at module level the setting applies to the whole session; set it in a "
+                    "fixture with `monkeypatch`, or in a conftest.py")
+
+
+def _module_unit(module: ModuleAnalysis) -> _ModuleUnit:
+    """Which module-level changes move into the fixture: the plain top-level statements
+    (not in an ``if``, ``try``, loop or class) that the codemod rewrites, unless another
+    module-level change of one of their variables stays at import time; the fixture's
+    name (one no identifier of the module has) and place: where the first of them was,
+    after the imports directly following it (they stay together, and ``import pytest``
+    among them binds the name the decorator needs). Code after that place stays as it
+    was."""
+    found = [m for m in find_mutations(module) if m.function is None]
+    planner = planner_for(module)
+    top = {id(s) for s in module.tree.body}
+    moving = [m for m in found if m.rewritable and id(m.statement) in top and not (
+        planner.shares_line(m.statement) or planner.on_header_line(m.statement))
+        and _value_problem(module, m)[0] is None]
+    staying = {n for m in found if m not in moving for n in m.names}
+    moving = [m for m in moving if not staying & set(m.names)]
+    if not moving:
+        return _ModuleUnit(frozenset(), frozenset(staying))
+    aliases = sorted(local for local, qualified in module.imports.items()
+                     if qualified == "pytest")
+    spelled = "pytest" if "pytest" in aliases or not aliases else aliases[0]
+    if spelled == "pytest" and "pytest" in module.imports and not aliases:
+        return _ModuleUnit(frozenset(), refusal="`pytest` names something else here, and the "
+                                                "fixture needs `pytest.fixture`")
+    values = set().union(*(names_in(m.statement) for m in moving))
+    if CONTEXT_NAME in values:
+        return _ModuleUnit(frozenset(), refusal=f"a value uses `{CONTEXT_NAME}`, the name the "
+                                                "fixture binds to its `MonkeyPatch`")
+    body = module.tree.body
+    moved = {id(m.statement) for m in moving}
+    index = body.index(moving[0].statement)
+    while index < len(body) and (id(body[index]) in moved or isinstance(
+            body[index], (ast.Import, ast.ImportFrom))):
+        index += 1
+    bound = any(isinstance(s, ast.Import) and any(
+        a.name == "pytest" and (a.asname or a.name) == spelled for a in s.names)
+        for s in body[:index])
+    if aliases and not bound:
+        return _ModuleUnit(frozenset(), refusal="`pytest` is imported after code that "
+                                                "follows the change: the fixture's decorator "
+                                                "could not use it")
+    name, suffix = MODULE_FIXTURE, 1
+    while _may_name(module, name):
+        suffix += 1
+        name = f"{MODULE_FIXTURE}_{suffix}"
+    return _ModuleUnit(frozenset(moved), frozenset(staying), name,
+                       body[index].lineno if index < len(body) else 0,
+                       () if bound else ("pytest",), pytest_name=spelled)
+
+
+def _import_time_readers(module: ModuleAnalysis, mutation: EnvMutation) -> str:
+    """What runs at import after the statement of ``mutation`` (a top-level statement that
+    moves into the fixture; the others that move do not count) and may have read the
+    variables it changes: the imports after it, which may read the environment when
+    imported, and the calls and reads of ``os.environ`` in module-level code (decorator
+    arguments such as ``pytest.mark.skipif``'s, parametrize values, defaults, class
+    bodies), which pytest evaluates at collection, before the fixture runs, and the
+    ``__main__`` block of a module also run as a script; ``""`` when nothing does."""
+    items: list[str] = []
+    body = module.tree.body
+    moved = module.derived(_module_unit).statements
+    for later in body[body.index(mutation.statement) + 1:]:
+        if id(later) in moved:
+            continue
+        if isinstance(later, (ast.Import, ast.ImportFrom)):
+            imported = [a.name for a in later.names] if isinstance(later, ast.Import) else \
+                ["." * later.level + (later.module or "")]
+            items += [f"the import of `{n}` (line {later.lineno})" for n in imported]
+            continue
+        if isinstance(later, ast.If) and is_main_guard(later):
+            items.append(f"the `__main__` block (line {later.lineno}) when the module runs as "
+                         "a script, where no fixture runs")
+            continue
+        items += [f"`{_shorten(ast.unparse(n))}` (line {n.lineno})"  # type: ignore[attr-defined]
+                  for n in _import_time_calls(module, later, mutation.names)]
+    if not items:
+        return ""
+    shown = ", ".join(items[:3]) + (f" and {len(items) - 3} more" if len(items) > 3 else "")
+    return (f"code that runs after it at import no longer sees the change, which the "
+            f"fixture makes only when the module's first test starts: {shown}")
+
+
+def _shorten(code: str) -> str:
+    code = " ".join(code.split())
+    return code if len(code) <= 40 else code[:37] + "..."
+
+
+def _import_time_calls(module: ModuleAnalysis, stmt: ast.stmt,
+                       names: tuple[str, ...]) -> list[ast.AST]:
+    """The outermost calls and reads of the environment that run when ``stmt`` (module or
+    class level) runs: not in function bodies or lambdas; pytest's decorators
+    (``pytest.mark.*``, ``pytest.fixture``, ``pytest.param``), plain builtins
+    (:data:`_TRANSPARENT_CALLS`) and changes of the environment are looked into instead.
+    A read of a variable by a literal name counts when it is one of ``names``; any other
+    use of ``os.environ`` counts."""
+    constants = module_constants(module)
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = [stmt]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            stack += reversed([*node.decorator_list, *args.defaults,
+                               *(d for d in args.kw_defaults if d is not None)])
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        key: ast.AST | None = None
+        if isinstance(node, ast.Subscript) and module.qualified(node.value) == "os.environ":
+            key = node.slice
+        elif isinstance(node, ast.Call) and node.args and (
+                module.qualified(node.func) == "os.getenv" or (
+                    isinstance(node.func, ast.Attribute)
+                    and module.qualified(node.func.value) == "os.environ")):
+            key = node.args[0]
+        if key is not None:
+            name = literal_value(key, constants, frozenset())
+            if not isinstance(name, str) or name in names:
+                out.append(node)
+                continue
+            if isinstance(node, ast.Call):
+                stack += reversed([*node.args[1:], *(k.value for k in node.keywords)])
+            continue
+        if isinstance(node, ast.Call):
+            qualified = module.qualified(node.func) or ""
+            if qualified.split(".")[0] != "pytest" and not (
+                    isinstance(node.func, ast.Name) and node.func.id in _TRANSPARENT_CALLS):
+                out.append(node)
+                continue
+            stack += reversed(node.args + [k.value for k in node.keywords])
+            continue
+        if isinstance(node, (ast.Name, ast.Attribute)) and \
+                module.qualified(node) == "os.environ":
+            out.append(node)
+            continue
+        stack += reversed(list(ast.iter_child_nodes(node)))
+    return sorted(out, key=lambda n: (n.lineno, n.col_offset))  # type: ignore[attr-defined]
 
 
 def _add_cleanup_plan(module: ModuleAnalysis, mutation: EnvMutation, func: FunctionInfo,
@@ -195,7 +408,10 @@ def env_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> FixInf
     value, risky = _value_problem(module, mutation)
     if value is not None:
         return FixInfo.none(title, value)
-    reasons = [r for r in (fix.reason, risky, _read_problem(module, mutation)) if r]
+    # At module level the fixture covers every function of the module (its reasons say
+    # what no longer sees the change).
+    read = _read_problem(module, mutation) if mutation.function is not None else ""
+    reasons = [r for r in (fix.reason, risky, read) if r]
     if reasons:
         fix = FixInfo(Applicability.UNSAFE, title, "; ".join(reasons))
     return replace(fix, kind=FixKind.USE_MONKEYPATCH_ENV,

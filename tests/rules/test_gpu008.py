@@ -565,3 +565,209 @@ def test_module_level_of_a_script_pytest_does_not_collect() -> None:
         """
     assert gpu008(source, path="tests/full_tests/spec_decode.py") == []
     assert [row for row, *_ in gpu008(source, path="tests/full_tests/test_spec.py")] == [3]
+
+
+SCOPE = ("the variable is now set only while this module's tests run: modules collected "
+         "after it, and their tests, no longer see it")
+
+
+def test_module_level_change_is_an_unsafe_fix_naming_what_ran_after_it() -> None:
+    source = """\
+        import os
+
+        import pytest
+
+        os.environ["VLLM_USE_V1"] = "1"
+        from vllm import LLM
+        os.environ["VLLM_PORT"] = "1234"
+
+        MODELS = get_models()
+
+
+        @pytest.mark.parametrize("model", MODELS)
+        @pytest.mark.skipif(not os.environ.get("VLLM_USE_V1"), reason="V0")
+        def test_x(model, backend=default_backend()):
+            assert LLM and backend
+
+
+        if __name__ == "__main__":
+            run()
+        """
+    main = ("the `__main__` block (line 18) when the module runs as a script, where no "
+            "fixture runs")
+    assert gpu008(source) == [
+        (5, 1, "unsafe", "code that runs after it at import no longer sees the change, which "
+                         "the fixture makes only when the module's first test starts: the "
+                         "import of `vllm` (line 6), `get_models()` (line 9), "
+                         f"`os.environ.get('VLLM_USE_V1')` (line 13) and 2 more; {SCOPE}"),
+        (7, 1, "unsafe", "code that runs after it at import no longer sees the change, which "
+                         "the fixture makes only when the module's first test starts: "
+                         f"`get_models()` (line 9), `default_backend()` (line 14), {main}; "
+                         f"{SCOPE}"),
+    ]
+
+
+def test_module_level_change_with_nothing_after_it_names_the_scope_only() -> None:
+    source = """\
+        import os
+
+        import pytest
+
+
+        def test_x():
+            assert os.environ["VLLM_USE_V1"] == "1"
+
+
+        os.environ["VLLM_USE_V1"] = "1"
+        """
+    assert gpu008(source) == [(10, 1, "unsafe", SCOPE)]
+    assert fixed(source, unsafe=True) == textwrap.dedent("""\
+        import os
+
+        import pytest
+
+
+        def test_x():
+            assert os.environ["VLLM_USE_V1"] == "1"
+
+
+        @pytest.fixture(scope="module", autouse=True)
+        def _module_environment():
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv("VLLM_USE_V1", "1")
+                yield
+        """)
+
+
+def test_module_level_change_without_a_fix() -> None:
+    pytest_other = """\
+        import os
+
+        from helpers import pytest
+
+        os.environ["VLLM_USE_V1"] = "1"
+        """
+    late_pytest = """\
+        import os
+
+        os.environ["VLLM_USE_V1"] = "1"
+        MODEL = "m"
+        import pytest as pt
+        """
+    uses_mp = """\
+        import os
+
+        mp = "1"
+        os.environ["VLLM_USE_V1"] = mp
+        """
+    one_line = """\
+        import os
+
+        os.environ["VLLM_A"] = "1"; os.environ["VLLM_B"] = "1"
+        """
+    assert gpu008(pytest_other) == [
+        (5, 1, "none", "`pytest` names something else here, and the fixture needs "
+                       "`pytest.fixture`")]
+    assert gpu008(late_pytest) == [
+        (3, 1, "none", "`pytest` is imported after code that follows the change: the "
+                       "fixture's decorator could not use it")]
+    assert gpu008(uses_mp) == [
+        (4, 1, "none", "a value uses `mp`, the name the fixture binds to its `MonkeyPatch`")]
+    assert gpu008(one_line) == [
+        (3, 1, "none", "it shares its line with another statement"),
+        (3, 29, "none", "it shares its line with another statement")]
+
+
+def test_module_level_changes_that_stay_keep_their_reason() -> None:
+    source = """\
+        import os
+
+        os.environ["VLLM_LOGGING_LEVEL"] = "DEBUG"
+        os.environ["VLLM_PORT"] = 1234
+        if os.environ.get("CI"):
+            os.environ["VLLM_LOGGING_LEVEL"] = "INFO"
+        """
+    assert gpu008(source) == [
+        (3, 1, "none", "another change of `VLLM_LOGGING_LEVEL` at module level stays where it "
+                       "is (it cannot move into a fixture): moving this one would change "
+                       "their order"),
+        (4, 1, "none", "`1234` is not a string: setting it raises `TypeError` today, where "
+                       "`monkeypatch.setenv` would convert it (with a warning) and the test "
+                       "would go on"),
+        (6, 5, "none", "at module level the setting applies to the whole session; set it in "
+                       "a fixture with `monkeypatch`, or in a conftest.py"),
+    ]
+
+
+def test_module_level_fixture_uses_the_alias_of_pytest() -> None:
+    source = """\
+        import os
+
+        import pytest as pt
+
+        os.environ["VLLM_USE_V1"] = "1"
+        """
+    assert fixed(source, unsafe=True) == textwrap.dedent("""\
+        import pytest as pt
+
+
+        @pt.fixture(scope="module", autouse=True)
+        def _module_environment():
+            with pt.MonkeyPatch.context() as mp:
+                mp.setenv("VLLM_USE_V1", "1")
+                yield
+        """)
+    assert fixed(source) == textwrap.dedent(source)
+
+
+def test_module_level_change_names_the_main_block() -> None:
+    source = """\
+        import os
+
+        os.environ["VLLM_USE_V1"] = "1"
+
+
+        def test_x():
+            assert True
+
+
+        if __name__ == "__main__":
+            test_x()
+        """
+    assert gpu008(source) == [
+        (3, 1, "unsafe", "code that runs after it at import no longer sees the change, which "
+                         "the fixture makes only when the module's first test starts: the "
+                         "`__main__` block (line 10) when the module runs as a script, where "
+                         f"no fixture runs; {SCOPE}")]
+
+
+def test_module_level_comment_too_wide_for_the_fixture_stays_above_it() -> None:
+    source = textwrap.dedent("""\
+        import os
+
+        import pytest
+
+        # Spawn: fork hangs with the OMP pool.
+        os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
+        # Plain.
+        os.environ["VLLM_USE_V1"] = "1"
+        """).encode()
+    config = config_from_table({"line-length": 44}, "pyproject.toml")
+    outcome = fix_source(source, "tests/test_x.py", config, unsafe=True)
+    assert outcome.error is None and outcome.new_source is not None
+    assert outcome.new_source.decode() == textwrap.dedent("""\
+        import pytest
+
+
+        # Spawn: fork hangs with the OMP pool.
+        @pytest.fixture(scope="module", autouse=True)
+        def _module_environment():
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv(
+                    "VLLM_WORKER_MULTIPROC_METHOD",
+                    "spawn",
+                )
+                # Plain.
+                mp.setenv("VLLM_USE_V1", "1")
+                yield
+        """)
