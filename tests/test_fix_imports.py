@@ -1,10 +1,13 @@
-"""Where the fix looks for vLLM's own tree (``vllm`` first-party)."""
+"""Imports the fix writes: where it looks for vLLM's own tree (``vllm`` first-party), and the
+order of names merged into an existing ``from`` import."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from lint_gpu_tests.codemods._imports import first_party_packages
+from lint_gpu_tests.codemods._imports import first_party_packages, type_order
+from lint_gpu_tests.config import Config
+from lint_gpu_tests.fixloop import fix_source
 
 
 def _package(directory: Path) -> None:
@@ -36,3 +39,41 @@ def test_configuration_root_counts(tmp_path: Path) -> None:
     (tmp_path / "proj" / "setup.cfg").write_text("")
     path = tmp_path / "proj" / "test_x.py"
     assert first_party_packages(str(path), str(tmp_path / "root")) == {"vllm"}
+
+
+ISOLATE_BEFORE = b'''import gc
+
+from lint_gpu_tests.runtime import VllmRunner
+from vllm import LLM
+
+
+def test_a():
+    llm = LLM("m")
+    assert llm.generate(["a"])
+    del llm
+    gc.collect()
+
+
+def test_b():
+    with VllmRunner("m") as r:
+        assert r.llm.generate(["a"])
+'''
+
+
+def test_a_name_merged_into_a_from_import_keeps_ruffs_order() -> None:
+    """A name added to an existing ``from ... import`` lands where ruff's isort rule
+    (``order-by-type``) wants it: classes before functions."""
+    outcome = fix_source(ISOLATE_BEFORE, "tests/test_iso.py",
+                         Config(fix_strategy="isolate"), unsafe=True)
+    assert outcome.new_source is not None
+    assert outcome.new_source.decode().splitlines()[:4] == [
+        "from lint_gpu_tests.runtime import VllmRunner, create_new_process_for_each_test",
+        "from vllm import LLM",
+        "",
+        "",
+    ]
+
+
+def test_type_order() -> None:
+    assert sorted(["create", "VllmRunner", "MAX_LEN", "Any", "b"], key=type_order) == [
+        "MAX_LEN", "Any", "VllmRunner", "b", "create"]

@@ -363,4 +363,57 @@ def merge_from_imports(module: cst.Module, imports: Sequence[tuple[str, str]],
     context = CodemodContext(filename=filename)
     for mod, obj in imports:
         AddImportsVisitor.add_needed_import(context, mod, obj)
-    return AddImportsVisitor(context).transform_module(module)
+    merged = AddImportsVisitor(context).transform_module(module)
+    mods = {mod for mod, _ in imports}
+    sorted_before = {mod for mod in mods
+                     if all(_in_type_order(names) for names in _from_names(module, mod))}
+    body = [_sort_names(stmt, sorted_before) for stmt in merged.body]
+    return merged.with_changes(body=body)
+
+
+def type_order(name: str) -> tuple[int, str]:
+    """isort's ``order-by-type`` key, ruff's default for the names of a ``from`` import:
+    constants (``MAX_LEN``), then classes (``VllmRunner``), then the rest
+    (``create_new_process_for_each_test``), each group by name."""
+    kind = 0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2
+    return kind, name
+
+
+def _alias_name(alias: cst.ImportAlias) -> str:
+    return _name_code(alias.name)
+
+
+def _in_type_order(names: Sequence[str]) -> bool:
+    return list(names) == sorted(names, key=type_order)
+
+
+def _from_names(module: cst.Module, mod: str) -> list[list[str]]:
+    """The imported names of each top-level ``from mod import ...`` of ``module``."""
+    found = []
+    for stmt in module.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.ImportFrom) and small.module is not None and \
+                        _name_code(small.module) == mod and not small.relative and \
+                        not isinstance(small.names, cst.ImportStar):
+                    found.append([_alias_name(a) for a in small.names])
+    return found
+
+
+def _sort_names(stmt: cst.BaseStatement, mods: set[str]) -> cst.BaseStatement:
+    """``stmt`` with the names of its ``from mod import ...`` (``mod`` in ``mods``, one line,
+    no comments) in :func:`type_order`, as ruff's isort rule wants them; else unchanged."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return stmt
+    small = stmt.body[0]
+    if not (isinstance(small, cst.ImportFrom) and small.module is not None
+            and _name_code(small.module) in mods and not small.relative
+            and not isinstance(small.names, cst.ImportStar) and small.lpar is None):
+        return stmt
+    names = list(small.names)
+    ordered = sorted(names, key=lambda a: type_order(_alias_name(a)))
+    if ordered == names:
+        return stmt
+    commas = [a.comma for a in names]
+    return stmt.with_changes(body=[small.with_changes(
+        names=[a.with_changes(comma=c) for a, c in zip(ordered, commas, strict=True)])])
