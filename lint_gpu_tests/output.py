@@ -594,6 +594,18 @@ def statistics_lines(violations: Sequence[Violation], unsafe_fixes: bool) -> lis
     ]
 
 
+def statistics_json(violations: Sequence[Violation], unsafe_fixes: bool) -> str:
+    """``--statistics --output-format json``: the rows of :func:`statistics_lines` as ruff's
+    JSON statistics, a list of ``{"code", "name", "count", "fixable"}`` objects, most frequent
+    first, indented by 2 and ending in a newline."""
+    counts = Counter(v.code for v in violations)
+    names = {v.code: v.name for v in violations}
+    fixable = {v.code for v in violations if applicable(v, unsafe_fixes)}
+    rows = [{"code": code, "name": names[code], "count": count, "fixable": code in fixable}
+            for code, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+    return json.dumps(rows, indent=2) + "\n"
+
+
 def show_fixes_lines(fixed: Sequence[Violation]) -> list[str]:
     """``--show-fixes``: the fixed violations per file, as ruff prints them."""
     if not fixed:

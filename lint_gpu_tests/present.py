@@ -26,6 +26,7 @@ from lint_gpu_tests.output import (
     confirmed_lines,
     render,
     show_fixes_lines,
+    statistics_json,
     statistics_lines,
     summary_lines,
 )
@@ -254,6 +255,11 @@ def _present_report(result: RunResult, remaining: list[Violation], left_out: int
     fmt, unsafe, err = options.fmt, options.unsafe_fixes, options.fix and options.stdin is not None
     leak_lines = options.leak_lines(remaining, left_out, [file.path for file in result.files]) \
         if fmt.is_text and not options.quiet else []
+    if options.statistics and fmt is OutputFormat.JSON:
+        # As ruff: the counts as JSON, alone.
+        out.write(statistics_json([*remaining, *result.fixed] if options.fix else remaining,
+                                  unsafe), err)
+        return
     if options.statistics:
         out.lines(statistics_lines([*remaining, *result.fixed] if options.fix else remaining,
                                    unsafe), err)

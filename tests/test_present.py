@@ -66,6 +66,10 @@ TEXT_REPORTS = {
 STATISTICS = {False: "1\tGPU001\t[*] engine-outside-runner\n"
                      "[*] 1 fixable with the `--fix` option.\n",
               True: "1\tGPU001\t[*] engine-outside-runner\n"}
+#: ``--statistics --output-format json``, as ruff prints it (with or without --fix: the fixed
+#: violation is counted).
+STATISTICS_JSON = ('[\n  {\n    "code": "GPU001",\n    "name": "engine-outside-runner",\n'
+                   '    "count": 1,\n    "fixable": true\n  }\n]\n')
 EDITS = [((1, 1), (2, 1), "import weakref\n"), ((4, 1), (7, 1), WRAPPED)]
 #: Exit status by (fix, exit option): one violation left without --fix, one fixed with it.
 STATUS = {(False, "plain"): 1, (False, "non-zero-on-fix"): 1, (False, "zero"): 0,
@@ -104,6 +108,8 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Made]:
 
 def _expected_report(fix: bool, statistics: bool, fmt: OutputFormat) -> str | None:
     """The exact report, or ``None`` for JSON and SARIF with a violation (checked parsed)."""
+    if statistics and fmt is OutputFormat.JSON:
+        return STATISTICS_JSON
     if statistics:
         return STATISTICS[fix]
     if fmt is OutputFormat.SARIF:
