@@ -23,7 +23,12 @@ import click
 
 from lint_gpu_tests import __version__
 from lint_gpu_tests.cli_options import CheckArgs, check_options, fail, parse_check
-from lint_gpu_tests.commands import prove_command, rule_command, rules_command
+from lint_gpu_tests.commands import (
+    prove_command,
+    rule_command,
+    rules_command,
+    server_command,
+)
 from lint_gpu_tests.config import ConfigError
 from lint_gpu_tests.present import Presentation, ProgressBar, present
 
@@ -61,11 +66,12 @@ def _write(shown: Presentation) -> int:
 def cli() -> None:
     """Find (and fix) vLLM engines that GPU tests manage by hand.
 
-    Commands: check (the default), prove, rule CODE, rules. Also: python -m lint_gpu_tests.
+    Commands: check (the default), prove, rule CODE, rules, server. Also: python -m
+    lint_gpu_tests.
     """
 
 
-for _command in (rule_command, rules_command, prove_command):
+for _command in (rule_command, rules_command, prove_command, server_command):
     cli.add_command(_command)
 
 

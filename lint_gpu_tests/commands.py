@@ -1,5 +1,5 @@
 """The commands of ``gpu-test-lint`` besides ``check`` (:mod:`lint_gpu_tests.cli` adds them
-to its group): ``rule CODE``, ``rules`` and ``prove``.
+to its group): ``rule CODE``, ``rules``, ``prove`` and ``server``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import click
 from lint_gpu_tests.cli_options import fail
 from lint_gpu_tests.config import FIX_STRATEGIES, TARGETS, ConfigError
 
-__all__ = ["prove_command", "rule_command", "rules_command"]
+__all__ = ["prove_command", "rule_command", "rules_command", "server_command"]
 
 
 @click.command("rule")
@@ -147,3 +147,20 @@ def prove_command(ctx: click.Context, paths: tuple[str, ...], unsafe_fixes: bool
         fail(str(exc))
     click.echo(render(result, output_format, os.getcwd()), nl=False)
     sys.exit(0 if result.proven else 1)
+
+
+@click.command("server")
+def server_command() -> None:
+    """Run the language server (for editors) on stdin and stdout: diagnostics and fixes.
+
+    Needs pygls: pip install 'gpu-test-lint[server]'.
+    """
+    try:
+        from lint_gpu_tests.server import serve
+    except ImportError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if missing not in ("pygls", "lsprotocol"):
+            raise
+        fail(f"the language server needs pygls ({missing} is not installed): "
+             "pip install 'gpu-test-lint[server]'")
+    serve()

@@ -7,7 +7,7 @@ subpackage have layers of their own); rules; the checker that runs them; the cod
 fix loop; discovery and the cache; fixes as edits and diffs; the run (pipeline, pool,
 caches); rule docs; output; baselines (over output's fingerprints); the report of a check
 (present); the API (a facade over the run); prove (over the API); then the CLI (its options
-and commands) and the flake8 plugin.
+and commands), the language server and the flake8 plugin.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ LAYERS: list[set[str]] = [
     {"prove.compare", "prove.store", "prove.schedule", "prove.session"},
     {"prove", "prove.pipeline"},
     {"prove.report"},
-    {"cli", "cli_options", "commands", "flake8_plugin", "__main__"},
+    {"cli", "cli_options", "commands", "flake8_plugin", "__main__", "server"},
 ]
 
 
