@@ -111,6 +111,34 @@ class _Editor:
     async def diagnostics(self) -> types.PublishDiagnosticsParams:
         return await _within(self.published.get())
 
+    async def open(self, uri: str, text: str) -> types.PublishDiagnosticsParams:
+        """didOpen ``text`` as ``uri``; the diagnostics published for it."""
+        self.client.text_document_did_open(types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1,
+                                                 text=text)))
+        return await self.diagnostics()
+
+    async def change(self, uri: str, text: str, version: int
+                     ) -> types.PublishDiagnosticsParams:
+        """didChange ``uri`` to ``text`` (whole); the diagnostics published next."""
+        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+        return await self.diagnostics()
+
+    async def code_actions(self, uri: str, lines: tuple[int, int],
+                           diagnostics: Sequence[types.Diagnostic],
+                           only: list[str] | None = None) -> list[types.CodeAction]:
+        """The code actions for the rows ``lines`` (0-based, the end exclusive)."""
+        actions = await _within(self.client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                range=types.Range(start=types.Position(line=lines[0], character=0),
+                                  end=types.Position(line=lines[1], character=0)),
+                context=types.CodeActionContext(diagnostics=list(diagnostics), only=only))))
+        assert actions is not None
+        return [a for a in actions if isinstance(a, types.CodeAction)]
+
     async def stop(self) -> None:
         await _within(self.client.shutdown_async(None))
         self.client.exit(None)
@@ -122,22 +150,38 @@ def _spans(diagnostics: Sequence[types.Diagnostic]) -> list[tuple[Any, ...]]:
              (d.range.end.line, d.range.end.character)) for d in diagnostics]
 
 
-def test_diagnostics_code_actions_and_changes(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text("[tool.gpu-test-lint]\n")
-    path = tmp_path / "test_engine.py"
-    path.write_text(DOCUMENT, encoding="utf-8")
+def _fixed_by_check(path: Path, *options: str) -> bytes:
+    """What ``check --fix OPTIONS`` writes for ``path`` (the file is put back as it was)."""
+    before = path.read_bytes()
+    subprocess.run([sys.executable, "-m", "lint_gpu_tests", "check", "--no-cache", "--fix",
+                    *options, str(path)], cwd=path.parent, capture_output=True,
+                   timeout=TIMEOUT, check=False)
+    after = path.read_bytes()
+    path.write_bytes(before)
+    return after
+
+
+def _document(root: Path, name: str, text: str, config: str = "[tool.gpu-test-lint]\n"
+              ) -> tuple[Path, str]:
+    """``text`` written as ``root/name`` beside a ``pyproject.toml`` holding ``config``; the
+    file and its URI."""
+    (root / "pyproject.toml").write_text(config)
+    path = root / name
+    path.write_text(text, encoding="utf-8")
     uri = from_fs_path(str(path))
     assert uri is not None
+    return path, uri
+
+
+def test_diagnostics_code_actions_and_changes(tmp_path: Path) -> None:
+    path, uri = _document(tmp_path, "test_engine.py", DOCUMENT)
     reported = _check_json(path)
 
     async def session() -> None:
         editor = _Editor()
         await editor.start(tmp_path)
         try:
-            editor.client.text_document_did_open(types.DidOpenTextDocumentParams(
-                text_document=types.TextDocumentItem(uri=uri, language_id="python",
-                                                     version=1, text=DOCUMENT)))
-            published = await editor.diagnostics()
+            published = await editor.open(uri, DOCUMENT)
             assert published.uri == uri
             assert _spans(published.diagnostics) == EXPECTED
             # The codes, and the ranges as `check` reports them (1-based; the columns of
@@ -154,14 +198,8 @@ def test_diagnostics_code_actions_and_changes(tmp_path: Path) -> None:
                 {"code": "GPU001", "fix": "safe"}, {"code": "GPU004", "fix": "safe"},
                 {"code": "GPU004", "fix": "safe"}, {"code": "GPU001", "fix": "none"}]
 
-            actions = await _within(editor.client.text_document_code_action_async(
-                types.CodeActionParams(
-                    text_document=types.TextDocumentIdentifier(uri=uri),
-                    range=types.Range(start=types.Position(line=0, character=0),
-                                      end=types.Position(line=15, character=0)),
-                    context=types.CodeActionContext(diagnostics=published.diagnostics))))
-            assert actions is not None
-            titles = [(a.title, a.kind) for a in actions if isinstance(a, types.CodeAction)]
+            actions = await editor.code_actions(uri, (0, 15), published.diagnostics)
+            titles = [(a.title, a.kind) for a in actions]
             assert titles == [
                 ("Fix GPU001: Wrap in `with vllm_runner(...)`", "quickfix"),
                 ("Fix GPU004: Remove the manual cleanup", "quickfix"),
@@ -173,29 +211,20 @@ def test_diagnostics_code_actions_and_changes(tmp_path: Path) -> None:
                 ("Add `# noqa: GPU001`", "quickfix"),
             ]
             noqa = actions[-1]
-            assert isinstance(noqa, types.CodeAction) and noqa.edit is not None
+            assert noqa.edit is not None
             assert _apply(DOCUMENT, noqa.edit, uri) == DOCUMENT.replace(
                 'opt-125m")\n    assert engine', 'opt-125m")  # noqa: GPU001\n    assert engine')
-            fix_all = next(a for a in actions if isinstance(a, types.CodeAction)
-                           and a.kind == types.CodeActionKind.SourceFixAll)
+            fix_all = actions[3]
             assert fix_all.edit is not None
             fixed = _apply(DOCUMENT, fix_all.edit, uri)
-            one = actions[0]
-            assert isinstance(one, types.CodeAction) and one.edit is not None
-            assert _apply(DOCUMENT, one.edit, uri) == fixed
+            assert actions[0].edit is not None
+            assert _apply(DOCUMENT, actions[0].edit, uri) == fixed
 
-            editor.client.text_document_did_change(types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-                content_changes=[types.TextDocumentContentChangeWholeDocument(text=CLEAN)]))
-            cleaned = await editor.diagnostics()
+            cleaned = await editor.change(uri, CLEAN, 2)
             assert (cleaned.uri, cleaned.version, list(cleaned.diagnostics)) == (uri, 2, [])
         finally:
             await editor.stop()
-        done = subprocess.run([sys.executable, "-m", "lint_gpu_tests", "check", "--no-cache",
-                               "--fix", str(path)], cwd=tmp_path, capture_output=True,
-                              timeout=TIMEOUT, check=False)
-        assert done.returncode == 1, done.stderr
-        assert fixed.encode("utf-8") == path.read_bytes()
+        assert fixed.encode("utf-8") == _fixed_by_check(path)
 
     asyncio.run(session())
 
@@ -222,3 +251,71 @@ def test_check_does_not_import_pygls(tmp_path: Path) -> None:
          " or m.split('.')[0] in ('pygls', 'lsprotocol')))\n"],
         cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT, check=False)
     assert done.stdout.splitlines()[-1] == "1 []"
+
+
+ENVIRONMENT = '''\
+import os
+
+from vllm import LLM
+
+os.environ["VLLM_USE_V1"] = "1"
+
+
+def test_generate():
+    llm = LLM(model="facebook/opt-125m")
+    assert llm.generate("x")
+'''
+
+
+def test_unsafe_fix_comes_after_the_safe_one_and_applies_unsafe_fixes(tmp_path: Path) -> None:
+    path, uri = _document(tmp_path, "test_env.py", ENVIRONMENT)
+
+    async def session() -> list[types.CodeAction]:
+        editor = _Editor()
+        await editor.start(tmp_path)
+        try:
+            published = await editor.open(uri, ENVIRONMENT)
+            assert _spans(published.diagnostics) == [("GPU008", (4, 0), (4, 31)),
+                                                     ("GPU001", (8, 10), (8, 40))]
+            assert [d.data for d in published.diagnostics] == [
+                {"code": "GPU008", "fix": "unsafe"}, {"code": "GPU001", "fix": "safe"}]
+            return await editor.code_actions(uri, (4, 8), published.diagnostics,
+                                             only=[types.CodeActionKind.QuickFix])
+        finally:
+            await editor.stop()
+
+    actions = asyncio.run(session())
+    assert [a.title for a in actions] == [
+        "Fix GPU001: Wrap in `with vllm_runner(...)`",
+        "Fix GPU008: Use `monkeypatch.setenv` / `monkeypatch.delenv` (unsafe)",
+        "Add `# noqa: GPU008`",
+        "Add `# noqa: GPU001`",
+    ]
+    safe, unsafe = (a.edit for a in actions[:2])
+    assert safe is not None and unsafe is not None
+    assert _apply(ENVIRONMENT, safe, uri).encode("utf-8") == _fixed_by_check(path)
+    fixed_unsafe = _apply(ENVIRONMENT, unsafe, uri).encode("utf-8")
+    assert fixed_unsafe == _fixed_by_check(path, "--unsafe-fixes")
+    assert b"monkeypatch" not in _fixed_by_check(path)
+    assert b"mp.setenv(\"VLLM_USE_V1\", \"1\")" in fixed_unsafe
+
+
+def test_the_baseline_of_the_config_is_honoured(tmp_path: Path) -> None:
+    _, uri = _document(tmp_path, "test_env.py", ENVIRONMENT,
+                       '[tool.gpu-test-lint]\nbaseline = "baseline.json"\n')
+    subprocess.run([sys.executable, "-m", "lint_gpu_tests", "check", "--no-cache",
+                    "--update-baseline", "."], cwd=tmp_path, capture_output=True,
+                   timeout=TIMEOUT, check=True)
+    added = ENVIRONMENT + '\n\ndef test_more():\n    other = LLM(model="m")\n'
+
+    async def session() -> tuple[types.PublishDiagnosticsParams, ...]:
+        editor = _Editor()
+        await editor.start(tmp_path)
+        try:
+            return await editor.open(uri, ENVIRONMENT), await editor.change(uri, added, 2)
+        finally:
+            await editor.stop()
+
+    held, grown = asyncio.run(session())
+    assert list(held.diagnostics) == []
+    assert _spans(grown.diagnostics) == [("GPU001", (13, 12), (13, 26))]
