@@ -118,12 +118,16 @@ class _Editor:
                                                  text=text)))
         return await self.diagnostics()
 
-    async def change(self, uri: str, text: str, version: int
-                     ) -> types.PublishDiagnosticsParams:
-        """didChange ``uri`` to ``text`` (whole); the diagnostics published next."""
+    def send_change(self, uri: str, text: str, version: int) -> None:
+        """didChange ``uri`` to ``text`` (whole)."""
         self.client.text_document_did_change(types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
             content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+
+    async def change(self, uri: str, text: str, version: int
+                     ) -> types.PublishDiagnosticsParams:
+        """didChange ``uri`` to ``text`` (whole); the diagnostics published next."""
+        self.send_change(uri, text, version)
         return await self.diagnostics()
 
     async def code_actions(self, uri: str, lines: tuple[int, int],
@@ -220,8 +224,11 @@ def test_diagnostics_code_actions_and_changes(tmp_path: Path) -> None:
             assert actions[0].edit is not None
             assert _apply(DOCUMENT, actions[0].edit, uri) == fixed
 
-            cleaned = await editor.change(uri, CLEAN, 2)
-            assert (cleaned.uri, cleaned.version, list(cleaned.diagnostics)) == (uri, 2, [])
+            # Changes in quick succession are checked once, as the last one left the text.
+            editor.send_change(uri, DOCUMENT.replace("test_label", "test_other"), 2)
+            cleaned = await editor.change(uri, CLEAN, 3)
+            assert (cleaned.uri, cleaned.version, list(cleaned.diagnostics)) == (uri, 3, [])
+            assert editor.published.empty()
         finally:
             await editor.stop()
         assert fixed.encode("utf-8") == _fixed_by_check(path)
