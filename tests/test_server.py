@@ -104,8 +104,12 @@ class _Editor:
 
     async def start(self, root: Path) -> None:
         await self.client.start_io(sys.executable, "-m", "lint_gpu_tests", "server", cwd=root)
-        await _within(self.client.initialize_async(types.InitializeParams(
+        result = await _within(self.client.initialize_async(types.InitializeParams(
             capabilities=types.ClientCapabilities(), root_uri=from_fs_path(str(root)))))
+        assert result.server_info is not None and result.server_info.name == "gpu-test-lint"
+        provider = result.capabilities.code_action_provider
+        assert isinstance(provider, types.CodeActionOptions)
+        assert list(provider.code_action_kinds or []) == ["quickfix", "source.fixAll"]
         self.client.initialized(types.InitializedParams())
 
     async def diagnostics(self) -> types.PublishDiagnosticsParams:
@@ -319,10 +323,15 @@ def test_the_baseline_of_the_config_is_honoured(tmp_path: Path) -> None:
         editor = _Editor()
         await editor.start(tmp_path)
         try:
-            return await editor.open(uri, ENVIRONMENT), await editor.change(uri, added, 2)
+            held = await editor.open(uri, ENVIRONMENT)
+            grown = await editor.change(uri, added, 2)
+            editor.client.text_document_did_save(types.DidSaveTextDocumentParams(
+                text_document=types.TextDocumentIdentifier(uri=uri)))
+            return held, grown, await editor.diagnostics()
         finally:
             await editor.stop()
 
-    held, grown = asyncio.run(session())
+    held, grown, saved = asyncio.run(session())
     assert list(held.diagnostics) == []
     assert _spans(grown.diagnostics) == [("GPU001", (13, 12), (13, 26))]
+    assert saved == grown
