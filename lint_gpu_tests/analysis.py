@@ -578,12 +578,10 @@ class ModuleAnalysis:
                                         if site.function is not None}
                 self._busy_functions |= {id(call.function.node) for call in self.runner_calls
                                          if call.function is not None}
-                factories = self.engine_factories
-                if factories:
+                if self.engine_factories:
                     self._busy_functions |= {
                         id(f.node) for f in self.functions
-                        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                               and n.func.id in factories for n in self.nodes_of(f))}
+                        if any(self.factory_called(n) for n in self.nodes_of(f))}
             if key not in self._busy_functions:
                 return _EMPTY_BINDINGS
             cached = Bindings.collect(self, func)
@@ -631,6 +629,14 @@ class ModuleAnalysis:
                        for n in self.nodes_of(func)):
                     self._factories[func.name] = func.node.lineno
         return self._factories
+
+    def factory_called(self, node: ast.AST) -> str | None:
+        """The name of the factory helper (:attr:`engine_factories`) ``node`` calls
+        (``setup_engine(...)``), else ``None``."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in self.engine_factories:
+            return node.func.id
+        return None
 
     def owns_engine(self, func: FunctionInfo) -> bool:
         """True when ``func`` builds an engine, holds a runner, gets an engine from a factory
@@ -756,8 +762,7 @@ class Bindings:
                 value = node.value
                 if module.builds_engine(value):
                     out.engines.update(names)
-                elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
-                        value.func.id in module.engine_factories:
+                elif module.factory_called(value):
                     out.received.update(names)
                 elif module.is_runner_call(value) or _enter_context_arg(module, value):
                     out.runners.update(names)

@@ -403,12 +403,12 @@ def _from_names(module: cst.Module, mod: str) -> list[list[str]]:
 def _sort_names(stmt: cst.BaseStatement, mods: set[str]) -> cst.BaseStatement:
     """``stmt`` with the names of its ``from mod import ...`` (``mod`` in ``mods``, one line,
     no comments) in :func:`type_order`, as ruff's isort rule wants them; else unchanged."""
-    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+    key = _key(stmt)
+    if key is None or key[0] != "from" or key[1] not in mods:
         return stmt
-    small = stmt.body[0]
-    if not (isinstance(small, cst.ImportFrom) and small.module is not None
-            and _name_code(small.module) in mods and not small.relative
-            and not isinstance(small.names, cst.ImportStar) and small.lpar is None):
+    small = stmt.body[0]  # type: ignore[attr-defined]
+    if not isinstance(small, cst.ImportFrom) or isinstance(small.names, cst.ImportStar) \
+            or small.lpar is not None:
         return stmt
     names = list(small.names)
     ordered = sorted(names, key=lambda a: type_order(_alias_name(a)))

@@ -74,8 +74,8 @@ def factory_reason(module: ModuleAnalysis, func: FunctionInfo) -> str:
     """Why cleanup of an engine that ``func`` gets from a factory helper of the module
     (:attr:`ModuleAnalysis.engine_factories`) has no fix, naming the helper and what to do."""
     factories = module.engine_factories
-    called = sorted({n.func.id for n in module.nodes_of(func) if isinstance(n, ast.Call)
-                     and isinstance(n.func, ast.Name) and n.func.id in factories})
+    called = sorted({name for n in module.nodes_of(func)
+                     if (name := module.factory_called(n)) is not None})
     name = called[0] if called else next(iter(factories), "the helper")
     return (f"the engine comes from `{name}()` (line {factories.get(name, 0)}), which builds "
             "and returns it, and no fix rewrites a factory together with its callers yet: "
