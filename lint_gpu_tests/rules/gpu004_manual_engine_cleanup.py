@@ -320,7 +320,7 @@ def test_uses_helper():
                 if own_block is not None:
                     fix = _del_in_own_block_fix(module, func, node, own_block, self.fix_title)
                 elif plans:
-                    plan, fix = covering_fix(plans, node.lineno, self.fix_title)
+                    plan, fix = _covering_fix(module, func, node, plans, self.fix_title)
                 elif names.received:
                     fix = FixInfo.none(self.fix_title, factory_reason(module, func))
                 elif _removable_alone(module, node, deletable):
@@ -329,6 +329,20 @@ def test_uses_helper():
                 else:
                     fix = FixInfo.none(self.fix_title, "not a statement of its own")
                 yield hit_at(node, self.message.format(what=what), fix, plan)
+
+
+def _covering_fix(module: ModuleAnalysis, func: FunctionInfo, node: ast.stmt,
+                  plans: list[WrapPlan | FixInfo], title: str) -> tuple[WrapPlan | None, FixInfo]:
+    """:func:`covering_fix` for the cleanup statement ``node`` of ``func``, or for the first
+    statement around it that a plan removes (``if llm is not None: del llm``)."""
+    found = covering_fix(plans, node.lineno, title)
+    current = module.parent(node)
+    while found[0] is None and isinstance(current, ast.stmt) and current is not func.node:
+        around = covering_fix(plans, current.lineno, title)
+        if around[0] is not None:
+            return around
+        current = module.parent(current)
+    return found
 
 
 def _release_idioms(module: ModuleAnalysis, func: FunctionInfo, deletable: set[str]
