@@ -30,7 +30,6 @@ with LibCST can cost less, before LibCST's import and the rewrite itself.
 from __future__ import annotations
 
 import argparse
-import compileall
 import json
 import os
 import statistics
@@ -40,7 +39,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from fix_cost import Checkout, Reference, captured, spread
+from fix_cost import Reference, captured, prepare_checkouts, spread
 from run import Command
 
 HERE = Path(__file__).resolve().parent
@@ -76,18 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the Markdown report here")
     args = parser.parse_args(argv)
 
-    checkouts = [Checkout("ours", HERE.parent)]
-    if args.baseline is not None:
-        checkouts.append(Checkout("baseline", args.baseline.resolve()))
-    # This container sets PYTHONDONTWRITEBYTECODE=1: compile once, or every run recompiles.
-    for checkout in checkouts:
-        compileall.compile_dir(str(checkout.root / "lint_gpu_tests"), quiet=1)
+    checkouts, heads = prepare_checkouts(args.baseline)
     jobs = ["--jobs", str(args.jobs)] if args.jobs else []
-    heads = []
-    for checkout in checkouts:
-        head = subprocess.run(["git", "-C", str(checkout.root), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=False).stdout.strip()
-        heads.append(f"{checkout.label} {checkout.root} at {head or '?'}")
     lines = [f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {'; '.join(heads)}; "
              f"{args.generated} generated files, {args.rounds} rounds, jobs "
              f"{args.jobs or 'default'}", ""]
