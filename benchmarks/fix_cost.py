@@ -254,6 +254,23 @@ def slope_report(one: Group, many: Group, copies: int) -> list[str]:
     return [*lines, ""]
 
 
+def prepare_checkouts(baseline: Path | None) -> tuple[list[Checkout], list[str]]:
+    """This checkout and ``baseline``'s (when given), each package compiled, and a line
+    naming each checkout and its commit."""
+    checkouts = [Checkout("ours", HERE.parent)]
+    if baseline is not None:
+        checkouts.append(Checkout("baseline", baseline.resolve()))
+    # This container sets PYTHONDONTWRITEBYTECODE=1: compile once, or every run recompiles.
+    for checkout in checkouts:
+        compileall.compile_dir(str(checkout.root / "lint_gpu_tests"), quiet=1)
+    heads = []
+    for checkout in checkouts:
+        head = subprocess.run(["git", "-C", str(checkout.root), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=False).stdout.strip()
+        heads.append(f"{checkout.label} {checkout.root} at {head or '?'}")
+    return checkouts, heads
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tree", action="append", default=[], type=Path,
@@ -272,19 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the Markdown report here")
     args = parser.parse_args(argv)
 
-    checkouts = [Checkout("ours", HERE.parent)]
-    if args.baseline is not None:
-        checkouts.append(Checkout("baseline", args.baseline.resolve()))
-    # This container sets PYTHONDONTWRITEBYTECODE=1: compile once, or every run recompiles.
-    for checkout in checkouts:
-        compileall.compile_dir(str(checkout.root / "lint_gpu_tests"), quiet=1)
+    checkouts, heads = prepare_checkouts(args.baseline)
     options = [*(["--jobs", str(args.jobs)] if args.jobs else []),
                *(["--unsafe-fixes"] if args.unsafe_fixes else [])]
-    heads = []
-    for checkout in checkouts:
-        head = subprocess.run(["git", "-C", str(checkout.root), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=False).stdout.strip()
-        heads.append(f"{checkout.label} {checkout.root} at {head or '?'}")
     lines = [f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs; {'; '.join(heads)}; "
              f"options: {' '.join(options) or 'none'}", ""]
     print(lines[0], flush=True)

@@ -2,10 +2,11 @@
 
 ``--fix`` writes whole files; JSON and SARIF output show each fixable violation's fix as
 ruff does, as a list of :class:`Edit` (replace this range by that text). :func:`fix_edits`
-turns an old and a new version of a file into line-level edits, :func:`assign_edits` gives
-each edit to one of the violations the rewrite fixed, and :func:`unified_diff` is what
-``--diff`` prints. Nothing here fixes anything: the versions come from
-:func:`lint_gpu_tests.fixloop.fix_source`.
+turns an old and a new version of a file into line-level edits, :func:`pass_rows` finds the
+rows each pass of the fix loop changed, :func:`pass_edits` gives both from the loop's passes
+(each version decoded once), :func:`assign_edits` gives each edit to one of the violations
+the rewrite fixed, and :func:`unified_diff` is what ``--diff`` prints. Nothing here fixes
+anything: the versions come from :func:`lint_gpu_tests.fixloop.fix_source`.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ from collections.abc import Sequence
 
 from lint_gpu_tests.ftypes import Edit, FixKind, Location, Violation
 
-__all__ = ["Edit", "assign_edits", "fix_edits", "pass_rows", "unified_diff"]
+__all__ = ["Edit", "assign_edits", "fix_edits", "pass_edits", "pass_rows", "unified_diff"]
 
 Rows = tuple[int, int]
 """A half-open range of 0-based rows of a file; ``(r, r)`` is the point before row ``r``."""
+
+Opcodes = Sequence[tuple[str, int, int, int, int]]
+"""``difflib.SequenceMatcher.get_opcodes()`` of two lists of rows."""
 
 
 def fix_edits(old: bytes, new: bytes) -> list[Edit]:
@@ -29,12 +33,35 @@ def fix_edits(old: bytes, new: bytes) -> list[Edit]:
     Raises:
         SyntaxError: when either cannot be decoded.
     """
+    a, b = _rows_of(old), _rows_of(new)
+    return _line_edits(a, b, _opcodes(a, b))
+
+
+def pass_edits(passes: Sequence[tuple[FixKind, bytes, bytes]]
+               ) -> tuple[list[Edit], list[tuple[FixKind, Rows]]]:
+    """:func:`fix_edits` from the first pass's input to the last one's output, and
+    :func:`pass_rows` of ``passes`` (each ``(kind, bytes before, bytes after)``, a pass's
+    output the next one's input, as the fix loop keeps them; not empty), with each version
+    decoded once and, where one pass made the whole fix, one diff serving both.
+
+    Raises:
+        SyntaxError: when a version cannot be decoded.
+    """
+    versions = [_rows_of(passes[0][1]), *(_rows_of(after) for _, _, after in passes)]
+    steps = [_opcodes(versions[i], versions[i + 1]) for i in range(len(passes))]
+    whole = steps[0] if len(steps) == 1 else _opcodes(versions[0], versions[-1])
+    return (_line_edits(versions[0], versions[-1], whole),
+            _mapped_rows([kind for kind, _, _ in passes], steps))
+
+
+def _opcodes(a: Sequence[str], b: Sequence[str]) -> Opcodes:
     from difflib import SequenceMatcher
 
-    from lint_gpu_tests.source import decode_source, physical_lines
+    return SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
 
-    a = physical_lines(decode_source(old))
-    b = physical_lines(decode_source(new))
+
+def _line_edits(a: Sequence[str], b: Sequence[str], opcodes: Opcodes) -> list[Edit]:
+    """The edits of ``opcodes`` (rows ``a`` to rows ``b``), positioned in ``a``."""
 
     def position(index: int) -> Location:
         if index < len(a):
@@ -46,8 +73,7 @@ def fix_edits(old: bytes, new: bytes) -> list[Edit]:
         return Location(len(a), len(a[-1]) + 1)
 
     return [Edit("".join(b[j1:j2]), position(i1), position(i2))
-            for tag, i1, i2, j1, j2 in SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-            if tag != "equal"]
+            for tag, i1, i2, j1, j2 in opcodes if tag != "equal"]
 
 
 def _rows_of(data: bytes) -> list[str]:
@@ -56,7 +82,7 @@ def _rows_of(data: bytes) -> list[str]:
     return physical_lines(decode_source(data))
 
 
-def _back(opcodes: Sequence[tuple[str, int, int, int, int]], rows: Rows) -> Rows:
+def _back(opcodes: Opcodes, rows: Rows) -> Rows:
     """The rows of a pass's input that ``rows`` of its output come from (``opcodes``:
     ``difflib``'s, input to output): an unchanged row maps to its row, a changed one to the
     whole block it replaced."""
@@ -91,21 +117,23 @@ def pass_rows(passes: Sequence[tuple[FixKind, bytes, bytes]]) -> list[tuple[FixK
     Raises:
         SyntaxError: when a version cannot be decoded.
     """
-    from difflib import SequenceMatcher
+    return _mapped_rows([kind for kind, _, _ in passes],
+                        [_opcodes(_rows_of(before), _rows_of(after))
+                         for _, before, after in passes])
 
-    earlier: list[Sequence[tuple[str, int, int, int, int]]] = []
+
+def _mapped_rows(kinds: Sequence[FixKind], steps: Sequence[Opcodes]
+                 ) -> list[tuple[FixKind, Rows]]:
+    """:func:`pass_rows` from each pass's kind and its opcodes (input to output)."""
     out: list[tuple[FixKind, Rows]] = []
-    for kind, before, after in passes:
-        opcodes = SequenceMatcher(None, _rows_of(before), _rows_of(after),
-                                  autojunk=False).get_opcodes()
+    for index, (kind, opcodes) in enumerate(zip(kinds, steps, strict=True)):
         for tag, i1, i2, _, _ in opcodes:
             if tag == "equal":
                 continue
             rows: Rows = (i1, i2)
-            for previous in reversed(earlier):
+            for previous in reversed(steps[:index]):
                 rows = _back(previous, rows)
             out.append((kind, rows))
-        earlier.append(opcodes)
     return out
 
 

@@ -32,7 +32,7 @@ from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir, s
 from lint_gpu_tests.config import Config, ConfigResolver
 from lint_gpu_tests.conftest_index import ConftestIndex, conftest_engine_fixtures
 from lint_gpu_tests.discovery import Discovery, Problem, discover_files, is_excluded
-from lint_gpu_tests.edits import Edit, assign_edits, fix_edits, pass_rows, unified_diff
+from lint_gpu_tests.edits import Edit, assign_edits, pass_edits, unified_diff
 from lint_gpu_tests.ftypes import FileResult, Violation, wanted_fixes
 from lint_gpu_tests.source import InternalError
 
@@ -436,8 +436,7 @@ def _edits(source: bytes, path: str, config: Config, unsafe: bool,
         # Edits belong to fixes that were applied; a violation that only disappeared with
         # them (no fix of its own) carries none.
         owners = [v for v in outcome.fixed if v.fix is not None] or outcome.fixed
-        return assign_edits(owners, fix_edits(source, outcome.new_source),
-                            pass_rows(outcome.passes))
+        return assign_edits(owners, *pass_edits(outcome.passes))
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException:  # noqa: BLE001 - no edits then; --fix reports the failure

@@ -463,3 +463,22 @@ def test_pass_rows_map_later_passes_back_to_the_original() -> None:
         (FixKind.WRAP_ENGINE_IN_RUNNER, (0, 0)),
         (FixKind.USE_MONKEYPATCH_ENV, (2, 3)),
         (FixKind.REMOVE_MANUAL_CLEANUP, (1, 2))]
+
+
+def test_pass_edits_give_the_whole_fix_and_each_pass_rows() -> None:
+    """From the fix loop's passes, the edits from the original to the last output and the
+    rows each pass changed: with one pass its diff serves both, with several the edits span
+    every pass (not the last pass's alone)."""
+    from lint_gpu_tests.edits import Edit, pass_edits
+    from lint_gpu_tests.ftypes import FixKind, Location
+
+    original = b"a\nb\nc\nd\n"
+    first = b"new\na\nb\nc\nd\n"
+    second = b"new\na\nb\nC\nd\n"
+    wrap, env = FixKind.WRAP_ENGINE_IN_RUNNER, FixKind.USE_MONKEYPATCH_ENV
+    assert pass_edits([(wrap, original, first)]) == (
+        [Edit("new\n", Location(1, 1), Location(1, 1))], [(wrap, (0, 0))])
+    assert pass_edits([(wrap, original, first), (env, first, second)]) == (
+        [Edit("new\n", Location(1, 1), Location(1, 1)),
+         Edit("C\n", Location(3, 1), Location(4, 1))],
+        [(wrap, (0, 0)), (env, (2, 3))])
