@@ -52,6 +52,7 @@ from lint_gpu_tests.fixplan.safety import (
     FACTORY_ADVICE,
     SafetyChecks,
     compilation_config_equivalent,
+    plain_aliases,
     weak_calls,
 )
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo
@@ -362,6 +363,9 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return ("the fixture returns on other paths too: turning this return into a "
                     "yield would leave those paths without a value")
         if is_return_value and not is_fixture:
+            if handed is not None and not _hands_out_node(handed, call):
+                return (f"a value read from the engine is returned to the caller (line "
+                        f"{stmt.lineno}) and may hold the engine after this function ends")
             factory = func.kind is FunctionKind.HELPER and any(
                 s is func.node for s in module.tree.body)
             return ("the engine is returned to the caller, so it must outlive this "
@@ -581,10 +585,11 @@ class Planner(CleanupRecognizer, SafetyChecks):
         use_names = flow.tainted
         is_fixture = func.kind is FunctionKind.FIXTURE
         risks: list[str] = []
+        own = plain_aliases(segment, names)
         for s in segment:
             if s.lineno in remove:
                 continue
-            escape = self.escape(s, names, use_names, is_fixture)
+            escape = self.escape(s, names, use_names, is_fixture, own)
             if isinstance(escape, Blocked):
                 return escape
             if escape is not None:
@@ -747,3 +752,20 @@ def _is_plain_handout(stmt: ast.stmt, name: str, module: ModuleAnalysis) -> bool
 def planner_for(module: ModuleAnalysis) -> Planner:
     """The module's :class:`Planner` (one per analysis)."""
     return module.derived(Planner)
+
+
+def _hands_out_node(expr: ast.expr, node: ast.AST) -> bool:
+    """True when evaluating ``expr`` gives ``node``'s value itself, alone or as an element
+    (``LLM(...)``, ``(LLM(...), params)``), as :func:`~lint_gpu_tests.fixplan.safety.hands_out`
+    asks of names; not a value read from it (``LLM(...).llm_engine.vllm_config``)."""
+    if expr is node:
+        return True
+    if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
+        return any(_hands_out_node(e, node) for e in expr.elts)
+    if isinstance(expr, ast.Dict):
+        return any(_hands_out_node(v, node) for v in expr.values)
+    if isinstance(expr, (ast.Starred, ast.NamedExpr)):
+        return _hands_out_node(expr.value, node)
+    if isinstance(expr, ast.IfExp):
+        return _hands_out_node(expr.body, node) or _hands_out_node(expr.orelse, node)
+    return False

@@ -64,16 +64,19 @@ class SafetyChecks:
     module: ModuleAnalysis
 
     def escape(self, stmt: ast.stmt, names: set[str], tainted: set[str],
-               is_fixture: bool) -> FixProblem | None:
+               is_fixture: bool, own: set[str] | None = None) -> FixProblem | None:
         """Why using the engine in ``stmt`` makes the fix unsafe (:class:`Risky`) or rules
         it out (:class:`Blocked`), or ``None``. ``names`` are the engine's own names, ``tainted``
         every name that can reach it (:func:`value_flow`; stores into containers and
-        attributes are judged there)."""
+        attributes are judged there), ``own`` the names bound to the engine itself (its
+        names and their plain aliases; ``None``: ``names``): only a return of one of these
+        returns the engine, any other return of a tainted value returns a value read from
+        it."""
         if not tainted:
             return None
         for node in walk_breadth(stmt):
             if isinstance(node, ast.Return) and node.value is not None and not is_fixture:
-                if hands_out(node.value, tainted):
+                if hands_out(node.value, own if own is not None else names):
                     return Blocked("the engine is returned to the caller, so it must "
                                    "outlive this function")
                 if names_in(node.value) & tainted:
@@ -404,3 +407,21 @@ def weak_calls(module: ModuleAnalysis, segment: list[ast.stmt],
                 if spelling is not None:
                     out.add((node.lineno, spelling))
     return out
+
+
+def plain_aliases(stmts: list[ast.stmt], names: set[str]) -> set[str]:
+    """``names`` and every name bound in ``stmts`` to one of them directly (``e = llm``,
+    transitively): the names that hold the engine itself, not a value read from it."""
+    own = set(names)
+    assigns = [n for s in stmts for n in walk_breadth(s) if isinstance(n, ast.Assign)
+               and isinstance(n.value, ast.Name)]
+    changed = True
+    while changed:
+        changed = False
+        for node in assigns:
+            if node.value.id in own:  # type: ignore[attr-defined]
+                for target in node.targets:
+                    if isinstance(target, ast.Name) and target.id not in own:
+                        own.add(target.id)
+                        changed = True
+    return own

@@ -56,8 +56,13 @@ def covering_fix(
                 return plan, plan.covered_fix(KEPT_TITLE)
             if line in lines:
                 return plan, plan.covered_fix(title)
-    reason = next((p.reason for p in plans if isinstance(p, FixInfo)),
-                  "the engine is not built in this function")
+    reason = next((p.reason for p in plans if isinstance(p, FixInfo)), None)
+    if reason is None:
+        wraps = [p for p in plans if isinstance(p, WrapPlan)]
+        reason = (f"the rewrite of the engine built on line {wraps[0].call_line} leaves "
+                  "this statement where it is: it is not part of the teardown that the "
+                  "runner's block takes over") if wraps else \
+            "the engine is not built in this function"
     return None, FixInfo.none(title, reason)
 
 
