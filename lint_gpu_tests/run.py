@@ -190,16 +190,19 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
     kept = filters if not config.per_file_ignores else None
     if kept is not None and (known := kept.get(key)) is not None:
         return known
-    from lint_gpu_tests.analysis import RUNNER_CLASS
+    from lint_gpu_tests.analysis import ENGINE_HELPER, RUNNER_CLASS
     from lint_gpu_tests.checker import per_file_ignored_codes
     from lint_gpu_tests.ftypes import Trigger
     from lint_gpu_tests.prefilter import enabled_rule_codes, prefilter_for
     from lint_gpu_tests.rules import triggers_of
 
     triggers = triggers_of(enabled_rule_codes(config, per_file_ignored_codes(path, config)))
-    fixtures = (frozenset(n.removeprefix(RUNNER_CLASS)
-                          for n in conftest_engine_fixtures(path, config, memo, conftests)
-                          if n.removeprefix(RUNNER_CLASS).isidentifier())
+    # An engine fixture or runner class of a conftest, and the name of an engine helper of
+    # another module of the tree (``engine-helper:tests.utils.setup_engine|...``).
+    fixtures = (frozenset(
+        word for n in conftest_engine_fixtures(path, config, memo, conftests)
+        if (word := n[len(ENGINE_HELPER):].split("|", 1)[0].rpartition(".")[2]
+            if n.startswith(ENGINE_HELPER) else n.removeprefix(RUNNER_CLASS)).isidentifier())
                 if Trigger.ENGINE in triggers else frozenset())
     found = prefilter_for(config, triggers, fixtures)
     if kept is not None:

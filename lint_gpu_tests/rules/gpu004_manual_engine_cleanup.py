@@ -6,7 +6,13 @@ import ast
 from collections.abc import Iterator
 from dataclasses import replace
 
-from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis, is_isolated
+from lint_gpu_tests.analysis import (
+    FunctionInfo,
+    FunctionKind,
+    ImportedHelper,
+    ModuleAnalysis,
+    is_isolated,
+)
 from lint_gpu_tests.fixplan.blocks import statement_block
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
 from lint_gpu_tests.fixplan.cleanup import ends_engine
@@ -305,6 +311,9 @@ def test_uses_helper():
                     targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
                     if targets and any(t in deletable for t in targets):
                         what = f"del {', '.join(targets)}"
+                    elif names.instances and (held_attrs := _instance_attributes(
+                            node, names.instances)):
+                        what = f"del {', '.join(held_attrs)}"
                 elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
                     what = module.cleanup_call_kind(node.value)
                 if what is None or not isinstance(node, ast.stmt) or id(node) in covered:
@@ -421,6 +430,11 @@ def _engine_used_later(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stm
     skipped |= {id(n) for s in nodes if isinstance(s, ast.Expr) and s is not stmt and (
         ends_engine(module, s.value, held) or planner.is_cleanup_statement(s, held))
         for n in walk_breadth(s)}
+    # ``del helper.llm`` of a helper class's instance is cleanup too, not a use.
+    instances = module.function_bindings(func).instances
+    if instances:
+        skipped |= {id(n) for s in nodes if isinstance(s, ast.Delete) and s is not stmt
+                    and _instance_attributes(s, instances) for n in walk_breadth(s)}
     events = sorted(((n.lineno, n.col_offset), n) for n in nodes
                     if isinstance(n, ast.Name) and n.id in held and id(n) not in skipped)
     if loop is None:
@@ -445,6 +459,16 @@ def _engine_used_later(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stm
             return True
         decided.add(name.id)  # bound again or deleted: a new engine, or none
     return False
+
+
+def _instance_attributes(node: ast.Delete, instances: dict[str, ImportedHelper]
+                         ) -> list[str]:
+    """The targets of ``node`` that are an engine attribute of a helper class's instance
+    (``del helper.llm``), as written; empty when it deletes anything else."""
+    found = [f"{t.value.id}.{t.attr}" for t in node.targets if isinstance(t, ast.Attribute)
+             and isinstance(t.value, ast.Name) and t.value.id in instances
+             and t.attr in instances[t.value.id].attributes]
+    return found if len(found) == len(node.targets) else []
 
 
 def _own_with_targets(module: ModuleAnalysis, func: FunctionInfo,

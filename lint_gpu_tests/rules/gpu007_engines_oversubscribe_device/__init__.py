@@ -167,7 +167,8 @@ def test_unknown(vllm_runner, share, use_fp8):
     )
 
     def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
-        if not (module.engines or module.runner_calls or RUNNER_FACTORY_FIXTURE in module.text):
+        if not (module.engines or module.runner_calls or RUNNER_FACTORY_FIXTURE in module.text
+                or module.imported_helpers):
             return
         lives = EngineLives(module)
         for func in module.functions:
