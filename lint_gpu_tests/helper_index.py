@@ -158,26 +158,25 @@ class TreeHelpers:
         if found is None:
             out: set[str] = set()
             for path, helpers in self._exported().items():
-                shown = self.shown(path)
                 for spelling in _spellings(path, directory, self.root):
-                    for local, entry, via in helpers:
-                        out.add(f"{ENGINE_HELPER}{spelling}.{local}|{entry}|{shown}|{via}")
+                    for local, entry, defined, via in helpers:
+                        out.add(f"{ENGINE_HELPER}{spelling}.{local}|{entry}|{defined}|{via}")
             found = self._entries[directory] = frozenset(out)
-        if module_path not in self.summaries and module_path not in self.reexports:
+        if module_path not in self.summaries:
             return found
         own = f"|{self.shown(module_path)}|"
-        return frozenset(e for e in found if own not in e)
+        return frozenset(e for e in found if not e.endswith(own))
 
     def shown(self, path: str) -> str:
         """``path`` relative to the tree's root, with ``/``."""
         return os.path.relpath(path, self.root).replace(os.sep, "/")
 
-    def _exported(self) -> dict[str, list[tuple[str, str, str]]]:
-        """Absolute path of a module -> ``(name, summary entry, module re-exported from or
-        "")`` of each helper importable from it: its own, and those it re-exports (one
-        level)."""
-        out: dict[str, list[tuple[str, str, str]]] = {
-            path: [(entry.split("|")[1], entry, "") for entry in summary]
+    def _exported(self) -> dict[str, list[tuple[str, str, str, str]]]:
+        """Absolute path of a module -> ``(name, summary entry, defining module, module
+        re-exporting it or "")`` of each helper importable from it: its own, and those it
+        re-exports (one level)."""
+        out: dict[str, list[tuple[str, str, str, str]]] = {
+            path: [(entry.split("|")[1], entry, self.shown(path), "") for entry in summary]
             for path, summary in self.summaries.items()}
         for path, found in self.reexports.items():
             for module, name, local in found:
@@ -186,7 +185,8 @@ class TreeHelpers:
                     continue
                 for entry in self.summaries.get(target, ()):
                     if entry.split("|")[1] == name:
-                        out.setdefault(path, []).append((local, entry, self.shown(target)))
+                        out.setdefault(path, []).append(
+                            (local, entry, self.shown(target), self.shown(path)))
         return out
 
 

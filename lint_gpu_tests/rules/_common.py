@@ -101,11 +101,10 @@ def imported_helper_reason(helper: ImportedHelper, spelled: str) -> str:
     reason (and the plan it stands for) is made."""
     if helper.kind == "c":
         held = ", ".join(f"`self.{a}`" for a in sorted(helper.attributes))
-        return (f"the engine is held on {held} of `{helper.name}` of {helper.where}, "
-                "another module; no fix rewrites a class of another module together with "
-                "its users yet")
-    called = f"`{spelled}()`" if spelled.rpartition(".")[2] == helper.name else \
-        f"`{spelled}()`, that is `{helper.name}()`,"
-    return (f"the engine comes from {called} of {helper.where}, another module, which "
-            "builds and returns it; no fix rewrites a helper of another module together "
-            "with its callers yet")
+        return (f"the engine is held on {held} of `{helper.name}`, defined in "
+                f"{helper.where}: a class of another module, and no fix rewrites a class "
+                "of another module together with its users yet")
+    alias = "" if spelled.rpartition(".")[2] == helper.name else f" (`{helper.name}()`)"
+    return (f"the engine comes from `{spelled}()`{alias}, defined in {helper.where}: a "
+            "helper of another module that builds and returns it, and no fix rewrites a "
+            "helper of another module together with its callers yet")

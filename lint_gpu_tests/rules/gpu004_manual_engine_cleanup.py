@@ -43,8 +43,13 @@ class ManualEngineCleanup(Rule):
     fix_kinds = (FixKind.REMOVE_MANUAL_CLEANUP,)
     what_it_does = (
         "In a function that owns an engine (builds one, holds a runner, gets one from a "
-        "factory helper of the module (a module-level function that builds an engine and "
-        "returns it: `llm = setup_engine(...)`), or receives the "
+        "factory helper (a module-level function that builds an engine and returns it: "
+        "`llm = setup_engine(...)`) of the module or of another module of the tree "
+        "(`from tests.utils import setup_engine`, `from .utils import ...`, `import "
+        "tests.utils as u`, a name re-exported one level deep; the tree's engine helpers "
+        "are summarised once per run), holds an instance of a helper class of another "
+        "module whose methods store an engine on `self` (`helper = EngineHelper(...)`: its "
+        "`del helper.llm` too), or receives the "
         "`vllm_runner` or `vllm_runner_factory` fixture or an engine fixture defined in the "
         "module or in a `conftest.py` pytest loads for it), checks for "
         "`del <engine>` (a name the function binds to an engine, a runner or an alias of "
@@ -181,6 +186,41 @@ def test_single_lora():
     del llm  # error: GPU004
     gc.collect()  # error: GPU004
 ''',
+        ),
+        Example(
+            title="Cleanup of an engine a helper of another module returns, or holds",
+            source='''\
+import gc
+
+from tests.utils import EngineHelper, setup_engine
+
+
+def test_single_lora():
+    llm = setup_engine(1)
+    assert llm.generate(["hi"])
+    del llm  # error: GPU004
+    gc.collect()  # error: GPU004
+
+
+def test_scores():
+    helper = EngineHelper("facebook/opt-125m")
+    assert helper.llm.generate(["hi"])
+    helper.llm.llm_engine.engine_core.shutdown()  # error: GPU004
+    del helper.llm  # error: GPU004
+''',
+            path="tests/lora/test_lora.py",
+            modules=(("tests/__init__.py", ""), ("tests/utils.py", '''\
+from vllm import LLM
+
+
+def setup_engine(num_loras):
+    return LLM("facebook/opt-125m", enable_lora=True, max_loras=num_loras)
+
+
+class EngineHelper:
+    def __init__(self, model):
+        self.llm = LLM(model)
+''')),
         ),
     )
     VALID = (
