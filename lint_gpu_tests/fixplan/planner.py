@@ -52,6 +52,7 @@ from lint_gpu_tests.fixplan.safety import (
     FACTORY_ADVICE,
     SafetyChecks,
     compilation_config_equivalent,
+    hands_out_where,
     plain_aliases,
     weak_calls,
 )
@@ -363,7 +364,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return ("the fixture returns on other paths too: turning this return into a "
                     "yield would leave those paths without a value")
         if is_return_value and not is_fixture:
-            if handed is not None and not _hands_out_node(handed, call):
+            if handed is not None and not hands_out_where(handed, lambda e: e is call):
                 return (f"a value read from the engine is returned to the caller (line "
                         f"{stmt.lineno}) and may hold the engine after this function ends")
             factory = func.kind is FunctionKind.HELPER and any(
@@ -752,20 +753,3 @@ def _is_plain_handout(stmt: ast.stmt, name: str, module: ModuleAnalysis) -> bool
 def planner_for(module: ModuleAnalysis) -> Planner:
     """The module's :class:`Planner` (one per analysis)."""
     return module.derived(Planner)
-
-
-def _hands_out_node(expr: ast.expr, node: ast.AST) -> bool:
-    """True when evaluating ``expr`` gives ``node``'s value itself, alone or as an element
-    (``LLM(...)``, ``(LLM(...), params)``), as :func:`~lint_gpu_tests.fixplan.safety.hands_out`
-    asks of names; not a value read from it (``LLM(...).llm_engine.vllm_config``)."""
-    if expr is node:
-        return True
-    if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
-        return any(_hands_out_node(e, node) for e in expr.elts)
-    if isinstance(expr, ast.Dict):
-        return any(_hands_out_node(v, node) for v in expr.values)
-    if isinstance(expr, (ast.Starred, ast.NamedExpr)):
-        return _hands_out_node(expr.value, node)
-    if isinstance(expr, ast.IfExp):
-        return _hands_out_node(expr.body, node) or _hands_out_node(expr.orelse, node)
-    return False

@@ -13,6 +13,7 @@ the runner's (:meth:`SafetyChecks._argument_problem`,
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
 from lint_gpu_tests.fixplan.flow import THREAD_CALLS
@@ -37,16 +38,23 @@ def hands_out(expr: ast.expr, names: set[str]) -> bool:
     """True when evaluating ``expr`` gives one of ``names`` itself, alone or as an element
     (``llm``, ``(llm, params)``, ``{"llm": llm}``, ``a if c else llm``); not a value read
     from one (``llm.llm_engine.vllm_config...``, ``llm.generate(...)``)."""
-    if isinstance(expr, ast.Name):
-        return expr.id in names
+    return hands_out_where(expr, lambda e: isinstance(e, ast.Name) and e.id in names)
+
+
+def hands_out_where(expr: ast.expr, match: Callable[[ast.expr], bool]) -> bool:
+    """True when evaluating ``expr`` gives the value of an expression ``match`` accepts
+    itself, alone or as an element (of a tuple, list, set or dict's values, starred, an
+    assignment expression, either branch of a conditional); not a value read from one."""
+    if match(expr):
+        return True
     if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
-        return any(hands_out(e, names) for e in expr.elts)
+        return any(hands_out_where(e, match) for e in expr.elts)
     if isinstance(expr, ast.Dict):
-        return any(hands_out(v, names) for v in expr.values)
+        return any(v is not None and hands_out_where(v, match) for v in expr.values)
     if isinstance(expr, (ast.Starred, ast.NamedExpr)):
-        return hands_out(expr.value, names)
+        return hands_out_where(expr.value, match)
     if isinstance(expr, ast.IfExp):
-        return hands_out(expr.body, names) or hands_out(expr.orelse, names)
+        return hands_out_where(expr.body, match) or hands_out_where(expr.orelse, match)
     return False
 
 
