@@ -15,18 +15,20 @@ the other module is a summary, computed once per tree and kept by content:
 
 The tree is the directory of the project root (the first directory up from a module holding
 a root marker, as for the conftests), or, where none is found, the parent of the outermost
-directory of the module's chain of packages and conftest directories. Its ``.py`` files are
-listed once per index (hidden directories, ``__pycache__``, virtual environments and
-``site-packages`` left out), each read once per version (path, size, modification time; the
-summary of a version older than :data:`~lint_gpu_tests.conftest_index.RACY_NS` is kept in the
-result cache with the conftests' entries, so a warm run reads no file for it). Only a file
+directory of the module's chain of packages and conftest directories (:func:`tree_root`).
+Its ``.py`` files are listed once per index (hidden directories, ``__pycache__``, virtual
+environments and ``site-packages`` left out; at most :data:`MAX_TREE_FILES`). Only a file
 that names an engine class and defines a class or a function not named ``test...`` at its
-top level is parsed; a file that names an exported helper is read for its top-level
-re-exports (:data:`REEXPORT`, no parse). What a module may import is then handed to its
-analysis as entries beside the conftests' (:data:`~lint_gpu_tests.analysis.ENGINE_HELPER`),
-one per spelling of each helper's import from the module's directory: so a module that
-imports none of them pays one dictionary look-up per import, and the prefilter lets a file
-through that names a helper (its bytes need not name ``LLM``).
+top level is parsed (:func:`may_define_helpers`); a module that is not a test module and
+names an exported helper is read for its top-level re-exports (:data:`REEXPORT`, no parse).
+The result cache keeps, beside the conftests' entries, the summary of each parsed file by
+its content and its status (path, size, modification time), and the whole tree's summaries
+by the status of all its files (not kept while a file is younger than :data:`RACY_NS`), so a
+warm run reads no file for them. What a module may import is handed to its analysis as
+entries beside the conftests' (:data:`~lint_gpu_tests.analysis.ENGINE_HELPER`), one per
+spelling of each helper's import from the module's directory: so a module that imports none
+of them pays one look-up per import, and the prefilter lets a file through that names a
+helper (its bytes need not name ``LLM``).
 """
 
 from __future__ import annotations
@@ -78,25 +80,27 @@ class SummaryStore(Protocol):
 
 
 def tree_root(directory: str) -> str:
-    """The directory whose ``.py`` files make the tree of a module in ``directory`` (see
-    the module docstring)."""
+    """The directory whose ``.py`` files make the tree of a module in ``directory``: the
+    first directory up from it holding a root marker (``pyproject.toml``, ``.git``, ...: the
+    project's root, as for the conftests), else the parent of the outermost directory of
+    the packages and conftest directories around the module (``directory`` itself when it
+    is neither)."""
     current = os.path.abspath(directory)
-    outer: str | None = None
     for _ in range(MAX_LEVELS):
+        if any(os.path.exists(os.path.join(current, m)) for m in ROOT_MARKERS):
+            return current
         parent = os.path.dirname(current)
         if parent == current:
             break
-        if any(os.path.exists(os.path.join(current, m)) for m in ROOT_MARKERS):
-            return current
-        if os.path.isfile(os.path.join(current, "__init__.py")) or \
-                os.path.isfile(os.path.join(current, "conftest.py")):
-            outer = current
-        elif outer is not None:
+        current = parent
+    current = os.path.abspath(directory)
+    while os.path.isfile(os.path.join(current, "__init__.py")) or \
+            os.path.isfile(os.path.join(current, "conftest.py")):
+        parent = os.path.dirname(current)
+        if parent == current:
             break
         current = parent
-    if outer is not None:
-        return os.path.dirname(outer)
-    return os.path.abspath(directory)
+    return current
 
 
 def _python_files(root: str) -> Iterator[tuple[str, int, int]]:

@@ -18,9 +18,12 @@ of the enabled rules. What the two kinds of trigger mean, from the rules in
   (whose body builds an engine or holds a runner, so it names one) or of a conftest
   (:func:`conftest names <lint_gpu_tests.conftest_index.conftest_engine_fixtures>`, passed
   in); GPU007 also counts engines built through the runtime's ``vllm_runner_factory``
-  parameter. Cleanup calls, isolation decorators and runner attributes only matter in a
-  function that owns an engine, so they are not needed. All of these are identifiers, looked
-  for as whole words.
+  parameter. An engine from a helper of another module of the tree (GPU003, GPU004,
+  GPU007) is called by the helper's name, which the tree's summaries give with the conftest
+  names (:mod:`lint_gpu_tests.helper_index`), so a file naming one passes although its
+  bytes need not name ``LLM``. Cleanup calls, isolation decorators and runner attributes
+  only matter in a function that owns an engine, so they are not needed. All of these are
+  identifiers, looked for as whole words.
 * ``Trigger.ENVIRONMENT`` (GPU008) starts from a change of ``os.environ`` or a call of
   ``os.putenv``/``os.unsetenv`` (:data:`ENVIRONMENT_CHANGE`, also the rule's own first test
   of the text): the rule finds only a subscript of ``os.environ`` (set or deleted), a call

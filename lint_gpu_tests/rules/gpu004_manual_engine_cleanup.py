@@ -98,7 +98,9 @@ class ManualEngineCleanup(Rule):
         "it and it is not in a loop inside the block; otherwise there is no fix. With "
         "`fix-strategy = \"isolate\"` the cleanup goes with the GPU001 fix that runs the test "
         "in a new process (the process exit frees everything), except cleanup that frees an "
-        "engine before another one of the same test is built, which stays."
+        "engine before another one of the same test is built, which stays. Cleanup of an "
+        "engine from a helper of another module has no fix: its reason names the helper "
+        "and its module."
     )
     options = ("cleanup-functions", "isolation-decorators", "process-launchers",
                "fix-strategy")
