@@ -118,6 +118,12 @@ def _conftests_from(directory: str, chains: dict[str, tuple[str, ...]] | None = 
     return tail
 
 
+_SUMMARIES: dict[tuple[str, int, int, Config], Summary] = {}
+"""(path, size, modification time in ns, config) -> the helper summary of that version of a
+file, for the process (a language server checks one buffer at a time, each with an index of
+its own): only summaries that name a helper, of versions older than :data:`RACY_NS`."""
+
+
 Memo = dict[tuple[str, int], frozenset[str]]
 """(conftest path, or a test module's directory with a trailing separator; ``id`` of the
 config) -> engine fixtures, for one run over files on disk: a run that holds one stats each
@@ -193,7 +199,7 @@ class ConftestIndex:
         content, else read and summarised. Only a file that had to be parsed is kept by its
         status and content (one that names no engine is settled by its bytes alone)."""
         key = (path, size, mtime_ns, config)
-        found = self._summaries.get(key)
+        found = self._summaries.get(key) or _SUMMARIES.get(key)
         if found is not None:
             return found
         status = f"{STATUS_KEY}{path}:{size}:{mtime_ns}"
@@ -214,6 +220,10 @@ class ConftestIndex:
                 if now_ns - mtime_ns > RACY_NS:
                     self.keep(config, status, known)
         found = self._summaries[key] = tuple(sorted(known))
+        if found and now_ns - mtime_ns > RACY_NS:
+            if len(_SUMMARIES) >= MAX_LEVELS_KEPT:
+                _SUMMARIES.clear()
+            _SUMMARIES[key] = found
         return found
 
     def recall(self, config: Config, key: str) -> frozenset[str] | None:
