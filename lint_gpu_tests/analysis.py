@@ -303,8 +303,8 @@ class ModuleAnalysis:
         """
         module = cls(tree=tree, text=text, path=path, config=config)
         module._conftest_fixtures = conftest_fixtures
-        module.conftest_runner_classes = frozenset(
-            n[len(RUNNER_CLASS):] for n in conftest_fixtures if n.startswith(RUNNER_CLASS))
+        module._entries = _entries_view(conftest_fixtures)
+        module.conftest_runner_classes = module._entries.runner_classes
         module._collect_imports()
         module.in_scope = summarise or is_test_module_path(path, config) or \
             module._defines_pytest_items()
@@ -464,8 +464,7 @@ class ModuleAnalysis:
             self.own_runner_fixture = "this module"
         elif marker in self._conftest_fixtures:
             self.own_runner_fixture = "a conftest.py"
-        self.engine_fixtures |= {n for n in self._conftest_fixtures - local
-                                 if n.isidentifier()}
+        self.engine_fixtures |= self._entries.fixtures - local
         for info in self.functions:
             if info.kind is not FunctionKind.FIXTURE:
                 continue
@@ -723,14 +722,11 @@ class ModuleAnalysis:
         found = self._imported_helpers
         if found is None:
             found = self._imported_helpers = {}
-            entries = [e for e in self._conftest_fixtures if e.startswith(ENGINE_HELPER)]
-            if entries:
-                imported = set(self.imports.values()) | set(self.relative_imports.values())
-                for entry in entries:
-                    key = entry[len(ENGINE_HELPER):].split("|", 1)[0]
-                    parts = key.split(".")
-                    if any(".".join(parts[:k]) in imported for k in range(1, len(parts) + 1)):
-                        helper = ImportedHelper.parse(entry)
+            view = self._entries
+            if view.helpers:
+                for imported in (*self.imports.values(), *self.relative_imports.values()):
+                    for key in view.under.get(imported, ()):
+                        helper = ImportedHelper.parse(view.helpers[key])
                         if helper is not None:
                             found[key] = helper
         return found
@@ -788,6 +784,7 @@ class ModuleAnalysis:
     _nodes_cache: dict[int, list[ast.AST]] = field(default_factory=dict)
     _bound_cache: dict[int, frozenset[str]] = field(default_factory=dict)
     _conftest_fixtures: frozenset[str] = frozenset()
+    _entries: EntriesView = field(default_factory=lambda: _entries_view(frozenset()))
     #: Runner classes other than the configured ones that the conftests pytest loads for
     #: this module define (:data:`RUNNER_CLASS`).
     conftest_runner_classes: frozenset[str] = frozenset()
@@ -804,6 +801,55 @@ class ModuleAnalysis:
 
 
 _STATEMENT_NODES = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+@dataclass(frozen=True)
+class EntriesView:
+    """What a module's conftest entries (:attr:`ModuleAnalysis.conftest_entries`) hold, by
+    kind (made once per set of entries: every module of a directory shares one).
+
+    Attributes:
+        fixtures: the engine fixtures' names (the entries that are identifiers).
+        runner_classes: the runner classes (:data:`RUNNER_CLASS`).
+        helpers: qualified name -> entry, of the engine helpers (:data:`ENGINE_HELPER`).
+        under: a module's or a helper's qualified name, as an import binds it
+            (``tests.utils``, ``tests``, ``tests.utils.setup_engine``) -> the helpers'
+            qualified names under it: a module imports one only through these.
+    """
+
+    fixtures: frozenset[str]
+    runner_classes: frozenset[str]
+    helpers: dict[str, str]
+    under: dict[str, tuple[str, ...]]
+
+
+_VIEWS: dict[frozenset[str], EntriesView] = {}
+MAX_VIEWS = 64
+
+
+def _entries_view(entries: frozenset[str]) -> EntriesView:
+    """The :class:`EntriesView` of ``entries`` (kept for the process, at most
+    :data:`MAX_VIEWS`)."""
+    view = _VIEWS.get(entries)
+    if view is not None:
+        return view
+    helpers: dict[str, str] = {}
+    under: dict[str, list[str]] = {}
+    for entry in entries:
+        if entry.startswith(ENGINE_HELPER):
+            key = entry[len(ENGINE_HELPER):].split("|", 1)[0]
+            helpers[key] = entry
+            parts = key.split(".")
+            for k in range(1, len(parts) + 1):
+                under.setdefault(".".join(parts[:k]), []).append(key)
+    view = EntriesView(
+        frozenset(n for n in entries if n.isidentifier()),
+        frozenset(n[len(RUNNER_CLASS):] for n in entries if n.startswith(RUNNER_CLASS)),
+        helpers, {k: tuple(v) for k, v in under.items()})
+    if len(_VIEWS) >= MAX_VIEWS:
+        _VIEWS.clear()
+    _VIEWS[entries] = view
+    return view
 
 
 def _call_words(module: ModuleAnalysis) -> tuple[str, ...]:

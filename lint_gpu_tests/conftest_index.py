@@ -178,7 +178,19 @@ class ConftestIndex:
             known = self._engine_fixtures(conftest_files(path), config, memo)
         if memo is None and not os.path.isfile(path):
             return known  # a run's files are on disk; a buffer's may not be
-        helpers = self.tree(path, config).entries(path)
+        tree = self.tree(path, config)
+        absolute = os.path.abspath(path)
+        if memo is not None and not tree.defines(absolute) and \
+                os.path.basename(path) != "conftest.py":
+            # The same for every module of a directory but a helper's own and the
+            # directory's conftest (whose own fixtures are not its): once per run.
+            key = (os.path.dirname(absolute) + os.sep + "\0helpers", id(config))
+            union = memo.get(key)
+            if union is None:
+                helpers = tree.entries(absolute)
+                union = memo[key] = known | helpers if helpers else known
+            return union
+        helpers = tree.entries(absolute)
         return known | helpers if helpers else known
 
     def tree(self, path: str, config: Config) -> TreeHelpers:

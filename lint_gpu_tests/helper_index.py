@@ -143,12 +143,7 @@ class TreeHelpers:
         #: ``from ... import`` of a helper's name.
         self.reexports = reexports
         self._entries: dict[str, frozenset[str]] = {}
-
-    def names(self) -> frozenset[str]:
-        """Every name a helper is exported under."""
-        out = {entry.split("|")[1] for summary in self.summaries.values() for entry in summary}
-        out.update(local for found in self.reexports.values() for _, _, local in found)
-        return frozenset(out)
+        self._exports: dict[str, list[tuple[str, str, str, str]]] | None = None
 
     def entries(self, module_path: str) -> frozenset[str]:
         """The entries (:data:`~lint_gpu_tests.analysis.ENGINE_HELPER`) of the helpers a
@@ -161,15 +156,22 @@ class TreeHelpers:
         found = self._entries.get(directory)
         if found is None:
             out: set[str] = set()
-            for path, helpers in self._exported().items():
+            if self._exports is None:
+                self._exports = self._exported()
+            for path, helpers in self._exports.items():
                 for spelling in _spellings(path, directory, self.root):
                     for local, entry, defined, via in helpers:
                         out.add(f"{ENGINE_HELPER}{spelling}.{local}|{entry}|{defined}|{via}")
             found = self._entries[directory] = frozenset(out)
-        if module_path not in self.summaries:
+        if not self.defines(module_path):
             return found
         own = f"|{self.shown(module_path)}|"
         return frozenset(e for e in found if not e.endswith(own))
+
+    def defines(self, module_path: str) -> bool:
+        """Whether the module at ``module_path`` (absolute) defines a helper: its entries
+        leave its own out, where every other module of its directory gets the same."""
+        return module_path in self.summaries
 
     def shown(self, path: str) -> str:
         """``path`` relative to the tree's root, with ``/``."""
