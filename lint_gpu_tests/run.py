@@ -222,8 +222,15 @@ def file_digest(path: str, source: bytes, config: Config,
 
 def _joined(fixtures: frozenset[str]) -> str:
     """Conftest engine fixtures as one string: what :func:`file_digest` adds to the bytes,
-    and :func:`~lint_gpu_tests.cache.stat_key` to the file's status."""
-    return ",".join(sorted(fixtures))
+    and :func:`~lint_gpu_tests.cache.stat_key` to the file's status. The entries of the
+    tree's engine helpers (many, and long) count by their hash."""
+    from lint_gpu_tests.analysis import ENGINE_HELPER
+
+    helpers = sorted(n for n in fixtures if n.startswith(ENGINE_HELPER))
+    if not helpers:
+        return ",".join(sorted(fixtures))
+    rest = ",".join(sorted(n for n in fixtures if not n.startswith(ENGINE_HELPER)))
+    return f"{rest}#{content_hash(chr(10).join(helpers).encode('utf-8', 'surrogateescape'))}"
 
 
 def _digest(source: bytes, fixtures: str) -> str:

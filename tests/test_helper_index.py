@@ -160,6 +160,8 @@ def test_summaries_are_kept_in_the_cache_and_a_helper_change_invalidates(
     assert kept[next(k for k in kept if k.startswith(f"{STATUS_KEY}{utils}:"))] == [
         "f|make_llm|4|"]
     assert any(k.startswith(f"{STATUS_KEY}tree:") for k in kept)
+    # A test module's entry keys on the helpers' entries by their hash, not their text.
+    assert "engine-helper:" not in file.read_text()
 
     summarised: list[str] = []
 
