@@ -16,19 +16,20 @@ the other module is a summary, computed once per tree and kept by content:
 The tree is the directory of the project root (the first directory up from a module holding
 a root marker, as for the conftests), or, where none is found, the parent of the outermost
 directory of the module's chain of packages and conftest directories (:func:`tree_root`).
-Its ``.py`` files are listed once per index (hidden directories, ``__pycache__``, virtual
-environments and ``site-packages`` left out; at most :data:`MAX_TREE_FILES`). Only a file
-that names an engine class and defines a class or a function not named ``test...`` at its
-top level is parsed (:func:`may_define_helpers`); a module that is not a test module and
-names an exported helper is read for its top-level re-exports (:data:`REEXPORT`, no parse).
-The result cache keeps, beside the conftests' entries, the summary of each parsed file by
-its content and its status (path, size, modification time), and the whole tree's summaries
-by the status of all its files (not kept while a file is younger than :data:`RACY_NS`), so a
-warm run reads no file for them. What a module may import is handed to its analysis as
-entries beside the conftests' (:data:`~lint_gpu_tests.analysis.ENGINE_HELPER`), one per
-spelling of each helper's import from the module's directory: so a module that imports none
-of them pays one look-up per import, and the prefilter lets a file through that names a
-helper (its bytes need not name ``LLM``).
+Its ``.py`` files other than test modules are listed once per index (hidden directories,
+``__pycache__``, virtual environments and ``site-packages`` left out; at most
+:data:`MAX_TREE_FILES`). Only a file that names an engine class and defines a class or a
+function not named ``test...`` at its top level is parsed (:func:`may_define_helpers`); a
+module that is not a test module and names an exported helper is read for its top-level
+re-exports (:data:`REEXPORT`, no parse). The result cache keeps, beside the conftests'
+entries, the summary of each parsed file by its content and its status (path, size,
+modification time), and the whole tree's summaries by the status of all its files (not kept
+while a file is younger than :data:`RACY_NS`), so a warm run reads no file for them. What a
+module may import is handed to its analysis as entries beside the conftests'
+(:data:`~lint_gpu_tests.analysis.ENGINE_HELPER`), one per spelling of each helper's import
+from the module's directory: so a module that imports none of them pays one look-up per
+import, and the prefilter lets a file through that imports and names a helper (its bytes
+need not name ``LLM``).
 """
 
 from __future__ import annotations
@@ -284,7 +285,11 @@ def build_tree(root: str, config: Config, index: SummaryStore) -> TreeHelpers:
     """Summarise the tree at ``root`` under ``config``, with what ``index`` knows: the
     whole tree by the status of all its files (one entry, when none was modified in the last
     :data:`RACY_NS`), else file by file (:meth:`SummaryStore.tree_summary`)."""
-    files = list(_python_files(root))
+    from lint_gpu_tests.analysis import is_test_module
+
+    # Test modules are left out: pytest imports them, other modules hardly ever do (the
+    # helper of a test module serves its own tests: the module's own engine_factories).
+    files = [f for f in _python_files(root) if not is_test_module(f[0])]
     now = time.time_ns()
     listing = hashlib.blake2b(digest_size=16)
     for path, size, mtime in files:
@@ -301,12 +306,8 @@ def build_tree(root: str, config: Config, index: SummaryStore) -> TreeHelpers:
     reexports: dict[str, list[tuple[str, str, str]]] = {}
     names = {entry.split("|")[1] for s in summaries.values() for entry in s}
     if names:
-        from lint_gpu_tests.analysis import is_test_module
-
         needles = tuple(sorted(n.encode() for n in names))
         for path, _, _ in files:
-            if is_test_module(path):
-                continue  # a test module is imported by no other module
             found = _reexports_in(path, needles, names)
             if found:
                 reexports[path] = found

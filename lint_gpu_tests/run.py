@@ -197,14 +197,17 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
     from lint_gpu_tests.rules import triggers_of
 
     triggers = triggers_of(enabled_rule_codes(config, per_file_ignored_codes(path, config)))
-    # An engine fixture or runner class of a conftest, and the name of an engine helper of
+    # An engine fixture or runner class of a conftest; the name of an engine helper of
     # another module of the tree (``engine-helper:tests.utils.setup_engine|...``).
-    fixtures = (frozenset(
-        word for n in conftest_engine_fixtures(path, config, memo, conftests)
-        if (word := n[len(ENGINE_HELPER):].split("|", 1)[0].rpartition(".")[2]
-            if n.startswith(ENGINE_HELPER) else n.removeprefix(RUNNER_CLASS)).isidentifier())
-                if Trigger.ENGINE in triggers else frozenset())
-    found = prefilter_for(config, triggers, fixtures)
+    fixtures: set[str] = set()
+    helpers: set[str] = set()
+    if Trigger.ENGINE in triggers:
+        for n in conftest_engine_fixtures(path, config, memo, conftests):
+            if n.startswith(ENGINE_HELPER):
+                helpers.add(n[len(ENGINE_HELPER):].split("|", 1)[0].rpartition(".")[2])
+            elif (word := n.removeprefix(RUNNER_CLASS)).isidentifier():
+                fixtures.add(word)
+    found = prefilter_for(config, triggers, frozenset(fixtures), frozenset(helpers))
     if kept is not None:
         kept[key] = found
     return found

@@ -115,12 +115,16 @@ def test_gpu007_names_the_helper_calls(tmp_path: Path) -> None:
 
 def test_a_module_that_imports_no_helper_is_not_parsed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The prefilter lets a module through by a helper's name, and only then: a module that
-    names no engine and no helper is not parsed; only the helper's module is summarised."""
+    """The prefilter lets a module through by a helper's name in a module that imports, and
+    only then: a module that names no engine and no imported helper is not parsed; only the
+    helper's module is summarised."""
     root = tmp_path / "absolute"
     shutil.copytree(TREES / "absolute", root)
     (root / "tests" / "test_kernel.py").write_text(
         "import torch\n\n\ndef test_add():\n    assert torch.ones(1).sum() == 1\n")
+    # Names a helper but imports nothing: it cannot call the helper of another module.
+    (root / "tests" / "test_same_name.py").write_text(
+        "def test_name():\n    setup_engine = 1\n    assert setup_engine\n")
     from lint_gpu_tests import run as run_module
 
     checked: list[str] = []
