@@ -105,6 +105,9 @@ def test_a_generator_context_manager_that_yields_the_engine(project: Path) -> No
     (CM_RUNNER.format(params="model_name"), "tests.utils:managed_llm",
      "`managed_llm(model_name)` in tests/utils.py takes no `seed=` keyword (and no "
      "`**kwargs`)"),
+    (CM_RUNNER.format(params="monkeypatch, env=None, **kwargs"), "tests.utils:managed_llm",
+     "`managed_llm(monkeypatch, env=None, **kwargs)` in tests/utils.py takes `monkeypatch` "
+     "first, where the fix passes the model"),
     (CM_RUNNER.format(params="*, model, **kwargs"), "tests.utils:managed_llm",
      "`managed_llm(*, model, **kwargs)` in tests/utils.py takes no positional argument, and "
      "the fix passes the model by position"),

@@ -18,6 +18,7 @@ its own, which the call does not set, makes the fix unsafe (the default may diff
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import os
 
@@ -28,6 +29,8 @@ from lint_gpu_tests.syntax import fixture_scope, last_name
 
 __all__ = ["project_runner_problem"]
 
+#: Names of the parameter that takes the model by position: ``LLM``'s, and vLLM's runner's.
+MODEL_PARAMETERS = ("model", "model_name")
 #: Fixture scopes, narrowest first (pytest's order).
 _SCOPES = ("function", "class", "module", "package", "session")
 _Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
@@ -92,6 +95,15 @@ def _method(chain: list[ast.ClassDef], name: str) -> ast.FunctionDef | None:
     return None
 
 
+def _shown_signature(name: str, params: ast.arguments) -> str:
+    """``name(params)`` as written, less annotations (a reason's text)."""
+    plain = copy.deepcopy(params)
+    for arg in [*plain.posonlyargs, *plain.args, *plain.kwonlyargs, plain.vararg, plain.kwarg]:
+        if arg is not None:
+            arg.annotation = None
+    return f"{name}({ast.unparse(plain)})"
+
+
 def _entered_signature(tree: ast.Module, node: _Definition, label: str
                        ) -> tuple[ast.arguments, str] | Blocked:
     """The parameters a call of ``node`` binds (a class's ``__init__``'s, less ``self``) and
@@ -103,7 +115,7 @@ def _entered_signature(tree: ast.Module, node: _Definition, label: str
     if isinstance(node, ast.FunctionDef):
         if not any(last_name(d) == "contextmanager" for d in node.decorator_list):
             return not_cm
-        return node.args, f"{node.name}({ast.unparse(node.args)})"
+        return node.args, _shown_signature(node.name, node.args)
     chain = _class_chain(tree, node)
     if chain is None:
         return Blocked(f"{label} derives from a class its module does not define, whose "
@@ -122,7 +134,7 @@ def _entered_signature(tree: ast.Module, node: _Definition, label: str
         posonlyargs=args.posonlyargs[1:], args=args.args[1:] if not args.posonlyargs
         else args.args, vararg=args.vararg, kwonlyargs=args.kwonlyargs,
         kw_defaults=args.kw_defaults, kwarg=args.kwarg, defaults=args.defaults)
-    return bound, f"{node.name}({ast.unparse(bound)})"
+    return bound, _shown_signature(node.name, bound)
 
 
 def _call_problem(params: ast.arguments, shown: str, where: str, call: ast.Call
@@ -137,6 +149,9 @@ def _call_problem(params: ast.arguments, shown: str, where: str, call: ast.Call
     if len(call.args) > len(positional) and params.vararg is None:
         return Blocked(f"{label} takes no positional argument, and the fix passes the model "
                        "by position")
+    if by_position and by_position[0].arg not in MODEL_PARAMETERS:
+        return Blocked(f"{label} takes `{by_position[0].arg}` first, where the fix passes the "
+                       "model")
     given = {p.arg for p in by_position}
     by_keyword = {p.arg for p in [*params.args, *params.kwonlyargs]}
     for keyword in call.keywords:
