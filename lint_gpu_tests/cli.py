@@ -80,17 +80,12 @@ for _command in (rule_command, rules_command, prove_command, server_command):
 def check_command(paths: tuple[str, ...], **params: Any) -> None:
     """Check PATHS (default: the current directory; - reads standard input) for
     hand-managed engines."""
-    from lint_gpu_tests.api import (
-        BaselineError,
-        LeakReportError,
-        PathNotFoundError,
-        load_leak_report,
-    )
-
     args = parse_check(paths, params)
     mode = args.mode
     try:
         if mode.leak_report is not None and not (mode.shows or mode.add_noqa):
+            from lint_gpu_tests.leaks import load_leak_report
+
             args = replace(args, report=replace(args.report,
                                                 leaks=load_leak_report(mode.leak_report)))
         # What only fixes use is looked up where a run fixes (run_paths, run_source).
@@ -106,7 +101,7 @@ def check_command(paths: tuple[str, ...], **params: Any) -> None:
             code = _check(args, config)
     except BrokenPipeError:
         _quiet_broken_pipe()
-    except (BaselineError, ConfigError, LeakReportError, PathNotFoundError) as exc:
+    except _user_errors() as exc:  # evaluated only when something was raised
         fail(str(exc))
     except (KeyboardInterrupt, SystemExit):
         raise
@@ -117,6 +112,17 @@ def check_command(paths: tuple[str, ...], **params: Any) -> None:
             traceback.print_exc()
         fail(f"internal error: {type(exc).__name__}: {exc}")
     sys.exit(code)
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    """The errors ``check`` reports as one ``error:`` line with exit 2 (a bad baseline,
+    config, leak report or path), imported when one is raised: a run that raises none
+    imports neither baselines nor leak reports."""
+    from lint_gpu_tests.baseline import BaselineError
+    from lint_gpu_tests.discovery import PathNotFoundError
+    from lint_gpu_tests.leaks import LeakReportError
+
+    return (BaselineError, ConfigError, LeakReportError, PathNotFoundError)
 
 
 def _check(args: CheckArgs, config: ConfigResolver) -> int:

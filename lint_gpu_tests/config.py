@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -651,6 +651,20 @@ def project_module(path: str, config: Config, dotted: str) -> str | None:
             if os.path.isfile(os.path.join(base, candidate)):
                 return os.path.join(base, candidate)
     return None
+
+
+def baselines_in_force(paths: Iterable[str], config: ConfigResolver,
+                       cwd: str | None = None) -> dict[str, list[str]]:
+    """The baseline files in force for ``paths`` (files as a run names them, relative to
+    ``cwd``, default the working directory): each file's (absolute, normalised) -> the paths
+    of ``paths`` whose settings name it, in their order; empty when none names one."""
+    base = os.path.abspath(cwd or os.getcwd())
+    governed: dict[str, list[str]] = {}
+    for path in dict.fromkeys(paths):
+        chosen = config.for_file(os.path.join(base, path)).baseline
+        if chosen:  # a library caller's relative path is relative to ``cwd``
+            governed.setdefault(os.path.normpath(os.path.join(base, chosen)), []).append(path)
+    return governed
 
 
 def config_file_in(directory: str | os.PathLike[str]) -> Path | None:
