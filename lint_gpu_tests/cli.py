@@ -23,12 +23,6 @@ import click
 
 from lint_gpu_tests import __version__
 from lint_gpu_tests.cli_options import CheckArgs, check_options, fail, parse_check
-from lint_gpu_tests.commands import (
-    prove_command,
-    rule_command,
-    rules_command,
-    server_command,
-)
 from lint_gpu_tests.config import ConfigError
 from lint_gpu_tests.present import Presentation, ProgressBar, present
 
@@ -37,14 +31,33 @@ if TYPE_CHECKING:
     from lint_gpu_tests.run import RunResult
 
 
+#: The commands of :mod:`lint_gpu_tests.commands` by name, imported when one is asked for (or
+#: the help lists them): ``check`` runs without them.
+LAZY_COMMANDS = {"rule": "rule_command", "rules": "rules_command", "prove": "prove_command",
+                 "server": "server_command"}
+
+
 class DefaultCommandGroup(click.Group):
-    """A group that runs ``check`` when the first argument is not a subcommand."""
+    """A group that runs ``check`` when the first argument is not a subcommand; the other
+    commands (:data:`LAZY_COMMANDS`) are imported when named."""
 
     default_command = "check"
 
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command's name, sorted (as click lists them)."""
+        return sorted({*self.commands, *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command ``cmd_name``, one of :data:`LAZY_COMMANDS` imported now."""
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            from lint_gpu_tests import commands
+
+            self.add_command(getattr(commands, LAZY_COMMANDS[cmd_name]), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """Insert the default command unless a subcommand or a group option comes first."""
-        if not args or (args[0] not in self.commands
+        if not args or (args[0] not in self.list_commands(ctx)
                         and args[0] not in ("--help", "-h", "--version", "-V")):
             args = [self.default_command, *args]
         return super().parse_args(ctx, args)
@@ -69,10 +82,6 @@ def cli() -> None:
     Commands: check (the default), prove, rule CODE, rules, server. Also: python -m
     lint_gpu_tests.
     """
-
-
-for _command in (rule_command, rules_command, prove_command, server_command):
-    cli.add_command(_command)
 
 
 @cli.command("check", short_help="Check PATHS for hand-managed engines (- is stdin).")
