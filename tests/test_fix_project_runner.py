@@ -68,6 +68,9 @@ def test_a_context_manager_class_of_the_project_is_imported_and_entered(project:
     assert fixes(project, runner="tests.utils:managed_llm") == [
         (9, "GPU001", "unsafe", WIDE), (14, "GPU001", "safe", "Wrap in `with managed_llm(...)`")]
     config = config_from_table({"runner": "tests.utils:managed_llm"}, "", root=str(project))
+    result = check_paths([str(project / "tests")], config, cache=False, jobs=1)
+    assert [v.message for v in result.violations if v.code == "GPU001"] == [
+        "Engine `LLM(...)` built outside `with managed_llm(...)`"] * 2
     path = project / "tests" / "test_x.py"
     outcome = fixloop.fix_source(TEST.encode(), str(path), config, unsafe=True)
     assert outcome.error is None
