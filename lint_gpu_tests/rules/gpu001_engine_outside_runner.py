@@ -146,8 +146,7 @@ class EngineOutsideRunner(Rule):
         "`--fix-strategy isolate` would fix it."
     )
     options = ("engine-classes", "runner-fixture", "runner-classes", "runner-attribute",
-               "isolation-decorators", "process-launchers", "target", "runner",
-               "runner-yields", "fix-strategy")
+               "isolation-decorators", "process-launchers", "target", "fix-strategy")
     references = ("vLLM tests/conftest.py: `VllmRunner` and the `vllm_runner` fixture",
                   "docs/gpu-runtime.md: memory held by hand-managed engines, measured on an H200")
     INVALID = (
