@@ -32,15 +32,14 @@ from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir, s
 from lint_gpu_tests.config import Config, ConfigResolver
 from lint_gpu_tests.conftest_index import ConftestIndex, conftest_engine_fixtures
 from lint_gpu_tests.discovery import Discovery, Problem, discover_files, is_excluded
-from lint_gpu_tests.edits import Edit, assign_edits, pass_edits, unified_diff
 from lint_gpu_tests.ftypes import FileResult, Violation, wanted_fixes
-from lint_gpu_tests.source import InternalError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # edits and the internal error: imported where a run needs them
     from concurrent.futures import Future
 
     from lint_gpu_tests.analysis import ModuleAnalysis
     from lint_gpu_tests.checker import CheckResult
+    from lint_gpu_tests.edits import Edit
     from lint_gpu_tests.fixloop import FixOutcome
     from lint_gpu_tests.prefilter import Prefilter
 
@@ -319,6 +318,8 @@ class _Outcome(NamedTuple):
 
 
 def _error_text(path: str, exc: BaseException, verbose: bool) -> str:
+    from lint_gpu_tests.source import InternalError
+
     text = str(exc) if isinstance(exc, InternalError) else f"{type(exc).__name__}: {exc}"
     if verbose:
         import traceback
@@ -398,6 +399,8 @@ def _fix(path: str, source: bytes, digest: str | None, checked: CheckResult,
     if outcome.new_source is None:
         return _Outcome(result, digest, outcome.remaining if outcome.error is None else None)
     if mode.diff:
+        from lint_gpu_tests.edits import unified_diff
+
         return _Outcome(result, digest, violations,
                         diff=unified_diff(path, source, outcome.new_source))
     from lint_gpu_tests.writer import atomic_write  # tempfile & co: only runs that write
@@ -449,6 +452,8 @@ def _edits(source: bytes, path: str, config: Config, unsafe: bool,
         # Edits belong to fixes that were applied; a violation that only disappeared with
         # them (no fix of its own) carries none.
         owners = [v for v in outcome.fixed if v.fix is not None] or outcome.fixed
+        from lint_gpu_tests.edits import assign_edits, pass_edits
+
         return assign_edits(owners, *pass_edits(outcome.passes))
     except (KeyboardInterrupt, SystemExit):
         raise

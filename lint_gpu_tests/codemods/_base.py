@@ -218,6 +218,8 @@ class GpuCodemod(ABC, Generic[PlanT]):
         rewrite."""
         for need in sorted(needs):
             module, obj = IMPORTS[need]
+            if need == "VllmRunner" and self.config.runner_module is not None:
+                module, obj = self.config.runner_module  # the project's own runner
             if obj is None:
                 self._stdlib_imports.add(module)
             else:
@@ -249,6 +251,8 @@ class GpuCodemod(ABC, Generic[PlanT]):
                                         printer=self.printer)
         new = keep_import_comments(tree, new)
         first_party = first_party_packages(self.context.filename or ".", self.config.root)
+        if self.config.runner_module is not None:  # a module of the project
+            first_party |= {self.config.runner_module[0].split(".")[0]}
         for name in sorted(self._stdlib_imports):
             new = add_stdlib_import(new, name) if name in STDLIB else \
                 add_third_party_import(new, name, first_party)

@@ -321,6 +321,10 @@ class _ClassPlanner:
         if self.module.config.target != "bundled":
             return ("a helper class cannot request the `vllm_runner` fixture and vLLM's "
                     "`VllmRunner` lives in its tests/conftest.py")
+        if self.module.config.runner:
+            return (f"a helper class holds a runner built in `__init__`, and the project's "
+                    f"runner (`runner = \"{self.module.config.runner}\"`) is entered only by "
+                    "`with`")
         if not isinstance(self.module.parent(cls), ast.Module):
             return f"`{cls.name}` is not defined at module level"
         if cls.bases or cls.keywords or cls.decorator_list:

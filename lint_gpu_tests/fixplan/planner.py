@@ -48,6 +48,7 @@ from lint_gpu_tests.fixplan.groups import (
     other_branch_statements,
 )
 from lint_gpu_tests.fixplan.plan import VLLM_TARGET_DEFAULTS, WRAP_TITLE, PlanKind, WrapPlan
+from lint_gpu_tests.fixplan.runner_target import project_runner_problem
 from lint_gpu_tests.fixplan.safety import (
     FACTORY_ADVICE,
     SafetyChecks,
@@ -123,8 +124,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
         runner = self.module.config.runner_fixture
         if kind is PlanKind.RUNNER:
             return "Wrap in a with-statement"
-        if self.module.config.target == "vllm" and not use_class:
-            pass  # vLLM's runner class is never imported: its fixture is passed in
+        if self.module.config.runner_is_fixture and not use_class:
+            pass  # the runner class is never imported: its fixture is passed in
         elif use_class or (func is not None
                            and func.kind in (FunctionKind.HELPER, FunctionKind.METHOD)):
             runner = self.module.config.runner_classes[0] if self.module.config.runner_classes \
@@ -222,8 +223,9 @@ class Planner(CleanupRecognizer, SafetyChecks):
         helper_like = func.kind in (FunctionKind.HELPER, FunctionKind.METHOD)
         use_class = helper_like or func.in_base_class or (
             is_fixture and func.fixture_scope not in (None, "function")
-            and config.target == "bundled"
-        ) or kind is PlanKind.RUNNER and last_name(call.func) in config.runner_classes
+            and not config.runner_is_fixture
+        ) or kind is PlanKind.RUNNER and last_name(call.func) in config.runner_classes or (
+            kind is PlanKind.ENGINE and config.runner_module is not None)
         compilation: str | None = None
         mapping_defaults: tuple[str, ...] | None = None
         helper_calls: HelperCallers | None = None
@@ -246,7 +248,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
                         return FixInfo.none(title, cc_problem.reason)
                     if cc_problem is not None:
                         unsafe(cc_problem.reason)
-            if use_class and config.target == "vllm":
+            if use_class and config.runner_is_fixture:
                 passed = runner_through_callers(module, func, config.runner_fixture)
                 if isinstance(passed, str):
                     return FixInfo.none(title, passed)
@@ -269,6 +271,12 @@ class Planner(CleanupRecognizer, SafetyChecks):
         missing = self.missing_runner_fixture() if kind == "engine" else None
         if missing is not None:
             return FixInfo.none(title, missing)
+        if config.runner and kind is PlanKind.ENGINE:
+            checked = project_runner_problem(module, call, func)
+            if isinstance(checked, Blocked):
+                return FixInfo.none(title, checked.reason)
+            for reason in checked:
+                unsafe(reason)
         return WrapPlan(
             kind=kind,
             site_line=stmt.lineno,
@@ -662,7 +670,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
         extra = cleanup_beyond_the_runner(module, func.node, remove)
         if extra is not None:
             risks.append(extra)
-        if config.target == "bundled" and module.own_runner_fixture is not None:
+        if config.target == "bundled" and not config.runner and \
+                module.own_runner_fixture is not None:
             risks.append(f"the project defines its own `{config.runner_fixture}` fixture (in "
                          f"{module.own_runner_fixture}), which replaces the bundled one whose "
                          "defaults are `LLM`'s, and its defaults may differ (set `target = "
@@ -728,7 +737,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         config = self.module.config
         if use_class:
             return config.runner_classes[0] if config.runner_classes else "VllmRunner"
-        return "vllm_runner_factory" if config.target == "bundled" else config.runner_fixture
+        return config.runner_fixture if config.runner_is_fixture else "vllm_runner_factory"
 
     def _factory_plan(self, call: ast.Call, parts: FactoryParts | str,
                       title: str) -> WrapPlan | FixInfo:
@@ -759,11 +768,16 @@ class Planner(CleanupRecognizer, SafetyChecks):
         if wide:
             reasons.append(f"a {fixture.fixture_scope}-scoped fixture: the engines live as "
                            "long as its scope")
-        use_class = wide and config.target == "bundled"
+        use_class = wide and not config.runner_is_fixture or config.runner_module is not None
         runner = self._group_runner(use_class)
         missing = self.missing_runner_fixture()
         if missing is not None:
             return FixInfo.none(title, missing)
+        if config.runner:
+            checked = project_runner_problem(module, call, fixture)
+            if isinstance(checked, Blocked):
+                return FixInfo.none(title, checked.reason)
+            reasons += checked
         removed = [s for s in walk_breadth(fixture.node) if isinstance(s, ast.stmt)
                    and s.lineno in parts.remove_lines]
         drop = {"request"} if "request" in fixture.params and removed and not [
