@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from lint_gpu_tests.config import REEXPORTS, Config
+from lint_gpu_tests.config import REEXPORTS, Config, is_test_module
+from lint_gpu_tests.ftypes import ENGINE_HELPER
 from lint_gpu_tests.process_targets import process_targets
 from lint_gpu_tests.scopes import ScopeIndex
 from lint_gpu_tests.source import (
@@ -71,10 +72,6 @@ LEGACY_VLLM_CLEANUP = "cleanup"
 #: in the function's scope of references).
 NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
-TEST_FILE_PREFIX = "test_"
-TEST_FILE_SUFFIX = "_test.py"
-
-
 #: Prefix of the entry a conftest's fixture index holds when the conftest defines a fixture
 #: named like the runner fixture (``own-runner-fixture:vllm_runner``; not an identifier, so
 #: never an engine fixture's name).
@@ -88,13 +85,6 @@ RUNNER_CLASS = "runner-class:"
 #: functions read by name (``env-read:VLLM_X``; :func:`environment_reads`): a change a test
 #: module leaves behind can reach them, and ending the leak changes what they see.
 ENV_READ = "env-read:"
-
-
-#: Prefix of the entries naming an engine helper of another module of the tree that a module
-#: may import (:mod:`lint_gpu_tests.helper_index`): ``engine-helper:<import spelling>.<name>|
-#: <kind f or c>|<name in its module>|<line>|<share or attributes>|<module>|<re-exported
-#: by>``; parsed by :meth:`ImportedHelper.parse`.
-ENGINE_HELPER = "engine-helper:"
 
 
 @dataclass(frozen=True)
@@ -144,14 +134,6 @@ class ImportedHelper:
         that re-exports it."""
         via = f", re-exported by `{self.via}`" if self.via else ""
         return f"`{self.module}` (line {self.line}){via}"
-
-
-def is_test_module(path: str) -> bool:
-    """True when ``path``'s file name is one pytest collects by default (``test_*.py``,
-    ``*_test.py``): the one definition of a test module by its name."""
-    base = os.path.basename(path)
-    return base.endswith(TEST_FILE_SUFFIX) or (
-        base.startswith(TEST_FILE_PREFIX) and base.endswith(".py"))
 
 
 def is_test_module_path(path: str, config: Config) -> bool:

@@ -892,3 +892,15 @@ class ConfigResolver:
         if self._default is None:
             self._default = apply_overrides(Config(root=self.cwd), self.overrides)
         return self._default
+
+
+TEST_FILE_PREFIX = "test_"
+TEST_FILE_SUFFIX = "_test.py"
+
+
+def is_test_module(path: str) -> bool:
+    """True when ``path``'s file name is one pytest collects by default (``test_*.py``,
+    ``*_test.py``): the one definition of a test module by its name."""
+    base = os.path.basename(path)
+    return base.endswith(TEST_FILE_SUFFIX) or (
+        base.startswith(TEST_FILE_PREFIX) and base.endswith(".py"))

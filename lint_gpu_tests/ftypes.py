@@ -260,3 +260,10 @@ def wanted_fixes(violations: Iterable[Violation], unsafe: bool) -> list[Violatio
     """Return the violations whose fix may be applied (safe, or unsafe when allowed)."""
     allowed = {Applicability.SAFE} | ({Applicability.UNSAFE} if unsafe else set())
     return [v for v in violations if v.fix is not None and v.fix.applicability in allowed]
+
+
+#: Prefix of the entries naming an engine helper of another module of the tree that a module
+#: may import (:mod:`lint_gpu_tests.helper_index`): ``engine-helper:<import spelling>.<name>|
+#: <kind f or c>|<name in its module>|<line>|<share or attributes>|<module>|<re-exported
+#: by>``; parsed by :meth:`lint_gpu_tests.analysis.ImportedHelper.parse`.
+ENGINE_HELPER = "engine-helper:"

@@ -26,7 +26,7 @@ entries, the summary of each parsed file by its content and its status (path, si
 modification time), and the whole tree's summaries by the status of all its files (not kept
 while a file is younger than :data:`RACY_NS`), so a warm run reads no file for them. What a
 module may import is handed to its analysis as entries beside the conftests'
-(:data:`~lint_gpu_tests.analysis.ENGINE_HELPER`), one per spelling of each helper's import
+(:data:`~lint_gpu_tests.ftypes.ENGINE_HELPER`), one per spelling of each helper's import
 from the module's directory: so a module that imports none of them pays one look-up per
 import, and the prefilter lets a file through that imports and names a helper (its bytes
 need not name ``LLM``).
@@ -41,7 +41,8 @@ import time
 from collections.abc import Iterator
 from typing import Protocol
 
-from lint_gpu_tests.config import ROOT_MARKERS, Config
+from lint_gpu_tests.config import ROOT_MARKERS, Config, is_test_module
+from lint_gpu_tests.ftypes import ENGINE_HELPER
 
 #: Directory names never walked for helpers.
 SKIPPED_DIRECTORIES = frozenset({"__pycache__", "node_modules", "site-packages", "venv",
@@ -147,10 +148,9 @@ class TreeHelpers:
         self._exports: dict[str, list[tuple[str, str, str, str]]] | None = None
 
     def entries(self, module_path: str) -> frozenset[str]:
-        """The entries (:data:`~lint_gpu_tests.analysis.ENGINE_HELPER`) of the helpers a
+        """The entries (:data:`~lint_gpu_tests.ftypes.ENGINE_HELPER`) of the helpers a
         module at ``module_path`` may import, by every spelling of the import (its own
         helpers left out)."""
-        from lint_gpu_tests.analysis import ENGINE_HELPER
 
         module_path = os.path.abspath(module_path)
         directory = os.path.dirname(module_path)
@@ -285,8 +285,6 @@ def build_tree(root: str, config: Config, index: SummaryStore) -> TreeHelpers:
     """Summarise the tree at ``root`` under ``config``, with what ``index`` knows: the
     whole tree by the status of all its files (one entry, when none was modified in the last
     :data:`RACY_NS`), else file by file (:meth:`SummaryStore.tree_summary`)."""
-    from lint_gpu_tests.analysis import is_test_module
-
     # Test modules are left out: pytest imports them, other modules hardly ever do (the
     # helper of a test module serves its own tests: the module's own engine_factories).
     files = [f for f in _python_files(root) if not is_test_module(f[0])]

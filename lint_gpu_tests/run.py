@@ -32,7 +32,7 @@ from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir, s
 from lint_gpu_tests.config import Config, ConfigResolver
 from lint_gpu_tests.conftest_index import ConftestIndex, conftest_engine_fixtures
 from lint_gpu_tests.discovery import Discovery, Problem, discover_files, is_excluded
-from lint_gpu_tests.ftypes import FileResult, Violation, wanted_fixes
+from lint_gpu_tests.ftypes import ENGINE_HELPER, FileResult, Violation, wanted_fixes
 
 if TYPE_CHECKING:  # edits and the internal error: imported where a run needs them
     from concurrent.futures import Future
@@ -189,7 +189,7 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
     kept = filters if not config.per_file_ignores else None
     if kept is not None and (known := kept.get(key)) is not None:
         return known
-    from lint_gpu_tests.analysis import ENGINE_HELPER, RUNNER_CLASS
+    from lint_gpu_tests.analysis import RUNNER_CLASS
     from lint_gpu_tests.checker import per_file_ignored_codes
     from lint_gpu_tests.ftypes import Trigger
     from lint_gpu_tests.prefilter import enabled_rule_codes, prefilter_for
@@ -226,7 +226,6 @@ def _joined(fixtures: frozenset[str]) -> str:
     """Conftest engine fixtures as one string: what :func:`file_digest` adds to the bytes,
     and :func:`~lint_gpu_tests.cache.stat_key` to the file's status. The entries of the
     tree's engine helpers (many, and long) count by their hash."""
-    from lint_gpu_tests.analysis import ENGINE_HELPER
 
     helpers = sorted(n for n in fixtures if n.startswith(ENGINE_HELPER))
     if not helpers:

@@ -467,7 +467,8 @@ def test_libcst_not_imported_when_nothing_to_fix(tmp_path: Path) -> None:
 def test_a_warm_run_imports_only_what_the_cache_answer_needs(tmp_path: Path) -> None:
     """A ``check`` the result cache answers whole imports neither the checker nor the
     modules a plain check does not use (baselines, leak reports, edits, the parser's
-    helpers, the other commands), and reports what the cold run did."""
+    helpers, the other commands), and reports what the cold run did. The tree's engine helper
+    summaries are read: the cache key counts them."""
     (tmp_path / "test_a.py").write_text("from vllm import LLM\n\n\ndef test_a():\n"
                                         "    llm = LLM('m')\n    llm.generate([])\n")
     code = textwrap.dedent("""\
@@ -488,8 +489,8 @@ def test_a_warm_run_imports_only_what_the_cache_answer_needs(tmp_path: Path) -> 
     assert runs[1].stdout.splitlines()[-1] == str([
         "lint_gpu_tests.api", "lint_gpu_tests.cache", "lint_gpu_tests.cli",
         "lint_gpu_tests.cli_options", "lint_gpu_tests.config", "lint_gpu_tests.conftest_index",
-        "lint_gpu_tests.discovery", "lint_gpu_tests.ftypes", "lint_gpu_tests.output",
-        "lint_gpu_tests.present", "lint_gpu_tests.run"])
+        "lint_gpu_tests.discovery", "lint_gpu_tests.ftypes", "lint_gpu_tests.helper_index",
+        "lint_gpu_tests.output", "lint_gpu_tests.present", "lint_gpu_tests.run"])
 
 
 def test_console_script_runs(tmp_path: Path) -> None:
