@@ -225,11 +225,19 @@ class GpuCodemod(ABC, Generic[PlanT]):
             else:
                 self._from_imports.add((module, obj))
 
+    def add_project_import(self, module: str, obj: str) -> None:
+        """Schedule ``from module import obj`` where ``module`` is the project's own tests
+        package (``tests.utils``, ``tests.conftest``: ``target = "vllm"``), placed in the
+        first-party section after the rewrite: ruff and isort count a ``tests/`` folder of the
+        project root as first-party."""
+        self._project_imports.add((module, obj))
+
     def forget_imports(self) -> None:
         """Drop the imports scheduled (to add, or to remove as unused) by a rewrite whose
         result is not kept."""
         self._stdlib_imports: set[str] = set()
         self._from_imports: set[tuple[str, str]] = set()
+        self._project_imports: set[tuple[str, str]] = set()
         self._removals: list[Removal] = []
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
@@ -264,7 +272,10 @@ class GpuCodemod(ABC, Generic[PlanT]):
                 new = add_from_import(new, mod, obj, first_party)
         if merge:
             new = merge_from_imports(new, merge, self.context.filename)
-        return strip_top_blank(tree, restore_section_breaks(tree, new))
+        new = strip_top_blank(tree, restore_section_breaks(tree, new))
+        for mod, obj in sorted(self._project_imports):
+            new = add_from_import(new, mod, obj, first_party | {"tests"})
+        return new
 
     def python_floor(self) -> tuple[int, int] | None:
         """The oldest Python the module's project declares: the config's, as the run

@@ -64,6 +64,12 @@ from lint_gpu_tests.noqa import Noqa, parse_noqa
 from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import last_name, names_in
 
+#: Fixture scopes whose teardown a ``with`` over the runner class in the fixture's body
+#: follows exactly: the block is entered where the engine was built and exited at the
+#: fixture's teardown, which pytest runs when the scope ends (a ``dynamic`` scope, a
+#: callable, is not read).
+SCOPES_THE_CLASS_KEEPS = frozenset({"class", "module", "package", "session"})
+
 
 class Planner(CleanupRecognizer, SafetyChecks):
     """Builds and caches fix plans for one analysed module."""
@@ -215,17 +221,22 @@ class Planner(CleanupRecognizer, SafetyChecks):
             if reason not in reasons:
                 reasons.append(reason)
 
-        risks = self._risks(func, block, index, end, segment, remove, names, flow, group)
-        if isinstance(risks, Blocked):
-            return FixInfo.none(title, risks.reason)
-        for risk in risks:
-            unsafe(risk)
         helper_like = func.kind in (FunctionKind.HELPER, FunctionKind.METHOD)
         use_class = helper_like or func.in_base_class or (
             is_fixture and func.fixture_scope not in (None, "function")
             and not config.runner_is_fixture
         ) or kind is PlanKind.RUNNER and last_name(call.func) in config.runner_classes or (
             kind is PlanKind.ENGINE and config.runner_module is not None)
+        # A wide-scoped fixture entering the runner class itself (ours, or the class the code
+        # already builds) keeps the engine exactly as long as the fixture's scope.
+        scoped_class = use_class and group is None and \
+            (config.target == "bundled" or kind is PlanKind.RUNNER)
+        risks = self._risks(func, block, index, end, segment, remove, names, flow, group,
+                            scoped_class)
+        if isinstance(risks, Blocked):
+            return FixInfo.none(title, risks.reason)
+        for risk in risks:
+            unsafe(risk)
         compilation: str | None = None
         mapping_defaults: tuple[str, ...] | None = None
         helper_calls: HelperCallers | None = None
@@ -639,10 +650,13 @@ class Planner(CleanupRecognizer, SafetyChecks):
 
     def _risks(self, func: FunctionInfo, block: list[ast.stmt], index: int, end: int,
                segment: list[ast.stmt], remove: set[int], names: set[str],
-               flow: ValueFlow, group: GroupShape | None) -> list[str] | Blocked:
+               flow: ValueFlow, group: GroupShape | None,
+               scoped_class: bool = False) -> list[str] | Blocked:
         """Why the wrapped block may behave otherwise than the code did (escapes, lost
         values, cleanup beyond the runner's, engines alive together, a wide-scoped fixture),
-        in order; or the reason that rules the fix out."""
+        in order; or the reason that rules the fix out. ``scoped_class``: the rewrite enters
+        the runner class itself, so a class-, module-, package- or session-scoped fixture is
+        no risk (:data:`SCOPES_THE_CLASS_KEEPS`)."""
         module = self.module
         config = module.config
         use_names = flow.tainted
@@ -691,7 +705,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 # construction: the two engines are now alive together.
                 risks.append("a value that may hold the engine is used after the next engine is "
                              "built, so the block covers both and they are alive together")
-        if is_fixture and func.fixture_scope not in (None, "function"):
+        if is_fixture and func.fixture_scope not in (None, "function") and not (
+                scoped_class and func.fixture_scope in SCOPES_THE_CLASS_KEEPS):
             risks.append(f"a {func.fixture_scope}-scoped fixture: the engine's lifetime "
                          "follows the fixture's scope and the runner must allow it")
         return risks

@@ -84,7 +84,15 @@ class EngineOutsideRunner(Rule):
         "against `weakref.ProxyType`, a value holding it passed to a call the "
         "analysis does not follow; `isinstance(llm, LLM)` is no identity check, a proxy "
         "forwards `__class__`), when `compilation_config` is only known at run time, or "
-        "when it lives in a module- or session-scoped fixture; there is no fix when it is "
+        "when it lives in a fixture whose scope is not a literal, or wider than a function's "
+        "with `target = \"vllm\"` (vLLM's `vllm_runner` fixture must allow that scope). A "
+        "class-, module-, package- or session-scoped fixture, which cannot request the "
+        "function-scoped `vllm_runner`, enters the runner class itself (`with VllmRunner(...) "
+        "as runner: yield weakref.proxy(runner.llm)`, `VllmRunner` imported from "
+        "`lint_gpu_tests.runtime`): the engine lives as long as the fixture's scope, as "
+        "before, and is shut down at the fixture's teardown, so that fix is safe when nothing "
+        "else changes (`yield llm` and `del llm`, `return llm` with `request.addfinalizer`, or "
+        "`return LLM(...)` alike). There is no fix when it is "
         "returned, stored on `self` (helper classes aside, below), in a parameter's container or "
         "a global, or used outside "
         "the block that builds it, and none for an engine class the runner does not build "
@@ -113,7 +121,12 @@ class EngineOutsideRunner(Rule):
         "`with Tester(...) as tester:` over its live range. That fix is unsafe (the class's "
         "contract changes, and only this module's instances are entered); it has none when "
         "a method uses `self.llm` itself, an instance is not built as `name = Tester(...)` "
-        "in a function, the class has bases or is not instantiated in the module.\n\n"
+        "in a function (the reason names it), the class has bases or is not instantiated in "
+        "the module. With `target = \"vllm\"` the class holds vLLM's own runner class, "
+        "imported as vLLM's tests import it (`from tests.conftest import VllmRunner`), its "
+        "differing defaults spelled out; no fix when the project's tests/conftest.py is "
+        "missing or does not define `VllmRunner`, or the engine's arguments come in a "
+        "mapping.\n\n"
         "Engines alive together in a list or dict the test builds "
         "(a comprehension, or a loop appending to it) get one `with contextlib.ExitStack() "
         "as stack:` over the container's live range, each element becoming "
@@ -288,6 +301,49 @@ def test_by_branch(eager):
     else:
         llm = LLM("facebook/opt-125m")  # error: GPU001
         assert llm.generate(["Hello"])
+''',
+        ),
+        Example(
+            title="A module-scoped fixture that builds the engine and frees it after its "
+                  "`yield` (safe fix: the fixture enters the runner class)",
+            source='''\
+import gc
+
+import pytest
+from vllm import LLM
+
+
+@pytest.fixture(scope="module")
+def llm():
+    llm = LLM("facebook/opt-125m", enforce_eager=True)  # error: GPU001
+    yield llm  # error: GPU002
+    del llm  # error: GPU004
+    gc.collect()  # error: GPU004
+''',
+        ),
+        Example(
+            title="A helper class with `target = \"vllm\"` (unsafe fix: a context manager over "
+                  "vLLM's `VllmRunner`, from the project's tests/conftest.py)",
+            config=(("target", "vllm"),),
+            source='''\
+from vllm import LLM
+
+
+class Tester:
+    def __init__(self, model):
+        self.llm = LLM(model)  # error: GPU001
+
+    def run(self, prompts):
+        return self.llm.generate(prompts)
+
+    def shutdown(self):
+        del self.llm  # error: GPU004
+
+
+def test_tester():
+    tester = Tester("facebook/opt-125m")
+    assert tester.run(["hi"])
+    tester.shutdown()  # error: GPU004
 ''',
         ),
         Example(
@@ -473,6 +529,21 @@ class VllmRunner:
 @pytest.fixture
 def vllm_runner():
     return VllmRunner
+''',
+        ),
+        Example(
+            title="A module-scoped fixture over the runner class",
+            source='''\
+import weakref
+
+import pytest
+from lint_gpu_tests.runtime import VllmRunner
+
+
+@pytest.fixture(scope="module")
+def llm():
+    with VllmRunner("facebook/opt-125m", enforce_eager=True) as runner:
+        yield weakref.proxy(runner.llm)
 ''',
         ),
         Example(
