@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis, is_isolated
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_class_of
+from lint_gpu_tests.fixplan.factories import FactoryPlan, factory_unit_of
 from lint_gpu_tests.fixplan.isolate import strategy_plan
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.ftypes import FixKind
@@ -24,7 +25,7 @@ class EngineOutsideRunner(Rule):
     message = "Engine `{engine}(...)` built outside `with {runner}(...)`"
     fix_title = "Wrap in `with vllm_runner(...)`"
     fix_kinds = (FixKind.WRAP_ENGINE_IN_RUNNER, FixKind.ISOLATE_TEST_PROCESS,
-                 FixKind.ENGINE_OWNER_CONTEXT_MANAGER)
+                 FixKind.ENGINE_OWNER_CONTEXT_MANAGER, FixKind.FACTORY_CONTEXT_MANAGER)
     what_it_does = (
         "Checks for engines (`vllm.LLM` however imported, or the classes in "
         "`engine-classes`) constructed in a test, fixture, helper function, helper class or "
@@ -515,5 +516,8 @@ def test_tester():
             owner = owner_class_of(module, site)  # a helper class owning it (fixplan.classes)
             if owner is not None:
                 fix = owner.plan.fix_info() if isinstance(owner.plan, ClassPlan) else owner.plan
+            unit = factory_unit_of(module, site)  # a factory helper and its callers
+            if unit is not None:
+                fix = unit.fix_info() if isinstance(unit, FactoryPlan) else unit
             engine = dotted_name(site.call.func) or "LLM"
             yield hit_at(site.call, self.message.format(engine=engine, runner=runner), fix)

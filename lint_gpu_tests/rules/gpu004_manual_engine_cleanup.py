@@ -10,6 +10,7 @@ from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis, 
 from lint_gpu_tests.fixplan.blocks import statement_block
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
 from lint_gpu_tests.fixplan.cleanup import ends_engine
+from lint_gpu_tests.fixplan.factories import FactoryPlan
 from lint_gpu_tests.fixplan.plan import CleanupPlan, WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
@@ -17,7 +18,7 @@ from lint_gpu_tests.prefilter import RUNNER_FACTORY_FIXTURE
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
     covering_fix,
-    factory_reason,
+    factory_fix,
     function_plans,
     hit_at,
     is_shutdown_try,
@@ -314,15 +315,15 @@ def test_uses_helper():
                         held = _engine_holders(module, func, deletable)
                     if _engine_used_later(module, func, node, held):
                         continue  # between two uses: not the engine's teardown
-                plan: WrapPlan | None = None
+                plan: WrapPlan | FactoryPlan | None = None
                 fix: FixInfo
                 own_block = _own_with_targets(module, func, node)
                 if own_block is not None:
                     fix = _del_in_own_block_fix(module, func, node, own_block, self.fix_title)
-                elif plans:
+                elif plans or names.received:
                     plan, fix = covering_fix(plans, node.lineno, self.fix_title)
-                elif names.received:
-                    fix = FixInfo.none(self.fix_title, factory_reason(module, func))
+                    if plan is None and names.received:
+                        plan, fix = factory_fix(module, func, node.lineno, self.fix_title)
                 elif _removable_alone(module, node, deletable):
                     fix = FixInfo(Applicability.UNSAFE, self.fix_title,
                                   "removing it changes when memory is freed within the test")
