@@ -46,7 +46,9 @@ class FinalizerShutdown(Rule):
     )
     fix_safety = (
         "Removed as part of the GPU001 rewrite of the engine it shuts down, with the same "
-        "safety; the `request` parameter is dropped when nothing else uses it. A finalizer "
+        "safety (for an engine a factory helper of the module returns, the rewrite of the "
+        "helper and all its calls); the `request` parameter is dropped when nothing else "
+        "uses it. A finalizer "
         "for an engine the fix cannot rewrite has no fix."
     )
     INVALID = (

@@ -80,7 +80,9 @@ class ManualEngineCleanup(Rule):
     fix_safety = (
         "Removed as part of the GPU001 rewrite of the engine, with the same safety (for a "
         "helper class: the class becomes a context manager over the runner, a method made "
-        "only of cleanup is deleted with its calls; unsafe). In a "
+        "only of cleanup is deleted with its calls; unsafe; for an engine a factory helper "
+        "of the module returns: the helper becomes a context manager over the runner and "
+        "every call of it a `with` block, one fix with the helper's GPU001). In a "
         "function that already uses the runner, removing a leftover cleanup call is unsafe: "
         "it changes when memory is freed within the test. `del m` of the runner inside its "
         "own `with ... as m:` block frees nothing (the with-statement holds the runner until "
