@@ -253,3 +253,19 @@ def test_a_helper_not_called_in_its_module_has_no_fix() -> None:
     ''') == [(5, "GPU001", "none", "`_setup_engine()` returns the engine it builds and is not "
               "called in this module: the fix makes it a context manager together with its "
               "callers, and `--fix` rewrites one module at a time")]
+
+
+def test_a_callers_unsafe_block_makes_the_unit_unsafe_naming_it() -> None:
+    assert reports('''\
+        from vllm import LLM
+
+
+        def _setup_engine(n):
+            return LLM("m", max_loras=n)
+
+
+        def test_identity():
+            llm = _setup_engine(1)
+            assert type(llm) is not None
+    ''') == [(5, "GPU001", "unsafe", "the call of `_setup_engine()` in `test_identity()` (line 9): "
+              "`type()` on the engine sees a `weakref.proxy`, not the engine")]

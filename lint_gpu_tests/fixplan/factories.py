@@ -278,8 +278,8 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
         found = _caller_plans(caller_module, name, sites)
         if isinstance(found, Blocked):
             return FixInfo.none(title, found.reason)
-        for caller in found:
-            reasons.extend(r for r in caller.plan.reason.split("; ") if r and r not in reasons)
+        reasons.extend(f"the call of `{name}()` in `{caller.function}()` (line {caller.line}): "
+                       f"{caller.plan.reason}" for caller in found if caller.plan.reason)
         callers.extend(found)
     if not name.startswith("_"):
         if not is_test_module(module.path):
