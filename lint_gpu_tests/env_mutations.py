@@ -108,9 +108,11 @@ def configured(name: str, patterns: tuple[str, ...]) -> bool:
 def find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
     """Every hand-made change of a configured variable that is not isolated, in source
     order: in tests, fixtures and xunit functions, and at module level of a test module
-    other than ``conftest.py``. Found once per analysis (the rule asks, and so does the
-    plan of each change in a fixture or a ``unittest`` method); each call returns a new
-    list."""
+    other than ``conftest.py``, less what a function-scoped autouse fixture restores
+    after each test (:func:`_restored_by_autouse`) and the removals of a fixture that
+    clears leaked variables (:func:`_clears_a_leak`). Found once per analysis (the rule
+    asks, and so does the plan of each change in a fixture or a ``unittest`` method); each
+    call returns a new list."""
     return list(module.derived(_find_mutations))
 
 
@@ -125,17 +127,200 @@ def _find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
         # Only modules pytest imports by their name run their top level in the session.
         body = [s for s in module.tree.body if lines is None or spans_a_line(s, lines)]
         out += finder.scan(list(_module_level_nodes(body)), None)
-    guarded = any(_autouse_patches_environ(module, f) for f in module.functions)
     for func in module.functions:
         if (lines is not None and not spans_a_line(func.node, lines)) or \
                 not _watched(module, func) or is_isolated(func) or \
                 _patched_by_decorator(module, func):
             continue
-        if guarded and (func.kind is FunctionKind.TEST or func.fixture_scope == "function"):
-            continue
         out += finder.scan(module.nodes_of(func), func)
     out = _unrestored(module, out)
+    if any(m.function is not None for m in out):
+        restorers = [r for r in (_restorer(module, finder, f) for f in module.functions)
+                     if r is not None]
+        out = [m for m in out if not _restored_by_autouse(m, restorers)
+               and not _clears_a_leak(module, m)]
     return sorted(out, key=lambda m: (m.node.lineno, m.node.col_offset))  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class _Restorer:
+    """A function-scoped autouse fixture that restores environment variables after each
+    test it reaches.
+
+    Attributes:
+        fixture: the fixture.
+        names: the variables it restores; ``None``: the whole environment.
+    """
+
+    fixture: FunctionInfo
+    names: frozenset[str] | None
+
+
+def _restorer(module: ModuleAnalysis, finder: _Finder, func: FunctionInfo
+              ) -> _Restorer | None:
+    """What the function-scoped autouse fixture ``func`` restores after each test: the
+    whole environment when it yields inside ``with mock.patch.dict(os.environ)`` or calls
+    ``os.environ.clear()`` and ``os.environ.update(...)`` after its yield; else the
+    variables its ``monkeypatch`` parameter (or a ``with MonkeyPatch.context() as mp``
+    around its yield) sets or deletes, and those its code after the yield changes (every
+    variable the fixture names, :func:`_named_strings`, when the code after the yield
+    changes a variable whose name is known only at run time: ``for k, v in saved.items():
+    os.environ[k] = v``); a fixture without a yield restores through ``monkeypatch`` only.
+    ``None`` for any other function, or when it restores nothing."""
+    if not _is_autouse(func) or func.fixture_scope != "function":
+        return None
+    nodes = module.nodes_of(func)
+    yields = [n for n in nodes if isinstance(n, (ast.Yield, ast.YieldFrom))]
+    if yields and _autouse_patches_environ(module, func):
+        return _Restorer(func, None)
+    first = (yields[0].lineno, yields[0].col_offset) if yields else None
+    after = [n for n in nodes if first is not None and isinstance(n, (ast.expr, ast.stmt))
+             and (n.lineno, n.col_offset) > first]
+    if {"clear", "update"} <= {n.func.attr for n in after if isinstance(n, ast.Call) and
+                               isinstance(n.func, ast.Attribute) and
+                               finder.is_environ(n.func.value)}:
+        return _Restorer(func, None)
+    names: set[str] = set()
+    unknown = False
+    patchers = _monkeypatches(module, func, yields[0] if yields else None)
+    locals_ = local_names(module, func)
+    for node in nodes:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("setenv", "delenv") and node.args and \
+                isinstance(node.func.value, ast.Name) and node.func.value.id in patchers:
+            name = finder.name(node.args[0], locals_)
+            unknown |= name is None
+            names.update([name] if name is not None else [])
+    for node in after:
+        changed = _changed_keys(finder, node)
+        if changed is not None:
+            known = [finder.name(key, locals_) for key in changed]
+            unknown |= None in known
+            names.update(n for n in known if n is not None)
+    if unknown:
+        names |= _named_strings(module, func, finder.constants)
+    return _Restorer(func, frozenset(names)) if names else None
+
+
+def _monkeypatches(module: ModuleAnalysis, func: FunctionInfo,
+                   first_yield: ast.AST | None) -> frozenset[str]:
+    """The names in ``func`` of ``monkeypatch`` objects undone when the fixture ends: its
+    ``monkeypatch`` parameter, and the target of a ``with ...MonkeyPatch.context() as
+    mp:`` that holds ``first_yield``."""
+    out = {"monkeypatch"} & set(func.params)
+    for node in module.nodes_of(func):
+        if isinstance(node, (ast.With, ast.AsyncWith)) and first_yield is not None and \
+                first_yield in walk_breadth(node):
+            out.update(item.optional_vars.id for item in node.items
+                       if isinstance(item.optional_vars, ast.Name)
+                       and isinstance(item.context_expr, ast.Call)
+                       and isinstance(item.context_expr.func, ast.Attribute)
+                       and item.context_expr.func.attr == "context"
+                       and last_name(item.context_expr.func.value) == "MonkeyPatch")
+    return frozenset(out)
+
+
+def _changed_keys(finder: _Finder, node: ast.AST) -> list[ast.expr] | None:
+    """The keys ``node`` changes in ``os.environ`` (an assignment or ``del`` of
+    ``os.environ[key]``, ``.pop(key)``, ``.setdefault(key, ...)``), else ``None``."""
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.Delete)):
+        targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+        keys = [t.slice for t in targets
+                if isinstance(t, ast.Subscript) and finder.is_environ(t.value)]
+        return keys or None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+            node.func.attr in ("pop", "setdefault") and node.args and \
+            finder.is_environ(node.func.value):
+        return [node.args[0]]
+    return None
+
+
+def _named_strings(module: ModuleAnalysis, func: FunctionInfo,
+                   constants: dict[str, object]) -> frozenset[str]:
+    """The strings ``func`` writes (literals) or names (module constants holding a string,
+    or a tuple, list or set of strings)."""
+    out: set[str] = set()
+    for node in module.nodes_of(func):
+        value: object = node.value if isinstance(node, ast.Constant) else \
+            constants.get(node.id) if isinstance(node, ast.Name) else None
+        if isinstance(value, str):
+            out.add(value)
+        elif isinstance(value, (tuple, list, set, frozenset)):
+            out.update(v for v in value if isinstance(v, str))
+    return frozenset(out)
+
+
+def _restored_by_autouse(mutation: EnvMutation, restorers: list[_Restorer]) -> bool:
+    """True when an autouse fixture of ``restorers`` restores ``mutation``'s variables
+    after each test and reaches its function: a test or a function-scoped fixture of the
+    module (of the class, for a fixture defined in a class), other than the restoring
+    fixture itself (unless it restores the whole environment)."""
+    func = mutation.function
+    if func is None or not (func.kind is FunctionKind.TEST or
+                            func.fixture_scope == "function"):
+        return False
+    for restorer in restorers:
+        fixture = restorer.fixture
+        if fixture.parent is not None or (restorer.names is not None and fixture is func):
+            continue
+        if fixture.owner_class is not None and not _within(func, fixture.owner_class):
+            continue
+        if restorer.names is None or set(mutation.names) <= restorer.names:
+            return True
+    return False
+
+
+def _within(func: FunctionInfo, cls: ast.ClassDef) -> bool:
+    """True when ``func`` (or a function around it) is a method of ``cls``."""
+    current: FunctionInfo | None = func
+    while current is not None:
+        if current.owner_class is cls:
+            return True
+        current = current.parent
+    return False
+
+
+def _clears_a_leak(module: ModuleAnalysis, mutation: EnvMutation) -> bool:
+    """True for a removal (``del os.environ[...]``, ``os.environ.pop(...)`` as a statement)
+    in a fixture that only removes variables (no other change of ``os.environ``, no
+    ``os.putenv``, no ``.pop`` whose value is kept), when the fixture is autouse or the
+    removal follows its yield: it puts back the environment's default state, which every
+    test it reaches starts from (and ``monkeypatch.delenv`` would put back the removed
+    value when the test ends)."""
+    func = mutation.function
+    if func is None or func.kind is not FunctionKind.FIXTURE or not mutation.removes or \
+            mutation.function_name or not mutation.rewritable:
+        return False
+    nodes = module.nodes_of(func)
+    if not _is_autouse(func):
+        yields = [n for n in nodes if isinstance(n, (ast.Yield, ast.YieldFrom))]
+        start = (mutation.node.lineno, mutation.node.col_offset)  # type: ignore[attr-defined]
+        if not yields or (yields[0].lineno, yields[0].col_offset) > start:
+            return False
+    for node in nodes:
+        if isinstance(node, (ast.Assign, ast.AugAssign)) and any(
+                isinstance(t, ast.Subscript) and module.qualified(t.value) == "os.environ"
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target])):
+            return False
+        if not isinstance(node, ast.Call):
+            continue
+        if module.qualified(node.func) == "os.putenv":
+            return False
+        if isinstance(node.func, ast.Attribute) and \
+                module.qualified(node.func.value) == "os.environ" and (
+                    node.func.attr in ("update", "setdefault", "clear", "popitem") or (
+                        node.func.attr == "pop" and
+                        not isinstance(module.parent(node), ast.Expr))):
+            return False
+    return True
+
+
+def _is_autouse(func: FunctionInfo) -> bool:
+    """True for a fixture declared with ``autouse=True``."""
+    deco = fixture_decorator(func.node)
+    return func.kind is FunctionKind.FIXTURE and isinstance(deco, ast.Call) and any(
+        kw.arg == "autouse" and isinstance(kw.value, ast.Constant) and kw.value.value is True
+        for kw in deco.keywords)
 
 
 def class_of(module: ModuleAnalysis, func: FunctionInfo) -> ast.ClassDef | None:
@@ -317,11 +502,7 @@ def _autouse_patches_environ(module: ModuleAnalysis, func: FunctionInfo) -> bool
     """True for a function-scoped autouse fixture that yields inside
     ``with mock.patch.dict(os.environ, ...)``: every test of the module and its
     function-scoped fixtures run inside that snapshot, which is restored after each test."""
-    deco = fixture_decorator(func.node)
-    if func.kind is not FunctionKind.FIXTURE or func.fixture_scope != "function" or not (
-            isinstance(deco, ast.Call) and any(
-                kw.arg == "autouse" and isinstance(kw.value, ast.Constant) and
-                kw.value.value is True for kw in deco.keywords)):
+    if func.fixture_scope != "function" or not _is_autouse(func):
         return False
     return any(isinstance(node, (ast.With, ast.AsyncWith)) and any(
         _patch_dict_of_environ(module, item.context_expr) for item in node.items) and any(
@@ -365,10 +546,13 @@ class _Finder:
             current = self.module.parent(current)
         return False
 
-    def _is_environ(self, node: ast.AST) -> bool:
+    def is_environ(self, node: ast.AST) -> bool:
+        """True when ``node`` names ``os.environ``."""
         return self.module.qualified(node) == "os.environ"
 
-    def _name(self, node: ast.AST, locals_: frozenset[str]) -> str | None:
+    def name(self, node: ast.AST, locals_: frozenset[str]) -> str | None:
+        """The string ``node`` is (a literal, or a module constant ``locals_`` does not
+        hide), else ``None``."""
         value = literal_value(node, self.constants, locals_)
         return value if isinstance(value, str) else None
 
@@ -387,10 +571,10 @@ class _Finder:
         if isinstance(node, (ast.Assign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             keys = [t.slice for t in targets
-                    if isinstance(t, ast.Subscript) and self._is_environ(t.value)]
+                    if isinstance(t, ast.Subscript) and self.is_environ(t.value)]
             if not keys:
                 return None
-            names = [n for n in (self._name(k, locals_) for k in keys) if n is not None]
+            names = [n for n in (self.name(k, locals_) for k in keys) if n is not None]
             if isinstance(node, ast.AugAssign):
                 return self._make(node, func, False, names, False, "an augmented assignment")
             if len(targets) > 1:
@@ -398,10 +582,10 @@ class _Finder:
             return self._make(node, func, False, names, True)
         if isinstance(node, ast.Delete):
             keys = [t.slice for t in node.targets
-                    if isinstance(t, ast.Subscript) and self._is_environ(t.value)]
+                    if isinstance(t, ast.Subscript) and self.is_environ(t.value)]
             if not keys:
                 return None
-            names = [n for n in (self._name(k, locals_) for k in keys) if n is not None]
+            names = [n for n in (self.name(k, locals_) for k in keys) if n is not None]
             if len(keys) != len(node.targets):
                 return self._make(node, func, True, names, False,
                                   "the `del` also deletes other targets")
@@ -414,13 +598,13 @@ class _Finder:
                        locals_: frozenset[str]) -> EnvMutation | None:
         if self.module.qualified(node.func) not in OS_FUNCTIONS and not (
                 isinstance(node.func, ast.Attribute) and node.func.attr in ENVIRON_METHODS
-                and self._is_environ(node.func.value)):
+                and self.is_environ(node.func.value)):
             return None  # before asking for the parent: most calls are neither
         statement_call = isinstance(self.module.parent(node), ast.Expr)
         used = None if statement_call else "the call's value is used"
         qualified = self.module.qualified(node.func)
         if qualified in OS_FUNCTIONS and node.args and not node.keywords:
-            name = self._name(node.args[0], locals_)
+            name = self.name(node.args[0], locals_)
             if name is None:
                 return None
             removes = OS_FUNCTIONS[qualified]
@@ -429,7 +613,7 @@ class _Finder:
             return self._make(node, func, removes, [name], not used, used or C_ENV_ONLY,
                               qualified)
         if not (isinstance(node.func, ast.Attribute) and node.func.attr in ENVIRON_METHODS
-                and self._is_environ(node.func.value)):
+                and self.is_environ(node.func.value)):
             return None
         method = node.func.attr
         if method == "update":
@@ -437,7 +621,7 @@ class _Finder:
         if not node.args or node.keywords:
             return None
         key = node.args[0]
-        name = self._name(key, locals_)
+        name = self.name(key, locals_)
         if name is None:
             return None
         if method == "setdefault":
@@ -465,7 +649,7 @@ class _Finder:
         elif sources:
             keys.append(None)
         keys += [kw.arg for kw in keywords]
-        names = [k if isinstance(k, str) or k is None else self._name(k, locals_)
+        names = [k if isinstance(k, str) or k is None else self.name(k, locals_)
                  for k in keys]
         reason = used or ""
         if not reason and None in names:

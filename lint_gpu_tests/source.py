@@ -13,7 +13,8 @@ import re
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 from lint_gpu_tests.codes import PARSE_ERROR_CODE, PARSE_ERROR_NAME
@@ -268,25 +269,37 @@ def parent_index(tree: ast.AST) -> dict[int, ast.AST]:
     return parents
 
 
-def walk_nodes(roots: Sequence[ast.AST], stop: tuple[type[ast.AST], ...] = ()) -> list[ast.AST]:
-    """Every node of ``roots`` and below, in the order of :func:`ast.walk`'s depth-first
-    cousin (each node before its children, children left to right), not descending into
-    nodes of the ``stop`` types (which are included themselves). The children are pushed
-    last first, straight onto the stack (no list of them built per node)."""
+def walk_nodes(roots: Sequence[ast.AST], stop: tuple[type[ast.AST], ...] = (), *,
+               breadth_first: bool = False) -> list[ast.AST]:
+    """Every node of ``roots`` and below, not descending into nodes of the ``stop`` types
+    (which are included themselves); the package's one ``ast`` walker.
+
+    Depth first by default: each node before its children, children left to right (the
+    order of a recursive walk). With ``breadth_first``, level by level, children in field
+    order: for one root and no ``stop``, exactly ``list(ast.walk(root))``. The children are
+    pushed straight onto a deque, last first for a depth-first walk (no list of them built
+    per node, no generator per node)."""
+    pending: deque[ast.AST] = deque(roots)
     out: list[ast.AST] = []
-    stack: list[ast.AST] = list(reversed(roots))
-    pop, push, node_type, fields_of = stack.pop, stack.append, ast.AST, _REVERSED_CHILD_FIELDS.get
-    append = out.append
-    while stack:
-        node = pop()
+    append, push, node_type = out.append, pending.append, ast.AST
+    items: Callable[[list[ast.AST]], Iterator[ast.AST]]
+    if breadth_first:
+        take, fields_of, fields_for, items = (
+            pending.popleft, _CHILD_FIELDS.get, child_fields, iter)
+    else:
+        pending.reverse()
+        take, fields_of, fields_for, items = (
+            pending.pop, _REVERSED_CHILD_FIELDS.get, reversed_child_fields, reversed)
+    while pending:
+        node = take()
         append(node)
         if stop and isinstance(node, stop):
             continue
         cls = node.__class__
-        for name in fields_of(cls) or reversed_child_fields(cls):
+        for name in fields_of(cls) or fields_for(cls):
             value = getattr(node, name, None)
             if value.__class__ is list:
-                for item in reversed(value):
+                for item in items(value):
                     if isinstance(item, node_type):
                         push(item)
             elif isinstance(value, node_type):
@@ -295,25 +308,10 @@ def walk_nodes(roots: Sequence[ast.AST], stop: tuple[type[ast.AST], ...] = ()) -
 
 
 def walk_breadth(node: ast.AST) -> list[ast.AST]:
-    """``list(ast.walk(node))``: every node of ``node`` and below, breadth first, children
-    in field order; built in one loop that reads the fields directly (no generator per
-    node), for callers that read the whole walk or test each node with a pure predicate."""
-    out: list[ast.AST] = [node]
-    append, node_type, fields_of = out.append, ast.AST, _CHILD_FIELDS.get
-    at = 0
-    while at < len(out):
-        current = out[at]
-        at += 1
-        cls = current.__class__
-        for name in fields_of(cls) or child_fields(cls):
-            value = getattr(current, name, None)
-            if value.__class__ is list:
-                for item in value:
-                    if isinstance(item, node_type):
-                        append(item)
-            elif isinstance(value, node_type):
-                append(value)
-    return out
+    """``list(ast.walk(node))``: :func:`walk_nodes` of ``node`` breadth first, for callers
+    that read the whole walk in :func:`ast.walk`'s order or test each node with a pure
+    predicate."""
+    return walk_nodes((node,), breadth_first=True)
 
 
 _LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")

@@ -4,6 +4,7 @@ generators give (the analysis relies on their order)."""
 from __future__ import annotations
 
 import ast
+from collections import deque
 from pathlib import Path
 
 from lint_gpu_tests.source import parent_index, walk_nodes
@@ -22,6 +23,17 @@ def _reference_walk(roots: list[ast.AST], stop: tuple[type[ast.AST], ...]) -> li
     return out
 
 
+def _reference_breadth(roots: list[ast.AST], stop: tuple[type[ast.AST], ...]) -> list[ast.AST]:
+    out: list[ast.AST] = []
+    queue = deque(roots)
+    while queue:
+        node = queue.popleft()
+        out.append(node)
+        if not (stop and isinstance(node, stop)):
+            queue.extend(ast.iter_child_nodes(node))
+    return out
+
+
 def _modules() -> list[ast.Module]:
     package = Path(__file__).resolve().parents[1] / "lint_gpu_tests"
     return [ast.parse(p.read_text(encoding="utf-8")) for p in sorted(package.glob("*.py"))]
@@ -31,6 +43,14 @@ def test_walk_nodes_matches_the_ast_generators() -> None:
     for tree in _modules():
         for stop in ((), SCOPES):
             assert walk_nodes(tree.body, stop) == _reference_walk(list(tree.body), stop)
+
+
+def test_walk_nodes_breadth_first_matches_a_queue_of_child_nodes() -> None:
+    for tree in _modules():
+        for stop in ((), SCOPES):
+            assert walk_nodes(tree.body, stop, breadth_first=True) == _reference_breadth(
+                list(tree.body), stop)
+        assert walk_nodes([tree], breadth_first=True) == list(ast.walk(tree))
 
 
 def test_parent_index_matches_iter_child_nodes() -> None:

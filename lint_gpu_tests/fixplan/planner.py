@@ -544,6 +544,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         segment = block[index: end + 1]
         remove |= self._nested_cleanup(segment, names, all_engines, use_names, remove)
         remove |= {s.lineno for s in self._after_with_cleanup(stmt, names, all_engines)}
+        remove |= {s.lineno for s in self._finally_cleanup(stmt, names, all_engines)}
         remove |= after_loop_cleanup(module, stmt, lambda s: self.is_cleanup_statement(
             s, set()) and not self.shares_line(s) and not self.on_header_line(s))
         return {line for line in remove if not self.user_kept(line)}
@@ -580,6 +581,57 @@ class Planner(CleanupRecognizer, SafetyChecks):
             out.append(later)
         return out
 
+    def _finally_cleanup(self, stmt: ast.stmt, names: set[str],
+                         all_engines: set[str]) -> list[ast.stmt]:
+        """The cleanup that opens the ``finally`` of a ``try`` whose body holds the engine's
+        statement (directly, or in a ``with`` that is no runner) and builds no other engine,
+        when statements of that ``finally`` stay after it (a ``finally`` that only cleans
+        up is :meth:`_enclosing_try`'s): ``del llm``, generic cleanup, up to the first other
+        statement; with a ``del`` or shutdown of the engine among them, also the ``llm =
+        None`` (or ``llm: LLM | None = None``) that binds its name before the ``try`` for
+        that ``finally`` (no statement between them names it). The runner's block, inside
+        the ``try``, tears the engine down first, so these go with the rewrite."""
+        module = self.module
+        if not names:
+            return []
+        node: ast.stmt = stmt
+        holder = module.parent(stmt)
+        if isinstance(holder, (ast.With, ast.AsyncWith)) and any(
+                s is stmt for s in holder.body) and not any(
+                module.is_runner_call(item.context_expr) for item in holder.items):
+            node = holder
+        trying = module.parent(node)
+        if not isinstance(trying, ast.Try) or not any(s is node for s in trying.body) or sum(
+                1 for n in walk_breadth(trying) if isinstance(n, ast.Call)
+                and (module.builds_engine(n) or module.is_runner_call(n))) != 1:
+            return []
+        out: list[ast.stmt] = []
+        for later in trying.finalbody:
+            if self.shares_line(later) or self.on_header_line(later) or \
+                    self.user_kept(later.lineno) or \
+                    not self.is_cleanup_statement(later, all_engines) or \
+                    names_in(later) & (all_engines - names):
+                break
+            out.append(later)
+        if not out or len(out) == len(trying.finalbody):
+            return []
+        outer = statement_block(module, trying)
+        if outer is None or not any(names_in(s) & names for s in out):
+            return out
+        before = outer[:next(i for i, s in enumerate(outer) if s is trying)]
+        for earlier in reversed(before):
+            targets = earlier.targets if isinstance(earlier, ast.Assign) else \
+                [earlier.target] if isinstance(earlier, ast.AnnAssign) else []
+            if len(targets) == 1 and isinstance(targets[0], ast.Name) and \
+                    targets[0].id in names and \
+                    isinstance(earlier.value, ast.Constant) and earlier.value.value is None:  # type: ignore[attr-defined]
+                if not (self.shares_line(earlier) or self.user_kept(earlier.lineno)):
+                    out.append(earlier)
+                break
+            if names_in(earlier) & names:
+                break
+        return out
+
     def _outside_use(self, func: FunctionInfo, stmt: ast.stmt, block: list[ast.stmt],
                      index: int, stop: int, segment: list[ast.stmt], remove: set[int],
                      bound: str | None, names: set[str], flow: ValueFlow) -> str | None:
@@ -604,8 +656,10 @@ class Planner(CleanupRecognizer, SafetyChecks):
         if isinstance(parent, ast.Try) and parent.finalbody and all(
                 s.lineno in remove for s in parent.finalbody):
             inside |= {id(n) for s in parent.finalbody for n in walk_breadth(s)}
-        inside |= {id(n) for s in self._after_with_cleanup(stmt, names, names | (
-            module.engine_names(func))) for n in walk_breadth(s)}
+        all_engines = names | module.engine_names(func)
+        inside |= {id(n) for s in [*self._after_with_cleanup(stmt, names, all_engines),
+                                   *self._finally_cleanup(stmt, names, all_engines)]
+                   for n in walk_breadth(s)}
         if bound:  # shape 5: other branches of an ``if`` that build their own engine
             inside |= {id(n) for s in other_branch_statements(module, stmt, bound)
                        for n in walk_breadth(s)}

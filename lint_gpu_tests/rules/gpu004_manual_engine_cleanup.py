@@ -323,15 +323,40 @@ def test_uses_helper():
                 if own_block is not None:
                     fix = _del_in_own_block_fix(module, func, node, own_block, self.fix_title)
                 elif plans or names.received:
-                    plan, fix = covering_fix(plans, node.lineno, self.fix_title)
-                    if plan is None and names.received:
-                        plan, fix = factory_fix(module, func, node.lineno, self.fix_title)
+                    plan, fix = _covering_fix(module, func, node, plans, self.fix_title,
+                                              bool(names.received))
                 elif _removable_alone(module, node, deletable):
                     fix = FixInfo(Applicability.UNSAFE, self.fix_title,
                                   "removing it changes when memory is freed within the test")
                 else:
                     fix = FixInfo.none(self.fix_title, "not a statement of its own")
                 yield hit_at(node, self.message.format(what=what), fix, plan)
+
+
+def _covering_fix(module: ModuleAnalysis, func: FunctionInfo, node: ast.stmt,
+                  plans: list[WrapPlan | FixInfo], title: str, received: bool = False
+                  ) -> tuple[WrapPlan | FactoryPlan | None, FixInfo]:
+    """:func:`covering_fix` for the cleanup statement ``node`` of ``func``, or for the first
+    statement around it that a plan removes (``if llm is not None: del llm``); with
+    ``received`` (``func`` gets an engine from a factory helper of the module) the factory
+    unit's fix (:func:`factory_fix`) where no plan of ``func`` covers it."""
+
+    def cover(line: int) -> tuple[WrapPlan | FactoryPlan | None, FixInfo]:
+        found: tuple[WrapPlan | FactoryPlan | None, FixInfo] = covering_fix(plans, line, title)
+        if found[0] is None and received:
+            unit = factory_fix(module, func, line, title)
+            if unit[0] is not None or not plans:
+                return unit
+        return found
+
+    found = cover(node.lineno)
+    current = module.parent(node)
+    while found[0] is None and isinstance(current, ast.stmt) and current is not func.node:
+        around = cover(current.lineno)
+        if around[0] is not None:
+            return around
+        current = module.parent(current)
+    return found
 
 
 def _release_idioms(module: ModuleAnalysis, func: FunctionInfo, deletable: set[str]

@@ -44,8 +44,19 @@ class EnvironmentMutatedWithoutIsolation(Rule):
         "escape sequences, not split across adjacent strings). Not violations: a test or "
         "fixture that runs in its own process (the isolation decorators), code inside "
         "`with mock.patch.dict(os.environ, ...)` or under such a decorator, "
-        "`monkeypatch.setenv`/`delenv`, tests and function-scoped fixtures of a module "
-        "whose autouse fixture yields inside `mock.patch.dict(os.environ)`, module level "
+        "`monkeypatch.setenv`/`delenv`, a change in a test or function-scoped fixture that "
+        "a function-scoped autouse fixture of its module (of its class, for one defined in "
+        "a class) restores after each test: one that yields inside "
+        "`mock.patch.dict(os.environ)`, calls `os.environ.clear()` and "
+        "`os.environ.update(...)` after its yield, sets or deletes the variable with its "
+        "`monkeypatch` (or with `mp` of a `MonkeyPatch.context()` around its yield), or "
+        "changes it after its yield (by name, or by a key known only at run time when the "
+        "fixture names the variable: `for k, v in saved.items(): os.environ[k] = v` over "
+        "a list of names), a removal (`del`, `.pop(...)` as a statement) in a fixture that "
+        "changes `os.environ` only by such removals, when the fixture is autouse or the "
+        "removal follows its yield (it puts back the default state every test it reaches "
+        "starts from, where `monkeypatch.delenv` would put the removed value back), module "
+        "level "
         "of a `conftest.py`, which sets up the whole directory on purpose, module level of "
         "a script pytest does not collect by its name, and what an xunit teardown "
         "restores: a change in `setUp`/`setup_method`/`setUpClass`/`setup_class`/"
@@ -57,7 +68,9 @@ class EnvironmentMutatedWithoutIsolation(Rule):
         "`mock.patch.dict(os.environ)` patcher (in the function or in the test's setup), "
         "and the teardown's own restoring change. A setup with no teardown restoring its "
         "variable leaks it into every later test and is reported; so is a teardown change "
-        "of a variable nothing in its class sets. The `test*` methods of a "
+        "of a variable nothing in its class sets, and a test module's top-level change "
+        "whatever its autouse fixtures restore (it runs at collection, before any test of "
+        "the session). The `test*` methods of a "
         "`unittest.TestCase` subclass are tests whatever the class's name."
     )
     why_bad = (
@@ -167,6 +180,26 @@ class TestEngineConfig(unittest.TestCase):
 ''',
         ),
         Example(
+            title="An autouse fixture restores only the variables it names, after each test",
+            source='''\
+import os
+
+import pytest
+
+os.environ["VLLM_USE_V1"] = "1"  # error: GPU008
+
+
+@pytest.fixture(autouse=True)
+def _restore_env(monkeypatch):
+    monkeypatch.delenv("VLLM_USE_V1", raising=False)
+
+
+def test_v1():
+    os.environ["VLLM_USE_V1"] = "1"
+    os.environ["VLLM_LOGGING_LEVEL"] = "DEBUG"  # error: GPU008
+''',
+        ),
+        Example(
             title="Module level of a test module runs at collection, for the whole session",
             source='''\
 import os
@@ -230,6 +263,53 @@ class TestWithCache:
 
     def teardown_method(self):
         os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
+''',
+        ),
+        Example(
+            title="An autouse fixture saves the variables it names and puts them back",
+            source='''\
+import os
+
+import pytest
+
+KEYS = ("VLLM_HOST_IP", "VLLM_PORT")
+
+
+@pytest.fixture(autouse=True)
+def env_cleanup():
+    saved = {key: os.environ.pop(key, None) for key in KEYS}
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+class TestHost:
+    def test_explicit_ip(self):
+        os.environ["VLLM_HOST_IP"] = "10.0.0.1"
+''',
+        ),
+        Example(
+            title="A fixture that only removes what code under test leaves set",
+            path="tests/conftest.py",
+            source='''\
+import os
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _clear_standalone_flag():
+    os.environ.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    yield
+
+
+@pytest.fixture
+def engine_dir():
+    yield "/tmp/engine"
+    os.environ.pop("VLLM_CACHE_ROOT", None)
 ''',
         ),
         Example(

@@ -73,3 +73,24 @@ def _fix_of(call: str, target: str = "bundled") -> tuple[str, str]:
 def test_arguments_the_runner_takes_and_llm_rejects_have_no_fix(
         call: str, target: str, expected: tuple[str, str]) -> None:
     assert _fix_of(call, target) == expected
+
+
+@pytest.mark.parametrize(("finally_body", "fix"), [
+    # the cleanup that opens the finally goes with the rewrite, the rest stays
+    ("del llm\n        print('done')", ("safe", "")),
+    # a finally that reads the engine after deleting it is a use outside the block
+    ("del llm\n        print(llm)",
+     ("none", "`llm` is used outside the block that builds it" + ISOLATE)),
+    # cleanup after other work stays, and so does the name bound for it
+    ("print('done')\n        del llm",
+     ("none", "`llm` is rebound elsewhere in the function" + ISOLATE)),
+])
+def test_finally_cleanup_and_the_name_bound_for_it(finally_body: str,
+                                                   fix: tuple[str, str]) -> None:
+    source = ("from vllm import LLM\n\n\ndef test_x():\n    llm = None\n    try:\n"
+              "        llm = LLM('m')\n        assert llm.generate(['hi'])\n    finally:\n"
+              f"        {finally_body}\n")
+    (engine,) = [v for v in check_source(source.encode(), "tests/test_x.py", Config())
+                 if v.code == "GPU001"]
+    assert engine.fix is not None
+    assert (engine.fix.applicability.value, engine.fix.reason) == fix

@@ -771,3 +771,126 @@ def test_module_level_comment_too_wide_for_the_fixture_stays_above_it() -> None:
                 mp.setenv("VLLM_USE_V1", "1")
                 yield
         """)
+
+
+RESTORED = """\
+    import os
+
+    import pytest
+
+    KEYS = ("VLLM_A", "VLLM_B")
+
+    os.environ["VLLM_A"] = "0"
+
+
+    @pytest.fixture
+    def settings():
+        os.environ["VLLM_B"] = "1"
+
+
+    def test_a(settings):
+        os.environ["VLLM_A"] = "1"
+        os.environ.update(VLLM_A="2", VLLM_C="2")
+
+
+    class TestInClass:
+        def test_b(self):
+            del os.environ["VLLM_B"]
+
+
+    @pytest.fixture(autouse=True)
+"""
+#: the rows of every change in RESTORED: the module level's, the fixture's, the tests'
+EVERY_CHANGE = [7, 12, 16, 17, 22]
+
+
+def restored(fixture: str, decorator: str = "(autouse=True)") -> str:
+    """RESTORED with ``fixture`` (dedented source) defined last, under ``decorator``."""
+    return RESTORED.replace("(autouse=True)", decorator) + textwrap.indent(fixture, "    ")
+
+
+@pytest.mark.parametrize(("fixture", "rows"), [
+    # the teardown changes keys known only at run time: the variables the fixture names
+    # (KEYS) are restored, in tests and function-scoped fixtures; the module level ran at
+    # collection, before any test
+    ("def env_cleanup():\n"
+     "    saved = {k: os.environ.pop(k, None) for k in KEYS}\n"
+     "    yield\n"
+     "    for k, v in saved.items():\n"
+     "        if v is not None:\n"
+     "            os.environ[k] = v\n"
+     "        else:\n"
+     "            os.environ.pop(k, None)\n", [7, 17]),
+    # monkeypatch restores what it set or deleted when the fixture ends
+    ('def env(monkeypatch):\n    monkeypatch.delenv("VLLM_A", raising=False)\n    yield\n',
+     [7, 12, 17, 22]),
+    ("def env(monkeypatch):\n    for name in KEYS:\n"
+     "        monkeypatch.delenv(name, raising=False)\n    yield\n", [7, 17]),
+    ('def env():\n    with pytest.MonkeyPatch.context() as mp:\n        mp.setenv("VLLM_B", "0")\n'
+     "        yield\n", [7, 16, 17]),
+    # the whole environment saved and put back
+    ("def env():\n    saved = dict(os.environ)\n    yield\n    os.environ.clear()\n"
+     "    os.environ.update(saved)\n", [7]),
+    # put back by name after the yield
+    ('def env():\n    yield\n    os.environ.pop("VLLM_B", None)\n', [7, 16, 17]),
+    # clearing alone restores nothing, nor does a monkeypatch the fixture does not own
+    ("def env():\n    yield\n    os.environ.clear()\n", EVERY_CHANGE),
+    ('def env(mp):\n    mp.delenv("VLLM_A", raising=False)\n    yield\n', EVERY_CHANGE),
+])
+def test_autouse_fixture_restores_the_variables_it_names(fixture: str, rows: list[int]) -> None:
+    assert [(row, col) for row, col, *_ in gpu008(restored(fixture)) if row < 25] == \
+        [(row, 1 if row == 7 else 9 if row == 22 else 5) for row in rows]
+    # not autouse, or restoring only when the module ends: every change is reported
+    for decorator in ("", '(autouse=True, scope="module")'):
+        assert [row for row, *_ in gpu008(restored(fixture, decorator)) if row < 25] == \
+            EVERY_CHANGE
+
+
+def test_autouse_fixture_of_a_class_covers_only_its_class() -> None:
+    source = """\
+        import os
+
+        import pytest
+
+
+        class TestOne:
+            @pytest.fixture(autouse=True)
+            def env(self, monkeypatch):
+                monkeypatch.delenv("VLLM_A", raising=False)
+
+            def test_in(self):
+                os.environ["VLLM_A"] = "1"
+
+
+        def test_out():
+            os.environ["VLLM_A"] = "1"
+        """
+    assert [(row, col) for row, col, *_ in gpu008(source)] == [(16, 5)]
+
+
+@pytest.mark.parametrize(("fixture", "rows"), [
+    # an autouse fixture that only removes variables puts back the default state each test
+    # of its reach starts from, in its setup or its teardown
+    ('@pytest.fixture(autouse=True)\ndef clean():\n    os.environ.pop("VLLM_A", None)\n'
+     '    del os.environ["VLLM_B"]\n    yield\n', []),
+    ('@pytest.fixture(autouse=True, scope="session")\ndef clean():\n'
+     '    os.environ.pop("VLLM_A", None)\n', []),
+    # any fixture that removes a variable after its yield undoes what the test leaked
+    ('@pytest.fixture\ndef clean():\n    yield\n    os.environ.pop("VLLM_A", None)\n', []),
+    # before the yield of a fixture only some tests request, the removal stays for the
+    # tests after them
+    ('@pytest.fixture\ndef clean():\n    os.environ.pop("VLLM_A", None)\n    yield\n', [(8, 5)]),
+    # a fixture that also sets a variable, or keeps the removed value, is not clearing
+    ('@pytest.fixture(autouse=True)\ndef clean():\n    os.environ.pop("VLLM_A", None)\n'
+     '    os.environ["VLLM_B"] = "1"\n', [(8, 5), (9, 5)]),
+    ('@pytest.fixture(autouse=True)\ndef clean():\n    os.environ.pop("VLLM_A", None)\n'
+     '    os.environ.setdefault("MY_APP", "1")\n', [(8, 5)]),
+    ('@pytest.fixture(autouse=True)\ndef clean():\n    os.environ.pop("VLLM_A", None)\n'
+     '    saved = os.environ.pop("MY_APP", None)\n', [(8, 5)]),
+    # `os.unsetenv` leaves `os.environ` as it was; a test's removal stays for later tests
+    ('@pytest.fixture(autouse=True)\ndef clean():\n    os.unsetenv("VLLM_A")\n', [(8, 5)]),
+    ('def test_x():\n    os.environ.pop("VLLM_A", None)\n', [(7, 5)]),
+])
+def test_fixture_clearing_a_leaked_variable(fixture: str, rows: list[tuple[int, int]]) -> None:
+    source = "import os\n\nimport pytest\n\n\n" + fixture
+    assert [(row, col) for row, col, *_ in gpu008(source)] == rows
