@@ -486,11 +486,20 @@ def test_a_warm_run_imports_only_what_the_cache_answer_needs(tmp_path: Path) -> 
         "test_a.py:5:11: GPU001 [*] Engine `LLM(...)` built outside `with vllm_runner(...)`",
         "Found 1 violation.", "[*] 1 fixable with the `--fix` option.", "exit 1"], runs[1].stderr
     assert "lint_gpu_tests.checker" in runs[0].stdout.splitlines()[-1]
-    assert runs[1].stdout.splitlines()[-1] == str([
-        "lint_gpu_tests.api", "lint_gpu_tests.cache", "lint_gpu_tests.cli",
-        "lint_gpu_tests.cli_options", "lint_gpu_tests.config", "lint_gpu_tests.conftest_index",
-        "lint_gpu_tests.discovery", "lint_gpu_tests.ftypes", "lint_gpu_tests.helper_index",
-        "lint_gpu_tests.output", "lint_gpu_tests.present", "lint_gpu_tests.run"])
+    assert runs[1].stdout.splitlines()[-1] == str(sorted([
+        "lint_gpu_tests.api",
+        "lint_gpu_tests.cache",
+        "lint_gpu_tests.cli",
+        "lint_gpu_tests.cli_options",
+        "lint_gpu_tests.config",
+        "lint_gpu_tests.conftest_index",
+        "lint_gpu_tests.discovery",
+        "lint_gpu_tests.ftypes",
+        "lint_gpu_tests.helper_index",
+        "lint_gpu_tests.output",
+        "lint_gpu_tests.present",
+        "lint_gpu_tests.run",
+    ]))
 
 
 def test_console_script_runs(tmp_path: Path) -> None:

@@ -66,7 +66,8 @@ def fixes(project: Path, **table: str) -> list[tuple[int, str, str, str]]:
 def test_a_context_manager_class_of_the_project_is_imported_and_entered(project: Path) -> None:
     (project / "tests" / "utils.py").write_text(CLASS_RUNNER)
     assert fixes(project, runner="tests.utils:managed_llm") == [
-        (9, "GPU001", "unsafe", WIDE), (14, "GPU001", "safe", "Wrap in `with managed_llm(...)`")]
+        (9, "GPU001", "safe", "Wrap in `with managed_llm(...)`"),
+        (14, "GPU001", "safe", "Wrap in `with managed_llm(...)`")]
     config = config_from_table({"runner": "tests.utils:managed_llm"}, "", root=str(project))
     result = check_paths([str(project / "tests")], config, cache=False, jobs=1)
     assert [v.message for v in result.violations if v.code == "GPU001"] == [
