@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from lint_gpu_tests import cli
+from lint_gpu_tests.interfaces import cli
 from lint_gpu_tests.prove import pipeline
 from lint_gpu_tests.prove.devices import visibility_variable
 from lint_gpu_tests.prove.session import run_session

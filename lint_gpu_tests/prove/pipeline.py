@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from lint_gpu_tests.api import ConfigResolver, RunOptions, RunResult, check_paths
-from lint_gpu_tests.cache import default_cache_dir
 from lint_gpu_tests.config import is_test_module
+from lint_gpu_tests.parsing.writer import atomic_write
 from lint_gpu_tests.prove.compare import ModuleResult, Status, judge
 from lint_gpu_tests.prove.devices import engine_devices, find_devices, visibility_variable
 from lint_gpu_tests.prove.diagnose import not_exercised
@@ -48,8 +48,8 @@ from lint_gpu_tests.prove.store import (
     recording_inputs,
     support_files,
 )
+from lint_gpu_tests.running.cache import default_cache_dir
 from lint_gpu_tests.runtime.recorder import RECORD_ENV
-from lint_gpu_tests.writer import atomic_write
 
 #: What a copy of the tree leaves out: version control, virtual environments, caches and
 #: build outputs (a folder holding ``pyvenv.cfg`` is a virtual environment too).

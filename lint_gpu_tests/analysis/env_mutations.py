@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from lint_gpu_tests.analysis import (
+from lint_gpu_tests.analysis.analysis import (
     FunctionInfo,
     FunctionKind,
     ModuleAnalysis,
@@ -23,9 +23,9 @@ from lint_gpu_tests.analysis import (
     local_names,
     module_constants,
 )
-from lint_gpu_tests.prefilter import ENVIRONMENT_CHANGE, changes_environment, names_variable
-from lint_gpu_tests.source import walk_breadth
-from lint_gpu_tests.syntax import (
+from lint_gpu_tests.parsing.prefilter import ENVIRONMENT_CHANGE, changes_environment, names_variable
+from lint_gpu_tests.parsing.source import walk_breadth
+from lint_gpu_tests.parsing.syntax import (
     fixture_decorator,
     is_main_guard,
     last_name,
@@ -64,7 +64,7 @@ ENVIRON_METHODS = {"update": False, "setdefault": False, "pop": True}
 #: ``os`` functions that change the C environment only.
 OS_FUNCTIONS = {"os.putenv": False, "os.unsetenv": True}
 _ALIASED = re.compile(rb"(?:[\s\\)]|#[^\n]*)*as(?![A-Za-z0-9_])")
-#: :data:`~lint_gpu_tests.prefilter.ENVIRONMENT_CHANGE` for the module's text.
+#: :data:`~lint_gpu_tests.parsing.prefilter.ENVIRONMENT_CHANGE` for the module's text.
 _CHANGE = re.compile(ENVIRONMENT_CHANGE.pattern.decode("ascii"))
 C_ENV_ONLY = ("`os.putenv`/`os.unsetenv` change only the environment of child processes, "
               "not `os.environ`; `monkeypatch` changes both")
@@ -452,8 +452,8 @@ def _patches_environ_before(module: ModuleAnalysis, func: FunctionInfo,
 
 def _change_lines(module: ModuleAnalysis) -> list[int] | None:
     """The lines (ascending) on which a change of the environment may start
-    (:data:`~lint_gpu_tests.prefilter.ENVIRONMENT_CHANGE`), or ``None`` (every line) when the
-    module imports ``environ`` or one of the functions under another name: then a change can
+    (:data:`~lint_gpu_tests.parsing.prefilter.ENVIRONMENT_CHANGE`), or ``None`` (every line) when
+    the module imports ``environ`` or one of the functions under another name: then a change can
     be spelt without them. Empty when the module cannot change the environment or writes no
     configured variable's name (its literal part, :func:`names_variable`): GPU008's first
     test, the same as the prefilter's."""

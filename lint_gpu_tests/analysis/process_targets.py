@@ -12,8 +12,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Mapping
 
-from lint_gpu_tests.source import walk_breadth, walk_nodes
-from lint_gpu_tests.syntax import last_name, lines_naming, spans_a_line
+from lint_gpu_tests.parsing.source import walk_breadth, walk_nodes
+from lint_gpu_tests.parsing.syntax import last_name, lines_naming, spans_a_line
 
 LAUNCH_METHODS = frozenset({"Process", "Pool", "submit", "map", "imap", "imap_unordered",
                             "starmap", "map_async", "starmap_async", "apply", "apply_async"})
@@ -31,7 +31,7 @@ def process_targets(tree: ast.Module, text: str, imports: Mapping[str, str],
         text: its source.
         imports: its imports, local name -> qualified name.
         qualified: what an expression refers to in its scope
-            (:meth:`lint_gpu_tests.analysis.ModuleAnalysis.qualified`).
+            (:meth:`lint_gpu_tests.analysis.analysis.ModuleAnalysis.qualified`).
         launchers: qualified names of the launching calls (config ``process-launchers``).
 
     Returns:

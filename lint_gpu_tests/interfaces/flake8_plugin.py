@@ -2,21 +2,21 @@
 
 Registered in ``pyproject.toml`` as the ``flake8.extension`` entry point ``GPU``, so
 ``flake8 --select GPU`` (or ``extend-select = GPU``) turns it on. flake8 hands the plugin the
-``ast`` tree it already parsed; the plugin runs :func:`lint_gpu_tests.checker.check_tree` on
-it. A file that does not parse never reaches plugins: that is flake8's ``E999``, so ``GPU900``
+``ast`` tree it already parsed; the plugin runs :func:`lint_gpu_tests.checking.checker.check_tree`
+on it. A file that does not parse never reaches plugins: that is flake8's ``E999``, so ``GPU900``
 is not reported here.
 
 Settings come from the ``[tool.gpu-test-lint]`` table the CLI reads, resolved per file as the
 CLI resolves them (:class:`~lint_gpu_tests.config.ConfigResolver`, cached per directory). A
 file that the config's ``exclude``/``extend-exclude`` (or the default excludes) skip gets no
 reports, as the CLI would not check it. ``# noqa`` is read by the engine's own
-:func:`~lint_gpu_tests.checker.parse_noqa`, the one the CLI uses (flake8 applies its own
+:func:`~lint_gpu_tests.checking.checker.parse_noqa`, the one the CLI uses (flake8 applies its own
 afterwards, which changes nothing for these codes); flake8's ``--disable-noqa`` turns both off.
 
 A baseline (``--gpu-baseline FILE`` in flake8's options or config, where flake8 anchors a
 path with a ``/`` at the config file: ``./gpu-baseline.json``; else the ``baseline`` of
 ``[tool.gpu-test-lint]``) leaves out the violations it records,
-matched as the CLI matches them (:mod:`lint_gpu_tests.baseline`); the plugin never writes it
+matched as the CLI matches them (:mod:`lint_gpu_tests.report.baseline`); the plugin never writes it
 (``gpu-test-lint check --update-baseline`` does).
 
 One code is the plugin's own: ``GPU999``, reported on line 1 when the file's config is invalid
@@ -34,14 +34,14 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lint_gpu_tests import __version__
-from lint_gpu_tests.checker import INTERNAL_ERROR_CODE, InternalError, check_tree
+from lint_gpu_tests.checking.checker import INTERNAL_ERROR_CODE, InternalError, check_tree
+from lint_gpu_tests.checking.conftest_index import ConftestIndex
 from lint_gpu_tests.config import Config, ConfigError, ConfigResolver
-from lint_gpu_tests.conftest_index import ConftestIndex
-from lint_gpu_tests.discovery import is_excluded
+from lint_gpu_tests.running.discovery import is_excluded
 
 if TYPE_CHECKING:
-    from lint_gpu_tests.baseline import BaselineEntry
     from lint_gpu_tests.ftypes import Violation
+    from lint_gpu_tests.report.baseline import BaselineEntry
 
 Flake8Result = tuple[int, int, str, type[Any]]
 
@@ -58,7 +58,7 @@ _BASELINES: dict[str, frozenset[BaselineEntry] | str] = {}
 def _baseline_entries(path: str) -> frozenset[BaselineEntry] | str:
     """The entries of the baseline file at ``path`` (read once a process), or an error."""
     if path not in _BASELINES:
-        from lint_gpu_tests.baseline import BaselineError, read_baseline
+        from lint_gpu_tests.report.baseline import BaselineError, read_baseline
 
         try:
             _BASELINES[path] = read_baseline(path)
@@ -156,7 +156,7 @@ class GpuTestLintPlugin:
                         ) -> list[Violation] | str:
         """The violations the baseline file ``baseline`` does not record (keyed on the lines
         flake8 read), or why it cannot be read."""
-        from lint_gpu_tests.baseline import baseline_entries
+        from lint_gpu_tests.report.baseline import baseline_entries
 
         entries = _baseline_entries(baseline)
         if isinstance(entries, str):

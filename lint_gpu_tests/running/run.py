@@ -2,14 +2,14 @@
 and each file's check (and fix).
 
 :func:`run_paths` is the pipeline behind :func:`lint_gpu_tests.api.check_paths`: it lists
-the files (:func:`~lint_gpu_tests.discovery.discover_files`), gives each the settings of its
+the files (:func:`~lint_gpu_tests.running.discovery.discover_files`), gives each the settings of its
 nearest config file, and hands them to a :class:`RunContext`, which holds everything the run
 keeps while it goes (the caches, the conftest index and memo, the prefilters, the files
 done and to do, the pool) and is thrown away with it: a second run in the same process
 starts from nothing but what the result cache keeps. Each file's bytes are read and
-hashed; the cache of its config (:mod:`lint_gpu_tests.cache`) answers for files it has seen
+hashed; the cache of its config (:mod:`lint_gpu_tests.running.cache`) answers for files it has seen
 with the same bytes and settings; a byte-level prefilter (:func:`may_hold_violation`,
-:mod:`lint_gpu_tests.prefilter`) settles the files that name nothing an enabled rule starts
+:mod:`lint_gpu_tests.parsing.prefilter`) settles the files that name nothing an enabled rule starts
 from, unparsed (so ``GPU900`` is reported for analysed files only); the rest are checked by
 :func:`check_one`, in worker processes when there are many of them. Fixing imports LibCST,
 and only for files that have something to fix.
@@ -27,21 +27,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-from lint_gpu_tests import conftest_index
-from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir, stat_key
+from lint_gpu_tests.checking import conftest_index
+from lint_gpu_tests.checking.conftest_index import ConftestIndex, conftest_engine_fixtures
 from lint_gpu_tests.config import Config, ConfigResolver
-from lint_gpu_tests.conftest_index import ConftestIndex, conftest_engine_fixtures
-from lint_gpu_tests.discovery import Discovery, Problem, discover_files, is_excluded
 from lint_gpu_tests.ftypes import ENGINE_HELPER, FileResult, Violation, wanted_fixes
+from lint_gpu_tests.running.cache import ResultCache, content_hash, default_cache_dir, stat_key
+from lint_gpu_tests.running.discovery import Discovery, Problem, discover_files, is_excluded
 
 if TYPE_CHECKING:  # edits and the internal error: imported where a run needs them
     from concurrent.futures import Future
 
-    from lint_gpu_tests.analysis import ModuleAnalysis
-    from lint_gpu_tests.checker import CheckResult
-    from lint_gpu_tests.edits import Edit
-    from lint_gpu_tests.fixloop import FixOutcome
-    from lint_gpu_tests.prefilter import Prefilter
+    from lint_gpu_tests.analysis.analysis import ModuleAnalysis
+    from lint_gpu_tests.checking.checker import CheckResult
+    from lint_gpu_tests.fixing.edits import Edit
+    from lint_gpu_tests.fixing.fixloop import FixOutcome
+    from lint_gpu_tests.parsing.prefilter import Prefilter
 
 __all__ = [
     "PARALLEL_THRESHOLD",
@@ -64,16 +64,16 @@ __all__ = [
 
 def check_source(source: bytes, path: str, config: Config,
                  conftests: ConftestIndex | None = None) -> list[Violation]:
-    """:func:`lint_gpu_tests.checker.check_source` (the checker is imported on first use: a
+    """:func:`lint_gpu_tests.checking.checker.check_source` (the checker is imported on first use: a
     run that the cache answers whole never loads it)."""
     return check_module(source, path, config, conftests).violations
 
 
 def check_module(source: bytes, path: str, config: Config,
                  conftests: ConftestIndex | None = None) -> CheckResult:
-    """:func:`lint_gpu_tests.checker.check_module`: the violations and the analysis their
+    """:func:`lint_gpu_tests.checking.checker.check_module`: the violations and the analysis their
     fixes' plans refer to (imported on first use, as :func:`check_source`)."""
-    from lint_gpu_tests.checker import check_module as check
+    from lint_gpu_tests.checking.checker import check_module as check
 
     return check(source, path, config, conftests)
 
@@ -82,9 +82,9 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
                violations: list[Violation] | None = None,
                analysis: ModuleAnalysis | None = None,
                conftests: ConftestIndex | None = None) -> FixOutcome:
-    """:func:`lint_gpu_tests.fixloop.fix_source` (imported on first use, as
+    """:func:`lint_gpu_tests.fixing.fixloop.fix_source` (imported on first use, as
     :func:`check_source`)."""
-    from lint_gpu_tests.fixloop import fix_source as fix
+    from lint_gpu_tests.fixing.fixloop import fix_source as fix
 
     return fix(source, path, config, unsafe=unsafe, violations=violations, analysis=analysis,
                conftests=conftests)
@@ -168,7 +168,7 @@ def may_hold_violation(source: bytes, path: str, config: Config,
                        conftests: ConftestIndex | None = None) -> bool:
     """Return False only when no rule ``config`` enables for ``path`` can report on
     ``source`` (the file's raw bytes): it names nothing those rules start from (see
-    :mod:`lint_gpu_tests.prefilter`; engine fixtures from the conftests of ``path`` count).
+    :mod:`lint_gpu_tests.parsing.prefilter`; engine fixtures from the conftests of ``path`` count).
     Such a file is not parsed at all, so a syntax error in it is not reported (``GPU900``
     is for files that are analysed). ``memo`` and ``conftests`` as for :func:`file_digest`.
 
@@ -181,7 +181,7 @@ def may_hold_violation(source: bytes, path: str, config: Config,
 def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
                conftests: ConftestIndex | None,
                filters: dict[tuple[str, int], Prefilter] | None = None) -> Prefilter:
-    """The :class:`~lint_gpu_tests.prefilter.Prefilter` of ``path`` under ``config``;
+    """The :class:`~lint_gpu_tests.parsing.prefilter.Prefilter` of ``path`` under ``config``;
     ``filters`` keeps them for one run, per directory and config (``per-file-ignores``
     aside, every file of a directory but its ``conftest.py`` gets the same)."""
     directory, name = os.path.split(path)
@@ -189,10 +189,10 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
     kept = filters if not config.per_file_ignores else None
     if kept is not None and (known := kept.get(key)) is not None:
         return known
-    from lint_gpu_tests.analysis import RUNNER_CLASS
-    from lint_gpu_tests.checker import per_file_ignored_codes
+    from lint_gpu_tests.analysis.analysis import RUNNER_CLASS
+    from lint_gpu_tests.checking.checker import per_file_ignored_codes
     from lint_gpu_tests.ftypes import Trigger
-    from lint_gpu_tests.prefilter import enabled_rule_codes, prefilter_for
+    from lint_gpu_tests.parsing.prefilter import enabled_rule_codes, prefilter_for
     from lint_gpu_tests.rules import triggers_of
 
     triggers = triggers_of(enabled_rule_codes(config, per_file_ignored_codes(path, config)))
@@ -218,13 +218,13 @@ def file_digest(path: str, source: bytes, config: Config,
     """Cache key of a file's results: its bytes plus the conftest engine fixtures it may
     receive (a conftest change can change a test module's violations); ``memo`` and
     ``conftests`` (the run's index) as for
-    :func:`~lint_gpu_tests.conftest_index.conftest_engine_fixtures`."""
+    :func:`~lint_gpu_tests.checking.conftest_index.conftest_engine_fixtures`."""
     return _digest(source, _joined(conftest_engine_fixtures(path, config, memo, conftests)))
 
 
 def _joined(fixtures: frozenset[str]) -> str:
     """Conftest engine fixtures as one string: what :func:`file_digest` adds to the bytes,
-    and :func:`~lint_gpu_tests.cache.stat_key` to the file's status. The entries of the
+    and :func:`~lint_gpu_tests.running.cache.stat_key` to the file's status. The entries of the
     tree's engine helpers (many, and long) count by their hash."""
 
     helpers = sorted(n for n in fixtures if n.startswith(ENGINE_HELPER))
@@ -247,9 +247,9 @@ def _check_bytes(source: bytes, path: str, config: Config, prefilter: bool) -> l
 def _checked_bytes(source: bytes, path: str, config: Config, prefilter: bool,
                    conftests: ConftestIndex) -> CheckResult:
     """:func:`_check_bytes`, with the analysis the violations were found on
-    (:func:`lint_gpu_tests.checker.check_module`), the conftests known to ``conftests``."""
+    (:func:`lint_gpu_tests.checking.checker.check_module`), the conftests known to ``conftests``."""
     if prefilter and not may_hold_violation(source, path, config, conftests=conftests):
-        from lint_gpu_tests.checker import CheckResult
+        from lint_gpu_tests.checking.checker import CheckResult
 
         return CheckResult()
     return check_module(source, path, config, conftests)
@@ -277,7 +277,7 @@ class RunResult:
     @property
     def edits(self) -> dict[Violation, tuple[Edit, ...]]:
         """With ``edits=True``, the edits of each fixable violation's fix, from every
-        file's :attr:`FileResult.edits` (see :func:`~lint_gpu_tests.edits.fix_edits`)."""
+        file's :attr:`FileResult.edits` (see :func:`~lint_gpu_tests.fixing.edits.fix_edits`)."""
         return {v: e for result in self.files for v, e in result.edits.items()}
 
     @property
@@ -317,7 +317,7 @@ class _Outcome(NamedTuple):
 
 
 def _error_text(path: str, exc: BaseException, verbose: bool) -> str:
-    from lint_gpu_tests.source import InternalError
+    from lint_gpu_tests.parsing.source import InternalError
 
     text = str(exc) if isinstance(exc, InternalError) else f"{type(exc).__name__}: {exc}"
     if verbose:
@@ -398,11 +398,11 @@ def _fix(path: str, source: bytes, digest: str | None, checked: CheckResult,
     if outcome.new_source is None:
         return _Outcome(result, digest, outcome.remaining if outcome.error is None else None)
     if mode.diff:
-        from lint_gpu_tests.edits import unified_diff
+        from lint_gpu_tests.fixing.edits import unified_diff
 
         return _Outcome(result, digest, violations,
                         diff=unified_diff(path, source, outcome.new_source))
-    from lint_gpu_tests.writer import atomic_write  # tempfile & co: only runs that write
+    from lint_gpu_tests.parsing.writer import atomic_write  # tempfile & co: only runs that write
 
     try:
         atomic_write(path, outcome.new_source)
@@ -451,7 +451,7 @@ def _edits(source: bytes, path: str, config: Config, unsafe: bool,
         # Edits belong to fixes that were applied; a violation that only disappeared with
         # them (no fix of its own) carries none.
         owners = [v for v in outcome.fixed if v.fix is not None] or outcome.fixed
-        from lint_gpu_tests.edits import assign_edits, pass_edits
+        from lint_gpu_tests.fixing.edits import assign_edits, pass_edits
 
         return assign_edits(owners, *pass_edits(outcome.passes))
     except (KeyboardInterrupt, SystemExit):
@@ -589,7 +589,7 @@ class RunContext:
     settings of each file, the result caches, the conftest index and memo, the prefilters,
     the files settled and still to check, and the worker pool once there is one.
 
-    The conftest index (:class:`~lint_gpu_tests.conftest_index.ConftestIndex`) is built
+    The conftest index (:class:`~lint_gpu_tests.checking.conftest_index.ConftestIndex`) is built
     for every directory before the first file is checked; the checks read it, and workers
     forked for the run inherit it.
     """

@@ -33,10 +33,10 @@ from lint_gpu_tests.api import (
     apply_run_baselines,
     check_buffer,
 )
-from lint_gpu_tests.checker import add_noqa
+from lint_gpu_tests.checking.checker import add_noqa
 from lint_gpu_tests.codes import PARSE_ERROR_CODE
 from lint_gpu_tests.ftypes import Applicability
-from lint_gpu_tests.output import rule_url
+from lint_gpu_tests.report.output import rule_url
 
 __all__ = ["DEBOUNCE_SECONDS", "SOURCE", "GpuTestLintServer", "serve"]
 

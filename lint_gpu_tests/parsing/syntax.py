@@ -10,7 +10,7 @@ import bisect
 import re
 from collections.abc import Iterator
 
-from lint_gpu_tests.source import first_line, walk_breadth
+from lint_gpu_tests.parsing.source import first_line, walk_breadth
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 """A function definition, plain or ``async``."""

@@ -2,8 +2,8 @@
 they are parsed into (:func:`parse_check`): the settings' selection (a
 :class:`~lint_gpu_tests.config.ConfigResolver`), the mode (stdin, ``--add-noqa``,
 ``--show-files``, ``--show-settings``, the leak report), the run's
-:class:`~lint_gpu_tests.run.RunOptions` and the report's
-:class:`~lint_gpu_tests.present.PresentOptions`. Also :func:`fail`, the command line's usage
+:class:`~lint_gpu_tests.running.run.RunOptions` and the report's
+:class:`~lint_gpu_tests.report.present.PresentOptions`. Also :func:`fail`, the command line's usage
 error.
 """
 
@@ -23,12 +23,12 @@ from lint_gpu_tests.config import (
     ConfigResolver,
     command_line_overrides,
 )
-from lint_gpu_tests.output import OutputFormat
-from lint_gpu_tests.present import PresentOptions
-from lint_gpu_tests.run import RunOptions
+from lint_gpu_tests.report.output import OutputFormat
+from lint_gpu_tests.report.present import PresentOptions
+from lint_gpu_tests.running.run import RunOptions
 
 if TYPE_CHECKING:
-    from lint_gpu_tests.baseline import BaselineUpdate
+    from lint_gpu_tests.report.baseline import BaselineUpdate
 
 __all__ = ["CheckArgs", "Mode", "Selection", "check_options", "fail", "parse_check"]
 
@@ -233,7 +233,7 @@ def _baseline_update(mode: Mode) -> BaselineUpdate | None:
     baseline module is not imported for that)."""
     if not (mode.ratchet or mode.update_baseline):
         return None
-    from lint_gpu_tests.baseline import BaselineUpdate
+    from lint_gpu_tests.report.baseline import BaselineUpdate
 
     return BaselineUpdate.RATCHET if mode.ratchet else BaselineUpdate.WRITE
 

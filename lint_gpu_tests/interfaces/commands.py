@@ -1,5 +1,5 @@
-"""The commands of ``gpu-test-lint`` besides ``check`` (:mod:`lint_gpu_tests.cli` adds them
-to its group): ``rule CODE``, ``rules``, ``prove`` and ``server``.
+"""The commands of ``gpu-test-lint`` besides ``check`` (:mod:`lint_gpu_tests.interfaces.cli` adds
+them to its group): ``rule CODE``, ``rules``, ``prove`` and ``server``.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import sys
 
 import click
 
-from lint_gpu_tests.cli_options import fail
 from lint_gpu_tests.config import FIX_STRATEGIES, TARGETS, ConfigError
+from lint_gpu_tests.interfaces.cli_options import fail
 
 __all__ = ["prove_command", "rule_command", "rules_command", "server_command"]
 
@@ -21,7 +21,7 @@ __all__ = ["prove_command", "rule_command", "rules_command", "server_command"]
               help="Explain every rule, and the codes that are not rules (GPU900, GPU999).")
 def rule_command(code: str | None, show_all: bool) -> None:
     """Explain rule CODE (What it does, Why is this bad?, Example, Use instead, ...)."""
-    from lint_gpu_tests.docs import PSEUDO_RULES, pseudo_rule, render_rule
+    from lint_gpu_tests.report.docs import PSEUDO_RULES, pseudo_rule, render_rule
     from lint_gpu_tests.rules import ALL_RULES, rule_by_code
 
     if show_all:
@@ -44,7 +44,7 @@ def rule_command(code: str | None, show_all: bool) -> None:
               show_default=True, help="`markdown` prints docs/rules.md.")
 def rules_command(fmt: str) -> None:
     """List every rule: code, name, whether it has a fix, summary."""
-    from lint_gpu_tests.docs import render_rules_markdown, render_rules_table
+    from lint_gpu_tests.report.docs import render_rules_markdown, render_rules_table
 
     click.echo(render_rules_table() if fmt == "table" else render_rules_markdown(), nl=False)
 
@@ -156,7 +156,7 @@ def server_command() -> None:
     Needs pygls: pip install 'gpu-test-lint[server]'.
     """
     try:
-        from lint_gpu_tests.server import serve
+        from lint_gpu_tests.interfaces.server import serve
     except ImportError as exc:
         missing = (exc.name or "").split(".")[0]
         if missing not in ("pygls", "lsprotocol"):

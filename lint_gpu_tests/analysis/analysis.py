@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+from lint_gpu_tests.analysis.process_targets import process_targets
+from lint_gpu_tests.analysis.scopes import ScopeIndex
 from lint_gpu_tests.config import REEXPORTS, Config, is_test_module
 from lint_gpu_tests.ftypes import ENGINE_HELPER
-from lint_gpu_tests.process_targets import process_targets
-from lint_gpu_tests.scopes import ScopeIndex
-from lint_gpu_tests.source import (
+from lint_gpu_tests.parsing.source import (
     TopLevel,
     child_fields,
     parent_index,
@@ -33,7 +33,7 @@ from lint_gpu_tests.source import (
     walk_breadth,
     walk_nodes,
 )
-from lint_gpu_tests.syntax import (
+from lint_gpu_tests.parsing.syntax import (
     FunctionNode,
     dotted_name,
     fixture_decorator,
@@ -267,7 +267,7 @@ class ModuleAnalysis:
     local_shadowed: set[str] = field(default_factory=set)
     parents: dict[int, ast.AST] = field(default_factory=dict)
     #: The meaning of names in the scopes that rebind an import (see
-    #: :class:`~lint_gpu_tests.scopes.ScopeIndex`); ``None`` until the module is analysed.
+    #: :class:`~lint_gpu_tests.analysis.scopes.ScopeIndex`); ``None`` until the module is analysed.
     scopes: ScopeIndex | None = None
 
     # ------------------------------------------------------------------ building
@@ -278,7 +278,7 @@ class ModuleAnalysis:
         """Analyse ``tree`` (parsed from ``text``) for ``path`` under ``config``.
 
         ``conftest_fixtures`` names engine fixtures defined in the conftests pytest loads for
-        this module (see :mod:`lint_gpu_tests.conftest_index`); a fixture of the same name
+        this module (see :mod:`lint_gpu_tests.checking.conftest_index`); a fixture of the same name
         in the module itself overrides them, as in pytest. Its :data:`ENGINE_HELPER`
         entries are the engine helpers of other modules of the tree. ``summarise``: analyse
         a module that is not a test module too (for :func:`engine_helpers`).
@@ -302,7 +302,7 @@ class ModuleAnalysis:
     @property
     def conftest_entries(self) -> frozenset[str]:
         """What the conftests pytest loads for this module hold, as their index names it
-        (:mod:`lint_gpu_tests.conftest_index`): engine fixtures, and the entries marked
+        (:mod:`lint_gpu_tests.checking.conftest_index`): engine fixtures, and the entries marked
         :data:`OWN_RUNNER_FIXTURE`, :data:`RUNNER_CLASS`, :data:`ENV_READ`."""
         return self._conftest_fixtures
 
@@ -461,8 +461,8 @@ class ModuleAnalysis:
 
     def _mark_process_targets(self) -> None:
         """Mark the functions that run as their own process as isolated (see
-        :func:`lint_gpu_tests.process_targets.process_targets`). A test that pytest collects
-        from a test file also runs in pytest's own process, so it is left as it is."""
+        :func:`lint_gpu_tests.analysis.process_targets.process_targets`). A test that pytest
+        collects from a test file also runs in pytest's own process, so it is left as it is."""
         targets = process_targets(self.tree, self.text, self.imports, self.qualified,
                                   frozenset(self.config.process_launchers))
         if not targets:
@@ -1288,7 +1288,7 @@ def _environment_reads(module: ModuleAnalysis) -> dict[str, list[ast.AST]]:
 
 def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
     """The summary of ``module``'s engine helpers for other modules of its tree
-    (:mod:`lint_gpu_tests.helper_index`): ``f|name|line|share`` for each module-level
+    (:mod:`lint_gpu_tests.checking.helper_index`): ``f|name|line|share`` for each module-level
     function that builds an engine and returns it (:attr:`ModuleAnalysis.engine_factories`;
     share: the engine's literal ``gpu_memory_utilization``, ``default`` when it passes
     none, else empty), ``c|name|line|attr,...`` for each module-level class whose methods

@@ -9,7 +9,7 @@ marker is asked again whenever a directory's modification time changes (a proces
 twice sees a conftest added in between).
 
 What a run learns of the conftests lives in its :class:`ConftestIndex` (the run's context
-owns it, :class:`lint_gpu_tests.run.RunContext`; a check without a run makes one for
+owns it, :class:`lint_gpu_tests.running.run.RunContext`; a check without a run makes one for
 itself): each conftest is read once per index (memoised by its path, size and modification
 time) and parsed only when its content is new: the names found are kept by the BLAKE2b hash
 of its bytes, and the result cache persists that index (:meth:`ConftestIndex.remember` loads
@@ -26,8 +26,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from lint_gpu_tests.config import ROOT_MARKERS, Config
-from lint_gpu_tests.helper_index import (
+from lint_gpu_tests.checking.helper_index import (
     STATUS_KEY,
     Summary,
     TreeHelpers,
@@ -36,9 +35,10 @@ from lint_gpu_tests.helper_index import (
     summarise,
     tree_root,
 )
+from lint_gpu_tests.config import ROOT_MARKERS, Config
 
 if TYPE_CHECKING:
-    from lint_gpu_tests.analysis import ModuleAnalysis
+    from lint_gpu_tests.analysis.analysis import ModuleAnalysis
 
 MAX_ANALYSED = 64
 """Most analyses of conftests an index keeps for :meth:`ConftestIndex.analysed`."""
@@ -156,9 +156,10 @@ class ConftestIndex:
         #: Absolute path of a conftest -> (its bytes, the config, the analysis) built to
         #: index it, for :meth:`analysed` (at most :data:`MAX_ANALYSED`).
         self._analysed: dict[str, tuple[bytes, Config, ModuleAnalysis]] = {}
-        #: (tree root, config) -> its engine helpers (:mod:`lint_gpu_tests.helper_index`).
+        #: (tree root, config) -> its engine helpers (:mod:`lint_gpu_tests.checking.helper_index`).
         self._trees: dict[tuple[str, Config], TreeHelpers] = {}
-        #: Directory -> the root of its tree (:func:`~lint_gpu_tests.helper_index.tree_root`).
+        #: Directory -> the root of its tree
+        # (:func:`~lint_gpu_tests.checking.helper_index.tree_root`).
         self._roots: dict[str, str] = {}
         #: (path, size, modification time in ns, config) -> that file's helper summary.
         self._summaries: dict[tuple[str, int, int, Config], Summary] = {}
@@ -167,7 +168,7 @@ class ConftestIndex:
                         ) -> frozenset[str]:
         """:func:`conftest_engine_fixtures`, with what this index knows; with the engine
         helpers of the module's tree that it may import
-        (:meth:`~lint_gpu_tests.helper_index.TreeHelpers.entries`)."""
+        (:meth:`~lint_gpu_tests.checking.helper_index.TreeHelpers.entries`)."""
         if memo is not None and os.path.basename(path) != "conftest.py":
             key = (os.path.join(os.path.dirname(path), ""), id(config))
             known = memo.get(key)
@@ -207,7 +208,7 @@ class ConftestIndex:
     def tree_summary(self, path: str, size: int, mtime_ns: int, config: Config,
                      now_ns: int) -> Summary:
         """The helper summary of one version of the file at ``path``
-        (:func:`~lint_gpu_tests.helper_index.summarise`): known by its status or its
+        (:func:`~lint_gpu_tests.checking.helper_index.summarise`): known by its status or its
         content, else read and summarised. Only a file that had to be parsed is kept by its
         status and content (one that names no engine is settled by its bytes alone)."""
         key = (path, size, mtime_ns, config)
@@ -240,7 +241,7 @@ class ConftestIndex:
 
     def recall(self, config: Config, key: str) -> frozenset[str] | None:
         """What this index knows under ``key`` for ``config`` (a conftest's content hash, or
-        a key of :mod:`lint_gpu_tests.helper_index`), else ``None``."""
+        a key of :mod:`lint_gpu_tests.checking.helper_index`), else ``None``."""
         return self._known.get((config, key))
 
     def keep(self, config: Config, key: str, names: frozenset[str]) -> None:
@@ -341,15 +342,15 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
                     ) -> frozenset[str]:
     """The engine fixtures the conftest at ``conftest`` (bytes ``source``) defines; its
     analysis is kept in ``index`` where its own check can take it."""
-    from lint_gpu_tests.analysis import (
+    from lint_gpu_tests.analysis.analysis import (
         ENV_READ,
         OWN_RUNNER_FIXTURE,
         RUNNER_CLASS,
         ModuleAnalysis,
         environment_reads,
     )
-    from lint_gpu_tests.prefilter import engine_prefilter
-    from lint_gpu_tests.source import parse_source
+    from lint_gpu_tests.parsing.prefilter import engine_prefilter
+    from lint_gpu_tests.parsing.source import parse_source
 
     if not engine_prefilter(config).admits(source) and b"environ" not in source and \
             b"getenv" not in source:

@@ -11,7 +11,7 @@ import ast
 import re
 from dataclasses import dataclass, field
 
-from lint_gpu_tests.source import first_line, physical_lines
+from lint_gpu_tests.parsing.source import first_line, physical_lines
 
 NOQA_RE = re.compile(r"#[ \t]*noqa(?::[\s]?(?P<codes>([A-Z]+[0-9]+(?:[,\s]+)?)+))?", re.IGNORECASE)
 """An inline ``# noqa`` as flake8 spells it (``flake8.defaults.NOQA_INLINE_REGEXP``); ``#noqa``

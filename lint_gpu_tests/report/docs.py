@@ -5,8 +5,8 @@
 README's table of rules (between :data:`README_START` and :data:`README_END`) is
 :func:`render_readme_rules`, regenerated with::
 
-    python -m lint_gpu_tests.docs > docs/rules.md
-    python -m lint_gpu_tests.docs --readme README.md
+    python -m lint_gpu_tests.report.docs > docs/rules.md
+    python -m lint_gpu_tests.report.docs --readme README.md
 
 and a test fails when a committed file differs from what this module renders.
 """
@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from lint_gpu_tests.rule import Example, Rule
 
 GENERATED_NOTE = (
-    "<!-- Generated from the rule classes by `python -m lint_gpu_tests.docs > docs/rules.md`; "
+    "<!-- Generated from the rule classes by `python -m lint_gpu_tests.report.docs > "
+    "docs/rules.md`; "
     "do not edit by hand. -->"
 )
 
@@ -132,7 +133,7 @@ PSEUDO_RULES: dict[str, tuple[str, str]] = {
                "`GPU900`: a file whose bytes name nothing an enabled rule starts from (an "
                "engine class, a runner, an engine fixture of its conftests, a change of "
                "`os.environ` in a file that names a configured variable such as `VLLM_...`; "
-               "see `lint_gpu_tests/prefilter.py`) is not parsed, as ruff's `E9` "
+               "see `lint_gpu_tests/parsing/prefilter.py`) is not parsed, as ruff's `E9` "
                "and flake8's `E999` already report syntax errors. With `--select GPU900` "
                "alone, the files every rule would analyse are parsed. The flake8 plugin leaves "
                "this to flake8's own `E999`."),
@@ -157,7 +158,8 @@ def pseudo_rule(code: str, *, level: int = 1) -> str:
 
 
 README_START = ("<!-- The table of rules is generated from the rule classes by "
-                "`python -m lint_gpu_tests.docs --readme README.md`; do not edit it by hand. -->")
+                "`python -m lint_gpu_tests.report.docs --readme README.md`; do not edit it by "
+                "hand. -->")
 README_END = "<!-- End of the generated table of rules. -->"
 
 
@@ -191,7 +193,7 @@ def update_readme(text: str, rules: Sequence[type[Rule]] | None = None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print ``docs/rules.md`` to stdout (``python -m lint_gpu_tests.docs``), or, with
+    """Print ``docs/rules.md`` to stdout (``python -m lint_gpu_tests.report.docs``), or, with
     ``--readme PATH``, rewrite the table of rules in the README at ``PATH``
     (:func:`update_readme`)."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -202,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             handle.write(update_readme(text))
         return 0
     if args:
-        sys.stderr.write("usage: python -m lint_gpu_tests.docs [--readme README.md]\n")
+        sys.stderr.write("usage: python -m lint_gpu_tests.report.docs [--readme README.md]\n")
         return 2
     sys.stdout.write(render_rules_markdown())
     return 0

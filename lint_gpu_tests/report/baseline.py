@@ -2,7 +2,7 @@
 
 A baseline file (``check --baseline FILE``, ``baseline`` in ``[tool.gpu-test-lint]``, the
 flake8 plugin's ``--gpu-baseline``) lists violations by file, code and fingerprint. The
-fingerprint is :func:`lint_gpu_tests.output.fingerprint` (the one SARIF's
+fingerprint is :func:`lint_gpu_tests.report.output.fingerprint` (the one SARIF's
 ``primaryLocationLineHash`` uses) over every line the violation spans, without whitespace,
 with an occurrence index for repeats of one statement in a file: an entry survives lines
 moving and edits elsewhere in the file, and goes stale when its statement changes. Paths are
@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 
 from lint_gpu_tests.config import Config, ConfigResolver, baselines_in_force
 from lint_gpu_tests.ftypes import Violation
-from lint_gpu_tests.output import fingerprint, source_lines
-from lint_gpu_tests.run import RunResult
+from lint_gpu_tests.report.output import fingerprint, source_lines
+from lint_gpu_tests.running.run import RunResult
 
 FORMAT_KEY = "gpu-test-lint-baseline"
 """The key whose value is the version of a baseline file's format."""
@@ -74,7 +74,7 @@ class BaselineEntry:
     Attributes:
         path: the file, relative to the baseline file's directory, ``/``-separated.
         code: the rule code (``GPU001``).
-        fingerprint: ``hash:occurrence`` (:func:`lint_gpu_tests.output.fingerprint`, every
+        fingerprint: ``hash:occurrence`` (:func:`lint_gpu_tests.report.output.fingerprint`, every
             line of the statement).
         statement: the first line of the statement, stripped, for the reader; it takes no
             part in comparisons.
@@ -163,7 +163,7 @@ def write_baseline(path: str, entries: Iterable[BaselineEntry]) -> bool:
                 return False
     except OSError:
         pass
-    from lint_gpu_tests.writer import atomic_write
+    from lint_gpu_tests.parsing.writer import atomic_write
 
     atomic_write(path, data)
     return True

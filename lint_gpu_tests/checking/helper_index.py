@@ -8,7 +8,7 @@ setup_engine`` in ``tests/utils/__init__.py``) owns that engine. What the checke
 the other module is a summary, computed once per tree and kept by content:
 
 * ``f``: a module-level function that builds an engine and returns it
-  (:attr:`~lint_gpu_tests.analysis.ModuleAnalysis.engine_factories`), with the engine's
+  (:attr:`~lint_gpu_tests.analysis.analysis.ModuleAnalysis.engine_factories`), with the engine's
   ``gpu_memory_utilization`` where the helper writes it as a literal;
 * ``c``: a class whose methods store an engine on an attribute of ``self``
   (``self.llm = LLM(...)``), with those attributes.
@@ -51,7 +51,7 @@ SKIPPED_DIRECTORIES = frozenset({"__pycache__", "node_modules", "site-packages",
 MAX_TREE_FILES = 20000
 MAX_LEVELS = 32
 RACY_NS = 3_000_000_000
-"""As :data:`lint_gpu_tests.conftest_index.RACY_NS`: a file modified this recently is not
+"""As :data:`lint_gpu_tests.checking.conftest_index.RACY_NS`: a file modified this recently is not
 kept by its status."""
 
 #: A top-level ``from X import a, b as c`` (one line, or parenthesised), read in bytes.
@@ -68,7 +68,7 @@ Summary = tuple[str, ...]
 
 class SummaryStore(Protocol):
     """What :func:`build_tree` asks of the index it builds for
-    (:class:`~lint_gpu_tests.conftest_index.ConftestIndex`)."""
+    (:class:`~lint_gpu_tests.checking.conftest_index.ConftestIndex`)."""
 
     def recall(self, config: Config, key: str) -> frozenset[str] | None:
         """What is known under ``key``, else ``None``."""
@@ -259,7 +259,7 @@ def may_define_helpers(source: bytes, config: Config) -> bool:
     """Whether the module with the bytes ``source`` may define an engine helper: it names
     an engine class and defines a class or a function not named ``test...`` at its top
     level."""
-    from lint_gpu_tests.prefilter import Prefilter
+    from lint_gpu_tests.parsing.prefilter import Prefilter
 
     words = tuple(sorted({c.rsplit(".", 1)[-1].encode() for c in config.engine_classes}))
     return DEFINITION.search(source) is not None and Prefilter(words, False).admits(source)
@@ -267,9 +267,9 @@ def may_define_helpers(source: bytes, config: Config) -> bool:
 
 def summarise(source: bytes, path: str, config: Config) -> Summary:
     """The summary of the module at ``path`` (its bytes ``source``): its engine helpers
-    (:func:`~lint_gpu_tests.analysis.engine_helpers`); empty when it does not parse."""
-    from lint_gpu_tests.analysis import ModuleAnalysis, engine_helpers
-    from lint_gpu_tests.source import parse_source
+    (:func:`~lint_gpu_tests.analysis.analysis.engine_helpers`); empty when it does not parse."""
+    from lint_gpu_tests.analysis.analysis import ModuleAnalysis, engine_helpers
+    from lint_gpu_tests.parsing.source import parse_source
 
     tree, text, error = parse_source(source, path)
     if error is not None or tree is None:

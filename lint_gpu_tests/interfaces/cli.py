@@ -6,9 +6,9 @@ ruff's: 0 nothing left to report, 1 violations left (or fixed, with
 ``--exit-non-zero-on-fix``; or a non-empty ``--diff``), 2 a usage, configuration or internal
 error. Errors are one ``error: ...`` line on stderr; tracebacks only with ``--verbose``.
 
-``check`` parses its options into option dataclasses (:mod:`lint_gpu_tests.cli_options`),
-runs the library, and writes what :func:`lint_gpu_tests.present.present` makes of the
-result; the other commands are in :mod:`lint_gpu_tests.commands`.
+``check`` parses its options into option dataclasses (:mod:`lint_gpu_tests.interfaces.cli_options`),
+runs the library, and writes what :func:`lint_gpu_tests.report.present.present` makes of the
+result; the other commands are in :mod:`lint_gpu_tests.interfaces.commands`.
 """
 
 from __future__ import annotations
@@ -22,17 +22,17 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from lint_gpu_tests import __version__
-from lint_gpu_tests.cli_options import CheckArgs, check_options, fail, parse_check
 from lint_gpu_tests.config import ConfigError
-from lint_gpu_tests.present import Presentation, ProgressBar, present
+from lint_gpu_tests.interfaces.cli_options import CheckArgs, check_options, fail, parse_check
+from lint_gpu_tests.report.present import Presentation, ProgressBar, present
 
 if TYPE_CHECKING:
     from lint_gpu_tests.config import ConfigResolver
-    from lint_gpu_tests.run import RunResult
+    from lint_gpu_tests.running.run import RunResult
 
 
-#: The commands of :mod:`lint_gpu_tests.commands` by name, imported when one is asked for (or
-#: the help lists them): ``check`` runs without them.
+#: The commands of :mod:`lint_gpu_tests.interfaces.commands` by name, imported when one is asked for
+# (or  the help lists them): ``check`` runs without them.
 LAZY_COMMANDS = {"rule": "rule_command", "rules": "rules_command", "prove": "prove_command",
                  "server": "server_command"}
 
@@ -50,7 +50,7 @@ class DefaultCommandGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         """The command ``cmd_name``, one of :data:`LAZY_COMMANDS` imported now."""
         if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
-            from lint_gpu_tests import commands
+            from lint_gpu_tests.interfaces import commands
 
             self.add_command(getattr(commands, LAZY_COMMANDS[cmd_name]), cmd_name)
         return super().get_command(ctx, cmd_name)
@@ -93,7 +93,7 @@ def check_command(paths: tuple[str, ...], **params: Any) -> None:
     mode = args.mode
     try:
         if mode.leak_report is not None and not (mode.shows or mode.add_noqa):
-            from lint_gpu_tests.leaks import load_leak_report
+            from lint_gpu_tests.running.leaks import load_leak_report
 
             args = replace(args, report=replace(args.report,
                                                 leaks=load_leak_report(mode.leak_report)))
@@ -127,9 +127,9 @@ def _user_errors() -> tuple[type[Exception], ...]:
     """The errors ``check`` reports as one ``error:`` line with exit 2 (a bad baseline,
     config, leak report or path), imported when one is raised: a run that raises none
     imports neither baselines nor leak reports."""
-    from lint_gpu_tests.baseline import BaselineError
-    from lint_gpu_tests.discovery import PathNotFoundError
-    from lint_gpu_tests.leaks import LeakReportError
+    from lint_gpu_tests.report.baseline import BaselineError
+    from lint_gpu_tests.running.discovery import PathNotFoundError
+    from lint_gpu_tests.running.leaks import LeakReportError
 
     return (BaselineError, ConfigError, LeakReportError, PathNotFoundError)
 
@@ -168,7 +168,7 @@ def _show(args: CheckArgs, config: ConfigResolver) -> int:
     """``--show-files`` / ``--show-settings``: what a run over the paths would check, and
     with which settings."""
     from lint_gpu_tests.api import discover_files, file_notes
-    from lint_gpu_tests.present import present_files, present_settings
+    from lint_gpu_tests.report.present import present_files, present_settings
 
     found = discover_files(args.paths, config, respect_gitignore=args.run.respect_gitignore,
                            force_exclude=args.run.force_exclude)
@@ -180,7 +180,7 @@ def _show(args: CheckArgs, config: ConfigResolver) -> int:
 def _add_noqa(args: CheckArgs, config: ConfigResolver) -> int:
     """``--add-noqa``: suppress every violation found with a ``# noqa: CODE`` comment."""
     from lint_gpu_tests.api import add_noqa_to_files, check_paths
-    from lint_gpu_tests.present import present_add_noqa
+    from lint_gpu_tests.report.present import present_add_noqa
 
     # A plain check (no fix, diff nor edits; --add-noqa refuses --fix and --diff) whose
     # failures are reported without their tracebacks.

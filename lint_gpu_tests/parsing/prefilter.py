@@ -10,17 +10,17 @@ of the enabled rules. What the two kinds of trigger mean, from the rules in
 :mod:`lint_gpu_tests.rules`:
 
 * ``Trigger.ENGINE`` (GPU001-GPU007): they all start from an engine or a runner
-  (:mod:`lint_gpu_tests.analysis`): an engine is a call of a configured engine class, and
+  (:mod:`lint_gpu_tests.analysis.analysis`): an engine is a call of a configured engine class, and
   however it is imported (``from vllm import LLM as E``, ``import vllm; vllm.LLM(...)``,
   ``LLM.from_engine_args(...)``) the class's own last name is written in the file; a runner
   is a call or a parameter named after the runner fixture or a runner class; GPU004's
   "receives an engine fixture" is a parameter named after an engine fixture of the module
   (whose body builds an engine or holds a runner, so it names one) or of a conftest
-  (:func:`conftest names <lint_gpu_tests.conftest_index.conftest_engine_fixtures>`, passed
+  (:func:`conftest names <lint_gpu_tests.checking.conftest_index.conftest_engine_fixtures>`, passed
   in); GPU007 also counts engines built through the runtime's ``vllm_runner_factory``
   parameter. An engine from a helper of another module of the tree (GPU003, GPU004, GPU007)
   is called by the helper's name, which the tree's summaries give with the conftest names
-  (:mod:`lint_gpu_tests.helper_index`), so a file naming one passes, when it also writes
+  (:mod:`lint_gpu_tests.checking.helper_index`), so a file naming one passes, when it also writes
   ``import`` (:attr:`Prefilter.imported`), although its bytes need not name ``LLM``. Cleanup
   calls, isolation decorators and runner attributes only matter in a function that owns an
   engine, so they are not needed. All of these are identifiers, looked for as whole words.
@@ -259,9 +259,9 @@ def prefilter_for(config: Config, triggers: tuple[Trigger | str, ...],
                   helpers: frozenset[str] = frozenset()) -> Prefilter:
     """The :class:`Prefilter` of rules that start from ``triggers`` (their ``Rule.triggers``
     together: :func:`lint_gpu_tests.rules.triggers_of`) under ``config``, with ``fixtures``
-    (engine fixtures from conftests, :mod:`lint_gpu_tests.conftest_index`) as more words
+    (engine fixtures from conftests, :mod:`lint_gpu_tests.checking.conftest_index`) as more words
     where a rule starts from an engine, and ``helpers`` (the names of the engine helpers of
-    other modules of the tree, :mod:`lint_gpu_tests.helper_index`) as words of a file that
+    other modules of the tree, :mod:`lint_gpu_tests.checking.helper_index`) as words of a file that
     imports."""
     words: set[str] = set()
     environment = False

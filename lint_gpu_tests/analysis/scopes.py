@@ -3,7 +3,7 @@ name loaded inside a function, lambda, class body or comprehension refers to, wh
 scope (or one around it) rebinds the name (a parameter, a local assignment, a loop target,
 a local import, an alias ``Engine = LLM``).
 
-:class:`ScopeIndex` is what :class:`lint_gpu_tests.analysis.ModuleAnalysis` asks. It
+:class:`ScopeIndex` is what :class:`lint_gpu_tests.analysis.analysis.ModuleAnalysis` asks. It
 resolves a top-level statement when a name in it is first asked about, and walks it only
 when it can bind an imported name somewhere inside (a cheap look at its statements and
 text): a load anywhere else resolves through the module's imports, which needs no walk.
@@ -16,8 +16,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from lint_gpu_tests.source import TopLevel, first_line, reversed_child_fields
-from lint_gpu_tests.syntax import dotted_name, head_name, iter_statements
+from lint_gpu_tests.parsing.source import TopLevel, first_line, reversed_child_fields
+from lint_gpu_tests.parsing.syntax import dotted_name, head_name, iter_statements
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
@@ -94,8 +94,8 @@ class ScopeIndex:
 def _binds(statement: ast.stmt, tracked: set[str], top: set[int]) -> bool:
     """Whether a statement inside ``statement`` binds (or, in a function, aliases) a name of
     ``tracked`` in a scope other than the module's (``top``: ids of the module-level
-    statements, whose bindings :attr:`~lint_gpu_tests.analysis.ModuleAnalysis.local_shadowed`
-    covers)."""
+    statements, whose bindings
+    :attr:`~lint_gpu_tests.analysis.analysis.ModuleAnalysis.local_shadowed` covers)."""
     for stmt in iter_statements([statement]):
         bound: list[str] = []
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

@@ -6,7 +6,7 @@ version and config fingerprint, ``<version>/<fingerprint>.json``, maps a file's 
 to the BLAKE2 hash of its bytes and the violations found in those bytes. An entry is used only
 when the hash of the file's current bytes matches, so an edit, a config change (another
 fingerprint) or an upgrade (another version) can never serve stale results. The same file
-keeps the conftest index (:mod:`lint_gpu_tests.conftest_index`): the hash of each
+keeps the conftest index (:mod:`lint_gpu_tests.checking.conftest_index`): the hash of each
 ``conftest.py``'s bytes -> the engine fixtures it defines, so a warm run parses no conftest.
 
 A file whose status (size, modification and change times, inode) and conftest fixtures are
@@ -114,7 +114,7 @@ def _outside_rules() -> list[str]:
 @functools.lru_cache(maxsize=1)
 def _package_stamp() -> str:
     """:func:`code_stamp` of the package's own sources (once a process)."""
-    package = os.path.dirname(os.path.realpath(__file__))
+    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
     parts: list[str] = []
     pending = [""]
     while pending:  # os.scandir, not Path.rglob: this runs at the start of every run
@@ -270,7 +270,9 @@ class ResultCache:
         """
         if not self._dirty and not self._new_conftests:
             return
-        from lint_gpu_tests.writer import atomic_write  # tempfile & co: only runs that write
+        from lint_gpu_tests.parsing.writer import (
+            atomic_write,  # tempfile & co: only runs that write
+        )
 
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
@@ -289,7 +291,7 @@ class ResultCache:
 
 def _mark_cache_dir(directory: Path) -> None:
     """Add a ``.gitignore`` and a ``CACHEDIR.TAG`` as ruff does, once."""
-    from lint_gpu_tests.writer import atomic_write
+    from lint_gpu_tests.parsing.writer import atomic_write
 
     gitignore = directory / ".gitignore"
     if not gitignore.exists():

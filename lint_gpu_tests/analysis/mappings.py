@@ -21,9 +21,9 @@ import ast
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import FunctionInfo, ModuleAnalysis
 from lint_gpu_tests.ftypes import Blocked, FixProblem, Risky
-from lint_gpu_tests.source import walk_breadth
+from lint_gpu_tests.parsing.source import walk_breadth
 
 #: Name of the helper the fix adds (one per module).
 RUNNER_KWARGS_NAME = "_runner_kwargs"

@@ -3,7 +3,7 @@
 This module is the single place where rules run, ``# noqa`` is honoured and
 selection is applied; the CLI (through :mod:`lint_gpu_tests.api`) and the flake8
 plugin both call :func:`check_source`. Fixing is one layer up, in
-:mod:`lint_gpu_tests.fixloop`; this module never imports LibCST.
+:mod:`lint_gpu_tests.fixing.fixloop`; this module never imports LibCST.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING
 from lint_gpu_tests.codes import INTERNAL_ERROR_CODE, PARSE_ERROR_CODE, PARSE_ERROR_NAME
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation, wanted_fixes
-from lint_gpu_tests.noqa import (
+from lint_gpu_tests.parsing.noqa import (
     NOQA_RE,
     Noqa,
     logical_ranges,
     noqa_codes,
     parse_noqa,
 )
-from lint_gpu_tests.source import (
+from lint_gpu_tests.parsing.source import (
     DEEP_STATE,
     MAX_FIX_DEPTH,
     MAX_FIX_STRING_PARTS,
@@ -38,11 +38,11 @@ from lint_gpu_tests.source import (
     parse_source,
     physical_lines,
 )
-from lint_gpu_tests.source import parse_error as _parse_error
+from lint_gpu_tests.parsing.source import parse_error as _parse_error
 
 if TYPE_CHECKING:
-    from lint_gpu_tests.analysis import ModuleAnalysis
-    from lint_gpu_tests.conftest_index import ConftestIndex
+    from lint_gpu_tests.analysis.analysis import ModuleAnalysis
+    from lint_gpu_tests.checking.conftest_index import ConftestIndex
 
 # Names of the layer below, re-exported: the engine is where front ends and tests meet.
 __all__ = [
@@ -206,7 +206,7 @@ def in_scope(source: bytes, path: str, config: Config) -> bool | None:
     """Whether the rules look at the module at ``path`` (a test module by name, under a
     ``test-roots`` directory, or defining pytest tests or fixtures); ``None`` when it does
     not parse. For ``--show-files``."""
-    from lint_gpu_tests.analysis import ModuleAnalysis
+    from lint_gpu_tests.analysis.analysis import ModuleAnalysis
 
     tree, text, error = parse_source(source, path)
     if tree is None or error is not None:
@@ -243,7 +243,8 @@ def check_tree(
         config: settings (selection, engine classes, runner names...).
         apply_noqa: drop violations suppressed by ``# noqa`` (:func:`parse_noqa`).
         module: the analysis of ``tree`` for ``path`` under ``config``, when one is at hand
-            (a conftest's, from :meth:`lint_gpu_tests.conftest_index.ConftestIndex.analysed`).
+            (a conftest's, from
+            :meth:`lint_gpu_tests.checking.conftest_index.ConftestIndex.analysed`).
         conftests: the run's conftest index, which knows the engine fixtures of the
             conftests pytest loads for ``path`` (``None``: one for this check alone).
 
@@ -274,8 +275,8 @@ def _checked_tree(tree: ast.Module, text: str, path: str, config: Config, apply_
 def _check_tree(tree: ast.Module, text: str, path: str, config: Config, apply_noqa: bool,
                 module: ModuleAnalysis | None = None,
                 conftests: ConftestIndex | None = None) -> CheckResult:
-    from lint_gpu_tests.analysis import ModuleAnalysis
-    from lint_gpu_tests.conftest_index import conftest_engine_fixtures
+    from lint_gpu_tests.analysis.analysis import ModuleAnalysis
+    from lint_gpu_tests.checking.conftest_index import conftest_engine_fixtures
     from lint_gpu_tests.rules import ALL_RULES
 
     codes = [rule for rule in ALL_RULES if config.is_code_enabled(rule.code)]
@@ -464,10 +465,10 @@ def check_module(source: bytes, path: str, config: Config,
         path: the path as the user gave it; used in violations and for scope.
         config: the run's settings.
         conftests: the run's conftest index
-            (:class:`~lint_gpu_tests.conftest_index.ConftestIndex`: the engine fixtures of
+            (:class:`~lint_gpu_tests.checking.conftest_index.ConftestIndex`: the engine fixtures of
             the conftests pytest loads for ``path``, and the analysis of a conftest built to
             index it); ``None``: one for this check alone.
-        parsed: ``(tree, text)`` as :func:`~lint_gpu_tests.source.parse_source` gave them
+        parsed: ``(tree, text)`` as :func:`~lint_gpu_tests.parsing.source.parse_source` gave them
             for ``source``, where the caller parsed it already.
 
     Returns:

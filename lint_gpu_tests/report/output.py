@@ -21,7 +21,7 @@ from lint_gpu_tests import __version__
 from lint_gpu_tests.ftypes import Applicability, LeakEvidence, Location, Violation
 
 if TYPE_CHECKING:
-    from lint_gpu_tests.edits import Edit
+    from lint_gpu_tests.fixing.edits import Edit
 
 TOOL_NAME = "gpu-test-lint"
 DOCS_URL = "docs/rules.md"
@@ -58,7 +58,8 @@ class RenderOptions:
         unsafe_fixes: ``--unsafe-fixes`` is on, so unsafe fixes count as applicable.
         color: emit ANSI colours (only for text formats).
         cwd: directory that relative paths in JSON/SARIF are resolved against.
-        edits: the edits of each violation's fix (see :func:`lint_gpu_tests.edits.fix_edits`);
+        edits: the edits of each violation's fix (see
+        :func:`lint_gpu_tests.fixing.edits.fix_edits`);
             a violation missing here has ``edits: []``.
         leak_report: a leak report was read (``--leak-report``): JSON and SARIF say of
             every violation whether it is confirmed, not only of the confirmed ones.
@@ -155,7 +156,7 @@ def source_lines(path: str, cache: dict[str, list[str]],
     ``cache``; ``sources`` (path -> bytes) gives the text of a file that is not on disk (a
     buffer read from stdin). An unreadable file has no lines."""
     if path not in cache:
-        from lint_gpu_tests.checker import decode_source
+        from lint_gpu_tests.checking.checker import decode_source
 
         try:
             data = sources[path] if sources is not None and path in sources \
@@ -329,8 +330,8 @@ def sarif_rules() -> list[dict[str, Any]]:
     """``tool.driver.rules`` entries for every rule, plus the parse-error pseudo-rule. The full
     documentation is embedded (``help``); there is no ``helpUri``, which SARIF wants absolute,
     and the rule docs have no web address."""
-    from lint_gpu_tests.checker import PARSE_ERROR_CODE, PARSE_ERROR_NAME
-    from lint_gpu_tests.docs import render_rule
+    from lint_gpu_tests.checking.checker import PARSE_ERROR_CODE, PARSE_ERROR_NAME
+    from lint_gpu_tests.report.docs import render_rule
     from lint_gpu_tests.rules import ALL_RULES
 
     out: list[dict[str, Any]] = []

@@ -6,7 +6,7 @@ turns an old and a new version of a file into line-level edits, :func:`pass_rows
 rows each pass of the fix loop changed, :func:`pass_edits` gives both from the loop's passes
 (each version decoded once), :func:`assign_edits` gives each edit to one of the violations
 the rewrite fixed, and :func:`unified_diff` is what ``--diff`` prints. Nothing here fixes
-anything: the versions come from :func:`lint_gpu_tests.fixloop.fix_source`.
+anything: the versions come from :func:`lint_gpu_tests.fixing.fixloop.fix_source`.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def _line_edits(a: Sequence[str], b: Sequence[str], opcodes: Opcodes) -> list[Ed
 
 
 def _rows_of(data: bytes) -> list[str]:
-    from lint_gpu_tests.source import decode_source, physical_lines
+    from lint_gpu_tests.parsing.source import decode_source, physical_lines
 
     return physical_lines(decode_source(data))
 
@@ -173,7 +173,7 @@ def unified_diff(path: str, old: bytes, new: bytes) -> str:
     """Return a unified diff (``--- path`` / ``+++ path``) between two versions of a file,
     both its bytes (decoded as the checker decodes them; undecodable bytes as UTF-8 with
     replacement characters). A last line without a newline is marked as ``diff`` does."""
-    from lint_gpu_tests.source import decode_source
+    from lint_gpu_tests.parsing.source import decode_source
 
     def lines(data: bytes) -> list[str]:
         try:

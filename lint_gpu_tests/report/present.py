@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 from lint_gpu_tests.config import baselines_in_force
-from lint_gpu_tests.output import (
+from lint_gpu_tests.report.output import (
     OutputFormat,
     RenderOptions,
     confirmed_lines,
@@ -33,12 +33,12 @@ from lint_gpu_tests.output import (
 )
 
 if TYPE_CHECKING:
-    from lint_gpu_tests.baseline import BaselineUpdate
     from lint_gpu_tests.config import Config, ConfigResolver
-    from lint_gpu_tests.discovery import Problem
     from lint_gpu_tests.ftypes import FileResult, Violation
-    from lint_gpu_tests.leaks import LeakReport
-    from lint_gpu_tests.run import RunResult
+    from lint_gpu_tests.report.baseline import BaselineUpdate
+    from lint_gpu_tests.running.discovery import Problem
+    from lint_gpu_tests.running.leaks import LeakReport
+    from lint_gpu_tests.running.run import RunResult
 
 __all__ = ["PROGRESS_AFTER_S", "PresentOptions", "Presentation", "ProgressBar",
            "failure_lines", "present", "present_add_noqa", "present_files", "present_settings"]
@@ -104,7 +104,7 @@ class PresentOptions:
         the checked bytes of files not read from disk."""
         if self.leaks is None:
             return violations, 0
-        from lint_gpu_tests.leaks import confirm
+        from lint_gpu_tests.running.leaks import confirm
 
         marked = confirm(violations, self.leaks, cwd=self.cwd, sources=sources)
         if not self.select_confirmed:
@@ -114,7 +114,7 @@ class PresentOptions:
 
     def baselined(self, result: RunResult, violations: list[Violation],
                   sources: dict[str, bytes] | None = None) -> tuple[list[Violation], list[str]]:
-        """The violations no baseline holds (:mod:`lint_gpu_tests.baseline`), the baselines
+        """The violations no baseline holds (:mod:`lint_gpu_tests.report.baseline`), the baselines
         updated as asked; and the lines on them, for stderr (none with ``--quiet``).
 
         Raises:
@@ -126,7 +126,11 @@ class PresentOptions:
                 [*(f.path for f in result.files if f.error is None),
                  *(v.path for v in violations)], self.resolver, self.cwd):
             return list(violations), []  # what no baseline filters (its module not imported)
-        from lint_gpu_tests.baseline import BaselineUpdate, apply_run_baselines, baseline_lines
+        from lint_gpu_tests.report.baseline import (
+            BaselineUpdate,
+            apply_run_baselines,
+            baseline_lines,
+        )
 
         update = self.baseline_update or BaselineUpdate.NONE
         outcome = apply_run_baselines(result, self.resolver, update, violations=violations,
@@ -139,7 +143,7 @@ class PresentOptions:
         """The closing lines of ``--leak-report`` (none without it)."""
         if self.leaks is None:
             return []
-        from lint_gpu_tests.leaks import unmatched_leaks
+        from lint_gpu_tests.running.leaks import unmatched_leaks
 
         unmatched = unmatched_leaks(self.leaks, shown, checked, cwd=self.cwd)
         return confirmed_lines(shown, self.leaks.path, left_out=left_out,
@@ -338,7 +342,7 @@ def present_add_noqa(result: RunResult, added: int, errors: Sequence[tuple[str, 
 class ProgressBar:
     """A click progress bar on ``file``, drawn once a run has lasted
     :data:`PROGRESS_AFTER_S` (by ``clock``) with files still to check; a
-    :class:`lint_gpu_tests.run.Progress` hook. Nothing is drawn unless ``enabled``."""
+    :class:`lint_gpu_tests.running.run.Progress` hook. Nothing is drawn unless ``enabled``."""
 
     def __init__(self, enabled: bool, file: TextIO | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:

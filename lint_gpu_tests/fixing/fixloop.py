@@ -2,7 +2,7 @@
 re-check, until nothing changes (bounded), as ruff does.
 
 Layered above the codemods (:mod:`lint_gpu_tests.codemods.driver` applies one pass) and the
-engine (:func:`lint_gpu_tests.checker.check_source` re-checks); the API calls
+engine (:func:`lint_gpu_tests.checking.checker.check_source` re-checks); the API calls
 :func:`fix_source`. LibCST is imported only when a file has something to fix.
 """
 
@@ -13,11 +13,16 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from lint_gpu_tests.checker import CheckResult, check_module, nests_deeper_than, wanted_fixes
+from lint_gpu_tests.checking.checker import (
+    CheckResult,
+    check_module,
+    nests_deeper_than,
+    wanted_fixes,
+)
+from lint_gpu_tests.checking.conftest_index import ConftestIndex
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.conftest_index import ConftestIndex
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, Violation
-from lint_gpu_tests.source import (
+from lint_gpu_tests.parsing.source import (
     InternalError,
     call_with_deep_limit,
     call_with_deep_stack,
@@ -25,7 +30,7 @@ from lint_gpu_tests.source import (
 )
 
 if TYPE_CHECKING:
-    from lint_gpu_tests.analysis import ModuleAnalysis
+    from lint_gpu_tests.analysis.analysis import ModuleAnalysis
 
 __all__ = ["MAX_FIX_PASSES", "SHALLOW_FIX_DEPTH", "FixOutcome", "fix_source"]
 
@@ -107,7 +112,7 @@ def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False
     nesting more than :data:`SHALLOW_FIX_DEPTH` levels is fixed in
     :func:`call_with_deep_stack`, so deeply nested modules (long string concatenations) can
     be rewritten; a shallower one in the calling thread, under the same recursion limit
-    (:func:`~lint_gpu_tests.source.call_with_deep_limit`).
+    (:func:`~lint_gpu_tests.parsing.source.call_with_deep_limit`).
     LibCST is imported only when there is something to fix.
 
     Args:

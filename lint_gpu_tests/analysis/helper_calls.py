@@ -15,9 +15,9 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
 from lint_gpu_tests.config import is_test_module
-from lint_gpu_tests.source import walk_breadth
+from lint_gpu_tests.parsing.source import walk_breadth
 
 #: Why callers in other modules are never fixed with the helper: each module is planned and
 #: rewritten on its own (and cached by its own bytes), so a fix cannot reach another file.
