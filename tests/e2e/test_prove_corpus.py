@@ -71,10 +71,12 @@ def test_prove_on_the_corpus_then_apply(tmp_path: Path, tiny_model: str, unsafe:
     # the same run as two shards, one after the other, merged: the unsharded verdict
     options.apply = False
     reports, shard_lines = [], []
+    start = time.monotonic()
     for index in (1, 2):
         options.shard = (index, 2)
         part = prove_paths(modules, options, root=str(shards_tree), progress=shard_lines.append)
         reports.append(json.loads(render_json(part)))
+    print(f"prove on them as two shards: {time.monotonic() - start:.1f} s")
     print("\n".join(shard_lines))
     merged = merge_reports(reports)
     assert sorted(m for r in reports for m in r["to_prove"]) == sorted(changed * 2)
