@@ -435,3 +435,11 @@ def test_sessions_as_ray_tasks_give_the_local_verdicts(project: Path, tmp_path: 
         "tests-test_a.py.json", "tests-test_a.py.log", "tests-test_b.py.json",
         "tests-test_b.py.log", "tests-test_b.py.rerun.json", "tests-test_b.py.rerun.log"]
     assert "1 passed" in (work / "sessions" / "before" / "tests-test_b.py.log").read_text()
+
+
+def test_the_ray_executor_without_ray_is_an_error(project: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # not installed
+    result = prove("tests", "--executor", "ray", "-q")
+    assert (result.exit_code, result.stderr) == (
+        2, "error: --executor ray needs Ray: pip install 'gpu-test-lint[ray]'\n")

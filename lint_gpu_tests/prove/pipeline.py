@@ -240,12 +240,17 @@ def prove_paths(paths: Sequence[str], options: ProveOptions | None = None, *,
         The :class:`ProveResult`.
 
     Raises:
-        ValueError: when a path is not under ``root``, or ``apply`` is asked of a shard.
+        ValueError: when a path is not under ``root``, ``apply`` is asked of a shard, or the
+            executor is unknown or Ray is not installed for it.
         PathNotFoundError, ConfigError: as :func:`~lint_gpu_tests.api.check_paths`.
     """
     opts = options or ProveOptions()
     if opts.executor not in EXECUTORS:
         raise ValueError(f"--executor {opts.executor}: expected one of {', '.join(EXECUTORS)}")
+    if opts.executor == "ray":
+        from lint_gpu_tests.prove.ray_executor import ray_module
+
+        ray_module()  # not installed: say so before copying and fixing
     if opts.shard is not None and opts.apply:
         raise ValueError("--apply with --shard: a shard proves only part of the modules; "
                          "give --apply to `prove merge` of the shards' reports")

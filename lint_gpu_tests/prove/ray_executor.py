@@ -35,7 +35,7 @@ TaskResult = tuple[dict[str, dict[str, Any]], float, int, str, tuple[str, ...]]
 _TAR_FILTER: dict[str, Any] = {"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}
 
 
-def _ray() -> Any:
+def ray_module() -> Any:
     """The ``ray`` module.
 
     Raises:
@@ -87,11 +87,11 @@ def run_on_ray(jobs: list[Job], finish: Callable[[Job, SessionResult, tuple[str,
                *, folder: Callable[[Job], Path], address: str | None,
                pytest_args: Sequence[str], timeout_s: float, python_path: Sequence[str],
                deadline: float | None, alone: bool = False) -> dict[Job, Any]:
-    """Run ``jobs`` as Ray tasks, each asking for ``job.devices`` GPUs (at most the
-    cluster's; none on a cluster without GPUs), the costliest first; with ``alone``, one at
-    a time. Each task's log and record are written to ``folder(job)`` under the names a
-    local session gives them, and ``finish(job, its SessionResult, its GPUs)`` is called on
-    this thread as each task ends. Ray is started (``ray.init(address)``) unless it is
+    """Run ``jobs`` as Ray tasks, each asking for ``job.devices`` GPUs (at most those of the
+    cluster's largest node; none on a cluster without GPUs), the costliest first; with
+    ``alone``, one at a time. Each task's log and record are written to ``folder(job)`` under
+    the names a local session gives them, and ``finish(job, its SessionResult, its GPUs)`` is
+    called on this thread as each task ends. Ray is started (``ray.init(address)``) unless it is
     already.
 
     Returns:
@@ -101,10 +101,11 @@ def run_on_ray(jobs: list[Job], finish: Callable[[Job, SessionResult, tuple[str,
         ValueError: when Ray is not installed.
         Whatever a task raised (``ray.exceptions.RayTaskError``).
     """
-    ray = _ray()
+    ray = ray_module()
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False)
-    gpus = int(ray.cluster_resources().get("GPU", 0))
+    gpus = max((int(node["Resources"].get("GPU", 0)) for node in ray.nodes()
+                if node["Alive"]), default=0)
     remote = ray.remote(num_cpus=1)(run_task)
     trees = {path: ray.put(archive(path)) for path in {job.tree for job in jobs}}
     pending = sorted(jobs, key=lambda j: (-j.devices, -j.cost))
