@@ -400,8 +400,8 @@ def test_sessions_as_ray_tasks_give_the_local_verdicts(project: Path, tmp_path: 
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """``--executor ray`` on a local cluster whose three stand-in GPUs are Ray's logical
     ones: the verdicts are a local run's (a broken fix included: it differs, and is run again
-    alone), each session sees the GPUs Ray gave it (two for ``tensor_parallel_size=2``), and
-    the logs are where a local run leaves them."""
+    alone), each session sees the GPUs Ray gave it (two for ``tensor_parallel_size=2``), the
+    logs are where a local run leaves them and the recordings in the driver's cache."""
     ray = pytest.importorskip("ray")
     seen = tmp_path / "seen"
     monkeypatch.setenv("FAKE_SEEN", str(seen))
@@ -416,7 +416,7 @@ def test_sessions_as_ray_tasks_give_the_local_verdicts(project: Path, tmp_path: 
     ray.init(num_cpus=2, num_gpus=3, object_store_memory=100 * 1024 ** 2,
              include_dashboard=False, log_to_driver=False)
     try:
-        remote = prove("tests", "--executor", "ray", "--no-cache", "--work-dir", str(work),
+        remote = prove("tests", "--executor", "ray", "--work-dir", str(work),
                        "--output-format", "json", "-q")
     finally:
         ray.shutdown()
@@ -435,6 +435,8 @@ def test_sessions_as_ray_tasks_give_the_local_verdicts(project: Path, tmp_path: 
         "tests-test_a.py.json", "tests-test_a.py.log", "tests-test_b.py.json",
         "tests-test_b.py.log", "tests-test_b.py.rerun.json", "tests-test_b.py.rerun.log"]
     assert "1 passed" in (work / "sessions" / "before" / "tests-test_b.py.log").read_text()
+    # the tasks' records are kept as recordings on the driver: one per module and copy
+    assert len(list((tmp_path / "cache" / "prove").glob("*.json"))) == 4
 
 
 def test_the_ray_executor_without_ray_is_an_error(project: Path,
