@@ -85,6 +85,13 @@ class _ProveCommand(click.Command):
 @click.option("--sessions-per-device", type=click.IntRange(min=1), default=1,
               show_default=True,
               help="Sessions sharing a device at once; their engines start one at a time.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local",
+              show_default=True,
+              help="Where sessions run: this machine, or tasks of a Ray cluster (needs "
+                   "gpu-test-lint[ray]).")
+@click.option("--address", default=None,
+              help="The Ray cluster's address, with --executor ray (default: $RAY_ADDRESS, "
+                   "else a local cluster).")
 @click.option("--shard", default=None, metavar="K/N",
               help="Prove only the K-th of N parts of the modules (`prove merge REPORTS...` "
                    "joins the parts' JSON reports).")
@@ -108,9 +115,10 @@ class _ProveCommand(click.Command):
 def prove_command(ctx: click.Context, paths: tuple[str, ...], unsafe_fixes: bool,
                   fix_strategy: str | None, target: str | None, config_file: str | None,
                   apply: bool, jobs: int, devices: str | None, sessions_per_device: int,
-                  shard: str | None, texts: str, session_timeout: float,
-                  time_limit: float | None, output_format: str, no_cache: bool,
-                  cache_dir: str | None, work_dir: str | None, quiet: bool) -> None:
+                  executor: str, address: str | None, shard: str | None, texts: str,
+                  session_timeout: float, time_limit: float | None, output_format: str,
+                  no_cache: bool, cache_dir: str | None, work_dir: str | None,
+                  quiet: bool) -> None:
     """Prove the fixes of PATHS on your own tests: run them (pytest, with the arguments
     after --) before and after the fix, and compare each test's outcome, engines, texts and
     leaks. Exit 0 when every module ran and is proven (none differs or is inconclusive), 1
@@ -139,7 +147,7 @@ def prove_command(ctx: click.Context, paths: tuple[str, ...], unsafe_fixes: bool
                            devices=devices, sessions_per_device=sessions_per_device,
                            session_timeout_s=session_timeout, time_limit_s=time_limit,
                            texts=texts, apply=apply, cache=not no_cache, cache_dir=cache_dir,
-                           work_dir=work_dir)
+                           work_dir=work_dir, executor=executor, address=address)
     try:
         options.shard = parse_shard(shard) if shard else None
         result = prove_paths(list(paths), options, progress=say)
