@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lint_gpu_tests.config import Config
+from lint_gpu_tests.fixloop import fix_source
 from lint_gpu_tests.run import check_source
 
 TEMPLATE = '''\
@@ -101,3 +102,55 @@ def test_a_name_bound_twice_is_not_followed() -> None:
         '    outputs = llm.generate(["a"])\n    count = llm.llm_engine.model_config.seed\n'
         '    count = llm.llm_engine\n')
     assert _gpu001(source) == ("unsafe", UNSAFE.replace("(line 7)", "(line 9)"))
+
+
+GUARDED_CLEANUP = '''\
+from vllm import LLM
+from vllm.distributed import cleanup_dist_env_and_memory
+
+
+def test_generate(restore):
+    llm = LLM("m")
+    try:
+        assert llm.generate(["a"])
+    finally:
+        del llm
+        try:
+            cleanup_dist_env_and_memory()
+        except RuntimeError:
+            pass
+        {after}
+'''
+
+
+def _fixed(source: str) -> str:
+    outcome = fix_source(source.encode(), "tests/test_values.py", Config())
+    assert outcome.error is None
+    return outcome.new_source.decode()
+
+
+def test_a_try_whose_guarded_cleanup_goes_goes_and_then_its_empty_finally() -> None:
+    assert _fixed(GUARDED_CLEANUP.replace("        {after}\n", "")) == '''\
+import weakref
+
+
+def test_generate(restore, vllm_runner):
+    with vllm_runner("m") as runner:
+        llm = weakref.proxy(runner.llm)
+        assert llm.generate(["a"])
+'''
+
+
+def test_a_finally_that_does_more_than_clean_up_keeps_the_rest() -> None:
+    assert _fixed(GUARDED_CLEANUP.format(after="restore()")) == '''\
+import weakref
+
+
+def test_generate(restore, vllm_runner):
+    with vllm_runner("m") as runner:
+        llm = weakref.proxy(runner.llm)
+        try:
+            assert llm.generate(["a"])
+        finally:
+            restore()
+'''

@@ -119,7 +119,11 @@ class EngineOutsideRunner(Rule):
         "loses that cleanup (`del llm`, `if llm is not None: del llm`, generic cleanup, up "
         "to the first other statement), and the `llm = None` that binds the name before the "
         "`try` for that `finally` goes too; the rest of the `finally` stays, and runs "
-        "after the runner's teardown. A construction statement that is the "
+        "after the runner's teardown. A `try` the rewrite leaves with nothing to guard (its "
+        "body was only cleanup, such as `cleanup_dist_env_and_memory()` whose errors an "
+        "`except` swallows; no `finally`) goes with that cleanup, and a `try/finally` "
+        "without `except` whose `finally` it empties gives way to its body. A construction "
+        "statement that is the "
         "whole body of a `with` joins its header (`with a, vllm_runner(...):`, ruff's SIM117), "
         "in parentheses when too long for one line, except where the project declares a "
         "Python older than 3.9.\n\n"
@@ -260,11 +264,11 @@ from vllm import LLM
 
 def _max_num_seqs(**kwargs):
     llm = LLM("facebook/opt-125m", **kwargs)  # error: GPU001
-    try:
+    try:  # error: GPU003
         return llm.llm_engine.vllm_config.scheduler_config.max_num_seqs
     finally:
-        del llm  # error: GPU004
-        gc.collect()  # error: GPU004
+        del llm
+        gc.collect()
 
 
 def test_default_max_num_seqs():
