@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixloop import fix_source
-from lint_gpu_tests.run import check_source
+from lint_gpu_tests.fixing.fixloop import fix_source
+from lint_gpu_tests.running.run import check_source
 
 TEMPLATE = '''\
 from vllm import LLM

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import ast
 
-from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.syntax import names_in
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
+from lint_gpu_tests.parsing.syntax import names_in
 
 #: Fields of vLLM's config objects (``*_config``) whose values are ints, floats, bools or
 #: strings (or ``None``): ``scheduler_config.max_num_seqs``, ``cache_config.block_size``.
