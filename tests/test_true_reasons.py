@@ -66,11 +66,14 @@ def _reasons(source: str) -> list[tuple[int, str, str | None]]:
 def test_a_value_read_from_the_engine_is_not_the_engine() -> None:
     read = ("a value read from the engine is returned to the caller (line {}) and may hold "
             "the engine after this function ends")
+    unsafe = ("a value read from the engine is returned to the caller (line 12) and may "
+              "reference the engine, which the runner's block shuts down before the function "
+              "returns")
     assert _reasons(READS_FROM_ENGINE) == [
         (6, "GPU001", read.format(6)),
-        (10, "GPU001", read.format(12)),
-        (16, "GPU001", read.format(20)),
-        (18, "GPU004", read.format(20)),
+        (10, "GPU001", unsafe),
+        (16, "GPU001", None),
+        (18, "GPU004", None),
         (24, "GPU001", "the engine is returned to the caller, so it must outlive this "
                        "function"),
     ]

@@ -146,6 +146,9 @@ class WrapTransformer(cst.CSTTransformer):
         # whole body they are takes into its header (ruff's SIM117); held, so that no id is
         # reused.
         self.built: dict[int, cst.With] = {}
+        # The blocks this pass emptied of every statement (their ``pass`` is its own), held
+        # by id: a ``try`` whose body or ``finally`` it emptied has nothing left to guard.
+        self.emptied: dict[int, cst.IndentedBlock] = {}
         # The runner call of each with-statement written from a one-line call, before it
         # was laid out over lines: laid out again where it moves into a combined header.
         self.flat_calls: dict[int, cst.Call] = {}
@@ -217,6 +220,12 @@ class WrapTransformer(cst.CSTTransformer):
             if line in self.remove:
                 self.changed = True
                 continue
+            if isinstance(stmt, cst.Try) and not stmt.orelse:
+                left = self._emptied_try(stmt)
+                if left is not None:
+                    self.changed = True
+                    kept.extend((line, s) for s in left)
+                    continue
             kept.append((line, stmt))
         out: list[cst.BaseStatement] = []
         i = 0
@@ -236,6 +245,22 @@ class WrapTransformer(cst.CSTTransformer):
             self.changed = True
             i = j + 1
         return out
+
+    def _emptied_try(self, stmt: cst.Try) -> list[cst.BaseStatement] | None:
+        """What is left of a ``try`` (no ``else``) whose statements this pass removed, or
+        ``None`` to keep it: nothing for a body emptied, without a ``finally`` (its
+        handlers ran only on the removed statements' exceptions); its body for a ``finally``
+        emptied, without handlers (the first statement takes the ``try``'s leading
+        lines)."""
+        if id(stmt.body) in self.emptied and stmt.finalbody is None:
+            return []
+        if stmt.finalbody is not None and id(stmt.finalbody.body) in self.emptied and \
+                not stmt.handlers and isinstance(stmt.body, cst.IndentedBlock):
+            body = list(stmt.body.body)
+            body[0] = body[0].with_changes(
+                leading_lines=[*stmt.leading_lines, *leading_lines(body[0])])
+            return body
+        return None
 
     def _names_in(self, stmts: Sequence[cst.BaseStatement], names: set[str]) -> set[str]:
         """Those of ``names`` that occur as identifiers in ``stmts`` (an attribute's own
@@ -531,7 +556,10 @@ class WrapTransformer(cst.CSTTransformer):
             return updated_node
         body = self._rewrite_block(original_node.body, updated_node.body)
         if not body:
-            body = [cst.SimpleStatementLine(body=[cst.Pass()])]
+            emptied = updated_node.with_changes(
+                body=[cst.SimpleStatementLine(body=[cst.Pass()])])
+            self.emptied[id(emptied)] = emptied
+            return emptied
         return updated_node.with_changes(body=body)
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:

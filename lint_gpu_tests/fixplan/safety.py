@@ -20,6 +20,7 @@ from lint_gpu_tests.analysis.mappings import RUNNER_ONLY_PARAMETERS
 from lint_gpu_tests.fixplan.flow import THREAD_CALLS
 from lint_gpu_tests.fixplan.groups import identity_reason
 from lint_gpu_tests.fixplan.plan import BUNDLED_RUNNER_ONLY_PARAMETERS
+from lint_gpu_tests.fixplan.returned import plain_data
 from lint_gpu_tests.ftypes import Blocked, FixProblem, Risky
 from lint_gpu_tests.parsing.source import walk_breadth
 from lint_gpu_tests.parsing.syntax import dotted_name, last_name, names_in
@@ -87,10 +88,11 @@ class SafetyChecks:
                 if hands_out(node.value, own if own is not None else names):
                     return Blocked("the engine is returned to the caller, so it must "
                                    "outlive this function")
-                if names_in(node.value) & tainted:
-                    return Blocked("a value read from the engine is returned to the caller "
-                                   f"(line {node.lineno}) and may hold the engine after this "
-                                   "function ends")
+                if not plain_data(node.value, tainted, self.module,
+                                  self._function_of(node)):
+                    return Risky("a value read from the engine is returned to the caller "
+                                 f"(line {node.lineno}) and may reference the engine, which "
+                                 "the runner's block shuts down before the function returns")
             identity = identity_reason(node, names, "the engine")
             if isinstance(node, ast.Call):
                 callee = last_name(node.func)
@@ -119,6 +121,14 @@ class SafetyChecks:
                     return Risky("the engine is captured by a nested function that may run "
                                  "after the block")
         return None
+
+    def _function_of(self, node: ast.AST) -> ast.AST | None:
+        """The function or lambda whose body holds ``node``, or ``None`` at module level."""
+        current = self.module.parent(node)
+        while current is not None and not isinstance(
+                current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            current = self.module.parent(current)
+        return current
 
     def passed_problem(self, call: ast.Call, names: set[str]) -> str | None:
         """The unsafe reason when ``call`` hands one of ``names`` (the engine itself) to a

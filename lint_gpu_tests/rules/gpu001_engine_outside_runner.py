@@ -98,7 +98,18 @@ class EngineOutsideRunner(Rule):
         "a global, or used outside "
         "the block that builds it, and none for an engine class the runner does not build "
         "(`vllm_runner` builds `vllm.LLM` only; a project's own runner fixture is taken to build "
-        "its classes outside `vllm`, not `AsyncLLM`). An engine built in a `with` (an "
+        "its classes outside `vllm`, not `AsyncLLM`). A function that returns a value read "
+        "from its engine (`return llm.llm_engine.vllm_config.scheduler_config.max_num_seqs`, "
+        "`return [o.outputs[0].text for o in outputs]`) gets a block that takes in the "
+        "`return`: the value is computed while the engine is alive, the block's exit shuts "
+        "the engine down, then the function returns. That is safe when the value is plain "
+        "data that cannot hold the engine (a literal, a comparison, `not`, arithmetic or an "
+        "f-string of such values, `len()`, `str()`, `int()`, `float()`, `bool()`, `repr()`, "
+        "a scalar field of a `*_config` such as `max_num_seqs`, a completion's `text`, "
+        "`finish_reason`, `stop_reason` or `cumulative_logprob`, a name bound once to such a "
+        "value, a container, list/set/dict comprehension or conditional of them) and unsafe "
+        "otherwise, as the caller may get a value whose engine is shut down (the construction "
+        "in the `return` statement itself has no fix). An engine built in a `with` (an "
         "`ExitStack` that enters `pytest.raises(...)` when the configuration is unsupported, a "
         "`pytest.raises`) gets its runner block inside that `with`, so a construction that "
         "raises still reaches `pytest.raises`; the cleanup right after that `with` (`del llm`, "
@@ -108,7 +119,11 @@ class EngineOutsideRunner(Rule):
         "loses that cleanup (`del llm`, `if llm is not None: del llm`, generic cleanup, up "
         "to the first other statement), and the `llm = None` that binds the name before the "
         "`try` for that `finally` goes too; the rest of the `finally` stays, and runs "
-        "after the runner's teardown. A construction statement that is the "
+        "after the runner's teardown. A `try` the rewrite leaves with nothing to guard (its "
+        "body was only cleanup, such as `cleanup_dist_env_and_memory()` whose errors an "
+        "`except` swallows; no `finally`) goes with that cleanup, and a `try/finally` "
+        "without `except` whose `finally` it empties gives way to its body. A construction "
+        "statement that is the "
         "whole body of a `with` joins its header (`with a, vllm_runner(...):`, ruff's SIM117), "
         "in parentheses when too long for one line, except where the project declares a "
         "Python older than 3.9.\n\n"
@@ -236,6 +251,28 @@ def run(prompts):
 
 def test_run():
     assert run(["hi"])
+''',
+        ),
+        Example(
+            title="A helper returns a config value read from its engine, inside a "
+                  "`try/finally` that cleans up",
+            source='''\
+import gc
+
+from vllm import LLM
+
+
+def _max_num_seqs(**kwargs):
+    llm = LLM("facebook/opt-125m", **kwargs)  # error: GPU001
+    try:  # error: GPU003
+        return llm.llm_engine.vllm_config.scheduler_config.max_num_seqs
+    finally:
+        del llm
+        gc.collect()
+
+
+def test_default_max_num_seqs():
+    assert _max_num_seqs() == 256
 ''',
         ),
         Example(

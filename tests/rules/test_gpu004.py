@@ -403,29 +403,50 @@ def test_an_engine_from_a_factory_helper_is_owned_by_its_caller() -> None:
     ]
 
 
-def test_a_helper_that_returns_a_value_read_from_the_engine_is_not_a_factory() -> None:
-    assert fix_reports("""\
-        import gc
+RETURNS_A_CONFIG_VALUE = """\
+    import gc
 
-        from vllm import LLM
+    from vllm import LLM
+
+
+    def max_num_seqs(model):
+        llm = LLM(model)
+        try:
+            return llm.llm_engine.vllm_config.scheduler_config.max_num_seqs
+        finally:
+            del llm
+            gc.collect()
+
+
+    def test_default():
+        seqs = max_num_seqs("m")
+        assert seqs == 256
+        gc.collect()
+"""
+
+
+def test_a_helper_that_returns_a_value_read_from_the_engine_is_not_a_factory() -> None:
+    assert fix_reports(RETURNS_A_CONFIG_VALUE) == [
+        (7, "GPU001", "safe", ""),
+        (8, "GPU003", "safe", ""),
+    ]
+    outcome = fix_source(textwrap.dedent(RETURNS_A_CONFIG_VALUE).encode(), PATH, own_rules())
+    assert outcome.error is None
+    assert outcome.new_source == textwrap.dedent("""\
+        import gc
+        import weakref
+
+        from lint_gpu_tests.runtime import VllmRunner
 
 
         def max_num_seqs(model):
-            llm = LLM(model)
-            try:
+            with VllmRunner(model) as runner:
+                llm = weakref.proxy(runner.llm)
                 return llm.llm_engine.vllm_config.scheduler_config.max_num_seqs
-            finally:
-                del llm
-                gc.collect()
 
 
         def test_default():
             seqs = max_num_seqs("m")
             assert seqs == 256
             gc.collect()
-    """) == [
-        (7, "GPU001", "none", "a value read from the engine is returned to the caller (line 9) "
-         "and may hold the engine after this function ends"),
-        (8, "GPU003", "none", "a value read from the engine is returned to the caller (line 9) "
-         "and may hold the engine after this function ends"),
-    ]
+    """).encode()
