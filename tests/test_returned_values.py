@@ -73,6 +73,10 @@ def test_plain_data_is_returned_from_inside_the_block_safely(value: str) -> None
     f"-{ENGINE}.steps",
     f"{ENGINE} and len(outputs)",
     f"{{**vars({ENGINE}), \"n\": 1}}",
+    # the text of the name the fix binds to the proxy: the proxy's, not the engine's
+    "str(llm)",
+    "repr(llm)",
+    'f"{llm}"',
 ])
 def test_a_value_that_may_reference_the_engine_makes_the_fix_unsafe(value: str) -> None:
     assert _gpu001(TEMPLATE.format(value=value)) == ("unsafe", UNSAFE)

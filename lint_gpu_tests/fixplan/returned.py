@@ -29,6 +29,9 @@ SCALAR_CONFIG_FIELDS = frozenset({
 COMPLETION_FIELDS = frozenset({"text", "finish_reason", "stop_reason", "cumulative_logprob"})
 #: Builtins whose result is an int, float, bool or str whatever their argument.
 PLAIN_BUILTINS = frozenset({"len", "str", "int", "float", "bool", "repr"})
+#: Of those, the ones that give an object's text: of a name reaching the engine, the text
+#: differs once the fix binds the name to ``weakref.proxy`` of the engine.
+TEXT_BUILTINS = frozenset({"str", "repr"})
 
 
 def plain_data(expr: ast.expr, tainted: set[str], module: ModuleAnalysis,
@@ -37,7 +40,8 @@ def plain_data(expr: ast.expr, tainted: set[str], module: ModuleAnalysis,
     (``tainted``: every name that may reach it): a literal, a name that cannot reach it or
     that ``function`` binds once only, by a plain assignment of such a value,
     ``len(...)``/``str(...)``/``int(...)``/``float(...)``/``bool(...)``/``repr(...)`` (not
-    rebound in the module), a comparison, ``not``, arithmetic or an f-string, a scalar
+    rebound in the module; ``str``/``repr`` of a name reaching the engine is not), a
+    comparison, ``not``, arithmetic or an f-string (not one formatting such a name), a scalar
     field of a config (``....scheduler_config.max_num_seqs``), a completion's text
     (``out.outputs[0].text``), or a tuple, list, set, dict, list/set/dict comprehension
     or conditional made only of such values. A generator expression is not: it runs after
@@ -59,8 +63,13 @@ class _Plain:
         """Whether ``expr`` gives plain data (:func:`plain_data`)."""
         if not names_in(expr) & (self.tainted | opaque):
             return True
-        if isinstance(expr, (ast.Compare, ast.JoinedStr)):
-            return True  # a comparison of the engine's values is a bool; f-strings are str
+        if isinstance(expr, ast.Compare):
+            return True  # a comparison of the engine's values is a bool
+        if isinstance(expr, ast.JoinedStr):
+            # an f-string is a str, but one that formats a name reaching the engine formats
+            # the proxy after the fix, not the engine
+            return not any(isinstance(v, ast.FormattedValue) and self._reaches(v.value)
+                           for v in expr.values)
         if isinstance(expr, ast.Name):
             value = None if expr.id in opaque else _single_binding(self.function, expr.id)
             return value is not None and self.check(value, opaque | {expr.id})
@@ -69,6 +78,9 @@ class _Plain:
         if isinstance(expr, ast.BinOp):
             return self.check(expr.left, opaque) and self.check(expr.right, opaque)
         if isinstance(expr, ast.Call):
+            if isinstance(expr.func, ast.Name) and expr.func.id in TEXT_BUILTINS and any(
+                    self._reaches(a) for a in expr.args):
+                return False  # the text of the proxy the fix binds, not of the engine
             return isinstance(expr.func, ast.Name) and expr.func.id in PLAIN_BUILTINS and \
                 not _rebound(self.module, expr.func.id)
         if isinstance(expr, ast.Attribute):
@@ -89,6 +101,12 @@ class _Plain:
         else:
             return False
         return all(self.check(p, opaque) for p in parts)
+
+
+    def _reaches(self, expr: ast.expr) -> bool:
+        """``expr`` is a name that may reach the engine itself (its text is the proxy's
+        once the fix binds ``weakref.proxy``)."""
+        return isinstance(expr, ast.Name) and expr.id in self.tainted
 
 
 def _scalar_field(expr: ast.Attribute) -> bool:
