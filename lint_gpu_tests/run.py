@@ -190,18 +190,24 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
     kept = filters if not config.per_file_ignores else None
     if kept is not None and (known := kept.get(key)) is not None:
         return known
-    from lint_gpu_tests.analysis import RUNNER_CLASS
+    from lint_gpu_tests.analysis import ENGINE_HELPER, RUNNER_CLASS
     from lint_gpu_tests.checker import per_file_ignored_codes
     from lint_gpu_tests.ftypes import Trigger
     from lint_gpu_tests.prefilter import enabled_rule_codes, prefilter_for
     from lint_gpu_tests.rules import triggers_of
 
     triggers = triggers_of(enabled_rule_codes(config, per_file_ignored_codes(path, config)))
-    fixtures = (frozenset(n.removeprefix(RUNNER_CLASS)
-                          for n in conftest_engine_fixtures(path, config, memo, conftests)
-                          if n.removeprefix(RUNNER_CLASS).isidentifier())
-                if Trigger.ENGINE in triggers else frozenset())
-    found = prefilter_for(config, triggers, fixtures)
+    # An engine fixture or runner class of a conftest; the name of an engine helper of
+    # another module of the tree (``engine-helper:tests.utils.setup_engine|...``).
+    fixtures: set[str] = set()
+    helpers: set[str] = set()
+    if Trigger.ENGINE in triggers:
+        for n in conftest_engine_fixtures(path, config, memo, conftests):
+            if n.startswith(ENGINE_HELPER):
+                helpers.add(n[len(ENGINE_HELPER):].split("|", 1)[0].rpartition(".")[2])
+            elif (word := n.removeprefix(RUNNER_CLASS)).isidentifier():
+                fixtures.add(word)
+    found = prefilter_for(config, triggers, frozenset(fixtures), frozenset(helpers))
     if kept is not None:
         kept[key] = found
     return found
@@ -219,8 +225,15 @@ def file_digest(path: str, source: bytes, config: Config,
 
 def _joined(fixtures: frozenset[str]) -> str:
     """Conftest engine fixtures as one string: what :func:`file_digest` adds to the bytes,
-    and :func:`~lint_gpu_tests.cache.stat_key` to the file's status."""
-    return ",".join(sorted(fixtures))
+    and :func:`~lint_gpu_tests.cache.stat_key` to the file's status. The entries of the
+    tree's engine helpers (many, and long) count by their hash."""
+    from lint_gpu_tests.analysis import ENGINE_HELPER
+
+    helpers = sorted(n for n in fixtures if n.startswith(ENGINE_HELPER))
+    if not helpers:
+        return ",".join(sorted(fixtures))
+    rest = ",".join(sorted(n for n in fixtures if not n.startswith(ENGINE_HELPER)))
+    return f"{rest}#{content_hash(chr(10).join(helpers).encode('utf-8', 'surrogateescape'))}"
 
 
 def _digest(source: bytes, fixtures: str) -> str:

@@ -34,7 +34,7 @@ LAYERS: list[set[str]] = [
     {"fixplan.planner"},
     {"fixplan.isolate", "fixplan.classes", "fixplan.proxy", "fixplan.env"},
     {"rule", "rules"},
-    {"checker", "conftest_index"},
+    {"checker", "conftest_index", "helper_index"},
     {"codemods"},
     {"fixloop"},
     {"discovery", "cache", "leaks"},

@@ -52,6 +52,8 @@ from lint_gpu_tests.fixplan.safety import (
     FACTORY_ADVICE,
     SafetyChecks,
     compilation_config_equivalent,
+    hands_out_where,
+    plain_aliases,
     weak_calls,
 )
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo
@@ -362,6 +364,9 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return ("the fixture returns on other paths too: turning this return into a "
                     "yield would leave those paths without a value")
         if is_return_value and not is_fixture:
+            if handed is not None and not hands_out_where(handed, lambda e: e is call):
+                return (f"a value read from the engine is returned to the caller (line "
+                        f"{stmt.lineno}) and may hold the engine after this function ends")
             factory = func.kind is FunctionKind.HELPER and any(
                 s is func.node for s in module.tree.body)
             return ("the engine is returned to the caller, so it must outlive this "
@@ -635,10 +640,11 @@ class Planner(CleanupRecognizer, SafetyChecks):
         use_names = flow.tainted
         is_fixture = func.kind is FunctionKind.FIXTURE
         risks: list[str] = []
+        own = plain_aliases(segment, names)
         for s in segment:
             if s.lineno in remove:
                 continue
-            escape = self.escape(s, names, use_names, is_fixture)
+            escape = self.escape(s, names, use_names, is_fixture, own)
             if isinstance(escape, Blocked):
                 return escape
             if escape is not None:

@@ -33,8 +33,11 @@ class FinalizerShutdown(Rule):
         "`ExitStack.callback(...)` registering an engine's shutdown, and for a `try/finally` "
         "whose `finally` does nothing but shut an engine down and clean up after it (also "
         "when guarded: `if llm is not None: ...`), for an engine the function builds or gets "
-        "from a factory helper of the module (a module-level function that builds an engine "
-        "and returns it)."
+        "from a factory helper (a module-level function that builds an engine and returns "
+        "it) of the module or of another module of the tree, imported however: "
+        "`from tests.utils import ...`, `from .utils import ...`, `import tests.utils as u`, "
+        "a name re-exported one level deep. The fix of an engine from another module's "
+        "helper is withheld, its reason naming the helper and its module."
     )
     why_bad = (
         "Each hand-written teardown covers one engine and one path: it runs late (atexit), "
@@ -96,6 +99,29 @@ def test_generate():
         if llm is not None:
             llm.llm_engine.engine_core.shutdown()
 ''',
+        ),
+        Example(
+            title="A shutdown of an engine a helper of another module returns",
+            source='''\
+from .utils import build_llm
+
+
+def test_generate():
+    llm = build_llm("facebook/opt-125m")
+    try:  # error: GPU003
+        assert llm.generate(["hi"])
+    finally:
+        llm.llm_engine.engine_core.shutdown()
+''',
+            path="tests/entrypoints/test_generate.py",
+            modules=(("tests/entrypoints/__init__.py", ""), ("tests/entrypoints/utils.py", '''\
+from vllm import LLM
+
+
+def build_llm(model):
+    llm = LLM(model, enforce_eager=True)
+    return llm
+''')),
         ),
     )
     VALID = (

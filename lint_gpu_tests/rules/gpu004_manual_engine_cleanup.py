@@ -6,7 +6,13 @@ import ast
 from collections.abc import Iterator
 from dataclasses import replace
 
-from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis, is_isolated
+from lint_gpu_tests.analysis import (
+    FunctionInfo,
+    FunctionKind,
+    ImportedHelper,
+    ModuleAnalysis,
+    is_isolated,
+)
 from lint_gpu_tests.fixplan.blocks import statement_block
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
 from lint_gpu_tests.fixplan.cleanup import ends_engine
@@ -37,8 +43,13 @@ class ManualEngineCleanup(Rule):
     fix_kinds = (FixKind.REMOVE_MANUAL_CLEANUP,)
     what_it_does = (
         "In a function that owns an engine (builds one, holds a runner, gets one from a "
-        "factory helper of the module (a module-level function that builds an engine and "
-        "returns it: `llm = setup_engine(...)`), or receives the "
+        "factory helper (a module-level function that builds an engine and returns it: "
+        "`llm = setup_engine(...)`) of the module or of another module of the tree "
+        "(`from tests.utils import setup_engine`, `from .utils import ...`, `import "
+        "tests.utils as u`, a name re-exported one level deep; the tree's engine helpers "
+        "are summarised once per run), holds an instance of a helper class of another "
+        "module whose methods store an engine on `self` (`helper = EngineHelper(...)`: its "
+        "`del helper.llm` too), or receives the "
         "`vllm_runner` or `vllm_runner_factory` fixture or an engine fixture defined in the "
         "module or in a `conftest.py` pytest loads for it), checks for "
         "`del <engine>` (a name the function binds to an engine, a runner or an alias of "
@@ -87,7 +98,9 @@ class ManualEngineCleanup(Rule):
         "it and it is not in a loop inside the block; otherwise there is no fix. With "
         "`fix-strategy = \"isolate\"` the cleanup goes with the GPU001 fix that runs the test "
         "in a new process (the process exit frees everything), except cleanup that frees an "
-        "engine before another one of the same test is built, which stays."
+        "engine before another one of the same test is built, which stays. Cleanup of an "
+        "engine from a helper of another module has no fix: its reason names the helper "
+        "and its module."
     )
     options = ("cleanup-functions", "isolation-decorators", "process-launchers",
                "fix-strategy")
@@ -175,6 +188,41 @@ def test_single_lora():
     del llm  # error: GPU004
     gc.collect()  # error: GPU004
 ''',
+        ),
+        Example(
+            title="Cleanup of an engine a helper of another module returns, or holds",
+            source='''\
+import gc
+
+from tests.utils import EngineHelper, setup_engine
+
+
+def test_single_lora():
+    llm = setup_engine(1)
+    assert llm.generate(["hi"])
+    del llm  # error: GPU004
+    gc.collect()  # error: GPU004
+
+
+def test_scores():
+    helper = EngineHelper("facebook/opt-125m")
+    assert helper.llm.generate(["hi"])
+    helper.llm.llm_engine.engine_core.shutdown()  # error: GPU004
+    del helper.llm  # error: GPU004
+''',
+            path="tests/lora/test_lora.py",
+            modules=(("tests/__init__.py", ""), ("tests/utils.py", '''\
+from vllm import LLM
+
+
+def setup_engine(num_loras):
+    return LLM("facebook/opt-125m", enable_lora=True, max_loras=num_loras)
+
+
+class EngineHelper:
+    def __init__(self, model):
+        self.llm = LLM(model)
+''')),
         ),
     )
     VALID = (
@@ -305,6 +353,9 @@ def test_uses_helper():
                     targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
                     if targets and any(t in deletable for t in targets):
                         what = f"del {', '.join(targets)}"
+                    elif names.instances and (held_attrs := _instance_attributes(
+                            node, names.instances)):
+                        what = f"del {', '.join(held_attrs)}"
                 elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
                     what = module.cleanup_call_kind(node.value)
                 if what is None or not isinstance(node, ast.stmt) or id(node) in covered:
@@ -435,6 +486,11 @@ def _engine_used_later(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stm
     skipped |= {id(n) for s in nodes if isinstance(s, ast.Expr) and s is not stmt and (
         ends_engine(module, s.value, held) or planner.is_cleanup_statement(s, held))
         for n in walk_breadth(s)}
+    # ``del helper.llm`` of a helper class's instance is cleanup too, not a use.
+    instances = module.function_bindings(func).instances
+    if instances:
+        skipped |= {id(n) for s in nodes if isinstance(s, ast.Delete) and s is not stmt
+                    and _instance_attributes(s, instances) for n in walk_breadth(s)}
     events = sorted(((n.lineno, n.col_offset), n) for n in nodes
                     if isinstance(n, ast.Name) and n.id in held and id(n) not in skipped)
     if loop is None:
@@ -459,6 +515,16 @@ def _engine_used_later(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stm
             return True
         decided.add(name.id)  # bound again or deleted: a new engine, or none
     return False
+
+
+def _instance_attributes(node: ast.Delete, instances: dict[str, ImportedHelper]
+                         ) -> list[str]:
+    """The targets of ``node`` that are an engine attribute of a helper class's instance
+    (``del helper.llm``), as written; empty when it deletes anything else."""
+    found = [f"{t.value.id}.{t.attr}" for t in node.targets if isinstance(t, ast.Attribute)
+             and isinstance(t.value, ast.Name) and t.value.id in instances
+             and t.attr in instances[t.value.id].attributes]
+    return found if len(found) == len(node.targets) else []
 
 
 def _own_with_targets(module: ModuleAnalysis, func: FunctionInfo,
