@@ -52,6 +52,7 @@ class FixKind(enum.Enum):
     WRAP_ENGINE_IN_RUNNER = "wrap-engine-in-runner"
     ISOLATE_TEST_PROCESS = "isolate-test-process"
     ENGINE_OWNER_CONTEXT_MANAGER = "engine-owner-context-manager"
+    FACTORY_CONTEXT_MANAGER = "factory-context-manager"
     PROXY_ENGINE_REFERENCE = "proxy-engine-reference"
     REMOVE_MANUAL_CLEANUP = "remove-manual-cleanup"
     USE_MONKEYPATCH_ENV = "use-monkeypatch-env"
@@ -60,8 +61,8 @@ class FixKind(enum.Enum):
 
 class FixPlan:
     """What one fix rewrites, as data: the base class of the plans the rules make
-    (``WrapPlan``, ``IsolatePlan``, ``ClassPlan``, ``ProxyPlan``, ``CleanupPlan``,
-    ``EnvFixPlan`` of :mod:`lint_gpu_tests.fixplan`).
+    (``WrapPlan``, ``IsolatePlan``, ``ClassPlan``, ``FactoryPlan``, ``ProxyPlan``,
+    ``CleanupPlan``, ``EnvFixPlan`` of :mod:`lint_gpu_tests.fixplan`).
 
     A plan's class says which codemod applies it: each codemod of
     ``lint_gpu_tests/codemods/`` names the one plan class it applies (``GpuCodemod.PLAN``)

@@ -68,9 +68,9 @@ EXPECTED: dict[str, list[tuple[str, int, int, str, str | None]]] = {
     ],
     "conftest_helper": [
         ("tests/conftest.py", 5, 12, "GPU001",
-         "the engine is returned to the caller, so it must outlive this function; a factory "
-         "helper can become a `contextlib.contextmanager` that yields the engine of a `with` "
-         "block over the runner, its callers `with` statements"),
+         "`new_llm()` returns the engine it builds and is not called in this module: the fix "
+         "makes it a context manager together with its callers, and `--fix` rewrites one "
+         "module at a time"),
         ("tests/test_uses_conftest.py", 9, 9, "GPU007", None),
         ("tests/test_uses_conftest.py", 11, 5, "GPU004", _from("new_llm", "tests/conftest.py")),
         ("tests/test_uses_conftest.py", 12, 5, "GPU004", _from("new_llm", "tests/conftest.py")),

@@ -32,7 +32,7 @@ LAYERS: list[set[str]] = [
     {"fixplan.plan", "fixplan.flow"},
     {"fixplan.cleanup", "fixplan.safety"},
     {"fixplan.planner"},
-    {"fixplan.isolate", "fixplan.classes", "fixplan.proxy", "fixplan.env"},
+    {"fixplan.isolate", "fixplan.classes", "fixplan.factories", "fixplan.proxy", "fixplan.env"},
     {"rule", "rules"},
     {"checker", "conftest_index", "helper_index"},
     {"codemods"},

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from lint_gpu_tests.analysis import (
     EngineSite,
@@ -62,6 +62,29 @@ from lint_gpu_tests.mappings import hides_model, plan_mapping
 from lint_gpu_tests.noqa import Noqa, parse_noqa
 from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import last_name, names_in
+
+
+@dataclass(frozen=True)
+class RunnerArguments:
+    """What an engine call's arguments become in the runner's call
+    (:meth:`Planner.runner_arguments`).
+
+    Attributes:
+        risks: why the mapping may change the engine's configuration (the fix is unsafe).
+        compilation: with ``target = "vllm"``, what replaces the call's own
+            ``compilation_config=`` value (``None``: keep it).
+        mapping_defaults: with ``target = "vllm"`` and the model in a ``**mapping``, the
+            defaults handed to the ``_runner_kwargs`` helper; ``None``: no mapping.
+        use_class: the runner class builds the engine (a helper with target bundled).
+        helper_calls: with ``target = "vllm"``, how a helper gets the runner fixture from
+            its callers.
+    """
+
+    risks: tuple[str, ...]
+    compilation: str | None
+    mapping_defaults: tuple[str, ...] | None
+    use_class: bool
+    helper_calls: HelperCallers | None
 
 
 class Planner(CleanupRecognizer, SafetyChecks):
@@ -169,7 +192,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
         is_fixture = func.kind is FunctionKind.FIXTURE
 
         names: set[str] = {bound} if bound else set()
-        all_engines = names | module.engine_names(func)
+        # Engines a factory helper of the module hands the function count as its own.
+        all_engines = names | module.engine_names(func) | module.function_bindings(func).received
         unwrapped = self._enclosing_try(stmt, block, names, all_engines)
         if unwrapped is None:
             return FixInfo.none(title, "built inside an expression the fix cannot restructure")
@@ -228,33 +252,13 @@ class Planner(CleanupRecognizer, SafetyChecks):
         mapping_defaults: tuple[str, ...] | None = None
         helper_calls: HelperCallers | None = None
         if kind is PlanKind.ENGINE:
-            if config.target == "vllm" and hides_model(call):
-                mapping_defaults, arg_problem = plan_mapping(
-                    module, func, call, VLLM_TARGET_DEFAULTS, compilation_config_equivalent)
-            else:
-                arg_problem = self._argument_problem(call)
-            if isinstance(arg_problem, Blocked):
-                return FixInfo.none(title, arg_problem.reason)
-            if arg_problem is not None:
-                unsafe(arg_problem.reason)
-            if config.target == "vllm":
-                given = next((k.value for k in call.keywords if k.arg == "compilation_config"),
-                             None)
-                if given is not None:
-                    compilation, cc_problem = compilation_config_equivalent(given, module)
-                    if isinstance(cc_problem, Blocked):
-                        return FixInfo.none(title, cc_problem.reason)
-                    if cc_problem is not None:
-                        unsafe(cc_problem.reason)
-            if use_class and config.target == "vllm":
-                passed = runner_through_callers(module, func, config.runner_fixture)
-                if isinstance(passed, str):
-                    return FixInfo.none(title, passed)
-                use_class, helper_calls = False, passed
-                if passed.public and not passed.passed:
-                    unsafe(f"`{passed.name}()` is public: a module that imports it must now "
-                           f"pass `{config.runner_fixture}` too ({ONE_MODULE} and does not "
-                           "change callers in other modules)")
+            arguments = self.runner_arguments(call, func, use_class)
+            if isinstance(arguments, Blocked):
+                return FixInfo.none(title, arguments.reason)
+            for risk in arguments.risks:
+                unsafe(risk)
+            compilation, mapping_defaults = arguments.compilation, arguments.mapping_defaults
+            use_class, helper_calls = arguments.use_class, arguments.helper_calls
         yield_proxy = self._yields_proxy(func, stmt, segment, remove, names, bound, group)
         if is_fixture and not yield_proxy and any(
                 isinstance(n, ast.Return) for s in segment[1:] for n in walk_breadth(s)):
@@ -306,6 +310,54 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return None
         return (f"`target = \"vllm\"` requests vLLM's `{fixture}` fixture, and no "
                 "conftest.py pytest loads for this module defines it")
+
+    def runner_arguments(self, call: ast.Call, func: FunctionInfo,
+                         use_class: bool) -> RunnerArguments | Blocked:
+        """How the engine call ``call`` in ``func`` becomes the runner's call: its arguments
+        mapped onto the runner's (:meth:`_argument_problem`, the ``**mapping`` of the model
+        with ``target = "vllm"``, :func:`plan_mapping`), ``compilation_config`` spelled as
+        vLLM's ``VllmRunner`` needs it, and with ``target = "vllm"`` a helper (``use_class``)
+        given the runner fixture by its callers (:func:`runner_through_callers`).
+
+        Returns:
+            The :class:`RunnerArguments` (their ``risks`` make the fix unsafe), or the
+            :class:`Blocked` reason no runner call keeps the engine's configuration.
+        """
+        module = self.module
+        config = module.config
+        risks: list[str] = []
+        compilation: str | None = None
+        mapping_defaults: tuple[str, ...] | None = None
+        helper_calls: HelperCallers | None = None
+        if config.target == "vllm" and hides_model(call):
+            mapping_defaults, arg_problem = plan_mapping(
+                module, func, call, VLLM_TARGET_DEFAULTS, compilation_config_equivalent)
+        else:
+            arg_problem = self._argument_problem(call)
+        if isinstance(arg_problem, Blocked):
+            return arg_problem
+        if arg_problem is not None:
+            risks.append(arg_problem.reason)
+        if config.target == "vllm":
+            given = next((k.value for k in call.keywords if k.arg == "compilation_config"),
+                         None)
+            if given is not None:
+                compilation, cc_problem = compilation_config_equivalent(given, module)
+                if isinstance(cc_problem, Blocked):
+                    return cc_problem
+                if cc_problem is not None:
+                    risks.append(cc_problem.reason)
+        if use_class and config.target == "vllm":
+            passed = runner_through_callers(module, func, config.runner_fixture)
+            if isinstance(passed, str):
+                return Blocked(passed)
+            use_class, helper_calls = False, passed
+            if passed.public and not passed.passed:
+                risks.append(f"`{passed.name}()` is public: a module that imports it must now "
+                             f"pass `{config.runner_fixture}` too ({ONE_MODULE} and does not "
+                             "change callers in other modules)")
+        return RunnerArguments(tuple(risks), compilation, mapping_defaults, use_class,
+                               helper_calls)
 
     def _class_the_runner_cannot_build(self, call: ast.Call) -> str | None:
         """The qualified engine class ``call`` builds when the runner cannot build it in its
@@ -602,6 +654,13 @@ class Planner(CleanupRecognizer, SafetyChecks):
             # also this engine's, from the iteration before: then they are uses).
             inside |= {id(n) for s in block[:index] for n in walk_breadth(s)}
         inside |= {id(n) for s in block if s.lineno in remove for n in walk_breadth(s)}
+        # The ``finally`` of a ``try`` the rewrite unwraps goes with it: a guarded shutdown
+        # there (``if llm is not None: ...``, the name bound to ``None`` before the ``try``)
+        # is no use after the block.
+        parent = module.parent(stmt)
+        if isinstance(parent, ast.Try) and parent.finalbody and all(
+                s.lineno in remove for s in parent.finalbody):
+            inside |= {id(n) for s in parent.finalbody for n in walk_breadth(s)}
         all_engines = names | module.engine_names(func)
         inside |= {id(n) for s in [*self._after_with_cleanup(stmt, names, all_engines),
                                    *self._finally_cleanup(stmt, names, all_engines)]

@@ -16,6 +16,7 @@ from lint_gpu_tests.analysis import (
 from lint_gpu_tests.fixplan.blocks import statement_block
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
 from lint_gpu_tests.fixplan.cleanup import ends_engine
+from lint_gpu_tests.fixplan.factories import FactoryPlan
 from lint_gpu_tests.fixplan.plan import CleanupPlan, WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
@@ -23,7 +24,7 @@ from lint_gpu_tests.prefilter import RUNNER_FACTORY_FIXTURE
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
     covering_fix,
-    factory_reason,
+    factory_fix,
     function_plans,
     hit_at,
     is_shutdown_try,
@@ -90,7 +91,9 @@ class ManualEngineCleanup(Rule):
     fix_safety = (
         "Removed as part of the GPU001 rewrite of the engine, with the same safety (for a "
         "helper class: the class becomes a context manager over the runner, a method made "
-        "only of cleanup is deleted with its calls; unsafe). In a "
+        "only of cleanup is deleted with its calls; unsafe; for an engine a factory helper "
+        "of the module returns: the helper becomes a context manager over the runner and "
+        "every call of it a `with` block, one fix with the helper's GPU001). In a "
         "function that already uses the runner, removing a leftover cleanup call is unsafe: "
         "it changes when memory is freed within the test. `del m` of the runner inside its "
         "own `with ... as m:` block frees nothing (the with-statement holds the runner until "
@@ -365,15 +368,14 @@ def test_uses_helper():
                         held = _engine_holders(module, func, deletable)
                     if _engine_used_later(module, func, node, held):
                         continue  # between two uses: not the engine's teardown
-                plan: WrapPlan | None = None
+                plan: WrapPlan | FactoryPlan | None = None
                 fix: FixInfo
                 own_block = _own_with_targets(module, func, node)
                 if own_block is not None:
                     fix = _del_in_own_block_fix(module, func, node, own_block, self.fix_title)
-                elif plans:
-                    plan, fix = _covering_fix(module, func, node, plans, self.fix_title)
-                elif names.received:
-                    fix = FixInfo.none(self.fix_title, factory_reason(module, func))
+                elif plans or names.received:
+                    plan, fix = _covering_fix(module, func, node, plans, self.fix_title,
+                                              bool(names.received))
                 elif _removable_alone(module, node, deletable):
                     fix = FixInfo(Applicability.UNSAFE, self.fix_title,
                                   "removing it changes when memory is freed within the test")
@@ -383,13 +385,25 @@ def test_uses_helper():
 
 
 def _covering_fix(module: ModuleAnalysis, func: FunctionInfo, node: ast.stmt,
-                  plans: list[WrapPlan | FixInfo], title: str) -> tuple[WrapPlan | None, FixInfo]:
+                  plans: list[WrapPlan | FixInfo], title: str, received: bool = False
+                  ) -> tuple[WrapPlan | FactoryPlan | None, FixInfo]:
     """:func:`covering_fix` for the cleanup statement ``node`` of ``func``, or for the first
-    statement around it that a plan removes (``if llm is not None: del llm``)."""
-    found = covering_fix(plans, node.lineno, title)
+    statement around it that a plan removes (``if llm is not None: del llm``); with
+    ``received`` (``func`` gets an engine from a factory helper of the module) the factory
+    unit's fix (:func:`factory_fix`) where no plan of ``func`` covers it."""
+
+    def cover(line: int) -> tuple[WrapPlan | FactoryPlan | None, FixInfo]:
+        found: tuple[WrapPlan | FactoryPlan | None, FixInfo] = covering_fix(plans, line, title)
+        if found[0] is None and received:
+            unit = factory_fix(module, func, line, title)
+            if unit[0] is not None or not plans:
+                return unit
+        return found
+
+    found = cover(node.lineno)
     current = module.parent(node)
     while found[0] is None and isinstance(current, ast.stmt) and current is not func.node:
-        around = covering_fix(plans, current.lineno, title)
+        around = cover(current.lineno)
         if around[0] is not None:
             return around
         current = module.parent(current)
