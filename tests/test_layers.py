@@ -36,7 +36,7 @@ LAYERS: list[set[str]] = [
     {"rule", "rules"},
     {"checker", "conftest_index", "helper_index"},
     {"codemods"},
-    {"fixloop"},
+    {"fixloop", "tree_units"},
     {"discovery", "cache", "leaks"},
     {"edits"},
     {"run"},
