@@ -185,9 +185,14 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
                filters: dict[tuple[str, int], Prefilter] | None = None) -> Prefilter:
     """The :class:`~lint_gpu_tests.prefilter.Prefilter` of ``path`` under ``config``;
     ``filters`` keeps them for one run, per directory and config (``per-file-ignores``
-    aside, every file of a directory but its ``conftest.py`` gets the same)."""
+    aside, every test module of a directory gets the same; its ``conftest.py`` and each
+    other module, one of their own)."""
+    from lint_gpu_tests.analysis import is_test_module
+
     directory, name = os.path.split(path)
-    key = (directory if name != "conftest.py" else path, id(config))
+    # A module other than a test module may define a helper of the tree, whose name its own
+    # entries leave out: its prefilter is its own, not its directory's.
+    key = (directory if name != "conftest.py" and is_test_module(name) else path, id(config))
     kept = filters if not config.per_file_ignores else None
     if kept is not None and (known := kept.get(key)) is not None:
         return known
