@@ -178,3 +178,25 @@ def test_atomic_write_all_writes_every_file(tmp_path: Path) -> None:
     assert (first.read_bytes(), second.read_bytes()) == (b"one\n", b"two\n")
     assert first.stat().st_mode & 0o777 == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]
+
+
+def test_a_helper_module_beside_its_tests_is_fixed_with_them(tmp_path: Path) -> None:
+    # engine_helpers.py sorts before the test module in their directory: the prefilter the
+    # test module gets still names the helper (the helper module's own leaves it out).
+    root = _tree(tmp_path, "beside")
+    safe = Applicability.SAFE
+    assert _run(root) == [("tests/test_beside.py", 9, 5, "GPU004", safe, ""),
+                          ("tests/test_beside.py", 10, 5, "GPU004", safe, "")]
+    assert _run(root, fix=True) == []
+    assert (root / "tests" / "test_beside.py").read_text() == (
+        "from engine_helpers import setup_engine\n\n\n"
+        "def test_generate():\n"
+        "    with setup_engine(0) as llm:\n"
+        "        assert llm.generate([\"hi\"])\n")
+    assert (root / "tests" / "engine_helpers.py").read_text() == (
+        "import contextlib\nimport weakref\n\n"
+        "from lint_gpu_tests.runtime import VllmRunner\n\n\n"
+        "@contextlib.contextmanager\n"
+        "def setup_engine(seed):\n"
+        "    with VllmRunner(\"facebook/opt-125m\", seed=seed) as runner:\n"
+        "        yield weakref.proxy(runner.llm)\n")
