@@ -250,17 +250,8 @@ def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | No
     def none(reason: str) -> TreeUnit:
         return TreeUnit(helper, FixInfo.none(title, reason), members)
 
-    func = next((f for f in module.functions if f.name == name and f.parent is None and
-                 f.owner_class is None and f.kind is FunctionKind.HELPER), None)
-    sites = [s for s in module.engines if func is not None and s.function is func]
-    if func is None or len(sites) != 1:
-        return none(f"`{name}()` builds several engines or none the fix can find")
-    calls: list[FactoryCall] = []
-    if any(isinstance(n, ast.Name) and n.id == name for n in walk_breadth(module.tree)):
-        own = module_call_sites(module, func)
-        if isinstance(own, str):
-            return none(own)
-        calls.extend(own)
+    # Every module using the helper first: each is a member, whose violations say why the
+    # unit has no fix where it has none.
     needle = name.encode()
     found: list[tuple[Member, list[tuple[ast.AST, ast.Call | None]]]] = []
     for absolute in tree_files(root):
@@ -272,7 +263,19 @@ def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | No
             found.append((other, references))
             if other.checked:
                 members[other.path] = other
+    func = next((f for f in module.functions if f.name == name and f.parent is None and
+                 f.owner_class is None and f.kind is FunctionKind.HELPER), None)
+    sites = [s for s in module.engines if func is not None and s.function is func]
+    if func is None or len(sites) != 1:
+        return none(f"`{name}()` builds several engines or none the fix can find")
+    calls: list[FactoryCall] = []
     problem: str | None = None
+    if any(isinstance(n, ast.Name) and n.id == name for n in walk_breadth(module.tree)):
+        own = module_call_sites(module, func)
+        if isinstance(own, str):
+            problem = own
+        else:
+            calls.extend(own)
     for other, references in sorted(found, key=lambda f: tree_path(f[0].path, root)):
         for node, call in references:
             where = (f"`{tree_path(other.path, root)}` "
@@ -287,6 +290,10 @@ def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | No
                     "would get a context manager instead of an engine")
             else:
                 calls.append(FactoryCall(other.analysis, call))
+    if problem is None and module.config.target == "vllm":
+        problem = (f"with `target = \"vllm\"` `{name}()` would take the `vllm_runner` fixture "
+                   "from every caller, and a unit across modules does not pass it through its "
+                   "callers yet")
     if problem is not None:
         return none(problem)
     if len(members) == 1 and not calls:

@@ -200,3 +200,26 @@ def test_a_helper_module_beside_its_tests_is_fixed_with_them(tmp_path: Path) -> 
         "def setup_engine(seed):\n"
         "    with VllmRunner(\"facebook/opt-125m\", seed=seed) as runner:\n"
         "        yield weakref.proxy(runner.llm)\n")
+
+
+def test_target_vllm_has_no_unit_across_modules_yet(tmp_path: Path) -> None:
+    root = _tree(tmp_path, "unit")
+    why = ("the engine comes from `setup_engine()`, defined in `tests/utils.py` (line 6): a "
+           "helper of another module that builds and returns it, and its fix with every call "
+           "of it in the tree has none: with `target = \"vllm\"` `setup_engine()` would take "
+           "the `vllm_runner` fixture from every caller, and a unit across modules does not "
+           "pass it through its callers yet")
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        result = check_paths(["tests"], Config(root=str(root), target="vllm"), jobs=1,
+                             cache=False, fix=True)
+    finally:
+        os.chdir(old)
+    assert [(v.path, v.location.row, v.code, v.fix.reason if v.fix else None)
+            for v in result.violations] == [
+        ("tests/lora/test_multi.py", 10, "GPU004", why),
+        ("tests/lora/test_multi.py", 11, "GPU004", why),
+        ("tests/lora/test_single.py", 8, "GPU003", why),
+    ]
+    assert _sources(root) == _sources(TREES / "unit")
