@@ -19,46 +19,46 @@ from lint_gpu_tests.config import Config
 
 TREES = Path(__file__).parent / "fixtures" / "xmodule"
 
-FROM = ("the engine comes from `{call}()`{alias}, defined in `{where}` (line {line}){via}: a "
-        "helper of another module that builds and returns it, and no fix rewrites a helper "
-        "of another module together with its callers yet")
 HELD = ("the engine is held on `self.llm` of `EngineHelper`, defined in `tests/common.py` "
         "(line 4): a class of another module, and no fix rewrites a class of another "
         "module together with its users yet")
 
 
-def _from(call: str, where: str, line: int = 4, alias: str = "", via: str = "") -> str:
-    return FROM.format(call=call, alias=f" (`{alias}()`)" if alias else "", where=where,
-                       line=line, via=f", re-exported by `{via}`" if via else "")
+#: A unit across modules with a caller that cannot be rewritten
+#: (``lint_gpu_tests/fixing/tree_units.py``): every violation it would cover says why, naming it.
+NO_UNIT = ("the engine comes from `{name}()`, defined in `{where}` (line 4): a helper of "
+           "another module that builds and returns it, and its fix with every call of it in "
+           "the tree has none: {why}")
+TWO_AT_ONCE = ("in `{module}`, the calls of `{name}()` in `{function}()` (lines {a} and {b}) "
+               "give engines alive together: one block would hold the other's call")
+LORA = NO_UNIT.format(name="setup_engine", where="tests/utils.py", why=TWO_AT_ONCE.format(
+    module="tests/lora/test_lora.py", name="setup_engine", function="test_two_at_once", a=36,
+    b=37))
+CONFTEST_WHY = TWO_AT_ONCE.format(module="tests/test_uses_conftest.py", name="new_llm",
+                                  function="test_three", a=7, b=8)
 
-
+#: ``None``: the violation's fix is the unit's (its reason empty: safe).
 EXPECTED: dict[str, list[tuple[str, int, int, str, str | None]]] = {
     "absolute": [
-        ("tests/lora/test_lora.py", 10, 5, "GPU003", _from("setup_engine", "tests/utils.py")),
-        ("tests/lora/test_lora.py", 20, 5, "GPU003", _from("setup_engine", "tests/utils.py")),
-        ("tests/lora/test_lora.py", 31, 5, "GPU004", _from("setup_engine", "tests/utils.py")),
-        ("tests/lora/test_lora.py", 32, 5, "GPU004", _from("setup_engine", "tests/utils.py")),
+        ("tests/lora/test_lora.py", 10, 5, "GPU003", LORA),
+        ("tests/lora/test_lora.py", 20, 5, "GPU003", LORA),
+        ("tests/lora/test_lora.py", 31, 5, "GPU004", LORA),
+        ("tests/lora/test_lora.py", 32, 5, "GPU004", LORA),
         ("tests/lora/test_lora.py", 37, 14, "GPU007", None),
     ],
     "relative": [
-        ("tests/entrypoints/llm/test_generate.py", 11, 5, "GPU004",
-         _from("build_llm", "tests/entrypoints/utils.py")),
-        ("tests/entrypoints/llm/test_generate.py", 17, 5, "GPU004",
-         _from("u.build_llm", "tests/entrypoints/utils.py")),
-        ("tests/entrypoints/llm/test_generate.py", 22, 5, "GPU003",
-         _from("make", "tests/entrypoints/utils.py", alias="build_llm")),
+        ("tests/entrypoints/llm/test_generate.py", 11, 5, "GPU004", None),
+        ("tests/entrypoints/llm/test_generate.py", 17, 5, "GPU004", None),
+        ("tests/entrypoints/llm/test_generate.py", 22, 5, "GPU003", None),
     ],
     "rootdir": [
-        ("tests/test_spec.py", 11, 5, "GPU004", _from("make_llm", "tests/utils.py")),
-        ("tests/test_spec.py", 12, 5, "GPU004", _from("make_llm", "tests/utils.py")),
-        ("tests/test_spec.py", 13, 5, "GPU004", _from("make_llm", "tests/utils.py")),
+        ("tests/test_spec.py", 11, 5, "GPU004", None),
+        ("tests/test_spec.py", 12, 5, "GPU004", None),
+        ("tests/test_spec.py", 13, 5, "GPU004", None),
     ],
     "reexport": [
-        ("tests/test_reexport.py", 9, 5, "GPU004",
-         _from("setup_engine", "tests/helpers/engine.py", via="tests/helpers/__init__.py")),
-        ("tests/test_reexport.py", 15, 5, "GPU004",
-         _from("engine_for", "tests/helpers/engine.py", alias="setup_engine",
-               via="tests/helpers/__init__.py")),
+        ("tests/test_reexport.py", 9, 5, "GPU004", None),
+        ("tests/test_reexport.py", 15, 5, "GPU004", None),
     ],
     "helper_class": [
         ("tests/models/test_scores.py", 10, 5, "GPU004", HELD),
@@ -67,13 +67,12 @@ EXPECTED: dict[str, list[tuple[str, int, int, str, str | None]]] = {
         ("tests/models/test_scores.py", 17, 5, "GPU003", HELD),
     ],
     "conftest_helper": [
-        ("tests/conftest.py", 5, 12, "GPU001",
-         "`new_llm()` returns the engine it builds and is not called in this module: the fix "
-         "makes it a context manager together with its callers, and `--fix` rewrites one "
-         "module at a time"),
+        ("tests/conftest.py", 5, 12, "GPU001", CONFTEST_WHY),
         ("tests/test_uses_conftest.py", 9, 9, "GPU007", None),
-        ("tests/test_uses_conftest.py", 11, 5, "GPU004", _from("new_llm", "tests/conftest.py")),
-        ("tests/test_uses_conftest.py", 12, 5, "GPU004", _from("new_llm", "tests/conftest.py")),
+        ("tests/test_uses_conftest.py", 11, 5, "GPU004", NO_UNIT.format(
+            name="new_llm", where="tests/conftest.py", why=CONFTEST_WHY)),
+        ("tests/test_uses_conftest.py", 12, 5, "GPU004", NO_UNIT.format(
+            name="new_llm", where="tests/conftest.py", why=CONFTEST_WHY)),
     ],
     "reads_only": [],
 }

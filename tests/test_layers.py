@@ -36,7 +36,7 @@ LAYERS: list[set[str]] = [
     {"rule", "rules"},
     {"checking.checker", "checking.conftest_index", "checking.helper_index", "checking"},
     {"codemods"},
-    {"fixing.fixloop", "fixing"},
+    {"fixing.fixloop", "fixing.tree_units", "fixing"},
     {"running.discovery", "running.cache", "running.leaks", "running"},
     {"fixing.edits"},
     {"running.run"},

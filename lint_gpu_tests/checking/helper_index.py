@@ -133,6 +133,12 @@ def _python_files(root: str) -> Iterator[tuple[str, int, int]]:
             yield entry.path, stat.st_size, stat.st_mtime_ns
 
 
+def tree_files(root: str) -> list[str]:
+    """The ``.py`` files of the tree at ``root`` (test modules included), as the index
+    lists them (at most :data:`MAX_TREE_FILES`)."""
+    return [path for path, _, _ in _python_files(root)]
+
+
 class TreeHelpers:
     """The engine helpers of one tree: each file's summary, and the re-exports of them."""
 

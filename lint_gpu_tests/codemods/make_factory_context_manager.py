@@ -49,7 +49,8 @@ class MakeFactoryContextManager(GpuCodemod[FactoryPlan]):
                 plans: Sequence[FactoryPlan]) -> cst.Module:
         plan = plans[0]
         config = self.config
-        as_runner = replace(config, runner_classes=(*config.runner_classes, plan.factory))
+        as_runner = replace(config, runner_classes=(*config.runner_classes, plan.factory,
+                                                    *plan.spellings))
         positions = StatementPositions(tree, module.tree, self.printer)
         transformer = _FactoryTransformer(plan, module.path, as_runner, positions,
                                           engine_locals(module), module.text)
@@ -59,7 +60,7 @@ class MakeFactoryContextManager(GpuCodemod[FactoryPlan]):
         if RUNNER_KWARGS_NAME in transformer.needs:
             transformer.needs.discard(RUNNER_KWARGS_NAME)
             new_tree = add_helper(new_tree)
-        self.add_imports(transformer.needs | {"contextlib"})
+        self.add_imports(transformer.needs | ({"contextlib"} if transformer.home else set()))
         self.remove_unused(module, new_tree)
         return new_tree
 
@@ -71,14 +72,17 @@ class _FactoryTransformer(WrapTransformer):
     def __init__(self, plan: FactoryPlan, path: str, config: Config,
                  positions: StatementPositions, engine_names: set[str], text: str) -> None:
         callers = [c.plan for c in plan.callers if c.path == path]
-        super().__init__([plan.body, *callers], config, positions, engine_names, text)
+        # A unit across modules: the helper's own rewrite only in the helper's module.
+        self.home = plan.path == path
+        super().__init__([plan.body] * self.home + callers, config, positions, engine_names,
+                         text)
         self.factory = plan
 
     def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
                                   updated_node: cst.SimpleStatementLine
                                   ) -> cst.SimpleStatementLine:
         line = self.factory.return_line
-        if line is None or self._line(original_node) != line:
+        if not self.home or line is None or self._line(original_node) != line:
             return updated_node
         ret = updated_node.body[0]
         assert isinstance(ret, cst.Return) and ret.value is not None
@@ -87,7 +91,7 @@ class _FactoryTransformer(WrapTransformer):
     def leave_FunctionDef(self, original_node: cst.FunctionDef,
                           updated_node: cst.FunctionDef) -> cst.FunctionDef:
         new = super().leave_FunctionDef(original_node, updated_node)
-        if self._line(original_node) != self.factory.def_line:
+        if not self.home or self._line(original_node) != self.factory.def_line:
             return new
         self.changed = True
         decorator = cst.Decorator(decorator=cst.parse_expression(CONTEXT_MANAGER))

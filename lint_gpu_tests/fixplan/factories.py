@@ -60,6 +60,7 @@ Decisions (README, "Fix safety": a safe fix keeps behaviour):
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -78,6 +79,7 @@ from lint_gpu_tests.fixplan.planner import Planner, planner_for
 from lint_gpu_tests.fixplan.safety import weak_calls
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan
 from lint_gpu_tests.parsing.source import walk_breadth
+from lint_gpu_tests.parsing.syntax import last_name
 
 FACTORY_TITLE = ("Make `{name}()` a `contextlib.contextmanager` over `{runner}` and call it "
                  "in `with` statements")
@@ -134,6 +136,7 @@ class FactoryPlan(FixPlan):
             the helper uses before returning it, which the block binds to the proxy);
             ``None`` where the block's own hand-out yields ``weakref.proxy(runner.llm)``.
         callers: every call of the helper, each rewritten into a with-block.
+        spellings: the other names its calls spell it by (an alias of an imported helper).
         applicability / reason / title: as :class:`lint_gpu_tests.ftypes.FixInfo`.
     """
 
@@ -145,6 +148,7 @@ class FactoryPlan(FixPlan):
     body: WrapPlan
     return_line: int | None = None
     callers: tuple[FactoryCaller, ...] = ()
+    spellings: tuple[str, ...] = ()
     applicability: Applicability = Applicability.SAFE
     reason: str = ""
     title: str = ""
@@ -185,7 +189,7 @@ def _factory_units(module: ModuleAnalysis) -> dict[str, FactoryPlan | FixInfo]:
     for name in module.engine_factories:
         func = next(f for f in module.functions if f.name == name and f.parent is None
                     and f.owner_class is None and f.kind is FunctionKind.HELPER)
-        title = _title(module, name)
+        title = factory_title(module, name)
         sites = [s for s in module.engines if s.function is func]
         if len(sites) != 1:
             out[name] = FixInfo.none(title, f"`{name}()` builds several engines")
@@ -214,7 +218,7 @@ def factory_unit_of(module: ModuleAnalysis, site: EngineSite) -> FactoryPlan | F
     return factory_units(module).get(func.name)
 
 
-def _title(module: ModuleAnalysis, name: str) -> str:
+def factory_title(module: ModuleAnalysis, name: str) -> str:
     config = module.config
     runner = config.runner_fixture if config.target == "vllm" else (
         config.runner_classes[0] if config.runner_classes else "VllmRunner")
@@ -262,7 +266,8 @@ def module_call_sites(module: ModuleAnalysis, func: FunctionInfo) -> list[Factor
 
 
 def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite,
-                      calls: Sequence[FactoryCall]) -> FactoryPlan | FixInfo:
+                      calls: Sequence[FactoryCall], *, tree: str | None = None
+                      ) -> FactoryPlan | FixInfo:
     """Plan the unit of the factory ``func`` of ``module`` (whose engine ``site`` builds) and
     its call sites ``calls``: the factory's own block and one with-block per call.
 
@@ -270,13 +275,18 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
     own analysis (``FactoryCall.module``), which is how callers in other modules of a tree
     join the unit.
 
+    With ``tree`` (the root directory of the helper's tree) the calls are every use of the
+    helper in that tree (:mod:`lint_gpu_tests.fixing.tree_units` found them all, in modules the
+    run fixes): its being public then changes no caller the unit leaves out, and a caller
+    that cannot be rewritten is named with its module (from ``tree``).
+
     Returns:
         The :class:`FactoryPlan` (safe or unsafe, with every reason), or the
         :class:`FixInfo` of the missing fix, its reason naming the factory's shape or the
         caller that cannot be rewritten (function and line).
     """
     name = func.name
-    title = _title(module, name)
+    title = factory_title(module, name)
     body = _factory_body(module, func, site, title)
     if isinstance(body, FixInfo):
         return body
@@ -285,11 +295,15 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
     for caller_module, sites in _by_module(calls):
         found = _caller_plans(caller_module, name, sites)
         if isinstance(found, Blocked):
-            return FixInfo.none(title, found.reason)
-        reasons.extend(f"the call of `{name}()` in `{caller.function}()` (line {caller.line}): "
-                       f"{caller.plan.reason}" for caller in found if caller.plan.reason)
+            where = "" if tree is None else \
+                f"in `{tree_path(caller_module.path, tree)}`, "
+            return FixInfo.none(title, where + found.reason)
+        module_of = "" if tree is None else f" of `{tree_path(caller_module.path, tree)}`"
+        reasons.extend(f"the call of `{name}()` in `{caller.function}()`{module_of} (line "
+                       f"{caller.line}): {caller.plan.reason}"
+                       for caller in found if caller.plan.reason)
         callers.extend(found)
-    if not name.startswith("_"):
+    if not name.startswith("_") and not tree:
         if not is_test_module(module.path):
             return FixInfo.none(title, f"`{name}()` is public in a module others import: their "
                                 f"calls would get a context manager instead of an engine, and "
@@ -306,10 +320,18 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
         body=plan,
         return_line=return_line,
         callers=tuple(callers),
+        spellings=tuple(sorted({n for c in calls if (n := last_name(c.call.func)) is not None}
+                               - {name})),
         applicability=Applicability.UNSAFE if reasons else Applicability.SAFE,
         reason="; ".join(reasons),
         title=title,
     )
+
+
+def tree_path(path: str, tree: str) -> str:
+    """``path`` from the directory ``tree`` (``/`` between its parts), as messages name a
+    module of a tree."""
+    return os.path.relpath(os.path.abspath(path), tree).replace(os.sep, "/")
 
 
 def _by_module(calls: Sequence[FactoryCall]) -> list[tuple[ModuleAnalysis, list[ast.Call]]]:
@@ -421,7 +443,10 @@ def _caller_plans(module: ModuleAnalysis, name: str, calls: list[ast.Call]
     """One with-block per call of the factory ``name`` in ``module``, each planned as a bare
     runner whose class is the factory (what it is once rewritten), on an analysis of the
     module with ``name`` among the runner classes; or why a call cannot be rewritten."""
-    config = replace(module.config, runner_classes=(*module.config.runner_classes, name))
+    # The calls' own spellings too: an imported helper may be called under an alias.
+    spelled = sorted({n for c in calls if (n := last_name(c.func)) is not None} - {name})
+    config = replace(module.config, runner_classes=(*module.config.runner_classes, name,
+                                                    *spelled))
     as_runner = ModuleAnalysis.build(module.tree, module.text, module.path, config,
                                      module.conftest_entries)
     planner = planner_for(as_runner)

@@ -56,6 +56,62 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
         raise
 
 
+def atomic_write_all(files: dict[str, bytes]) -> None:
+    """Replace the contents of every file of ``files`` (path -> bytes) together, as one fix
+    across modules needs: every temporary file is written, flushed and given its target's
+    mode first, then each replaces its target. A failure before the renames (a full disk, a
+    directory that is not writable) changes no file and leaves no temporary file.
+
+    Raises:
+        OSError: as :func:`atomic_write`; when a rename fails after others were done, the
+            files renamed so far get their old bytes back (each written atomically), as far
+            as that succeeds.
+    """
+    temps: list[tuple[str, Path]] = []
+    renamed: list[tuple[Path, bytes | None]] = []
+    try:
+        for path, data in files.items():
+            target = Path(os.path.realpath(path))
+            try:
+                old = os.stat(target)
+            except FileNotFoundError:
+                old = None
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                                       suffix=".tmp")
+            temps.append((tmp, target))
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            if old is not None:
+                _keep_owner(tmp, old)
+                os.chmod(tmp, stat.S_IMODE(old.st_mode))
+            else:
+                umask = os.umask(0)
+                os.umask(umask)
+                os.chmod(tmp, 0o644 & ~umask)
+        while temps:
+            tmp, target = temps[0]
+            try:
+                before: bytes | None = target.read_bytes()
+            except FileNotFoundError:
+                before = None
+            os.replace(tmp, target)
+            temps.pop(0)
+            renamed.append((target, before))
+    except BaseException:
+        for tmp, _ in temps:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        for target, before in reversed(renamed):
+            with contextlib.suppress(OSError):
+                if before is None:
+                    os.unlink(target)
+                else:
+                    atomic_write(target, before)
+        raise
+
+
 def _keep_owner(tmp: str, old: os.stat_result) -> None:
     """Give the new file the old one's owner and group, as far as we may (root can; a user
     can keep a group it belongs to; otherwise the file is ours, as an editor would make it)."""

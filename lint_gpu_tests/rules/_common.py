@@ -20,6 +20,12 @@ KEPT_TITLE = (f"Keep it (the test runs in a new process, `@{ISOLATE_CALL}`, wher
               "cleanup is not reported)")
 
 
+#: What the reason of a fix withheld for an engine from another module's factory helper
+#: says (:func:`imported_helper_reason`): :mod:`lint_gpu_tests.fixing.tree_units` plans the unit of
+#: the helper and its callers across the tree for the violations whose reason says it.
+IMPORTED_FACTORY = "a helper of another module that builds and returns it"
+
+
 def hit_at(node: ast.AST, message: str, fix: FixInfo | None,
            plan: WrapPlan | FactoryPlan | FixInfo | None = None) -> Hit:
     """A :class:`Hit` spanning ``node``; ``plan`` is the rewrite whose fix ``fix`` rides on."""
@@ -113,6 +119,6 @@ def imported_helper_reason(helper: ImportedHelper, spelled: str) -> str:
                 f"{helper.where}: a class of another module, and no fix rewrites a class "
                 "of another module together with its users yet")
     alias = "" if spelled.rpartition(".")[2] == helper.name else f" (`{helper.name}()`)"
-    return (f"the engine comes from `{spelled}()`{alias}, defined in {helper.where}: a "
-            "helper of another module that builds and returns it, and no fix rewrites a "
-            "helper of another module together with its callers yet")
+    return (f"the engine comes from `{spelled}()`{alias}, defined in {helper.where}: "
+            f"{IMPORTED_FACTORY}, and no fix rewrites a helper of another module together "
+            "with its callers yet")

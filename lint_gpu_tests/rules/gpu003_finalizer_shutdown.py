@@ -38,8 +38,11 @@ class FinalizerShutdown(Rule):
         "from a factory helper (a module-level function that builds an engine and returns "
         "it) of the module or of another module of the tree, imported however: "
         "`from tests.utils import ...`, `from .utils import ...`, `import tests.utils as u`, "
-        "a name re-exported one level deep. The fix of an engine from another module's "
-        "helper is withheld, its reason naming the helper and its module."
+        "a name re-exported one level deep. An engine from another module's helper is "
+        "fixed with the helper and every call of it in the tree, as one unit planned after "
+        "every file is checked; where one call cannot be rewritten, the helper is used "
+        "other than by calls, or a module using it is not checked, the unit has no fix and "
+        "the reason names that module and line."
     )
     why_bad = (
         "Each hand-written teardown covers one engine and one path: it runs late (atexit), "

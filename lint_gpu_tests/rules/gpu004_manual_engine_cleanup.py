@@ -102,8 +102,12 @@ class ManualEngineCleanup(Rule):
         "`fix-strategy = \"isolate\"` the cleanup goes with the GPU001 fix that runs the test "
         "in a new process (the process exit frees everything), except cleanup that frees an "
         "engine before another one of the same test is built, which stays. Cleanup of an "
-        "engine from a helper of another module has no fix: its reason names the helper "
-        "and its module."
+        "engine from a factory helper of another module goes with the fix of the helper "
+        "and every call of it in the tree, one unit applied all or not at all, as safe as "
+        "its least safe call's block; none when a call cannot be rewritten, the helper is "
+        "used other than by calls or a module using it is not checked (the reason names "
+        "the module and line). An engine held by a helper class of another module has no "
+        "fix: its reason names the class and its module."
     )
     options = ("cleanup-functions", "isolation-decorators", "process-launchers",
                "fix-strategy")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from lint_gpu_tests.checking import conftest_index
 from lint_gpu_tests.checking.conftest_index import ConftestIndex, conftest_engine_fixtures
-from lint_gpu_tests.config import Config, ConfigResolver
+from lint_gpu_tests.config import Config, ConfigResolver, is_test_module
 from lint_gpu_tests.ftypes import ENGINE_HELPER, FileResult, Violation, wanted_fixes
 from lint_gpu_tests.running.cache import ResultCache, content_hash, default_cache_dir, stat_key
 from lint_gpu_tests.running.discovery import Discovery, Problem, discover_files, is_excluded
@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # edits and the internal error: imported where a run needs th
 
     from lint_gpu_tests.analysis.analysis import ModuleAnalysis
     from lint_gpu_tests.checking.checker import CheckResult
+    from lint_gpu_tests.fixing import tree_units
     from lint_gpu_tests.fixing.edits import Edit
     from lint_gpu_tests.fixing.fixloop import FixOutcome
     from lint_gpu_tests.parsing.prefilter import Prefilter
@@ -183,9 +184,12 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
                filters: dict[tuple[str, int], Prefilter] | None = None) -> Prefilter:
     """The :class:`~lint_gpu_tests.parsing.prefilter.Prefilter` of ``path`` under ``config``;
     ``filters`` keeps them for one run, per directory and config (``per-file-ignores``
-    aside, every file of a directory but its ``conftest.py`` gets the same)."""
+    aside, every test module of a directory gets the same; its ``conftest.py`` and each
+    other module, one of their own)."""
     directory, name = os.path.split(path)
-    key = (directory if name != "conftest.py" else path, id(config))
+    # A module other than a test module may define a helper of the tree, whose name its own
+    # entries leave out: its prefilter is its own, not its directory's.
+    key = (directory if name != "conftest.py" and is_test_module(name) else path, id(config))
     kept = filters if not config.per_file_ignores else None
     if kept is not None and (known := kept.get(key)) is not None:
         return known
@@ -584,6 +588,11 @@ class _Caches:
 # --------------------------------------------------------------------------- the run
 
 
+MAX_UNIT_ROUNDS = 10
+"""Most rounds of fix units across modules in one run (units sharing a module are applied in
+rounds, each planned on the bytes the round before left)."""
+
+
 class RunContext:
     """The state of one run over discovered files, made for it and dropped after it: the
     settings of each file, the result caches, the conftest index and memo, the prefilters,
@@ -640,7 +649,103 @@ class RunContext:
         run = self.result
         run.files = [self.done[path].result for path in files]
         run.diffs = {path: text for path in files if (text := self.done[path].diff)}
+        self._tree_units(run)
         return run
+
+    def _tree_units(self, run: RunResult) -> None:
+        """The fix units across modules (:mod:`lint_gpu_tests.fixing.tree_units`) of the files
+        whose violations withhold a fix for another module's factory helper: their
+        violations relabelled, and with ``fix`` or ``diff`` each unit that applies rewritten
+        whole (written together, or diffed). Units that share a module are applied one
+        round after another, each planned on the bytes the one before left."""
+        from lint_gpu_tests.fixing import tree_units
+
+        options = self.options
+        checked = {os.path.abspath(path): path for path in self.found.files}
+        by_path = {r.path: i for i, r in enumerate(run.files)}
+        diffed: dict[str, bytes] = {}  # absolute path -> bytes a unit left, with ``diff``
+
+        def read(absolute: str) -> bytes | None:
+            if absolute in diffed:
+                return diffed[absolute]
+            path = checked.get(absolute)
+            if path is not None and options.diff:
+                new = run.files[by_path[path]].new_source
+                if new is not None:
+                    return new
+            try:
+                return Path(absolute).read_bytes()
+            except OSError:
+                return None
+
+        def config_of(absolute: str) -> Config:
+            path = checked.get(absolute)
+            return self.configs[path] if path is not None else first
+
+        done: set[tuple[str, str]] = set()
+        for _ in range(MAX_UNIT_ROUNDS):
+            seeds = [r.path for r in run.files
+                     if r.error is None and tree_units.marked(r.violations)]
+            if not seeds:
+                return
+            first = self.configs[seeds[0]]
+            touched: set[str] = set()
+            applied = False
+            for unit in tree_units.plan_tree_units(seeds, checked, read, config_of,
+                                                   self.conftests):
+                key = (unit.helper.module, unit.helper.name)
+                if touched & set(unit.members):
+                    continue  # planned again on the new bytes, next round
+                touched |= set(unit.members)
+                apply = key not in done and (options.fix or options.diff) and \
+                    unit.applies(options.unsafe_fixes)
+                done.add(key)
+                applied |= apply
+                self._settle_unit(run, unit, by_path, diffed, apply)
+            if not applied:
+                return
+
+    def _settle_unit(self, run: RunResult, unit: tree_units.TreeUnit, by_path: dict[str, int],
+                     diffed: dict[str, bytes], apply: bool) -> None:
+        """Relabel the violations of ``unit``'s modules and, with ``apply``, rewrite them all
+        (written together with ``fix``; diffed with ``diff``, the new bytes in ``diffed``);
+        a failure is each checked module's error, and no module of the unit changes."""
+        from lint_gpu_tests.fixing import tree_units
+        from lint_gpu_tests.fixing.edits import unified_diff
+
+        options = self.options
+        news: dict[str, bytes] | str = tree_units.unit_sources(unit) if apply else {}
+        if isinstance(news, dict) and news and options.fix:
+            from lint_gpu_tests.parsing.writer import atomic_write_all
+
+            try:
+                atomic_write_all(news)
+            except OSError as exc:
+                news = f"cannot write the fixed files of `{unit.helper.name}()`: {exc}"
+        for path, member in unit.members.items():
+            index = by_path.get(path)
+            if isinstance(news, dict) and path in news and options.diff:
+                diffed[os.path.abspath(path)] = news[path]
+                try:
+                    original = Path(path).read_bytes()
+                except OSError:
+                    original = member.source
+                run.diffs[path] = unified_diff(path, original, news[path])
+            if index is None or not member.checked:
+                continue
+            old = run.files[index]
+            labelled = unit.relabel(path, member.violations)
+            if isinstance(news, str):
+                run.files[index] = replace(old, violations=labelled, error=news,
+                                           error_stage="fix")
+            elif path not in news:
+                run.files[index] = replace(old, violations=labelled)
+            else:
+                fixed = [new for v, new in zip(member.violations, labelled, strict=True)
+                         if unit.covered(path, v)]
+                left = check_module(news[path], path, member.config, self.conftests).violations
+                run.files[index] = replace(old, violations=left, fixed=[*old.fixed, *fixed],
+                                           new_source=news[path])
 
     def _serves(self, cached: list[Violation]) -> bool:
         """Whether cached results answer this run: no fix asked of them, nor the edits of

@@ -106,10 +106,23 @@ def recording_inputs(tree: Path, module: str, on: Platform | None = None) -> dic
         module: the module's ``/``-separated path inside it.
         on: the Python and machine the recording is for (default: this interpreter's).
 
+    The modules beside it that it may import (:func:`sibling_modules`) count by their bytes
+    too, as ``prove``'s ``helpers``.
+
     Returns:
         A JSON-able dict; :func:`key_of` turns it into the recording's key.
     """
-    return prove_inputs(tree, module, harness=harness_digest(), environment=environment_id(on))
+    return prove_inputs(tree, module, harness=harness_digest(), environment=environment_id(on),
+                        helpers=sibling_modules(tree, module))
+
+
+def sibling_modules(tree: Path, module: str) -> list[str]:
+    """The modules beside ``module`` in its folder of ``tree`` that are neither test modules
+    nor a ``conftest.py`` (``xunit/engine_helpers.py``, which the module imports and a fix
+    across modules rewrites with it), ``/``-separated: inputs of its recording."""
+    folder = (tree / module).parent
+    return sorted(p.relative_to(tree).as_posix() for p in folder.glob("*.py")
+                  if not p.name.startswith("test_") and p.name != "conftest.py")
 
 
 #: Packaging tools in the e2e venv that ``pip freeze`` (and so ``constraints.txt``) leaves

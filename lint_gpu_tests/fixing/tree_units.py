@@ -1,0 +1,350 @@
+"""Fix units across modules: a factory helper of one module of the tree (``tests/utils.py``:
+``def setup_engine(...): return LLM(...)``) and every call of it in the tree's other modules,
+planned, reported and applied as one fix.
+
+The per-file check withholds the fix of a violation about an engine from another module's
+factory helper (its reason says :data:`~lint_gpu_tests.rules._common.IMPORTED_FACTORY`).
+After every file of a run is checked (and, with ``--fix``, fixed on its own), the run hands
+the files with such a violation to :func:`plan_tree_units`, in its own process:
+
+* each helper those files call is found through the tree's helper index
+  (:meth:`~lint_gpu_tests.analysis.analysis.ModuleAnalysis.helper_called`), and its module analysed;
+* every ``.py`` file of the tree
+  (:func:`~lint_gpu_tests.checking.helper_index.tree_files`) whose bytes
+  name the helper is analysed, and every reference to the helper there found as the index
+  resolves it (``from tests.utils import setup_engine``, ``import tests.utils as u``, an
+  alias, a re-export): a call joins the unit; a reference that is not a call (the helper
+  passed as a value), or any reference in a file the run does not check, leaves the whole
+  unit without a fix, the reason naming that module and line;
+* the unit is planned once (:func:`~lint_gpu_tests.fixplan.factories.plan_factory_unit`,
+  each call on its own module's analysis): as safe as its least safe caller's block; no fix
+  when one call cannot be rewritten, the reason naming it.
+
+Each violation the unit removes carries its fix (the helper's GPU001 where its module is
+checked; each caller's GPU003/GPU004). With ``--fix`` (or ``--diff``) the unit's files are
+rewritten together (:func:`unit_sources`): all new texts are made and parsed first, then
+written with :func:`~lint_gpu_tests.parsing.writer.atomic_write_all` (every temporary file first,
+then the renames), so a failure before the renames changes no file.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+from lint_gpu_tests.analysis.analysis import FunctionKind, ImportedHelper, ModuleAnalysis
+from lint_gpu_tests.checking.checker import check_module
+from lint_gpu_tests.checking.conftest_index import ConftestIndex, conftest_engine_fixtures
+from lint_gpu_tests.checking.helper_index import tree_files, tree_root
+from lint_gpu_tests.config import Config
+from lint_gpu_tests.fixplan.factories import (
+    FactoryCall,
+    FactoryPlan,
+    factory_title,
+    module_call_sites,
+    plan_factory_unit,
+    tree_path,
+)
+from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation
+from lint_gpu_tests.parsing.source import parse_source, walk_breadth
+from lint_gpu_tests.rules._common import IMPORTED_FACTORY
+
+
+@dataclass
+class Member:
+    """One module of a unit: the helper's, or one with calls of it.
+
+    Attributes:
+        path: the module's path as the run names it (the helper's module, when the run does
+            not check it, as seen from the working directory).
+        source: the bytes the unit was planned on.
+        config: the settings it is fixed with.
+        analysis: its analysis (the plan's lines refer to it).
+        violations: its violations on ``source`` (empty for a module the run does not check).
+        checked: whether the run checks it.
+    """
+
+    path: str
+    source: bytes
+    config: Config
+    analysis: ModuleAnalysis
+    violations: list[Violation] = field(default_factory=list)
+    checked: bool = True
+
+
+@dataclass
+class TreeUnit:
+    """A factory helper of the tree and every call of it: one fix, or none with the reason.
+
+    Attributes:
+        helper: the helper as the callers import it.
+        fix: the unit's plan, or the missing fix with its reason.
+        members: the unit's modules by path, the helper's first.
+    """
+
+    helper: ImportedHelper
+    fix: FactoryPlan | FixInfo
+    members: dict[str, Member]
+
+    def marks(self, violation: Violation) -> bool:
+        """True when the per-file check withheld ``violation``'s fix for this helper."""
+        fix = violation.fix
+        return fix is not None and fix.applicability is Applicability.NONE and \
+            IMPORTED_FACTORY in fix.reason and f"defined in `{self.helper.module}`" in \
+            fix.reason and re.search(rf"`(?:[\w.]*\.)?{self.helper.name}\(\)`",
+                                     fix.reason) is not None
+
+    def covered(self, path: str, violation: Violation) -> bool:
+        """True when the unit's rewrite of ``path`` removes ``violation``: the helper's own
+        engine (GPU001), or a caller's cleanup or shutdown ``try`` its with-block deletes."""
+        plan = self.fix
+        if not isinstance(plan, FactoryPlan):
+            return False
+        row = violation.location.row
+        if path == plan.path and violation.code == "GPU001" and row == plan.call_line:
+            return True
+        return self.marks(violation) and any(
+            row in caller.plan.remove_lines | caller.plan.unwrap_try_lines
+            for caller in plan.callers if caller.path == path)
+
+    def relabel(self, path: str, violations: Iterable[Violation]) -> list[Violation]:
+        """``violations`` of the member ``path`` with the unit's fix on each it removes, and
+        the reason of the missing fix on each it leaves."""
+        helper, plan = self.helper, self.fix
+        out: list[Violation] = []
+        for v in violations:
+            fix = v.fix
+            assert fix is not None or not self.marks(v)
+            if isinstance(plan, FactoryPlan) and self.covered(path, v):
+                assert fix is not None  # GPU001 and a marked violation have a fix
+                new = plan.fix_info() if v.code == "GPU001" and path == plan.path \
+                    else plan.covered_fix(fix.title)
+                out.append(replace(v, fix=new))
+            elif self.marks(v):
+                assert fix is not None
+                if isinstance(plan, FactoryPlan):
+                    reason = (f"the engine comes from `{helper.name}()`, defined in "
+                              f"{helper.where}, and its rewrite into a context manager "
+                              "keeps this statement")
+                else:
+                    reason = (f"the engine comes from `{helper.name}()`, defined in "
+                              f"{helper.where}: {IMPORTED_FACTORY}, and its fix with every "
+                              f"call of it in the tree has none: {plan.reason}")
+                out.append(replace(v, fix=FixInfo.none(fix.title, reason)))
+            elif isinstance(plan, FixInfo) and fix is not None and v.code == "GPU001" and \
+                    self.members and path == next(iter(self.members)) and \
+                    fix.applicability is Applicability.NONE and self._own_engine(v):
+                out.append(replace(v, fix=FixInfo.none(fix.title, plan.reason)))
+            else:
+                out.append(v)
+        return out
+
+    def _own_engine(self, violation: Violation) -> bool:
+        """True when ``violation`` (a GPU001 of the helper's module) is the helper's engine."""
+        home = next(iter(self.members.values())).analysis
+        return any(s.call.lineno == violation.location.row and s.function is not None
+                   and s.function.name == self.helper.name for s in home.engines)
+
+    def applies(self, unsafe: bool) -> bool:
+        """Whether ``--fix`` applies the unit (safe, or unsafe with ``unsafe``)."""
+        fix = self.fix
+        return isinstance(fix, FactoryPlan) and (
+            fix.applicability is Applicability.SAFE or
+            unsafe and fix.applicability is Applicability.UNSAFE)
+
+
+Reader = Callable[[str], "bytes | None"]
+"""The current bytes of a file, by absolute path (``None``: it cannot be read)."""
+
+
+def marked(violations: Iterable[Violation]) -> bool:
+    """True when one of ``violations`` has its fix withheld for an engine from another
+    module's factory helper: the file seeds :func:`plan_tree_units`."""
+    return any(v.fix is not None and v.fix.applicability is Applicability.NONE
+               and IMPORTED_FACTORY in v.fix.reason for v in violations)
+
+
+def plan_tree_units(seeds: Iterable[str], checked: dict[str, str], read: Reader,
+                    config_of: Callable[[str], Config], conftests: ConftestIndex
+                    ) -> list[TreeUnit]:
+    """The unit of each factory helper of another module that the files ``seeds`` call.
+
+    Args:
+        seeds: paths (as the run names them) of files with a violation :func:`marked`.
+        checked: absolute path -> path as the run names it, of every file the run checks.
+        read: the current bytes of a file.
+        config_of: the settings of a file, by absolute path.
+        conftests: the run's conftest index (the tree's helper entries come with it).
+
+    Returns:
+        One :class:`TreeUnit` per helper, in the order of its module and name.
+    """
+    analyses: dict[str, Member | None] = {}
+
+    def member(absolute: str) -> Member | None:
+        if absolute not in analyses:
+            analyses[absolute] = _analyse(absolute, checked, read, config_of, conftests)
+        return analyses[absolute]
+
+    helpers: dict[tuple[str, str, str], ImportedHelper] = {}
+    for seed in seeds:
+        absolute = os.path.abspath(seed)
+        found = member(absolute)
+        if found is None:
+            continue
+        module = found.analysis
+        root = tree_root(os.path.dirname(absolute))
+        for node in walk_breadth(module.tree):
+            helper = module.helper_called(node)
+            if helper is not None and helper.kind == "f":
+                helpers.setdefault((root, helper.module, helper.name), helper)
+    return [_unit(root, helper, member) for (root, _, _), helper in sorted(helpers.items())]
+
+
+def _analyse(absolute: str, checked: dict[str, str], read: Reader,
+             config_of: Callable[[str], Config], conftests: ConftestIndex) -> Member | None:
+    """The analysis and violations of the file at ``absolute`` as it now is."""
+    source = read(absolute)
+    if source is None:
+        return None
+    path = checked.get(absolute) or _shown(absolute)
+    config = config_of(absolute)
+    if absolute in checked:
+        result = check_module(source, path, config, conftests)
+        if result.module is not None:
+            return Member(path, source, config, result.module, result.violations)
+    tree, text, error = parse_source(source, path)
+    if error is not None or tree is None:
+        return None
+    try:  # a module out of the rules' scope (a helper module) is analysed all the same
+        module = ModuleAnalysis.build(tree, text, path, config,
+                                      conftest_engine_fixtures(path, config, index=conftests),
+                                      summarise=True)
+    except RecursionError:
+        return None
+    return Member(path, source, config, module, [], absolute in checked)
+
+
+def _shown(absolute: str) -> str:
+    """``absolute`` from the working directory when below it, else as it is."""
+    relative = os.path.relpath(absolute)
+    return absolute if relative.startswith(os.pardir) else relative
+
+
+def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | None]
+          ) -> TreeUnit:
+    """The unit of ``helper`` in the tree at ``root`` (``member`` analyses a file)."""
+    name = helper.name
+    home_path = os.path.normpath(os.path.join(root, helper.module))
+    home = member(home_path)
+    if home is None:
+        return TreeUnit(helper, FixInfo.none(f"Make `{name}()` a context manager",
+                                             f"`{helper.module}` cannot be read or parsed"),
+                        {})
+    module = home.analysis
+    title = factory_title(module, name)
+    members = {home.path: home}
+
+    def none(reason: str) -> TreeUnit:
+        return TreeUnit(helper, FixInfo.none(title, reason), members)
+
+    # Every module using the helper first: each is a member, whose violations say why the
+    # unit has no fix where it has none.
+    needle = name.encode()
+    found: list[tuple[Member, list[tuple[ast.AST, ast.Call | None]]]] = []
+    for absolute in tree_files(root):
+        other = member(absolute) if absolute != home_path else None
+        if other is None or needle not in other.source:
+            continue
+        references = _references(other.analysis, helper)
+        if references:
+            found.append((other, references))
+            if other.checked:
+                members[other.path] = other
+    func = next((f for f in module.functions if f.name == name and f.parent is None and
+                 f.owner_class is None and f.kind is FunctionKind.HELPER), None)
+    sites = [s for s in module.engines if func is not None and s.function is func]
+    if func is None or len(sites) != 1:
+        return none(f"`{name}()` builds several engines or none the fix can find")
+    calls: list[FactoryCall] = []
+    problem: str | None = None
+    if any(isinstance(n, ast.Name) and n.id == name for n in walk_breadth(module.tree)):
+        own = module_call_sites(module, func)
+        if isinstance(own, str):
+            problem = own
+        else:
+            calls.extend(own)
+    for other, references in sorted(found, key=lambda f: tree_path(f[0].path, root)):
+        for node, call in references:
+            where = (f"`{tree_path(other.path, root)}` "
+                     f"(line {node.lineno})")  # type: ignore[attr-defined]
+            if not other.checked:
+                problem = problem or (
+                    f"`{name}()` is also used in {where}, a module this run does not check: "
+                    "the helper and every caller are fixed together or not at all")
+            elif call is None:
+                problem = problem or (
+                    f"`{name}` is used other than by a call in {where}: what receives it "
+                    "would get a context manager instead of an engine")
+            else:
+                calls.append(FactoryCall(other.analysis, call))
+    if problem is None and module.config.target == "vllm":
+        problem = (f"with `target = \"vllm\"` `{name}()` would take the `vllm_runner` fixture "
+                   "from every caller, and a unit across modules does not pass it through its "
+                   "callers yet")
+    if problem is not None:
+        return none(problem)
+    if len(members) == 1 and not calls:
+        return none(f"`{name}()` is called nowhere in the tree")
+    return TreeUnit(helper, plan_factory_unit(module, func, sites[0], calls, tree=root),
+                    members)
+
+
+def _references(module: ModuleAnalysis, helper: ImportedHelper
+                ) -> list[tuple[ast.AST, ast.Call | None]]:
+    """Every expression of ``module`` that refers to ``helper`` as the tree's index
+    resolves it, with the call it is the callee of (``None``: a use other than a call)."""
+    out: list[tuple[ast.AST, ast.Call | None]] = []
+    for node in walk_breadth(module.tree):
+        if not isinstance(node, (ast.Name, ast.Attribute)) or \
+                not isinstance(node.ctx, ast.Load):
+            continue
+        found = module.helper_called(ast.Call(func=node, args=[], keywords=[]))
+        if found is None or (found.module, found.name) != (helper.module, helper.name):
+            continue
+        parent = module.parent(node)
+        out.append((node, parent if isinstance(parent, ast.Call) and parent.func is node
+                    else None))
+    out.sort(key=lambda r: (r[0].lineno, r[0].col_offset))  # type: ignore[attr-defined]
+    return out
+
+
+def unit_sources(unit: TreeUnit) -> dict[str, bytes] | str:
+    """The new bytes of every module of ``unit`` that its fix changes, by path; or why the
+    rewrite failed (a codemod's error, or a text that does not parse): then none of them
+    is to be written."""
+    from lint_gpu_tests.codemods.driver import apply_fixes  # imports libcst
+
+    plan = unit.fix
+    assert isinstance(plan, FactoryPlan)
+    out: dict[str, bytes] = {}
+    for path, member in unit.members.items():
+        carrier = Violation("GPU001", "engine-outside-runner", "", path, Location(1, 1),
+                            Location(1, 1), plan.fix_info())
+        try:
+            applied = apply_fixes(member.source, path, member.config, [carrier],
+                                  member.analysis)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the unit is left whole, reported
+            return f"the fix of `{unit.helper.name}()` failed in `{path}`: {exc}"
+        if applied is None or applied.source == member.source:
+            return f"the fix of `{unit.helper.name}()` changed nothing in `{path}`"
+        if parse_source(applied.source, path)[2] is not None:
+            return (f"the fix of `{unit.helper.name}()` produced invalid code in `{path}`; "
+                    "no file of the unit was written")
+        out[path] = applied.source
+    return out

@@ -1,0 +1,225 @@
+"""Fix units across modules (``lint_gpu_tests/fixing/tree_units.py``): a factory helper of one
+module and its callers in others, on the trees under ``tests/fixtures/xunit/`` (described in
+its ``README.md``): every report, the exact fixed source of every file, the diff of every
+file, all or nothing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lint_gpu_tests.api import check_paths
+from lint_gpu_tests.config import Config
+from lint_gpu_tests.ftypes import Applicability
+from lint_gpu_tests.parsing import writer
+
+TREES = Path(__file__).parent / "fixtures" / "xunit"
+
+UNIT_FILES = ("tests/utils.py", "tests/lora/test_single.py", "tests/lora/test_multi.py")
+NO_UNIT = ("the engine comes from `build_llm()`, defined in `tests/utils.py` (line 4): a "
+           "helper of another module that builds and returns it, and its fix with every call "
+           "of it in the tree has none: {why}")
+IDENTITY = ("the call of `build_llm()` in `test_generate()` of `tests/test_identity.py` (line "
+            "7): `id()` on the engine sees a `weakref.proxy`, not the engine")
+
+Report = tuple[str, int, int, str, Applicability | None, str | None]
+
+
+def _tree(tmp_path: Path, name: str) -> Path:
+    root = tmp_path / name
+    shutil.copytree(TREES / name, root)
+    return root
+
+
+def _run(root: Path, paths: tuple[str, ...] = ("tests",), **changes: object
+         ) -> list[Report]:
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        result = check_paths(list(paths), Config(root=str(root)), jobs=1, cache=False,
+                             **changes)
+    finally:
+        os.chdir(old)
+    assert not result.errors
+    return [(v.path, v.location.row, v.location.column, v.code,
+             v.fix.applicability if v.fix is not None else None,
+             v.fix.reason if v.fix is not None else None) for v in result.violations]
+
+
+def _sources(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*.py"))}
+
+
+def test_check_reports_the_unit_on_every_violation_it_removes(tmp_path: Path) -> None:
+    root = _tree(tmp_path, "unit")
+    safe = Applicability.SAFE
+    assert _run(root) == [
+        ("tests/lora/test_multi.py", 10, 5, "GPU004", safe, ""),
+        ("tests/lora/test_multi.py", 11, 5, "GPU004", safe, ""),
+        ("tests/lora/test_single.py", 8, 5, "GPU003", safe, ""),
+    ]
+
+
+def test_fix_rewrites_the_helper_and_every_caller(tmp_path: Path) -> None:
+    root = _tree(tmp_path, "unit")
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        result = check_paths(["tests"], Config(root=str(root)), jobs=1, cache=False, fix=True)
+    finally:
+        os.chdir(old)
+    assert not result.errors and result.violations == []
+    assert [(v.path, v.location.row, v.code) for v in result.fixed] == [
+        ("tests/lora/test_multi.py", 10, "GPU004"),
+        ("tests/lora/test_multi.py", 11, "GPU004"),
+        ("tests/lora/test_single.py", 8, "GPU003"),
+    ]
+    assert _sources(root / "tests") == _sources(TREES / "unit_fixed" / "tests")
+    assert _run(root) == []
+
+
+def test_diff_shows_every_file_of_the_unit_and_writes_none(tmp_path: Path) -> None:
+    root = _tree(tmp_path, "unit")
+    before = _sources(root)
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        result = check_paths(["tests"], Config(root=str(root)), jobs=1, cache=False, diff=True)
+    finally:
+        os.chdir(old)
+    assert sorted(result.diffs) == sorted(UNIT_FILES)
+    assert _sources(root) == before
+    fixed = TREES / "unit_fixed"
+    for path in UNIT_FILES:
+        added = {line[1:] for line in result.diffs[path].splitlines()
+                 if line.startswith("+") and not line.startswith("+++")}
+        assert added <= set((fixed / path).read_text().splitlines())
+
+
+def test_a_use_other_than_a_call_leaves_the_unit_without_a_fix(tmp_path: Path) -> None:
+    root = _tree(tmp_path, "value_use")
+    before = _sources(root)
+    why = NO_UNIT.format(why="`build_llm` is used other than by a call in "
+                             "`tests/test_value.py` (line 18): what receives it would get a "
+                             "context manager instead of an engine")
+    expected = [("tests/test_value.py", 9, 5, "GPU004", Applicability.NONE, why),
+                ("tests/test_value.py", 10, 5, "GPU004", Applicability.NONE, why)]
+    assert _run(root) == expected
+    assert _run(root, fix=True, unsafe_fixes=True) == expected
+    assert _sources(root) == before
+
+
+def test_a_caller_outside_the_checked_paths_leaves_the_unit_without_a_fix(
+        tmp_path: Path) -> None:
+    root = _tree(tmp_path, "outside")
+    before = _sources(root)
+    why = NO_UNIT.format(why="`build_llm()` is also used in `tests/other/test_other.py` "
+                             "(line 5), a module this run does not check: the helper and "
+                             "every caller are fixed together or not at all")
+    expected = [("tests/lora/test_lora.py", 9, 5, "GPU004", Applicability.NONE, why),
+                ("tests/lora/test_lora.py", 10, 5, "GPU004", Applicability.NONE, why)]
+    assert _run(root, ("tests/lora",)) == expected
+    assert _run(root, ("tests/lora",), fix=True, unsafe_fixes=True) == expected
+    assert _sources(root) == before
+    # Checked whole, the tree's unit takes both test modules.
+    assert _run(root, fix=True) == []
+
+
+def test_one_unsafe_caller_makes_the_whole_unit_unsafe(tmp_path: Path) -> None:
+    root = _tree(tmp_path, "unsafe")
+    before = _sources(root)
+    unsafe = Applicability.UNSAFE
+    expected = [("tests/test_identity.py", 10, 5, "GPU004", unsafe, IDENTITY),
+                ("tests/test_identity.py", 11, 5, "GPU004", unsafe, IDENTITY),
+                ("tests/test_plain.py", 6, 5, "GPU003", unsafe, IDENTITY)]
+    assert _run(root) == expected
+    assert _run(root, fix=True) == expected
+    assert _sources(root) == before
+    assert _run(root, fix=True, unsafe_fixes=True) == []
+    assert _sources(root / "tests") == _sources(TREES / "unsafe_fixed" / "tests")
+
+
+def test_a_failed_write_leaves_no_file_of_the_unit_changed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _tree(tmp_path, "unit")
+    before = _sources(root)
+    real = os.replace
+    calls: list[str] = []
+
+    def second_fails(src: str, dst: object) -> None:
+        calls.append(src)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(writer.os, "replace", second_fails)
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        result = check_paths(["tests"], Config(root=str(root)), jobs=1, cache=False, fix=True)
+    finally:
+        os.chdir(old)
+    assert len(calls) == 3  # two renames, then the first file's old bytes put back
+    assert sorted(path for path, _ in result.errors) == sorted(UNIT_FILES)
+    assert {message for _, message in result.errors} == {
+        "cannot write the fixed files of `setup_engine()`: [Errno 28] No space left on device"}
+    assert _sources(root) == before
+    assert not [p for p in root.rglob("*.tmp")]
+
+
+def test_atomic_write_all_writes_every_file(tmp_path: Path) -> None:
+    first, second = tmp_path / "a.py", tmp_path / "b.py"
+    first.write_bytes(b"old\n")
+    first.chmod(0o600)
+    writer.atomic_write_all({str(first): b"one\n", str(second): b"two\n"})
+    assert (first.read_bytes(), second.read_bytes()) == (b"one\n", b"two\n")
+    assert first.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]
+
+
+def test_a_helper_module_beside_its_tests_is_fixed_with_them(tmp_path: Path) -> None:
+    # engine_helpers.py sorts before the test module in their directory: the prefilter the
+    # test module gets still names the helper (the helper module's own leaves it out).
+    root = _tree(tmp_path, "beside")
+    safe = Applicability.SAFE
+    assert _run(root) == [("tests/test_beside.py", 9, 5, "GPU004", safe, ""),
+                          ("tests/test_beside.py", 10, 5, "GPU004", safe, "")]
+    assert _run(root, fix=True) == []
+    assert (root / "tests" / "test_beside.py").read_text() == (
+        "from engine_helpers import setup_engine\n\n\n"
+        "def test_generate():\n"
+        "    with setup_engine(0) as llm:\n"
+        "        assert llm.generate([\"hi\"])\n")
+    assert (root / "tests" / "engine_helpers.py").read_text() == (
+        "import contextlib\nimport weakref\n\n"
+        "from lint_gpu_tests.runtime import VllmRunner\n\n\n"
+        "@contextlib.contextmanager\n"
+        "def setup_engine(seed):\n"
+        "    with VllmRunner(\"facebook/opt-125m\", seed=seed) as runner:\n"
+        "        yield weakref.proxy(runner.llm)\n")
+
+
+def test_target_vllm_has_no_unit_across_modules_yet(tmp_path: Path) -> None:
+    root = _tree(tmp_path, "unit")
+    why = ("the engine comes from `setup_engine()`, defined in `tests/utils.py` (line 6): a "
+           "helper of another module that builds and returns it, and its fix with every call "
+           "of it in the tree has none: with `target = \"vllm\"` `setup_engine()` would take "
+           "the `vllm_runner` fixture from every caller, and a unit across modules does not "
+           "pass it through its callers yet")
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        result = check_paths(["tests"], Config(root=str(root), target="vllm"), jobs=1,
+                             cache=False, fix=True)
+    finally:
+        os.chdir(old)
+    assert [(v.path, v.location.row, v.code, v.fix.reason if v.fix else None)
+            for v in result.violations] == [
+        ("tests/lora/test_multi.py", 10, "GPU004", why),
+        ("tests/lora/test_multi.py", 11, "GPU004", why),
+        ("tests/lora/test_single.py", 8, "GPU003", why),
+    ]
+    assert _sources(root) == _sources(TREES / "unit")
