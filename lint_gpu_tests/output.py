@@ -359,9 +359,10 @@ def sarif_rules(reported: Collection[str] = ()) -> list[dict[str, Any]]:
 
 
 def render_sarif(violations: Sequence[Violation], options: RenderOptions) -> str:
-    """A SARIF 2.1.0 log with one run, every rule described, one result per violation: URIs
-    relative to the repository (``originalUriBaseIds``), ``partialFingerprints``, and the
-    fix's ``artifactChanges`` where the fix's edits are known."""
+    """A SARIF 2.1.0 log with one run, the rules described (:func:`sarif_rules`), one result
+    per violation: URIs relative to the repository (``originalUriBaseIds``),
+    ``partialFingerprints``, and the fix's ``artifactChanges`` where the fix's edits are
+    known."""
     rules = sarif_rules({v.code for v in violations})
     index = {rule["id"]: i for i, rule in enumerate(rules)}
     root = repository_root(options.cwd)
