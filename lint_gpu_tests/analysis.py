@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from lint_gpu_tests.config import REEXPORTS, Config
+from lint_gpu_tests.config import REEXPORTS, Config, is_test_module
+from lint_gpu_tests.ftypes import ENGINE_HELPER
 from lint_gpu_tests.process_targets import process_targets
 from lint_gpu_tests.scopes import ScopeIndex
 from lint_gpu_tests.source import (
@@ -71,10 +72,6 @@ LEGACY_VLLM_CLEANUP = "cleanup"
 #: in the function's scope of references).
 NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
-TEST_FILE_PREFIX = "test_"
-TEST_FILE_SUFFIX = "_test.py"
-
-
 #: Prefix of the entry a conftest's fixture index holds when the conftest defines a fixture
 #: named like the runner fixture (``own-runner-fixture:vllm_runner``; not an identifier, so
 #: never an engine fixture's name).
@@ -90,12 +87,53 @@ RUNNER_CLASS = "runner-class:"
 ENV_READ = "env-read:"
 
 
-def is_test_module(path: str) -> bool:
-    """True when ``path``'s file name is one pytest collects by default (``test_*.py``,
-    ``*_test.py``): the one definition of a test module by its name."""
-    base = os.path.basename(path)
-    return base.endswith(TEST_FILE_SUFFIX) or (
-        base.startswith(TEST_FILE_PREFIX) and base.endswith(".py"))
+@dataclass(frozen=True)
+class ImportedHelper:
+    """An engine helper of another module of the tree, as a module imports it.
+
+    Attributes:
+        key: the qualified name the importing module reaches it by (``tests.utils.setup_engine``,
+            ``.utils.setup_engine``).
+        kind: ``"f"``, a function that builds an engine and returns it; ``"c"``, a class
+            whose methods store an engine on ``self.<attribute>``.
+        name: its name in the module that defines it.
+        line: the line of its ``def``/``class``.
+        extra: for a function, the engine's ``gpu_memory_utilization`` written in it as a
+            literal, ``"default"`` when it passes none, ``""`` when unknown; for a class, the
+            attributes holding the engine, comma-separated.
+        module: the defining module's path from the tree's root (``tests/utils.py``).
+        via: the module that re-exports it under this key (``tests/utils/__init__.py``), or
+            ``""``.
+    """
+
+    key: str
+    kind: str
+    name: str
+    line: int
+    extra: str
+    module: str
+    via: str = ""
+
+    @classmethod
+    def parse(cls, entry: str) -> ImportedHelper | None:
+        """The helper an :data:`ENGINE_HELPER` entry names; ``None`` for a malformed one."""
+        parts = entry[len(ENGINE_HELPER):].split("|")
+        if len(parts) != 7 or not parts[3].isdigit():
+            return None
+        return cls(parts[0], parts[1], parts[2], int(parts[3]), parts[4], parts[5], parts[6])
+
+    @property
+    def attributes(self) -> frozenset[str]:
+        """The attributes of a class helper that hold the engine."""
+        return frozenset(a for a in self.extra.split(",") if a) if self.kind == "c" \
+            else frozenset()
+
+    @property
+    def where(self) -> str:
+        """Where it is defined, for messages: ``tests/utils.py`` (line 12), with the module
+        that re-exports it."""
+        via = f", re-exported by `{self.via}`" if self.via else ""
+        return f"`{self.module}` (line {self.line}){via}"
 
 
 def is_test_module_path(path: str, config: Config) -> bool:
@@ -210,6 +248,10 @@ class ModuleAnalysis:
     config: Config
     in_scope: bool = True
     imports: dict[str, str] = field(default_factory=dict)
+    #: Names the module's top-level relative imports bind, with what they name
+    #: (``from .utils import x``: ``x`` -> ``.utils.x``); kept apart from :attr:`imports`,
+    #: which name modules outside the package.
+    relative_imports: dict[str, str] = field(default_factory=dict)
     functions: list[FunctionInfo] = field(default_factory=list)
     engines: list[EngineSite] = field(default_factory=list)
     runner_calls: list[RunnerCall] = field(default_factory=list)
@@ -231,19 +273,23 @@ class ModuleAnalysis:
     # ------------------------------------------------------------------ building
     @classmethod
     def build(cls, tree: ast.Module, text: str, path: str, config: Config,
-              conftest_fixtures: frozenset[str] = frozenset()) -> ModuleAnalysis:
+              conftest_fixtures: frozenset[str] = frozenset(), *,
+              summarise: bool = False) -> ModuleAnalysis:
         """Analyse ``tree`` (parsed from ``text``) for ``path`` under ``config``.
 
         ``conftest_fixtures`` names engine fixtures defined in the conftests pytest loads for
         this module (see :mod:`lint_gpu_tests.conftest_index`); a fixture of the same name
-        in the module itself overrides them, as in pytest.
+        in the module itself overrides them, as in pytest. Its :data:`ENGINE_HELPER`
+        entries are the engine helpers of other modules of the tree. ``summarise``: analyse
+        a module that is not a test module too (for :func:`engine_helpers`).
         """
         module = cls(tree=tree, text=text, path=path, config=config)
         module._conftest_fixtures = conftest_fixtures
-        module.conftest_runner_classes = frozenset(
-            n[len(RUNNER_CLASS):] for n in conftest_fixtures if n.startswith(RUNNER_CLASS))
+        module._entries = _entries_view(conftest_fixtures)
+        module.conftest_runner_classes = module._entries.runner_classes
         module._collect_imports()
-        module.in_scope = is_test_module_path(path, config) or module._defines_pytest_items()
+        module.in_scope = summarise or is_test_module_path(path, config) or \
+            module._defines_pytest_items()
         if not module.in_scope:
             return module
         module.scopes = ScopeIndex(tree, module.imports, text, module._top_ids)
@@ -317,6 +363,11 @@ class ModuleAnalysis:
                 for alias in node.names:
                     if alias.name != "*":
                         into[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif isinstance(node, ast.ImportFrom) and id(node) in top:
+                for alias in node.names:
+                    if alias.name != "*":
+                        self.relative_imports[alias.asname or alias.name] = "." * node.level + (
+                            f"{node.module}.{alias.name}" if node.module else alias.name)
         self.imports = {**nested, **self.imports}
         for stmt in self.tree.body:
             shadow: list[str] = []
@@ -327,6 +378,7 @@ class ModuleAnalysis:
             for name in shadow:
                 self.local_shadowed.add(name)
                 self.imports.pop(name, None)
+                self.relative_imports.pop(name, None)
 
     def _defines_pytest_items(self) -> bool:
         for stmt in self.tree.body:
@@ -394,8 +446,7 @@ class ModuleAnalysis:
             self.own_runner_fixture = "this module"
         elif marker in self._conftest_fixtures:
             self.own_runner_fixture = "a conftest.py"
-        self.engine_fixtures |= {n for n in self._conftest_fixtures - local
-                                 if n.isidentifier()}
+        self.engine_fixtures |= self._entries.fixtures - local
         for info in self.functions:
             if info.kind is not FunctionKind.FIXTURE:
                 continue
@@ -578,10 +629,11 @@ class ModuleAnalysis:
                                         if site.function is not None}
                 self._busy_functions |= {id(call.function.node) for call in self.runner_calls
                                          if call.function is not None}
-                if self.engine_factories:
+                if self.engine_factories or self.imported_helpers:
                     self._busy_functions |= {
                         id(f.node) for f in self.functions
-                        if any(self.factory_called(n) for n in self.nodes_of(f))}
+                        if any(self.factory_called(n) or self.helper_called(n)
+                               for n in self.nodes_of(f))}
             if key not in self._busy_functions:
                 return _EMPTY_BINDINGS
             cached = Bindings.collect(self, func)
@@ -631,12 +683,55 @@ class ModuleAnalysis:
         return self._factories
 
     def factory_called(self, node: ast.AST) -> str | None:
-        """The name of the factory helper (:attr:`engine_factories`) ``node`` calls
-        (``setup_engine(...)``), else ``None``."""
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                node.func.id in self.engine_factories:
+        """The name of the factory helper ``node`` calls, as the call spells it: one of the
+        module (:attr:`engine_factories`: ``setup_engine(...)``) or one of another module
+        of the tree that builds and returns an engine (:meth:`helper_called`:
+        ``u.setup_engine(...)``); else ``None``."""
+        if not isinstance(node, ast.Call):
+            return None
+        if isinstance(node.func, ast.Name) and node.func.id in self.engine_factories:
             return node.func.id
+        helper = self.helper_called(node)
+        if helper is not None and helper.kind == "f":
+            return dotted_name(node.func)
         return None
+
+    @property
+    def imported_helpers(self) -> dict[str, ImportedHelper]:
+        """The engine helpers of other modules of the tree (:data:`ENGINE_HELPER`) that
+        this module imports, by the qualified name it reaches each by (computed once; a
+        module importing none of them pays one look-up per import)."""
+        found = self._imported_helpers
+        if found is None:
+            found = self._imported_helpers = {}
+            view = self._entries
+            if view.helpers:
+                for imported in (*self.imports.values(), *self.relative_imports.values()):
+                    for key in view.under.get(imported, ()):
+                        helper = ImportedHelper.parse(view.helpers[key])
+                        if helper is not None:
+                            found[key] = helper
+        return found
+
+    def helper_called(self, node: ast.AST) -> ImportedHelper | None:
+        """The engine helper of another module of the tree that ``node`` calls
+        (``setup_engine(...)`` after ``from tests.utils import setup_engine``,
+        ``u.setup_engine(...)`` after ``import tests.utils as u``, ``Helper(...)``), else
+        ``None``."""
+        helpers = self.imported_helpers
+        if not helpers or not isinstance(node, ast.Call):
+            return None
+        func = node.func
+        qualified = self.qualified(func)
+        if qualified is None:
+            dotted = dotted_name(func)
+            head, _, rest = (dotted or "").partition(".")
+            base = self.relative_imports.get(head)
+            if base is None or (self.scopes is not None and isinstance(func, ast.Name)
+                                and self.scopes.lookup(func)[0]):
+                return None
+            qualified = f"{base}.{rest}" if rest else base
+        return helpers.get(qualified)
 
     def owns_engine(self, func: FunctionInfo) -> bool:
         """True when ``func`` builds an engine, holds a runner, gets an engine from a factory
@@ -671,6 +766,7 @@ class ModuleAnalysis:
     _nodes_cache: dict[int, list[ast.AST]] = field(default_factory=dict)
     _bound_cache: dict[int, frozenset[str]] = field(default_factory=dict)
     _conftest_fixtures: frozenset[str] = frozenset()
+    _entries: EntriesView = field(default_factory=lambda: _entries_view(frozenset()))
     #: Runner classes other than the configured ones that the conftests pytest loads for
     #: this module define (:data:`RUNNER_CLASS`).
     conftest_runner_classes: frozenset[str] = frozenset()
@@ -680,12 +776,62 @@ class ModuleAnalysis:
     _top_ids: set[int] | None = None
     _busy_functions: set[int] | None = None
     _factories: dict[str, int] | None = None
+    _imported_helpers: dict[str, ImportedHelper] | None = None
     _indexed: set[int] = field(default_factory=set)
     _fully_indexed: bool = False
     _top: TopLevel | None = None
 
 
 _STATEMENT_NODES = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+@dataclass(frozen=True)
+class EntriesView:
+    """What a module's conftest entries (:attr:`ModuleAnalysis.conftest_entries`) hold, by
+    kind (made once per set of entries: every module of a directory shares one).
+
+    Attributes:
+        fixtures: the engine fixtures' names (the entries that are identifiers).
+        runner_classes: the runner classes (:data:`RUNNER_CLASS`).
+        helpers: qualified name -> entry, of the engine helpers (:data:`ENGINE_HELPER`).
+        under: a module's or a helper's qualified name, as an import binds it
+            (``tests.utils``, ``tests``, ``tests.utils.setup_engine``) -> the helpers'
+            qualified names under it: a module imports one only through these.
+    """
+
+    fixtures: frozenset[str]
+    runner_classes: frozenset[str]
+    helpers: dict[str, str]
+    under: dict[str, tuple[str, ...]]
+
+
+_VIEWS: dict[frozenset[str], EntriesView] = {}
+MAX_VIEWS = 64
+
+
+def _entries_view(entries: frozenset[str]) -> EntriesView:
+    """The :class:`EntriesView` of ``entries`` (kept for the process, at most
+    :data:`MAX_VIEWS`)."""
+    view = _VIEWS.get(entries)
+    if view is not None:
+        return view
+    helpers: dict[str, str] = {}
+    under: dict[str, list[str]] = {}
+    for entry in entries:
+        if entry.startswith(ENGINE_HELPER):
+            key = entry[len(ENGINE_HELPER):].split("|", 1)[0]
+            helpers[key] = entry
+            parts = key.split(".")
+            for k in range(1, len(parts) + 1):
+                under.setdefault(".".join(parts[:k]), []).append(key)
+    view = EntriesView(
+        frozenset(n for n in entries if n.isidentifier()),
+        frozenset(n[len(RUNNER_CLASS):] for n in entries if n.startswith(RUNNER_CLASS)),
+        helpers, {k: tuple(v) for k, v in under.items()})
+    if len(_VIEWS) >= MAX_VIEWS:
+        _VIEWS.clear()
+    _VIEWS[entries] = view
+    return view
 
 
 def _call_words(module: ModuleAnalysis) -> tuple[str, ...]:
@@ -721,9 +867,14 @@ class Bindings:
         runners: names bound to a runner (``with vllm_runner(...) as r``, ``r = VllmRunner(...)``).
         strong_aliases: names bound to ``runner.llm`` without ``weakref.proxy``.
         built_engine: the function constructs an engine somewhere (bound or not).
-        received: names assigned an engine that a factory helper of the module builds and
-            returns (``llm = setup_engine(...)``: :attr:`ModuleAnalysis.engine_factories`),
-            or aliases of one; the function owns that engine, but it does not build it.
+        received: names assigned an engine that a factory helper builds and returns
+            (``llm = setup_engine(...)``: one of the module,
+            :attr:`ModuleAnalysis.engine_factories`, or of another module of the tree,
+            :meth:`ModuleAnalysis.helper_called`), or an instance of a helper class of
+            another module that stores an engine on itself (``helper = Helper(...)``), or
+            aliases of these; the function owns that engine, but it does not build it.
+        instances: of :attr:`received`, the names bound to a helper class's instance, with
+            the class.
     """
 
     engines: set[str] = field(default_factory=set)
@@ -731,6 +882,7 @@ class Bindings:
     strong_aliases: set[str] = field(default_factory=set)
     built_engine: bool = False
     received: set[str] = field(default_factory=set)
+    instances: dict[str, ImportedHelper] = field(default_factory=dict)
 
     @classmethod
     def collect(cls, module: ModuleAnalysis, func: FunctionInfo) -> Bindings:
@@ -764,6 +916,9 @@ class Bindings:
                     out.engines.update(names)
                 elif module.factory_called(value):
                     out.received.update(names)
+                elif (helper := module.helper_called(value)) is not None:
+                    out.received.update(names)
+                    out.instances.update(dict.fromkeys(names, helper))
                 elif module.is_runner_call(value) or _enter_context_arg(module, value):
                     out.runners.update(names)
                 elif isinstance(value, ast.Attribute) and (
@@ -779,6 +934,9 @@ class Bindings:
                         out.strong_aliases.update(names)
                     elif value.id in out.received:
                         out.received.update(names)
+                        if value.id in out.instances:
+                            out.instances.update(dict.fromkeys(names,
+                                                               out.instances[value.id]))
         return out
 
 
@@ -1126,3 +1284,54 @@ def _environment_reads(module: ModuleAnalysis) -> dict[str, list[ast.AST]]:
                 if isinstance(name, str):
                     out.setdefault(name, []).append(node)
     return out
+
+
+def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
+    """The summary of ``module``'s engine helpers for other modules of its tree
+    (:mod:`lint_gpu_tests.helper_index`): ``f|name|line|share`` for each module-level
+    function that builds an engine and returns it (:attr:`ModuleAnalysis.engine_factories`;
+    share: the engine's literal ``gpu_memory_utilization``, ``default`` when it passes
+    none, else empty), ``c|name|line|attr,...`` for each module-level class whose methods
+    store an engine built there (or got from such a function) on attributes of ``self``."""
+    out: list[str] = []
+    for name, line in module.engine_factories.items():
+        func = next(f for f in module.functions if f.name == name and f.parent is None
+                    and f.owner_class is None)
+        out.append(f"f|{name}|{line}|{_helper_share(module, func)}")
+    for cls in module.tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        attrs: set[str] = set()
+        for item in cls.body:
+            if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in walk_breadth(item):
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None \
+                        and (module.builds_engine(node.value)
+                             or module.factory_called(node.value)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    attrs.update(t.attr for t in targets if isinstance(t, ast.Attribute)
+                                 and isinstance(t.value, ast.Name) and t.value.id == "self")
+        if attrs and cls.name not in module.runner_classes_local:
+            out.append(f"c|{cls.name}|{cls.lineno}|{','.join(sorted(attrs))}")
+    return tuple(out)
+
+
+def _helper_share(module: ModuleAnalysis, func: FunctionInfo) -> str:
+    """The ``gpu_memory_utilization`` of the engine a factory helper builds, as
+    :func:`engine_helpers` writes it."""
+    calls = [n for n in module.nodes_of(func) if isinstance(n, ast.Call)
+             and module.builds_engine(n)]
+    if len(calls) != 1 or module.is_engine_factory_call(calls[0]):
+        return ""
+    call = calls[0]
+    for kw in call.keywords:
+        if kw.arg is None:
+            return ""
+        if kw.arg == "gpu_memory_utilization":
+            value = literal_value(kw.value, module_constants(module))
+            return repr(float(value)) if isinstance(value, (int, float)) and \
+                not isinstance(value, bool) else ""
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return ""
+    return "default"

@@ -21,29 +21,15 @@ diffs are :mod:`lint_gpu_tests.edits`; baselines are :mod:`lint_gpu_tests.baseli
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lint_gpu_tests.baseline import (
-    BaselineEntry,
-    BaselineError,
-    BaselineOutcome,
-    BaselineUpdate,
-    apply_baselines,
-    apply_run_baselines,
-    baseline_lines,
-    read_baseline,
-    write_baseline,
-)
-from lint_gpu_tests.codes import PARSE_ERROR_CODE
 from lint_gpu_tests.config import Config, ConfigError, ConfigResolver, resolve_config
 from lint_gpu_tests.discovery import PathNotFoundError, Problem, discover_files
-from lint_gpu_tests.edits import Edit, fix_edits, unified_diff
 from lint_gpu_tests.ftypes import FileResult, LeakEvidence, Violation
-from lint_gpu_tests.leaks import LeakReport, LeakReportError, load_leak_report
-from lint_gpu_tests.leaks import confirm as confirm_leaks
 from lint_gpu_tests.run import (
     Progress,
     RunOptions,
@@ -57,7 +43,52 @@ from lint_gpu_tests.run import (
     run_paths,
     run_source,
 )
-from lint_gpu_tests.source import InternalError
+
+if TYPE_CHECKING:
+    from lint_gpu_tests.baseline import (
+        BaselineEntry,
+        BaselineError,
+        BaselineOutcome,
+        BaselineUpdate,
+        apply_baselines,
+        apply_run_baselines,
+        baseline_lines,
+        read_baseline,
+        write_baseline,
+    )
+    from lint_gpu_tests.edits import Edit, fix_edits, unified_diff
+    from lint_gpu_tests.leaks import LeakReport, LeakReportError, load_leak_report
+    from lint_gpu_tests.leaks import confirm as confirm_leaks
+    from lint_gpu_tests.source import InternalError
+
+#: Names this facade re-exports from modules a plain check does not need (baselines, leak
+#: reports, edits, the internal error): each is imported on first use (PEP 562), so that a
+#: warm run, answered by the cache, imports none of them. ``name -> (module, its name)``.
+_LAZY = {
+    **{name: ("lint_gpu_tests.baseline", name) for name in (
+        "BaselineEntry", "BaselineError", "BaselineOutcome", "BaselineUpdate",
+        "apply_baselines", "apply_run_baselines", "baseline_lines", "read_baseline",
+        "write_baseline")},
+    **{name: ("lint_gpu_tests.edits", name) for name in ("Edit", "fix_edits", "unified_diff")},
+    **{name: ("lint_gpu_tests.leaks", name) for name in (
+        "LeakReport", "LeakReportError", "load_leak_report")},
+    "confirm_leaks": ("lint_gpu_tests.leaks", "confirm"),
+    "InternalError": ("lint_gpu_tests.source", "InternalError"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The re-exported name ``name`` of :data:`_LAZY`, imported now.
+
+    Raises:
+        AttributeError: ``name`` is not one of them.
+    """
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "BaselineEntry",
@@ -165,6 +196,8 @@ def check_confirmed(paths: Sequence[str], config: Config | ConfigResolver,
     """
     import os
 
+    from lint_gpu_tests.leaks import confirm as confirm_leaks
+
     checked = check_paths(paths, config, replace(options, fix=False, diff=False, edits=False),
                           progress=progress)
     marked = confirm_leaks(checked.violations, leaks, cwd=os.getcwd())
@@ -243,6 +276,8 @@ def add_noqa_to_files(result: RunResult) -> tuple[int, list[tuple[str, str]]]:
         ``(lines given a directive, [(path, error message)...] for files that could not be
         read, decoded or written)``.
     """
+    from lint_gpu_tests.codes import PARSE_ERROR_CODE
+
     added = 0
     errors: list[tuple[str, str]] = []
     for file in result.files:

@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from lint_gpu_tests.config import Config, ConfigResolver
+from lint_gpu_tests.config import Config, ConfigResolver, baselines_in_force
 from lint_gpu_tests.ftypes import Violation
 from lint_gpu_tests.output import fingerprint, source_lines
 from lint_gpu_tests.run import RunResult
@@ -300,11 +300,7 @@ def apply_baselines(violations: Sequence[Violation], checked: Sequence[str],
             has a baseline.
     """
     base = os.path.abspath(cwd or os.getcwd())
-    governed: dict[str, list[str]] = {}
-    for path in dict.fromkeys([*checked, *(v.path for v in violations)]):
-        chosen = config.for_file(os.path.join(base, path)).baseline
-        if chosen:  # a library caller's relative path is relative to ``cwd``
-            governed.setdefault(os.path.normpath(os.path.join(base, chosen)), []).append(path)
+    governed = baselines_in_force([*checked, *(v.path for v in violations)], config, base)
     if not governed:
         if update is not BaselineUpdate.NONE and checked:
             raise BaselineError("no baseline file is named for the checked files "

@@ -23,12 +23,6 @@ import click
 
 from lint_gpu_tests import __version__
 from lint_gpu_tests.cli_options import CheckArgs, check_options, fail, parse_check
-from lint_gpu_tests.commands import (
-    prove_command,
-    rule_command,
-    rules_command,
-    server_command,
-)
 from lint_gpu_tests.config import ConfigError
 from lint_gpu_tests.present import Presentation, ProgressBar, present
 
@@ -37,14 +31,33 @@ if TYPE_CHECKING:
     from lint_gpu_tests.run import RunResult
 
 
+#: The commands of :mod:`lint_gpu_tests.commands` by name, imported when one is asked for (or
+#: the help lists them): ``check`` runs without them.
+LAZY_COMMANDS = {"rule": "rule_command", "rules": "rules_command", "prove": "prove_command",
+                 "server": "server_command"}
+
+
 class DefaultCommandGroup(click.Group):
-    """A group that runs ``check`` when the first argument is not a subcommand."""
+    """A group that runs ``check`` when the first argument is not a subcommand; the other
+    commands (:data:`LAZY_COMMANDS`) are imported when named."""
 
     default_command = "check"
 
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command's name, sorted (as click lists them)."""
+        return sorted({*self.commands, *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command ``cmd_name``, one of :data:`LAZY_COMMANDS` imported now."""
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            from lint_gpu_tests import commands
+
+            self.add_command(getattr(commands, LAZY_COMMANDS[cmd_name]), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """Insert the default command unless a subcommand or a group option comes first."""
-        if not args or (args[0] not in self.commands
+        if not args or (args[0] not in self.list_commands(ctx)
                         and args[0] not in ("--help", "-h", "--version", "-V")):
             args = [self.default_command, *args]
         return super().parse_args(ctx, args)
@@ -71,26 +84,17 @@ def cli() -> None:
     """
 
 
-for _command in (rule_command, rules_command, prove_command, server_command):
-    cli.add_command(_command)
-
-
 @cli.command("check", short_help="Check PATHS for hand-managed engines (- is stdin).")
 @check_options
 def check_command(paths: tuple[str, ...], **params: Any) -> None:
     """Check PATHS (default: the current directory; - reads standard input) for
     hand-managed engines."""
-    from lint_gpu_tests.api import (
-        BaselineError,
-        LeakReportError,
-        PathNotFoundError,
-        load_leak_report,
-    )
-
     args = parse_check(paths, params)
     mode = args.mode
     try:
         if mode.leak_report is not None and not (mode.shows or mode.add_noqa):
+            from lint_gpu_tests.leaks import load_leak_report
+
             args = replace(args, report=replace(args.report,
                                                 leaks=load_leak_report(mode.leak_report)))
         # What only fixes use is looked up where a run fixes (run_paths, run_source).
@@ -106,7 +110,7 @@ def check_command(paths: tuple[str, ...], **params: Any) -> None:
             code = _check(args, config)
     except BrokenPipeError:
         _quiet_broken_pipe()
-    except (BaselineError, ConfigError, LeakReportError, PathNotFoundError) as exc:
+    except _user_errors() as exc:  # evaluated only when something was raised
         fail(str(exc))
     except (KeyboardInterrupt, SystemExit):
         raise
@@ -117,6 +121,17 @@ def check_command(paths: tuple[str, ...], **params: Any) -> None:
             traceback.print_exc()
         fail(f"internal error: {type(exc).__name__}: {exc}")
     sys.exit(code)
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    """The errors ``check`` reports as one ``error:`` line with exit 2 (a bad baseline,
+    config, leak report or path), imported when one is raised: a run that raises none
+    imports neither baselines nor leak reports."""
+    from lint_gpu_tests.baseline import BaselineError
+    from lint_gpu_tests.discovery import PathNotFoundError
+    from lint_gpu_tests.leaks import LeakReportError
+
+    return (BaselineError, ConfigError, LeakReportError, PathNotFoundError)
 
 
 def _check(args: CheckArgs, config: ConfigResolver) -> int:

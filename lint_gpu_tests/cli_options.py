@@ -13,11 +13,10 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from lint_gpu_tests.baseline import BaselineUpdate
 from lint_gpu_tests.config import (
     FIX_STRATEGIES,
     TARGETS,
@@ -27,6 +26,9 @@ from lint_gpu_tests.config import (
 from lint_gpu_tests.output import OutputFormat
 from lint_gpu_tests.present import PresentOptions
 from lint_gpu_tests.run import RunOptions
+
+if TYPE_CHECKING:
+    from lint_gpu_tests.baseline import BaselineUpdate
 
 __all__ = ["CheckArgs", "Mode", "Selection", "check_options", "fail", "parse_check"]
 
@@ -222,10 +224,18 @@ def parse_check(paths: tuple[str, ...], params: dict[str, Any]) -> CheckArgs:
                 edits=fmt in (OutputFormat.JSON, OutputFormat.SARIF) and not params["statistics"])
     report = _pick(PresentOptions, PresentOptions, params, fmt=fmt, fix=run.fix, paths=paths,
                    color=_use_color() and fmt.is_text and stdin_filename is None,
-                   cwd=os.getcwd(),
-                   baseline_update=BaselineUpdate.RATCHET if mode.ratchet else
-                   BaselineUpdate.WRITE if mode.update_baseline else None)
+                   cwd=os.getcwd(), baseline_update=_baseline_update(mode))
     return CheckArgs(paths, mode, _pick(Selection, Selection, params), run, report)
+
+
+def _baseline_update(mode: Mode) -> BaselineUpdate | None:
+    """``--ratchet`` or ``--update-baseline``, else ``None`` (baselines are only read; the
+    baseline module is not imported for that)."""
+    if not (mode.ratchet or mode.update_baseline):
+        return None
+    from lint_gpu_tests.baseline import BaselineUpdate
+
+    return BaselineUpdate.RATCHET if mode.ratchet else BaselineUpdate.WRITE
 
 
 def _use_color() -> bool:

@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -50,6 +50,11 @@ DEFAULT_PROCESS_LAUNCHERS = (
     "concurrent.futures.process.ProcessPoolExecutor",
 )
 TARGETS = ("bundled", "vllm")
+#: What the project's own runner (``runner``) gives its ``with``: an object holding the
+#: engine at ``runner-attribute``, or the engine itself.
+RUNNER_YIELDS = ("runner", "engine")
+#: The module part of ``runner = "conftest:NAME"``: a fixture, requested rather than imported.
+FIXTURE_RUNNER_MODULE = "conftest"
 #: How GPU001/GPU004 fixes manage an engine (README, "Fix strategies"): ``runner`` wraps
 #: its live range in the runner's with-block, ``isolate`` runs the test in a new process.
 FIX_STRATEGIES = ("runner", "isolate")
@@ -101,6 +106,14 @@ class Config:
         exclude: gitignore-style patterns replacing the default excludes.
         extend_exclude: patterns added to ``exclude``.
         target: which runner fixes target, ``"bundled"`` or ``"vllm"`` (README, "Fix safety").
+        runner: the project's own runner fixes target instead of the bundled one (README,
+            "Your own runner"): ``"pkg.module:name"``, a context-manager function or class
+            imported from a module of the project, or ``"conftest:name"``, a fixture of a
+            conftest.py pytest loads, requested as a parameter; ``""``: the target's runner.
+            Setting it puts ``name`` first in ``runner_classes`` (module form) or makes it
+            ``runner_fixture`` (fixture form).
+        runner_yields: what that runner's ``with`` gives: ``"runner"`` (the engine is its
+            ``runner_attribute``) or ``"engine"``.
         fix_strategy: ``"runner"`` (wrap in the runner's with-block) or ``"isolate"``
             (decorate the test with ``create_new_process_for_each_test("spawn")``).
         engine_classes: qualified names of engine classes (default ``vllm.LLM``).
@@ -144,6 +157,8 @@ class Config:
     exclude: tuple[str, ...] = ()
     extend_exclude: tuple[str, ...] = ()
     target: str = "bundled"
+    runner: str = ""
+    runner_yields: str = "runner"
     fix_strategy: str = "runner"
     engine_classes: tuple[str, ...] = DEFAULT_ENGINE_CLASSES
     runner_fixture: str = "vllm_runner"
@@ -168,6 +183,25 @@ class Config:
         """The patterns GPU008 matches: ``environment-variables`` and their extension."""
         return self.environment_variables + self.extend_environment_variables
 
+    @property
+    def runner_module(self) -> tuple[str, str] | None:
+        """``(module, name)`` of a ``runner = "pkg.module:name"`` the fixes import, else
+        ``None`` (the bundled or vLLM runner, or a fixture)."""
+        module, _, name = self.runner.partition(":")
+        return (module, name) if name and module != FIXTURE_RUNNER_MODULE else None
+
+    @property
+    def runner_is_fixture(self) -> bool:
+        """Whether the fixes request the runner as a fixture everywhere, helpers included
+        (through their callers): ``target = "vllm"`` or ``runner = "conftest:NAME"``."""
+        return self.target == "vllm" or self.runner.startswith(FIXTURE_RUNNER_MODULE + ":")
+
+    @property
+    def engine_at(self) -> str:
+        """What follows the name the runner's ``with`` binds to reach the engine:
+        ``".llm"`` (``runner-attribute``), or ``""`` when the runner yields the engine."""
+        return "" if self.runner_yields == "engine" else "." + self.runner_attribute
+
     def is_code_enabled(self, code: str) -> bool:
         """Return True when ``code`` is selected and not ignored (longest prefix wins, as ruff).
         The code of a rule from outside the package (:data:`lint_gpu_tests.codes.OPT_IN_CODES`)
@@ -187,6 +221,13 @@ class Config:
         cache; so is the baseline, which filters a run's results after the check."""
         data = dataclasses.asdict(self)
         data["root"] = os.path.abspath(self.root)
+        if not self.runner:  # the settings of a run without one hash as they always did
+            del data["runner"], data["runner_yields"]
+        elif self.runner_module is not None:  # its signature decides the fixes
+            parts = self.runner_module[0].split(".")
+            data["runner_source"] = [_file_digest(os.path.join(self.root, *parts) + ".py"),
+                                     _file_digest(os.path.join(self.root, *parts,
+                                                               "__init__.py"))]
         for name in ("source", "line_length", "line_length_source", "python_floor",
                      "baseline"):
             data.pop(name, None)
@@ -214,6 +255,8 @@ _LIST_KEYS = {
 }
 _STR_KEYS = {
     "target": "target",
+    "runner": "runner",
+    "runner-yields": "runner_yields",
     "fix-strategy": "fix_strategy",
     "runner-fixture": "runner_fixture",
     "runner-attribute": "runner_attribute",
@@ -363,12 +406,48 @@ def config_from_table(table: Mapping[str, object], source: str, root: str = ".",
         raise ConfigError(
             f"{source}: `target` must be one of {', '.join(TARGETS)}, got {kwargs['target']!r}"
         )
+    if "runner" in kwargs:
+        _project_runner(kwargs, source)
+    if kwargs.get("runner_yields", "runner") not in RUNNER_YIELDS:
+        raise ConfigError(f"{source}: `runner-yields` must be one of "
+                          f"{', '.join(RUNNER_YIELDS)}, got {kwargs['runner_yields']!r}")
     if kwargs.get("fix_strategy", "runner") not in FIX_STRATEGIES:
         raise ConfigError(
             f"{source}: `fix-strategy` must be one of {', '.join(FIX_STRATEGIES)}, "
             f"got {kwargs['fix_strategy']!r}"
         )
     return Config(**kwargs)
+
+
+def _project_runner(kwargs: dict[str, Any], source: str) -> None:
+    """Check ``runner`` (``pkg.module:name`` or ``conftest:name``) and make its name the
+    first runner class (module form) or the runner fixture (fixture form).
+
+    Raises:
+        ConfigError: a malformed value, or ``runner`` with ``target = "vllm"``.
+    """
+    value = kwargs["runner"]
+    module, _, name = value.partition(":")
+    if not (name.isidentifier() and module and all(p.isidentifier() for p in module.split("."))):
+        raise ConfigError(f"{source}: `runner` must be `package.module:name` (a context "
+                          "manager of the project) or `conftest:name` (a fixture), got "
+                          f"{value!r}")
+    if kwargs.get("target", "bundled") != "bundled":
+        raise ConfigError(f"{source}: `runner` names the project's own runner, and "
+                          "`target` names another: set one of them")
+    if module == FIXTURE_RUNNER_MODULE:
+        kwargs["runner_fixture"] = name
+    else:
+        classes = kwargs.get("runner_classes", Config.runner_classes)
+        kwargs["runner_classes"] = (name, *(c for c in classes if c != name))
+
+
+def _file_digest(path: str) -> str:
+    """The SHA-256 of the file at ``path`` (``""`` for one that cannot be read)."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return ""
 
 
 def _tomllib() -> ModuleType:
@@ -580,6 +659,20 @@ def project_module(path: str, config: Config, dotted: str) -> str | None:
     return None
 
 
+def baselines_in_force(paths: Iterable[str], config: ConfigResolver,
+                       cwd: str | None = None) -> dict[str, list[str]]:
+    """The baseline files in force for ``paths`` (files as a run names them, relative to
+    ``cwd``, default the working directory): each file's (absolute, normalised) -> the paths
+    of ``paths`` whose settings name it, in their order; empty when none names one."""
+    base = os.path.abspath(cwd or os.getcwd())
+    governed: dict[str, list[str]] = {}
+    for path in dict.fromkeys(paths):
+        chosen = config.for_file(os.path.join(base, path)).baseline
+        if chosen:  # a library caller's relative path is relative to ``cwd``
+            governed.setdefault(os.path.normpath(os.path.join(base, chosen)), []).append(path)
+    return governed
+
+
 def config_file_in(directory: str | os.PathLike[str]) -> Path | None:
     """The config file of ``directory`` itself: ``.gpu-test-lint.toml``, else a
     ``pyproject.toml`` with a ``[tool.gpu-test-lint]`` table, else ``None``.
@@ -631,7 +724,7 @@ def resolve_config(paths: Sequence[str], config_file: str | None = None) -> Conf
 
 def config_as_toml(config: Config) -> str:
     """``config`` as the ``[tool.gpu-test-lint]`` table that would give it, every key spelled
-    out (``--show-settings``)."""
+    out (``--show-settings``); ``runner`` and ``runner-yields`` only when ``runner`` is set."""
     def value(item: object) -> str:
         if isinstance(item, tuple):
             return "[" + ", ".join(value(x) for x in item) + "]"
@@ -646,7 +739,8 @@ def config_as_toml(config: Config) -> str:
     out.append(f"per-file-ignores = {{{' ' + table + ' ' if table else ''}}}")
     names = {**{k: v for k, v in _LIST_KEYS.items() if k not in SELECTOR_KEYS}, **_STR_KEYS,
              **_SHARE_KEYS}
-    out += [f"{key} = {value(getattr(config, name))}" for key, name in names.items()]
+    out += [f"{key} = {value(getattr(config, name))}" for key, name in names.items()
+            if config.runner or key not in ("runner", "runner-yields")]
     out.append(f"baseline = {value(config.baseline)}")
     return "\n".join(out) + "\n"
 
@@ -804,3 +898,15 @@ class ConfigResolver:
         if self._default is None:
             self._default = apply_overrides(Config(root=self.cwd), self.overrides)
         return self._default
+
+
+TEST_FILE_PREFIX = "test_"
+TEST_FILE_SUFFIX = "_test.py"
+
+
+def is_test_module(path: str) -> bool:
+    """True when ``path``'s file name is one pytest collects by default (``test_*.py``,
+    ``*_test.py``): the one definition of a test module by its name."""
+    base = os.path.basename(path)
+    return base.endswith(TEST_FILE_SUFFIX) or (
+        base.startswith(TEST_FILE_PREFIX) and base.endswith(".py"))

@@ -27,6 +27,15 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from lint_gpu_tests.config import ROOT_MARKERS, Config
+from lint_gpu_tests.helper_index import (
+    STATUS_KEY,
+    Summary,
+    TreeHelpers,
+    build_tree,
+    may_define_helpers,
+    summarise,
+    tree_root,
+)
 
 if TYPE_CHECKING:
     from lint_gpu_tests.analysis import ModuleAnalysis
@@ -109,6 +118,12 @@ def _conftests_from(directory: str, chains: dict[str, tuple[str, ...]] | None = 
     return tail
 
 
+_SUMMARIES: dict[tuple[str, int, int, Config], Summary] = {}
+"""(path, size, modification time in ns, config) -> the helper summary of that version of a
+file, for the process (a language server checks one buffer at a time, each with an index of
+its own): only summaries that name a helper, of versions older than :data:`RACY_NS`."""
+
+
 Memo = dict[tuple[str, int], frozenset[str]]
 """(conftest path, or a test module's directory with a trailing separator; ``id`` of the
 config) -> engine fixtures, for one run over files on disk: a run that holds one stats each
@@ -141,18 +156,98 @@ class ConftestIndex:
         #: Absolute path of a conftest -> (its bytes, the config, the analysis) built to
         #: index it, for :meth:`analysed` (at most :data:`MAX_ANALYSED`).
         self._analysed: dict[str, tuple[bytes, Config, ModuleAnalysis]] = {}
+        #: (tree root, config) -> its engine helpers (:mod:`lint_gpu_tests.helper_index`).
+        self._trees: dict[tuple[str, Config], TreeHelpers] = {}
+        #: Directory -> the root of its tree (:func:`~lint_gpu_tests.helper_index.tree_root`).
+        self._roots: dict[str, str] = {}
+        #: (path, size, modification time in ns, config) -> that file's helper summary.
+        self._summaries: dict[tuple[str, int, int, Config], Summary] = {}
 
     def engine_fixtures(self, path: str, config: Config, memo: Memo | None = None
                         ) -> frozenset[str]:
-        """:func:`conftest_engine_fixtures`, with what this index knows."""
+        """:func:`conftest_engine_fixtures`, with what this index knows; with the engine
+        helpers of the module's tree that it may import
+        (:meth:`~lint_gpu_tests.helper_index.TreeHelpers.entries`)."""
         if memo is not None and os.path.basename(path) != "conftest.py":
             key = (os.path.join(os.path.dirname(path), ""), id(config))
             known = memo.get(key)
             if known is None:
                 known = memo[key] = self._engine_fixtures(conftest_files(path, self._chains),
                                                           config, memo)
-            return known
-        return self._engine_fixtures(conftest_files(path), config, memo)
+        else:
+            known = self._engine_fixtures(conftest_files(path), config, memo)
+        if memo is None and not os.path.isfile(path):
+            return known  # a run's files are on disk; a buffer's may not be
+        tree = self.tree(path, config)
+        absolute = os.path.abspath(path)
+        if memo is not None and not tree.defines(absolute) and \
+                os.path.basename(path) != "conftest.py":
+            # The same for every module of a directory but a helper's own and the
+            # directory's conftest (whose own fixtures are not its): once per run.
+            key = (os.path.dirname(absolute) + os.sep + "\0helpers", id(config))
+            union = memo.get(key)
+            if union is None:
+                helpers = tree.entries(absolute)
+                union = memo[key] = known | helpers if helpers else known
+            return union
+        helpers = tree.entries(absolute)
+        return known | helpers if helpers else known
+
+    def tree(self, path: str, config: Config) -> TreeHelpers:
+        """The engine helpers of the tree of the module at ``path`` (built on first use)."""
+        directory = os.path.dirname(os.path.abspath(path))
+        root = self._roots.get(directory)
+        if root is None:
+            root = self._roots[directory] = tree_root(directory)
+        found = self._trees.get((root, config))
+        if found is None:
+            found = self._trees[(root, config)] = build_tree(root, config, self)
+        return found
+
+    def tree_summary(self, path: str, size: int, mtime_ns: int, config: Config,
+                     now_ns: int) -> Summary:
+        """The helper summary of one version of the file at ``path``
+        (:func:`~lint_gpu_tests.helper_index.summarise`): known by its status or its
+        content, else read and summarised. Only a file that had to be parsed is kept by its
+        status and content (one that names no engine is settled by its bytes alone)."""
+        key = (path, size, mtime_ns, config)
+        found = self._summaries.get(key) or _SUMMARIES.get(key)
+        if found is not None:
+            return found
+        status = f"{STATUS_KEY}{path}:{size}:{mtime_ns}"
+        known = self.recall(config, status)
+        if known is None:
+            try:
+                with open(path, "rb") as handle:
+                    source = handle.read()
+            except OSError:
+                return ()
+            known = frozenset()
+            if may_define_helpers(source, config):
+                digest = STATUS_KEY + hashlib.blake2b(source, digest_size=16).hexdigest()
+                known = self.recall(config, digest)
+                if known is None:
+                    known = frozenset(summarise(source, path, config))
+                    self.keep(config, digest, known)
+                if now_ns - mtime_ns > RACY_NS:
+                    self.keep(config, status, known)
+        found = self._summaries[key] = tuple(sorted(known))
+        if found and now_ns - mtime_ns > RACY_NS:
+            if len(_SUMMARIES) >= MAX_LEVELS_KEPT:
+                _SUMMARIES.clear()
+            _SUMMARIES[key] = found
+        return found
+
+    def recall(self, config: Config, key: str) -> frozenset[str] | None:
+        """What this index knows under ``key`` for ``config`` (a conftest's content hash, or
+        a key of :mod:`lint_gpu_tests.helper_index`), else ``None``."""
+        return self._known.get((config, key))
+
+    def keep(self, config: Config, key: str, names: frozenset[str]) -> None:
+        """Know ``names`` under ``key`` for ``config``, and hand them to :meth:`learned`."""
+        self._known[(config, key)] = names
+        if self.learns:
+            self._learned.setdefault(config, {})[key] = sorted(names)
 
     def _engine_fixtures(self, conftests: list[str], config: Config, memo: Memo | None
                          ) -> frozenset[str]:

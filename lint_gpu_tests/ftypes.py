@@ -52,6 +52,7 @@ class FixKind(enum.Enum):
     WRAP_ENGINE_IN_RUNNER = "wrap-engine-in-runner"
     ISOLATE_TEST_PROCESS = "isolate-test-process"
     ENGINE_OWNER_CONTEXT_MANAGER = "engine-owner-context-manager"
+    FACTORY_CONTEXT_MANAGER = "factory-context-manager"
     PROXY_ENGINE_REFERENCE = "proxy-engine-reference"
     REMOVE_MANUAL_CLEANUP = "remove-manual-cleanup"
     USE_MONKEYPATCH_ENV = "use-monkeypatch-env"
@@ -60,8 +61,8 @@ class FixKind(enum.Enum):
 
 class FixPlan:
     """What one fix rewrites, as data: the base class of the plans the rules make
-    (``WrapPlan``, ``IsolatePlan``, ``ClassPlan``, ``ProxyPlan``, ``CleanupPlan``,
-    ``EnvFixPlan`` of :mod:`lint_gpu_tests.fixplan`).
+    (``WrapPlan``, ``IsolatePlan``, ``ClassPlan``, ``FactoryPlan``, ``ProxyPlan``,
+    ``CleanupPlan``, ``EnvFixPlan`` of :mod:`lint_gpu_tests.fixplan`).
 
     A plan's class says which codemod applies it: each codemod of
     ``lint_gpu_tests/codemods/`` names the one plan class it applies (``GpuCodemod.PLAN``)
@@ -260,3 +261,10 @@ def wanted_fixes(violations: Iterable[Violation], unsafe: bool) -> list[Violatio
     """Return the violations whose fix may be applied (safe, or unsafe when allowed)."""
     allowed = {Applicability.SAFE} | ({Applicability.UNSAFE} if unsafe else set())
     return [v for v in violations if v.fix is not None and v.fix.applicability in allowed]
+
+
+#: Prefix of the entries naming an engine helper of another module of the tree that a module
+#: may import (:mod:`lint_gpu_tests.helper_index`): ``engine-helper:<import spelling>.<name>|
+#: <kind f or c>|<name in its module>|<line>|<share or attributes>|<module>|<re-exported
+#: by>``; parsed by :meth:`lint_gpu_tests.analysis.ImportedHelper.parse`.
+ENGINE_HELPER = "engine-helper:"

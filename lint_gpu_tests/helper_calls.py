@@ -15,7 +15,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis, is_test_module
+from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
+from lint_gpu_tests.config import is_test_module
 from lint_gpu_tests.source import walk_breadth
 
 #: Why callers in other modules are never fixed with the helper: each module is planned and

@@ -15,11 +15,13 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lint_gpu_tests import __version__
-from lint_gpu_tests.edits import Edit
 from lint_gpu_tests.ftypes import Applicability, LeakEvidence, Location, Violation
+
+if TYPE_CHECKING:
+    from lint_gpu_tests.edits import Edit
 
 TOOL_NAME = "gpu-test-lint"
 DOCS_URL = "docs/rules.md"

@@ -18,9 +18,12 @@ of the enabled rules. What the two kinds of trigger mean, from the rules in
   (whose body builds an engine or holds a runner, so it names one) or of a conftest
   (:func:`conftest names <lint_gpu_tests.conftest_index.conftest_engine_fixtures>`, passed
   in); GPU007 also counts engines built through the runtime's ``vllm_runner_factory``
-  parameter. Cleanup calls, isolation decorators and runner attributes only matter in a
-  function that owns an engine, so they are not needed. All of these are identifiers, looked
-  for as whole words.
+  parameter. An engine from a helper of another module of the tree (GPU003, GPU004, GPU007)
+  is called by the helper's name, which the tree's summaries give with the conftest names
+  (:mod:`lint_gpu_tests.helper_index`), so a file naming one passes, when it also writes
+  ``import`` (:attr:`Prefilter.imported`), although its bytes need not name ``LLM``. Cleanup
+  calls, isolation decorators and runner attributes only matter in a function that owns an
+  engine, so they are not needed. All of these are identifiers, looked for as whole words.
 * ``Trigger.ENVIRONMENT`` (GPU008) starts from a change of ``os.environ`` or a call of
   ``os.putenv``/``os.unsetenv`` (:data:`ENVIRONMENT_CHANGE`, also the rule's own first test
   of the text): the rule finds only a subscript of ``os.environ`` (set or deleted), a call
@@ -179,11 +182,15 @@ class Prefilter:
         environment: a change of the environment (:data:`ENVIRONMENT_CHANGE`) also admits,
             in a file that names one of the ``variables`` (:func:`names_variable`).
         variables: the ``environment-variables`` patterns GPU008 reports.
+        imported: identifiers that admit a file only when it also writes ``import``: the
+            names of the engine helpers of other modules of the tree, which a module can
+            only call after importing them.
     """
 
     words: tuple[bytes, ...]
     environment: bool
     variables: tuple[str, ...] = ()
+    imported: tuple[bytes, ...] = ()
 
     def admits(self, source: bytes) -> bool:
         """Return False only when ``source`` (a file's raw bytes) names none of the needles,
@@ -194,7 +201,10 @@ class Prefilter:
         if self.environment and changes_environment(text) and names_variable(
                 source, self.variables):
             return True
-        return any(word in text and _has_word(text, word) for word in self.words)
+        if any(word in text and _has_word(text, word) for word in self.words):
+            return True
+        return b"import" in text and any(word in text and _has_word(text, word)
+                                         for word in self.imported)
 
 
 def _has_word(text: bytes, word: bytes) -> bool:
@@ -247,11 +257,14 @@ def engine_prefilter(config: Config) -> Prefilter:
 
 @lru_cache(maxsize=256)
 def prefilter_for(config: Config, triggers: tuple[Trigger | str, ...],
-                  fixtures: frozenset[str] = frozenset()) -> Prefilter:
+                  fixtures: frozenset[str] = frozenset(),
+                  helpers: frozenset[str] = frozenset()) -> Prefilter:
     """The :class:`Prefilter` of rules that start from ``triggers`` (their ``Rule.triggers``
     together: :func:`lint_gpu_tests.rules.triggers_of`) under ``config``, with ``fixtures``
     (engine fixtures from conftests, :mod:`lint_gpu_tests.conftest_index`) as more words
-    where a rule starts from an engine."""
+    where a rule starts from an engine, and ``helpers`` (the names of the engine helpers of
+    other modules of the tree, :mod:`lint_gpu_tests.helper_index`) as words of a file that
+    imports."""
     words: set[str] = set()
     environment = False
     for trigger in triggers:
@@ -262,5 +275,8 @@ def prefilter_for(config: Config, triggers: tuple[Trigger | str, ...],
             words.update(fixtures)
         else:
             words.add(trigger)
+    engine = Trigger.ENGINE in triggers
     return Prefilter(tuple(sorted(w.encode("utf-8") for w in words)), environment,
-                     config.environment_patterns)
+                     config.environment_patterns,
+                     tuple(sorted(h.encode("utf-8") for h in helpers - words)) if engine
+                     else ())

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
+from lint_gpu_tests.config import baselines_in_force
 from lint_gpu_tests.output import (
     OutputFormat,
     RenderOptions,
@@ -121,6 +122,10 @@ class PresentOptions:
         """
         if self.resolver is None:
             return violations, []
+        if self.baseline_update is None and not baselines_in_force(
+                [*(f.path for f in result.files if f.error is None),
+                 *(v.path for v in violations)], self.resolver, self.cwd):
+            return list(violations), []  # what no baseline filters (its module not imported)
         from lint_gpu_tests.baseline import BaselineUpdate, apply_run_baselines, baseline_lines
 
         update = self.baseline_update or BaselineUpdate.NONE

@@ -11,6 +11,7 @@ In an ``INVALID`` example each line that must be reported ends with a marker com
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,12 +35,32 @@ class Example:
         title: one line saying what the example shows.
         path: the file name the example is checked as (rules only look at test modules).
         config: ``[tool.gpu-test-lint]``-style overrides as a TOML-like dict, or ``None``.
+        modules: the other modules of the example's tree, ``(path, source)``, laid out
+            beside it when it is checked (:meth:`lay_out`): an engine helper of another
+            module.
     """
 
     source: str
     title: str = ""
     path: str = "tests/test_example.py"
     config: tuple[tuple[str, object], ...] = ()
+    modules: tuple[tuple[str, str], ...] = ()
+
+    def lay_out(self, directory: str) -> str:
+        """Write the example at :attr:`path` and its :attr:`modules` under ``directory``,
+        with an empty ``pyproject.toml`` marking the project's root; return the example's
+        path there.
+
+        Raises:
+            OSError: when a file cannot be written.
+        """
+        files = ((self.path, self.source), *self.modules, ("pyproject.toml", ""))
+        for relative, text in files:
+            target = os.path.join(directory, relative)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        return os.path.join(directory, self.path)
 
     def expected(self) -> list[tuple[int, str]]:
         """Return ``(line, code)`` pairs marked with ``# error:`` comments, sorted."""

@@ -32,15 +32,14 @@ from lint_gpu_tests.cache import ResultCache, content_hash, default_cache_dir, s
 from lint_gpu_tests.config import Config, ConfigResolver
 from lint_gpu_tests.conftest_index import ConftestIndex, conftest_engine_fixtures
 from lint_gpu_tests.discovery import Discovery, Problem, discover_files, is_excluded
-from lint_gpu_tests.edits import Edit, assign_edits, pass_edits, unified_diff
-from lint_gpu_tests.ftypes import FileResult, Violation, wanted_fixes
-from lint_gpu_tests.source import InternalError
+from lint_gpu_tests.ftypes import ENGINE_HELPER, FileResult, Violation, wanted_fixes
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # edits and the internal error: imported where a run needs them
     from concurrent.futures import Future
 
     from lint_gpu_tests.analysis import ModuleAnalysis
     from lint_gpu_tests.checker import CheckResult
+    from lint_gpu_tests.edits import Edit
     from lint_gpu_tests.fixloop import FixOutcome
     from lint_gpu_tests.prefilter import Prefilter
 
@@ -197,11 +196,17 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
     from lint_gpu_tests.rules import triggers_of
 
     triggers = triggers_of(enabled_rule_codes(config, per_file_ignored_codes(path, config)))
-    fixtures = (frozenset(n.removeprefix(RUNNER_CLASS)
-                          for n in conftest_engine_fixtures(path, config, memo, conftests)
-                          if n.removeprefix(RUNNER_CLASS).isidentifier())
-                if Trigger.ENGINE in triggers else frozenset())
-    found = prefilter_for(config, triggers, fixtures)
+    # An engine fixture or runner class of a conftest; the name of an engine helper of
+    # another module of the tree (``engine-helper:tests.utils.setup_engine|...``).
+    fixtures: set[str] = set()
+    helpers: set[str] = set()
+    if Trigger.ENGINE in triggers:
+        for n in conftest_engine_fixtures(path, config, memo, conftests):
+            if n.startswith(ENGINE_HELPER):
+                helpers.add(n[len(ENGINE_HELPER):].split("|", 1)[0].rpartition(".")[2])
+            elif (word := n.removeprefix(RUNNER_CLASS)).isidentifier():
+                fixtures.add(word)
+    found = prefilter_for(config, triggers, frozenset(fixtures), frozenset(helpers))
     if kept is not None:
         kept[key] = found
     return found
@@ -219,8 +224,14 @@ def file_digest(path: str, source: bytes, config: Config,
 
 def _joined(fixtures: frozenset[str]) -> str:
     """Conftest engine fixtures as one string: what :func:`file_digest` adds to the bytes,
-    and :func:`~lint_gpu_tests.cache.stat_key` to the file's status."""
-    return ",".join(sorted(fixtures))
+    and :func:`~lint_gpu_tests.cache.stat_key` to the file's status. The entries of the
+    tree's engine helpers (many, and long) count by their hash."""
+
+    helpers = sorted(n for n in fixtures if n.startswith(ENGINE_HELPER))
+    if not helpers:
+        return ",".join(sorted(fixtures))
+    rest = ",".join(sorted(n for n in fixtures if not n.startswith(ENGINE_HELPER)))
+    return f"{rest}#{content_hash(chr(10).join(helpers).encode('utf-8', 'surrogateescape'))}"
 
 
 def _digest(source: bytes, fixtures: str) -> str:
@@ -306,6 +317,8 @@ class _Outcome(NamedTuple):
 
 
 def _error_text(path: str, exc: BaseException, verbose: bool) -> str:
+    from lint_gpu_tests.source import InternalError
+
     text = str(exc) if isinstance(exc, InternalError) else f"{type(exc).__name__}: {exc}"
     if verbose:
         import traceback
@@ -385,6 +398,8 @@ def _fix(path: str, source: bytes, digest: str | None, checked: CheckResult,
     if outcome.new_source is None:
         return _Outcome(result, digest, outcome.remaining if outcome.error is None else None)
     if mode.diff:
+        from lint_gpu_tests.edits import unified_diff
+
         return _Outcome(result, digest, violations,
                         diff=unified_diff(path, source, outcome.new_source))
     from lint_gpu_tests.writer import atomic_write  # tempfile & co: only runs that write
@@ -436,6 +451,8 @@ def _edits(source: bytes, path: str, config: Config, unsafe: bool,
         # Edits belong to fixes that were applied; a violation that only disappeared with
         # them (no fix of its own) carries none.
         owners = [v for v in outcome.fixed if v.fix is not None] or outcome.fixed
+        from lint_gpu_tests.edits import assign_edits, pass_edits
+
         return assign_edits(owners, *pass_edits(outcome.passes))
     except (KeyboardInterrupt, SystemExit):
         raise

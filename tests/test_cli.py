@@ -464,6 +464,44 @@ def test_libcst_not_imported_when_nothing_to_fix(tmp_path: Path) -> None:
     assert proc.stdout.splitlines()[-2:] == ["exit 1", "libcst loaded: False"], proc.stderr
 
 
+def test_a_warm_run_imports_only_what_the_cache_answer_needs(tmp_path: Path) -> None:
+    """A ``check`` the result cache answers whole imports neither the checker nor the
+    modules a plain check does not use (baselines, leak reports, edits, the parser's
+    helpers, the other commands), and reports what the cold run did. The tree's engine helper
+    summaries are read: the cache key counts them."""
+    (tmp_path / "test_a.py").write_text("from vllm import LLM\n\n\ndef test_a():\n"
+                                        "    llm = LLM('m')\n    llm.generate([])\n")
+    code = textwrap.dedent("""\
+        import sys
+        from lint_gpu_tests.cli import main
+        try:
+            main(["check", "--cache-dir", "cache", "."])
+        except SystemExit as exc:
+            print("exit", exc.code)
+        print(sorted(m for m in sys.modules if m.startswith("lint_gpu_tests.")))
+        """)
+    runs = [subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=_subprocess_env(),
+                           capture_output=True, text=True, check=False) for _ in range(2)]
+    assert runs[0].stdout.splitlines()[:-1] == runs[1].stdout.splitlines()[:-1] == [
+        "test_a.py:5:11: GPU001 [*] Engine `LLM(...)` built outside `with vllm_runner(...)`",
+        "Found 1 violation.", "[*] 1 fixable with the `--fix` option.", "exit 1"], runs[1].stderr
+    assert "lint_gpu_tests.checker" in runs[0].stdout.splitlines()[-1]
+    assert runs[1].stdout.splitlines()[-1] == str(sorted([
+        "lint_gpu_tests.api",
+        "lint_gpu_tests.cache",
+        "lint_gpu_tests.cli",
+        "lint_gpu_tests.cli_options",
+        "lint_gpu_tests.config",
+        "lint_gpu_tests.conftest_index",
+        "lint_gpu_tests.discovery",
+        "lint_gpu_tests.ftypes",
+        "lint_gpu_tests.helper_index",
+        "lint_gpu_tests.output",
+        "lint_gpu_tests.present",
+        "lint_gpu_tests.run",
+    ]))
+
+
 def test_console_script_runs(tmp_path: Path) -> None:
     """The installed entry point: exit codes as ruff's through a real process."""
     exe = Path(sys.executable).with_name("gpu-test-lint")

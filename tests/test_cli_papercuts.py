@@ -115,7 +115,7 @@ def test_unsafe():
     threading.Thread(target=llm.generate).start()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=lambda fixture_name, config: "module")
 def engine():
     llm = LLM("m")
     yield llm

@@ -113,12 +113,15 @@ def test_every_readme_command_line_runs(sample: Path) -> None:
     assert (REPO / "lint_gpu_tests" / "__main__.py").is_file()
 
 
-def test_configuration_block_is_accepted() -> None:
-    (toml,) = blocks("toml")
+def test_configuration_blocks_are_accepted() -> None:
+    runner, toml = blocks("toml")
     table = tomllib.loads(toml)["tool"]["gpu-test-lint"]
     config = config_from_table(table, "README.md")
     assert config.extend_exclude == ("tests/generated/",)
     assert config.per_file_ignores == (("tests/legacy/*", ("GPU004",)),)
+    own = config_from_table(tomllib.loads(runner)["tool"]["gpu-test-lint"], "README.md")
+    assert (own.runner_module, own.runner_yields, own.runner_classes) == (
+        ("tests.utils", "managed_llm"), "engine", ("managed_llm", "VllmRunner"))
 
 
 def test_flake8_block_selects_the_plugin_code() -> None:

@@ -49,11 +49,9 @@ def reports(source: str, config: Config | None = None) -> list[tuple[int, str, s
 
 def test_reasons_of_the_fixtures() -> None:
     before = (FIX_DIR / "engine_owner_class" / "before.py").read_text()
-    fixture = ("a module-scoped fixture: the engine's lifetime follows the fixture's scope "
-               "and the runner must allow it")
     deleted = ("its cleanup-only `close()` is deleted, so a caller in another module that "
                "still calls it breaks")
-    reason = UNSAFE.format(cls="LoRATester") + "; " + deleted + "; " + fixture
+    reason = UNSAFE.format(cls="LoRATester") + "; " + deleted
     assert reports(before) == [(15, "GPU001", "unsafe", reason),
                                (26, "GPU004", "unsafe", reason),
                                (27, "GPU004", "unsafe", reason),
@@ -117,11 +115,90 @@ def test_no_fix_branches(case: str) -> None:
     assert _gpu001_reason(source) == ("none", reason)
 
 
-def test_target_vllm_has_no_fix() -> None:
-    source = CLASS + "\n\ndef test_x():\n    t = Tester('m')\n    t.run('a')\n"
+VLLM_USE = CLASS + "\n\ndef test_x():\n    t = Tester('m')\n    t.run('a')\n"
+VLLM_FIXED_HEAD = '''\
+import weakref
+
+from vllm.config import CompilationConfig
+
+from tests.conftest import VllmRunner
+
+
+class Tester:
+    def __init__(self, model):
+        self._runner = VllmRunner(
+            model,
+            trust_remote_code=False,
+            max_model_len=None,
+            block_size=None,
+            enable_chunked_prefill=None,
+            compilation_config=CompilationConfig(),
+        )
+        self.llm = weakref.proxy(self._runner.llm)
+'''
+
+
+def _project(tmp_path: Path, conftest: str | None) -> Path:
+    """A project (``pyproject.toml`` at its root) holding ``tests/test_case.py`` with
+    :data:`VLLM_USE`, and ``tests/conftest.py`` with ``conftest`` unless ``None``."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "tests").mkdir()
+    if conftest is not None:
+        (tmp_path / "tests" / "conftest.py").write_text(conftest)
+    module = tmp_path / "tests" / "test_case.py"
+    module.write_text(VLLM_USE)
+    return module
+
+
+@pytest.mark.parametrize("conftest", [
+    "class VllmRunner:\n    pass\n",
+    "from tests.vllm_runner import Runner as VllmRunner\n",
+    "VllmRunner = make_runner()\n",
+])
+def test_target_vllm_imports_the_runner_class_of_the_projects_conftest(
+        tmp_path: Path, conftest: str) -> None:
+    """With ``target = "vllm"`` the class holds vLLM's runner class, imported from the
+    project's tests/conftest.py, which binds it (a class, an import, an assignment)."""
+    module = _project(tmp_path, conftest)
+    config = Config(target="vllm")
+    assert _gpu001_reason(module.read_text(), config) == (
+        "unsafe", UNSAFE.format(cls="Tester") + "; its cleanup-only `close()` is deleted, so "
+        "a caller in another module that still calls it breaks")
+    found = check_source(module.read_bytes(), str(module), config)
+    assert [(v.location.row, v.fix.applicability.value if v.fix else None)
+            for v in found] == [(8, "unsafe"), (14, "unsafe"), (15, "unsafe")]
+    outcome = fix_source(module.read_bytes(), str(module), config, unsafe=True)
+    assert outcome.error is None and outcome.new_source is not None
+    fixed = outcome.new_source.decode()
+    assert fixed.startswith(VLLM_FIXED_HEAD)
+    assert fixed.endswith("def test_x():\n    with Tester('m') as t:\n        t.run('a')\n")
+    assert check_source(outcome.new_source, str(module), config) == []
+
+
+@pytest.mark.parametrize(("conftest", "reason"), [
+    (None, "`target = \"vllm\"` imports `VllmRunner` from `tests.conftest`, and the project "
+           "has no tests/conftest.py"),
+    ("import pytest\n\nclass HfRunner:\n    pass\n",
+     "`target = \"vllm\"` imports `VllmRunner` from `tests.conftest`, and the project's "
+     "tests/conftest.py does not define `VllmRunner`"),
+    ("def broken(:\n", "`target = \"vllm\"` imports `VllmRunner` from `tests.conftest`, and "
+                       "the project's tests/conftest.py does not define `VllmRunner`"),
+])
+def test_target_vllm_without_the_runner_class_has_no_fix(
+        tmp_path: Path, conftest: str | None, reason: str) -> None:
+    module = _project(tmp_path, conftest)
+    found = check_source(module.read_bytes(), str(module), Config(target="vllm"))
+    assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else None,
+             v.fix.reason if v.fix else None) for v in found] == [
+        (8, "GPU001", "none", reason), (14, "GPU004", "none", reason),
+        (15, "GPU004", "none", reason)]
+
+
+def test_target_vllm_engine_arguments_in_a_mapping_have_no_fix() -> None:
+    source = VLLM_USE.replace("LLM(model)", "LLM(**model)")
     assert _gpu001_reason(source, Config(target="vllm")) == (
-        "none", "a helper class cannot request the `vllm_runner` fixture and vLLM's "
-                "`VllmRunner` lives in its tests/conftest.py")
+        "none", "the engine's arguments come in a mapping, which the class's runner call "
+                "does not map onto vLLM's `VllmRunner`")
 
 
 def test_the_rewritten_class_is_a_runner() -> None:

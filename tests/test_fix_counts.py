@@ -29,9 +29,9 @@ def test_identical_messages_are_counted_one_by_one() -> None:
     assert [(v.code, v.location.row) for v in outcome.remaining] == [("GPU001", 7)]
     assert outcome.remaining[0].fix is not None
     assert outcome.remaining[0].fix.reason == (
-        "the engine is returned to the caller, so it must outlive this function; a factory "
-        "helper can become a `contextlib.contextmanager` that yields the engine of a `with` "
-        "block over the runner, its callers `with` statements")
+        "`helper()` returns the engine it builds and is not called in this module: the fix "
+        "makes it a context manager together with its callers, and `--fix` rewrites one "
+        "module at a time")
 
 
 UNFIXABLE_AFTER = b'''import threading

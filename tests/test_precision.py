@@ -12,9 +12,9 @@ import textwrap
 
 import pytest
 
-from lint_gpu_tests.analysis import is_test_module, is_test_module_path
+from lint_gpu_tests.analysis import is_test_module_path
 from lint_gpu_tests.checker import check_source
-from lint_gpu_tests.config import Config, ConfigError, config_from_table
+from lint_gpu_tests.config import Config, ConfigError, config_from_table, is_test_module
 
 PATH = "tests/test_x.py"
 

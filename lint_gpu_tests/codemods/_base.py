@@ -218,16 +218,26 @@ class GpuCodemod(ABC, Generic[PlanT]):
         rewrite."""
         for need in sorted(needs):
             module, obj = IMPORTS[need]
+            if need == "VllmRunner" and self.config.runner_module is not None:
+                module, obj = self.config.runner_module  # the project's own runner
             if obj is None:
                 self._stdlib_imports.add(module)
             else:
                 self._from_imports.add((module, obj))
+
+    def add_project_import(self, module: str, obj: str) -> None:
+        """Schedule ``from module import obj`` where ``module`` is the project's own tests
+        package (``tests.utils``, ``tests.conftest``: ``target = "vllm"``), placed in the
+        first-party section after the rewrite: ruff and isort count a ``tests/`` folder of the
+        project root as first-party."""
+        self._project_imports.add((module, obj))
 
     def forget_imports(self) -> None:
         """Drop the imports scheduled (to add, or to remove as unused) by a rewrite whose
         result is not kept."""
         self._stdlib_imports: set[str] = set()
         self._from_imports: set[tuple[str, str]] = set()
+        self._project_imports: set[tuple[str, str]] = set()
         self._removals: list[Removal] = []
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
@@ -249,6 +259,8 @@ class GpuCodemod(ABC, Generic[PlanT]):
                                         printer=self.printer)
         new = keep_import_comments(tree, new)
         first_party = first_party_packages(self.context.filename or ".", self.config.root)
+        if self.config.runner_module is not None:  # a module of the project
+            first_party |= {self.config.runner_module[0].split(".")[0]}
         for name in sorted(self._stdlib_imports):
             new = add_stdlib_import(new, name) if name in STDLIB else \
                 add_third_party_import(new, name, first_party)
@@ -260,7 +272,10 @@ class GpuCodemod(ABC, Generic[PlanT]):
                 new = add_from_import(new, mod, obj, first_party)
         if merge:
             new = merge_from_imports(new, merge, self.context.filename)
-        return strip_top_blank(tree, restore_section_breaks(tree, new))
+        new = strip_top_blank(tree, restore_section_breaks(tree, new))
+        for mod, obj in sorted(self._project_imports):
+            new = add_from_import(new, mod, obj, first_party | {"tests"})
+        return new
 
     def python_floor(self) -> tuple[int, int] | None:
         """The oldest Python the module's project declares: the config's, as the run

@@ -111,11 +111,11 @@ def build_group_with(plan: WrapPlan, site: cst.BaseStatement, call: cst.Call | N
     needs.update({"contextlib", "weakref"})
 
     def entered(runner: cst.Call) -> cst.BaseStatement:
-        attribute = cst.Attribute(
-            value=cst.Call(func=cst.Attribute(value=cst.Name(group.stack),
-                                              attr=cst.Name("enter_context")),
-                           args=[cst.Arg(value=runner)]),
-            attr=cst.Name(config.runner_attribute))
+        attribute: cst.BaseExpression = cst.Call(
+            func=cst.Attribute(value=cst.Name(group.stack), attr=cst.Name("enter_context")),
+            args=[cst.Arg(value=runner)])
+        if config.engine_at:
+            attribute = cst.Attribute(value=attribute, attr=cst.Name(config.runner_attribute))
         replaced = site.deep_replace(call, proxy_of(attribute))
         assert isinstance(replaced, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
         return replaced

@@ -271,7 +271,7 @@ class WrapTransformer(cst.CSTTransformer):
         return self.runner_names.get(plan.site_line, "runner")
 
     def _engine_ref(self, plan: WrapPlan) -> cst.BaseExpression:
-        return cst.parse_expression(f"{self._runner_name(plan)}.{self.config.runner_attribute}")
+        return cst.parse_expression(f"{self._runner_name(plan)}{self.config.engine_at}")
 
     def _build_with(
         self, plan: WrapPlan, site: cst.BaseStatement, rest: list[cst.BaseStatement]
@@ -450,7 +450,8 @@ class WrapTransformer(cst.CSTTransformer):
         if plan is not None and plan.kind is PlanKind.ENGINE:
             text = self._text_of(node)
             used: set[str] | None = None
-            name, k = "runner", 2
+            base = "engine" if self.config.runner_yields == "engine" else "runner"
+            name, k = base, 2
             while True:
                 # A name the function's text does not hold as a word is no name in it.
                 if text is not None and not re.search(rf"(?<!\w){name}(?!\w)", text):
@@ -462,7 +463,7 @@ class WrapTransformer(cst.CSTTransformer):
                     used = collector.used
                 if name not in used:
                     break
-                name = f"runner{k}"
+                name = f"{base}{k}"
                 k += 1
             self.runner_names[plan.site_line] = name
         return True

@@ -18,7 +18,6 @@ import libcst as cst
 
 from lint_gpu_tests.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import Context, GpuCodemod, engine_locals
-from lint_gpu_tests.codemods._imports import add_from_import, first_party_packages
 from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.codemods._wrap import WrapTransformer
 from lint_gpu_tests.config import Config
@@ -35,8 +34,6 @@ class IsolateTestProcess(GpuCodemod[IsolatePlan]):
     PLAN = IsolatePlan
     KINDS = (FixKind.ISOLATE_TEST_PROCESS,)
     CODES = frozenset({"GPU001"})
-    #: A decorator import from the project's own ``tests`` package, added after the pass.
-    _first_party_import: str | None = None
 
     def __init__(self, context: Context, config: Config | None = None,
                  violations: Iterable[Violation] | None = None,
@@ -65,24 +62,13 @@ class IsolateTestProcess(GpuCodemod[IsolatePlan]):
         if ISOLATE_DECORATOR not in module.imports:
             import_from = next(iter(plans.values())).import_from
             if import_from.split(".")[0] == "tests":
-                self._first_party_import = import_from
+                self.add_project_import(import_from, ISOLATE_DECORATOR)
             else:
                 self._from_imports.add((import_from, ISOLATE_DECORATOR))
         self.remove_unused(module, new_tree)
         return new_tree
 
 
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        """As the base class, then add an import from the project's own ``tests`` package
-        (``target = "vllm"``) in the first-party section: ruff and isort count a ``tests/``
-        folder of the project root as first-party."""
-        self._first_party_import = None
-        new = super().transform_module(tree)
-        if self._first_party_import is None:
-            return new
-        first_party = first_party_packages(self.context.filename or ".", self.config.root)
-        return add_from_import(new, self._first_party_import, ISOLATE_DECORATOR,
-                               first_party | {"tests"})
 
 
 class _Isolate(WrapTransformer):

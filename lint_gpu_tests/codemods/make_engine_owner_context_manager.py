@@ -6,6 +6,8 @@ this module only applies it:
 
 * ``self.llm = LLM(...)`` becomes ``self._runner = VllmRunner(...)`` (arguments mapped as
   for every GPU001 fix) followed by ``self.llm = weakref.proxy(self._runner.llm)``;
+  ``VllmRunner`` is imported from ``lint_gpu_tests.runtime``, or with ``target = "vllm"``
+  from the project's ``tests.conftest`` (first-party), as vLLM's tests import it;
 * ``__enter__`` (enters the runner, returns ``self``) and ``__exit__`` (exits it) are added
   after ``__init__``;
 * the cleanup statements of the class and the methods made only of cleanup are deleted;
@@ -21,7 +23,7 @@ from dataclasses import replace
 import libcst as cst
 
 from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.codemods._base import GpuCodemod, engine_locals
+from lint_gpu_tests.codemods._base import IMPORTS, GpuCodemod, engine_locals
 from lint_gpu_tests.codemods._cst import (
     explode_args,
     line_length,
@@ -56,7 +58,11 @@ class MakeEngineOwnerContextManager(GpuCodemod[ClassPlan]):
         new_tree = tree.visit(transformer)
         if not transformer.changed:
             return tree
-        self.add_imports(transformer.needs | {"VllmRunner", "weakref"})
+        self.add_imports(transformer.needs | {"weakref"})
+        if plan.import_from == IMPORTS["VllmRunner"][0]:
+            self.add_imports({"VllmRunner"})
+        else:  # ``target = "vllm"``: vLLM's runner, from the project's tests/conftest.py
+            self.add_project_import(plan.import_from, transformer.held_runner_class())
         self.remove_unused(module, new_tree)
         return new_tree
 
@@ -126,7 +132,7 @@ class _ClassTransformer(WrapTransformer):
         target = assign.targets[0].target
         assert isinstance(target, cst.Attribute)
         owner = target.value
-        call, _ = runner_call(assign.value, self._held_runner_class(), target=self.config.target)
+        call = self._runner_call(assign.value)
         held = target.with_changes(attr=cst.Name(plan.runner_attribute))
         first = site.with_changes(body=[assign.with_changes(
             targets=[assign.targets[0].with_changes(target=held)], value=call)])
@@ -137,16 +143,30 @@ class _ClassTransformer(WrapTransformer):
             value=proxy_of(engine))])
         return [first, second]
 
-    def _held_runner_class(self) -> str:
+    def _runner_call(self, engine_call: cst.Call) -> cst.Call:
+        """The engine call as the held runner's (arguments mapped for the target; a
+        ``CompilationConfig`` it now names is imported)."""
+        call, uses_cc = runner_call(engine_call, self.held_runner_class(),
+                                    target=self.config.target,
+                                    compilation_config=self.class_plan.compilation_config)
+        if uses_cc:
+            self.needs.add("CompilationConfig")
+        return call
+
+    def held_runner_class(self) -> str:
         """The runner class the helper class holds: the first configured, else ours."""
         return self.config.runner_classes[0] if self.config.runner_classes else "VllmRunner"
 
     def _fitted(self, first: cst.SimpleStatementLine, call: cst.Call
                 ) -> cst.SimpleStatementLine:
         """``first`` (``<held> = <runner call>``), its call one argument a line where the
-        one-line form passes the line length at the construction's column."""
+        one-line form passes the line length at the construction's column, or where its
+        continuation lines were aligned with the old opening parenthesis (they would be
+        misaligned under the new one)."""
         column = self.columns.get(self.class_plan.site_line, 0)
-        if "\n" not in statement_code(call) and \
+        aligned = "\n" in statement_code(call) and not isinstance(
+            call.whitespace_before_args, cst.ParenthesizedWhitespace)
+        if aligned or "\n" not in statement_code(call) and \
                 column + len(statement_code(first).splitlines()[-1]) > line_length():
             return first.with_changes(body=[first.body[0].with_changes(
                 value=explode_args(call))])
@@ -159,7 +179,7 @@ class _ClassTransformer(WrapTransformer):
         plan = self.class_plan
         ret = site.body[0]
         assert isinstance(ret, cst.Return) and isinstance(ret.value, cst.Call)
-        call, _ = runner_call(ret.value, self._held_runner_class(), target=self.config.target)
+        call = self._runner_call(ret.value)
         held = cst.Attribute(value=cst.Name(owner), attr=cst.Name(plan.runner_attribute))
         first = site.with_changes(body=[cst.Assign(
             targets=[cst.AssignTarget(target=held)], value=call)])

@@ -47,8 +47,12 @@ Decisions (README, "Fix safety": a safe fix keeps behaviour):
   built other than as ``name = Tester(...)`` in a function, or twice in one function, or its
   use has no fix of its own (returned, used outside the block); a cleanup method is called
   other than as ``tester.close()`` inside an instance's range; the class is never
-  instantiated in the module (its users are elsewhere); ``target = "vllm"`` (the runner
-  class lives in vLLM's tests/conftest.py, which a class cannot import).
+  instantiated in the module (its users are elsewhere).
+* ``target = "vllm"``: the class holds vLLM's own runner class, imported as vLLM's tests
+  import it, ``from tests.conftest import VllmRunner``; its differing defaults are spelled out
+  as for every fix of that target. No fix when the project has no ``tests/conftest.py``
+  binding ``VllmRunner`` at its top level (checked when the fix is planned), or when the
+  engine's arguments come in a mapping (``LLM(**kwargs)``).
 """
 
 from __future__ import annotations
@@ -57,9 +61,12 @@ import ast
 from dataclasses import dataclass, field, replace
 
 from lint_gpu_tests.analysis import EngineSite, FunctionKind, ModuleAnalysis, RunnerCall
+from lint_gpu_tests.config import project_module
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan
+from lint_gpu_tests.fixplan.safety import compilation_config_equivalent
+from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan, FixProblem
+from lint_gpu_tests.mappings import hides_model
 from lint_gpu_tests.source import walk_breadth
 
 CLASS_TITLE = "Make `{cls}` a context manager over `{runner}` and enter it with `with`"
@@ -70,6 +77,9 @@ UNSAFE_REASON = (
 )
 #: Methods a context manager must not have already (the rewrite adds them).
 CONTEXT_METHODS = frozenset({"__enter__", "__exit__", "__aenter__", "__aexit__"})
+#: Where the class's runner is imported from, per ``target``: the bundled runner, or vLLM's
+#: own in the project's tests/conftest.py (as vLLM's tests import it).
+RUNNER_CLASS_MODULES = {"bundled": "lint_gpu_tests.runtime", "vllm": "tests.conftest"}
 
 
 @dataclass
@@ -114,6 +124,12 @@ class ClassPlan(FixPlan):
     #: (``self.llm = self._build_llm(config)``): the method keeps the runner on its first
     #: parameter, named here, and returns the proxy. ``None``: ``self.llm = LLM(...)``.
     returned_by: str | None = None
+    #: The module ``VllmRunner`` is imported from (:data:`RUNNER_CLASS_MODULES`).
+    import_from: str = RUNNER_CLASS_MODULES["bundled"]
+    #: ``target = "vllm"``: the source of the ``compilation_config`` equivalent to the one
+    #: given (:func:`~lint_gpu_tests.fixplan.safety.compilation_config_equivalent`), or
+    #: ``None``.
+    compilation_config: str | None = None
 
     @property
     def anchor(self) -> tuple[str, int]:
@@ -162,6 +178,44 @@ def owner_class_of(module: ModuleAnalysis, site: EngineSite) -> OwnerClass | Non
     """The owner class whose engine ``site`` builds, or ``None`` when ``site`` is not the
     shape (the other GPU001 plans apply)."""
     return next((o for o in owner_classes(module) if o.site is site), None)
+
+
+def vllm_runner_class_problem(module: ModuleAnalysis) -> str | None:
+    """With ``target = "vllm"``: why ``from tests.conftest import <runner class>`` would not
+    import vLLM's runner class in ``module``'s project (no tests/conftest.py, or one that does
+    not bind the class at its top level: a class, an assignment or an import), else ``None``
+    (also for a module checked as text alone: nothing can be looked up)."""
+    runner = module.config.runner_classes[0] if module.config.runner_classes \
+        else "VllmRunner"
+    dotted = RUNNER_CLASS_MODULES["vllm"]
+    where = project_module(module.path, module.config, dotted)
+    if where is None:
+        return (f"`target = \"vllm\"` imports `{runner}` from `{dotted}`, and the project "
+                "has no tests/conftest.py")
+    if where == module.path or runner in _top_level_names(where):
+        return None
+    return (f"`target = \"vllm\"` imports `{runner}` from `{dotted}`, and the project's "
+            f"tests/conftest.py does not define `{runner}`")
+
+
+def _top_level_names(path: str) -> frozenset[str]:
+    """Names the module at ``path`` binds at its top level (classes, functions, assignments,
+    imports); empty when it cannot be read or parsed."""
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    names: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(stmt.name)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in stmt.names)
+    return frozenset(names)
 
 
 # ------------------------------------------------------------------------- finding
@@ -270,6 +324,18 @@ class _ClassPlanner:
         arg_problem = planner_for(self.module)._argument_problem(self.site.call)
         if isinstance(arg_problem, Blocked):
             return self.none(arg_problem.reason)
+        compilation: str | None = None
+        cc_problem: FixProblem | None = None
+        if self.module.config.target == "vllm":
+            if hides_model(self.site.call):
+                return self.none("the engine's arguments come in a mapping, which the class's "
+                                 "runner call does not map onto vLLM's `VllmRunner`")
+            given = next((k.value for k in self.site.call.keywords
+                          if k.arg == "compilation_config"), None)
+            if given is not None:
+                compilation, cc_problem = compilation_config_equivalent(given, self.module)
+                if isinstance(cc_problem, Blocked):
+                    return self.none(cc_problem.reason)
         cleanup_lines = {stmt.lineno for stmt, _ in self.cleanup}
         remove = set(cleanup_lines)
         cleanup_methods = self.cleanup_methods(cleanup_lines)
@@ -288,8 +354,7 @@ class _ClassPlanner:
             verb = "is" if len(cleanup_methods) == 1 else "are"
             reasons.append(f"its cleanup-only {gone} {verb} deleted, so a caller in another "
                            "module that still calls it breaks")
-        if arg_problem is not None:
-            reasons.append(arg_problem.reason)
+        reasons.extend(p.reason for p in (arg_problem, cc_problem) if p is not None)
         for use in uses:
             if use.reason and use.reason not in reasons:
                 reasons.append(use.reason)
@@ -313,14 +378,22 @@ class _ClassPlanner:
             title=self.title,
             returned_by=_self_name(self.builder) if self.store is not self.site.statement
             else None,
+            import_from=RUNNER_CLASS_MODULES.get(self.module.config.target,
+                                                 RUNNER_CLASS_MODULES["bundled"]),
+            compilation_config=compilation,
         )
 
     def class_problem(self) -> str | None:
         """Why the class itself cannot become a context manager, or ``None``."""
         cls = self.cls
-        if self.module.config.target != "bundled":
-            return ("a helper class cannot request the `vllm_runner` fixture and vLLM's "
-                    "`VllmRunner` lives in its tests/conftest.py")
+        if self.module.config.target == "vllm":
+            missing = vllm_runner_class_problem(self.module)
+            if missing is not None:
+                return missing
+        if self.module.config.runner:
+            return (f"a helper class holds a runner built in `__init__`, and the project's "
+                    f"runner (`runner = \"{self.module.config.runner}\"`) is entered only by "
+                    "`with`")
         if not isinstance(self.module.parent(cls), ast.Module):
             return f"`{cls.name}` is not defined at module level"
         if cls.bases or cls.keywords or cls.decorator_list:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import os
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from lint_gpu_tests.analysis import (
     EngineSite,
@@ -48,10 +48,13 @@ from lint_gpu_tests.fixplan.groups import (
     other_branch_statements,
 )
 from lint_gpu_tests.fixplan.plan import VLLM_TARGET_DEFAULTS, WRAP_TITLE, PlanKind, WrapPlan
+from lint_gpu_tests.fixplan.runner_target import project_runner_problem
 from lint_gpu_tests.fixplan.safety import (
     FACTORY_ADVICE,
     SafetyChecks,
     compilation_config_equivalent,
+    hands_out_where,
+    plain_aliases,
     weak_calls,
 )
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo
@@ -60,6 +63,35 @@ from lint_gpu_tests.mappings import hides_model, plan_mapping
 from lint_gpu_tests.noqa import Noqa, parse_noqa
 from lint_gpu_tests.source import walk_breadth
 from lint_gpu_tests.syntax import last_name, names_in
+
+#: Fixture scopes whose teardown a ``with`` over the runner class in the fixture's body
+#: follows exactly: the block is entered where the engine was built and exited at the
+#: fixture's teardown, which pytest runs when the scope ends (a ``dynamic`` scope, a
+#: callable, is not read).
+SCOPES_THE_CLASS_KEEPS = frozenset({"class", "module", "package", "session"})
+
+
+@dataclass(frozen=True)
+class RunnerArguments:
+    """What an engine call's arguments become in the runner's call
+    (:meth:`Planner.runner_arguments`).
+
+    Attributes:
+        risks: why the mapping may change the engine's configuration (the fix is unsafe).
+        compilation: with ``target = "vllm"``, what replaces the call's own
+            ``compilation_config=`` value (``None``: keep it).
+        mapping_defaults: with ``target = "vllm"`` and the model in a ``**mapping``, the
+            defaults handed to the ``_runner_kwargs`` helper; ``None``: no mapping.
+        use_class: the runner class builds the engine (a helper with target bundled).
+        helper_calls: with ``target = "vllm"``, how a helper gets the runner fixture from
+            its callers.
+    """
+
+    risks: tuple[str, ...]
+    compilation: str | None
+    mapping_defaults: tuple[str, ...] | None
+    use_class: bool
+    helper_calls: HelperCallers | None
 
 
 class Planner(CleanupRecognizer, SafetyChecks):
@@ -121,8 +153,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
         runner = self.module.config.runner_fixture
         if kind is PlanKind.RUNNER:
             return "Wrap in a with-statement"
-        if self.module.config.target == "vllm" and not use_class:
-            pass  # vLLM's runner class is never imported: its fixture is passed in
+        if self.module.config.runner_is_fixture and not use_class:
+            pass  # the runner class is never imported: its fixture is passed in
         elif use_class or (func is not None
                            and func.kind in (FunctionKind.HELPER, FunctionKind.METHOD)):
             runner = self.module.config.runner_classes[0] if self.module.config.runner_classes \
@@ -167,7 +199,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
         is_fixture = func.kind is FunctionKind.FIXTURE
 
         names: set[str] = {bound} if bound else set()
-        all_engines = names | module.engine_names(func)
+        # Engines a factory helper of the module hands the function count as its own.
+        all_engines = names | module.engine_names(func) | module.function_bindings(func).received
         unwrapped = self._enclosing_try(stmt, block, names, all_engines)
         if unwrapped is None:
             return FixInfo.none(title, "built inside an expression the fix cannot restructure")
@@ -212,47 +245,33 @@ class Planner(CleanupRecognizer, SafetyChecks):
             if reason not in reasons:
                 reasons.append(reason)
 
-        risks = self._risks(func, block, index, end, segment, remove, names, flow, group)
+        helper_like = func.kind in (FunctionKind.HELPER, FunctionKind.METHOD)
+        use_class = helper_like or func.in_base_class or (
+            is_fixture and func.fixture_scope not in (None, "function")
+            and not config.runner_is_fixture
+        ) or kind is PlanKind.RUNNER and last_name(call.func) in config.runner_classes or (
+            kind is PlanKind.ENGINE and config.runner_module is not None)
+        # A wide-scoped fixture entering the runner class itself (ours, or the class the code
+        # already builds) keeps the engine exactly as long as the fixture's scope.
+        scoped_class = use_class and group is None and \
+            (config.target == "bundled" or kind is PlanKind.RUNNER)
+        risks = self._risks(func, block, index, end, segment, remove, names, flow, group,
+                            scoped_class)
         if isinstance(risks, Blocked):
             return FixInfo.none(title, risks.reason)
         for risk in risks:
             unsafe(risk)
-        helper_like = func.kind in (FunctionKind.HELPER, FunctionKind.METHOD)
-        use_class = helper_like or func.in_base_class or (
-            is_fixture and func.fixture_scope not in (None, "function")
-            and config.target == "bundled"
-        ) or kind is PlanKind.RUNNER and last_name(call.func) in config.runner_classes
         compilation: str | None = None
         mapping_defaults: tuple[str, ...] | None = None
         helper_calls: HelperCallers | None = None
         if kind is PlanKind.ENGINE:
-            if config.target == "vllm" and hides_model(call):
-                mapping_defaults, arg_problem = plan_mapping(
-                    module, func, call, VLLM_TARGET_DEFAULTS, compilation_config_equivalent)
-            else:
-                arg_problem = self._argument_problem(call)
-            if isinstance(arg_problem, Blocked):
-                return FixInfo.none(title, arg_problem.reason)
-            if arg_problem is not None:
-                unsafe(arg_problem.reason)
-            if config.target == "vllm":
-                given = next((k.value for k in call.keywords if k.arg == "compilation_config"),
-                             None)
-                if given is not None:
-                    compilation, cc_problem = compilation_config_equivalent(given, module)
-                    if isinstance(cc_problem, Blocked):
-                        return FixInfo.none(title, cc_problem.reason)
-                    if cc_problem is not None:
-                        unsafe(cc_problem.reason)
-            if use_class and config.target == "vllm":
-                passed = runner_through_callers(module, func, config.runner_fixture)
-                if isinstance(passed, str):
-                    return FixInfo.none(title, passed)
-                use_class, helper_calls = False, passed
-                if passed.public and not passed.passed:
-                    unsafe(f"`{passed.name}()` is public: a module that imports it must now "
-                           f"pass `{config.runner_fixture}` too ({ONE_MODULE} and does not "
-                           "change callers in other modules)")
+            arguments = self.runner_arguments(call, func, use_class)
+            if isinstance(arguments, Blocked):
+                return FixInfo.none(title, arguments.reason)
+            for risk in arguments.risks:
+                unsafe(risk)
+            compilation, mapping_defaults = arguments.compilation, arguments.mapping_defaults
+            use_class, helper_calls = arguments.use_class, arguments.helper_calls
         yield_proxy = self._yields_proxy(func, stmt, segment, remove, names, bound, group)
         if is_fixture and not yield_proxy and any(
                 isinstance(n, ast.Return) for s in segment[1:] for n in walk_breadth(s)):
@@ -267,6 +286,12 @@ class Planner(CleanupRecognizer, SafetyChecks):
         missing = self.missing_runner_fixture() if kind == "engine" else None
         if missing is not None:
             return FixInfo.none(title, missing)
+        if config.runner and kind is PlanKind.ENGINE:
+            checked = project_runner_problem(module, call, func)
+            if isinstance(checked, Blocked):
+                return FixInfo.none(title, checked.reason)
+            for reason in checked:
+                unsafe(reason)
         return WrapPlan(
             kind=kind,
             site_line=stmt.lineno,
@@ -304,6 +329,55 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return None
         return (f"`target = \"vllm\"` requests vLLM's `{fixture}` fixture, and no "
                 "conftest.py pytest loads for this module defines it")
+
+    def runner_arguments(self, call: ast.Call, func: FunctionInfo,
+                         use_class: bool) -> RunnerArguments | Blocked:
+        """How the engine call ``call`` in ``func`` becomes the runner's call: its arguments
+        mapped onto the runner's (:meth:`_argument_problem`, the ``**mapping`` of the model
+        with ``target = "vllm"``, :func:`plan_mapping`), ``compilation_config`` spelled as
+        vLLM's ``VllmRunner`` needs it, and with ``target = "vllm"`` a helper (``use_class``)
+        given the runner fixture by its callers (:func:`runner_through_callers`); so with a
+        project runner requested as a fixture (:attr:`Config.runner_is_fixture`).
+
+        Returns:
+            The :class:`RunnerArguments` (their ``risks`` make the fix unsafe), or the
+            :class:`Blocked` reason no runner call keeps the engine's configuration.
+        """
+        module = self.module
+        config = module.config
+        risks: list[str] = []
+        compilation: str | None = None
+        mapping_defaults: tuple[str, ...] | None = None
+        helper_calls: HelperCallers | None = None
+        if config.target == "vllm" and hides_model(call):
+            mapping_defaults, arg_problem = plan_mapping(
+                module, func, call, VLLM_TARGET_DEFAULTS, compilation_config_equivalent)
+        else:
+            arg_problem = self._argument_problem(call)
+        if isinstance(arg_problem, Blocked):
+            return arg_problem
+        if arg_problem is not None:
+            risks.append(arg_problem.reason)
+        if config.target == "vllm":
+            given = next((k.value for k in call.keywords if k.arg == "compilation_config"),
+                         None)
+            if given is not None:
+                compilation, cc_problem = compilation_config_equivalent(given, module)
+                if isinstance(cc_problem, Blocked):
+                    return cc_problem
+                if cc_problem is not None:
+                    risks.append(cc_problem.reason)
+        if use_class and config.runner_is_fixture:
+            passed = runner_through_callers(module, func, config.runner_fixture)
+            if isinstance(passed, str):
+                return Blocked(passed)
+            use_class, helper_calls = False, passed
+            if passed.public and not passed.passed:
+                risks.append(f"`{passed.name}()` is public: a module that imports it must now "
+                             f"pass `{config.runner_fixture}` too ({ONE_MODULE} and does not "
+                             "change callers in other modules)")
+        return RunnerArguments(tuple(risks), compilation, mapping_defaults, use_class,
+                               helper_calls)
 
     def _class_the_runner_cannot_build(self, call: ast.Call) -> str | None:
         """The qualified engine class ``call`` builds when the runner cannot build it in its
@@ -362,6 +436,9 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return ("the fixture returns on other paths too: turning this return into a "
                     "yield would leave those paths without a value")
         if is_return_value and not is_fixture:
+            if handed is not None and not hands_out_where(handed, lambda e: e is call):
+                return (f"a value read from the engine is returned to the caller (line "
+                        f"{stmt.lineno}) and may hold the engine after this function ends")
             factory = func.kind is FunctionKind.HELPER and any(
                 s is func.node for s in module.tree.body)
             return ("the engine is returned to the caller, so it must outlive this "
@@ -597,6 +674,13 @@ class Planner(CleanupRecognizer, SafetyChecks):
             # also this engine's, from the iteration before: then they are uses).
             inside |= {id(n) for s in block[:index] for n in walk_breadth(s)}
         inside |= {id(n) for s in block if s.lineno in remove for n in walk_breadth(s)}
+        # The ``finally`` of a ``try`` the rewrite unwraps goes with it: a guarded shutdown
+        # there (``if llm is not None: ...``, the name bound to ``None`` before the ``try``)
+        # is no use after the block.
+        parent = module.parent(stmt)
+        if isinstance(parent, ast.Try) and parent.finalbody and all(
+                s.lineno in remove for s in parent.finalbody):
+            inside |= {id(n) for s in parent.finalbody for n in walk_breadth(s)}
         all_engines = names | module.engine_names(func)
         inside |= {id(n) for s in [*self._after_with_cleanup(stmt, names, all_engines),
                                    *self._finally_cleanup(stmt, names, all_engines)]
@@ -626,19 +710,23 @@ class Planner(CleanupRecognizer, SafetyChecks):
 
     def _risks(self, func: FunctionInfo, block: list[ast.stmt], index: int, end: int,
                segment: list[ast.stmt], remove: set[int], names: set[str],
-               flow: ValueFlow, group: GroupShape | None) -> list[str] | Blocked:
+               flow: ValueFlow, group: GroupShape | None,
+               scoped_class: bool = False) -> list[str] | Blocked:
         """Why the wrapped block may behave otherwise than the code did (escapes, lost
         values, cleanup beyond the runner's, engines alive together, a wide-scoped fixture),
-        in order; or the reason that rules the fix out."""
+        in order; or the reason that rules the fix out. ``scoped_class``: the rewrite enters
+        the runner class itself, so a class-, module-, package- or session-scoped fixture is
+        no risk (:data:`SCOPES_THE_CLASS_KEEPS`)."""
         module = self.module
         config = module.config
         use_names = flow.tainted
         is_fixture = func.kind is FunctionKind.FIXTURE
         risks: list[str] = []
+        own = plain_aliases(segment, names)
         for s in segment:
             if s.lineno in remove:
                 continue
-            escape = self.escape(s, names, use_names, is_fixture)
+            escape = self.escape(s, names, use_names, is_fixture, own)
             if isinstance(escape, Blocked):
                 return escape
             if escape is not None:
@@ -656,7 +744,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
         extra = cleanup_beyond_the_runner(module, func.node, remove)
         if extra is not None:
             risks.append(extra)
-        if config.target == "bundled" and module.own_runner_fixture is not None:
+        if config.target == "bundled" and not config.runner and \
+                module.own_runner_fixture is not None:
             risks.append(f"the project defines its own `{config.runner_fixture}` fixture (in "
                          f"{module.own_runner_fixture}), which replaces the bundled one whose "
                          "defaults are `LLM`'s, and its defaults may differ (set `target = "
@@ -676,7 +765,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 # construction: the two engines are now alive together.
                 risks.append("a value that may hold the engine is used after the next engine is "
                              "built, so the block covers both and they are alive together")
-        if is_fixture and func.fixture_scope not in (None, "function"):
+        if is_fixture and func.fixture_scope not in (None, "function") and not (
+                scoped_class and func.fixture_scope in SCOPES_THE_CLASS_KEEPS):
             risks.append(f"a {func.fixture_scope}-scoped fixture: the engine's lifetime "
                          "follows the fixture's scope and the runner must allow it")
         return risks
@@ -722,7 +812,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         config = self.module.config
         if use_class:
             return config.runner_classes[0] if config.runner_classes else "VllmRunner"
-        return "vllm_runner_factory" if config.target == "bundled" else config.runner_fixture
+        return config.runner_fixture if config.runner_is_fixture else "vllm_runner_factory"
 
     def _factory_plan(self, call: ast.Call, parts: FactoryParts | str,
                       title: str) -> WrapPlan | FixInfo:
@@ -753,11 +843,16 @@ class Planner(CleanupRecognizer, SafetyChecks):
         if wide:
             reasons.append(f"a {fixture.fixture_scope}-scoped fixture: the engines live as "
                            "long as its scope")
-        use_class = wide and config.target == "bundled"
+        use_class = wide and not config.runner_is_fixture or config.runner_module is not None
         runner = self._group_runner(use_class)
         missing = self.missing_runner_fixture()
         if missing is not None:
             return FixInfo.none(title, missing)
+        if config.runner:
+            checked = project_runner_problem(module, call, fixture)
+            if isinstance(checked, Blocked):
+                return FixInfo.none(title, checked.reason)
+            reasons += checked
         removed = [s for s in walk_breadth(fixture.node) if isinstance(s, ast.stmt)
                    and s.lineno in parts.remove_lines]
         drop = {"request"} if "request" in fixture.params and removed and not [

@@ -13,6 +13,7 @@ the runner's (:meth:`SafetyChecks._argument_problem`,
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
 from lint_gpu_tests.fixplan.flow import THREAD_CALLS
@@ -37,16 +38,23 @@ def hands_out(expr: ast.expr, names: set[str]) -> bool:
     """True when evaluating ``expr`` gives one of ``names`` itself, alone or as an element
     (``llm``, ``(llm, params)``, ``{"llm": llm}``, ``a if c else llm``); not a value read
     from one (``llm.llm_engine.vllm_config...``, ``llm.generate(...)``)."""
-    if isinstance(expr, ast.Name):
-        return expr.id in names
+    return hands_out_where(expr, lambda e: isinstance(e, ast.Name) and e.id in names)
+
+
+def hands_out_where(expr: ast.expr, match: Callable[[ast.expr], bool]) -> bool:
+    """True when evaluating ``expr`` gives the value of an expression ``match`` accepts
+    itself, alone or as an element (of a tuple, list, set or dict's values, starred, an
+    assignment expression, either branch of a conditional); not a value read from one."""
+    if match(expr):
+        return True
     if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
-        return any(hands_out(e, names) for e in expr.elts)
+        return any(hands_out_where(e, match) for e in expr.elts)
     if isinstance(expr, ast.Dict):
-        return any(hands_out(v, names) for v in expr.values)
+        return any(v is not None and hands_out_where(v, match) for v in expr.values)
     if isinstance(expr, (ast.Starred, ast.NamedExpr)):
-        return hands_out(expr.value, names)
+        return hands_out_where(expr.value, match)
     if isinstance(expr, ast.IfExp):
-        return hands_out(expr.body, names) or hands_out(expr.orelse, names)
+        return hands_out_where(expr.body, match) or hands_out_where(expr.orelse, match)
     return False
 
 
@@ -64,16 +72,19 @@ class SafetyChecks:
     module: ModuleAnalysis
 
     def escape(self, stmt: ast.stmt, names: set[str], tainted: set[str],
-               is_fixture: bool) -> FixProblem | None:
+               is_fixture: bool, own: set[str] | None = None) -> FixProblem | None:
         """Why using the engine in ``stmt`` makes the fix unsafe (:class:`Risky`) or rules
         it out (:class:`Blocked`), or ``None``. ``names`` are the engine's own names, ``tainted``
         every name that can reach it (:func:`value_flow`; stores into containers and
-        attributes are judged there)."""
+        attributes are judged there), ``own`` the names bound to the engine itself (its
+        names and their plain aliases; ``None``: ``names``): only a return of one of these
+        returns the engine, any other return of a tainted value returns a value read from
+        it."""
         if not tainted:
             return None
         for node in walk_breadth(stmt):
             if isinstance(node, ast.Return) and node.value is not None and not is_fixture:
-                if hands_out(node.value, tainted):
+                if hands_out(node.value, own if own is not None else names):
                     return Blocked("the engine is returned to the caller, so it must "
                                    "outlive this function")
                 if names_in(node.value) & tainted:
@@ -404,3 +415,21 @@ def weak_calls(module: ModuleAnalysis, segment: list[ast.stmt],
                 if spelling is not None:
                     out.add((node.lineno, spelling))
     return out
+
+
+def plain_aliases(stmts: list[ast.stmt], names: set[str]) -> set[str]:
+    """``names`` and every name bound in ``stmts`` to one of them directly (``e = llm``,
+    transitively): the names that hold the engine itself, not a value read from it."""
+    own = set(names)
+    assigns = [n for s in stmts for n in walk_breadth(s) if isinstance(n, ast.Assign)
+               and isinstance(n.value, ast.Name)]
+    changed = True
+    while changed:
+        changed = False
+        for node in assigns:
+            if node.value.id in own:  # type: ignore[attr-defined]
+                for target in node.targets:
+                    if isinstance(target, ast.Name) and target.id not in own:
+                        own.add(target.id)
+                        changed = True
+    return own

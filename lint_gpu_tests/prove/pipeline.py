@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lint_gpu_tests.analysis import is_test_module
 from lint_gpu_tests.api import ConfigResolver, RunOptions, RunResult, check_paths
 from lint_gpu_tests.cache import default_cache_dir
+from lint_gpu_tests.config import is_test_module
 from lint_gpu_tests.prove.compare import ModuleResult, Status, judge
 from lint_gpu_tests.prove.devices import engine_devices, find_devices, visibility_variable
 from lint_gpu_tests.prove.diagnose import not_exercised

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import ast
 
-from lint_gpu_tests.analysis import FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.analysis import FunctionInfo, ImportedHelper, ModuleAnalysis
+from lint_gpu_tests.fixplan.factories import FactoryPlan, factory_units
 from lint_gpu_tests.fixplan.isolate import ISOLATE_CALL, IsolatePlan, strategy_plan
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import FixInfo
 from lint_gpu_tests.rule import Hit
-from lint_gpu_tests.syntax import names_in
+from lint_gpu_tests.syntax import dotted_name, names_in
 
 #: The fix of cleanup the isolate strategy keeps (it frees an engine before the test builds
 #: the next one, or does not stand alone on its line): the statement stays, and the
@@ -20,7 +21,7 @@ KEPT_TITLE = (f"Keep it (the test runs in a new process, `@{ISOLATE_CALL}`, wher
 
 
 def hit_at(node: ast.AST, message: str, fix: FixInfo | None,
-           plan: WrapPlan | FixInfo | None = None) -> Hit:
+           plan: WrapPlan | FactoryPlan | FixInfo | None = None) -> Hit:
     """A :class:`Hit` spanning ``node``; ``plan`` is the rewrite whose fix ``fix`` rides on."""
     return Hit(
         node_line=node.lineno,  # type: ignore[attr-defined]
@@ -29,7 +30,7 @@ def hit_at(node: ast.AST, message: str, fix: FixInfo | None,
         end_col=getattr(node, "end_col_offset", None) or node.col_offset,  # type: ignore[attr-defined]
         message=message,
         fix=fix,
-        depends_on=plan.anchor if isinstance(plan, WrapPlan) else None,
+        depends_on=plan.anchor if isinstance(plan, (WrapPlan, FactoryPlan)) else None,
     )
 
 
@@ -56,8 +57,13 @@ def covering_fix(
                 return plan, plan.covered_fix(KEPT_TITLE)
             if line in lines:
                 return plan, plan.covered_fix(title)
-    reason = next((p.reason for p in plans if isinstance(p, FixInfo)),
-                  "the engine is not built in this function")
+    reason = next((p.reason for p in plans if isinstance(p, FixInfo)), None)
+    if reason is None:
+        wraps = [p for p in plans if isinstance(p, WrapPlan)]
+        reason = (f"the rewrite of the engine built on line {wraps[0].call_line} leaves "
+                  "this statement where it is: it is not part of the teardown that the "
+                  "runner's block takes over") if wraps else \
+            "the engine is not built in this function"
     return None, FixInfo.none(title, reason)
 
 
@@ -70,15 +76,43 @@ def is_shutdown_try(module: ModuleAnalysis, node: ast.AST, engines: set[str]) ->
                                for s in node.finalbody)
 
 
-def factory_reason(module: ModuleAnalysis, func: FunctionInfo) -> str:
-    """Why cleanup of an engine that ``func`` gets from a factory helper of the module
-    (:attr:`ModuleAnalysis.engine_factories`) has no fix, naming the helper and what to do."""
-    factories = module.engine_factories
+def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int,
+                title: str) -> tuple[FactoryPlan | None, FixInfo]:
+    """The fix of the cleanup (or shutdown ``try``) at ``line`` of ``func``, an engine that
+    ``func`` gets from a factory helper of the module (:attr:`ModuleAnalysis.engine_factories`):
+    the factory unit's (:mod:`lint_gpu_tests.fixplan.factories`) when its with-block in ``func``
+    removes the statement, else none with the reason, naming the helper; an engine from a
+    helper of another module of the tree has none (:func:`imported_helper_reason`)."""
+    for node in module.nodes_of(func):
+        helper = module.helper_called(node)
+        if helper is not None:
+            spelled = dotted_name(node.func) or helper.name  # type: ignore[attr-defined]
+            return None, FixInfo.none(title, imported_helper_reason(helper, spelled))
+    units = factory_units(module)
     called = sorted({name for n in module.nodes_of(func)
                      if (name := module.factory_called(n)) is not None})
-    name = called[0] if called else next(iter(factories), "the helper")
-    return (f"the engine comes from `{name}()` (line {factories.get(name, 0)}), which builds "
-            "and returns it, and no fix rewrites a factory together with its callers yet: "
-            f"make `{name}()` a `contextlib.contextmanager` that yields the engine of a "
-            f"`with {module.config.runner_fixture}(...)` block, and call it in a `with` "
-            "statement")
+    reason = "the engine is not built in this function"
+    for name in called or sorted(units):
+        unit = units[name]
+        if isinstance(unit, FixInfo):
+            return None, FixInfo.none(title, unit.reason)
+        if unit.covers(module.path, func.node.lineno, line):
+            return unit, unit.covered_fix(title)
+        reason = (f"the engine comes from `{name}()` (line {unit.def_line}), and its rewrite "
+                  "into a context manager keeps this statement")
+    return None, FixInfo.none(title, reason)
+
+
+def imported_helper_reason(helper: ImportedHelper, spelled: str) -> str:
+    """Why a violation about an engine that comes from ``helper``, an engine helper of
+    another module of the tree, called as ``spelled``, has no fix: the one place this
+    reason (and the plan it stands for) is made."""
+    if helper.kind == "c":
+        held = ", ".join(f"`self.{a}`" for a in sorted(helper.attributes))
+        return (f"the engine is held on {held} of `{helper.name}`, defined in "
+                f"{helper.where}: a class of another module, and no fix rewrites a class "
+                "of another module together with its users yet")
+    alias = "" if spelled.rpartition(".")[2] == helper.name else f" (`{helper.name}()`)"
+    return (f"the engine comes from `{spelled}()`{alias}, defined in {helper.where}: a "
+            "helper of another module that builds and returns it, and no fix rewrites a "
+            "helper of another module together with its callers yet")

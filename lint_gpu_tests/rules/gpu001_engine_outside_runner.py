@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis, is_isolated
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_class_of
+from lint_gpu_tests.fixplan.factories import FactoryPlan, factory_unit_of
 from lint_gpu_tests.fixplan.isolate import strategy_plan
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.ftypes import FixKind
@@ -24,7 +25,7 @@ class EngineOutsideRunner(Rule):
     message = "Engine `{engine}(...)` built outside `with {runner}(...)`"
     fix_title = "Wrap in `with vllm_runner(...)`"
     fix_kinds = (FixKind.WRAP_ENGINE_IN_RUNNER, FixKind.ISOLATE_TEST_PROCESS,
-                 FixKind.ENGINE_OWNER_CONTEXT_MANAGER)
+                 FixKind.ENGINE_OWNER_CONTEXT_MANAGER, FixKind.FACTORY_CONTEXT_MANAGER)
     what_it_does = (
         "Checks for engines (`vllm.LLM` however imported, or the classes in "
         "`engine-classes`) constructed in a test, fixture, helper function, helper class or "
@@ -84,7 +85,15 @@ class EngineOutsideRunner(Rule):
         "against `weakref.ProxyType`, a value holding it passed to a call the "
         "analysis does not follow; `isinstance(llm, LLM)` is no identity check, a proxy "
         "forwards `__class__`), when `compilation_config` is only known at run time, or "
-        "when it lives in a module- or session-scoped fixture; there is no fix when it is "
+        "when it lives in a fixture whose scope is not a literal, or wider than a function's "
+        "with `target = \"vllm\"` (vLLM's `vllm_runner` fixture must allow that scope). A "
+        "class-, module-, package- or session-scoped fixture, which cannot request the "
+        "function-scoped `vllm_runner`, enters the runner class itself (`with VllmRunner(...) "
+        "as runner: yield weakref.proxy(runner.llm)`, `VllmRunner` imported from "
+        "`lint_gpu_tests.runtime`): the engine lives as long as the fixture's scope, as "
+        "before, and is shut down at the fixture's teardown, so that fix is safe when nothing "
+        "else changes (`yield llm` and `del llm`, `return llm` with `request.addfinalizer`, or "
+        "`return LLM(...)` alike). There is no fix when it is "
         "returned, stored on `self` (helper classes aside, below), in a parameter's container or "
         "a global, or used outside "
         "the block that builds it, and none for an engine class the runner does not build "
@@ -113,7 +122,12 @@ class EngineOutsideRunner(Rule):
         "`with Tester(...) as tester:` over its live range. That fix is unsafe (the class's "
         "contract changes, and only this module's instances are entered); it has none when "
         "a method uses `self.llm` itself, an instance is not built as `name = Tester(...)` "
-        "in a function, the class has bases or is not instantiated in the module.\n\n"
+        "in a function (the reason names it), the class has bases or is not instantiated in "
+        "the module. With `target = \"vllm\"` the class holds vLLM's own runner class, "
+        "imported as vLLM's tests import it (`from tests.conftest import VllmRunner`), its "
+        "differing defaults spelled out; no fix when the project's tests/conftest.py is "
+        "missing or does not define `VllmRunner`, or the engine's arguments come in a "
+        "mapping.\n\n"
         "Engines alive together in a list or dict the test builds "
         "(a comprehension, or a loop appending to it) get one `with contextlib.ExitStack() "
         "as stack:` over the container's live range, each element becoming "
@@ -131,6 +145,27 @@ class EngineOutsideRunner(Rule):
         "`with contextlib.ExitStack() as stack:`, `make` enters a runner on the stack and "
         "returns its proxy, and `return make` becomes `yield make`; the test then holds a "
         "proxy, and the engines are torn down when the fixture's stack closes.\n\n"
+        "A factory helper (a module-level function that builds an engine and returns it: "
+        "`return LLM(...)`, or `llm = LLM(...)`, uses of its attributes, `return llm`) is "
+        "fixed together with every call of it in the module, as one fix reported on the "
+        "helper's GPU001 and on each GPU003/GPU004 it removes: the helper gets "
+        "`@contextlib.contextmanager` (its return annotation goes) and builds the engine in "
+        "`with VllmRunner(...) as runner:` (with `target = \"vllm\"`, `with vllm_runner(...)`, "
+        "the fixture its first parameter, passed by every call and requested by every "
+        "caller), yielding `weakref.proxy(runner.llm)`; each `llm = setup_engine(...)` "
+        "becomes `with setup_engine(...) as llm:` over the engine's live range, planned as "
+        "an engine the caller builds itself (cleanup and a shutdown `try/finally` go; a "
+        "guarded shutdown after `llm = None` too). The engine is built when the `with` "
+        "enters, where the call was, and torn down at its last use instead of by the hand "
+        "cleanup. Safe for a private helper of a test module whose every caller's block is "
+        "safe; unsafe for a public one (a module that imports it would get a context "
+        "manager) or when a caller's block is (identity checks on the proxy, a thread, ...); "
+        "no fix for a public helper outside a test module, a helper that is decorated, a "
+        "generator or uses its engine other than through its attributes, and none for the "
+        "whole unit when one call cannot be rewritten (returned further, stored on an "
+        "attribute or global, in a comprehension, inside a larger expression, used after its "
+        "block, weakly referenced, two engines of one function alive together): the reason "
+        "names that call's function and line.\n\n"
 
         "With `fix-strategy = \"isolate\"` (or `--fix-strategy isolate`) a test is not "
         "wrapped: it gets `@create_new_process_for_each_test(\"spawn\")` (from "
@@ -291,6 +326,49 @@ def test_by_branch(eager):
 ''',
         ),
         Example(
+            title="A module-scoped fixture that builds the engine and frees it after its "
+                  "`yield` (safe fix: the fixture enters the runner class)",
+            source='''\
+import gc
+
+import pytest
+from vllm import LLM
+
+
+@pytest.fixture(scope="module")
+def llm():
+    llm = LLM("facebook/opt-125m", enforce_eager=True)  # error: GPU001
+    yield llm  # error: GPU002
+    del llm  # error: GPU004
+    gc.collect()  # error: GPU004
+''',
+        ),
+        Example(
+            title="A helper class with `target = \"vllm\"` (unsafe fix: a context manager over "
+                  "vLLM's `VllmRunner`, from the project's tests/conftest.py)",
+            config=(("target", "vllm"),),
+            source='''\
+from vllm import LLM
+
+
+class Tester:
+    def __init__(self, model):
+        self.llm = LLM(model)  # error: GPU001
+
+    def run(self, prompts):
+        return self.llm.generate(prompts)
+
+    def shutdown(self):
+        del self.llm  # error: GPU004
+
+
+def test_tester():
+    tester = Tester("facebook/opt-125m")
+    assert tester.run(["hi"])
+    tester.shutdown()  # error: GPU004
+''',
+        ),
+        Example(
             title="A factory fixture that builds, finalizes and returns engines",
             source='''\
 import pytest
@@ -307,6 +385,34 @@ def make_llm(request):
     return make
 ''',
         ),
+        Example(
+            title="A factory helper and the tests that call it (one fix: the helper becomes a "
+                  "context manager over the runner, each call a `with` block)",
+            source='''\
+import gc
+
+from vllm import LLM
+
+
+def _setup_engine(num_loras):
+    return LLM("facebook/opt-125m", enable_lora=True, max_loras=num_loras)  # error: GPU001
+
+
+def test_single_lora():
+    llm = _setup_engine(1)
+    try:  # error: GPU003
+        assert llm.generate(["hi"])
+    finally:
+        llm.llm_engine.engine_core.shutdown()
+
+
+def test_two_loras():
+    llm = _setup_engine(2)
+    assert llm.generate(["hi"])
+    del llm  # error: GPU004
+    gc.collect()  # error: GPU004
+''',
+        ),
     )
     VALID = (
         Example(
@@ -319,6 +425,27 @@ def test_greedy(vllm_runner):
     with vllm_runner("facebook/opt-125m", enforce_eager=True) as runner:
         llm = weakref.proxy(runner.llm)
         assert llm.generate(["Hello"])
+''',
+        ),
+        Example(
+            title="A factory helper as the fix leaves it: a context manager over the runner, "
+                  "called in `with` statements",
+            source='''\
+import contextlib
+import weakref
+
+from lint_gpu_tests.runtime import VllmRunner
+
+
+@contextlib.contextmanager
+def _setup_engine(num_loras):
+    with VllmRunner("facebook/opt-125m", enable_lora=True, max_loras=num_loras) as runner:
+        yield weakref.proxy(runner.llm)
+
+
+def test_single_lora():
+    with _setup_engine(1) as llm:
+        assert llm.generate(["hi"])
 ''',
         ),
         Example(
@@ -476,6 +603,21 @@ def vllm_runner():
 ''',
         ),
         Example(
+            title="A module-scoped fixture over the runner class",
+            source='''\
+import weakref
+
+import pytest
+from lint_gpu_tests.runtime import VllmRunner
+
+
+@pytest.fixture(scope="module")
+def llm():
+    with VllmRunner("facebook/opt-125m", enforce_eager=True) as runner:
+        yield weakref.proxy(runner.llm)
+''',
+        ),
+        Example(
             title="A helper class already migrated: a context manager over the runner",
             source='''\
 import weakref
@@ -507,7 +649,10 @@ def test_tester():
     )
 
     def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
-        runner = module.config.runner_fixture
+        config = module.config
+        # The project's own runner (`runner = "pkg.module:name"`) is named as it is called.
+        runner = config.runner_classes[0] if config.runner_module is not None \
+            else config.runner_fixture
         for site in module.engines:
             if site.under_main_guard or site.in_runner_class or is_isolated(site.function):
                 continue
@@ -520,5 +665,8 @@ def test_tester():
             owner = owner_class_of(module, site)  # a helper class owning it (fixplan.classes)
             if owner is not None:
                 fix = owner.plan.fix_info() if isinstance(owner.plan, ClassPlan) else owner.plan
+            unit = factory_unit_of(module, site)  # a factory helper and its callers
+            if unit is not None:
+                fix = unit.fix_info() if isinstance(unit, FactoryPlan) else unit
             engine = dotted_name(site.call.func) or "LLM"
             yield hit_at(site.call, self.message.format(engine=engine, runner=runner), fix)

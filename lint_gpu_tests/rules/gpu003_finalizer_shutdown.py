@@ -6,12 +6,14 @@ import ast
 from collections.abc import Iterator
 
 from lint_gpu_tests.analysis import ModuleAnalysis, is_isolated
+from lint_gpu_tests.fixplan.factories import FactoryPlan
+from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import FixInfo, FixKind
+from lint_gpu_tests.ftypes import FixKind
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
     covering_fix,
-    factory_reason,
+    factory_fix,
     function_plans,
     hit_at,
     is_shutdown_try,
@@ -33,8 +35,11 @@ class FinalizerShutdown(Rule):
         "`ExitStack.callback(...)` registering an engine's shutdown, and for a `try/finally` "
         "whose `finally` does nothing but shut an engine down and clean up after it (also "
         "when guarded: `if llm is not None: ...`), for an engine the function builds or gets "
-        "from a factory helper of the module (a module-level function that builds an engine "
-        "and returns it)."
+        "from a factory helper (a module-level function that builds an engine and returns "
+        "it) of the module or of another module of the tree, imported however: "
+        "`from tests.utils import ...`, `from .utils import ...`, `import tests.utils as u`, "
+        "a name re-exported one level deep. The fix of an engine from another module's "
+        "helper is withheld, its reason naming the helper and its module."
     )
     why_bad = (
         "Each hand-written teardown covers one engine and one path: it runs late (atexit), "
@@ -44,7 +49,9 @@ class FinalizerShutdown(Rule):
     )
     fix_safety = (
         "Removed as part of the GPU001 rewrite of the engine it shuts down, with the same "
-        "safety; the `request` parameter is dropped when nothing else uses it. A finalizer "
+        "safety (for an engine a factory helper of the module returns, the rewrite of the "
+        "helper and all its calls); the `request` parameter is dropped when nothing else "
+        "uses it. A finalizer "
         "for an engine the fix cannot rewrite has no fix."
     )
     INVALID = (
@@ -97,6 +104,29 @@ def test_generate():
             llm.llm_engine.engine_core.shutdown()
 ''',
         ),
+        Example(
+            title="A shutdown of an engine a helper of another module returns",
+            source='''\
+from .utils import build_llm
+
+
+def test_generate():
+    llm = build_llm("facebook/opt-125m")
+    try:  # error: GPU003
+        assert llm.generate(["hi"])
+    finally:
+        llm.llm_engine.engine_core.shutdown()
+''',
+            path="tests/entrypoints/test_generate.py",
+            modules=(("tests/entrypoints/__init__.py", ""), ("tests/entrypoints/utils.py", '''\
+from vllm import LLM
+
+
+def build_llm(model):
+    llm = LLM(model, enforce_eager=True)
+    return llm
+''')),
+        ),
     )
     VALID = (
         Example(
@@ -144,14 +174,16 @@ def workdir(request, tmp_path):
                 ):
                     call = node.value
                     how = f"`{ast.unparse(call.func)}(...)`"
+                    plan: WrapPlan | FactoryPlan | None
                     plan, fix = covering_fix(plans, node.lineno, self.fix_title)
                     if plan is None and names_in(call) & received:
-                        fix = FixInfo.none(self.fix_title, factory_reason(module, func))
+                        plan, fix = factory_fix(module, func, node.lineno, self.fix_title)
                     yield hit_at(call, self.message.format(how=how), fix, plan)
                 elif isinstance(node, ast.Try) and is_shutdown_try(module, node, engines):
-                    plan, fix = covering_fix(plans, node.lineno, self.fix_title, try_line=True)
+                    plan, fix = covering_fix(plans, node.lineno, self.fix_title,
+                                             try_line=True)
                     if plan is None and any(names_in(s) & received for s in node.finalbody):
-                        fix = FixInfo.none(self.fix_title, factory_reason(module, func))
+                        plan, fix = factory_fix(module, func, node.lineno, self.fix_title)
                     yield Hit(node.lineno, node.col_offset, node.lineno, node.col_offset + 3,
                               self.message.format(how="`try/finally`"), fix,
                               plan.anchor if plan else None)

@@ -6,10 +6,17 @@ import ast
 from collections.abc import Iterator
 from dataclasses import replace
 
-from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis, is_isolated
+from lint_gpu_tests.analysis import (
+    FunctionInfo,
+    FunctionKind,
+    ImportedHelper,
+    ModuleAnalysis,
+    is_isolated,
+)
 from lint_gpu_tests.fixplan.blocks import statement_block
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
 from lint_gpu_tests.fixplan.cleanup import ends_engine
+from lint_gpu_tests.fixplan.factories import FactoryPlan
 from lint_gpu_tests.fixplan.plan import CleanupPlan, WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
@@ -17,7 +24,7 @@ from lint_gpu_tests.prefilter import RUNNER_FACTORY_FIXTURE
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
     covering_fix,
-    factory_reason,
+    factory_fix,
     function_plans,
     hit_at,
     is_shutdown_try,
@@ -37,8 +44,13 @@ class ManualEngineCleanup(Rule):
     fix_kinds = (FixKind.REMOVE_MANUAL_CLEANUP,)
     what_it_does = (
         "In a function that owns an engine (builds one, holds a runner, gets one from a "
-        "factory helper of the module (a module-level function that builds an engine and "
-        "returns it: `llm = setup_engine(...)`), or receives the "
+        "factory helper (a module-level function that builds an engine and returns it: "
+        "`llm = setup_engine(...)`) of the module or of another module of the tree "
+        "(`from tests.utils import setup_engine`, `from .utils import ...`, `import "
+        "tests.utils as u`, a name re-exported one level deep; the tree's engine helpers "
+        "are summarised once per run), holds an instance of a helper class of another "
+        "module whose methods store an engine on `self` (`helper = EngineHelper(...)`: its "
+        "`del helper.llm` too), or receives the "
         "`vllm_runner` or `vllm_runner_factory` fixture or an engine fixture defined in the "
         "module or in a `conftest.py` pytest loads for it), checks for "
         "`del <engine>` (a name the function binds to an engine, a runner or an alias of "
@@ -79,7 +91,9 @@ class ManualEngineCleanup(Rule):
     fix_safety = (
         "Removed as part of the GPU001 rewrite of the engine, with the same safety (for a "
         "helper class: the class becomes a context manager over the runner, a method made "
-        "only of cleanup is deleted with its calls; unsafe). In a "
+        "only of cleanup is deleted with its calls; unsafe; for an engine a factory helper "
+        "of the module returns: the helper becomes a context manager over the runner and "
+        "every call of it a `with` block, one fix with the helper's GPU001). In a "
         "function that already uses the runner, removing a leftover cleanup call is unsafe: "
         "it changes when memory is freed within the test. `del m` of the runner inside its "
         "own `with ... as m:` block frees nothing (the with-statement holds the runner until "
@@ -87,7 +101,9 @@ class ManualEngineCleanup(Rule):
         "it and it is not in a loop inside the block; otherwise there is no fix. With "
         "`fix-strategy = \"isolate\"` the cleanup goes with the GPU001 fix that runs the test "
         "in a new process (the process exit frees everything), except cleanup that frees an "
-        "engine before another one of the same test is built, which stays."
+        "engine before another one of the same test is built, which stays. Cleanup of an "
+        "engine from a helper of another module has no fix: its reason names the helper "
+        "and its module."
     )
     options = ("cleanup-functions", "isolation-decorators", "process-launchers",
                "fix-strategy")
@@ -175,6 +191,41 @@ def test_single_lora():
     del llm  # error: GPU004
     gc.collect()  # error: GPU004
 ''',
+        ),
+        Example(
+            title="Cleanup of an engine a helper of another module returns, or holds",
+            source='''\
+import gc
+
+from tests.utils import EngineHelper, setup_engine
+
+
+def test_single_lora():
+    llm = setup_engine(1)
+    assert llm.generate(["hi"])
+    del llm  # error: GPU004
+    gc.collect()  # error: GPU004
+
+
+def test_scores():
+    helper = EngineHelper("facebook/opt-125m")
+    assert helper.llm.generate(["hi"])
+    helper.llm.llm_engine.engine_core.shutdown()  # error: GPU004
+    del helper.llm  # error: GPU004
+''',
+            path="tests/lora/test_lora.py",
+            modules=(("tests/__init__.py", ""), ("tests/utils.py", '''\
+from vllm import LLM
+
+
+def setup_engine(num_loras):
+    return LLM("facebook/opt-125m", enable_lora=True, max_loras=num_loras)
+
+
+class EngineHelper:
+    def __init__(self, model):
+        self.llm = LLM(model)
+''')),
         ),
     )
     VALID = (
@@ -305,6 +356,9 @@ def test_uses_helper():
                     targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
                     if targets and any(t in deletable for t in targets):
                         what = f"del {', '.join(targets)}"
+                    elif names.instances and (held_attrs := _instance_attributes(
+                            node, names.instances)):
+                        what = f"del {', '.join(held_attrs)}"
                 elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
                     what = module.cleanup_call_kind(node.value)
                 if what is None or not isinstance(node, ast.stmt) or id(node) in covered:
@@ -314,15 +368,14 @@ def test_uses_helper():
                         held = _engine_holders(module, func, deletable)
                     if _engine_used_later(module, func, node, held):
                         continue  # between two uses: not the engine's teardown
-                plan: WrapPlan | None = None
+                plan: WrapPlan | FactoryPlan | None = None
                 fix: FixInfo
                 own_block = _own_with_targets(module, func, node)
                 if own_block is not None:
                     fix = _del_in_own_block_fix(module, func, node, own_block, self.fix_title)
-                elif plans:
-                    plan, fix = _covering_fix(module, func, node, plans, self.fix_title)
-                elif names.received:
-                    fix = FixInfo.none(self.fix_title, factory_reason(module, func))
+                elif plans or names.received:
+                    plan, fix = _covering_fix(module, func, node, plans, self.fix_title,
+                                              bool(names.received))
                 elif _removable_alone(module, node, deletable):
                     fix = FixInfo(Applicability.UNSAFE, self.fix_title,
                                   "removing it changes when memory is freed within the test")
@@ -332,13 +385,25 @@ def test_uses_helper():
 
 
 def _covering_fix(module: ModuleAnalysis, func: FunctionInfo, node: ast.stmt,
-                  plans: list[WrapPlan | FixInfo], title: str) -> tuple[WrapPlan | None, FixInfo]:
+                  plans: list[WrapPlan | FixInfo], title: str, received: bool = False
+                  ) -> tuple[WrapPlan | FactoryPlan | None, FixInfo]:
     """:func:`covering_fix` for the cleanup statement ``node`` of ``func``, or for the first
-    statement around it that a plan removes (``if llm is not None: del llm``)."""
-    found = covering_fix(plans, node.lineno, title)
+    statement around it that a plan removes (``if llm is not None: del llm``); with
+    ``received`` (``func`` gets an engine from a factory helper of the module) the factory
+    unit's fix (:func:`factory_fix`) where no plan of ``func`` covers it."""
+
+    def cover(line: int) -> tuple[WrapPlan | FactoryPlan | None, FixInfo]:
+        found: tuple[WrapPlan | FactoryPlan | None, FixInfo] = covering_fix(plans, line, title)
+        if found[0] is None and received:
+            unit = factory_fix(module, func, line, title)
+            if unit[0] is not None or not plans:
+                return unit
+        return found
+
+    found = cover(node.lineno)
     current = module.parent(node)
     while found[0] is None and isinstance(current, ast.stmt) and current is not func.node:
-        around = covering_fix(plans, current.lineno, title)
+        around = cover(current.lineno)
         if around[0] is not None:
             return around
         current = module.parent(current)
@@ -435,6 +500,11 @@ def _engine_used_later(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stm
     skipped |= {id(n) for s in nodes if isinstance(s, ast.Expr) and s is not stmt and (
         ends_engine(module, s.value, held) or planner.is_cleanup_statement(s, held))
         for n in walk_breadth(s)}
+    # ``del helper.llm`` of a helper class's instance is cleanup too, not a use.
+    instances = module.function_bindings(func).instances
+    if instances:
+        skipped |= {id(n) for s in nodes if isinstance(s, ast.Delete) and s is not stmt
+                    and _instance_attributes(s, instances) for n in walk_breadth(s)}
     events = sorted(((n.lineno, n.col_offset), n) for n in nodes
                     if isinstance(n, ast.Name) and n.id in held and id(n) not in skipped)
     if loop is None:
@@ -459,6 +529,16 @@ def _engine_used_later(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stm
             return True
         decided.add(name.id)  # bound again or deleted: a new engine, or none
     return False
+
+
+def _instance_attributes(node: ast.Delete, instances: dict[str, ImportedHelper]
+                         ) -> list[str]:
+    """The targets of ``node`` that are an engine attribute of a helper class's instance
+    (``del helper.llm``), as written; empty when it deletes anything else."""
+    found = [f"{t.value.id}.{t.attr}" for t in node.targets if isinstance(t, ast.Attribute)
+             and isinstance(t.value, ast.Name) and t.value.id in instances
+             and t.attr in instances[t.value.id].attributes]
+    return found if len(found) == len(node.targets) else []
 
 
 def _own_with_targets(module: ModuleAnalysis, func: FunctionInfo,

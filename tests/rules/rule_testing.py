@@ -10,6 +10,7 @@ alone). ``reports`` and ``fix_reports`` give what a check of a snippet reports.
 
 from __future__ import annotations
 
+import tempfile
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 from lint_gpu_tests.checker import check_source
 from lint_gpu_tests.config import Config, config_from_table
+from lint_gpu_tests.ftypes import Violation
 from lint_gpu_tests.rule import Example, Rule
 from lint_gpu_tests.rules import ALL_RULES, outside_rules
 
@@ -67,17 +69,27 @@ def alone(rule: type[Rule], example: Example) -> Config:
     return config.with_overrides(select=(rule.code,), extend_select=(), ignore=())
 
 
+def example_violations(example: Example, config: Config) -> list[Violation]:
+    """What a check of ``example`` under ``config`` reports: of its source alone, or, for
+    an example with other modules (:attr:`Example.modules`), of it laid out with them in a
+    new directory."""
+    if not example.modules:
+        return check_source(example.source.encode(), example.path, config)
+    with tempfile.TemporaryDirectory() as directory:
+        return check_source(example.source.encode(), example.lay_out(directory), config)
+
+
 def assert_invalid_example_reports_marked_lines(rule: type[Rule], example: Example) -> None:
     """``rule`` alone reports exactly the lines the example marks with its code."""
     expected = [(line, code) for line, code in example.expected() if code == rule.code]
     assert expected, "example must show its own rule"
-    found = check_source(example.source.encode(), example.path, alone(rule, example))
+    found = example_violations(example, alone(rule, example))
     assert sorted((v.location.row, v.code) for v in found) == expected
 
 
 def assert_valid_example_reports_nothing(rule: type[Rule], example: Example) -> None:
     """``rule`` alone reports nothing on the example."""
-    found = check_source(example.source.encode(), example.path, alone(rule, example))
+    found = example_violations(example, alone(rule, example))
     assert [(v.location.row, v.code) for v in found] == [], rule.code
 
 

@@ -9,10 +9,10 @@ from rule_testing import (
     alone,
     assert_invalid_example_reports_marked_lines,
     assert_valid_example_reports_nothing,
+    example_violations,
     rule_file,
 )
 
-from lint_gpu_tests.checker import check_source
 from lint_gpu_tests.codes import RULE_CODES
 from lint_gpu_tests.rule import Example, Rule
 from lint_gpu_tests.rules import ALL_RULES, package_rules
@@ -31,7 +31,7 @@ def test_every_marker_of_an_example_is_what_the_package_rules_report(
     """An example's markers of other codes document what the package's other rules report
     there: with the package's rules selected (and no rule from outside), exactly those."""
     config = alone(rule, example).with_overrides(select=tuple(r.code for r in own))
-    found = check_source(example.source.encode(), example.path, config)
+    found = example_violations(example, config)
     assert sorted((v.location.row, v.code) for v in found) == example.expected()
 
 

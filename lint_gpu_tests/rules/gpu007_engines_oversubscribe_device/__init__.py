@@ -36,8 +36,10 @@ class EnginesOversubscribeDevice(Rule):
         "engine's life as `del` of its last reference does; for a runner, "
         "`runner.llm.shutdown()` inside its own block and `stack.close()` of the "
         "`ExitStack` it was entered in), engine fixtures the test "
-        "requests together with engines it builds, and engines built through a factory "
-        "fixture (the bundled `vllm_runner_factory` included). Each engine asks for its "
+        "requests together with engines it builds, engines built through a factory "
+        "fixture (the bundled `vllm_runner_factory` included), and engines it gets from a "
+        "helper of another module of the tree that builds and returns one (the call's "
+        "share, else the one the helper writes, else the default). Each engine asks for its "
         "`gpu_memory_utilization` share of the device (`engine-memory-share`, vLLM's "
         "0.92, when the call does not set it); when the shares add up past 1.0 the rule "
         "reports the engine that tips the sum over. "
@@ -112,6 +114,25 @@ def test_against_fixture(llm, vllm_runner):
         assert llm.generate(["x"]) and other.generate_greedy(["x"], 4)
 ''',
         ),
+        Example(
+            title="Two engines from a helper of another module",
+            source='''\
+import tests.utils as u
+
+
+def test_compare():
+    base = u.setup_engine("facebook/opt-125m")
+    tuned = u.setup_engine("facebook/opt-125m-tuned")  # error: GPU007
+    assert base.generate(["a"]) == tuned.generate(["a"])
+''',
+            modules=(("tests/__init__.py", ""), ("tests/utils.py", '''\
+from vllm import LLM
+
+
+def setup_engine(model):
+    return LLM(model, gpu_memory_utilization=0.6)
+''')),
+        ),
     )
     VALID = (
         Example(
@@ -167,7 +188,8 @@ def test_unknown(vllm_runner, share, use_fp8):
     )
 
     def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
-        if not (module.engines or module.runner_calls or RUNNER_FACTORY_FIXTURE in module.text):
+        if not (module.engines or module.runner_calls or RUNNER_FACTORY_FIXTURE in module.text
+                or module.imported_helpers):
             return
         lives = EngineLives(module)
         for func in module.functions:

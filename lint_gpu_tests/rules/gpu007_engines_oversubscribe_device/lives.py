@@ -20,7 +20,7 @@ from lint_gpu_tests.analysis import (
 from lint_gpu_tests.fixplan.cleanup import ends_engine
 from lint_gpu_tests.fixplan.groups import engine_group
 from lint_gpu_tests.source import walk_breadth
-from lint_gpu_tests.syntax import last_name
+from lint_gpu_tests.syntax import dotted_name, last_name
 
 SHARE_KEYWORD = "gpu_memory_utilization"
 #: Keywords that size the KV cache in bytes instead (vllm/config/cache.py: the share is
@@ -119,6 +119,7 @@ class EngineLives:
             out += self._lives(func, call.call, end, share, defaulted,
                                f"`{last_name(call.call.func)}(...)` line {call.call.lineno}",
                                locals_)
+        out += self._from_other_modules(func)
         if func.kind in (FunctionKind.TEST, FunctionKind.FIXTURE) and depth < 8:
             out += self._requested(func, depth)
         self.cache[key] = out
@@ -300,6 +301,36 @@ class EngineLives:
                      and (ends_engine(module, node, names)
                           or ends_engine(module, node, stacks, chain=False))]
         return min(ends)
+
+    def _from_other_modules(self, func: FunctionInfo) -> list[EngineLife]:
+        """Engines ``func`` gets from a helper of another module of the tree that builds and
+        returns one (:meth:`~lint_gpu_tests.analysis.ModuleAnalysis.helper_called`): each
+        lives as an engine built there would, with the call's own
+        ``gpu_memory_utilization``, else the one the helper writes, else the default."""
+        module = self.module
+        if not module.imported_helpers:
+            return []
+        out: list[EngineLife] = []
+        for node in module.nodes_of(func):
+            helper = module.helper_called(node)
+            if helper is None or helper.kind != "f":
+                continue
+            call: ast.Call = node  # type: ignore[assignment]
+            locals_ = local_names(module, func)
+            given = self._keyword_share(call, locals_)
+            if given is not None:
+                share, defaulted = given
+            elif helper.extra == "default":
+                share, defaulted = self.default, True
+            else:
+                share, defaulted = (float(helper.extra), False) if helper.extra else \
+                    (None, False)
+            statement = module.statement_of(call)
+            out += self._lives(func, call, self._bound_end(func, _bound(statement, call),
+                                                           statement),
+                               share, defaulted, f"`{dotted_name(call.func)}(...)` line "
+                               f"{call.lineno}", locals_)
+        return out
 
     def _requested(self, func: FunctionInfo, depth: int) -> list[EngineLife]:
         """Engines of the fixtures ``func`` requests (alive for all of ``func``), and those

@@ -1,0 +1,94 @@
+"""Codemod for GPU001 on a factory helper that builds an engine and returns it (with its
+callers' GPU003/GPU004): make the helper a context manager over the runner and call it in
+``with`` statements.
+
+The plan (the unit of the helper and every call of it, how safe) is
+:class:`lint_gpu_tests.fixplan.factories.FactoryPlan`; this module only applies it, in one pass:
+
+* the helper gets ``@contextlib.contextmanager`` (its return annotation, which named the engine,
+  goes), and its construction becomes ``with VllmRunner(...) as runner:`` (with ``target =
+  "vllm"``: ``with vllm_runner(...) as runner:``, the fixture its first parameter) yielding
+  ``weakref.proxy(runner.llm)`` where it returned the engine;
+* each ``llm = setup_engine(...)`` becomes ``with setup_engine(...) as llm:`` over the engine's
+  live range (the with-block rewrite of GPU005, the helper being the runner), its hand cleanup
+  and shutdown ``try/finally`` removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import libcst as cst
+
+from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.codemods._base import GpuCodemod, engine_locals
+from lint_gpu_tests.codemods._mapping import add_helper
+from lint_gpu_tests.codemods._positions import StatementPositions
+from lint_gpu_tests.codemods._wrap import WrapTransformer
+from lint_gpu_tests.config import Config
+from lint_gpu_tests.fixplan.factories import FactoryPlan
+from lint_gpu_tests.ftypes import FixKind
+from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
+
+#: The decorator the helper gets.
+CONTEXT_MANAGER = "contextlib.contextmanager"
+
+
+class MakeFactoryContextManager(GpuCodemod[FactoryPlan]):
+    """Rewrite one factory helper per pass into a context manager over the runner, and
+    every call of it in this module into a with-block (README, "Fix safety")."""
+
+    DESCRIPTION = ("Make helpers that build and return a vLLM engine context managers over "
+                   "the runner and call them in `with` statements (GPU001).")
+    PLAN = FactoryPlan
+    KINDS = (FixKind.FACTORY_CONTEXT_MANAGER,)
+    CODES = frozenset({"GPU001"})
+
+    def rewrite(self, tree: cst.Module, module: ModuleAnalysis,
+                plans: Sequence[FactoryPlan]) -> cst.Module:
+        plan = plans[0]
+        config = self.config
+        as_runner = replace(config, runner_classes=(*config.runner_classes, plan.factory))
+        positions = StatementPositions(tree, module.tree, self.printer)
+        transformer = _FactoryTransformer(plan, module.path, as_runner, positions,
+                                          engine_locals(module), module.text)
+        new_tree = tree.visit(transformer)
+        if not transformer.changed:
+            return tree
+        if RUNNER_KWARGS_NAME in transformer.needs:
+            transformer.needs.discard(RUNNER_KWARGS_NAME)
+            new_tree = add_helper(new_tree)
+        self.add_imports(transformer.needs | {"contextlib"})
+        self.remove_unused(module, new_tree)
+        return new_tree
+
+
+class _FactoryTransformer(WrapTransformer):
+    """The with-blocks of the helper and of its callers, plus the helper's decorator and its
+    ``return llm`` turned into ``yield llm``."""
+
+    def __init__(self, plan: FactoryPlan, path: str, config: Config,
+                 positions: StatementPositions, engine_names: set[str], text: str) -> None:
+        callers = [c.plan for c in plan.callers if c.path == path]
+        super().__init__([plan.body, *callers], config, positions, engine_names, text)
+        self.factory = plan
+
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
+                                  updated_node: cst.SimpleStatementLine
+                                  ) -> cst.SimpleStatementLine:
+        line = self.factory.return_line
+        if line is None or self._line(original_node) != line:
+            return updated_node
+        ret = updated_node.body[0]
+        assert isinstance(ret, cst.Return) and ret.value is not None
+        return updated_node.with_changes(body=[cst.Expr(cst.Yield(value=ret.value))])
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef,
+                          updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        new = super().leave_FunctionDef(original_node, updated_node)
+        if self._line(original_node) != self.factory.def_line:
+            return new
+        self.changed = True
+        decorator = cst.Decorator(decorator=cst.parse_expression(CONTEXT_MANAGER))
+        return new.with_changes(decorators=[decorator, *new.decorators], returns=None)

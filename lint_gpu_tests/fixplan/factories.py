@@ -1,0 +1,484 @@
+"""Fix planning for factory helpers: a module-level function that builds an engine and returns
+it, and every call of it (:attr:`~lint_gpu_tests.analysis.ModuleAnalysis.engine_factories`).
+
+The shape, as vLLM's LoRA tests had it::
+
+    def setup_engine(num_loras, tp=1):
+        return vllm.LLM(model=MODEL, enable_lora=True, max_loras=num_loras,
+                        tensor_parallel_size=tp)
+
+    def test_single_lora(tp):
+        llm = setup_engine(1, tp)
+        try:
+            ...
+        finally:
+            llm.llm_engine.engine_core.shutdown()
+            del llm
+            gc.collect()
+
+The fix is one unit: the factory becomes a ``@contextlib.contextmanager`` whose engine is built
+by the runner (``with VllmRunner(...) as runner:`` with target bundled; with ``target =
+"vllm"`` the ``vllm_runner`` fixture, which the factory gets as its first parameter from every
+caller, as a helper does) and which yields ``weakref.proxy(runner.llm)``; every call becomes
+``with setup_engine(...) as llm:`` over the engine's live range, the caller's hand cleanup
+(GPU004) and shutdown ``try/finally`` (GPU003) deleted. The factory and all its callers are
+planned together (:func:`plan_factory_unit`, given the list of call sites), applied in one
+pass, and each violation the unit removes carries its fix; a caller that cannot be rewritten
+leaves the whole unit without a fix, the reason naming that caller.
+
+Decisions (README, "Fix safety": a safe fix keeps behaviour):
+
+* Each caller's block is planned as a runner built outside a ``with`` (GPU005) whose class is
+  the factory: the live range from the call to the last use of every value that can reach the
+  engine, the cleanup after it deleted, a ``try`` whose ``finally`` only cleans up unwrapped.
+  That is the extent GPU001 gives an engine the test builds itself, and the engine is torn
+  down where the hand cleanup ran, or earlier: at the last use, which the differential corpus
+  shows keeps outcomes, configurations and outputs (``tests/e2e/suites/test_factory_helper.py``).
+* The caller now holds a ``weakref.proxy``: the uses a proxy does not keep (identity, hashing,
+  weak references, a thread or closure that may outlive the block, a value handed to a call
+  the analysis does not follow) are judged exactly as for GPU001's own proxy (unsafe, or no
+  fix).
+* Nothing moves in time: ``@contextlib.contextmanager`` runs the factory's body when the
+  ``with`` enters, right after the call, so the engine is built where it was and its arguments
+  are evaluated as before.
+* The factory's contract changes (a context manager instead of an engine). A private factory
+  (``_make``) of a test module is called from that module only: the fix is **safe** when every
+  caller's block is. A public one of a test module may be imported elsewhere, where its calls
+  would get a context manager: **unsafe**. A public one outside a test module (a conftest, a
+  helper module under a test root) has no fix (:data:`~lint_gpu_tests.helper_calls.ONE_MODULE`).
+* No fix: the factory is decorated, ``async``, a generator already, builds several engines,
+  returns on another path, or uses its engine other than through its attributes before
+  returning it; it is used other than by calls, or not called in its module; a call is at
+  module level, returned further (``return setup_engine()`` in a helper), stored on an
+  attribute or global, in a comprehension or lambda, unbound inside a larger expression, one
+  of two calls of one function whose engines are alive together, or its engine is used after
+  its block or weakly referenced (a proxy cannot be).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from lint_gpu_tests.analysis import (
+    EngineSite,
+    FunctionInfo,
+    FunctionKind,
+    ModuleAnalysis,
+    RunnerCall,
+)
+from lint_gpu_tests.config import is_test_module
+from lint_gpu_tests.fixplan.blocks import loads_of
+from lint_gpu_tests.fixplan.plan import PlanKind, WrapPlan
+from lint_gpu_tests.fixplan.planner import Planner, planner_for
+from lint_gpu_tests.fixplan.safety import weak_calls
+from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan
+from lint_gpu_tests.helper_calls import ONE_MODULE
+from lint_gpu_tests.source import walk_breadth
+
+FACTORY_TITLE = ("Make `{name}()` a `contextlib.contextmanager` over `{runner}` and call it "
+                 "in `with` statements")
+
+
+@dataclass(frozen=True)
+class FactoryCall:
+    """One call site of a factory helper, with the analysis of the module it is in (the
+    factory's own module today; the unit takes sites of any module, each planned on its own
+    analysis).
+
+    Attributes:
+        module: the analysis of the module holding the call.
+        call: the ``setup_engine(...)`` call.
+    """
+
+    module: ModuleAnalysis
+    call: ast.Call
+
+
+@dataclass(frozen=True)
+class FactoryCaller:
+    """One call of the factory rewritten into a with-block.
+
+    Attributes:
+        path: the module the call is in (as its analysis names it).
+        function: the name of the function holding the call.
+        line: the call's line.
+        plan: the with-block over the engine's live range in that function (a
+            :attr:`PlanKind.RUNNER` plan: the factory's call is the with-item, its ``as``
+            target the name the engine was bound to).
+    """
+
+    path: str
+    function: str
+    line: int
+    plan: WrapPlan
+
+
+@dataclass
+class FactoryPlan(FixPlan):
+    """How to make one factory helper a context manager and enter it at every call.
+
+    Line numbers are 1-based ``ast`` statement starts in the factory's module as checked.
+
+    Attributes:
+        factory: the helper's name.
+        path: the helper's module (as its analysis names it).
+        def_line: the helper's ``def`` line (the decorator goes above it).
+        call_line: the engine call in the helper (where GPU001 reports).
+        body: the helper's own with-block over the runner (a :attr:`PlanKind.ENGINE` plan
+            from the construction to the ``return``, which yields the engine's proxy).
+        return_line: ``return llm`` that becomes ``yield llm`` (the engine bound to a name
+            the helper uses before returning it, which the block binds to the proxy);
+            ``None`` where the block's own hand-out yields ``weakref.proxy(runner.llm)``.
+        callers: every call of the helper, each rewritten into a with-block.
+        applicability / reason / title: as :class:`lint_gpu_tests.ftypes.FixInfo`.
+    """
+
+    FIX_KIND = FixKind.FACTORY_CONTEXT_MANAGER
+    factory: str
+    path: str
+    def_line: int
+    call_line: int
+    body: WrapPlan
+    return_line: int | None = None
+    callers: tuple[FactoryCaller, ...] = ()
+    applicability: Applicability = Applicability.SAFE
+    reason: str = ""
+    title: str = ""
+
+    @property
+    def anchor(self) -> tuple[str, int]:
+        """``(code, row)`` of the GPU001 violation this plan fixes (the helper's engine)."""
+        return ("GPU001", self.call_line)
+
+    def fix_info(self, title: str | None = None) -> FixInfo:
+        """The fix of GPU001 at :attr:`anchor`, or (with ``title``) of a GPU004 the unit
+        removes, carrying this plan."""
+        return FixInfo(self.applicability, title or self.title, self.reason,
+                       FixKind.FACTORY_CONTEXT_MANAGER, self)
+
+    def covered_fix(self, title: str) -> FixInfo:
+        """The fix of a violation this unit removes along with its own (a caller's GPU003
+        ``try/finally`` or finalizer): as safe as the unit, applied with it
+        (:attr:`FixKind.WITH_ANOTHER`)."""
+        return FixInfo(self.applicability, title, self.reason, FixKind.WITH_ANOTHER)
+
+    def covers(self, path: str, function_line: int, line: int) -> bool:
+        """True when the with-block of a caller in the function at ``function_line`` of
+        ``path`` deletes the statement at ``line`` or unwraps the ``try`` there."""
+        return any(line in caller.plan.remove_lines | caller.plan.unwrap_try_lines
+                   for caller in self.callers
+                   if caller.path == path and caller.plan.function_line == function_line)
+
+
+def factory_units(module: ModuleAnalysis) -> dict[str, FactoryPlan | FixInfo]:
+    """The fix unit of every factory helper of ``module`` (:attr:`engine_factories`), by
+    name: its plan, or the missing fix with the reason (computed once per analysis)."""
+    return module.derived(_factory_units)
+
+
+def _factory_units(module: ModuleAnalysis) -> dict[str, FactoryPlan | FixInfo]:
+    out: dict[str, FactoryPlan | FixInfo] = {}
+    for name in module.engine_factories:
+        func = next(f for f in module.functions if f.name == name and f.parent is None
+                    and f.owner_class is None and f.kind is FunctionKind.HELPER)
+        title = _title(module, name)
+        sites = [s for s in module.engines if s.function is func]
+        if len(sites) != 1:
+            out[name] = FixInfo.none(title, f"`{name}()` builds several engines")
+            continue
+        if module.config.runner:
+            out[name] = FixInfo.none(title, (
+                f"the project's runner (`runner = \"{module.config.runner}\"`) is not one a "
+                "factory helper is rewritten over: the factory unit targets the bundled "
+                "runner or vLLM's"))
+            continue
+        calls = module_call_sites(module, func)
+        if isinstance(calls, str):
+            out[name] = FixInfo.none(title, calls)
+            continue
+        out[name] = plan_factory_unit(module, func, sites[0], calls)
+    return out
+
+
+def factory_unit_of(module: ModuleAnalysis, site: EngineSite) -> FactoryPlan | FixInfo | None:
+    """The unit whose factory builds the engine at ``site``, or ``None`` when ``site`` is in
+    no factory helper."""
+    func = site.function
+    if func is None or func.name not in module.engine_factories or func.parent is not None \
+            or func.owner_class is not None:
+        return None
+    return factory_units(module).get(func.name)
+
+
+def _title(module: ModuleAnalysis, name: str) -> str:
+    config = module.config
+    runner = config.runner_fixture if config.target == "vllm" else (
+        config.runner_classes[0] if config.runner_classes else "VllmRunner")
+    return FACTORY_TITLE.format(name=name, runner=runner)
+
+
+def _where(node: ast.AST, module: ModuleAnalysis) -> str:
+    """``in `test_x()` (line N)``, or ``at module level (line N)``."""
+    line = getattr(node, "lineno", 0)
+    current = module.parent(node)
+    while current is not None and not isinstance(current, (ast.FunctionDef,
+                                                           ast.AsyncFunctionDef)):
+        current = module.parent(current)
+    if current is None:
+        return f"at module level (line {line})"
+    return f"in `{current.name}()` (line {line})"
+
+
+def module_call_sites(module: ModuleAnalysis, func: FunctionInfo) -> list[FactoryCall] | str:
+    """Every call of the factory ``func`` in its own module, or why not every use of it is a
+    call the unit can rewrite (it is rebound, shadowed by a parameter, used other than by a
+    call) or why it has none."""
+    name = func.name
+    calls: list[FactoryCall] = []
+    for use in walk_breadth(module.tree):
+        if isinstance(use, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and use.name == name and use is not func.node:
+            return f"`{name}` is defined more than once"
+        if isinstance(use, ast.arg) and use.arg == name:
+            return f"`{name}` is also a parameter name"
+        if not (isinstance(use, ast.Name) and use.id == name):
+            continue
+        if not isinstance(use.ctx, ast.Load):
+            return f"`{name}` is rebound in the module"
+        parent = module.parent(use)
+        if not (isinstance(parent, ast.Call) and parent.func is use):
+            return (f"`{name}` is used other than by a call {_where(use, module)}: what "
+                    "receives it would get a context manager instead of an engine")
+        calls.append(FactoryCall(module, parent))
+    if not calls:
+        return (f"`{name}()` returns the engine it builds and is not called in this module: "
+                "the fix makes it a context manager together with its callers, and "
+                f"{ONE_MODULE}")
+    return calls
+
+
+def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite,
+                      calls: Sequence[FactoryCall]) -> FactoryPlan | FixInfo:
+    """Plan the unit of the factory ``func`` of ``module`` (whose engine ``site`` builds) and
+    its call sites ``calls``: the factory's own block and one with-block per call.
+
+    The one place a unit is planned: the calls may come from any module, each planned on its
+    own analysis (``FactoryCall.module``), which is how callers in other modules of a tree
+    join the unit.
+
+    Returns:
+        The :class:`FactoryPlan` (safe or unsafe, with every reason), or the
+        :class:`FixInfo` of the missing fix, its reason naming the factory's shape or the
+        caller that cannot be rewritten (function and line).
+    """
+    name = func.name
+    title = _title(module, name)
+    body = _factory_body(module, func, site, title)
+    if isinstance(body, FixInfo):
+        return body
+    plan, return_line, reasons = body
+    callers: list[FactoryCaller] = []
+    for caller_module, sites in _by_module(calls):
+        found = _caller_plans(caller_module, name, sites)
+        if isinstance(found, Blocked):
+            return FixInfo.none(title, found.reason)
+        reasons.extend(f"the call of `{name}()` in `{caller.function}()` (line {caller.line}): "
+                       f"{caller.plan.reason}" for caller in found if caller.plan.reason)
+        callers.extend(found)
+    if not name.startswith("_"):
+        if not is_test_module(module.path):
+            return FixInfo.none(title, f"`{name}()` is public in a module others import: their "
+                                f"calls would get a context manager instead of an engine, and "
+                                f"{ONE_MODULE} (the helper and its callers in other modules are "
+                                "not fixed together)")
+        reasons.insert(0, f"`{name}()` is public: a module that imports it would get a context "
+                          f"manager instead of an engine ({ONE_MODULE} and does not change "
+                          "callers in other modules)")
+    return FactoryPlan(
+        factory=name,
+        path=module.path,
+        def_line=func.node.lineno,
+        call_line=site.call.lineno,
+        body=plan,
+        return_line=return_line,
+        callers=tuple(callers),
+        applicability=Applicability.UNSAFE if reasons else Applicability.SAFE,
+        reason="; ".join(reasons),
+        title=title,
+    )
+
+
+def _by_module(calls: Sequence[FactoryCall]) -> list[tuple[ModuleAnalysis, list[ast.Call]]]:
+    """``calls`` grouped by the analysis of their module, in the order first seen."""
+    out: dict[int, tuple[ModuleAnalysis, list[ast.Call]]] = {}
+    for site in calls:
+        out.setdefault(id(site.module), (site.module, []))[1].append(site.call)
+    return list(out.values())
+
+
+def _factory_body(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite, title: str
+                  ) -> tuple[WrapPlan, int | None, list[str]] | FixInfo:
+    """The factory's own with-block: from the construction to the ``return`` of the engine,
+    yielding its proxy; the line of ``return llm`` to turn into ``yield llm`` (or ``None``);
+    the unsafe reasons so far. Or the missing fix."""
+    node = func.node
+    name = node.name
+    planner = planner_for(module)
+    if isinstance(node, ast.AsyncFunctionDef):
+        return FixInfo.none(title, f"`{name}()` is a coroutine function")
+    if node.decorator_list:
+        return FixInfo.none(title, f"`{name}()` is decorated: what the decorator does with a "
+                                   "context manager is not followed")
+    nodes = module.nodes_of(func)
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in nodes):
+        return FixInfo.none(title, f"`{name}()` is a generator already")
+    stmt = site.statement
+    if not any(s is stmt for s in node.body) or planner.shares_line(stmt):
+        return FixInfo.none(title, f"`{name}()` builds its engine inside a compound statement "
+                                   "or on a line shared with another statement")
+    returns = [n for n in nodes if isinstance(n, ast.Return)]
+    last = node.body[-1]
+    bound = site.bound_name
+    if isinstance(stmt, ast.Return) and stmt.value is site.call:
+        ret: ast.Return = stmt
+    elif bound is not None and isinstance(last, ast.Return) and isinstance(
+            last.value, ast.Name) and last.value.id == bound and not planner.shares_line(last):
+        ret = last
+    else:
+        return FixInfo.none(title, f"`{name}()` does not end with `return` of the engine it "
+                                   "builds")
+    if returns != [ret]:
+        return FixInfo.none(title, f"`{name}()` returns on other paths")
+    index = next(i for i, s in enumerate(node.body) if s is stmt)
+    between = node.body[index + 1:-1] if ret is not stmt else []
+    if bound is not None and ret is not stmt:
+        problem = _between_problem(module, planner, name, bound, between)
+        if problem is not None:
+            return FixInfo.none(title, problem)
+    arguments = planner.runner_arguments(site.call, func, True)  # a helper: the class
+    if isinstance(arguments, Blocked):
+        return FixInfo.none(title, arguments.reason)
+    missing = planner.missing_runner_fixture()
+    if missing is not None:
+        return FixInfo.none(title, missing)
+    reasons = list(arguments.risks)
+    uses = any(loads_of(s, bound) for s in between) if bound is not None else False
+    config = module.config
+    add_param = None
+    if not arguments.use_class and config.runner_fixture not in func.params:
+        add_param = config.runner_fixture
+    plan = WrapPlan(
+        kind=PlanKind.ENGINE,
+        site_line=stmt.lineno,
+        function_line=node.lineno,
+        end_line=ret.end_lineno or ret.lineno,
+        bound_name=bound if ret is not stmt else None,
+        add_param=add_param,
+        use_class=arguments.use_class,
+        yield_proxy=ret is not stmt and not uses,
+        aliases={bound} if bound is not None and ret is not stmt else set(),
+        weak_calls=weak_calls(module, [stmt, *between], {bound})
+        if bound is not None and uses else set(),
+        compilation_config=arguments.compilation,
+        mapping_defaults=arguments.mapping_defaults,
+        helper_calls=arguments.helper_calls,
+        call_line=site.call.lineno,
+        title=title,
+    )
+    return plan, (ret.lineno if uses else None), reasons
+
+
+def _between_problem(module: ModuleAnalysis, planner: Planner, name: str, bound: str,
+                     between: list[ast.stmt]) -> str | None:
+    """Why the statements between the factory's construction and its ``return`` cannot run on
+    the engine's proxy inside the block: they rebind or delete its name, hand it to a nested
+    function, or use it other than through its attributes (``llm.generate(...)``)."""
+    for stmt in between:
+        for node in walk_breadth(stmt):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                 ast.ClassDef)):
+                return f"`{name}()` defines a function or class next to its engine"
+            if not (isinstance(node, ast.Name) and node.id == bound):
+                continue
+            if not isinstance(node.ctx, ast.Load):
+                return f"`{name}()` rebinds or deletes `{bound}` (line {node.lineno})"
+            parent = module.parent(node)
+            if not (isinstance(parent, ast.Attribute) and parent.value is node):
+                return (f"`{name}()` uses `{bound}` itself (line {node.lineno}), not through "
+                        "its attributes, before returning it")
+        escape = planner.escape(stmt, {bound}, {bound}, False)
+        if escape is not None:
+            return escape.reason
+    return None
+
+
+def _caller_plans(module: ModuleAnalysis, name: str, calls: list[ast.Call]
+                  ) -> list[FactoryCaller] | Blocked:
+    """One with-block per call of the factory ``name`` in ``module``, each planned as a bare
+    runner whose class is the factory (what it is once rewritten), on an analysis of the
+    module with ``name`` among the runner classes; or why a call cannot be rewritten."""
+    config = replace(module.config, runner_classes=(*module.config.runner_classes, name))
+    as_runner = ModuleAnalysis.build(module.tree, module.text, module.path, config,
+                                     module.conftest_entries)
+    planner = planner_for(as_runner)
+    by_call: dict[int, RunnerCall] = {id(c.call): c for c in as_runner.runner_calls}
+    out: list[FactoryCaller] = []
+    for call in calls:
+        where = f"the call of `{name}()` {_where(call, module)}"
+        found = by_call.get(id(call))
+        if found is None or found.function is None or found.under_main_guard:
+            return Blocked(f"{where} is not in a function")
+        if found.context == "returned":
+            return Blocked(f"{where} returns the engine further, so it must outlive that "
+                           "function")
+        if found.context != "bare":
+            return Blocked(f"{where} is already a context expression")
+        func = found.function
+        if func.name == name:
+            return Blocked(f"`{name}()` calls itself")
+        plan = planner.runner_plan(found)
+        if isinstance(plan, FixInfo):
+            return Blocked(f"{where}: {plan.reason}")
+        stmt = as_runner.statement_of(call)
+        if plan.bound_name is None and not (
+                isinstance(stmt, ast.Expr) and stmt.value is call or
+                isinstance(stmt, ast.Return) and stmt.value is call
+                and func.kind is FunctionKind.FIXTURE):
+            return Blocked(f"{where}: the engine is not bound to a name, and the expression "
+                           "around the call would hold it")
+        if plan.weak_calls:
+            line = min(line for line, _ in plan.weak_calls)
+            return Blocked(f"{where}: the engine is weakly referenced (line {line}), and the "
+                           "`weakref.proxy` the fix binds cannot be")
+        out.append(FactoryCaller(module.path, func.name, call.lineno, plan))
+    return _one_function_at_a_time(module, name, out)
+
+
+def _one_function_at_a_time(module: ModuleAnalysis, name: str, callers: list[FactoryCaller]
+                            ) -> list[FactoryCaller] | Blocked:
+    """``callers`` with the parameters a function's blocks drop decided on all of them
+    together; or why two calls of one function cannot each get a block (their engines are
+    alive together: one block would hold the other's call)."""
+    by_function: dict[int, list[FactoryCaller]] = {}
+    for caller in callers:
+        by_function.setdefault(caller.plan.function_line, []).append(caller)
+    out: list[FactoryCaller] = []
+    for line, group in by_function.items():
+        for first in group:
+            for second in group:
+                if first is not second and \
+                        first.plan.site_line < second.plan.site_line <= first.plan.end_line:
+                    return Blocked(f"the calls of `{name}()` in `{first.function}()` (lines "
+                                   f"{first.line} and {second.line}) give engines alive "
+                                   "together: one block would hold the other's call")
+        if len(group) > 1:
+            func = next(f for f in module.functions if f.node.lineno == line
+                        and f.name == group[0].function)
+            removed = set().union(*(c.plan.remove_lines for c in group))
+            drop = Planner._dropped_params(func, removed)
+            group = [replace(c, plan=replace(c.plan, drop_params=set(drop))) for c in group]
+        out.extend(group)
+    out.sort(key=lambda c: c.line)
+    return out

@@ -1,0 +1,85 @@
+"""Every reason a fix is withheld with says what is true of the code it names."""
+
+from __future__ import annotations
+
+from lint_gpu_tests.config import Config
+from lint_gpu_tests.run import check_source
+
+READS_FROM_ENGINE = '''\
+import gc
+from vllm import LLM
+
+
+def read_seqs(model):
+    return LLM(model).llm_engine.vllm_config.scheduler_config.max_num_seqs
+
+
+def read_cfg(model):
+    llm = LLM(model)
+    cfg = llm.llm_engine.vllm_config
+    return cfg
+
+
+def read_seqs_after_cleanup(model):
+    llm = LLM(model)
+    n = llm.llm_engine.vllm_config.scheduler_config.max_num_seqs
+    del llm
+    gc.collect()
+    return n
+
+
+def build(model):
+    llm = LLM(model)
+    engine = llm
+    return engine
+
+
+def test_x():
+    assert read_seqs("m") == 1
+'''
+
+CLEANUP_BEYOND_THE_BLOCK = '''\
+import gc
+from vllm import LLM
+
+
+def test_variant(model_path):
+    reset()
+    gc.collect()
+    try:
+        llm = LLM(model=model_path)
+        outputs = llm.generate(["a"])
+    finally:
+        restore()
+        reset()
+        gc.collect()
+    assert outputs
+'''
+
+
+def _reasons(source: str) -> list[tuple[int, str, str | None]]:
+    found = check_source(source.encode(), "tests/test_reasons.py", Config())
+    return [(v.location.row, v.code, (v.fix.reason or None) if v.fix is not None else None)
+            for v in found]
+
+
+def test_a_value_read_from_the_engine_is_not_the_engine() -> None:
+    read = ("a value read from the engine is returned to the caller (line {}) and may hold "
+            "the engine after this function ends")
+    assert _reasons(READS_FROM_ENGINE) == [
+        (6, "GPU001", read.format(6)),
+        (10, "GPU001", read.format(12)),
+        (16, "GPU001", read.format(20)),
+        (18, "GPU004", read.format(20)),
+        (24, "GPU001", "the engine is returned to the caller, so it must outlive this "
+                       "function"),
+    ]
+
+
+def test_cleanup_the_rewrite_leaves_names_the_engine_built_here() -> None:
+    assert _reasons(CLEANUP_BEYOND_THE_BLOCK) == [
+        (9, "GPU001", None),
+        (14, "GPU004", "the rewrite of the engine built on line 9 leaves this statement "
+                       "where it is: it is not part of the teardown that the runner's block "
+                       "takes over"),
+    ]
