@@ -21,8 +21,10 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(QUIET_EDITABLE) $(BIN)/python -m pip install -q -e .
 	touch $@
 
+# The ray extra is for `prove --executor ray`'s test on a local cluster (the e2e venv has not
+# got it: its packages are those constraints.txt pins).
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(QUIET_EDITABLE) $(BIN)/python -m pip install -q -e '.[test,server]'
+	$(QUIET_EDITABLE) $(BIN)/python -m pip install -q -e '.[test,server,ray]'
 	touch $@ $(VENV)/.installed
 
 install: $(VENV)/.installed

@@ -23,7 +23,7 @@ ENVIRON = (b"environ", b"putenv")
 
 def visit(tree: ast.AST) -> int:
     """Visit every node below ``tree`` once (each node's fields read, no other work), as
-    ``lint_gpu_tests.source.walk_nodes`` does; return how many."""
+    ``lint_gpu_tests.parsing.source.walk_nodes`` does; return how many."""
     count = 0
     stack = [tree]
     node_type = ast.AST

@@ -50,10 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--format", default="json", choices=["json", "sarif", "concise"])
     args = parser.parse_args(argv)
     start = time.process_time()
-    import lint_gpu_tests.fixloop as fixloop
-    import lint_gpu_tests.present as present
-    import lint_gpu_tests.run as run
-    from lint_gpu_tests.cli import main as cli
+    import lint_gpu_tests.fixing.fixloop as fixloop
+    import lint_gpu_tests.report.present as present
+    import lint_gpu_tests.running.run as run
+    from lint_gpu_tests.interfaces.cli import main as cli
 
     if args.format != "concise":
         before = time.process_time()

@@ -94,7 +94,8 @@ class Command:
         return statistics.median(self.cpu)
 
 
-STARTUP_IMPORTS = ("import os, lint_gpu_tests.cli, lint_gpu_tests.api, lint_gpu_tests.checker, "
+STARTUP_IMPORTS = ("import os, lint_gpu_tests.interfaces.cli, lint_gpu_tests.api, "
+                   "lint_gpu_tests.checking.checker, "
                    "lint_gpu_tests.rules; os._exit(0)")
 """What a cold run imports before it reads a file (the CLI, click, the checker and the
 rules), left the way the CLI leaves (``os._exit``, no teardown)."""

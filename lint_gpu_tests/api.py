@@ -15,8 +15,8 @@ directly. Everything a user can do from the command line can be done from here::
     new = apply_run_baselines(result, ConfigResolver(overrides={"baseline": "b.json"})).reported
 
 This module is a facade: the run itself (discovery, the result cache, the prefilter, the
-worker pool, each file's check and fix) is :mod:`lint_gpu_tests.run`; fixes as edits and
-diffs are :mod:`lint_gpu_tests.edits`; baselines are :mod:`lint_gpu_tests.baseline`.
+worker pool, each file's check and fix) is :mod:`lint_gpu_tests.running.run`; fixes as edits and
+diffs are :mod:`lint_gpu_tests.fixing.edits`; baselines are :mod:`lint_gpu_tests.report.baseline`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lint_gpu_tests.config import Config, ConfigError, ConfigResolver, resolve_config
-from lint_gpu_tests.discovery import PathNotFoundError, Problem, discover_files
 from lint_gpu_tests.ftypes import FileResult, LeakEvidence, Violation
-from lint_gpu_tests.run import (
+from lint_gpu_tests.running.discovery import PathNotFoundError, Problem, discover_files
+from lint_gpu_tests.running.run import (
     Progress,
     RunOptions,
     RunResult,
@@ -45,7 +45,9 @@ from lint_gpu_tests.run import (
 )
 
 if TYPE_CHECKING:
-    from lint_gpu_tests.baseline import (
+    from lint_gpu_tests.fixing.edits import Edit, fix_edits, unified_diff
+    from lint_gpu_tests.parsing.source import InternalError
+    from lint_gpu_tests.report.baseline import (
         BaselineEntry,
         BaselineError,
         BaselineOutcome,
@@ -56,24 +58,23 @@ if TYPE_CHECKING:
         read_baseline,
         write_baseline,
     )
-    from lint_gpu_tests.edits import Edit, fix_edits, unified_diff
-    from lint_gpu_tests.leaks import LeakReport, LeakReportError, load_leak_report
-    from lint_gpu_tests.leaks import confirm as confirm_leaks
-    from lint_gpu_tests.source import InternalError
+    from lint_gpu_tests.running.leaks import LeakReport, LeakReportError, load_leak_report
+    from lint_gpu_tests.running.leaks import confirm as confirm_leaks
 
 #: Names this facade re-exports from modules a plain check does not need (baselines, leak
 #: reports, edits, the internal error): each is imported on first use (PEP 562), so that a
 #: warm run, answered by the cache, imports none of them. ``name -> (module, its name)``.
 _LAZY = {
-    **{name: ("lint_gpu_tests.baseline", name) for name in (
+    **{name: ("lint_gpu_tests.report.baseline", name) for name in (
         "BaselineEntry", "BaselineError", "BaselineOutcome", "BaselineUpdate",
         "apply_baselines", "apply_run_baselines", "baseline_lines", "read_baseline",
         "write_baseline")},
-    **{name: ("lint_gpu_tests.edits", name) for name in ("Edit", "fix_edits", "unified_diff")},
-    **{name: ("lint_gpu_tests.leaks", name) for name in (
+    **{name: ("lint_gpu_tests.fixing.edits", name) for name in ("Edit", "fix_edits",
+                                                                "unified_diff")},
+    **{name: ("lint_gpu_tests.running.leaks", name) for name in (
         "LeakReport", "LeakReportError", "load_leak_report")},
-    "confirm_leaks": ("lint_gpu_tests.leaks", "confirm"),
-    "InternalError": ("lint_gpu_tests.source", "InternalError"),
+    "confirm_leaks": ("lint_gpu_tests.running.leaks", "confirm"),
+    "InternalError": ("lint_gpu_tests.parsing.source", "InternalError"),
 }
 
 
@@ -196,7 +197,7 @@ def check_confirmed(paths: Sequence[str], config: Config | ConfigResolver,
     """
     import os
 
-    from lint_gpu_tests.leaks import confirm as confirm_leaks
+    from lint_gpu_tests.running.leaks import confirm as confirm_leaks
 
     checked = check_paths(paths, config, replace(options, fix=False, diff=False, edits=False),
                           progress=progress)
@@ -245,8 +246,8 @@ def file_notes(files: Sequence[str], config: ConfigResolver) -> list[tuple[str, 
     analysed), or why not (`` (cannot read: why)``, `` (not analysed: ...)`` when the
     prefilter settles it unparsed, `` (not a test module: ...)``, `` (does not parse:
     GPU900)``)."""
-    from lint_gpu_tests.checker import in_scope
-    from lint_gpu_tests.conftest_index import ConftestIndex
+    from lint_gpu_tests.checking.checker import in_scope
+    from lint_gpu_tests.checking.conftest_index import ConftestIndex
 
     memo: dict[tuple[str, int], frozenset[str]] = {}
     conftests = ConftestIndex()
@@ -270,7 +271,7 @@ def file_notes(files: Sequence[str], config: ConfigResolver) -> list[tuple[str, 
 
 def add_noqa_to_files(result: RunResult) -> tuple[int, list[tuple[str, str]]]:
     """Add ``# noqa: CODES`` for every violation in ``result`` to its file, in place
-    (``--add-noqa``; see :func:`~lint_gpu_tests.checker.add_noqa`).
+    (``--add-noqa``; see :func:`~lint_gpu_tests.checking.checker.add_noqa`).
 
     Returns:
         ``(lines given a directive, [(path, error message)...] for files that could not be
@@ -285,11 +286,11 @@ def add_noqa_to_files(result: RunResult) -> tuple[int, list[tuple[str, str]]]:
             continue
         try:
             source = Path(file.path).read_bytes()
-            from lint_gpu_tests.checker import add_noqa
+            from lint_gpu_tests.checking.checker import add_noqa
 
             new, count = add_noqa(source, file.violations)
             if new is not None:
-                from lint_gpu_tests.writer import atomic_write
+                from lint_gpu_tests.parsing.writer import atomic_write
 
                 atomic_write(file.path, new)
         except (OSError, SyntaxError) as exc:

@@ -142,7 +142,7 @@ class Config:
             :class:`ConfigResolver`; :data:`UNRESOLVED_FLOOR` where nothing filled it in.
         baseline: the absolute path of the baseline file (``baseline``, relative to the
             config file; ``--baseline``), ``""`` for none: violations recorded there are
-            not reported (:mod:`lint_gpu_tests.baseline`). It shapes no file's results, so
+            not reported (:mod:`lint_gpu_tests.report.baseline`). It shapes no file's results, so
             the cache ignores it.
         root: directory the config was found in (for relative patterns).
         source: the config file these settings come from (``""`` for the defaults).

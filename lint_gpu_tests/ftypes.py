@@ -23,7 +23,7 @@ class Applicability(enum.Enum):
 
 class Trigger(enum.Enum):
     """What a file must name for a rule to look at it: the prefilter
-    (:mod:`lint_gpu_tests.prefilter`) parses a file only when it names what one of the
+    (:mod:`lint_gpu_tests.parsing.prefilter`) parses a file only when it names what one of the
     enabled rules starts from. A rule declares its triggers (``Rule.triggers``); a plain
     string there is an identifier of its own, looked for as a whole word.
 
@@ -152,7 +152,7 @@ class LeakEvidence:
     """What a run's leak report (``--gpu-leak-report-file``, read by ``check
     --leak-report``) says about the test or fixture a violation is in: an engine really
     stayed alive after that test, so the violation is *confirmed*
-    (:mod:`lint_gpu_tests.leaks` matches them).
+    (:mod:`lint_gpu_tests.running.leaks` matches them).
 
     Attributes:
         tests: node ids of the tests after which an engine stayed alive, in report order.
@@ -181,7 +181,7 @@ class Violation:
         location: start, 1-based row and column.
         end_location: end, 1-based row and column (exclusive column).
         fix: fix information, or ``None`` when the rule offers no fix at all.
-        leak: set by ``check --leak-report`` (:func:`lint_gpu_tests.leaks.confirm`) when a
+        leak: set by ``check --leak-report`` (:func:`lint_gpu_tests.running.leaks.confirm`) when a
             run's leak report shows that the test or fixture the violation is in really
             leaked; ``None`` otherwise. Never found by a check, so never cached (it is
             applied to the run's results, cached or not), and it takes no part in
@@ -264,7 +264,8 @@ def wanted_fixes(violations: Iterable[Violation], unsafe: bool) -> list[Violatio
 
 
 #: Prefix of the entries naming an engine helper of another module of the tree that a module
-#: may import (:mod:`lint_gpu_tests.helper_index`): ``engine-helper:<import spelling>.<name>|
-#: <kind f or c>|<name in its module>|<line>|<share or attributes>|<module>|<re-exported
-#: by>``; parsed by :meth:`lint_gpu_tests.analysis.ImportedHelper.parse`.
+#: may import (:mod:`lint_gpu_tests.checking.helper_index`): ``engine-helper:<import
+# spelling>.<name>|  <kind f or c>|<name in its module>|<line>|<share or
+# attributes>|<module>|<re-exported  by>``; parsed by
+# :meth:`lint_gpu_tests.analysis.analysis.ImportedHelper.parse`.
 ENGINE_HELPER = "engine-helper:"

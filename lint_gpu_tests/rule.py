@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 from lint_gpu_tests.ftypes import FixKind, Trigger
 
 if TYPE_CHECKING:
-    from lint_gpu_tests.analysis import ModuleAnalysis
+    from lint_gpu_tests.analysis.analysis import ModuleAnalysis
     from lint_gpu_tests.ftypes import FixInfo
 
 MARKER_RE = re.compile(r"\s*# error: (?P<codes>GPU\d{3}(?:,\s*GPU\d{3})*)\s*$")

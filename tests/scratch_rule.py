@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
 from lint_gpu_tests.rule import MARKER_RE, Example, Hit, Rule
 from lint_gpu_tests.rules.gpu001_engine_outside_runner import EngineOutsideRunner
 

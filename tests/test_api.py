@@ -11,7 +11,7 @@ import pytest
 
 from lint_gpu_tests import api
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source
 
 SAMPLE = 'from vllm import LLM\n\ndef test_x():\n    llm = LLM("m")\n    llm.generate("hi")\n'
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from lint_gpu_tests import cli
 from lint_gpu_tests.api import (
     BaselineEntry,
     BaselineError,
@@ -25,8 +24,9 @@ from lint_gpu_tests.api import (
     check_paths,
     read_baseline,
 )
-from lint_gpu_tests.baseline import render_baseline
-from lint_gpu_tests.flake8_plugin import GpuTestLintPlugin
+from lint_gpu_tests.interfaces import cli
+from lint_gpu_tests.interfaces.flake8_plugin import GpuTestLintPlugin
+from lint_gpu_tests.report.baseline import render_baseline
 
 TEST = ('from vllm import LLM\n\n\ndef test_a():\n    llm = LLM(\n        model="m",\n'
         '    )\n    llm.generate("hi")\n')
@@ -130,7 +130,7 @@ def test_one_fingerprint_function_for_sarif_and_baselines() -> None:
     from collections import Counter
 
     from lint_gpu_tests.ftypes import Location, Violation
-    from lint_gpu_tests.output import fingerprint
+    from lint_gpu_tests.report.output import fingerprint
 
     lines = TEST.splitlines()
     v = Violation("GPU001", "engine-outside-runner", "m", "t.py", Location(5, 11),

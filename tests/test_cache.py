@@ -9,11 +9,12 @@ from pathlib import Path
 import fake_rules
 import pytest
 
-from lint_gpu_tests import api, cache
-from lint_gpu_tests import run as run_module
-from lint_gpu_tests.cache import ResultCache, content_hash
+from lint_gpu_tests import api
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation
+from lint_gpu_tests.running import cache
+from lint_gpu_tests.running import run as run_module
+from lint_gpu_tests.running.cache import ResultCache, content_hash
 
 V = Violation("GPU091", "fake-safe", "msg", "t.py", Location(4, 11), Location(4, 19),
               FixInfo(Applicability.UNSAFE, "Wrap", "escapes"))

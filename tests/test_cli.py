@@ -14,11 +14,12 @@ import fake_rules
 import pytest
 from click.testing import CliRunner, Result
 
-from lint_gpu_tests import cli, cli_options, codes
-from lint_gpu_tests import present as present_module
-from lint_gpu_tests import run as run_module
-from lint_gpu_tests.checker import check_source
-from lint_gpu_tests.fixloop import FixOutcome
+from lint_gpu_tests import codes
+from lint_gpu_tests.checking.checker import check_source
+from lint_gpu_tests.fixing.fixloop import FixOutcome
+from lint_gpu_tests.interfaces import cli, cli_options
+from lint_gpu_tests.report import present as present_module
+from lint_gpu_tests.running import run as run_module
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -452,7 +453,7 @@ def test_libcst_not_imported_when_nothing_to_fix(tmp_path: Path) -> None:
         import fake_rules
         import lint_gpu_tests.rules as rules
         rules.ALL_RULES[:] = [fake_rules.FakeNoFix, fake_rules.FakeUnsafe]
-        from lint_gpu_tests.cli import main
+        from lint_gpu_tests.interfaces.cli import main
         try:
             main(["check", "--fix", "--no-cache", "-q", "."])
         except SystemExit as exc:
@@ -473,7 +474,7 @@ def test_a_warm_run_imports_only_what_the_cache_answer_needs(tmp_path: Path) -> 
                                         "    llm = LLM('m')\n    llm.generate([])\n")
     code = textwrap.dedent("""\
         import sys
-        from lint_gpu_tests.cli import main
+        from lint_gpu_tests.interfaces.cli import main
         try:
             main(["check", "--cache-dir", "cache", "."])
         except SystemExit as exc:
@@ -485,20 +486,25 @@ def test_a_warm_run_imports_only_what_the_cache_answer_needs(tmp_path: Path) -> 
     assert runs[0].stdout.splitlines()[:-1] == runs[1].stdout.splitlines()[:-1] == [
         "test_a.py:5:11: GPU001 [*] Engine `LLM(...)` built outside `with vllm_runner(...)`",
         "Found 1 violation.", "[*] 1 fixable with the `--fix` option.", "exit 1"], runs[1].stderr
-    assert "lint_gpu_tests.checker" in runs[0].stdout.splitlines()[-1]
+    assert "lint_gpu_tests.checking.checker" in runs[0].stdout.splitlines()[-1]
     assert runs[1].stdout.splitlines()[-1] == str(sorted([
         "lint_gpu_tests.api",
-        "lint_gpu_tests.cache",
-        "lint_gpu_tests.cli",
-        "lint_gpu_tests.cli_options",
+        "lint_gpu_tests.running.cache",
+        "lint_gpu_tests.interfaces.cli",
+        "lint_gpu_tests.interfaces.cli_options",
         "lint_gpu_tests.config",
-        "lint_gpu_tests.conftest_index",
-        "lint_gpu_tests.discovery",
+        "lint_gpu_tests.checking.conftest_index",
+        "lint_gpu_tests.running.discovery",
         "lint_gpu_tests.ftypes",
-        "lint_gpu_tests.helper_index",
-        "lint_gpu_tests.output",
-        "lint_gpu_tests.present",
-        "lint_gpu_tests.run",
+        "lint_gpu_tests.checking.helper_index",
+        "lint_gpu_tests.report.output",
+        "lint_gpu_tests.report.present",
+        "lint_gpu_tests.running.run",
+        # the packages of those modules
+        "lint_gpu_tests.checking",
+        "lint_gpu_tests.interfaces",
+        "lint_gpu_tests.report",
+        "lint_gpu_tests.running",
     ]))
 
 

@@ -13,7 +13,8 @@ from typing import IO
 import pytest
 from click.testing import CliRunner, Result
 
-from lint_gpu_tests import __version__, cli
+from lint_gpu_tests import __version__
+from lint_gpu_tests.interfaces import cli
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE = ('import gc\n\nfrom vllm import LLM\n\n\ndef test_x():\n    llm = LLM("m")\n'
@@ -272,7 +273,7 @@ def test_the_console_script_is_run() -> None:
     import tomllib
 
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts == {"gpu-test-lint": "lint_gpu_tests.cli:run"}
+    assert scripts == {"gpu-test-lint": "lint_gpu_tests.interfaces.cli:run"}
 
 
 class _Exited(Exception):

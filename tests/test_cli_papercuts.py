@@ -13,7 +13,8 @@ def test_closed_pipe_is_quiet(tmp_path: Path) -> None:
     for i in range(1200):  # more output than a pipe buffers (64 KiB)
         (tmp_path / f"test_{i}.py").write_text(ENGINE_TEST)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lint_gpu_tests.cli", "check", "--no-cache", str(tmp_path)],
+        [sys.executable, "-m", "lint_gpu_tests.interfaces.cli", "check", "--no-cache",
+         str(tmp_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()
@@ -29,7 +30,7 @@ def test_help_texts_show_no_rest_markup() -> None:
     ``:role:`` markup from the docstrings click prints."""
     from click.testing import CliRunner
 
-    from lint_gpu_tests import cli
+    from lint_gpu_tests.interfaces import cli
 
     for args in ([], ["check"], ["rule"], ["rules"]):
         text = CliRunner().invoke(cli.cli, [*args, "--help"]).output
@@ -42,7 +43,7 @@ def test_gpu006_on_a_runner_outside_a_with_names_gpu005_and_follows_its_safety()
     not offered alone where the GPU005 fix it depends on is unsafe."""
     import textwrap
 
-    from lint_gpu_tests.checker import check_source
+    from lint_gpu_tests.checking.checker import check_source
     from lint_gpu_tests.config import Config
 
     def gpu006(source: str) -> list[tuple[str, str, str]]:
@@ -87,7 +88,7 @@ def _check(tmp_path: Path, source: str, *args: str, config: str = "") -> str:
     (``config`` as its ``pyproject.toml``): stdout and stderr together."""
     from click.testing import CliRunner
 
-    from lint_gpu_tests import cli
+    from lint_gpu_tests.interfaces import cli
 
     (tmp_path / "tests").mkdir(exist_ok=True)
     (tmp_path / "tests" / "test_x.py").write_text(source)

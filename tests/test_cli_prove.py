@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from lint_gpu_tests import cli
+from lint_gpu_tests.interfaces import cli
 from lint_gpu_tests.prove import pipeline
 from lint_gpu_tests.prove.devices import visibility_variable
 from lint_gpu_tests.prove.session import run_session
@@ -342,6 +342,14 @@ def test_each_session_sees_devices_of_its_own(project: Path, tmp_path: Path,
     assert sorted(p.name for p in (work / "locks").iterdir()) == ["device-5.lock"]
 
 
+def verdict(data: dict[str, Any]) -> list[Any]:
+    """What a JSON report concluded: per module its verdict, outcomes, differences and
+    first verdict (when run again alone)."""
+    return [data["proven"], data["unchanged"], data["changed"], data["to_prove"],
+            [(m["module"], m["status"], m["outcomes"], m["differences"], m["rerun"])
+             for m in data["modules"]]]
+
+
 def test_shards_merged_give_the_unsharded_verdict(project: Path, tmp_path: Path) -> None:
     """Two shards of a run (from the recordings of an unsharded one) part the modules; their
     reports merged give the unsharded verdict, and ``merge --apply`` writes what ``check
@@ -358,11 +366,6 @@ def test_shards_merged_give_the_unsharded_verdict(project: Path, tmp_path: Path)
     parts = [[m["module"] for m in json.loads(r.read_text())["modules"]] for r in reports]
     assert sorted(parts) == [["tests/test_a.py"], ["tests/test_b.py"]]
     assert json.loads(reports[0].read_text())["shard"] == "1/2"
-
-    def verdict(data: dict[str, Any]) -> list[Any]:
-        return [data["proven"], data["unchanged"], data["changed"], data["to_prove"],
-                [(m["module"], m["status"], m["outcomes"], m["differences"])
-                 for m in data["modules"]]]
 
     merged = prove("merge", *map(str, reports), "--output-format", "json", "-q")
     assert merged.exit_code == 0, merged.output
@@ -391,3 +394,54 @@ def test_a_session_past_its_limit_is_inconclusive(project: Path) -> None:
             "the fixed module's session ran past its limit (--work-dir keeps its log)")
     assert (module["status"], module["note"], module["rerun"]) == (
         "inconclusive", past, f"inconclusive when first run ({past})")
+
+
+def test_sessions_as_ray_tasks_give_the_local_verdicts(project: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--executor ray`` on a local cluster whose three stand-in GPUs are Ray's logical
+    ones: the verdicts are a local run's (a broken fix included: it differs, and is run again
+    alone), each session sees the GPUs Ray gave it (two for ``tensor_parallel_size=2``), the
+    logs are where a local run leaves them and the recordings in the driver's cache."""
+    ray = pytest.importorskip("ray")
+    seen = tmp_path / "seen"
+    monkeypatch.setenv("FAKE_SEEN", str(seen))
+    monkeypatch.setenv("FAKE_SEEN_VARIABLE", visibility_variable())
+    (project / "tests" / "test_a.py").write_text(TEST_A.replace(
+        'max_model_len=32)', 'max_model_len=32, tensor_parallel_size=2)'))
+    break_the_fix_of_test_b(monkeypatch)
+    local = prove("tests", "--no-cache", "--output-format", "json", "-q")
+    assert local.exit_code == 1, local.output
+    seen.unlink()
+    work = tmp_path / "work"
+    ray.init(num_cpus=2, num_gpus=3, object_store_memory=100 * 1024 ** 2,
+             include_dashboard=False, log_to_driver=False)
+    try:
+        remote = prove("tests", "--executor", "ray", "--work-dir", str(work),
+                       "--output-format", "json", "-q")
+    finally:
+        ray.shutdown()
+    assert remote.exit_code == 1, remote.output
+    assert verdict(json.loads(remote.stdout)) == verdict(json.loads(local.stdout))
+    assert [(m["module"], m["status"], m["rerun"])
+            for m in json.loads(remote.stdout)["modules"]] == [
+        ("tests/test_a.py", "same", ""),
+        ("tests/test_b.py", "differs", "differs when first run (1 difference(s))")]
+    # test_a's two sessions on two GPUs each, test_b's four (two run again alone) on one
+    got = sorted(line.split() for line in seen.read_text().splitlines())
+    assert [tp for tp, _ in got] == ["1"] * 4 + ["2"] * 2
+    assert all(len(d.split(",")) == int(tp) and set(d.split(",")) <= {"0", "1", "2"}
+               for tp, d in got)
+    assert sorted(p.name for p in (work / "sessions" / "after").iterdir()) == [
+        "tests-test_a.py.json", "tests-test_a.py.log", "tests-test_b.py.json",
+        "tests-test_b.py.log", "tests-test_b.py.rerun.json", "tests-test_b.py.rerun.log"]
+    assert "1 passed" in (work / "sessions" / "before" / "tests-test_b.py.log").read_text()
+    # the tasks' records are kept as recordings on the driver: one per module and copy
+    assert len(list((tmp_path / "cache" / "prove").glob("*.json"))) == 4
+
+
+def test_the_ray_executor_without_ray_is_an_error(project: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # not installed
+    result = prove("tests", "--executor", "ray", "-q")
+    assert (result.exit_code, result.stderr) == (
+        2, "error: --executor ray needs Ray: pip install 'gpu-test-lint[ray]'\n")

@@ -15,9 +15,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from lint_gpu_tests import __version__, cli
+from lint_gpu_tests import __version__
 from lint_gpu_tests.config import config_from_table
-from lint_gpu_tests.output import rule_url
+from lint_gpu_tests.interfaces import cli
+from lint_gpu_tests.report.output import rule_url
 from lint_gpu_tests.rules import package_rules
 
 if sys.version_info >= (3, 11):
@@ -129,7 +130,7 @@ def test_flake8_block_selects_the_plugin_code() -> None:
     assert "extend-select = GPU" in ini.splitlines()
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert pyproject["project"]["entry-points"]["flake8.extension"] == {
-        "GPU": "lint_gpu_tests.flake8_plugin:GpuTestLintPlugin"}
+        "GPU": "lint_gpu_tests.interfaces.flake8_plugin:GpuTestLintPlugin"}
 
 
 def test_precommit_block_names_real_hooks_and_a_commit_sha() -> None:

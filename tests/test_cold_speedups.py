@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.checker import check_source
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config
+from lint_gpu_tests.parsing.source import decode_source, parent_index, walk_breadth, walk_nodes
+from lint_gpu_tests.parsing.syntax import lines_matching, lines_naming
 from lint_gpu_tests.rules import ALL_RULES
-from lint_gpu_tests.source import decode_source, parent_index, walk_breadth, walk_nodes
-from lint_gpu_tests.syntax import lines_matching, lines_naming
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -210,7 +210,7 @@ def test_what_is_derived_from_an_analysis_is_built_once(monkeypatch: pytest.Monk
     """GPU008's mutations are found once per analysis, however many fixtures ask (the rule
     and the plan of each change), and each caller gets its own list; another analysis
     builds its own."""
-    from lint_gpu_tests import env_mutations as env
+    from lint_gpu_tests.analysis import env_mutations as env
 
     text = ("import os\n\nimport pytest\n\n\n@pytest.fixture\ndef a():\n"
             "    os.environ['VLLM_USE_V1'] = '1'\n    yield\n\n\n@pytest.fixture\ndef b():\n"

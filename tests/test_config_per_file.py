@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from lint_gpu_tests import cli
 from lint_gpu_tests.config import ConfigResolver
+from lint_gpu_tests.interfaces import cli
 
 ENGINE = ('import gc\n\nfrom vllm import LLM\n\n\ndef test_x():\n    llm = LLM("m")\n'
           '    llm.generate("hi")\n    gc.collect()\n')

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests.checker import check_source
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config, ConfigError, config_from_table
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source
 
 
 def found(source: str, config: Config, path: str = "tests/test_x.py") -> list[tuple[int, int, str]]:

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from lint_gpu_tests.api import check_paths
-from lint_gpu_tests.checker import check_source
+from lint_gpu_tests.checking.checker import check_source
+from lint_gpu_tests.checking.conftest_index import conftest_engine_fixtures, conftest_files
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.conftest_index import conftest_engine_fixtures, conftest_files
 
 CONFTEST = """\
 import pytest
@@ -125,7 +125,7 @@ def test_a_directory_not_modified_lately_is_answered_from_what_was_kept(
     conftest there changes the time, so the next search finds it."""
     import os
 
-    from lint_gpu_tests import conftest_index
+    from lint_gpu_tests.checking import conftest_index
 
     test = make_project(tmp_path)
     conftest = tmp_path / "tests" / "conftest.py"

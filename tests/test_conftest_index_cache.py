@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests import conftest_index
 from lint_gpu_tests.api import check_paths
-from lint_gpu_tests.cache import content_hash
+from lint_gpu_tests.checking import conftest_index
+from lint_gpu_tests.checking.helper_index import STATUS_KEY
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.helper_index import STATUS_KEY
+from lint_gpu_tests.running.cache import content_hash
 
 CONFTEST = """\
 import pytest

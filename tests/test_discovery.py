@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.discovery import PathNotFoundError, Problem, discover_files
+from lint_gpu_tests.running.discovery import PathNotFoundError, Problem, discover_files
 
 
 def touch(root: Path, *names: str) -> None:

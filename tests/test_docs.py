@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from lint_gpu_tests import cli, docs
+from lint_gpu_tests.interfaces import cli
+from lint_gpu_tests.report import docs
 from lint_gpu_tests.rule import MARKER_RE
 from lint_gpu_tests.rules import ALL_RULES, package_rules
 
@@ -18,13 +19,13 @@ README = DOCS.parents[1] / "README.md"
 
 def test_docs_rules_md_is_current() -> None:
     assert DOCS.read_text(encoding="utf-8") == docs.render_rules_markdown(package_rules()), (
-        "docs/rules.md is stale: run `python -m lint_gpu_tests.docs > docs/rules.md`")
+        "docs/rules.md is stale: run `python -m lint_gpu_tests.report.docs > docs/rules.md`")
 
 
 def test_readme_rules_table_is_current() -> None:
     text = README.read_text(encoding="utf-8")
     assert text == docs.update_readme(text, package_rules()), (
-        "README.md's table of rules is stale: run `python -m lint_gpu_tests.docs --readme "
+        "README.md's table of rules is stale: run `python -m lint_gpu_tests.report.docs --readme "
         "README.md`")
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests.checker import check_source
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source
 
 FIX_DIR = Path(__file__).parent / "fixtures" / "fix"
 UNSAFE = ("the engine lives in helper class `{cls}`: the class becomes a context manager, its "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lint_gpu_tests.checker import check_source
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config
 
 READ_LATER = ("`test_b` reads `VLLM_X` (line 9), which today sees what this change leaves "

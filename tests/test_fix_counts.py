@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source
 
 SOURCE = b'''from vllm import LLM
 

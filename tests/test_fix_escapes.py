@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from lint_gpu_tests import cli
-from lint_gpu_tests.checker import check_source
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config
+from lint_gpu_tests.interfaces import cli
 
 HEAD = "import gc\nimport weakref\n\nfrom vllm import LLM\n\n\n"
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.checker import check_module, check_source
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
+from lint_gpu_tests.checking.checker import check_module, check_source
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source
 from lint_gpu_tests.fixplan.factories import (
     FactoryCall,
     FactoryPlan,

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests import checker, fixloop
+from lint_gpu_tests.checking import checker
 from lint_gpu_tests.config import Config, config_from_table
+from lint_gpu_tests.fixing import fixloop
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests.checker import check_source
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan.groups import FACTORY_REASON, GROUP_TITLE
 
@@ -133,8 +133,8 @@ def test_the_other_branch_must_bind_first() -> None:
 def test_announced_fixes_are_the_fixes_applied(case: str) -> None:
     # Found by a first-time user: `check` announced one fix fewer than `--fix` applied (a
     # `engine_core.shutdown()` loop kept in the ExitStack block was no longer reported).
-    from lint_gpu_tests.checker import wanted_fixes
-    from lint_gpu_tests.fixloop import fix_source
+    from lint_gpu_tests.checking.checker import wanted_fixes
+    from lint_gpu_tests.fixing.fixloop import fix_source
 
     source = (FIX_DIR / case / "before.py").read_bytes()
     found = check_source(source, "tests/test_case.py", Config())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lint_gpu_tests.codemods._imports import first_party_packages, type_order
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source
 
 
 def _package(directory: Path) -> None:

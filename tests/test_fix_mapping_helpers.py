@@ -1,7 +1,7 @@
 """Under ``target = "vllm"``: what the planner reads from a ``**mapping``
-(:mod:`lint_gpu_tests.mappings`), who may pass a helper the runner fixture
-(:mod:`lint_gpu_tests.helper_calls`), the reasons reported when a fix is unsafe or missing, and
-the ``_runner_kwargs`` helper the fix adds, run against what vLLM's runner hands to ``LLM``.
+(:mod:`lint_gpu_tests.analysis.mappings`), who may pass a helper the runner fixture
+(:mod:`lint_gpu_tests.analysis.helper_calls`), the reasons reported when a fix is unsafe or missing,
+and the ``_runner_kwargs`` helper the fix adds, run against what vLLM's runner hands to ``LLM``.
 """
 
 from __future__ import annotations
@@ -15,11 +15,15 @@ from typing import Any
 
 import pytest
 
-from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.checker import check_source
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis.helper_calls import HelperCallers, helper_callers
+from lint_gpu_tests.analysis.mappings import (
+    RUNNER_KWARGS_HELPER,
+    RUNNER_KWARGS_NAME,
+    resolve_mapping,
+)
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.helper_calls import HelperCallers, helper_callers
-from lint_gpu_tests.mappings import RUNNER_KWARGS_HELPER, RUNNER_KWARGS_NAME, resolve_mapping
 
 FIX_DIR = Path(__file__).parent / "fixtures" / "fix"
 VLLM = Config(target="vllm")
@@ -240,7 +244,7 @@ def test_helper_with_callers_in_other_modules_of_the_tree(tmp_path: Path,
     fixed together, so neither is fixed (no ``[*]``), and the reason says why."""
     from click.testing import CliRunner
 
-    from lint_gpu_tests import cli
+    from lint_gpu_tests.interfaces import cli
 
     (tmp_path / "pyproject.toml").write_text('[tool.gpu-test-lint]\ntarget = "vllm"\n'
                                              'test-roots = ["tests"]\n')

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from lint_gpu_tests import api
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
 from lint_gpu_tests.config import Config, ConfigResolver
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source
 from lint_gpu_tests.fixplan import planner as planner_module
 from lint_gpu_tests.ftypes import FixKind
 
@@ -88,7 +88,7 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
 
 
 def test_every_fixable_violation_carries_its_plan() -> None:
-    from lint_gpu_tests.checker import check_module
+    from lint_gpu_tests.checking.checker import check_module
 
     checked = check_module(SOURCE, "tests/test_plans.py", Config())
     kinds = [(v.code, v.location.row, v.fix.kind) for v in checked.violations
@@ -137,7 +137,7 @@ def test_violations_without_plans_are_checked_again(counts: Counter[str]) -> Non
     more to get them, and fixes the same."""
     from dataclasses import replace
 
-    from lint_gpu_tests.checker import check_module
+    from lint_gpu_tests.checking.checker import check_module
 
     checked = check_module(SOURCE, "tests/test_plans.py", Config())
     bare = [replace(v, fix=None if v.fix is None else replace(v.fix, kind=None, plan=None))
@@ -154,7 +154,7 @@ def test_violations_without_plans_are_checked_again(counts: Counter[str]) -> Non
 
 
 def _example_violations() -> Iterator[tuple[str, Any]]:
-    from lint_gpu_tests.checker import check_module
+    from lint_gpu_tests.checking.checker import check_module
     from lint_gpu_tests.config import config_from_table
     from lint_gpu_tests.rules import ALL_RULES
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests import fixloop
 from lint_gpu_tests.api import check_paths
 from lint_gpu_tests.config import ConfigError, config_as_toml, config_from_table
+from lint_gpu_tests.fixing import fixloop
 
 TEST = ('import gc\n\nimport pytest\nfrom vllm import LLM\n\n\n'
         '@pytest.fixture(scope="module")\ndef llm():\n    engine = LLM("m")\n    yield engine\n\n\n'

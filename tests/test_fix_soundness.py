@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source
 
 HERE = Path(__file__).parent / "fixtures" / "soundness"
 PATH = "tests/test_case.py"

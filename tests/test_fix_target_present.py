@@ -76,7 +76,7 @@ def test_with_both_there_the_fixes_come_back(project: Path) -> None:
 
 
 def test_a_module_checked_as_text_keeps_its_fix() -> None:
-    from lint_gpu_tests.checker import check_source
+    from lint_gpu_tests.checking.checker import check_source
 
     config = config_from_table({"target": "vllm"}, "", root=".")
     found = [(v.location.row, v.fix.applicability.value) for v in check_source(

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests.checker import check_source
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source
 from lint_gpu_tests.fixplan.flow import self_referencing, value_flow
 from lint_gpu_tests.ftypes import Blocked, Risky
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from lint_gpu_tests.checker import check_source
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config
 
 FIXTURE = '''\

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests.flake8_plugin import GpuTestLintPlugin
+from lint_gpu_tests.interfaces.flake8_plugin import GpuTestLintPlugin
 from lint_gpu_tests.rules import ALL_RULES
 
 REALSUITES = Path("/work/realsuites")
@@ -48,7 +48,7 @@ def _run(root: Path, argv: list[str]) -> list[str]:
 
 def cli_triples(root: Path, paths: list[str]) -> set[Triple]:
     out: set[Triple] = set()
-    for line in _run(root, ["lint_gpu_tests.cli", "check", "--no-cache", "-q", *paths]):
+    for line in _run(root, ["lint_gpu_tests.interfaces.cli", "check", "--no-cache", "-q", *paths]):
         location, rest = line.split(": ", 1)
         path, row, _col = location.rsplit(":", 2)
         out.add((os.path.normpath(path), int(row), rest.split()[0]))
@@ -190,7 +190,7 @@ def flake8_in_process(root: Path, paths: list[str], capsys: pytest.CaptureFixtur
 def cli_in_process(paths: list[str]) -> set[Triple]:
     from click.testing import CliRunner
 
-    from lint_gpu_tests import cli
+    from lint_gpu_tests.interfaces import cli
 
     result = CliRunner().invoke(cli.cli, ["check", "--no-cache", "-q", *paths])
     assert result.exit_code in (0, 1), result.output

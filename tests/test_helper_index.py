@@ -1,4 +1,4 @@
-"""Engine helpers of other modules of the tree (``lint_gpu_tests/helper_index.py``): the
+"""Engine helpers of other modules of the tree (``lint_gpu_tests/checking/helper_index.py``): the
 trees under ``tests/fixtures/xmodule/`` (described in its ``README.md``) checked whole, each
 report's code, position and withheld fix's reason; the prefilter, the cost for modules that
 import no helper, and the summaries kept in the result cache."""
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests import conftest_index, helper_index
 from lint_gpu_tests.api import check_paths
+from lint_gpu_tests.checking import conftest_index, helper_index
+from lint_gpu_tests.checking.helper_index import STATUS_KEY
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.helper_index import STATUS_KEY
 
 TREES = Path(__file__).parent / "fixtures" / "xmodule"
 
@@ -125,7 +125,7 @@ def test_a_module_that_imports_no_helper_is_not_parsed(
     # Names a helper but imports nothing: it cannot call the helper of another module.
     (root / "tests" / "test_same_name.py").write_text(
         "def test_name():\n    setup_engine = 1\n    assert setup_engine\n")
-    from lint_gpu_tests import run as run_module
+    from lint_gpu_tests.running import run as run_module
 
     checked: list[str] = []
     real = run_module.check_module

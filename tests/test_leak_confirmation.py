@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from lint_gpu_tests import cli
 from lint_gpu_tests.ftypes import LeakEvidence, Location, Violation
-from lint_gpu_tests.leaks import LeakReportError, confirm, load_leak_report
+from lint_gpu_tests.interfaces import cli
+from lint_gpu_tests.running.leaks import LeakReportError, confirm, load_leak_report
 
 CONFTEST = '''\
 import pytest

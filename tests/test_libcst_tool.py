@@ -55,7 +55,7 @@ def test_fix_does_not_load_libcst_codemod_framework(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from lint_gpu_tests.config import Config\n"
-        "from lint_gpu_tests.fixloop import fix_source\n"
+        "from lint_gpu_tests.fixing.fixloop import fix_source\n"
         f"out = fix_source({BEFORE.encode()!r}, 'tests/test_a.py', Config())\n"
         f"assert out.new_source.decode() == {AFTER!r}, out.new_source\n"
         "print(sorted(m for m in sys.modules if m.startswith(('libcst.codemod', "

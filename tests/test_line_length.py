@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from lint_gpu_tests import fixloop
-from lint_gpu_tests.cli import cli
 from lint_gpu_tests.config import Config, ConfigError, ConfigResolver, config_as_toml
+from lint_gpu_tests.fixing import fixloop
+from lint_gpu_tests.interfaces.cli import cli
 
 FIX_DIR = Path(__file__).parent / "fixtures" / "fix"
 RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests.noqa import parse_noqa
-from lint_gpu_tests.source import decode_source
+from lint_gpu_tests.parsing.noqa import parse_noqa
+from lint_gpu_tests.parsing.source import decode_source
 
 ROOT = Path(__file__).resolve().parent.parent
 CRAFTED = [

@@ -10,9 +10,9 @@ from pathlib import Path
 import fake_rules
 import pytest
 
-from lint_gpu_tests import output
 from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation
-from lint_gpu_tests.output import OutputFormat, RenderOptions, render
+from lint_gpu_tests.report import output
+from lint_gpu_tests.report.output import OutputFormat, RenderOptions, render
 
 
 def make(code: str = "GPU091", row: int = 4, col: int = 11, *, path: str = "tests/test_a.py",
@@ -270,7 +270,7 @@ FIX_DIR = Path(__file__).parent / "fixtures" / "fix"
 
 def apply_edits(text: str, edits: list[tuple[str, tuple[int, int], tuple[int, int]]]) -> str:
     """Apply ruff-style edits ``(content, (row, col), (end_row, end_col))``, 1-based."""
-    from lint_gpu_tests.checker import physical_lines
+    from lint_gpu_tests.checking.checker import physical_lines
 
     starts = [0]
     for line in physical_lines(text):
@@ -307,7 +307,7 @@ def fix_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _cli(*args: str) -> str:
     from click.testing import CliRunner
 
-    from lint_gpu_tests import cli
+    from lint_gpu_tests.interfaces import cli
 
     result = CliRunner().invoke(cli.cli, ["check", "--no-cache", "--unsafe-fixes", *args],
                                 catch_exceptions=False)
@@ -316,7 +316,7 @@ def _cli(*args: str) -> str:
 
 
 def _written_by_fix(root: Path) -> dict[str, str]:
-    from lint_gpu_tests.checker import decode_source
+    from lint_gpu_tests.checking.checker import decode_source
 
     _cli("--fix", "tests")
     return {str(p.relative_to(root)): decode_source(p.read_bytes())
@@ -324,7 +324,7 @@ def _written_by_fix(root: Path) -> dict[str, str]:
 
 
 def test_json_edits_give_exactly_what_fix_writes(fix_project: Path) -> None:
-    from lint_gpu_tests.checker import decode_source
+    from lint_gpu_tests.checking.checker import decode_source
 
     data = json.loads(_cli("--output-format", "json", "tests"))
     by_file: dict[str, list[tuple[str, tuple[int, int], tuple[int, int]]]] = {}
@@ -450,7 +450,7 @@ def test_sarif_validates_against_the_oasis_schema(fix_project: Path) -> None:
 def test_pass_rows_map_later_passes_back_to_the_original() -> None:
     """A second pass's change is located in the original file's rows: rows a first pass
     inserted above it are taken out, and a row the first pass rewrote maps to its block."""
-    from lint_gpu_tests.edits import pass_rows
+    from lint_gpu_tests.fixing.edits import pass_rows
     from lint_gpu_tests.ftypes import FixKind
 
     original = b"a\nb\nc\nd\n"
@@ -469,7 +469,7 @@ def test_pass_edits_give_the_whole_fix_and_each_pass_rows() -> None:
     """From the fix loop's passes, the edits from the original to the last output and the
     rows each pass changed: with one pass its diff serves both, with several the edits span
     every pass (not the last pass's alone)."""
-    from lint_gpu_tests.edits import Edit, pass_edits
+    from lint_gpu_tests.fixing.edits import Edit, pass_edits
     from lint_gpu_tests.ftypes import FixKind, Location
 
     original = b"a\nb\nc\nd\n"

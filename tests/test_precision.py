@@ -12,8 +12,8 @@ import textwrap
 
 import pytest
 
-from lint_gpu_tests.analysis import is_test_module_path
-from lint_gpu_tests.checker import check_source
+from lint_gpu_tests.analysis.analysis import is_test_module_path
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config, ConfigError, config_from_table, is_test_module
 
 PATH = "tests/test_x.py"

@@ -1,4 +1,4 @@
-"""The byte-level prefilter (lint_gpu_tests/prefilter.py): a file that names nothing an
+"""The byte-level prefilter (lint_gpu_tests/parsing/prefilter.py): a file that names nothing an
 enabled rule starts from is not parsed and reports nothing (GPU900 included); every file that
 can hold a violation is analysed, rule by rule, however it spells the names."""
 
@@ -9,12 +9,11 @@ from pathlib import Path
 import pytest
 
 from lint_gpu_tests import api
-from lint_gpu_tests import run as run_module
-from lint_gpu_tests.checker import CheckResult, check_source
+from lint_gpu_tests.checking.checker import CheckResult, check_source
+from lint_gpu_tests.checking.conftest_index import ConftestIndex
 from lint_gpu_tests.codes import OPT_IN_CODES, RULE_CODES
 from lint_gpu_tests.config import Config, config_from_table
-from lint_gpu_tests.conftest_index import ConftestIndex
-from lint_gpu_tests.prefilter import (
+from lint_gpu_tests.parsing.prefilter import (
     RUNNER_FACTORY_FIXTURE,
     enabled_rule_codes,
     literal_run,
@@ -25,6 +24,7 @@ from lint_gpu_tests.prefilter import (
 from lint_gpu_tests.rule import Example
 from lint_gpu_tests.rules import ALL_RULES, triggers_of
 from lint_gpu_tests.rules import gpu007_engines_oversubscribe_device as gpu007
+from lint_gpu_tests.running import run as run_module
 
 BROKEN_PLAIN = b"def f(:\n    pass\n"
 BROKEN_NAMING_LLM = b"from vllm import LLM\n\ndef f(:\n    LLM()\n"
@@ -56,7 +56,7 @@ def test_every_example_is_analysed_by_its_rule_alone(code: str, example: Example
 
 
 def _recording(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record the paths :func:`lint_gpu_tests.run.check_module` (parse and analysis) is
+    """Record the paths :func:`lint_gpu_tests.running.run.check_module` (parse and analysis) is
     called for."""
     seen: list[str] = []
     real = run_module.check_module
@@ -264,7 +264,7 @@ def test_every_environment_change_gpu008_reports_is_admitted(change: str) -> Non
 def test_whole_word_test_matches_the_regular_expression(text: bytes) -> None:
     import re
 
-    from lint_gpu_tests.prefilter import _has_word
+    from lint_gpu_tests.parsing.prefilter import _has_word
 
     expected = re.search(rb"(?<![A-Za-z0-9_])LLM(?![A-Za-z0-9_])", text) is not None
     assert _has_word(text, b"LLM") is expected

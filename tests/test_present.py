@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from lint_gpu_tests.api import ConfigResolver, RunOptions, RunResult, check_buffer, check_paths
-from lint_gpu_tests.output import OutputFormat
-from lint_gpu_tests.present import PresentOptions, present
+from lint_gpu_tests.report.output import OutputFormat
+from lint_gpu_tests.report.present import PresentOptions, present
 
 SOURCE = ('from vllm import LLM\n\n\ndef test_generate():\n    llm = LLM("m")\n'
           '    llm.generate("x")\n')
@@ -231,7 +231,7 @@ def test_cli_stdin_and_file_agree(options: list[str], tmp_path: Path,
     path and the same source on stdin (under ``--fix``, stdin's report is on stderr)."""
     from click.testing import CliRunner
 
-    from lint_gpu_tests.cli import cli
+    from lint_gpu_tests.interfaces.cli import cli
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "test_a.py").write_text(SOURCE)

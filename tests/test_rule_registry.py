@@ -11,14 +11,14 @@ import pytest
 from click.testing import CliRunner
 
 from lint_gpu_tests import api, codes, rules
-from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.checker import check_module, check_source
-from lint_gpu_tests.cli import cli
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
+from lint_gpu_tests.checking.checker import check_module, check_source
 from lint_gpu_tests.codemods.driver import ORDER
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source
 from lint_gpu_tests.fixplan.plan import CleanupPlan
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
+from lint_gpu_tests.interfaces.cli import cli
 from lint_gpu_tests.rule import Example, Hit, Rule
 
 

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from scratch_rule import ScratchEngineLine
 
 from lint_gpu_tests import codes, rules
-from lint_gpu_tests.checker import check_source
-from lint_gpu_tests.cli import cli
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config, config_from_table
+from lint_gpu_tests.interfaces.cli import cli
 
 
 def test_the_scratch_rule_is_registered_for_the_session_and_off_by_default() -> None:

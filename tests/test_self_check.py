@@ -14,7 +14,7 @@ def test_repository_is_clean_under_gpu_test_lint() -> None:
     config = load_config_file(ROOT / "pyproject.toml")
     result = check_paths([str(ROOT)], config, cache=False, jobs=1)
     checked = [Path(f.path) for f in result.files]
-    assert ROOT / "lint_gpu_tests" / "checker.py" in checked
+    assert ROOT / "lint_gpu_tests" / "checking" / "checker.py" in checked
     assert not any("fixtures" in p.parts or "examples" in p.parts for p in checked)
     assert [(f.path, v.code, v.location.row) for f in result.files for v in f.violations] == []
     assert [f.error for f in result.files if f.error] == []

@@ -244,7 +244,7 @@ def test_server_without_pygls_exits_2() -> None:
     done = subprocess.run(
         [sys.executable, "-c",
          "import sys; sys.modules['pygls'] = None; sys.argv = ['gpu-test-lint', 'server']; "
-         "from lint_gpu_tests.cli import run; run()"],
+         "from lint_gpu_tests.interfaces.cli import run; run()"],
         capture_output=True, text=True, timeout=TIMEOUT, check=False, stdin=subprocess.DEVNULL)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == ("error: the language server needs pygls (pygls is not installed): "
@@ -255,10 +255,11 @@ def test_check_does_not_import_pygls(tmp_path: Path) -> None:
     (tmp_path / "test_engine.py").write_text(DOCUMENT, encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-c",
-         "import sys\nfrom lint_gpu_tests.cli import main\n"
+         "import sys\nfrom lint_gpu_tests.interfaces.cli import main\n"
          "try:\n    main(['check', '--no-cache', 'test_engine.py'])\n"
          "except SystemExit as exc:\n"
-         "    print(exc.code, sorted(m for m in sys.modules if m == 'lint_gpu_tests.server'"
+         "    print(exc.code, sorted(m for m in sys.modules if m == "
+         "'lint_gpu_tests.interfaces.server'"
          " or m.split('.')[0] in ('pygls', 'lsprotocol')))\n"],
         cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT, check=False)
     assert done.stdout.splitlines()[-1] == "1 []"

@@ -1,4 +1,4 @@
-"""The fast tree walks in lint_gpu_tests/source.py give exactly what the ``ast`` module's
+"""The fast tree walks in lint_gpu_tests/parsing/source.py give exactly what the ``ast`` module's
 generators give (the analysis relies on their order)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import ast
 from collections import deque
 from pathlib import Path
 
-from lint_gpu_tests.source import parent_index, walk_nodes
+from lint_gpu_tests.parsing.source import parent_index, walk_nodes
 
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -36,7 +36,7 @@ def _reference_breadth(roots: list[ast.AST], stop: tuple[type[ast.AST], ...]) ->
 
 def _modules() -> list[ast.Module]:
     package = Path(__file__).resolve().parents[1] / "lint_gpu_tests"
-    return [ast.parse(p.read_text(encoding="utf-8")) for p in sorted(package.glob("*.py"))]
+    return [ast.parse(p.read_text(encoding="utf-8")) for p in sorted(package.rglob("*.py"))]
 
 
 def test_walk_nodes_matches_the_ast_generators() -> None:
@@ -78,7 +78,7 @@ def test_child_fields_leave_out_only_fields_that_never_hold_a_node() -> None:
     """Every field the walkers skip holds an identifier, number, flag or constant: in every
     node of the package's modules and of a module using every kind of statement, and by
     name in every node class of ``ast``."""
-    from lint_gpu_tests.source import child_fields
+    from lint_gpu_tests.parsing.source import child_fields
 
     every_kind = ast.parse(
         "import a.b as c\nfrom . import d as e\nglobal g\nx: int = 1\nx += f'{y!r:>{w}}'\n"

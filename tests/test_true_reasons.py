@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.run import check_source
+from lint_gpu_tests.running.run import check_source
 
 READS_FROM_ENGINE = '''\
 import gc

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests import analysis, process_targets
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis import analysis, process_targets
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
 from lint_gpu_tests.config import Config
+from lint_gpu_tests.parsing.source import decode_source
 from lint_gpu_tests.rules import ALL_RULES
-from lint_gpu_tests.source import decode_source
 
 ROOT = Path(__file__).resolve().parent.parent
 CRAFTED = {

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests import writer
+from lint_gpu_tests.parsing import writer
 
 
 def test_exact_bytes_and_mode_kept(tmp_path: Path) -> None:

@@ -24,7 +24,8 @@ from typing import ClassVar, Generic, Protocol, TypeVar, cast
 
 import libcst as cst
 
-from lint_gpu_tests.analysis import CLEANUP_FUNCTIONS, LEGACY_VLLM_CLEANUP, ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import CLEANUP_FUNCTIONS, LEGACY_VLLM_CLEANUP, ModuleAnalysis
+from lint_gpu_tests.analysis.mappings import RUNNER_KWARGS_NAME
 from lint_gpu_tests.codemods._cst import wrapping_at
 from lint_gpu_tests.codemods._imports import (
     STDLIB,
@@ -50,8 +51,7 @@ from lint_gpu_tests.codemods._unused_imports import (
 from lint_gpu_tests.config import UNRESOLVED_FLOOR, Config, oldest_python
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.ftypes import FixKind, FixPlan, Violation
-from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
-from lint_gpu_tests.source import walk_breadth
+from lint_gpu_tests.parsing.source import walk_breadth
 
 #: Import lines each need adds, as (module, object) for ``AddImportsVisitor``.
 IMPORTS = {
@@ -128,7 +128,7 @@ class GpuCodemod(ABC, Generic[PlanT]):
                 names the module).
             config: the run's settings; the defaults when ``None``.
             violations: the violations whose fixes may be applied, as
-                :func:`lint_gpu_tests.checker.check_module` found them on the text this
+                :func:`lint_gpu_tests.checking.checker.check_module` found them on the text this
                 command transforms; ``None``: check the text here (a run on its own).
             analysis: the analysis ``violations`` were found on (their plans refer to it).
         """
@@ -160,7 +160,7 @@ class GpuCodemod(ABC, Generic[PlanT]):
         to."""
         violations, analysis = self._violations, self._analysis
         if violations is None or analysis is None:
-            from lint_gpu_tests.checker import check_module, wanted_fixes
+            from lint_gpu_tests.checking.checker import check_module, wanted_fixes
 
             path = self.context.filename or "tests/test_codemod.py"
             checked = check_module(self.code_of(tree).encode("utf-8"), path, self.config)
@@ -351,11 +351,11 @@ class GpuCodemod(ABC, Generic[PlanT]):
 def names_read(text: str, imports: Mapping[str, str]) -> frozenset[str]:
     """The names of ``imports`` (local name -> qualified name, the module's imports) that
     the code ``text`` reads as those imports: a load that no scope around it rebinds
-    (:class:`~lint_gpu_tests.scopes.ScopeIndex`, as LibCST's scope analysis decides it). An
+    (:class:`~lint_gpu_tests.analysis.scopes.ScopeIndex`, as LibCST's scope analysis decides it). An
     import read so is still used, and LibCST's ``RemoveImportsVisitor`` would keep it. Empty
     when the code does not parse as ``ast`` reads it (then every candidate is left to that
     visitor)."""
-    from lint_gpu_tests.scopes import ScopeIndex
+    from lint_gpu_tests.analysis.scopes import ScopeIndex
 
     try:
         parsed = ast.parse(text)

@@ -1,5 +1,5 @@
 """The runner fixture as a helper's first parameter and its callers' first argument (a helper
-that builds the engine; planned by :func:`lint_gpu_tests.helper_calls.helper_callers`).
+that builds the engine; planned by :func:`lint_gpu_tests.analysis.helper_calls.helper_callers`).
 
 Both keep the layout of the list they join: after ``(`` on the same line, or on a line of its
 own when the list starts on the next line.

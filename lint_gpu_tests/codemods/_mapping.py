@@ -1,6 +1,6 @@
 """``LLM(**mapping)`` onto vLLM's ``VllmRunner`` (``target = "vllm"``).
 
-The planner (:func:`lint_gpu_tests.mappings.plan_mapping`) decides; this module only builds
+The planner (:func:`lint_gpu_tests.analysis.mappings.plan_mapping`) decides; this module only builds
 the nodes: the ``**mapping`` argument becomes ``**_runner_kwargs(mapping, <defaults>)`` and the
 module gets the ``_runner_kwargs`` helper once, before its first function or class.
 """
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from lint_gpu_tests.analysis.mappings import RUNNER_KWARGS_HELPER, RUNNER_KWARGS_NAME
 from lint_gpu_tests.codemods._cst import line_length, statement_code
-from lint_gpu_tests.mappings import RUNNER_KWARGS_HELPER, RUNNER_KWARGS_NAME
 
 
 def through_helper(call: cst.Call, defaults: Sequence[str]) -> cst.Call:

@@ -23,7 +23,7 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from lint_gpu_tests.codemods._printer import Printer
-from lint_gpu_tests.source import first_line
+from lint_gpu_tests.parsing.source import first_line
 
 __all__ = ["ReachedStatements", "StatementPositions"]
 

@@ -26,7 +26,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from lint_gpu_tests.codemods._printer import Printer
-from lint_gpu_tests.syntax import iter_statements
+from lint_gpu_tests.parsing.syntax import iter_statements
 
 #: An import to remove where unused: ``(module, object, asname)``; ``object`` is ``None``
 #: for ``import module [as asname]``.

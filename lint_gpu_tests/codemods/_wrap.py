@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from lint_gpu_tests.analysis.mappings import RUNNER_KWARGS_NAME
 from lint_gpu_tests.codemods._cst import (
     add_param,
     drop_param,
@@ -37,8 +38,7 @@ from lint_gpu_tests.codemods._mapping import explode_helper, through_helper
 from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan.plan import PlanKind, WrapPlan
-from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
-from lint_gpu_tests.source import physical_lines, walk_breadth
+from lint_gpu_tests.parsing.source import physical_lines, walk_breadth
 
 Stmt = cst.BaseStatement | cst.BaseSmallStatement
 

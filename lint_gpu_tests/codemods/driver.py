@@ -1,4 +1,5 @@
-"""Applies one codemod per pass to a file's bytes (``lint_gpu_tests.fixloop.fix_source`` loops).
+"""Applies one codemod per pass to a file's bytes (``lint_gpu_tests.fixing.fixloop.fix_source``
+loops).
 
 Order (:class:`~lint_gpu_tests.ftypes.FixKind`'s, found from the modules here): runners into
 with-statements (GPU005), then engines into runners (GPU001 with its GPU003/GPU004; one
@@ -20,8 +21,8 @@ from typing import NamedTuple
 import libcst as cst
 
 from lint_gpu_tests import codemods
-from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.checker import InternalError
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
+from lint_gpu_tests.checking.checker import InternalError
 from lint_gpu_tests.codemods._base import FixContext, GpuCodemod
 from lint_gpu_tests.codemods._printer import Printer
 from lint_gpu_tests.config import Config
@@ -77,7 +78,7 @@ def apply_fixes(source: bytes, path: str, config: Config, violations: list[Viola
         path: used for the codemod context.
         config: the run's settings.
         violations: the violations whose fixes may be applied, as
-            :func:`lint_gpu_tests.checker.check_module` found them in ``source``.
+            :func:`lint_gpu_tests.checking.checker.check_module` found them in ``source``.
         analysis: the analysis they were found on (their plans refer to it).
 
     Returns:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 
 import libcst as cst
 
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import Context, GpuCodemod, engine_locals
 from lint_gpu_tests.codemods._positions import StatementPositions
 from lint_gpu_tests.codemods._wrap import WrapTransformer

@@ -22,7 +22,7 @@ from dataclasses import replace
 
 import libcst as cst
 
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import IMPORTS, GpuCodemod, engine_locals
 from lint_gpu_tests.codemods._cst import (
     explode_args,

@@ -21,7 +21,8 @@ from dataclasses import replace
 
 import libcst as cst
 
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis.mappings import RUNNER_KWARGS_NAME
 from lint_gpu_tests.codemods._base import GpuCodemod, engine_locals
 from lint_gpu_tests.codemods._mapping import add_helper
 from lint_gpu_tests.codemods._positions import StatementPositions
@@ -29,7 +30,6 @@ from lint_gpu_tests.codemods._wrap import WrapTransformer
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan.factories import FactoryPlan
 from lint_gpu_tests.ftypes import FixKind
-from lint_gpu_tests.mappings import RUNNER_KWARGS_NAME
 
 #: The decorator the helper gets.
 CONTEXT_MANAGER = "contextlib.contextmanager"

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.codemods._cst import fit_last_call, proxy_of, statement_code, weak_referent
 from lint_gpu_tests.codemods._positions import ReachedStatements, StatementPositions

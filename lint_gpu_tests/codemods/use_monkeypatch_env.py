@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import GpuCodemod
 from lint_gpu_tests.codemods._cst import (
     add_param,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import ast
 
-from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.source import walk_breadth
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
+from lint_gpu_tests.parsing.source import walk_breadth
 
 
 def statement_block(module: ModuleAnalysis, stmt: ast.stmt) -> list[ast.stmt] | None:

@@ -60,14 +60,14 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field, replace
 
-from lint_gpu_tests.analysis import EngineSite, FunctionKind, ModuleAnalysis, RunnerCall
+from lint_gpu_tests.analysis.analysis import EngineSite, FunctionKind, ModuleAnalysis, RunnerCall
+from lint_gpu_tests.analysis.mappings import hides_model
 from lint_gpu_tests.config import project_module
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.safety import compilation_config_equivalent
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan, FixProblem
-from lint_gpu_tests.mappings import hides_model
-from lint_gpu_tests.source import walk_breadth
+from lint_gpu_tests.parsing.source import walk_breadth
 
 CLASS_TITLE = "Make `{cls}` a context manager over `{runner}` and enter it with `with`"
 UNSAFE_REASON = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan.blocks import (
     StatementLayout,
     loads_of,
@@ -20,8 +20,8 @@ from lint_gpu_tests.fixplan.blocks import (
     walk_statements,
 )
 from lint_gpu_tests.fixplan.flow import FINALIZER_CALLS
-from lint_gpu_tests.source import walk_breadth
-from lint_gpu_tests.syntax import last_name, names_in
+from lint_gpu_tests.parsing.source import walk_breadth
+from lint_gpu_tests.parsing.syntax import last_name, names_in
 
 #: Methods whose call on an engine (or on its runner) ends its life as ``del`` of its last
 #: reference does: ``shutdown()`` (``LLM``, the engine core), ``close()`` (the engine

@@ -1,5 +1,5 @@
 """Planning GPU008's fixes: how each hand-made change of a configured environment variable
-(found by :func:`lint_gpu_tests.env_mutations.find_mutations`) becomes
+(found by :func:`lint_gpu_tests.analysis.env_mutations.find_mutations`) becomes
 ``monkeypatch.setenv``/``delenv`` (:func:`plan_fix`, :func:`env_fix`), applied by
 :mod:`lint_gpu_tests.codemods.use_monkeypatch_env`.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, replace
 
-from lint_gpu_tests.analysis import (
+from lint_gpu_tests.analysis.analysis import (
     ENV_READ,
     FunctionInfo,
     FunctionKind,
@@ -19,17 +19,17 @@ from lint_gpu_tests.analysis import (
     local_names,
     module_constants,
 )
-from lint_gpu_tests.env_mutations import (
+from lint_gpu_tests.analysis.env_mutations import (
     TEARDOWN_OF,
     EnvMutation,
     class_of,
     find_mutations,
     is_unittest_class,
 )
+from lint_gpu_tests.analysis.mappings import parametrized_values
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, FixPlan
-from lint_gpu_tests.mappings import parametrized_values
-from lint_gpu_tests.syntax import (
+from lint_gpu_tests.parsing.syntax import (
     fixture_decorator,
     is_main_guard,
     last_name,

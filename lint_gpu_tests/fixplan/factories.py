@@ -1,5 +1,6 @@
 """Fix planning for factory helpers: a module-level function that builds an engine and returns
-it, and every call of it (:attr:`~lint_gpu_tests.analysis.ModuleAnalysis.engine_factories`).
+it, and every call of it
+(:attr:`~lint_gpu_tests.analysis.analysis.ModuleAnalysis.engine_factories`).
 
 The shape, as vLLM's LoRA tests had it::
 
@@ -45,7 +46,8 @@ Decisions (README, "Fix safety": a safe fix keeps behaviour):
   (``_make``) of a test module is called from that module only: the fix is **safe** when every
   caller's block is. A public one of a test module may be imported elsewhere, where its calls
   would get a context manager: **unsafe**. A public one outside a test module (a conftest, a
-  helper module under a test root) has no fix (:data:`~lint_gpu_tests.helper_calls.ONE_MODULE`).
+  helper module under a test root) has no fix
+  (:data:`~lint_gpu_tests.analysis.helper_calls.ONE_MODULE`).
 * No fix: the factory is decorated, ``async``, a generator already, builds several engines,
   returns on another path, or uses its engine other than through its attributes before
   returning it; it is used other than by calls, or not called in its module; a call is at
@@ -61,21 +63,21 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from lint_gpu_tests.analysis import (
+from lint_gpu_tests.analysis.analysis import (
     EngineSite,
     FunctionInfo,
     FunctionKind,
     ModuleAnalysis,
     RunnerCall,
 )
+from lint_gpu_tests.analysis.helper_calls import ONE_MODULE
 from lint_gpu_tests.config import is_test_module
 from lint_gpu_tests.fixplan.blocks import loads_of
 from lint_gpu_tests.fixplan.plan import PlanKind, WrapPlan
 from lint_gpu_tests.fixplan.planner import Planner, planner_for
 from lint_gpu_tests.fixplan.safety import weak_calls
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan
-from lint_gpu_tests.helper_calls import ONE_MODULE
-from lint_gpu_tests.source import walk_breadth
+from lint_gpu_tests.parsing.source import walk_breadth
 
 FACTORY_TITLE = ("Make `{name}()` a `contextlib.contextmanager` over `{runner}` and call it "
                  "in `with` statements")

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from lint_gpu_tests.fixplan.groups import CLASS_CALLS, IDENTITY_CALLS
 from lint_gpu_tests.ftypes import Blocked, FixProblem, Risky
-from lint_gpu_tests.source import walk_breadth
-from lint_gpu_tests.syntax import dotted_name, last_name, names_in
+from lint_gpu_tests.parsing.source import walk_breadth
+from lint_gpu_tests.parsing.syntax import dotted_name, last_name, names_in
 
 #: Calls that hand their arguments to another thread or process (which may use them later).
 THREAD_CALLS = frozenset(

@@ -28,9 +28,9 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
-from lint_gpu_tests.source import walk_breadth
-from lint_gpu_tests.syntax import last_name
+from lint_gpu_tests.analysis.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
+from lint_gpu_tests.parsing.source import walk_breadth
+from lint_gpu_tests.parsing.syntax import last_name
 
 #: Title of the group and factory fixes.
 GROUP_TITLE = "Enter each engine's runner on one `contextlib.ExitStack()`"

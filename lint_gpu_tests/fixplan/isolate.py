@@ -41,7 +41,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
-from lint_gpu_tests.analysis import EngineSite, FunctionInfo, FunctionKind, ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import EngineSite, FunctionInfo, FunctionKind, ModuleAnalysis
 from lint_gpu_tests.config import project_module
 from lint_gpu_tests.fixplan.blocks import walk_statements
 from lint_gpu_tests.fixplan.flow import STORE_METHODS
@@ -49,8 +49,8 @@ from lint_gpu_tests.fixplan.groups import engine_group, group_cleanup_loop
 from lint_gpu_tests.fixplan.plan import PlanKind, WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixProblem, Risky
-from lint_gpu_tests.source import walk_breadth
-from lint_gpu_tests.syntax import last_name
+from lint_gpu_tests.parsing.source import walk_breadth
+from lint_gpu_tests.parsing.syntax import last_name
 
 ISOLATE_DECORATOR = "create_new_process_for_each_test"
 ISOLATE_CALL = f'{ISOLATE_DECORATOR}("spawn")'

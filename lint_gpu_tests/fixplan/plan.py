@@ -13,9 +13,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from lint_gpu_tests.analysis.helper_calls import HelperCallers
 from lint_gpu_tests.fixplan.groups import GroupShape
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, FixPlan
-from lint_gpu_tests.helper_calls import HelperCallers
 
 WRAP_TITLE = "Wrap in `with {runner}(...)`"
 #: Keyword arguments of ``vllm.LLM`` renamed by the runner (vLLM tests/conftest.py).
@@ -81,10 +81,10 @@ class WrapPlan(FixPlan):
             own ``compilation_config=`` value (``None``: keep it).
         mapping_defaults: with target ``vllm`` and the model in a ``**mapping``: the
             ``k=v`` defaults handed with the mapping to the module's ``_runner_kwargs`` helper
-            (:mod:`lint_gpu_tests.mappings`), which replaces the mapping in the call;
+            (:mod:`lint_gpu_tests.analysis.mappings`), which replaces the mapping in the call;
             ``None``: no mapping to map.
         helper_calls: with target ``vllm``, a helper that gets the runner fixture as its
-            first parameter from every caller (:mod:`lint_gpu_tests.helper_calls`).
+            first parameter from every caller (:mod:`lint_gpu_tests.analysis.helper_calls`).
         group: engines kept in a container or made by a factory fixture
             (:mod:`lint_gpu_tests.fixplan.groups`): the block is a
             ``contextlib.ExitStack()`` entering one runner per engine.

@@ -17,13 +17,15 @@ import ast
 import os
 from dataclasses import dataclass, replace
 
-from lint_gpu_tests.analysis import (
+from lint_gpu_tests.analysis.analysis import (
     EngineSite,
     FunctionInfo,
     FunctionKind,
     ModuleAnalysis,
     RunnerCall,
 )
+from lint_gpu_tests.analysis.helper_calls import ONE_MODULE, HelperCallers, runner_through_callers
+from lint_gpu_tests.analysis.mappings import hides_model, plan_mapping
 from lint_gpu_tests.config import REEXPORTS
 from lint_gpu_tests.fixplan.blocks import (
     loads_of,
@@ -58,11 +60,9 @@ from lint_gpu_tests.fixplan.safety import (
     weak_calls,
 )
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo
-from lint_gpu_tests.helper_calls import ONE_MODULE, HelperCallers, runner_through_callers
-from lint_gpu_tests.mappings import hides_model, plan_mapping
-from lint_gpu_tests.noqa import Noqa, parse_noqa
-from lint_gpu_tests.source import walk_breadth
-from lint_gpu_tests.syntax import last_name, names_in
+from lint_gpu_tests.parsing.noqa import Noqa, parse_noqa
+from lint_gpu_tests.parsing.source import walk_breadth
+from lint_gpu_tests.parsing.syntax import last_name, names_in
 
 #: Fixture scopes whose teardown a ``with`` over the runner class in the fixture's body
 #: follows exactly: the block is entered where the engine was built and exited at the

@@ -14,10 +14,10 @@ import ast
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan.safety import weak_calls
 from lint_gpu_tests.ftypes import FixKind, FixPlan
-from lint_gpu_tests.source import walk_breadth
+from lint_gpu_tests.parsing.source import walk_breadth
 
 
 @dataclass(frozen=True)

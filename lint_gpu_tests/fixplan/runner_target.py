@@ -22,10 +22,10 @@ import copy
 import functools
 import os
 
-from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
 from lint_gpu_tests.config import FIXTURE_RUNNER_MODULE, ROOT_MARKERS, project_module
 from lint_gpu_tests.ftypes import Blocked
-from lint_gpu_tests.syntax import fixture_scope, last_name
+from lint_gpu_tests.parsing.syntax import fixture_scope, last_name
 
 __all__ = ["project_runner_problem"]
 

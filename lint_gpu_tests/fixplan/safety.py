@@ -15,14 +15,14 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
+from lint_gpu_tests.analysis.mappings import RUNNER_ONLY_PARAMETERS
 from lint_gpu_tests.fixplan.flow import THREAD_CALLS
 from lint_gpu_tests.fixplan.groups import identity_reason
 from lint_gpu_tests.fixplan.plan import BUNDLED_RUNNER_ONLY_PARAMETERS
 from lint_gpu_tests.ftypes import Blocked, FixProblem, Risky
-from lint_gpu_tests.mappings import RUNNER_ONLY_PARAMETERS
-from lint_gpu_tests.source import walk_breadth
-from lint_gpu_tests.syntax import dotted_name, last_name, names_in
+from lint_gpu_tests.parsing.source import walk_breadth
+from lint_gpu_tests.parsing.syntax import dotted_name, last_name, names_in
 
 #: Calls that observe when the engine object itself is freed (``weakref`` module).
 WEAKREF_CALLS = frozenset({"ref", "finalize", "getweakrefcount", "getweakrefs"})

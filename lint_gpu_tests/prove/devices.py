@@ -70,6 +70,16 @@ def visibility_variable() -> str:
     return VISIBILITY[detect_platform()]
 
 
+def visible_options(devices: tuple[str, ...]) -> list[str]:
+    """The pytest options that make a session see only ``devices`` through this platform's
+    visibility variable (the plugin :mod:`lint_gpu_tests.prove.visibility`); ``[]`` without
+    devices."""
+    if not devices:
+        return []
+    return ["-p", "lint_gpu_tests.prove.visibility",
+            f"--gpu-test-lint-visible={visibility_variable()}={','.join(devices)}"]
+
+
 def _split(value: str) -> tuple[str, ...]:
     return tuple(d.strip() for d in value.split(",") if d.strip())
 

@@ -28,10 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from lint_gpu_tests.api import ConfigResolver, RunOptions, RunResult, check_paths
-from lint_gpu_tests.cache import default_cache_dir
 from lint_gpu_tests.config import is_test_module
+from lint_gpu_tests.parsing.writer import atomic_write
 from lint_gpu_tests.prove.compare import ModuleResult, Status, judge
-from lint_gpu_tests.prove.devices import engine_devices, find_devices, visibility_variable
+from lint_gpu_tests.prove.devices import (
+    engine_devices,
+    find_devices,
+    visibility_variable,
+    visible_options,
+)
 from lint_gpu_tests.prove.diagnose import not_exercised
 from lint_gpu_tests.prove.schedule import Job, run_jobs, run_on_devices
 from lint_gpu_tests.prove.session import (
@@ -48,8 +53,8 @@ from lint_gpu_tests.prove.store import (
     recording_inputs,
     support_files,
 )
+from lint_gpu_tests.running.cache import default_cache_dir
 from lint_gpu_tests.runtime.recorder import RECORD_ENV
-from lint_gpu_tests.writer import atomic_write
 
 #: What a copy of the tree leaves out: version control, virtual environments, caches and
 #: build outputs (a folder holding ``pyvenv.cfg`` is a virtual environment too).
@@ -58,6 +63,9 @@ SKIPPED = (".git", ".hg", ".svn", "__pycache__", ".venv*", "venv", ".tox", ".nox
            ".e2e-cache")
 
 VARIANTS = ("before", "after")
+
+#: Where sessions run: this machine, or tasks of a Ray cluster (:mod:`.ray_executor`).
+EXECUTORS = ("local", "ray")
 
 
 @dataclass
@@ -90,6 +98,9 @@ class ProveOptions:
         environment: the recordings' environment (default :func:`.store.environment_id`).
         shard: ``(K, N)``: prove only the K-th of N parts of the modules
             (:func:`.shard.shard_of`; ``prove merge`` joins the parts' reports).
+        executor: where the sessions run: ``local`` (this machine, scheduled by ``jobs`` or
+            ``devices``) or ``ray`` (tasks of a Ray cluster, :mod:`.ray_executor`).
+        address: the Ray cluster's address (default: ``$RAY_ADDRESS``, else a local one).
     """
 
     unsafe_fixes: bool = False
@@ -112,6 +123,8 @@ class ProveOptions:
     harness: str = ""
     environment: dict[str, str] | None = None
     shard: tuple[int, int] | None = None
+    executor: str = "local"
+    address: str | None = None
 
 
 @dataclass
@@ -227,10 +240,17 @@ def prove_paths(paths: Sequence[str], options: ProveOptions | None = None, *,
         The :class:`ProveResult`.
 
     Raises:
-        ValueError: when a path is not under ``root``, or ``apply`` is asked of a shard.
+        ValueError: when a path is not under ``root``, ``apply`` is asked of a shard, or the
+            executor is unknown or Ray is not installed for it.
         PathNotFoundError, ConfigError: as :func:`~lint_gpu_tests.api.check_paths`.
     """
     opts = options or ProveOptions()
+    if opts.executor not in EXECUTORS:
+        raise ValueError(f"--executor {opts.executor}: expected one of {', '.join(EXECUTORS)}")
+    if opts.executor == "ray":
+        from lint_gpu_tests.prove.ray_executor import ray_module
+
+        ray_module()  # not installed: say so before copying and fixing
     if opts.shard is not None and opts.apply:
         raise ValueError("--apply with --shard: a shard proves only part of the modules; "
                          "give --apply to `prove merge` of the shards' reports")
@@ -284,7 +304,9 @@ def _prove(top: Path, paths: list[str], opts: ProveOptions, work: Path, store: S
         run = shard_of(run, *opts.shard, cost=_recorded_seconds(inputs, store))
         result.shard = f"{opts.shard[0]}/{opts.shard[1]}"
         say(f"prove: shard {result.shard}: {len(run)} of the {len(result.to_prove)} module(s)")
-    devices = find_devices(opts.devices)
+    devices = find_devices(opts.devices) if opts.executor == "local" else None
+    if opts.executor == "ray":
+        say(f"prove: sessions as tasks of the Ray cluster {opts.address or '(default)'}")
     if devices:
         say(f"prove: {len(devices)} device(s) ({','.join(devices)}), "
             f"{opts.sessions_per_device} session(s) a device")
@@ -352,7 +374,8 @@ def _run_sessions(run: list[str], trees: dict[str, Path],
     """Run the sessions of ``run``'s modules (both variants), or take them from their
     recordings; with ``alone``, run every session anew, one at a time. With ``devices``,
     each session runs on devices of its own (as many as the module's engines take,
-    :func:`.devices.engine_devices`)."""
+    :func:`.devices.engine_devices`); with the ``ray`` executor, as a Ray task asking for as
+    many GPUs."""
     from lint_gpu_tests.prove.store import key_of
 
     sessions: dict[tuple[str, str], _Session] = {}
@@ -372,15 +395,20 @@ def _run_sessions(run: list[str], trees: dict[str, Path],
             f"{len(jobs)} to run")
     total, done = len(jobs), [0]
 
+    def folder(job: Job) -> Path:
+        return work / "sessions" / job.variant
+
     def one(job: Job, given: tuple[str, ...] = ()) -> _Session | None:
         if opts.time_limit_s is not None and time.monotonic() - start > opts.time_limit_s:
             return None
-        folder = work / "sessions" / job.variant
         ran = run_session(job.tree, job.module,
                           pytest_args=[*device_options(given, opts, work), *opts.pytest_args],
-                          timeout_s=opts.session_timeout_s, scratch=folder,
+                          timeout_s=opts.session_timeout_s, scratch=folder(job),
                           python_path=opts.python_path)
-        log = _visible(ran, folder, session_name(job.module, alone))
+        return finish(job, ran, given)
+
+    def finish(job: Job, ran: SessionResult, given: tuple[str, ...]) -> _Session:
+        log = _visible(ran, folder(job), session_name(job.module, alone))
         text = log.read_text(encoding="utf-8", errors="replace")
         session = _Session(ran.records, ran.seconds, ran.returncode, log=str(log),
                            complete=ran.complete,
@@ -400,7 +428,15 @@ def _run_sessions(run: list[str], trees: dict[str, Path],
         return session
 
     done_jobs: dict[Job, _Session] = {}
-    if devices and alone:
+    if opts.executor == "ray":
+        from lint_gpu_tests.prove.ray_executor import run_on_ray
+
+        left = None if opts.time_limit_s is None else \
+            time.time() + opts.time_limit_s - (time.monotonic() - start)
+        done_jobs = run_on_ray(jobs, finish, folder=folder, address=opts.address,
+                               pytest_args=opts.pytest_args, timeout_s=opts.session_timeout_s,
+                               python_path=opts.python_path, deadline=left, alone=alone)
+    elif devices and alone:
         for job in jobs:
             done_jobs.update(run_on_devices([job], one, devices=devices))
     elif devices:
@@ -418,11 +454,8 @@ def device_options(devices: tuple[str, ...], opts: ProveOptions, work: Path) -> 
     """The pytest options that put a session on ``devices`` (:mod:`.visibility`): the
     platform's visibility variable, and with more than one session a device, a start lock
     per device (under ``work/locks``). ``[]`` without devices."""
-    if not devices:
-        return []
-    out = ["-p", "lint_gpu_tests.prove.visibility",
-           f"--gpu-test-lint-visible={visibility_variable()}={','.join(devices)}"]
-    if opts.sessions_per_device > 1:
+    out = visible_options(devices)
+    if devices and opts.sessions_per_device > 1:
         (work / "locks").mkdir(exist_ok=True)
         out += [f"--gpu-test-lint-start-lock={work / 'locks' / f'device-{d}.lock'}"
                 for d in devices]

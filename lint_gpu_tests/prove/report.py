@@ -9,9 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from lint_gpu_tests import __version__
-from lint_gpu_tests.output import SARIF_SCHEMA, SRCROOT, TOOL_NAME, repository_root, sarif_artifact
 from lint_gpu_tests.prove.compare import ModuleResult, Status
 from lint_gpu_tests.prove.pipeline import ProveResult
+from lint_gpu_tests.report.output import (
+    SARIF_SCHEMA,
+    SRCROOT,
+    TOOL_NAME,
+    repository_root,
+    sarif_artifact,
+)
 
 #: SARIF rule ids: one per way a module can fail its proof.
 SARIF_RULES = {

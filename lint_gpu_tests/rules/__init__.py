@@ -55,7 +55,7 @@ def register(rule: type[Rule]) -> None:
 def outside_rules() -> list[type[Rule]]:
     """The rules of the registry that are not this package's own (added with
     :func:`register`): the result cache keys on them and worker processes must see them
-    (:func:`lint_gpu_tests.cache.code_stamp`, ``lint_gpu_tests.run``)."""
+    (:func:`lint_gpu_tests.running.cache.code_stamp`, ``lint_gpu_tests.running.run``)."""
     return [rule for rule in ALL_RULES if not rule.__module__.startswith(f"{__name__}.")]
 
 
@@ -74,7 +74,7 @@ def rule_by_code(code: str) -> type[Rule] | None:
 
 def triggers_of(rule_codes: tuple[str, ...]) -> tuple[Trigger | str, ...]:
     """What the rules ``rule_codes`` start from (their :attr:`Rule.triggers`, each once, in a
-    stable order), for :func:`lint_gpu_tests.prefilter.prefilter_for`."""
+    stable order), for :func:`lint_gpu_tests.parsing.prefilter.prefilter_for`."""
     found: dict[Trigger | str, None] = {}
     for code in rule_codes:
         rule = rule_by_code(code)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import ast
 
-from lint_gpu_tests.analysis import FunctionInfo, ImportedHelper, ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import FunctionInfo, ImportedHelper, ModuleAnalysis
 from lint_gpu_tests.fixplan.factories import FactoryPlan, factory_units
 from lint_gpu_tests.fixplan.isolate import ISOLATE_CALL, IsolatePlan, strategy_plan
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import FixInfo
+from lint_gpu_tests.parsing.syntax import dotted_name, names_in
 from lint_gpu_tests.rule import Hit
-from lint_gpu_tests.syntax import dotted_name, names_in
 
 #: The fix of cleanup the isolate strategy keeps (it frees an engine before the test builds
 #: the next one, or does not stand alone on its line): the statement stays, and the

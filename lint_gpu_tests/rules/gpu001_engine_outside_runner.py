@@ -5,15 +5,15 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import ModuleAnalysis, is_isolated
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis, is_isolated
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_class_of
 from lint_gpu_tests.fixplan.factories import FactoryPlan, factory_unit_of
 from lint_gpu_tests.fixplan.isolate import strategy_plan
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.ftypes import FixKind
+from lint_gpu_tests.parsing.syntax import dotted_name
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at
-from lint_gpu_tests.syntax import dotted_name
 
 
 class EngineOutsideRunner(Rule):

@@ -6,7 +6,7 @@ import ast
 import dataclasses
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import FunctionKind, ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import FunctionKind, ModuleAnalysis
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.proxy import proxy_plan

@@ -5,11 +5,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import ModuleAnalysis, is_isolated
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis, is_isolated
 from lint_gpu_tests.fixplan.factories import FactoryPlan
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import FixKind
+from lint_gpu_tests.parsing.syntax import names_in
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
     covering_fix,
@@ -18,7 +19,6 @@ from lint_gpu_tests.rules._common import (
     hit_at,
     is_shutdown_try,
 )
-from lint_gpu_tests.syntax import names_in
 
 
 class FinalizerShutdown(Rule):

@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 from dataclasses import replace
 
-from lint_gpu_tests.analysis import (
+from lint_gpu_tests.analysis.analysis import (
     FunctionInfo,
     FunctionKind,
     ImportedHelper,
@@ -20,7 +20,9 @@ from lint_gpu_tests.fixplan.factories import FactoryPlan
 from lint_gpu_tests.fixplan.plan import CleanupPlan, WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
-from lint_gpu_tests.prefilter import RUNNER_FACTORY_FIXTURE
+from lint_gpu_tests.parsing.prefilter import RUNNER_FACTORY_FIXTURE
+from lint_gpu_tests.parsing.source import walk_breadth
+from lint_gpu_tests.parsing.syntax import last_name, names_in
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
     covering_fix,
@@ -29,8 +31,6 @@ from lint_gpu_tests.rules._common import (
     hit_at,
     is_shutdown_try,
 )
-from lint_gpu_tests.source import walk_breadth
-from lint_gpu_tests.syntax import last_name, names_in
 
 
 class ManualEngineCleanup(Rule):

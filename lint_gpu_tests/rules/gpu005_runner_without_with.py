@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import FixKind
+from lint_gpu_tests.parsing.syntax import last_name
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at
-from lint_gpu_tests.syntax import last_name
 
 
 class RunnerWithoutWith(Rule):

@@ -5,16 +5,16 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import FunctionInfo, FunctionKind, ModuleAnalysis, RunnerCall
+from lint_gpu_tests.analysis.analysis import FunctionInfo, FunctionKind, ModuleAnalysis, RunnerCall
 from lint_gpu_tests.fixplan.flow import STORE_METHODS, value_flow
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.proxy import proxy_plan
 from lint_gpu_tests.fixplan.safety import WEAK_CALLABLES
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, Risky
+from lint_gpu_tests.parsing.source import walk_breadth
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at
-from lint_gpu_tests.source import walk_breadth
 
 
 class StrongEngineAlias(Rule):

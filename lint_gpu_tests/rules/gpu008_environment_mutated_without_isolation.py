@@ -1,14 +1,14 @@
 """GPU008 environment-mutated-without-isolation: engine configuration set in ``os.environ``
 by hand, which leaks into every later test of the session. What it finds:
-:mod:`lint_gpu_tests.env_mutations` (its fix planning reads the same); how it is fixed:
+:mod:`lint_gpu_tests.analysis.env_mutations` (its fix planning reads the same); how it is fixed:
 :mod:`lint_gpu_tests.fixplan.env`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis import ModuleAnalysis
-from lint_gpu_tests.env_mutations import find_mutations
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis.env_mutations import find_mutations
 from lint_gpu_tests.fixplan.env import env_fix
 from lint_gpu_tests.ftypes import FixKind, Trigger
 from lint_gpu_tests.rule import Example, Hit, Rule

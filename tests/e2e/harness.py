@@ -113,7 +113,7 @@ def gpu_test_lint() -> list[str]:
     script = Path(sys.executable).with_name("gpu-test-lint")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "from lint_gpu_tests.cli import main; main()"]
+    return [sys.executable, "-c", "from lint_gpu_tests.interfaces.cli import main; main()"]
 
 
 def apply_fix(tree: Path, *, unsafe: bool) -> subprocess.CompletedProcess[str]:

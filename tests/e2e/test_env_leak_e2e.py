@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 from engine_procs import engine_processes, wait_until_no_engine_processes
 
-from lint_gpu_tests import cli
+from lint_gpu_tests.interfaces import cli
 
 GIB = 1 << 30
 LEAKED_GIB = 2

@@ -27,7 +27,7 @@ import pytest
 from click.testing import CliRunner
 from engine_procs import wait_until_no_engine_processes
 
-from lint_gpu_tests import cli
+from lint_gpu_tests.interfaces import cli
 
 SUITE = Path(__file__).resolve().parent / "leak_suite"
 TEST_FILE = "test_leak_suite.py"

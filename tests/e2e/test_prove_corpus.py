@@ -8,10 +8,15 @@ pinned environment, no pytest arguments) and keeps them in ``tests/e2e/recording
 session is taken from a recording, and this costs no engine time; run alone, it runs the
 sessions it finds no recording for, one at a time. ``GPU_TEST_LINT_E2E_MODULES`` limits it as
 it limits the differential runs.
+
+The unsharded run is then proven again as two shards (``--shard 1/2`` and ``2/2``, one after
+the other, so no more engines are alive than in the unsharded run), and their JSON reports
+merged (``prove merge``) must give its verdict.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -20,7 +25,9 @@ import pytest
 from harness import CORPUS, E2E_DIR, Manifest, apply_fix, copy_corpus
 from recordings import RECORDINGS, environment_id, harness_digest
 
-from lint_gpu_tests.prove import ProveOptions, Status, prove_paths
+from lint_gpu_tests.prove import ProveOptions, ProveResult, Status, prove_paths
+from lint_gpu_tests.prove.merge import merge_reports
+from lint_gpu_tests.prove.report import render_json
 
 MANIFEST = Manifest.load()
 _ONLY = [m for m in os.environ.get("GPU_TEST_LINT_E2E_MODULES", "").split(",") if m]
@@ -42,6 +49,8 @@ def test_prove_on_the_corpus_then_apply(tmp_path: Path, tiny_model: str, unsafe:
                            environment=environment_id(), python_path=(str(E2E_DIR),))
     lines: list[str] = []
     start = time.monotonic()
+    shards_tree = tmp_path / "shards"  # the tree as it was, for the shards (the run applies)
+    copy_corpus(shards_tree)
     result = prove_paths(modules, options, root=str(tree), progress=lines.append)
     print(f"prove on {len(modules)} corpus modules: {time.monotonic() - start:.1f} s")
     print("\n".join(lines))
@@ -58,3 +67,25 @@ def test_prove_on_the_corpus_then_apply(tmp_path: Path, tiny_model: str, unsafe:
     # whose tests only may leak, as the garbage collector runs, may be either)
     assert {m for m in changed if MANIFEST.leaks_before(m)} <= \
         {m.module for m in result.modules if m.status is Status.LEAK_FIXED}
+
+    # the same run as two shards, one after the other, merged: the unsharded verdict
+    options.apply = False
+    reports, shard_lines = [], []
+    start = time.monotonic()
+    for index in (1, 2):
+        options.shard = (index, 2)
+        part = prove_paths(modules, options, root=str(shards_tree), progress=shard_lines.append)
+        reports.append(json.loads(render_json(part)))
+    print(f"prove on them as two shards: {time.monotonic() - start:.1f} s")
+    print("\n".join(shard_lines))
+    merged = merge_reports(reports)
+    assert sorted(m for r in reports for m in r["to_prove"]) == sorted(changed * 2)
+    assert sorted(m["module"] for r in reports for m in r["modules"]) == sorted(changed)
+    assert _verdict(merged) == _verdict(result)
+
+
+def _verdict(result: ProveResult) -> list[object]:
+    """What a run concluded, per module: its verdict, differences, tests and outcomes."""
+    return [result.proven, result.changed, result.unchanged, result.to_prove,
+            [(m.module, m.status, [d.describe() for d in m.differences], m.tests, m.outcomes,
+              m.leaked_before, m.leaked_after) for m in result.modules]]

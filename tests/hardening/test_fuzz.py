@@ -36,9 +36,9 @@ import pytest
 from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
-from lint_gpu_tests.checker import PARSE_ERROR_CODE, check_source, wanted_fixes
+from lint_gpu_tests.checking.checker import PARSE_ERROR_CODE, check_source, wanted_fixes
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source
 from lint_gpu_tests.ftypes import Violation
 
 PATH = "tests/test_fuzz_case.py"

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from lint_gpu_tests import cli
 from lint_gpu_tests.codemods.driver import AppliedFix
 from lint_gpu_tests.codemods.wrap_in_runner import WrapInRunner
 from lint_gpu_tests.ftypes import FixKind
+from lint_gpu_tests.interfaces import cli
 from lint_gpu_tests.rules.gpu004_manual_engine_cleanup import ManualEngineCleanup
 
 ENGINE = ('import gc\n\nfrom vllm import LLM\n\n\ndef test_x():\n    llm = LLM("m")\n'
@@ -133,7 +133,7 @@ def test_unexpected_error_outside_files_is_one_line(project: Path,
     def boom(*args: object, **kwargs: object) -> object:
         raise OSError("disk on fire")
 
-    monkeypatch.setattr("lint_gpu_tests.run.discover_files", boom)
+    monkeypatch.setattr("lint_gpu_tests.running.run.discover_files", boom)
     result = run("tests")
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == "error: internal error: OSError: disk on fire\n"

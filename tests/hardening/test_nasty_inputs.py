@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from lint_gpu_tests import cli
+from lint_gpu_tests.interfaces import cli
 
 ENGINE = 'from vllm import LLM\n\n\ndef test_x():\n    llm = LLM("m")\n    llm.generate("{s}")\n'
 FIXED = ('import weakref\n\n\ndef test_x(vllm_runner):\n    with vllm_runner("m") as runner:\n'
@@ -276,7 +276,7 @@ def _deny(monkeypatch: pytest.MonkeyPatch, target: Path) -> None:
         return real_scandir(path)
 
     monkeypatch.setattr(Path, "read_bytes", read_bytes)
-    monkeypatch.setattr("lint_gpu_tests.discovery.os.scandir", scandir)
+    monkeypatch.setattr("lint_gpu_tests.running.discovery.os.scandir", scandir)
 
 
 def _make_unreadable(project: Path, monkeypatch: pytest.MonkeyPatch, chmod: bool
@@ -378,9 +378,9 @@ def test_shallow_modules_are_fixed_in_the_calling_thread(parts: int, thread: str
     import sys
     import threading
 
-    from lint_gpu_tests import fixloop
     from lint_gpu_tests.config import Config
-    from lint_gpu_tests.source import DEEP_RECURSION_LIMIT
+    from lint_gpu_tests.fixing import fixloop
+    from lint_gpu_tests.parsing.source import DEEP_RECURSION_LIMIT
 
     seen: list[tuple[str, int]] = []
     real = fixloop._fix_loop

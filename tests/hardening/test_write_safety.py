@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from lint_gpu_tests import cli
-from lint_gpu_tests.cache import CACHE_DIR_NAME
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source
+from lint_gpu_tests.interfaces import cli
+from lint_gpu_tests.running.cache import CACHE_DIR_NAME
 
 ENGINE = ('from vllm import LLM\n\n\ndef test_{n}():\n    llm = LLM("m{n}")\n'
           '    llm.generate("hi")\n')
@@ -106,7 +106,8 @@ def test_two_fix_runs_at_once_never_tear_a_file(project: Path) -> None:
     states = _tree(project)
     old, new = states[project / "tests" / "pkg0" / "test_000.py"]
     assert fix_source(old, "tests/test_000.py", Config()).new_source == new
-    command = [sys.executable, "-m", "lint_gpu_tests.cli", "check", "--fix", "-q", "tests"]
+    command = [sys.executable, "-m", "lint_gpu_tests.interfaces.cli", "check", "--fix", "-q",
+               "tests"]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     runs = [subprocess.Popen(command, cwd=project, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE) for _ in range(2)]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lint_gpu_tests.checker import check_source
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config, config_from_table
 from lint_gpu_tests.ftypes import Violation
 from lint_gpu_tests.rule import Example, Rule

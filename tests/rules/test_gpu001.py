@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 from rule_testing import SOUNDNESS, example_tests, own_rules, rule_class
 
-from lint_gpu_tests.checker import check_source
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source
 
 RULE = rule_class("GPU001")
 #: its own INVALID/VALID examples, one case an example

@@ -16,8 +16,8 @@ import pytest
 from rule_testing import PATH, example_tests, fix_reports, own_rules, reports, rule_class
 
 from lint_gpu_tests.api import check_paths
-from lint_gpu_tests.checker import check_source
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.checking.checker import check_source
+from lint_gpu_tests.fixing.fixloop import fix_source
 
 RULE = rule_class("GPU004")
 #: its own INVALID/VALID examples, one case an example

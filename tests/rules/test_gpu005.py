@@ -12,7 +12,7 @@ import pytest
 from rule_testing import example_tests, rule_class
 
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source
 
 RULE = rule_class("GPU005")
 #: its own INVALID/VALID examples, one case an example

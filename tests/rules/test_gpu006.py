@@ -10,7 +10,7 @@ from __future__ import annotations
 from rule_testing import SOUNDNESS, example_tests, rule_class
 
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source
 
 RULE = rule_class("GPU006")
 #: its own INVALID/VALID examples, one case an example
@@ -32,7 +32,7 @@ def test_strong_references_beyond_a_plain_alias() -> None:
     assigned to a name and ``append`` to a local list hold it in a container (unsafe fix),
     ``append`` to a parameter's list has none; a tuple element bound to a subscript, and
     ``runner.llm`` read for a call, are not reported."""
-    from lint_gpu_tests.checker import check_source
+    from lint_gpu_tests.checking.checker import check_source
 
     source = (
         "def test_x(vllm_runner, kept):\n"

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 from rule_testing import example_tests, rule_class
 
-from lint_gpu_tests.checker import check_source
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config, ConfigError, config_from_table
 
 RULE = rule_class("GPU007")

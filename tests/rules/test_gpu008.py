@@ -14,9 +14,9 @@ import textwrap
 import pytest
 from rule_testing import example_tests, reports, rule_class
 
-from lint_gpu_tests.checker import check_source
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config, ConfigError, config_from_table
-from lint_gpu_tests.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source
 
 RULE = rule_class("GPU008")
 #: its own INVALID/VALID examples, one case an example

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from lint_gpu_tests.analysis import (
+from lint_gpu_tests.analysis.analysis import (
     FunctionInfo,
     FunctionKind,
     ModuleAnalysis,
@@ -19,8 +19,8 @@ from lint_gpu_tests.analysis import (
 )
 from lint_gpu_tests.fixplan.cleanup import ends_engine
 from lint_gpu_tests.fixplan.groups import engine_group
-from lint_gpu_tests.source import walk_breadth
-from lint_gpu_tests.syntax import dotted_name, last_name
+from lint_gpu_tests.parsing.source import walk_breadth
+from lint_gpu_tests.parsing.syntax import dotted_name, last_name
 
 SHARE_KEYWORD = "gpu_memory_utilization"
 #: Keywords that size the KV cache in bytes instead (vllm/config/cache.py: the share is
@@ -304,7 +304,7 @@ class EngineLives:
 
     def _from_other_modules(self, func: FunctionInfo) -> list[EngineLife]:
         """Engines ``func`` gets from a helper of another module of the tree that builds and
-        returns one (:meth:`~lint_gpu_tests.analysis.ModuleAnalysis.helper_called`): each
+        returns one (:meth:`~lint_gpu_tests.analysis.analysis.ModuleAnalysis.helper_called`): each
         lives as an engine built there would, with the call's own
         ``gpu_memory_utilization``, else the one the helper writes, else the default."""
         module = self.module

@@ -1,0 +1,1337 @@
+"""The shared analysis every rule reads: imports, functions, engines, runners, cleanup.
+
+One pass over a module's stdlib ``ast`` tree (detection never needs LibCST)
+collects the facts the rules GPU001–GPU006 report on:
+
+* which names refer to an engine class (``vllm.LLM`` however imported) and which to a
+  runner (``vllm_runner`` fixture, ``VllmRunner`` class);
+* each function's kind (test, fixture with its scope, helper, method), whether it runs in
+  its own process (an isolation decorator), and what it owns: engines it builds, runners
+  it holds, engine fixtures it receives;
+* every engine construction with its context (``pytest.raises`` body, ``__main__`` guard,
+  runner class, module level), and the statements and names around it that a fix needs.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+
+from lint_gpu_tests.analysis.process_targets import process_targets
+from lint_gpu_tests.analysis.scopes import ScopeIndex
+from lint_gpu_tests.config import REEXPORTS, Config, is_test_module
+from lint_gpu_tests.ftypes import ENGINE_HELPER
+from lint_gpu_tests.parsing.source import (
+    TopLevel,
+    child_fields,
+    parent_index,
+    reversed_child_fields,
+    walk_breadth,
+    walk_nodes,
+)
+from lint_gpu_tests.parsing.syntax import (
+    FunctionNode,
+    dotted_name,
+    fixture_decorator,
+    fixture_scope,
+    is_main_guard,
+    is_raises_with,
+    iter_statements,
+    last_name,
+    lines_naming,
+    spans_a_line,
+)
+
+T = TypeVar("T")
+_MISSING = object()  # not derived yet (a derived value may be None)
+
+#: Device modules whose ``empty_cache()`` is manual cleanup (torch.cuda, torch.npu, ...).
+CACHE_DEVICES = frozenset({"cuda", "npu", "xpu", "hpu", "mps", "accelerator", "musa", "mlu"})
+
+#: Cleanup helpers from vLLM and its plugins, matched by their last name segment
+#: (vllm/distributed/parallel_state.py, tests/utils.py of vLLM).
+CLEANUP_FUNCTIONS = frozenset(
+    {
+        "cleanup_dist_env_and_memory",
+        "destroy_model_parallel",
+        "destroy_distributed_environment",
+        "wait_for_gpu_memory_to_clear",
+    }
+)
+
+#: vLLM's tests' own cleanup helper before ``cleanup_dist_env_and_memory`` (``cleanup()`` in
+#: vLLM's ``tests/conftest.py`` and ``tests/utils.py``): cleanup under ``target = "vllm"``
+#: when imported from a ``conftest`` or ``utils`` module.
+LEGACY_VLLM_CLEANUP = "cleanup"
+
+#: What :meth:`ModuleAnalysis.nodes_of` does not descend into (lambdas are walked: they run
+#: in the function's scope of references).
+NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+#: Prefix of the entry a conftest's fixture index holds when the conftest defines a fixture
+#: named like the runner fixture (``own-runner-fixture:vllm_runner``; not an identifier, so
+#: never an engine fixture's name).
+OWN_RUNNER_FIXTURE = "own-runner-fixture:"
+#: Prefix of the entries of a conftest's index naming the classes it defines that derive from
+#: a runner class (``runner-class:DPVllmRunner``: vllm-ascend's data-parallel
+#: ``DPVllmRunner(VllmRunner)``): a test module that imports one calls a runner. (A class
+#: that is a runner only by its ``__exit__``, such as vLLM's ``HfRunner``, is not one.)
+RUNNER_CLASS = "runner-class:"
+#: Prefix of the entries of a conftest's index naming the environment variables its
+#: functions read by name (``env-read:VLLM_X``; :func:`environment_reads`): a change a test
+#: module leaves behind can reach them, and ending the leak changes what they see.
+ENV_READ = "env-read:"
+
+
+@dataclass(frozen=True)
+class ImportedHelper:
+    """An engine helper of another module of the tree, as a module imports it.
+
+    Attributes:
+        key: the qualified name the importing module reaches it by (``tests.utils.setup_engine``,
+            ``.utils.setup_engine``).
+        kind: ``"f"``, a function that builds an engine and returns it; ``"c"``, a class
+            whose methods store an engine on ``self.<attribute>``.
+        name: its name in the module that defines it.
+        line: the line of its ``def``/``class``.
+        extra: for a function, the engine's ``gpu_memory_utilization`` written in it as a
+            literal, ``"default"`` when it passes none, ``""`` when unknown; for a class, the
+            attributes holding the engine, comma-separated.
+        module: the defining module's path from the tree's root (``tests/utils.py``).
+        via: the module that re-exports it under this key (``tests/utils/__init__.py``), or
+            ``""``.
+    """
+
+    key: str
+    kind: str
+    name: str
+    line: int
+    extra: str
+    module: str
+    via: str = ""
+
+    @classmethod
+    def parse(cls, entry: str) -> ImportedHelper | None:
+        """The helper an :data:`ENGINE_HELPER` entry names; ``None`` for a malformed one."""
+        parts = entry[len(ENGINE_HELPER):].split("|")
+        if len(parts) != 7 or not parts[3].isdigit():
+            return None
+        return cls(parts[0], parts[1], parts[2], int(parts[3]), parts[4], parts[5], parts[6])
+
+    @property
+    def attributes(self) -> frozenset[str]:
+        """The attributes of a class helper that hold the engine."""
+        return frozenset(a for a in self.extra.split(",") if a) if self.kind == "c" \
+            else frozenset()
+
+    @property
+    def where(self) -> str:
+        """Where it is defined, for messages: ``tests/utils.py`` (line 12), with the module
+        that re-exports it."""
+        via = f", re-exported by `{self.via}`" if self.via else ""
+        return f"`{self.module}` (line {self.line}){via}"
+
+
+def is_test_module_path(path: str, config: Config) -> bool:
+    """True when ``path`` is a test module (:func:`is_test_module`), a ``conftest.py``, or
+    lies under a test root: the modules the rules look at."""
+    if os.path.basename(path) == "conftest.py" or is_test_module(path):
+        return True
+    if config.test_roots:
+        full = os.path.abspath(path)
+        for root in config.test_roots:
+            root_abs = os.path.abspath(os.path.join(config.root, root))
+            if full == root_abs or full.startswith(root_abs.rstrip(os.sep) + os.sep):
+                return True
+    return False
+
+
+class FunctionKind(str, enum.Enum):
+    """What a function is to pytest (:attr:`FunctionInfo.kind`); the values are the words
+    the docs use."""
+
+    TEST = "test"
+    FIXTURE = "fixture"
+    #: A module-level or nested function.
+    HELPER = "helper"
+    #: A function directly in a class that is not a test class.
+    METHOD = "method"
+
+
+@dataclass
+class FunctionInfo:
+    """Facts about one function definition.
+
+    Attributes:
+        node: the ``def``.
+        kind: a test, a fixture, a helper (module-level or nested function) or a method
+            (inside a class that is not a test class); see :class:`FunctionKind`.
+        fixture_scope: ``"function"`` ... ``"session"`` for fixtures, else ``None``;
+            ``"dynamic"`` when the scope is not a literal.
+        isolated: decorated with a process-isolation decorator, or run as a process of its
+            own (see :meth:`ModuleAnalysis._mark_process_targets`).
+        params: parameter names, in order.
+        parent: the enclosing function, for nested functions.
+        owner_class: the class whose body holds the ``def`` directly (its syntactic
+            parent), else ``None``.
+    """
+
+    node: FunctionNode
+    kind: FunctionKind
+    fixture_scope: str | None = None
+    isolated: bool = False
+    params: list[str] = field(default_factory=list)
+    parent: FunctionInfo | None = None
+    in_runner_class: bool = False
+    in_base_class: bool = False
+    owner_class: ast.ClassDef | None = None
+
+    @property
+    def name(self) -> str:
+        """The function's name."""
+        return self.node.name
+
+
+@dataclass
+class EngineSite:
+    """One engine construction (a call of a configured engine class).
+
+    Attributes:
+        call: the ``Call`` node.
+        function: enclosing function, or ``None`` at module or class level.
+        statement: the statement holding the call.
+        bound_name: ``x`` for ``x = LLM(...)`` (plain, single target), else ``None``.
+        in_raises: the statement is directly in a ``with pytest.raises(...)`` body.
+        under_main_guard: inside ``if __name__ == "__main__":``.
+        in_runner_class: inside a class that is itself a runner (its ``__exit__`` tears
+            the engine down).
+    """
+
+    call: ast.Call
+    function: FunctionInfo | None
+    statement: ast.stmt
+    bound_name: str | None
+    in_raises: bool = False
+    under_main_guard: bool = False
+    in_runner_class: bool = False
+
+
+@dataclass
+class RunnerCall:
+    """A call of the runner fixture or a runner class, with how it is used.
+
+    ``context`` is ``"with"`` (a with-item's context expression), ``"enter_context"``
+    (argument of ``ExitStack.enter_context``), ``"returned"`` (returned from a helper:
+    a factory whose caller manages it) or ``"bare"`` (anything else).
+    """
+
+    call: ast.Call
+    function: FunctionInfo | None
+    context: str
+    under_main_guard: bool = False
+
+
+@dataclass
+class ModuleAnalysis:
+    """Everything the rules need to know about one module.
+
+    Build it with :meth:`build`; rules read its lists and helper methods only.
+    """
+
+    tree: ast.Module
+    text: str
+    path: str
+    config: Config
+    in_scope: bool = True
+    imports: dict[str, str] = field(default_factory=dict)
+    #: Names the module's top-level relative imports bind, with what they name
+    #: (``from .utils import x``: ``x`` -> ``.utils.x``); kept apart from :attr:`imports`,
+    #: which name modules outside the package.
+    relative_imports: dict[str, str] = field(default_factory=dict)
+    functions: list[FunctionInfo] = field(default_factory=list)
+    engines: list[EngineSite] = field(default_factory=list)
+    runner_calls: list[RunnerCall] = field(default_factory=list)
+    engine_fixtures: set[str] = field(default_factory=set)
+    #: Where a fixture named like the configured ``runner-fixture`` is defined by the project
+    #: itself (this module, or a conftest pytest loads for it), which then shadows the
+    #: bundled plugin's: ``"this module"``, ``"a conftest.py"``, or ``None``.
+    own_runner_fixture: str | None = None
+    runner_classes_local: set[str] = field(default_factory=set)
+    #: Classes of this module deriving from a runner class (configured, or a conftest's):
+    #: ``DPVllmRunner(VllmRunner)``; a conftest's are runner classes of the modules it serves.
+    runner_subclasses: set[str] = field(default_factory=set)
+    local_shadowed: set[str] = field(default_factory=set)
+    parents: dict[int, ast.AST] = field(default_factory=dict)
+    #: The meaning of names in the scopes that rebind an import (see
+    #: :class:`~lint_gpu_tests.analysis.scopes.ScopeIndex`); ``None`` until the module is analysed.
+    scopes: ScopeIndex | None = None
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def build(cls, tree: ast.Module, text: str, path: str, config: Config,
+              conftest_fixtures: frozenset[str] = frozenset(), *,
+              summarise: bool = False) -> ModuleAnalysis:
+        """Analyse ``tree`` (parsed from ``text``) for ``path`` under ``config``.
+
+        ``conftest_fixtures`` names engine fixtures defined in the conftests pytest loads for
+        this module (see :mod:`lint_gpu_tests.checking.conftest_index`); a fixture of the same name
+        in the module itself overrides them, as in pytest. Its :data:`ENGINE_HELPER`
+        entries are the engine helpers of other modules of the tree. ``summarise``: analyse
+        a module that is not a test module too (for :func:`engine_helpers`).
+        """
+        module = cls(tree=tree, text=text, path=path, config=config)
+        module._conftest_fixtures = conftest_fixtures
+        module._entries = _entries_view(conftest_fixtures)
+        module.conftest_runner_classes = module._entries.runner_classes
+        module._collect_imports()
+        module.in_scope = summarise or is_test_module_path(path, config) or \
+            module._defines_pytest_items()
+        if not module.in_scope:
+            return module
+        module.scopes = ScopeIndex(tree, module.imports, text, module._top_ids)
+        module._collect_runner_classes()
+        _Walker(module).visit(tree)
+        module._mark_process_targets()
+        module._collect_engine_fixtures()
+        return module
+
+    @property
+    def conftest_entries(self) -> frozenset[str]:
+        """What the conftests pytest loads for this module hold, as their index names it
+        (:mod:`lint_gpu_tests.checking.conftest_index`): engine fixtures, and the entries marked
+        :data:`OWN_RUNNER_FIXTURE`, :data:`RUNNER_CLASS`, :data:`ENV_READ`."""
+        return self._conftest_fixtures
+
+    def derived(self, build: Callable[[ModuleAnalysis], T]) -> T:
+        """``build(self)``, made once per analysis: what a layer above derives from the
+        analysis and several of its callers ask for (the fix planner, GPU008's
+        mutations), kept here rather than in attributes set from outside."""
+        known = self._derived.get(build, _MISSING)
+        if known is _MISSING:
+            known = self._derived[build] = build(self)
+        return cast(T, known)
+
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        """The syntactic parent of ``node`` (``None`` for the module). The index is built on
+        first use, one top-level statement at a time: a question about a node inside a
+        test indexes that test, not the whole module (the statement is found by line; a
+        node without a line, or not found there, indexes the whole module)."""
+        parents = self.parents
+        found = parents.get(id(node))
+        if found is not None or node is self.tree or self._fully_indexed:
+            return found
+        line = getattr(node, "lineno", None)
+        if self._top is None:
+            self._top = TopLevel(self.tree.body)
+        for top in self._top.at(line) if line is not None else ():
+            if id(top) not in self._indexed:
+                self._indexed.add(id(top))
+                parents[id(top)] = self.tree
+                parents.update(parent_index(top))
+        found = parents.get(id(node))
+        if found is not None:
+            return found
+        parents.update(parent_index(self.tree))
+        self._fully_indexed = True
+        return parents.get(id(node))
+
+    def _collect_imports(self) -> None:
+        """Map local names to qualified names; a local def/class/assignment shadows.
+        Imports inside functions and classes count too (their own scopes resolve them
+        first, see :class:`_ScopeResolver`); the module's own imports win over them.
+        Also remembers the module's classes for :meth:`_collect_runner_classes`."""
+        self._top_ids = top = {id(s) for s in iter_statements(self.tree.body,
+                                                               definitions=False)}
+        nested: dict[str, str] = {}
+        for node in iter_statements(self.tree.body):
+            if isinstance(node, ast.ClassDef):
+                self._classes.append(node)
+                continue
+            into = self.imports if id(node) in top else nested
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        into[alias.asname] = alias.name
+                    else:
+                        first = alias.name.split(".")[0]
+                        into[first] = first
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    if alias.name != "*":
+                        into[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif isinstance(node, ast.ImportFrom) and id(node) in top:
+                for alias in node.names:
+                    if alias.name != "*":
+                        self.relative_imports[alias.asname or alias.name] = "." * node.level + (
+                            f"{node.module}.{alias.name}" if node.module else alias.name)
+        self.imports = {**nested, **self.imports}
+        for stmt in self.tree.body:
+            shadow: list[str] = []
+            if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                shadow.append(stmt.name)
+            elif isinstance(stmt, ast.Assign):
+                shadow.extend(t.id for t in stmt.targets if isinstance(t, ast.Name))
+            for name in shadow:
+                self.local_shadowed.add(name)
+                self.imports.pop(name, None)
+                self.relative_imports.pop(name, None)
+
+    def _defines_pytest_items(self) -> bool:
+        for stmt in self.tree.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if stmt.name.startswith("test") or fixture_decorator(stmt) is not None:
+                    return True
+        return False
+
+    def _collect_runner_classes(self) -> None:
+        """Classes that are runners: named in ``runner-classes``, that build an engine and
+        tear it down in ``__exit__``/``__aexit__`` (a project's own ``VllmRunner``), or that
+        derive from a runner class (``DPVllmRunner(VllmRunner)``)."""
+        for node in self._classes:
+            if node.name in self.config.runner_classes:
+                self.runner_classes_local.add(node.name)
+                continue
+            for item in node.body:
+                if (
+                    isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and item.name in ("__exit__", "__aexit__")
+                    and (self._tears_down(item) or self._exits_held_runner(node, item))
+                ):
+                    self.runner_classes_local.add(node.name)
+        known = set(self.config.runner_classes) | self.conftest_runner_classes
+        changed = True
+        while changed:
+            changed = False
+            for node in self._classes:
+                if node.name not in self.runner_subclasses and any(
+                        last_name(b) in known | self.runner_subclasses for b in node.bases):
+                    self.runner_subclasses.add(node.name)
+                    self.runner_classes_local.add(node.name)
+                    changed = True
+
+    def _exits_held_runner(self, cls: ast.ClassDef, func: FunctionNode) -> bool:
+        """True when ``func`` exits a runner the class holds (``self._runner.__exit__(...)``
+        after ``self._runner = VllmRunner(...)``: what the helper-class fix writes)."""
+        held = {t.attr for n in walk_breadth(cls) if isinstance(n, ast.Assign)
+                and self.is_runner_call(n.value)
+                for t in n.targets if isinstance(t, ast.Attribute)}
+        return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                   and n.func.attr in ("__exit__", "close")
+                   and isinstance(n.func.value, ast.Attribute) and n.func.value.attr in held
+                   for n in walk_breadth(func))
+
+    def _tears_down(self, func: FunctionNode) -> bool:
+        for node in walk_breadth(func):
+            if isinstance(node, ast.Delete) and any(
+                isinstance(t, ast.Attribute) and t.attr in self.runner_attributes()
+                for t in node.targets
+            ):
+                return True
+            if isinstance(node, ast.Call) and (
+                self.cleanup_call_kind(node) is not None or last_name(node.func) == "shutdown"
+            ):
+                return True
+        return False
+
+    def _collect_engine_fixtures(self) -> None:
+        """Fixtures that provide an engine (or a runner's engine): this module's, and the
+        conftests' ones this module does not override."""
+        local = {info.name for info in self.functions if info.kind is FunctionKind.FIXTURE}
+        marker = OWN_RUNNER_FIXTURE + self.config.runner_fixture
+        if self.config.runner_fixture in local:
+            self.own_runner_fixture = "this module"
+        elif marker in self._conftest_fixtures:
+            self.own_runner_fixture = "a conftest.py"
+        self.engine_fixtures |= self._entries.fixtures - local
+        for info in self.functions:
+            if info.kind is not FunctionKind.FIXTURE:
+                continue
+            for node in self.nodes_of(info):
+                if isinstance(node, (ast.Yield, ast.Return)) and node.value is not None:
+                    value = node.value
+                    if isinstance(value, ast.Call) and self.qualified(value.func) == \
+                            "weakref.proxy" and value.args:
+                        value = value.args[0]  # a proxy of the engine is still the engine
+                    if self.provides_engine(value, info):
+                        self.engine_fixtures.add(info.name)
+
+    def _mark_process_targets(self) -> None:
+        """Mark the functions that run as their own process as isolated (see
+        :func:`lint_gpu_tests.analysis.process_targets.process_targets`). A test that pytest
+        collects from a test file also runs in pytest's own process, so it is left as it is."""
+        targets = process_targets(self.tree, self.text, self.imports, self.qualified,
+                                  frozenset(self.config.process_launchers))
+        if not targets:
+            return
+        collected = is_test_module(self.path)
+        for info in self.functions:
+            if info.name in targets and not (info.kind is FunctionKind.TEST and collected):
+                info.isolated = True
+
+    # ------------------------------------------------------------------ queries
+    def qualified(self, node: ast.AST) -> str | None:
+        """The qualified name an expression refers to through imports (``vllm.LLM``), in
+        the scope it is in: a parameter or local binding of the name shadows the import, a
+        local alias (``Engine = LLM``) or import follows it."""
+        dotted = dotted_name(node)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        if self.scopes is not None:
+            head_node = node
+            while isinstance(head_node, ast.Attribute):
+                head_node = head_node.value
+            assert isinstance(head_node, ast.Name)  # a dotted name ends in one
+            rebound, scoped = self.scopes.lookup(head_node)
+            if rebound:
+                if scoped is None:
+                    return None
+                return f"{scoped}.{rest}" if rest else scoped
+        if head not in self.imports:
+            return None
+        base = self.imports[head]
+        return f"{base}.{rest}" if rest else base
+
+    def is_engine_call(self, node: ast.AST) -> bool:
+        """True for a call of a configured engine class (``vllm.LLM(...)`` however imported)."""
+        if not isinstance(node, ast.Call):
+            return False
+        func = node.func
+        # What ``a.b.X`` refers to ends in ``.X`` (:meth:`qualified`): an attribute that is
+        # no engine class's last name needs no lookup.
+        if isinstance(func, ast.Attribute) and func.attr not in self._engine_last_names():
+            return False
+        qualified = self.qualified(func)
+        return qualified is not None and self.is_engine_class(qualified)
+
+    def _engine_last_names(self) -> frozenset[str]:
+        """The last segment of every qualified name :meth:`is_engine_class` accepts."""
+        names = self._engine_last
+        if names is None:
+            classes = self.config.engine_classes
+            names = self._engine_last = frozenset(
+                name.rsplit(".", 1)[-1]
+                for name in (*classes, *(k for k, v in REEXPORTS.items() if v in classes)))
+        return names
+
+    def is_engine_class(self, qualified: str) -> bool:
+        """True when a qualified name is a configured engine class, re-exports included."""
+        classes = self.config.engine_classes
+        return qualified in classes or REEXPORTS.get(qualified) in classes
+
+    def builds_engine(self, node: ast.AST) -> bool:
+        """True for an engine class call or one of its ``from_*`` factory classmethods."""
+        return self.is_engine_call(node) or self.is_engine_factory_call(node)
+
+    def is_engine_factory_call(self, node: ast.AST) -> bool:
+        """True for a factory classmethod of an engine class (``LLM.from_engine_args(...)``)."""
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) or \
+                not node.func.attr.startswith("from_"):
+            return False
+        owner = self.qualified(node.func.value)
+        return owner is not None and self.is_engine_class(owner)
+
+    def is_runner_call(self, node: ast.AST) -> bool:
+        """True for ``vllm_runner(...)`` or ``VllmRunner(...)`` (configured names), or a call
+        of a runner class a conftest pytest loads for this module defines
+        (:data:`RUNNER_CLASS`: ``DPVllmRunner(...)``)."""
+        if not isinstance(node, ast.Call):
+            return False
+        name = last_name(node.func)
+        if name is None:
+            return False
+        return name == self.config.runner_fixture or name in self.config.runner_classes or \
+            name in self.conftest_runner_classes
+
+    def is_engine_call_stmt(self, stmt: ast.stmt) -> bool:
+        """True when ``stmt`` (at any depth) builds an engine or a runner."""
+        return any(
+            isinstance(n, ast.Call) and (self.builds_engine(n) or self.is_runner_call(n))
+            for n in walk_breadth(stmt)
+        )
+
+    def engine_names(self, func: FunctionInfo) -> set[str]:
+        """Every name ``func`` binds to an engine."""
+        return set(self.function_bindings(func).engines)
+
+    def runner_attributes(self) -> frozenset[str]:
+        """Attributes of a runner that hold its engine (``llm``, ``model``, configured)."""
+        return frozenset({self.config.runner_attribute, "llm", "model"})
+
+    def cleanup_call_kind(self, call: ast.Call) -> str | None:
+        """Name the manual cleanup a call performs, or ``None``.
+
+        Recognised: ``gc.collect()``, ``torch.<device>.empty_cache()``, vLLM's cleanup
+        helpers (``cleanup_dist_env_and_memory`` ...; under ``target = "vllm"`` also the
+        older ``cleanup()`` of vLLM's ``tests/conftest.py``/``tests/utils.py``), configured
+        ``cleanup-functions`` (a bare name matches the call's last name, a dotted one its
+        qualified name however it is imported), and a direct ``....engine_core.shutdown()``.
+        """
+        func = call.func
+        qualified = self.qualified(func)
+        if qualified == "gc.collect":
+            return "gc.collect()"
+        if qualified is not None:
+            parts = qualified.split(".")
+            if parts[-1] == "empty_cache" and (
+                (parts[0] == "torch" and len(parts) >= 3 and parts[1] in CACHE_DEVICES)
+                or (len(parts) >= 2 and parts[-2] == "current_platform")
+            ):
+                return f"{'.'.join(parts[-3:])}()"
+        name = last_name(func)
+        if name in CLEANUP_FUNCTIONS or (name and name in self.config.cleanup_functions):
+            return f"{name}()"
+        if qualified is not None and qualified in self.config.cleanup_functions:
+            return f"{name}()"  # a dotted entry (`pkg.mod.force_shutdown`), however imported
+        if name == LEGACY_VLLM_CLEANUP and self.config.target == "vllm" and qualified and \
+                qualified.split(".")[-2:-1] in (["conftest"], ["utils"]):
+            return f"{name}()"
+        if name == "shutdown" and isinstance(func, ast.Attribute):
+            target = dotted_name(func.value) or ""
+            if target.endswith("engine_core"):
+                return "engine_core.shutdown()"
+        return None
+
+    def provides_engine(self, value: ast.AST, func: FunctionInfo) -> bool:
+        """True when ``value`` (a yield/return value) is an engine, ``runner.llm``, or an
+        alias of either, not wrapped in ``weakref.proxy``."""
+        return self.engine_expr_kind(value, func) is not None
+
+    def engine_expr_kind(self, value: ast.AST, func: FunctionInfo) -> str | None:
+        """Classify an expression that hands out an engine: ``"engine"`` (a construction
+        or a name bound to one), ``"runner-attr"`` (``runner.llm`` or an alias of it), or
+        ``None`` (anything else, a ``weakref.proxy`` included)."""
+        if self.builds_engine(value):
+            return "engine"
+        names = self.function_bindings(func)
+        if isinstance(value, ast.Attribute) and value.attr in self.runner_attributes():
+            if isinstance(value.value, ast.Name) and value.value.id in names.runners:
+                return "runner-attr"
+        if isinstance(value, ast.Name):
+            if value.id in names.engines:
+                return "engine"
+            if value.id in names.strong_aliases:
+                return "runner-attr"
+        return None
+
+    def function_bindings(self, func: FunctionInfo) -> Bindings:
+        """Names a function binds to engines, runners and strong runner aliases (cached)."""
+        key = id(func.node)
+        cached = self._bindings_cache.get(key)
+        if cached is None:
+            if self._busy_functions is None:
+                # Only functions that build an engine or call a runner can bind one.
+                self._busy_functions = {id(site.function.node) for site in self.engines
+                                        if site.function is not None}
+                self._busy_functions |= {id(call.function.node) for call in self.runner_calls
+                                         if call.function is not None}
+                if self.engine_factories or self.imported_helpers:
+                    self._busy_functions |= {
+                        id(f.node) for f in self.functions
+                        if any(self.factory_called(n) or self.helper_called(n)
+                               for n in self.nodes_of(f))}
+            if key not in self._busy_functions:
+                return _EMPTY_BINDINGS
+            cached = Bindings.collect(self, func)
+            self._bindings_cache[key] = cached
+        return cached
+
+    def nodes_of(self, func: FunctionInfo) -> list[ast.AST]:
+        """Every node of ``func``'s body, nested functions and classes excluded (cached: the
+        rules walk the same functions many times)."""
+        key = id(func.node)
+        nodes = self._nodes_cache.get(key)
+        if nodes is None:
+            nodes = self._nodes_cache[key] = walk_nodes(func.node.body, NESTED_SCOPES)
+        return nodes
+
+    def bound_names(self, func: FunctionInfo) -> frozenset[str]:
+        """Names ``func`` binds itself: its parameters and the names its body stores to
+        (assignments, loop and ``with`` targets; nested functions and classes excluded).
+        Cached: several rules ask it of the same functions."""
+        key = id(func.node)
+        names = self._bound_cache.get(key)
+        if names is None:
+            stored = {n.id for n in self.nodes_of(func)
+                      if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            names = self._bound_cache[key] = frozenset(stored | set(func.params))
+        return names
+
+    @property
+    def engine_factories(self) -> dict[str, int]:
+        """The module-level helper functions that build an engine and return it, by name, with
+        the line of their ``def``: ``return LLM(...)``, or ``llm = LLM(...)`` ... ``return
+        llm`` (computed once). A function that calls one owns the engine it gets back."""
+        if self._factories is None:
+            self._factories = {}
+            for func in self.functions:
+                if func.kind is not FunctionKind.HELPER or func.parent is not None or \
+                        func.owner_class is not None or func.isolated:
+                    continue
+                built = {t.id for n in self.nodes_of(func) if isinstance(n, ast.Assign)
+                         and self.builds_engine(n.value)
+                         for t in n.targets if isinstance(t, ast.Name)}
+                if any(isinstance(n, ast.Return) and n.value is not None and (
+                        self.builds_engine(n.value) or (isinstance(n.value, ast.Name)
+                                                        and n.value.id in built))
+                       for n in self.nodes_of(func)):
+                    self._factories[func.name] = func.node.lineno
+        return self._factories
+
+    def factory_called(self, node: ast.AST) -> str | None:
+        """The name of the factory helper ``node`` calls, as the call spells it: one of the
+        module (:attr:`engine_factories`: ``setup_engine(...)``) or one of another module
+        of the tree that builds and returns an engine (:meth:`helper_called`:
+        ``u.setup_engine(...)``); else ``None``."""
+        if not isinstance(node, ast.Call):
+            return None
+        if isinstance(node.func, ast.Name) and node.func.id in self.engine_factories:
+            return node.func.id
+        helper = self.helper_called(node)
+        if helper is not None and helper.kind == "f":
+            return dotted_name(node.func)
+        return None
+
+    @property
+    def imported_helpers(self) -> dict[str, ImportedHelper]:
+        """The engine helpers of other modules of the tree (:data:`ENGINE_HELPER`) that
+        this module imports, by the qualified name it reaches each by (computed once; a
+        module importing none of them pays one look-up per import)."""
+        found = self._imported_helpers
+        if found is None:
+            found = self._imported_helpers = {}
+            view = self._entries
+            if view.helpers:
+                for imported in (*self.imports.values(), *self.relative_imports.values()):
+                    for key in view.under.get(imported, ()):
+                        helper = ImportedHelper.parse(view.helpers[key])
+                        if helper is not None:
+                            found[key] = helper
+        return found
+
+    def helper_called(self, node: ast.AST) -> ImportedHelper | None:
+        """The engine helper of another module of the tree that ``node`` calls
+        (``setup_engine(...)`` after ``from tests.utils import setup_engine``,
+        ``u.setup_engine(...)`` after ``import tests.utils as u``, ``Helper(...)``), else
+        ``None``."""
+        helpers = self.imported_helpers
+        if not helpers or not isinstance(node, ast.Call):
+            return None
+        func = node.func
+        qualified = self.qualified(func)
+        if qualified is None:
+            dotted = dotted_name(func)
+            head, _, rest = (dotted or "").partition(".")
+            base = self.relative_imports.get(head)
+            if base is None or (self.scopes is not None and isinstance(func, ast.Name)
+                                and self.scopes.lookup(func)[0]):
+                return None
+            qualified = f"{base}.{rest}" if rest else base
+        return helpers.get(qualified)
+
+    def owns_engine(self, func: FunctionInfo) -> bool:
+        """True when ``func`` builds an engine, holds a runner, gets an engine from a factory
+        helper of the module (:attr:`engine_factories`), or receives an engine or runner
+        fixture, from this module or a conftest (GPU004)."""
+        names = self.function_bindings(func)
+        if names.engines or names.runners or names.built_engine or names.received:
+            return True
+        if self.config.runner_fixture in func.params:
+            return True
+        return any(param in self.engine_fixtures for param in func.params)
+
+    @property
+    def lines(self) -> list[str]:
+        """The source lines (computed once)."""
+        if self._lines is None:
+            self._lines = self.text.splitlines()
+        return self._lines
+
+    def statement_of(self, node: ast.AST) -> ast.stmt:
+        """The innermost statement holding ``node``."""
+        current: ast.AST = node
+        while not isinstance(current, ast.stmt):
+            parent = self.parent(current)
+            assert parent is not None, "node is not inside a statement"
+            current = parent
+        return current
+
+    _bindings_cache: dict[int, Bindings] = field(default_factory=dict)
+    _derived: dict[Callable[[ModuleAnalysis], Any], object] = field(default_factory=dict)
+    _classes: list[ast.ClassDef] = field(default_factory=list)
+    _nodes_cache: dict[int, list[ast.AST]] = field(default_factory=dict)
+    _bound_cache: dict[int, frozenset[str]] = field(default_factory=dict)
+    _conftest_fixtures: frozenset[str] = frozenset()
+    _entries: EntriesView = field(default_factory=lambda: _entries_view(frozenset()))
+    #: Runner classes other than the configured ones that the conftests pytest loads for
+    #: this module define (:data:`RUNNER_CLASS`).
+    conftest_runner_classes: frozenset[str] = frozenset()
+    _lines: list[str] | None = None
+    _engine_last: frozenset[str] | None = None
+    #: ids of the statements in the module's own scope (not inside a def or class).
+    _top_ids: set[int] | None = None
+    _busy_functions: set[int] | None = None
+    _factories: dict[str, int] | None = None
+    _imported_helpers: dict[str, ImportedHelper] | None = None
+    _indexed: set[int] = field(default_factory=set)
+    _fully_indexed: bool = False
+    _top: TopLevel | None = None
+
+
+_STATEMENT_NODES = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+@dataclass(frozen=True)
+class EntriesView:
+    """What a module's conftest entries (:attr:`ModuleAnalysis.conftest_entries`) hold, by
+    kind (made once per set of entries: every module of a directory shares one).
+
+    Attributes:
+        fixtures: the engine fixtures' names (the entries that are identifiers).
+        runner_classes: the runner classes (:data:`RUNNER_CLASS`).
+        helpers: qualified name -> entry, of the engine helpers (:data:`ENGINE_HELPER`).
+        under: a module's or a helper's qualified name, as an import binds it
+            (``tests.utils``, ``tests``, ``tests.utils.setup_engine``) -> the helpers'
+            qualified names under it: a module imports one only through these.
+    """
+
+    fixtures: frozenset[str]
+    runner_classes: frozenset[str]
+    helpers: dict[str, str]
+    under: dict[str, tuple[str, ...]]
+
+
+_VIEWS: dict[frozenset[str], EntriesView] = {}
+MAX_VIEWS = 64
+
+
+def _entries_view(entries: frozenset[str]) -> EntriesView:
+    """The :class:`EntriesView` of ``entries`` (kept for the process, at most
+    :data:`MAX_VIEWS`)."""
+    view = _VIEWS.get(entries)
+    if view is not None:
+        return view
+    helpers: dict[str, str] = {}
+    under: dict[str, list[str]] = {}
+    for entry in entries:
+        if entry.startswith(ENGINE_HELPER):
+            key = entry[len(ENGINE_HELPER):].split("|", 1)[0]
+            helpers[key] = entry
+            parts = key.split(".")
+            for k in range(1, len(parts) + 1):
+                under.setdefault(".".join(parts[:k]), []).append(key)
+    view = EntriesView(
+        frozenset(n for n in entries if n.isidentifier()),
+        frozenset(n[len(RUNNER_CLASS):] for n in entries if n.startswith(RUNNER_CLASS)),
+        helpers, {k: tuple(v) for k, v in under.items()})
+    if len(_VIEWS) >= MAX_VIEWS:
+        _VIEWS.clear()
+    _VIEWS[entries] = view
+    return view
+
+
+def _call_words(module: ModuleAnalysis) -> tuple[str, ...]:
+    """The names an engine or runner call of ``module`` spells somewhere in its top-level
+    statement: the last name of each engine class (``vllm.LLM``, ``LLM.from_engine_args``,
+    and the import a local alias ``Engine = LLM`` copies), every name an import binds to
+    one (``from vllm import LLM as E``), the runner fixture and the runner classes (matched
+    by their last name; those of the conftests too)."""
+    config = module.config
+    words = {cls.rsplit(".", 1)[-1] for cls in config.engine_classes}
+    words.update(name for name, qualified in module.imports.items()
+                 if module.is_engine_class(qualified))
+    words.add(config.runner_fixture)
+    words.update(config.runner_classes)
+    words.update(module.conftest_runner_classes)
+    return tuple(sorted(w for w in words if w))
+
+
+
+
+#: Nodes the walker never needs to enter: names, constants and the operator/context
+#: singletons hold no call, function, class, ``if`` or ``with``.
+_WALKER_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.unaryop,
+                  ast.boolop, ast.cmpop, ast.alias, ast.Import, ast.ImportFrom, ast.Pass)
+
+
+@dataclass
+class Bindings:
+    """Names one function binds (assignment, with-item, for-target, parameter).
+
+    Attributes:
+        engines: names assigned an engine construction (``llm = LLM(...)``), or aliases of one.
+        runners: names bound to a runner (``with vllm_runner(...) as r``, ``r = VllmRunner(...)``).
+        strong_aliases: names bound to ``runner.llm`` without ``weakref.proxy``.
+        built_engine: the function constructs an engine somewhere (bound or not).
+        received: names assigned an engine that a factory helper builds and returns
+            (``llm = setup_engine(...)``: one of the module,
+            :attr:`ModuleAnalysis.engine_factories`, or of another module of the tree,
+            :meth:`ModuleAnalysis.helper_called`), or an instance of a helper class of
+            another module that stores an engine on itself (``helper = Helper(...)``), or
+            aliases of these; the function owns that engine, but it does not build it.
+        instances: of :attr:`received`, the names bound to a helper class's instance, with
+            the class.
+    """
+
+    engines: set[str] = field(default_factory=set)
+    runners: set[str] = field(default_factory=set)
+    strong_aliases: set[str] = field(default_factory=set)
+    built_engine: bool = False
+    received: set[str] = field(default_factory=set)
+    instances: dict[str, ImportedHelper] = field(default_factory=dict)
+
+    @classmethod
+    def collect(cls, module: ModuleAnalysis, func: FunctionInfo) -> Bindings:
+        """Collect the bindings of ``func`` (body only, nested functions excluded)."""
+        out = cls()
+        assigns: list[ast.Assign | ast.AnnAssign] = []
+        for node in module.nodes_of(func):
+            cls_ = node.__class__
+            if cls_ is ast.Call:
+                if not out.built_engine and module.builds_engine(node):
+                    out.built_engine = True
+            elif cls_ is ast.Assign or cls_ is ast.AnnAssign:
+                assigns.append(node)  # type: ignore[arg-type]
+            elif cls_ is ast.With or cls_ is ast.AsyncWith:
+                for item in node.items:  # type: ignore[attr-defined]
+                    if module.is_runner_call(item.context_expr) and isinstance(
+                        item.optional_vars, ast.Name
+                    ):
+                        out.runners.add(item.optional_vars.id)
+        # Two rounds so an alias defined before its source in walk order still resolves.
+        for _ in range(2):
+            for node in assigns:
+                if node.value is None:
+                    continue
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [t.id for t in targets if isinstance(t, ast.Name)]
+                if not names:
+                    continue
+                value = node.value
+                if module.builds_engine(value):
+                    out.engines.update(names)
+                elif module.factory_called(value):
+                    out.received.update(names)
+                elif (helper := module.helper_called(value)) is not None:
+                    out.received.update(names)
+                    out.instances.update(dict.fromkeys(names, helper))
+                elif module.is_runner_call(value) or _enter_context_arg(module, value):
+                    out.runners.update(names)
+                elif isinstance(value, ast.Attribute) and (
+                    value.attr in module.runner_attributes()
+                    and isinstance(value.value, ast.Name)
+                    and value.value.id in out.runners
+                ):
+                    out.strong_aliases.update(names)
+                elif isinstance(value, ast.Name):
+                    if value.id in out.engines:
+                        out.engines.update(names)
+                    elif value.id in out.strong_aliases:
+                        out.strong_aliases.update(names)
+                    elif value.id in out.received:
+                        out.received.update(names)
+                        if value.id in out.instances:
+                            out.instances.update(dict.fromkeys(names,
+                                                               out.instances[value.id]))
+        return out
+
+
+_EMPTY_BINDINGS = Bindings()
+
+
+def _enter_context_arg(module: ModuleAnalysis, value: ast.AST) -> bool:
+    """True for ``stack.enter_context(vllm_runner(...))`` (and ``enter_async_context``)."""
+    return (
+        isinstance(value, (ast.Call, ast.Await))
+        and isinstance(call := (value.value if isinstance(value, ast.Await) else value), ast.Call)
+        and last_name(call.func) in ("enter_context", "enter_async_context")
+        and bool(call.args)
+        and module.is_runner_call(call.args[0])
+    )
+
+
+_VISITORS: dict[type, Callable[[_Walker, Any], None]] = {}
+"""Node class -> the :class:`_Walker` method that visits it."""
+
+
+class _Walker(ast.NodeVisitor):
+    """Collects functions, engine sites and runner calls with their context.
+
+    Every function is recorded, but only a top-level statement whose lines spell one of
+    the names an engine or a runner call must spell (:func:`_call_words`) has its
+    expressions walked; in any other only the nested statements are, for the functions
+    and classes in them."""
+
+    def __init__(self, module: ModuleAnalysis) -> None:
+        self.module = module
+        self.func_stack: list[FunctionInfo] = []
+        self.class_stack: list[ast.ClassDef] = []
+        self.raises_bodies: set[int] = set()
+        self.main_depth = 0
+        self.structural = False
+
+    def visit(self, node: ast.AST) -> None:
+        """:meth:`ast.NodeVisitor.visit`, with the method for each node class looked up once
+        (not a string built and an attribute looked up per node)."""
+        cls = node.__class__
+        method = _VISITORS.get(cls)
+        if method is None:
+            method = _VISITORS[cls] = getattr(_Walker, "visit_" + cls.__name__,
+                                              _Walker.generic_visit)
+        method(self, node)
+
+    def visit_Module(self, node: ast.Module) -> None:
+        lines = lines_naming(self.module.text, _call_words(self.module))
+        for stmt in node.body:
+            self.structural = not spans_a_line(stmt, lines)
+            self.visit(stmt)
+        self.structural = False
+
+    def generic_visit(self, node: ast.AST) -> None:
+        """Visit the children of ``node``, skipping leaves that cannot hold what the walker
+        records (the same visits as :class:`ast.NodeVisitor`'s, at about half the cost);
+        in a statement that names no call the walker records, only nested statements."""
+        fields = child_fields(node.__class__)
+        if self.structural:
+            for name in fields:
+                value = getattr(node, name, None)
+                if value.__class__ is list:
+                    for item in value:
+                        if isinstance(item, _STATEMENT_NODES):
+                            self.visit(item)
+            return
+        # A node without a method of its own is expanded here, in a loop, rather than
+        # visited: the same nodes in the same order (each before its children, children
+        # left to right), without a call per node. ``structural`` does not change inside a
+        # top-level statement, so expanding one is what visiting it would do.
+        visit, node_type, leaves = self.visit, ast.AST, _WALKER_LEAVES
+        special = _SPECIAL_VISITS
+        stack: list[ast.AST] = [node]
+        pop, push = stack.pop, stack.append
+        while stack:
+            current = pop()
+            if current is not node and current.__class__ in special:
+                visit(current)
+                continue
+            for name in reversed_child_fields(current.__class__):
+                value = getattr(current, name, None)
+                if value.__class__ is list:
+                    for item in reversed(value):
+                        if isinstance(item, node_type) and not isinstance(item, leaves):
+                            push(item)
+                elif isinstance(value, node_type) and not isinstance(value, leaves):
+                    push(value)
+
+    # functions and classes ---------------------------------------------------
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.class_stack.append(node)
+        self.generic_visit(node)
+        self.class_stack.pop()
+
+    def _visit_function(self, node: FunctionNode) -> None:
+        module = self.module
+        config = module.config
+        deco = fixture_decorator(node)
+        cls = self.class_stack[-1] if self.class_stack else None
+        # A def directly in a class body is a method of that class.
+        direct_in_class = cls is not None and node in cls.body
+        if deco is not None:
+            kind = FunctionKind.FIXTURE
+        elif node.name.startswith("test") and (
+            not self.func_stack and (cls is None or cls.name.startswith("Test"))
+        ):
+            kind = FunctionKind.TEST
+        elif direct_in_class:
+            kind = FunctionKind.METHOD
+        else:
+            kind = FunctionKind.HELPER
+        isolated = any(
+            last_name(d.func if isinstance(d, ast.Call) else d) in config.isolation_decorators
+            for d in node.decorator_list
+        )
+        info = FunctionInfo(
+            node=node,
+            kind=kind,
+            fixture_scope=fixture_scope(deco) if deco is not None else None,
+            isolated=isolated,
+            params=[a.arg for a in (*node.args.posonlyargs, *node.args.args,
+                                    *node.args.kwonlyargs)],
+            parent=self.func_stack[-1] if self.func_stack else None,
+            in_runner_class=cls is not None and cls.name in module.runner_classes_local,
+            # unittest.TestCase and other based classes: pytest injects no fixtures there.
+            in_base_class=cls is not None and any(
+                not (isinstance(b, ast.Name) and b.id == "object") for b in cls.bases),
+            owner_class=cls if direct_in_class else None,
+        )
+        module.functions.append(info)
+        self.func_stack.append(info)
+        saved = self.class_stack
+        self.class_stack = saved if direct_in_class else []
+        self.generic_visit(node)
+        self.class_stack = saved
+        self.func_stack.pop()
+
+    visit_FunctionDef = _visit_function
+    visit_AsyncFunctionDef = _visit_function
+
+    # context -----------------------------------------------------------------
+    def visit_If(self, node: ast.If) -> None:
+        if not self.structural and is_main_guard(node):
+            self.main_depth += 1
+            for child in node.body:
+                self.visit(child)
+            self.main_depth -= 1
+            for child in node.orelse:
+                self.visit(child)
+            self.visit(node.test)
+            return
+        self.generic_visit(node)
+
+    def _visit_with(self, node: ast.With | ast.AsyncWith) -> None:
+        if self.structural:
+            self.generic_visit(node)
+            return
+        if is_raises_with(node):
+            for stmt in node.body:
+                self.raises_bodies.add(id(stmt))
+        for item in node.items:
+            if self.module.is_runner_call(item.context_expr):
+                self._record_runner(item.context_expr, "with")  # type: ignore[arg-type]
+                self._visit_call_children(item.context_expr)  # type: ignore[arg-type]
+            else:
+                self.visit(item.context_expr)
+            if item.optional_vars is not None:
+                self.visit(item.optional_vars)
+        for stmt in node.body:
+            self.visit(stmt)
+
+    visit_With = _visit_with
+    visit_AsyncWith = _visit_with
+
+    def _visit_call_children(self, node: ast.Call) -> None:
+        self.visit(node.func)
+        for arg in node.args:
+            self.visit(arg)
+        for kw in node.keywords:
+            self.visit(kw.value)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        module = self.module
+        if last_name(node.func) in ("enter_context", "enter_async_context") and node.args:
+            first = node.args[0]
+            if module.is_runner_call(first):
+                self._record_runner(first, "enter_context")  # type: ignore[arg-type]
+                self.visit(node.func)
+                self._visit_call_children(first)  # type: ignore[arg-type]
+                for arg in node.args[1:]:
+                    self.visit(arg)
+                return
+        if module.is_engine_call(node) or module.is_engine_factory_call(node):
+            self._record_engine(node)
+        elif module.is_runner_call(node):
+            parent = module.parent(node)
+            func = self.func_stack[-1] if self.func_stack else None
+            returned = (
+                isinstance(parent, ast.Return)
+                and func is not None
+                and func.kind is not FunctionKind.FIXTURE
+            )
+            self._record_runner(node, "returned" if returned else "bare")
+        self.generic_visit(node)
+
+    def _record_runner(self, node: ast.Call, context: str) -> None:
+        self.module.runner_calls.append(
+            RunnerCall(
+                call=node,
+                function=self.func_stack[-1] if self.func_stack else None,
+                context=context,
+                under_main_guard=self.main_depth > 0,
+            )
+        )
+
+    def _record_engine(self, node: ast.Call) -> None:
+        module = self.module
+        statement = self.module.statement_of(node)
+        bound: str | None = None
+        if (
+            isinstance(statement, (ast.Assign, ast.AnnAssign))
+            and statement.value is node
+        ):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                bound = targets[0].id
+        cls = self.class_stack[-1] if self.class_stack else None
+        func = self.func_stack[-1] if self.func_stack else None
+        in_runner_class = (cls is not None and cls.name in module.runner_classes_local) or (
+            func is not None and func.in_runner_class
+        )
+        module.engines.append(
+            EngineSite(
+                call=node,
+                function=func,
+                statement=statement,
+                bound_name=bound,
+                in_raises=id(statement) in self.raises_bodies,
+                under_main_guard=self.main_depth > 0,
+                in_runner_class=in_runner_class,
+            )
+        )
+
+
+#: The node classes :class:`_Walker` has a method of its own for (every other one it expands
+#: in :meth:`_Walker.generic_visit`).
+_SPECIAL_VISITS = frozenset(getattr(ast, name[len("visit_"):]) for name in vars(_Walker)
+                            if name.startswith("visit_") and hasattr(ast, name[len("visit_"):]))
+
+
+# ------------------------------------------------------------------ semantic queries
+def is_isolated(func: FunctionInfo | None) -> bool:
+    """True when ``func`` or a function around it runs in its own process."""
+    while func is not None:
+        if func.isolated:
+            return True
+        func = func.parent
+    return False
+
+
+def module_constants(module: ModuleAnalysis) -> dict[str, object]:
+    """Names bound exactly once at module level to a literal (``GPU_UTIL = 0.4``,
+    ``ENV_KEY = "VLLM_X"``), with their values; read with :func:`ast.literal_eval`, so a
+    name bound twice, or to anything computed, is left out. Rules compute it once per
+    module and pass it to :func:`literal_value`."""
+    counts: dict[str, int] = {}
+    values: dict[str, object] = {}
+    for stmt in module.tree.body:
+        targets: list[ast.expr] = []
+        value: ast.expr | None = None
+        if isinstance(stmt, ast.Assign):
+            targets, value = list(stmt.targets), stmt.value
+        elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+            targets, value = [stmt.target], stmt.value
+        for name in (n for target in targets for n in walk_breadth(target)):
+            if isinstance(name, ast.Name):
+                counts[name.id] = counts.get(name.id, 0) + 1
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and len(targets) == 1 and \
+                isinstance(targets[0], ast.Name) and value is not None:
+            try:
+                values[targets[0].id] = ast.literal_eval(value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                pass
+    return {name: v for name, v in values.items() if counts.get(name) == 1}
+
+
+def literal_value(node: ast.AST, constants: dict[str, object],
+                  local_names: frozenset[str] = frozenset()) -> object | None:
+    """The value of a literal, or of a module constant's name (``constants`` from
+    :func:`module_constants`) that the function does not rebind (``local_names``: its
+    parameters and assigned names); ``None`` when it is known only at run time."""
+    if isinstance(node, ast.Name):
+        return None if node.id in local_names else constants.get(node.id)
+    try:
+        value: object = ast.literal_eval(node)
+        return value
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def local_names(module: ModuleAnalysis, func: FunctionInfo | None) -> frozenset[str]:
+    """Names ``func`` binds itself (parameters, assignments, loop and with targets), which
+    hide module constants of the same name; empty at module level."""
+    return frozenset() if func is None else module.bound_names(func)
+
+
+def environment_reads(module: ModuleAnalysis) -> dict[str, list[ast.AST]]:
+    """The environment variables ``module``'s functions read by name, with the reading
+    nodes: ``os.environ[NAME]``, ``os.environ.get(NAME)``, ``os.getenv(NAME)``, ``NAME in
+    os.environ`` (``not in`` too), ``NAME`` a literal or a module constant. A read at module
+    or class level runs at import, before any test, and is left out. Computed once per
+    analysis."""
+    return module.derived(_environment_reads)
+
+
+def _environment_reads(module: ModuleAnalysis) -> dict[str, list[ast.AST]]:
+    out: dict[str, list[ast.AST]] = {}
+    if "environ" not in module.text and "getenv" not in module.text:
+        return out
+    constants = module_constants(module)
+    seen: set[int] = set()
+    for scope in walk_nodes([module.tree]):
+        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        for node in walk_nodes([scope]):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            key: ast.AST | None = None
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and \
+                    module.qualified(node.value) == "os.environ":
+                key = node.slice
+            elif isinstance(node, ast.Call) and node.args and (
+                    module.qualified(node.func) == "os.getenv" or isinstance(
+                        node.func, ast.Attribute) and node.func.attr == "get"
+                    and module.qualified(node.func.value) == "os.environ"):
+                key = node.args[0]
+            elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(
+                    node.ops[0], (ast.In, ast.NotIn)) and \
+                    module.qualified(node.comparators[0]) == "os.environ":
+                key = node.left
+            if key is not None:
+                name = literal_value(key, constants)
+                if isinstance(name, str):
+                    out.setdefault(name, []).append(node)
+    return out
+
+
+def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
+    """The summary of ``module``'s engine helpers for other modules of its tree
+    (:mod:`lint_gpu_tests.checking.helper_index`): ``f|name|line|share`` for each module-level
+    function that builds an engine and returns it (:attr:`ModuleAnalysis.engine_factories`;
+    share: the engine's literal ``gpu_memory_utilization``, ``default`` when it passes
+    none, else empty), ``c|name|line|attr,...`` for each module-level class whose methods
+    store an engine built there (or got from such a function) on attributes of ``self``."""
+    out: list[str] = []
+    for name, line in module.engine_factories.items():
+        func = next(f for f in module.functions if f.name == name and f.parent is None
+                    and f.owner_class is None)
+        out.append(f"f|{name}|{line}|{_helper_share(module, func)}")
+    for cls in module.tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        attrs: set[str] = set()
+        for item in cls.body:
+            if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in walk_breadth(item):
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None \
+                        and (module.builds_engine(node.value)
+                             or module.factory_called(node.value)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    attrs.update(t.attr for t in targets if isinstance(t, ast.Attribute)
+                                 and isinstance(t.value, ast.Name) and t.value.id == "self")
+        if attrs and cls.name not in module.runner_classes_local:
+            out.append(f"c|{cls.name}|{cls.lineno}|{','.join(sorted(attrs))}")
+    return tuple(out)
+
+
+def _helper_share(module: ModuleAnalysis, func: FunctionInfo) -> str:
+    """The ``gpu_memory_utilization`` of the engine a factory helper builds, as
+    :func:`engine_helpers` writes it."""
+    calls = [n for n in module.nodes_of(func) if isinstance(n, ast.Call)
+             and module.builds_engine(n)]
+    if len(calls) != 1 or module.is_engine_factory_call(calls[0]):
+        return ""
+    call = calls[0]
+    for kw in call.keywords:
+        if kw.arg is None:
+            return ""
+        if kw.arg == "gpu_memory_utilization":
+            value = literal_value(kw.value, module_constants(module))
+            return repr(float(value)) if isinstance(value, (int, float)) and \
+                not isinstance(value, bool) else ""
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return ""
+    return "default"

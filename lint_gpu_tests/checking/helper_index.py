@@ -1,0 +1,356 @@
+"""Engine helpers of a tree, summarised once per tree, followed through imports.
+
+A test that gets its engine from a helper of another module (``from tests.utils import
+setup_engine``; ``from .utils import ...``; ``from utils import ...`` with the test's
+directories on ``sys.path``, as pytest's rootdir-relative and conftest-style imports put
+them; ``import tests.utils as u``; a name re-exported one level deep, ``from .engine import
+setup_engine`` in ``tests/utils/__init__.py``) owns that engine. What the checker needs of
+the other module is a summary, computed once per tree and kept by content:
+
+* ``f``: a module-level function that builds an engine and returns it
+  (:attr:`~lint_gpu_tests.analysis.analysis.ModuleAnalysis.engine_factories`), with the engine's
+  ``gpu_memory_utilization`` where the helper writes it as a literal;
+* ``c``: a class whose methods store an engine on an attribute of ``self``
+  (``self.llm = LLM(...)``), with those attributes.
+
+The tree is the directory of the project root (the first directory up from a module holding
+a root marker, as for the conftests), or, where none is found, the parent of the outermost
+directory of the module's chain of packages and conftest directories (:func:`tree_root`).
+Its ``.py`` files other than test modules are listed once per index (hidden directories,
+``__pycache__``, virtual environments and ``site-packages`` left out; at most
+:data:`MAX_TREE_FILES`). Only a file that names an engine class and defines a class or a
+function not named ``test...`` at its top level is parsed (:func:`may_define_helpers`); a
+module that is not a test module and names an exported helper is read for its top-level
+re-exports (:data:`REEXPORT`, no parse). The result cache keeps, beside the conftests'
+entries, the summary of each parsed file by its content and its status (path, size,
+modification time), and the whole tree's summaries by the status of all its files (not kept
+while a file is younger than :data:`RACY_NS`), so a warm run reads no file for them. What a
+module may import is handed to its analysis as entries beside the conftests'
+(:data:`~lint_gpu_tests.ftypes.ENGINE_HELPER`), one per spelling of each helper's import
+from the module's directory: so a module that imports none of them pays one look-up per
+import, and the prefilter lets a file through that imports and names a helper (its bytes
+need not name ``LLM``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections.abc import Iterator
+from typing import Protocol
+
+from lint_gpu_tests.config import ROOT_MARKERS, Config, is_test_module
+from lint_gpu_tests.ftypes import ENGINE_HELPER
+
+#: Directory names never walked for helpers.
+SKIPPED_DIRECTORIES = frozenset({"__pycache__", "node_modules", "site-packages", "venv",
+                                 "env", "build", "dist"})
+#: Most ``.py`` files of one tree looked at; a larger tree is summarised in part.
+MAX_TREE_FILES = 20000
+MAX_LEVELS = 32
+RACY_NS = 3_000_000_000
+"""As :data:`lint_gpu_tests.checking.conftest_index.RACY_NS`: a file modified this recently is not
+kept by its status."""
+
+#: A top-level ``from X import a, b as c`` (one line, or parenthesised), read in bytes.
+REEXPORT = re.compile(
+    rb"^from[ \t]+(\.*[A-Za-z0-9_.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;\\]*)", re.M)
+#: A top-level class, or a function not named ``test...``: where a helper can be.
+DEFINITION = re.compile(rb"^(?:class[ \t]|(?:async[ \t]+)?def[ \t]+(?!test))", re.M)
+#: Key prefix of a file's summary by status in the result cache's conftest entries.
+STATUS_KEY = "tree-helpers:"
+
+Summary = tuple[str, ...]
+"""One file's summary: ``f|name|line|share`` and ``c|name|line|attr,attr`` entries."""
+
+
+class SummaryStore(Protocol):
+    """What :func:`build_tree` asks of the index it builds for
+    (:class:`~lint_gpu_tests.checking.conftest_index.ConftestIndex`)."""
+
+    def recall(self, config: Config, key: str) -> frozenset[str] | None:
+        """What is known under ``key``, else ``None``."""
+
+    def keep(self, config: Config, key: str, names: frozenset[str]) -> None:
+        """Know ``names`` under ``key`` (and keep them in the result cache)."""
+
+    def tree_summary(self, path: str, size: int, mtime_ns: int, config: Config,
+                     now_ns: int) -> Summary:
+        """The summary of one version of the file at ``path``."""
+
+
+def tree_root(directory: str) -> str:
+    """The directory whose ``.py`` files make the tree of a module in ``directory``: the
+    first directory up from it holding a root marker (``pyproject.toml``, ``.git``, ...: the
+    project's root, as for the conftests), else the parent of the outermost directory of
+    the packages and conftest directories around the module (``directory`` itself when it
+    is neither)."""
+    current = os.path.abspath(directory)
+    for _ in range(MAX_LEVELS):
+        if any(os.path.exists(os.path.join(current, m)) for m in ROOT_MARKERS):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    current = os.path.abspath(directory)
+    while os.path.isfile(os.path.join(current, "__init__.py")) or \
+            os.path.isfile(os.path.join(current, "conftest.py")):
+        parent = os.path.dirname(current)
+        if parent == current:
+            break
+        current = parent
+    return current
+
+
+def _python_files(root: str) -> Iterator[tuple[str, int, int]]:
+    """``(path, size, modification time in ns)`` of the tree's ``.py`` files."""
+    stack = [root]
+    count = 0
+    while stack:
+        directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in sorted(entries, key=lambda e: e.name):
+            name = entry.name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if not name.startswith(".") and name not in SKIPPED_DIRECTORIES:
+                        stack.append(entry.path)
+                    continue
+                if not name.endswith(".py") or not entry.is_file():
+                    continue
+                stat = entry.stat()
+            except OSError:
+                continue
+            count += 1
+            if count > MAX_TREE_FILES:
+                return
+            yield entry.path, stat.st_size, stat.st_mtime_ns
+
+
+class TreeHelpers:
+    """The engine helpers of one tree: each file's summary, and the re-exports of them."""
+
+    def __init__(self, root: str, summaries: dict[str, Summary],
+                 reexports: dict[str, list[tuple[str, str, str]]]) -> None:
+        self.root = root
+        #: Absolute path -> its summary (files with at least one helper).
+        self.summaries = summaries
+        #: Absolute path -> ``(module as written, name, local name)`` of its top-level
+        #: ``from ... import`` of a helper's name.
+        self.reexports = reexports
+        self._entries: dict[str, frozenset[str]] = {}
+        self._exports: dict[str, list[tuple[str, str, str, str]]] | None = None
+
+    def entries(self, module_path: str) -> frozenset[str]:
+        """The entries (:data:`~lint_gpu_tests.ftypes.ENGINE_HELPER`) of the helpers a
+        module at ``module_path`` may import, by every spelling of the import (its own
+        helpers left out)."""
+
+        module_path = os.path.abspath(module_path)
+        directory = os.path.dirname(module_path)
+        found = self._entries.get(directory)
+        if found is None:
+            out: set[str] = set()
+            if self._exports is None:
+                self._exports = self._exported()
+            for path, helpers in self._exports.items():
+                for spelling in _spellings(path, directory, self.root):
+                    for local, entry, defined, via in helpers:
+                        out.add(f"{ENGINE_HELPER}{spelling}.{local}|{entry}|{defined}|{via}")
+            found = self._entries[directory] = frozenset(out)
+        if not self.defines(module_path):
+            return found
+        own = f"|{self.shown(module_path)}|"
+        return frozenset(e for e in found if not e.endswith(own))
+
+    def defines(self, module_path: str) -> bool:
+        """Whether the module at ``module_path`` (absolute) defines a helper: its entries
+        leave its own out, where every other module of its directory gets the same."""
+        return module_path in self.summaries
+
+    def shown(self, path: str) -> str:
+        """``path`` relative to the tree's root, with ``/``."""
+        return os.path.relpath(path, self.root).replace(os.sep, "/")
+
+    def _exported(self) -> dict[str, list[tuple[str, str, str, str]]]:
+        """Absolute path of a module -> ``(name, summary entry, defining module, module
+        re-exporting it or "")`` of each helper importable from it: its own, and those it
+        re-exports (one level)."""
+        out: dict[str, list[tuple[str, str, str, str]]] = {
+            path: [(entry.split("|")[1], entry, self.shown(path), "") for entry in summary]
+            for path, summary in self.summaries.items()}
+        for path, found in self.reexports.items():
+            for module, name, local in found:
+                target = _resolve(module, path, self.root)
+                if target is None or target == path:
+                    continue
+                for entry in self.summaries.get(target, ()):
+                    if entry.split("|")[1] == name:
+                        out.setdefault(path, []).append(
+                            (local, entry, self.shown(target), self.shown(path)))
+        return out
+
+
+def _module_parts(path: str, base: str) -> list[str] | None:
+    """The dotted parts naming the module at ``path`` from the directory ``base`` (``None``
+    when it is not below it)."""
+    relative = os.path.relpath(path, base)
+    if relative.startswith(os.pardir):
+        return None
+    parts = relative[:-3].split(os.sep)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return parts if parts and all(p.isidentifier() for p in parts) else None
+
+
+def _spellings(path: str, directory: str, root: str) -> list[str]:
+    """How a module in ``directory`` may name the module at ``path`` in an import:
+    absolute from each directory between it and ``root`` (both included), and relative
+    (``.x``, ``..x``) from its package and those above it."""
+    out: list[str] = []
+    current = directory
+    level = 1
+    while True:
+        parts = _module_parts(path, current)
+        if parts:
+            out.append(".".join(parts))
+            out.append("." * level + ".".join(parts))
+        if current == root or len(current) <= len(root):
+            break
+        current = os.path.dirname(current)
+        level += 1
+    return out
+
+
+def _resolve(module: str, importer: str, root: str) -> str | None:
+    """The file a module at ``importer`` imports as ``module`` (``.engine``,
+    ``tests.utils.engine``), looked for as :func:`_spellings` spells them."""
+    level = len(module) - len(module.lstrip("."))
+    parts = [p for p in module.lstrip(".").split(".") if p]
+    bases: list[str] = []
+    directory = os.path.dirname(importer)
+    if level:
+        base = directory
+        for _ in range(level - 1):
+            base = os.path.dirname(base)
+        bases.append(base)
+    else:
+        current = directory
+        while True:
+            bases.append(current)
+            if current == root or len(current) <= len(root):
+                break
+            current = os.path.dirname(current)
+    for base in bases:
+        stem = os.path.join(base, *parts)
+        for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+            if os.path.isfile(candidate):
+                return candidate
+    return None
+
+
+def may_define_helpers(source: bytes, config: Config) -> bool:
+    """Whether the module with the bytes ``source`` may define an engine helper: it names
+    an engine class and defines a class or a function not named ``test...`` at its top
+    level."""
+    from lint_gpu_tests.parsing.prefilter import Prefilter
+
+    words = tuple(sorted({c.rsplit(".", 1)[-1].encode() for c in config.engine_classes}))
+    return DEFINITION.search(source) is not None and Prefilter(words, False).admits(source)
+
+
+def summarise(source: bytes, path: str, config: Config) -> Summary:
+    """The summary of the module at ``path`` (its bytes ``source``): its engine helpers
+    (:func:`~lint_gpu_tests.analysis.analysis.engine_helpers`); empty when it does not parse."""
+    from lint_gpu_tests.analysis.analysis import ModuleAnalysis, engine_helpers
+    from lint_gpu_tests.parsing.source import parse_source
+
+    tree, text, error = parse_source(source, path)
+    if error is not None or tree is None:
+        return ()
+    try:
+        module = ModuleAnalysis.build(tree, text, path, config, summarise=True)
+        return engine_helpers(module)
+    except (RecursionError, MemoryError):
+        return ()
+
+
+def build_tree(root: str, config: Config, index: SummaryStore) -> TreeHelpers:
+    """Summarise the tree at ``root`` under ``config``, with what ``index`` knows: the
+    whole tree by the status of all its files (one entry, when none was modified in the last
+    :data:`RACY_NS`), else file by file (:meth:`SummaryStore.tree_summary`)."""
+    # Test modules are left out: pytest imports them, other modules hardly ever do (the
+    # helper of a test module serves its own tests: the module's own engine_factories).
+    files = [f for f in _python_files(root) if not is_test_module(f[0])]
+    now = time.time_ns()
+    listing = hashlib.blake2b(digest_size=16)
+    for path, size, mtime in files:
+        listing.update(f"{path}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
+    key = f"{STATUS_KEY}tree:{listing.hexdigest()}"
+    known = index.recall(config, key)
+    if known is not None:
+        return _from_record(root, known)
+    summaries: dict[str, Summary] = {}
+    for path, size, mtime in files:
+        summary = index.tree_summary(path, size, mtime, config, now)
+        if summary:
+            summaries[path] = summary
+    reexports: dict[str, list[tuple[str, str, str]]] = {}
+    names = {entry.split("|")[1] for s in summaries.values() for entry in s}
+    if names:
+        needles = tuple(sorted(n.encode() for n in names))
+        for path, _, _ in files:
+            found = _reexports_in(path, needles, names)
+            if found:
+                reexports[path] = found
+    if all(now - mtime > RACY_NS for _, _, mtime in files):
+        index.keep(config, key, frozenset(
+            [f"S\t{path}\t{entry}" for path, summary in summaries.items() for entry in summary]
+            + [f"R\t{path}\t{m}\t{n}\t{local}" for path, found in reexports.items()
+               for m, n, local in found]))
+    return TreeHelpers(root, summaries, reexports)
+
+
+def _from_record(root: str, record: frozenset[str]) -> TreeHelpers:
+    """The :class:`TreeHelpers` a tree's record (:func:`build_tree`) keeps."""
+    summaries: dict[str, list[str]] = {}
+    reexports: dict[str, list[tuple[str, str, str]]] = {}
+    for line in sorted(record):
+        parts = line.split("\t")
+        if parts[0] == "S" and len(parts) == 3:
+            summaries.setdefault(parts[1], []).append(parts[2])
+        elif parts[0] == "R" and len(parts) == 5:
+            reexports.setdefault(parts[1], []).append((parts[2], parts[3], parts[4]))
+    return TreeHelpers(root, {p: tuple(s) for p, s in summaries.items()}, reexports)
+
+
+def _reexports_in(path: str, needles: tuple[bytes, ...], names: set[str]
+                  ) -> list[tuple[str, str, str]]:
+    """The top-level ``from M import name [as local]`` of a helper's name in the file at
+    ``path`` (read only when its bytes name one)."""
+    try:
+        with open(path, "rb") as handle:
+            source = handle.read()
+    except OSError:
+        return []
+    if not any(n in source for n in needles):
+        return []
+    out: list[tuple[str, str, str]] = []
+    for match in REEXPORT.finditer(source):
+        module = match.group(1).decode("ascii", "replace")
+        for item in match.group(2).strip(b"()").split(b","):
+            words = item.split()
+            if not words:
+                continue
+            name = words[0].decode("ascii", "replace")
+            local = words[2].decode("ascii", "replace") if len(words) == 3 and \
+                words[1] == b"as" else name
+            if name in names and local.isidentifier():
+                out.append((module, name, local))
+    return out
