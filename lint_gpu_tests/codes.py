@@ -6,7 +6,7 @@ rule's code and name come from its module's file name, ``rules/gpuNNN_kebab_name
 its package's folder name, ``rules/gpuNNN_kebab_name/`` (``GPUNNN``, ``kebab-name``);
 ``tests/test_layers.py`` checks that :data:`RULE_CODES` matches the rule registry
 (:data:`lint_gpu_tests.rules.ALL_RULES`), and :func:`lint_gpu_tests.rules.register` adds
-the code of a rule from outside the package.
+the code of a rule from outside the package (to :data:`OPT_IN_CODES` too).
 """
 
 from __future__ import annotations
@@ -36,6 +36,12 @@ def rule_modules() -> dict[str, str]:
 RULE_CODES: dict[str, str] = {
     code: module.split("_", 1)[1].replace("_", "-") for code, module in rule_modules().items()
 }
+
+#: The codes of the rules from outside the package (:func:`lint_gpu_tests.rules.register`
+#: adds them): such a rule is off by default, as flake8's off-by-default extensions and ruff's
+#: preview rules are, and runs only where ``select`` or ``extend-select`` names its code in
+#: full (:meth:`lint_gpu_tests.config.Config.is_code_enabled`); ``GPU`` and ``ALL`` do not.
+OPT_IN_CODES: set[str] = set()
 
 PARSE_ERROR_CODE = "GPU900"
 """A file that does not parse (reported, never rewritten)."""

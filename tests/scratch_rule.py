@@ -2,10 +2,11 @@
 (``docs/architecture.md``, "Where a new rule goes"): it reports every line GPU001 reports,
 without a fix, so it fires on GPU001's examples and on every test source GPU001 does.
 
-Loaded as a pytest plugin (``-p scratch_rule`` with ``tests/`` on ``sys.path``), it registers
-the rule when pytest starts, before any test module is imported, so the whole session runs
-with it: ``tests/test_scratch_rule.py`` runs the suite's tests that way and holds them to
-pass, showing no test depends on the registry holding the package's rules alone.
+``tests/conftest.py`` registers it when pytest starts, before any test module is imported,
+so the whole test session runs with it present, off by default as every rule from outside
+the package is: every test passing so shows no test depends on the registry holding the
+package's rules alone. ``tests/test_scratch_rule.py`` selects it and holds it to GPU001's
+lines.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from lint_gpu_tests import rules
 from lint_gpu_tests.analysis.analysis import ModuleAnalysis
 from lint_gpu_tests.rule import MARKER_RE, Example, Hit, Rule
 from lint_gpu_tests.rules.gpu001_engine_outside_runner import EngineOutsideRunner
@@ -51,5 +51,3 @@ class ScratchEngineLine(Rule):
         for hit in EngineOutsideRunner().check(module):
             yield replace(hit, message=self.message, fix=None, depends_on=None)
 
-
-rules.register(ScratchEngineLine)

@@ -160,7 +160,7 @@ def test_target_vllm_imports_the_runner_class_of_the_projects_conftest(
     """With ``target = "vllm"`` the class holds vLLM's runner class, imported from the
     project's tests/conftest.py, which binds it (a class, an import, an assignment)."""
     module = _project(tmp_path, conftest)
-    config = Config(target="vllm")
+    config = Config(target="vllm", root=str(tmp_path))
     assert _gpu001_reason(module.read_text(), config) == (
         "unsafe", UNSAFE.format(cls="Tester") + "; its cleanup-only `close()` is deleted, so "
         "a caller in another module that still calls it breaks")
@@ -187,7 +187,8 @@ def test_target_vllm_imports_the_runner_class_of_the_projects_conftest(
 def test_target_vllm_without_the_runner_class_has_no_fix(
         tmp_path: Path, conftest: str | None, reason: str) -> None:
     module = _project(tmp_path, conftest)
-    found = check_source(module.read_bytes(), str(module), Config(target="vllm"))
+    found = check_source(module.read_bytes(), str(module),
+                         Config(target="vllm", root=str(tmp_path)))
     assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else None,
              v.fix.reason if v.fix else None) for v in found] == [
         (8, "GPU001", "none", reason), (14, "GPU004", "none", reason),

@@ -11,7 +11,7 @@ import pytest
 from lint_gpu_tests import api
 from lint_gpu_tests.checking.checker import CheckResult, check_source
 from lint_gpu_tests.checking.conftest_index import ConftestIndex
-from lint_gpu_tests.codes import RULE_CODES
+from lint_gpu_tests.codes import OPT_IN_CODES, RULE_CODES
 from lint_gpu_tests.config import Config, config_from_table
 from lint_gpu_tests.parsing.prefilter import (
     RUNNER_FACTORY_FIXTURE,
@@ -206,14 +206,21 @@ def test_words_follow_config() -> None:
 
 
 def test_enabled_rule_codes() -> None:
-    assert enabled_rule_codes(Config()) == tuple(RULE_CODES)
-    *first, last = RULE_CODES
+    # The session registers a rule from outside the package (tests/conftest.py): off by
+    # default, only its code in full selects it.
+    outside = "GPU050"
+    assert outside in RULE_CODES and outside in OPT_IN_CODES
+    default = tuple(code for code in RULE_CODES if code != outside)
+    assert enabled_rule_codes(Config()) == default
+    *first, last = default
     assert enabled_rule_codes(Config(select=("GPU",), ignore=(last,))) == tuple(first)
-    assert enabled_rule_codes(Config(), tuple(RULE_CODES)) == tuple(RULE_CODES)  # GPU900 is left
+    assert enabled_rule_codes(Config(), default) == default  # GPU900 is left
     assert enabled_rule_codes(Config(), ("GPU",)) == ()
     assert enabled_rule_codes(Config(select=(last,))) == (last,)
     assert enabled_rule_codes(Config(), tuple(first)) == (last,)
-    assert enabled_rule_codes(Config(select=("GPU900",))) == tuple(RULE_CODES)
+    assert enabled_rule_codes(Config(select=("GPU900",))) == default
+    assert enabled_rule_codes(Config(extend_select=(outside,))) == tuple(RULE_CODES)
+    assert enabled_rule_codes(Config(select=(outside,))) == (outside,)
 
 
 ENVIRONMENT_CHANGES = [

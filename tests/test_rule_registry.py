@@ -69,18 +69,44 @@ def registered(monkeypatch: pytest.MonkeyPatch) -> None:
     """Register :class:`SynchronizeByHand` for one test (the registry is restored after)."""
     monkeypatch.setattr(rules, "ALL_RULES", list(rules.ALL_RULES))
     monkeypatch.setattr(codes, "RULE_CODES", dict(codes.RULE_CODES))
+    monkeypatch.setattr(codes, "OPT_IN_CODES", set(codes.OPT_IN_CODES))
     rules.register(SynchronizeByHand)
 
 
+#: The package's rules and the one from outside, which only its code in full selects.
+MINE = Config(extend_select=("GPU090",))
+
+
 def test_a_rule_from_outside_is_checked(registered: None) -> None:
-    found = check_source(SOURCE, "tests/test_sync.py", Config())
+    found = check_source(SOURCE, "tests/test_sync.py", MINE)
     assert [(v.code, v.location.row, v.location.column) for v in found] == [("GPU090", 6, 5)]
     assert rules.rule_by_code("gpu090") is SynchronizeByHand
     assert list(codes.RULE_CODES)[-1] == "GPU090"
     assert codes.RULE_CODES["GPU090"] == "synchronize-by-hand"
     for example in SynchronizeByHand.INVALID:
         assert [(v.location.row, v.code) for v in check_source(
-            example.source.encode(), example.path, Config())] == example.expected()
+            example.source.encode(), example.path, MINE)] == example.expected()
+
+
+@pytest.mark.parametrize(("config", "selected"), [
+    (Config(), False),
+    (Config(select=("GPU",)), False),
+    (Config(select=("GPU09",)), False),
+    (Config(select=("GPU0",), extend_select=("GPU",)), False),
+    (Config(select=("GPU090",)), True),
+    (Config(extend_select=("GPU090",)), True),
+    (Config(select=("GPU001",), extend_select=("GPU090",)), True),
+    (Config(select=("GPU090",), ignore=("GPU09",)), True),
+    (Config(select=("GPU090",), ignore=("GPU090",)), False),
+])
+def test_a_rule_from_outside_runs_only_where_its_code_is_named(
+        registered: None, config: Config, selected: bool) -> None:
+    """Off by default, as flake8's off-by-default extensions and ruff's preview rules: a
+    prefix (``GPU``, which ``ALL`` stands for) does not select it, its code in full does, and
+    the longest selector wins over ``ignore`` as for every rule."""
+    assert config.is_code_enabled("GPU090") is selected
+    found = check_source(SOURCE, "tests/test_sync.py", config)
+    assert [v.code for v in found] == (["GPU090"] if selected else [])
 
 
 def test_a_rule_from_outside_is_selected_and_prefiltered(registered: None) -> None:
@@ -89,12 +115,14 @@ def test_a_rule_from_outside_is_selected_and_prefiltered(registered: None) -> No
     elsewhere = b"import torch\n\n\ndef test_sync():\n    torch.cuda.empty_cache()\n"
     assert not api.may_hold_violation(elsewhere, "tests/test_sync.py", alone)
     # With the package's rules too, the engine words let a file through as before.
-    assert api.may_hold_violation(b"from vllm import LLM\n", "tests/test_x.py", Config())
-    assert not api.may_hold_violation(elsewhere, "tests/test_x.py", Config())
+    assert api.may_hold_violation(b"from vllm import LLM\n", "tests/test_x.py", MINE)
+    assert not api.may_hold_violation(elsewhere, "tests/test_x.py", MINE)
+    # Off by default, its words let no file through.
+    assert not api.may_hold_violation(SOURCE, "tests/test_sync.py", Config())
 
 
 def test_a_rule_from_outside_is_fixed(registered: None, tmp_path: Path) -> None:
-    outcome = fix_source(SOURCE, "tests/test_sync.py", Config())
+    outcome = fix_source(SOURCE, "tests/test_sync.py", MINE)
     assert outcome.new_source == FIXED
     assert [v.code for v in outcome.fixed] == ["GPU090"]
     assert outcome.remaining == []
@@ -157,13 +185,14 @@ def test_the_cache_keys_on_the_registered_rules(tmp_path: Path,
     path = tmp_path / "tests" / "test_sync.py"
     path.parent.mkdir()
     path.write_bytes(SOURCE)
-    config = Config(root=str(tmp_path))
+    config = Config(root=str(tmp_path), extend_select=("GPU090",))
     cache_dir = str(tmp_path / "cache")
     plain = api.check_paths([str(path)], config, cache=True, cache_dir=cache_dir)
     assert (plain.violations, plain.cache_hits) == ([], 0)
     with monkeypatch.context() as patch:
         patch.setattr(rules, "ALL_RULES", list(rules.ALL_RULES))
         patch.setattr(codes, "RULE_CODES", dict(codes.RULE_CODES))
+        patch.setattr(codes, "OPT_IN_CODES", set(codes.OPT_IN_CODES))
         rules.register(SynchronizeByHand)
         mine = api.check_paths([str(path)], config, cache=True, cache_dir=cache_dir)
         assert ([v.code for v in mine.violations], mine.cache_hits) == (["GPU090"], 0)
@@ -184,8 +213,8 @@ def test_workers_see_the_registered_rules_whatever_the_start_method(
     before = multiprocessing.get_start_method(allow_none=True)
     multiprocessing.set_start_method("forkserver", force=True)
     try:
-        result = api.check_paths([str(tmp_path)], Config(root=str(tmp_path)), jobs=2,
-                                 parallel_threshold=2, cache=False)
+        result = api.check_paths([str(tmp_path)], MINE.with_overrides(root=str(tmp_path)),
+                                 jobs=2, parallel_threshold=2, cache=False)
     finally:
         multiprocessing.set_start_method(before, force=True)
     assert [v.code for v in result.violations] == ["GPU090"] * 6

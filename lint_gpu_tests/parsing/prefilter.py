@@ -148,8 +148,9 @@ _WORD_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 
 def enabled_rule_codes(config: Config, ignored: Iterable[str] = ()) -> tuple[str, ...]:
     """The rule codes ``config`` enables for a file whose ``per-file-ignores`` switch off the
-    code prefixes ``ignored``. When it enables no rule but ``GPU900``, every rule code: the
-    syntax check alone looks at the files the rules would look at.
+    code prefixes ``ignored``. When it enables no rule but ``GPU900``, the code of every rule
+    on by default (not those from outside the package): the syntax check alone looks at the
+    files the rules would look at.
     """
     prefixes = tuple(ignored)
     known = tuple(_codes.RULE_CODES)  # looked up at call time: tests swap the table
@@ -158,7 +159,8 @@ def enabled_rule_codes(config: Config, ignored: Iterable[str] = ()) -> tuple[str
         return config.is_code_enabled(code) and not code.startswith(prefixes)
 
     return tuple(c for c in known if enabled(c)) or (
-        known if enabled(_codes.PARSE_ERROR_CODE) else ())
+        tuple(c for c in known if c not in _codes.OPT_IN_CODES)
+        if enabled(_codes.PARSE_ERROR_CODE) else ())
 
 
 def rule_words(config: Config) -> tuple[str, ...]:

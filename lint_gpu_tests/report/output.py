@@ -12,7 +12,7 @@ import enum
 import json
 import os
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -326,16 +326,21 @@ def fingerprint(v: Violation, key: str, lines: Sequence[str], seen: Counter[str]
     return f"{digest}:{seen[digest]}"
 
 
-def sarif_rules() -> list[dict[str, Any]]:
-    """``tool.driver.rules`` entries for every rule, plus the parse-error pseudo-rule. The full
-    documentation is embedded (``help``); there is no ``helpUri``, which SARIF wants absolute,
-    and the rule docs have no web address."""
+def sarif_rules(reported: Collection[str] = ()) -> list[dict[str, Any]]:
+    """``tool.driver.rules`` entries for every rule on by default, each rule from outside the
+    package whose code is in ``reported`` (the codes of the run's results: such a rule is off
+    by default, :data:`lint_gpu_tests.codes.OPT_IN_CODES`), plus the parse-error
+    pseudo-rule. The full documentation is embedded (``help``); there is no ``helpUri``,
+    which SARIF wants absolute, and the rule docs have no web address."""
     from lint_gpu_tests.checking.checker import PARSE_ERROR_CODE, PARSE_ERROR_NAME
+    from lint_gpu_tests.codes import OPT_IN_CODES
     from lint_gpu_tests.report.docs import render_rule
     from lint_gpu_tests.rules import ALL_RULES
 
     out: list[dict[str, Any]] = []
     for rule in ALL_RULES:
+        if rule.code in OPT_IN_CODES and rule.code not in reported:
+            continue
         text = render_rule(rule)
         out.append({
             "id": rule.code,
@@ -357,10 +362,11 @@ def sarif_rules() -> list[dict[str, Any]]:
 
 
 def render_sarif(violations: Sequence[Violation], options: RenderOptions) -> str:
-    """A SARIF 2.1.0 log with one run, every rule described, one result per violation: URIs
-    relative to the repository (``originalUriBaseIds``), ``partialFingerprints``, and the
-    fix's ``artifactChanges`` where the fix's edits are known."""
-    rules = sarif_rules()
+    """A SARIF 2.1.0 log with one run, the rules described (:func:`sarif_rules`), one result
+    per violation: URIs relative to the repository (``originalUriBaseIds``),
+    ``partialFingerprints``, and the fix's ``artifactChanges`` where the fix's edits are
+    known."""
+    rules = sarif_rules({v.code for v in violations})
     index = {rule["id"]: i for i, rule in enumerate(rules)}
     root = repository_root(options.cwd)
     sources: dict[str, list[str]] = {}

@@ -32,9 +32,11 @@ ALL_RULES: list[type[Rule]] = [_rule_of(code, name)
 
 def register(rule: type[Rule]) -> None:
     """Add ``rule`` (a :class:`~lint_gpu_tests.rule.Rule` subclass from outside the package)
-    to the registry and its code to :data:`lint_gpu_tests.codes.RULE_CODES`, so it is
-    selected, prefiltered, checked, fixed (by the codemods of its ``fix_kinds``) and
-    documented as the package's own rules are.
+    to the registry and its code to :data:`lint_gpu_tests.codes.RULE_CODES` and
+    :data:`lint_gpu_tests.codes.OPT_IN_CODES`: it is off by default, and where ``select`` or
+    ``extend-select`` names its code in full it is prefiltered, checked, fixed (by the
+    codemods of its ``fix_kinds``) as the package's own rules are. It is documented as they
+    are whether selected or not.
 
     Raises:
         ValueError: when another rule already has its code.
@@ -47,6 +49,7 @@ def register(rule: type[Rule]) -> None:
     entries = sorted({**codes.RULE_CODES, rule.code: rule.name}.items())
     codes.RULE_CODES.clear()
     codes.RULE_CODES.update(entries)
+    codes.OPT_IN_CODES.add(rule.code)
 
 
 def outside_rules() -> list[type[Rule]]:
