@@ -269,3 +269,18 @@ def wanted_fixes(violations: Iterable[Violation], unsafe: bool) -> list[Violatio
 # attributes>|<module>|<re-exported  by>``; parsed by
 # :meth:`lint_gpu_tests.analysis.analysis.ImportedHelper.parse`.
 ENGINE_HELPER = "engine-helper:"
+
+
+#: What the reason of a fix withheld for an engine from another module's factory helper
+#: says (:func:`lint_gpu_tests.rules._common.imported_helper_reason`):
+#: :mod:`lint_gpu_tests.fixing.tree_units` plans the unit of the helper and its callers
+#: across the tree for the violations whose reason says it.
+IMPORTED_FACTORY = "a helper of another module that builds and returns it"
+
+
+def withholds_for_imported_factory(violations: Iterable[Violation]) -> bool:
+    """True when one of ``violations`` has its fix withheld for an engine from another
+    module's factory helper (its reason says :data:`IMPORTED_FACTORY`): the file seeds
+    :func:`lint_gpu_tests.fixing.tree_units.plan_tree_units`."""
+    return any(v.fix is not None and v.fix.applicability is Applicability.NONE
+               and IMPORTED_FACTORY in v.fix.reason for v in violations)

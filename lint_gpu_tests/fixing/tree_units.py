@@ -3,7 +3,7 @@
 planned, reported and applied as one fix.
 
 The per-file check withholds the fix of a violation about an engine from another module's
-factory helper (its reason says :data:`~lint_gpu_tests.rules._common.IMPORTED_FACTORY`).
+factory helper (its reason says :data:`~lint_gpu_tests.ftypes.IMPORTED_FACTORY`).
 After every file of a run is checked (and, with ``--fix``, fixed on its own), the run hands
 the files with such a violation to :func:`plan_tree_units`, in its own process:
 
@@ -48,9 +48,8 @@ from lint_gpu_tests.fixplan.factories import (
     plan_factory_unit,
     tree_path,
 )
-from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation
+from lint_gpu_tests.ftypes import IMPORTED_FACTORY, Applicability, FixInfo, Location, Violation
 from lint_gpu_tests.parsing.source import parse_source, walk_breadth
-from lint_gpu_tests.rules._common import IMPORTED_FACTORY
 
 
 @dataclass
@@ -158,13 +157,6 @@ class TreeUnit:
 
 Reader = Callable[[str], "bytes | None"]
 """The current bytes of a file, by absolute path (``None``: it cannot be read)."""
-
-
-def marked(violations: Iterable[Violation]) -> bool:
-    """True when one of ``violations`` has its fix withheld for an engine from another
-    module's factory helper: the file seeds :func:`plan_tree_units`."""
-    return any(v.fix is not None and v.fix.applicability is Applicability.NONE
-               and IMPORTED_FACTORY in v.fix.reason for v in violations)
 
 
 def plan_tree_units(seeds: Iterable[str], checked: dict[str, str], read: Reader,

@@ -9,7 +9,7 @@ from lint_gpu_tests.fixplan.factories import FactoryPlan, factory_units
 from lint_gpu_tests.fixplan.isolate import ISOLATE_CALL, IsolatePlan, strategy_plan
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.ftypes import FixInfo
+from lint_gpu_tests.ftypes import IMPORTED_FACTORY, FixInfo
 from lint_gpu_tests.parsing.syntax import dotted_name, names_in
 from lint_gpu_tests.rule import Hit
 
@@ -18,12 +18,6 @@ from lint_gpu_tests.rule import Hit
 #: violation goes because the test then runs in a new process.
 KEPT_TITLE = (f"Keep it (the test runs in a new process, `@{ISOLATE_CALL}`, where manual "
               "cleanup is not reported)")
-
-
-#: What the reason of a fix withheld for an engine from another module's factory helper
-#: says (:func:`imported_helper_reason`): :mod:`lint_gpu_tests.fixing.tree_units` plans the unit of
-#: the helper and its callers across the tree for the violations whose reason says it.
-IMPORTED_FACTORY = "a helper of another module that builds and returns it"
 
 
 def hit_at(node: ast.AST, message: str, fix: FixInfo | None,

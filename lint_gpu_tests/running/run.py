@@ -30,7 +30,13 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 from lint_gpu_tests.checking import conftest_index
 from lint_gpu_tests.checking.conftest_index import ConftestIndex, conftest_engine_fixtures
 from lint_gpu_tests.config import Config, ConfigResolver, is_test_module
-from lint_gpu_tests.ftypes import ENGINE_HELPER, FileResult, Violation, wanted_fixes
+from lint_gpu_tests.ftypes import (
+    ENGINE_HELPER,
+    FileResult,
+    Violation,
+    wanted_fixes,
+    withholds_for_imported_factory,
+)
 from lint_gpu_tests.running.cache import ResultCache, content_hash, default_cache_dir, stat_key
 from lint_gpu_tests.running.discovery import Discovery, Problem, discover_files, is_excluded
 
@@ -658,6 +664,9 @@ class RunContext:
         violations relabelled, and with ``fix`` or ``diff`` each unit that applies rewritten
         whole (written together, or diffed). Units that share a module are applied one
         round after another, each planned on the bytes the one before left."""
+        if not any(r.error is None and withholds_for_imported_factory(r.violations)
+                   for r in run.files):
+            return
         from lint_gpu_tests.fixing import tree_units
 
         options = self.options
@@ -685,7 +694,7 @@ class RunContext:
         done: set[tuple[str, str]] = set()
         for _ in range(MAX_UNIT_ROUNDS):
             seeds = [r.path for r in run.files
-                     if r.error is None and tree_units.marked(r.violations)]
+                     if r.error is None and withholds_for_imported_factory(r.violations)]
             if not seeds:
                 return
             first = self.configs[seeds[0]]
