@@ -13,6 +13,7 @@ public helper of a test module's fix is unsafe, its reason saying so.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lint_gpu_tests.analysis.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
@@ -59,6 +60,27 @@ def _enclosing(module: ModuleAnalysis, node: ast.AST) -> FunctionInfo | str:
     return "the module level"
 
 
+def name_loads(module: ModuleAnalysis, name: str, node: ast.AST) -> Iterator[ast.Name | str]:
+    """The loads of ``name``, the module-level function ``node`` defines, in ``module``'s
+    breadth-first order; a reason (a ``str``, the last item) where the name is defined more
+    than once, is also a parameter name or is rebound, so its uses are not all the
+    function's."""
+    for use in walk_breadth(module.tree):
+        if isinstance(use, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and use.name == name and use is not node:
+            yield f"`{name}` is defined more than once"
+            return
+        if isinstance(use, ast.arg) and use.arg == name:
+            yield f"`{name}` is also a parameter name"
+            return
+        if not (isinstance(use, ast.Name) and use.id == name):
+            continue
+        if not isinstance(use.ctx, ast.Load):
+            yield f"`{name}` is rebound in the module"
+            return
+        yield use
+
+
 def helper_callers(module: ModuleAnalysis, func: FunctionInfo,
                    fixture: str) -> HelperCallers | str:
     """Whether every use of the helper ``func`` is a call that can pass it ``fixture``.
@@ -81,16 +103,9 @@ def helper_callers(module: ModuleAnalysis, func: FunctionInfo,
         return HelperCallers(name, frozenset(), not name.startswith("_"), passed=True)
     callers: set[int] = set()
     calls = 0
-    for use in walk_breadth(module.tree):
-        if isinstance(use, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
-                and use.name == name and use is not node:
-            return f"`{name}` is defined more than once"
-        if isinstance(use, ast.arg) and use.arg == name:
-            return f"`{name}` is also a parameter name"
-        if not (isinstance(use, ast.Name) and use.id == name):
-            continue
-        if not isinstance(use.ctx, ast.Load):
-            return f"`{name}` is rebound in the module"
+    for use in name_loads(module, name, node):
+        if isinstance(use, str):
+            return use
         parent = module.parent(use)
         if not (isinstance(parent, ast.Call) and parent.func is use):
             return f"`{name}` is used other than by a call (line {use.lineno}), so not every " \

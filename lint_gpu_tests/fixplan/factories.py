@@ -71,7 +71,7 @@ from lint_gpu_tests.analysis.analysis import (
     ModuleAnalysis,
     RunnerCall,
 )
-from lint_gpu_tests.analysis.helper_calls import ONE_MODULE
+from lint_gpu_tests.analysis.helper_calls import ONE_MODULE, name_loads
 from lint_gpu_tests.config import is_test_module
 from lint_gpu_tests.fixplan.blocks import loads_of
 from lint_gpu_tests.fixplan.plan import PlanKind, WrapPlan
@@ -243,16 +243,9 @@ def module_call_sites(module: ModuleAnalysis, func: FunctionInfo) -> list[Factor
     call) or why it has none."""
     name = func.name
     calls: list[FactoryCall] = []
-    for use in walk_breadth(module.tree):
-        if isinstance(use, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
-                and use.name == name and use is not func.node:
-            return f"`{name}` is defined more than once"
-        if isinstance(use, ast.arg) and use.arg == name:
-            return f"`{name}` is also a parameter name"
-        if not (isinstance(use, ast.Name) and use.id == name):
-            continue
-        if not isinstance(use.ctx, ast.Load):
-            return f"`{name}` is rebound in the module"
+    for use in name_loads(module, name, func.node):
+        if isinstance(use, str):
+            return use
         parent = module.parent(use)
         if not (isinstance(parent, ast.Call) and parent.func is use):
             return (f"`{name}` is used other than by a call {_where(use, module)}: what "
