@@ -198,3 +198,39 @@ def test_settings_name_the_runner_first_and_hash_its_module(project: Path) -> No
     before = module.fingerprint()
     (project / "tests" / "utils.py").write_text("def m(model):\n    pass\n")
     assert module.fingerprint() != before
+
+
+def test_a_runner_defined_in_the_module_a_fix_rewrites_is_not_imported_into_it(
+        project: Path) -> None:
+    """A ``conftest.py`` that defines the runner the config names: its own engine is the
+    runner's, and no fix imports the runner into the module that defines it."""
+    (project / "tests" / "__init__.py").write_text("")
+    (project / "tests" / "conftest.py").write_text(
+        CM_RUNNER.format(params="model, **kwargs"))
+    reason = ('`runner = "tests.conftest:managed_llm"` is defined in this module: a fix would '
+              "import the runner into the module that defines it (and an engine its body "
+              "builds is the runner's own)")
+    assert fixes(project, runner="tests.conftest:managed_llm", runner_yields="engine")[0] == (
+        8, "GPU001", "none", reason)
+
+
+def test_a_factory_helper_of_another_module_is_not_rewritten_over_the_projects_runner(
+        project: Path) -> None:
+    """The factory unit targets the bundled runner (or vLLM's): with the project's own, its
+    callers keep their cleanup, with the reason."""
+    (project / "tests" / "__init__.py").write_text("")
+    (project / "tests" / "utils.py").write_text(
+        CM_RUNNER.format(params="model, **kwargs")
+        + '\n\ndef make_llm(model):\n    return LLM(model=model)\n')
+    (project / "tests" / "test_x.py").write_text(
+        'import gc\n\nfrom tests.utils import make_llm\n\n\ndef test_a():\n'
+        '    llm = make_llm("m")\n    llm.generate(["x"])\n    del llm\n    gc.collect()\n')
+    config = config_from_table({"runner": "tests.utils:managed_llm", "runner-yields": "engine"},
+                               "", root=str(project))
+    result = check_paths([str(project / "tests")], config, cache=False, jobs=1)
+    found = [(v.code, v.location.row, v.fix.applicability.value if v.fix else None)
+             for v in result.violations]
+    assert found == [("GPU004", 9, "none"), ("GPU004", 10, "none")]
+    assert all("the project's runner (`runner = \"tests.utils:managed_llm\"`) is not one a "
+               "factory helper is rewritten over" in v.fix.reason
+               for v in result.violations if v.fix is not None)

@@ -194,12 +194,6 @@ def _factory_units(module: ModuleAnalysis) -> dict[str, FactoryPlan | FixInfo]:
         if len(sites) != 1:
             out[name] = FixInfo.none(title, f"`{name}()` builds several engines")
             continue
-        if module.config.runner:
-            out[name] = FixInfo.none(title, (
-                f"the project's runner (`runner = \"{module.config.runner}\"`) is not one a "
-                "factory helper is rewritten over: the factory unit targets the bundled "
-                "runner or vLLM's"))
-            continue
         calls = module_call_sites(module, func)
         if isinstance(calls, str):
             out[name] = FixInfo.none(title, calls)
@@ -280,6 +274,11 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
     """
     name = func.name
     title = factory_title(module, name)
+    if module.config.runner:
+        return FixInfo.none(title, (
+            f"the project's runner (`runner = \"{module.config.runner}\"`) is not one a "
+            "factory helper is rewritten over: the factory unit targets the bundled runner "
+            "or vLLM's"))
     body = _factory_body(module, func, site, title)
     if isinstance(body, FixInfo):
         return body

@@ -187,9 +187,13 @@ def _module_runner(module: ModuleAnalysis, dotted: str, name: str, call: ast.Cal
                    ) -> Blocked | list[str]:
     config = module.config
     setting = f"`runner = \"{config.runner}\"`"
-    path = project_module(module.path, config, dotted)
-    if path == module.path:  # checked as text alone: nothing to look up
+    if not os.path.isfile(module.path):  # checked as text alone: nothing to look up
         return []
+    path = project_module(module.path, config, dotted)
+    if path is not None and os.path.samefile(path, module.path):
+        return Blocked(f"{setting} is defined in this module: a fix would import the runner "
+                       "into the module that defines it (and an engine its body builds is the "
+                       "runner's own)")
     if path is None:
         return Blocked(f"{setting} imports from `{dotted}`, and the project has no "
                        f"`{dotted.replace('.', '/')}.py`")
@@ -237,6 +241,10 @@ def _fixture_runner(module: ModuleAnalysis, name: str, func: FunctionInfo | None
     setting = f"`runner = \"{config.runner}\"`"
     if not os.path.isfile(module.path):
         return []
+    if func is not None and func.name == name and func.kind is FunctionKind.FIXTURE and \
+            os.path.basename(module.path) == "conftest.py":
+        return Blocked(f"`{name}` is the project's runner fixture ({setting}): the engine it "
+                       "builds is the one the fixes enter")
     if module.own_runner_fixture is None:
         return Blocked(f"{setting} requests the `{name}` fixture, and no conftest.py pytest "
                        "loads for this module defines it")
