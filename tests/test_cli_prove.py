@@ -534,9 +534,8 @@ def test_a_unit_proven_the_same_is_written_whole(unit_project: Path, tmp_path: P
     written = prove("tests/test_a.py", "tests/test_b.py", "--apply", "--", "-q")
     assert written.exit_code == 0, written.output
     assert "prove: 4 session(s) taken from their recordings, 0 to run" in written.stderr
-    assert ("prove: one fix unit (make_llm() of tests/utils.py and its calls), proven and "
-            "written together: tests/utils.py, tests/test_a.py, tests/test_b.py"
-            ) in written.stderr.splitlines()
+    assert ("prove: one fix unit (make_llm() of tests/utils.py and its calls): "
+            "tests/utils.py, tests/test_a.py, tests/test_b.py") in written.stderr.splitlines()
     lines = written.stdout.splitlines()
     assert lines[:2] == ["fix unit (make_llm() of tests/utils.py and its calls): "
                          "tests/utils.py, tests/test_a.py, tests/test_b.py: written together",

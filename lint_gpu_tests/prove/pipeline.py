@@ -354,8 +354,8 @@ def _prove(top: Path, paths: list[str], opts: ProveOptions, work: Path, store: S
     say(f"prove: the fix changed {len(result.changed)} file(s); "
         f"{len(run)} test module(s) to prove, {len(result.unchanged)} left as they were")
     for unit in result.units:
-        say(f"prove: one fix unit ({', '.join(unit.helpers)} and its calls), proven and "
-            f"written together: {', '.join(unit.files)}")
+        say(f"prove: one fix unit ({', '.join(unit.helpers)} and its calls): "
+            f"{', '.join(unit.files)}")
     helpers = [c for c in result.changed if not is_test_module(c)
                and os.path.basename(c) != "conftest.py"]
     environment = opts.environment or environment_id()
