@@ -445,3 +445,133 @@ def test_the_ray_executor_without_ray_is_an_error(project: Path,
     result = prove("tests", "--executor", "ray", "-q")
     assert (result.exit_code, result.stderr) == (
         2, "error: --executor ray needs Ray: pip install 'gpu-test-lint[ray]'\n")
+
+
+UNIT_HELPER = '''\
+from vllm import LLM
+
+
+def make_llm(max_model_len=32):
+    llm = LLM("tiny", max_model_len=max_model_len)
+    return llm
+'''
+
+UNIT_A = '''\
+import gc
+
+from vllm import SamplingParams
+
+from tests.utils import make_llm
+
+
+def test_a():
+    llm = make_llm()
+    out = llm.generate(["abc"], SamplingParams(temperature=0.0))
+    assert out[0].outputs[0].text == "cba"
+    del llm
+    gc.collect()
+'''
+
+UNIT_B = '''\
+from vllm import SamplingParams
+
+from . import utils
+
+
+def test_b():
+    llm = utils.make_llm(16)
+    try:
+        out = llm.generate(["xy"], SamplingParams(temperature=0.0))
+        assert out[0].outputs[0].text == "yx"
+    finally:
+        del llm
+'''
+
+UNIT_FILES = ["tests/utils.py", "tests/test_a.py", "tests/test_b.py"]
+
+
+@pytest.fixture
+def unit_project(project: Path) -> Path:
+    """The project made a fix unit across modules: ``tests/utils.py``'s factory
+    ``make_llm()``, called by ``tests/test_a.py`` and ``tests/test_b.py``, which clean up by
+    hand."""
+    (project / "tests" / "test_plain.py").unlink()
+    (project / "tests" / "__init__.py").write_text("")
+    for name, text in (("utils.py", UNIT_HELPER), ("test_a.py", UNIT_A),
+                       ("test_b.py", UNIT_B)):
+        (project / "tests" / name).write_text(text)
+    return project
+
+
+def unit_fixed_by_check(project: Path, tmp_path: Path) -> dict[str, bytes]:
+    """What ``check --fix`` writes to a copy of the whole project, per file of the unit."""
+    copy = tmp_path / "check-fix"
+    shutil.copytree(project, copy)
+    result = CliRunner().invoke(cli.cli, ["check", "--fix", "--no-cache", str(copy / "tests")])
+    assert result.exit_code == 0, result.output
+    return {path: (copy / path).read_bytes() for path in UNIT_FILES}
+
+
+def test_a_unit_proven_the_same_is_written_whole(unit_project: Path, tmp_path: Path) -> None:
+    """Each test module of the unit is proven; ``--apply`` writes the unit's three files,
+    the helper's module included, also when the paths name only the test modules (the fix
+    rewrites the helper's module all the same)."""
+    originals = {path: (unit_project / path).read_bytes() for path in UNIT_FILES}
+    expected = unit_fixed_by_check(unit_project, tmp_path)
+    assert all(expected[path] != originals[path] for path in UNIT_FILES)
+    unit = {"helpers": ["make_llm() of tests/utils.py"], "files": UNIT_FILES,
+            "applied": False, "withheld": ""}
+
+    first = prove("tests", "--output-format", "json", "--", "-q")
+    assert first.exit_code == 0, first.output
+    data = json.loads(first.stdout)
+    assert [(m["module"], m["status"]) for m in data["modules"]] == [
+        ("tests/test_a.py", "same"), ("tests/test_b.py", "same")]
+    assert (data["changed"], data["units"], data["applied"]) == (
+        sorted(UNIT_FILES), [unit], [])
+    assert {path: (unit_project / path).read_bytes() for path in UNIT_FILES} == originals
+
+    written = prove("tests/test_a.py", "tests/test_b.py", "--apply", "--", "-q")
+    assert written.exit_code == 0, written.output
+    assert "prove: 4 session(s) taken from their recordings, 0 to run" in written.stderr
+    assert ("prove: one fix unit (make_llm() of tests/utils.py and its calls): "
+            "tests/utils.py, tests/test_a.py, tests/test_b.py") in written.stderr.splitlines()
+    lines = written.stdout.splitlines()
+    assert lines[:2] == ["fix unit (make_llm() of tests/utils.py and its calls): "
+                         "tests/utils.py, tests/test_a.py, tests/test_b.py: written together",
+                         ""]
+    assert lines[-1] == "Applied the fix to 3 files."
+    assert {path: (unit_project / path).read_bytes() for path in UNIT_FILES} == expected
+
+
+def test_a_unit_with_a_module_that_differs_is_not_written(
+        unit_project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One test module of the unit differs (its fix broken on purpose): no file of the unit
+    is written, the other test module proven the same and the helper's module neither, and
+    the report names the module that differs."""
+    originals = {path: (unit_project / path).read_bytes() for path in UNIT_FILES}
+    fix = pipeline.check_paths
+
+    def check_paths(paths: list[str], *args: Any, **kwargs: Any) -> Any:
+        result = fix(paths, *args, **kwargs)
+        for given in paths:
+            for module in Path(given).rglob("test_b.py"):
+                module.write_text(module.read_text().replace("make_llm(16)", "make_llm(8)"))
+        return result
+
+    monkeypatch.setattr(pipeline, "check_paths", check_paths)
+    result = prove("tests", "--apply", "--", "-q")
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.splitlines()
+    assert lines[:4] == [
+        "tests/test_b.py::test_b: engine 1 max_model_len: 16 before, 8 after",
+        "tests/test_b.py: run again alone: differs when first run (1 difference(s))",
+        "fix unit (make_llm() of tests/utils.py and its calls): tests/utils.py, "
+        "tests/test_a.py, tests/test_b.py: not written: tests/test_b.py differs", ""]
+    assert [line.split()[:2] for line in lines[-5:-3]] == [["tests/test_a.py", "same"],
+                                                           ["tests/test_b.py", "differs"]]
+    assert lines[-1] == ("Applied the fix to 0 files; not written: tests/test_a.py, "
+                         "tests/test_b.py, tests/utils.py.")
+    assert ("prove: the fix unit of make_llm() of tests/utils.py: not written: "
+            "tests/test_b.py differs") in result.stderr.splitlines()
+    assert {path: (unit_project / path).read_bytes() for path in UNIT_FILES} == originals

@@ -265,3 +265,144 @@ def test_changed_files_come_from_the_fix_run(tmp_path: Path) -> None:
                         RunOptions(fix=True, cache=False, jobs=1))
     assert changed_files(fixed, before, after) == ["tests/sub/test_a.py"]
     assert (after / "other" / "test_b.py").read_text() == source
+
+
+def test_units_that_share_a_file_are_one(tmp_path: Path) -> None:
+    """The units a fix run rewrote, relative to the fixed copy: two sharing a caller are one
+    (the helpers' modules first), a file outside the copy keeps its absolute path."""
+    from lint_gpu_tests.prove.pipeline import Unit, fix_units
+    from lint_gpu_tests.running.run import RewrittenUnit, RunResult
+
+    after = tmp_path / "after"
+    outside = tmp_path / "elsewhere" / "test_x.py"
+    fixed = RunResult(units=[
+        RewrittenUnit("f", (str(after / "tests/u.py"), str(after / "tests/test_b.py"),
+                            str(after / "tests/test_a.py"))),
+        RewrittenUnit("h", (str(after / "tests/w.py"), str(outside))),
+        RewrittenUnit("g", (str(after / "tests/v.py"), str(after / "tests/test_a.py")))])
+    assert fix_units(fixed, after) == [
+        Unit(["h() of tests/w.py"], ["tests/w.py", str(outside)]),
+        Unit(["f() of tests/u.py", "g() of tests/v.py"],
+             ["tests/u.py", "tests/v.py", "tests/test_a.py", "tests/test_b.py"])]
+
+
+def _unit_tree(tmp_path: Path, statuses: dict[str, Status]
+               ) -> tuple[ProveResult, dict[str, bytes], Path]:
+    """A tree of two units and a module of its own: ``tests/utils.py``'s helper called by
+    ``tests/test_a.py`` and ``tests/test_b.py``; ``tests/test_c.py``'s helper called by
+    ``tests/test_d.py``; ``tests/test_e.py``. Returns the result of proving it (each module's
+    verdict from ``statuses``, ``same`` where not given), the fixed bytes and the tree."""
+    from lint_gpu_tests.prove.pipeline import Unit
+    from lint_gpu_tests.prove.store import digest
+
+    top = tmp_path / "top"
+    (top / "tests").mkdir(parents=True)
+    names = ["tests/utils.py", "tests/test_a.py", "tests/test_b.py", "tests/test_c.py",
+             "tests/test_d.py", "tests/test_e.py"]
+    fixed = {name: f"fixed {name}\n".encode() for name in names}
+    for name in names:
+        (top / name).write_bytes(f"original {name}\n".encode())
+    modules = [ModuleResult(m, statuses.get(m, Status.SAME)) for m in names[1:]]
+    result = ProveResult(
+        modules, changed=sorted(names), to_prove=names[1:],
+        digests={n: {"before": digest((top / n).read_bytes()), "after": digest(fixed[n])}
+                 for n in names},
+        units=[Unit(["make_llm() of tests/utils.py"], names[:3]),
+               Unit(["build() of tests/test_c.py"], ["tests/test_c.py", "tests/test_d.py"])])
+    return result, fixed, top
+
+
+def _written(top: Path) -> list[str]:
+    return sorted(p.relative_to(top).as_posix() for p in top.rglob("*.py")
+                  if p.read_bytes().startswith(b"fixed"))
+
+
+def test_apply_writes_each_unit_whole_or_not_at_all(tmp_path: Path) -> None:
+    from lint_gpu_tests.prove.pipeline import apply
+
+    said: list[str] = []
+    result, fixed, top = _unit_tree(tmp_path, {})
+    apply(result, fixed.get, top, said.append)
+    assert (_written(top), result.withheld, said) == (sorted(fixed), [], [])
+    assert [(u.applied, u.withheld) for u in result.units] == [(True, ""), (True, "")]
+
+    # test_d differs: its unit is not written; nor is the other, whose helper's module (not
+    # a test module) is written, as any such file, only when every module was proven
+    result, fixed, top = _unit_tree(tmp_path / "d", {"tests/test_d.py": Status.DIFFERS})
+    apply(result, fixed.get, top, said.append)
+    assert _written(top) == ["tests/test_e.py"]
+    assert [(u.applied, u.withheld) for u in result.units] == [
+        (False, "tests/test_d.py differs"), (False, "tests/test_d.py differs")]
+    assert said[-2:] == [
+        "prove: the fix unit of make_llm() of tests/utils.py: not written: tests/test_d.py "
+        "differs",
+        "prove: the fix unit of build() of tests/test_c.py: not written: tests/test_d.py "
+        "differs"]
+
+    # test_b inconclusive: its unit is not written, the unit of test modules only is
+    result, fixed, top = _unit_tree(tmp_path / "b", {"tests/test_b.py": Status.INCONCLUSIVE})
+    apply(result, fixed.get, top, said.append)
+    assert _written(top) == ["tests/test_c.py", "tests/test_d.py", "tests/test_e.py"]
+    assert result.units[0].withheld == "tests/test_b.py is inconclusive"
+    assert result.withheld == ["tests/test_a.py", "tests/test_b.py", "tests/utils.py"]
+
+
+def test_apply_writes_no_file_of_a_unit_when_one_changed_since_copied(tmp_path: Path) -> None:
+    from lint_gpu_tests.prove.pipeline import apply
+
+    said: list[str] = []
+    result, fixed, top = _unit_tree(tmp_path, {})
+    (top / "tests" / "test_a.py").write_text("edited by hand\n")
+    apply(result, fixed.get, top, said.append)
+    assert _written(top) == ["tests/test_c.py", "tests/test_d.py", "tests/test_e.py"]
+    assert (top / "tests" / "test_a.py").read_text() == "edited by hand\n"
+    assert said == ["prove: the fix unit of make_llm() of tests/utils.py: not written: "
+                    "tests/test_a.py changed since it was copied"]
+    # the fix now gives other bytes for the helper's module: none of its unit is written
+    result, fixed, top = _unit_tree(tmp_path / "other", {})
+    fixed["tests/utils.py"] = b"fixed otherwise\n"
+    apply(result, fixed.get, top, said.append)
+    assert _written(top) == ["tests/test_c.py", "tests/test_d.py", "tests/test_e.py"]
+    assert result.units[0].withheld == \
+        "tests/utils.py: the fix now gives other bytes than those proven"
+    # a unit with a file outside the tree proven is not written
+    result, fixed, top = _unit_tree(tmp_path / "outside", {})
+    result.units[1].files.append(str(tmp_path / "elsewhere.py"))
+    apply(result, fixed.get, top, said.append)
+    assert _written(top) == ["tests/test_a.py", "tests/test_b.py", "tests/test_e.py",
+                             "tests/utils.py"]
+    assert result.units[1].withheld == f"{tmp_path / 'elsewhere.py'} lies outside the tree proven"
+
+
+def test_units_in_the_reports(tmp_path: Path) -> None:
+    """The text report names each unit's files and why it was not written; JSON keeps the
+    units and ``prove merge`` takes them from the shards' reports."""
+    from lint_gpu_tests.prove.merge import merge_reports
+    from lint_gpu_tests.prove.pipeline import apply
+
+    result, fixed, top = _unit_tree(tmp_path, {"tests/test_b.py": Status.DIFFERS})
+    assert render_text(result).splitlines()[:3] == [
+        "fix unit (make_llm() of tests/utils.py and its calls): tests/utils.py, "
+        "tests/test_a.py, tests/test_b.py",
+        "fix unit (build() of tests/test_c.py and its calls): tests/test_c.py, "
+        "tests/test_d.py", ""]
+    shards = []
+    for k, modules in ((1, result.modules[:2]), (2, result.modules[2:])):
+        part = ProveResult(modules, changed=result.changed, to_prove=result.to_prove,
+                           digests=result.digests, units=result.units, shard=f"{k}/2")
+        shards.append(json.loads(render_json(part)))
+    merged = merge_reports(shards)
+    assert merged.units == result.units
+    apply(merged, fixed.get, top, lambda line: None)
+    assert render_text(merged).splitlines()[:2] == [
+        "fix unit (make_llm() of tests/utils.py and its calls): tests/utils.py, "
+        "tests/test_a.py, tests/test_b.py: not written: tests/test_b.py differs",
+        "fix unit (build() of tests/test_c.py and its calls): tests/test_c.py, "
+        "tests/test_d.py: written together"]
+    assert json.loads(render_json(merged))["units"] == [
+        {"helpers": ["make_llm() of tests/utils.py"],
+         "files": ["tests/utils.py", "tests/test_a.py", "tests/test_b.py"],
+         "applied": False, "withheld": "tests/test_b.py differs"},
+        {"helpers": ["build() of tests/test_c.py"], "files": ["tests/test_c.py",
+                                                             "tests/test_d.py"],
+         "applied": True, "withheld": ""}]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lint_gpu_tests.prove.compare import Difference, ModuleResult, Status
-from lint_gpu_tests.prove.pipeline import ProveResult, apply, copy_and_fix
+from lint_gpu_tests.prove.pipeline import ProveResult, Unit, apply, copy_and_fix
 
 
 def module_from_json(data: dict[str, Any]) -> ModuleResult:
@@ -40,7 +40,7 @@ def merge_reports(reports: Sequence[dict[str, Any]]) -> ProveResult:
         raise ValueError("no report to merge")
     first = reports[0]
     for report in reports:
-        for name in ("root", "to_prove", "changed", "digests", "fix"):
+        for name in ("root", "to_prove", "changed", "digests", "fix", "units"):
             if report.get(name) != first.get(name):
                 raise ValueError(f"the reports are not of one run: their {name} differ")
     shards = sorted(str(r.get("shard") or "") for r in reports)
@@ -63,7 +63,9 @@ def merge_reports(reports: Sequence[dict[str, Any]]) -> ProveResult:
                        changed=list(first["changed"]), errors=errors,
                        seconds=max(float(r["seconds"]) for r in reports), root=first["root"],
                        to_prove=list(first["to_prove"]), fix=dict(first["fix"]),
-                       digests=dict(first["digests"]))
+                       digests=dict(first["digests"]),
+                       units=[Unit(list(u["helpers"]), list(u["files"]))
+                              for u in first.get("units", [])])
 
 
 def merge_paths(paths: Sequence[str], *, write: bool = False,

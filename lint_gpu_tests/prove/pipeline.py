@@ -3,13 +3,15 @@
 1. The project's tree (``root``, the working directory) is copied twice (:func:`copy_tree`):
    the original, and the copy fixed as ``check --fix`` fixes it (the same options).
 2. The test modules under the given paths that the fix changed (or whose ``conftest.py``
-   files it changed; every module when it changed another file) each run twice, once per
+   files it changed; every module when it changed another file), and every test module of a
+   fix unit across modules (:class:`Unit`), each run twice, once per
    copy, each run in its own pytest session with the recorder (:mod:`.session`), side by
    side on ``jobs`` threads. A session's recording is kept in the cache directory under the
    key of its inputs (:mod:`.store`), so a re-run runs only the modules whose bytes changed.
 3. Per module the two runs are compared (:func:`.compare.judge`).
 4. With ``apply``, the fixed bytes of the modules proven the same are written to the tree;
-   the conftest and other files the fix changed only when every module run was proven.
+   the conftest and other files the fix changed only when every module run was proven; the
+   files of a unit together, when each of them may be written.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 from lint_gpu_tests.api import ConfigResolver, RunOptions, RunResult, check_paths
 from lint_gpu_tests.config import is_test_module
-from lint_gpu_tests.parsing.writer import atomic_write
+from lint_gpu_tests.parsing.writer import atomic_write, atomic_write_all
 from lint_gpu_tests.prove.compare import ModuleResult, Status, judge
 from lint_gpu_tests.prove.devices import (
     engine_devices,
@@ -128,6 +130,32 @@ class ProveOptions:
 
 
 @dataclass
+class Unit:
+    """A fix unit across modules: a factory helper and every call of it in the tree, which
+    ``check --fix`` rewrites together (:mod:`lint_gpu_tests.fixing.tree_units`). Each of its
+    test modules is proven, and ``--apply`` writes all of its files or none.
+
+    Attributes:
+        helpers: the helpers it rewrites, as ``make_llm() of tests/utils.py`` (units that
+            share a file are one unit).
+        files: the files it rewrote, ``/``-separated, relative to the root (a file outside
+            the tree: its absolute path), the helpers' modules first.
+        applied: ``--apply`` wrote them.
+        withheld: why ``--apply`` wrote none of them (``tests/test_b.py differs``), else ``""``.
+    """
+
+    helpers: list[str]
+    files: list[str]
+    applied: bool = False
+    withheld: str = ""
+
+    @property
+    def tests(self) -> list[str]:
+        """Its test modules (``test_*.py``, ``*_test.py``)."""
+        return [f for f in self.files if is_test_module(f)]
+
+
+@dataclass
 class ProveResult:
     """What ``prove`` found.
 
@@ -145,6 +173,7 @@ class ProveResult:
         fix: how the fix was made (``paths``, ``unsafe_fixes``, ``overrides``,
             ``config_file``): ``prove merge --apply`` makes it again.
         digests: per changed file, the SHA-256 of its bytes ``before`` and ``after`` the fix.
+        units: the fix units across modules the fix rewrote (:class:`Unit`).
     """
 
     modules: list[ModuleResult] = field(default_factory=list)
@@ -159,6 +188,7 @@ class ProveResult:
     to_prove: list[str] = field(default_factory=list)
     fix: dict[str, Any] = field(default_factory=dict)
     digests: dict[str, dict[str, str]] = field(default_factory=dict)
+    units: list[Unit] = field(default_factory=list)
 
     @property
     def proven(self) -> bool:
@@ -189,22 +219,52 @@ def copy_tree(source: Path, destination: Path, *, skip: Sequence[Path] = ()) -> 
 
 def changed_files(fixed: RunResult, before: Path, after: Path) -> list[str]:
     """The files the fix run ``fixed`` changed in ``after`` (``/``-separated, relative to
-    it), sorted: those it wrote (their results hold the new bytes) whose bytes now differ
-    from ``before``'s; the trees are not walked."""
+    it), sorted: those it wrote (their results hold the new bytes) and those its fix units
+    across modules rewrote (a helper's module the run does not check among them), whose
+    bytes now differ from ``before``'s; the trees are not walked."""
     root = after.resolve()
+    written: list[tuple[str, bytes | None]] = [
+        (file.path, file.new_source) for file in fixed.files if file.new_source is not None]
+    written += [(path, None) for unit in fixed.units for path in unit.paths]
     changed = set()
-    for file in fixed.files:
-        if file.new_source is None:
-            continue
-        try:
-            relative = Path(file.path).resolve().relative_to(root).as_posix()
-        except ValueError:  # written outside the tree (through a link): not the tree's
+    for path, new in written:
+        relative = _relative(path, root)
+        if relative is None:  # written outside the tree (through a link): not the tree's
             continue
         other = before / relative
-        if relative.endswith(".py") and (not other.is_file()
-                                         or other.read_bytes() != file.new_source):
+        if new is None:
+            new = (root / relative).read_bytes()
+        if relative.endswith(".py") and (not other.is_file() or other.read_bytes() != new):
             changed.add(relative)
     return sorted(changed)
+
+
+def _relative(path: str, root: Path) -> str | None:
+    """``path`` (as the fix run names it) relative to ``root``, ``/``-separated; ``None``
+    outside it."""
+    try:
+        return Path(path).resolve().relative_to(root).as_posix()
+    except ValueError:
+        return None
+
+
+def fix_units(fixed: RunResult, after: Path) -> list[Unit]:
+    """The fix units across modules the fix run ``fixed`` rewrote in ``after``, those that
+    share a file joined into one, each with its helpers' modules first and the rest sorted;
+    files relative to ``after`` (absolute outside it)."""
+    root = after.resolve()
+    joined: list[tuple[list[str], list[str], set[str]]] = []  # helpers, heads, files
+    for rewritten in fixed.units:
+        files = [_relative(p, root) or str(Path(p).resolve()) for p in rewritten.paths]
+        helpers, heads, members = [f"{rewritten.helper}() of {files[0]}"], [files[0]], \
+            set(files)
+        for unit in [u for u in joined if u[2] & members]:
+            joined.remove(unit)
+            helpers[:0], heads[:0] = unit[0], unit[1]
+            members |= unit[2]
+        joined.append((helpers, heads, members))
+    return [Unit(helpers, [*dict.fromkeys(heads), *sorted(members - set(heads))])
+            for helpers, heads, members in joined]
 
 
 def modules_to_run(tests: Sequence[str], changed: Sequence[str], tree: Path) -> list[str]:
@@ -288,10 +348,14 @@ def _prove(top: Path, paths: list[str], opts: ProveOptions, work: Path, store: S
     tests = copy_and_fix(top, trees, fix, result,
                          skip=[work, default_cache_dir(str(top), opts.cache_dir)])
     say(f"prove: copied {top} twice under {work}")
+    tests = sorted({*tests, *(m for unit in result.units for m in unit.tests)})
     run = modules_to_run(tests, result.changed, trees["after"])
     result.unchanged = [m for m in tests if m not in run]
     say(f"prove: the fix changed {len(result.changed)} file(s); "
         f"{len(run)} test module(s) to prove, {len(result.unchanged)} left as they were")
+    for unit in result.units:
+        say(f"prove: one fix unit ({', '.join(unit.helpers)} and its calls): "
+            f"{', '.join(unit.files)}")
     helpers = [c for c in result.changed if not is_test_module(c)
                and os.path.basename(c) != "conftest.py"]
     environment = opts.environment or environment_id()
@@ -527,8 +591,8 @@ def copy_and_fix(top: Path, trees: dict[str, Path], fix: dict[str, Any],
                  result: ProveResult, *, skip: Sequence[Path] = ()) -> list[str]:
     """Copy ``top`` into each of ``trees`` (emptied first) and fix the ``after`` copy as
     ``fix`` says (``paths``, ``unsafe_fixes``, ``overrides``, ``config_file``); set
-    ``result``'s ``errors``, ``changed`` and ``digests``. Returns the test modules the fixer
-    saw (``/``-separated, sorted)."""
+    ``result``'s ``errors``, ``units``, ``changed`` and ``digests``. Returns the test
+    modules the fixer saw (``/``-separated, sorted)."""
     for tree in trees.values():
         if tree.exists():
             shutil.rmtree(tree)
@@ -538,8 +602,12 @@ def copy_and_fix(top: Path, trees: dict[str, Path], fix: dict[str, Any],
     fixed = check_paths([str(after / p) for p in fix["paths"]], config,
                         RunOptions(fix=True, unsafe_fixes=fix["unsafe_fixes"], cache=False))
     result.errors = [(os.path.relpath(p, after), m) for p, m in fixed.errors]
+    result.units = fix_units(fixed, after)
     if "before" in trees:
         result.changed = changed_files(fixed, trees["before"], after)
+        for unit in result.units:
+            unit.files = [f for f in unit.files if f in result.changed or os.path.isabs(f)]
+        result.units = [u for u in result.units if u.files]
         result.digests = {
             path: {"before": digest((trees["before"] / path).read_bytes())
                    if (trees["before"] / path).is_file() else "",
@@ -568,23 +636,75 @@ def apply(result: ProveResult, fixed: Callable[[str], bytes | None], top: Path,
           say: Callable[[str], None]) -> None:
     """Write the proven modules' fixed bytes (``fixed(path)``; None or bytes other than those
     proven, ``result.digests``, are not written); other changed files only when every module
-    run was proven. A file changed in the tree since it was copied is left alone."""
-    proven = {m.module for m in result.modules if m.status.proven}
-    every = all(m.status.proven for m in result.modules) and not result.errors \
-        and set(result.to_prove) <= {m.module for m in result.modules}
-    for path in result.changed:
-        writable = path in proven if is_test_module(path) else every
+    run was proven. A file changed in the tree since it was copied is left alone. The files
+    of a fix unit across modules (``result.units``) are written together
+    (:func:`~lint_gpu_tests.parsing.writer.atomic_write_all`) when every one of them may be,
+    else none of them; the unit's ``withheld`` says why.
+
+    Raises:
+        OSError: when a file cannot be written (a unit's files are then left as they were).
+    """
+    verdicts = {m.module: m for m in result.modules}
+
+    def blocked(path: str) -> str:
+        """Why the verdicts keep ``path`` from being written (``""``: they do not)."""
+        if is_test_module(path):
+            verdict = verdicts.get(path)
+            return f"{path} was not proven" if verdict is None else \
+                "" if verdict.status.proven else f"{path} {_VERDICT_SAYS[verdict.status]}"
+        if result.errors:
+            return f"the fixer failed on {result.errors[0][0]}"
+        first = next((m for m in result.modules if not m.status.proven), None)
+        if first is not None:
+            return f"{first.module} {_VERDICT_SAYS[first.status]}"
+        missing = [m for m in result.to_prove if m not in verdicts]
+        return f"{missing[0]} was not proven" if missing else ""
+
+    def bytes_of(path: str) -> bytes | str:
+        """The bytes to write to ``path``, or why they are not written."""
         target = top / path
         known = result.digests.get(path, {})
-        data = fixed(path) if writable else None
-        if writable and target.is_file() and digest(target.read_bytes()) != known.get("before"):
-            say(f"prove: {path} changed since it was copied: not written")
-            writable = False
-        elif writable and (data is None or digest(data) != known.get("after")):
-            say(f"prove: {path}: the fix now gives other bytes than those proven: not written")
-            writable = False
-        if writable and data is not None:
-            atomic_write(str(target), data)
+        if target.is_file() and digest(target.read_bytes()) != known.get("before"):
+            return f"{path} changed since it was copied"
+        data = fixed(path)
+        if data is None or digest(data) != known.get("after"):
+            return f"{path}: the fix now gives other bytes than those proven"
+        return data
+
+    in_unit = {f: unit for unit in result.units for f in unit.files}
+    for unit in result.units:
+        reasons = (f"{f} lies outside the tree proven" if os.path.isabs(f) else blocked(f)
+                   for f in [*unit.tests, *(f for f in unit.files if f not in unit.tests)])
+        why = next((w for w in reasons if w), "")  # its own test modules' verdicts first
+        news: dict[str, bytes] = {}
+        for path in unit.files if not why else ():
+            got = bytes_of(path)
+            if isinstance(got, str):
+                why = got
+                break
+            news[path] = got
+        if why:
+            unit.withheld = why
+            say(f"prove: the fix unit of {', '.join(unit.helpers)}: not written: {why}")
+        else:
+            atomic_write_all({str(top / path): data for path, data in news.items()})
+            unit.applied = True
+    for path in result.changed:
+        home = in_unit.get(path)
+        if home is not None:
+            (result.applied if home.applied else result.withheld).append(path)
+            continue
+        data: bytes | str | None = None if blocked(path) else bytes_of(path)
+        if isinstance(data, str):
+            say(f"prove: {data}: not written")
+        if isinstance(data, bytes):
+            atomic_write(str(top / path), data)
             result.applied.append(path)
         else:
             result.withheld.append(path)
+
+
+#: How a reason for not writing a file says a module's verdict (``tests/test_b.py differs``).
+_VERDICT_SAYS = {Status.SAME: "is the same", Status.LEAK_FIXED: "leaked before, fixed after",
+                 Status.DIFFERS: "differs", Status.INCONCLUSIVE: "is inconclusive",
+                 Status.NOT_RUN: "was not run"}

@@ -62,13 +62,19 @@ def _notes(m: ModuleResult) -> list[str]:
 
 def render_text(result: ProveResult) -> str:
     """One line per difference (``module: test: field: before, after``), per module not run
-    or inconclusive, per module run again alone, and the commands that run a module not
-    proven by hand (with ``--work-dir``); then each test's outcome before and after; then the
-    table: module, verdict, tests, failed in both, leaked before / after, texts by outcome
-    only, seconds; then the totals and what ``--apply`` wrote."""
+    or inconclusive, per module run again alone, the commands that run a module not
+    proven by hand (with ``--work-dir``), and per fix unit across modules its files (and
+    with ``--apply`` whether they were written, or why not); then each test's outcome before
+    and after; then the table: module, verdict, tests, failed in both, leaked before /
+    after, texts by outcome only, seconds; then the totals and what ``--apply`` wrote."""
     lines: list[str] = []
     for m in result.modules:
         lines += _notes(m)
+    for unit in result.units:
+        written = ": written together" if unit.applied else \
+            f": not written: {unit.withheld}" if unit.withheld else ""
+        lines.append(f"fix unit ({', '.join(unit.helpers)} and its calls): "
+                     f"{', '.join(unit.files)}{written}")
     for path, message in result.errors:
         lines.append(f"{path}: the fixer failed: {message}")
     if lines:
@@ -118,7 +124,8 @@ def render_json(result: ProveResult) -> str:
     per run, ``rerun``, ``logs``, ``commands``), ``unchanged``, ``changed``, ``applied``,
     ``withheld``, ``errors``, ``seconds``, ``proven``, ``shard`` (``K/N``), ``to_prove``
     (every shard's modules), ``fix`` (how it was made: ``prove merge --apply`` makes it
-    again) and ``digests`` (each changed file's SHA-256 before and after the fix)."""
+    again), ``digests`` (each changed file's SHA-256 before and after the fix) and ``units``
+    (each fix unit across modules: ``helpers``, ``files``, ``applied``, ``withheld``)."""
     data = {
         "root": result.root,
         "proven": result.proven,
@@ -133,6 +140,7 @@ def render_json(result: ProveResult) -> str:
         "to_prove": result.to_prove,
         "fix": result.fix,
         "digests": result.digests,
+        "units": [asdict(unit) for unit in result.units],
     }
     return json.dumps(data, indent=2, default=str) + "\n"
 

@@ -268,6 +268,22 @@ def _checked_bytes(source: bytes, path: str, config: Config, prefilter: bool,
 # --------------------------------------------------------------------------- results
 
 
+@dataclass(frozen=True)
+class RewrittenUnit:
+    """A fix unit across modules (:mod:`lint_gpu_tests.fixing.tree_units`) that a run
+    rewrote: its files written together (``fix``) or diffed together (``diff``).
+
+    Attributes:
+        helper: the factory helper's name (``make_llm``).
+        paths: the files the unit rewrote, the helper's module first, as the run names them
+            (the helper's module, when the run does not check it, as seen from the working
+            directory).
+    """
+
+    helper: str
+    paths: tuple[str, ...]
+
+
 @dataclass
 class RunResult:
     """Outcome of a run (:func:`run_paths`, :func:`lint_gpu_tests.api.check_paths`).
@@ -277,12 +293,15 @@ class RunResult:
         problems: trouble met while discovering files (see :class:`Problem`).
         diffs: path -> unified diff text, in ``diff`` mode, for files a fix would change.
         cache_hits: how many files the cache answered for.
+        units: the fix units across modules the run rewrote, in the order it rewrote them
+            (their files belong together: ``prove`` proves and writes them as one).
     """
 
     files: list[FileResult] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     diffs: dict[str, str] = field(default_factory=dict)
     cache_hits: int = 0
+    units: list[RewrittenUnit] = field(default_factory=list)
 
     @property
     def edits(self) -> dict[Violation, tuple[Edit, ...]]:
@@ -731,6 +750,8 @@ class RunContext:
                 atomic_write_all(news)
             except OSError as exc:
                 news = f"cannot write the fixed files of `{unit.helper.name}()`: {exc}"
+        if isinstance(news, dict) and news:
+            run.units.append(RewrittenUnit(unit.helper.name, tuple(news)))
         for path, member in unit.members.items():
             index = by_path.get(path)
             if isinstance(news, dict) and path in news and options.diff:
