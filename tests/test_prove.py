@@ -12,10 +12,15 @@ import pytest
 
 from lint_gpu_tests.prove import Difference, ProveResult, Status, compare, judge
 from lint_gpu_tests.prove.compare import ModuleResult, outcome_only
-from lint_gpu_tests.prove.pipeline import changed_files, copy_tree, modules_to_run
+from lint_gpu_tests.prove.pipeline import (
+    changed_files,
+    copy_tree,
+    module_helpers,
+    modules_to_run,
+)
 from lint_gpu_tests.prove.report import render_json, render_sarif, render_text
 from lint_gpu_tests.prove.schedule import Job, run_jobs
-from lint_gpu_tests.prove.store import Store, key_of, recording_inputs
+from lint_gpu_tests.prove.store import Store, helpers_of, key_of, recording_inputs
 
 ENGINE = {"model": "m", "max_model_len": 32, "dtype": "float32"}
 
@@ -211,7 +216,59 @@ def test_modules_to_run(tmp_path: Path) -> None:
     assert modules_to_run(tests, ["a/conftest.py"], tmp_path) == ["a/test_x.py"]
     assert modules_to_run(tests, ["conftest.py"], tmp_path) == tests
     assert modules_to_run(tests, ["helpers.py"], tmp_path) == tests
+    assert modules_to_run(tests, ["helpers.py"], tmp_path, {"test_y.py": ["helpers.py"]}) \
+        == ["test_y.py"]
     assert modules_to_run(tests, [], tmp_path) == []
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+@pytest.mark.parametrize(("importer", "line"), [
+    ("test_a.py", "import engine_helpers"),
+    ("test_a.py", "from engine_helpers import make_llm"),
+    ("test_a.py", "def test():\n    import engine_helpers"),
+    ("sub/test_a.py", "from .. import engine_helpers"),
+    ("sub/test_a.py", "from ..engine_helpers import make_llm"),
+    ("sub/test_a.py", "import engine_helpers as e"),  # pytest puts each folder above on sys.path
+    ("test_a.py", "from pkg import utils"),  # utils imports the helper in turn
+    ("test_a.py", "import pkg.utils"),
+])
+def test_a_module_runs_the_helper_it_imports(tmp_path: Path, importer: str, line: str) -> None:
+    tree = _tree(tmp_path, {importer: line + "\n", "engine_helpers.py": "",
+                            "pkg/__init__.py": "", "pkg/utils.py": "import engine_helpers\n",
+                            "other.py": "", "test_b.py": "import other\n"})
+    if importer.startswith("sub/"):
+        (tmp_path / "sub/__init__.py").write_text("")
+    changed = [importer, "engine_helpers.py", "other.py"]
+    assert helpers_of(tree, importer, changed) == ["engine_helpers.py"]
+    assert helpers_of(tree, "test_b.py", changed) == ["other.py"]
+
+
+def test_a_helper_a_conftest_imports_is_every_module_beneath_it(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, {"a/conftest.py": "from helpers import setup\n",
+                            "a/test_x.py": "", "test_y.py": "", "a/helpers.py": ""})
+    trees = {"before": tree, "after": tree}
+    assert module_helpers(["a/test_x.py", "test_y.py"], ["a/helpers.py"], trees) == {
+        "a/test_x.py": ["a/helpers.py"], "test_y.py": []}
+
+
+def test_a_helper_no_import_reaches_is_every_module(tmp_path: Path) -> None:
+    """One loaded by ``importlib`` or read as data: who runs it is not known."""
+    tree = _tree(tmp_path, {"test_x.py": "import importlib\nimportlib.import_module('h')\n",
+                            "test_y.py": "import used\n", "h.py": "", "used.py": ""})
+    trees = {"before": tree, "after": tree}
+    assert module_helpers(["test_x.py", "test_y.py"], ["h.py", "used.py"], trees) == {
+        "test_x.py": ["h.py"], "test_y.py": ["h.py", "used.py"]}
+
+
+def test_a_module_that_does_not_parse_may_run_every_helper(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, {"test_x.py": "def (:\n", "h.py": "", "g.py": ""})
+    assert helpers_of(tree, "test_x.py", ["h.py", "g.py"]) == ["g.py", "h.py"]
 
 
 def test_a_recording_key_changes_with_the_module_and_the_pytest_args(tmp_path: Path) -> None:

@@ -193,7 +193,7 @@ class TreeHelpers:
             for path, summary in self.summaries.items()}
         for path, found in self.reexports.items():
             for module, name, local in found:
-                target = _resolve(module, path, self.root)
+                target = resolve_import(module, path, self.root)
                 if target is None or target == path:
                     continue
                 for entry in self.summaries.get(target, ()):
@@ -234,9 +234,20 @@ def _spellings(path: str, directory: str, root: str) -> list[str]:
     return out
 
 
-def _resolve(module: str, importer: str, root: str) -> str | None:
+def resolve_import(module: str, importer: str, root: str) -> str | None:
     """The file a module at ``importer`` imports as ``module`` (``.engine``,
-    ``tests.utils.engine``), looked for as :func:`_spellings` spells them."""
+    ``tests.utils.engine``), looked for as :func:`_spellings` spells them.
+
+    Args:
+        module: the dotted name as the import spells it, leading dots for a relative import.
+        importer: the importing file's absolute path.
+        root: the tree's root (absolute); an absolute import is looked for from each
+            directory between the importer's and it, both included.
+
+    Returns:
+        The absolute path of the ``.py`` file (or package ``__init__.py``), or None when no
+        file of the tree is that module.
+    """
     level = len(module) - len(module.lstrip("."))
     parts = [p for p in module.lstrip(".").split(".") if p]
     bases: list[str] = []

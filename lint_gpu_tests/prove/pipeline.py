@@ -3,8 +3,8 @@
 1. The project's tree (``root``, the working directory) is copied twice (:func:`copy_tree`):
    the original, and the copy fixed as ``check --fix`` fixes it (the same options).
 2. The test modules under the given paths that the fix changed (or whose ``conftest.py``
-   files it changed; every module when it changed another file), and every test module of a
-   fix unit across modules (:class:`Unit`), each run twice, once per
+   files it changed, or that import another file it changed: :func:`module_helpers`), and
+   every test module of a fix unit across modules (:class:`Unit`), each run twice, once per
    copy, each run in its own pytest session with the recorder (:mod:`.session`), side by
    side on ``jobs`` threads. A session's recording is kept in the cache directory under the
    key of its inputs (:mod:`.store`), so a re-run runs only the modules whose bytes changed.
@@ -52,6 +52,7 @@ from lint_gpu_tests.prove.store import (
     Store,
     digest,
     environment_id,
+    helpers_of,
     recording_inputs,
     support_files,
 )
@@ -267,21 +268,40 @@ def fix_units(fixed: RunResult, after: Path) -> list[Unit]:
             for helpers, heads, members in joined]
 
 
-def modules_to_run(tests: Sequence[str], changed: Sequence[str], tree: Path) -> list[str]:
+def modules_to_run(tests: Sequence[str], changed: Sequence[str], tree: Path,
+                   helpers: Mapping[str, Sequence[str]] | None = None) -> list[str]:
     """The test modules (of ``tests``) to prove: those the fix changed, those whose
-    ``conftest.py`` (or pytest configuration) it changed, and all of them when it changed
-    any other file (a helper they may import)."""
+    ``conftest.py`` (or pytest configuration) it changed, and those that may run another file
+    it changed (``helpers``, per module, as :func:`module_helpers` finds them; without it,
+    every module may run every such file)."""
     changed_set = set(changed)
-    helpers = [c for c in changed if not is_test_module(c)
-               and os.path.basename(c) != "conftest.py"]
-    if helpers:
-        return list(tests)
+    others = [c for c in changed if not is_test_module(c)
+              and os.path.basename(c) != "conftest.py"]
     out = []
     for module in tests:
         support = {f.relative_to(tree).as_posix() for f in support_files(tree, module)}
-        if module in changed_set or support & changed_set:
+        runs = others if helpers is None else helpers.get(module, [])
+        if module in changed_set or support & changed_set or runs:
             out.append(module)
     return out
+
+
+def module_helpers(tests: Sequence[str], changed: Sequence[str], trees: Mapping[str, Path]
+                   ) -> dict[str, list[str]]:
+    """Per test module of ``tests``, the files the fix changed other than test modules and
+    conftests that its session may run, in either tree of ``trees``
+    (:func:`~lint_gpu_tests.prove.store.helpers_of`), and those no module's import reaches,
+    which count as every module's (loaded by ``importlib``, read as data: not known)."""
+    others = [c for c in changed if not is_test_module(c)
+              and os.path.basename(c) != "conftest.py"]
+    if not others:
+        return {m: [] for m in tests}
+    present = {v: [h for h in others if (t / h).is_file()] for v, t in trees.items()}
+    per_module = {m: sorted({h for v, t in trees.items() for h in helpers_of(t, m, present[v])})
+                  for m in tests}
+    reached = {h for hs in per_module.values() for h in hs}
+    unreached = [h for h in others if h not in reached]
+    return {m: sorted({*hs, *unreached}) for m, hs in per_module.items()}
 
 
 def prove_paths(paths: Sequence[str], options: ProveOptions | None = None, *,
@@ -349,18 +369,17 @@ def _prove(top: Path, paths: list[str], opts: ProveOptions, work: Path, store: S
                          skip=[work, default_cache_dir(str(top), opts.cache_dir)])
     say(f"prove: copied {top} twice under {work}")
     tests = sorted({*tests, *(m for unit in result.units for m in unit.tests)})
-    run = modules_to_run(tests, result.changed, trees["after"])
+    helpers = module_helpers(tests, result.changed, trees)
+    run = modules_to_run(tests, result.changed, trees["after"], helpers)
     result.unchanged = [m for m in tests if m not in run]
     say(f"prove: the fix changed {len(result.changed)} file(s); "
         f"{len(run)} test module(s) to prove, {len(result.unchanged)} left as they were")
     for unit in result.units:
         say(f"prove: one fix unit ({', '.join(unit.helpers)} and its calls): "
             f"{', '.join(unit.files)}")
-    helpers = [c for c in result.changed if not is_test_module(c)
-               and os.path.basename(c) != "conftest.py"]
     environment = opts.environment or environment_id()
     inputs = {(m, v): recording_inputs(trees[v], m, harness=opts.harness,
-                                       environment=environment, helpers=helpers,
+                                       environment=environment, helpers=helpers[m],
                                        pytest_args=opts.pytest_args or None)
               for m in run for v in VARIANTS}
     result.to_prove = list(run)

@@ -6,7 +6,9 @@ recorder. What it records depends on, and only on:
 - the module's bytes in that tree, and the files pytest reads beside it there
   (:func:`support_files`: the tree's ``pytest.ini``, ``pyproject.toml``, ``tox.ini``,
   ``setup.cfg`` and every ``conftest.py`` from the tree's root down to the module's folder),
-  and the other files of the tree the fix changed (``helpers``);
+  and the other files of the tree the fix changed that the session may run (``helpers``:
+  those the module or its conftests import, through any files of the tree, and any the
+  fix changed that no import of the tree names);
 - the code (:func:`code_digest`: comments and docstrings aside) of what runs and records it:
   the runtime (``lint_gpu_tests/runtime/``, the recorder included, and the package's
   ``__init__.py``) and the session's command line (``prove/session.py``), and whatever the
@@ -133,6 +135,72 @@ def support_files(tree: Path, module: str) -> list[Path]:
     return [f for f in files if f.is_file()]
 
 
+def imported_files(tree: Path, start: Iterable[Path]) -> set[str] | None:
+    """The files of ``tree`` that the files ``start`` import, directly or through other files
+    of the tree (``import a.b``, ``from a import b``, ``from . import b``, at any depth of the
+    file; a package's ``__init__.py`` counts for each package an import passes through),
+    resolved as pytest's imports find them: from the importer's directory and each one above
+    it up to the tree's root (:func:`~lint_gpu_tests.checking.helper_index.resolve_import`).
+
+    Returns:
+        The imported files' ``/``-separated paths inside ``tree``; None when one of the files
+        reached does not parse (what it imports is then unknown).
+    """
+    from lint_gpu_tests.checking.helper_index import resolve_import
+
+    root = str(tree.resolve())
+    seen: set[str] = set()
+    todo = [str(p.resolve()) for p in start]
+    found: set[str] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            syntax = ast.parse(Path(path).read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            return None
+        for node in ast.walk(syntax):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    parts = alias.name.split(".")
+                    names += [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+            elif isinstance(node, ast.ImportFrom):
+                dots = "." * node.level
+                parts = (node.module or "").split(".") if node.module else []
+                names += [dots + ".".join(parts[:i]) for i in range(1, len(parts) + 1)]
+                if not parts:
+                    names.append(dots)
+                base = dots + ".".join(parts)
+                names += [base + ("." if parts else "") + a.name for a in node.names
+                          if a.name != "*"]
+            for name in names:
+                target = resolve_import(name, path, root)
+                if target is not None:
+                    found.add(Path(target).relative_to(root).as_posix())
+                    todo.append(target)
+    return found
+
+
+def helpers_of(tree: Path, module: str, helpers: Iterable[str]) -> list[str]:
+    """Which of ``helpers`` (changed files of ``tree`` other than test modules and
+    conftests, ``/``-separated) the session of ``module`` may run: those it imports, or its
+    conftests and pytest configuration (:func:`support_files`) import, through any files of
+    the tree (:func:`imported_files`). All of them when what it imports is unknown (a file
+    reached does not parse). (A helper no module's import reaches, one loaded by ``importlib``
+    or read as data, is for the caller to count as every module's.)"""
+    wanted = sorted(set(helpers))
+    if not wanted:
+        return []
+    reached = imported_files(tree, [tree / module, *(f for f in support_files(tree, module)
+                                                      if f.suffix == ".py")])
+    if reached is None:
+        return wanted
+    return [h for h in wanted if h in reached]
+
+
 def recording_inputs(tree: Path, module: str, *, harness: str, environment: dict[str, str],
                      helpers: Iterable[str] = (), pytest_args: Iterable[str] | None = None
                      ) -> dict[str, Any]:
@@ -143,7 +211,8 @@ def recording_inputs(tree: Path, module: str, *, harness: str, environment: dict
         module: the module's ``/``-separated path inside it.
         harness: the digest of what else decides what the session records.
         environment: :func:`environment_id` (or the caller's own pins).
-        helpers: other files of ``tree`` (``/``-separated) the fix changed.
+        helpers: other files of ``tree`` (``/``-separated) the fix changed that the session
+            may run (:func:`helpers_of`).
         pytest_args: the user's pytest arguments (left out of the inputs when None: a session
             without any has the key this repository's e2e recordings have).
 

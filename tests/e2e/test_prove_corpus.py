@@ -58,10 +58,14 @@ def test_prove_on_the_corpus_then_apply(tmp_path: Path, tiny_model: str, unsafe:
                 for m in result.modules}
     assert {m: v for m, v in verdicts.items() if not v[0].proven} == {}
     changed = [m for m in modules if (fixed / m).read_bytes() != (CORPUS / m).read_bytes()]
+    # a helper module the fix rewrote with its callers (a fix unit across modules) is
+    # written too; its callers are the modules proven for it, and no other module imports it
+    helpers = [h for h in _helper_modules(fixed)
+               if (fixed / h).read_bytes() != (CORPUS / h).read_bytes()]
     assert sorted(verdicts) == sorted(changed)
-    assert sorted(result.applied) == sorted(changed)
+    assert sorted(result.applied) == sorted(changed + helpers)
     assert result.withheld == []
-    for module in modules:
+    for module in [*modules, *helpers]:
         assert (tree / module).read_bytes() == (fixed / module).read_bytes(), module
     # the leaks the manifest names before the fix are there, and gone after it (a module
     # whose tests only may leak, as the garbage collector runs, may be either)
@@ -82,6 +86,12 @@ def test_prove_on_the_corpus_then_apply(tmp_path: Path, tiny_model: str, unsafe:
     assert sorted(m for r in reports for m in r["to_prove"]) == sorted(changed * 2)
     assert sorted(m["module"] for r in reports for m in r["modules"]) == sorted(changed)
     assert _verdict(merged) == _verdict(result)
+
+
+def _helper_modules(tree: Path) -> list[str]:
+    """The corpus copy's Python files other than test modules and conftests, ``/``-separated."""
+    return sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*.py")
+                  if not p.name.startswith("test_") and p.name != "conftest.py")
 
 
 def _verdict(result: ProveResult) -> list[object]:
