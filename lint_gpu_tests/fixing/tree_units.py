@@ -193,7 +193,8 @@ def plan_tree_units(seeds: Iterable[str], checked: dict[str, str], read: Reader,
             helper = module.helper_called(node)
             if helper is not None and helper.kind == "f":
                 helpers.setdefault((root, helper.module, helper.name), helper)
-    return [_unit(root, helper, member) for (root, _, _), helper in sorted(helpers.items())]
+    return [_unit(root, helper, member, read)
+            for (root, _, _), helper in sorted(helpers.items())]
 
 
 def _analyse(absolute: str, checked: dict[str, str], read: Reader,
@@ -226,9 +227,10 @@ def _shown(absolute: str) -> str:
     return absolute if relative.startswith(os.pardir) else relative
 
 
-def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | None]
-          ) -> TreeUnit:
-    """The unit of ``helper`` in the tree at ``root`` (``member`` analyses a file)."""
+def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | None],
+          read: Reader) -> TreeUnit:
+    """The unit of ``helper`` in the tree at ``root`` (``member`` analyses a file; only a
+    file whose bytes (``read``) name the helper can refer to it, and only those are)."""
     name = helper.name
     home_path = os.path.normpath(os.path.join(root, helper.module))
     home = member(home_path)
@@ -248,8 +250,10 @@ def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | No
     needle = name.encode()
     found: list[tuple[Member, list[tuple[ast.AST, ast.Call | None]]]] = []
     for absolute in tree_files(root):
-        other = member(absolute) if absolute != home_path else None
-        if other is None or needle not in other.source:
+        if absolute == home_path or needle not in (read(absolute) or b""):
+            continue
+        other = member(absolute)
+        if other is None:
             continue
         references = _references(other.analysis, helper)
         if references:
