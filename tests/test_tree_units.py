@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
 from lint_gpu_tests.api import check_paths
+from lint_gpu_tests.fixing import tree_units
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.ftypes import Applicability
 from lint_gpu_tests.parsing import writer
@@ -39,8 +41,8 @@ def _run(root: Path, paths: tuple[str, ...] = ("tests",), **changes: object
     old = os.getcwd()
     os.chdir(root)
     try:
-        result = check_paths(list(paths), Config(root=str(root)), jobs=1, cache=False,
-                             **changes)
+        result = check_paths(list(paths), Config(root=str(root)),
+                             **{"jobs": 1, "cache": False, **changes})
     finally:
         os.chdir(old)
     assert not result.errors
@@ -223,3 +225,52 @@ def test_target_vllm_has_no_unit_across_modules_yet(tmp_path: Path) -> None:
         ("tests/lora/test_single.py", 8, "GPU003", why),
     ]
     assert _sources(root) == _sources(TREES / "unit")
+
+
+def _age(root: Path) -> None:
+    """Date every file a minute back, so the cache trusts the files' status."""
+    past = time.time() - 60
+    for path in root.rglob("*"):
+        os.utime(path, (past, past))
+
+
+def test_a_report_only_run_keeps_what_the_units_left_until_a_file_of_the_tree_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _tree(tmp_path, "unit")
+    _age(root)
+    cached = {"cache": True, "cache_dir": str(tmp_path / "cache")}
+    first = _run(root, **cached)
+    assert first == _run(root)
+
+    def planned(*args: object, **kwargs: object) -> list[tree_units.TreeUnit]:
+        raise AssertionError("the units were planned again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(tree_units, "plan_tree_units", planned)
+        assert _run(root, **cached) == first
+    # a use of the helper other than a call, in a caller: the unit has no fix any more
+    caller = root / "tests" / "lora" / "test_multi.py"
+    caller.write_text(caller.read_text() + "\n\nKEEP = make\n")
+    _age(root)
+    changed = _run(root, **cached)
+    assert changed == _run(root) != first
+    assert {r[4] for r in changed} == {Applicability.NONE}
+
+
+def test_a_fixing_run_plans_the_units_the_cache_keeps(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _tree(tmp_path, "unit")
+    _age(root)
+    cached = {"cache": True, "cache_dir": str(tmp_path / "cache")}
+    _run(root, **cached)
+    calls: list[object] = []
+    real = tree_units.plan_tree_units
+
+    def planned(*args: object, **kwargs: object) -> list[tree_units.TreeUnit]:
+        calls.append(args)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tree_units, "plan_tree_units", planned)
+    _run(root, diff=True, **cached)
+    assert len(calls) == 1
+    assert _sources(root / "tests") == _sources(TREES / "unit" / "tests")

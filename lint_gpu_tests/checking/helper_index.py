@@ -38,7 +38,7 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 from lint_gpu_tests.config import ROOT_MARKERS, Config, is_test_module
@@ -131,6 +131,26 @@ def _python_files(root: str) -> Iterator[tuple[str, int, int]]:
             if count > MAX_TREE_FILES:
                 return
             yield entry.path, stat.st_size, stat.st_mtime_ns
+
+
+def _listing_digest(files: Iterable[tuple[str, int, int]]) -> str:
+    """Digest of ``(path, size, modification time)`` rows, as :func:`_python_files` gives."""
+    listing = hashlib.blake2b(digest_size=16)
+    for path, size, mtime in files:
+        listing.update(f"{path}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
+    return listing.hexdigest()
+
+
+def tree_status(root: str, now_ns: int | None = None) -> str | None:
+    """A key for the state of every ``.py`` file of the tree at ``root`` (test modules
+    included) found without reading them: the digest of their paths, sizes and modification
+    times. None when one of them was modified within :data:`RACY_NS` of ``now_ns`` (default
+    now): a change in the same timestamp tick could then go unseen."""
+    files = list(_python_files(root))
+    now = time.time_ns() if now_ns is None else now_ns
+    if any(now - mtime <= RACY_NS for _, _, mtime in files):
+        return None
+    return _listing_digest(files)
 
 
 def tree_files(root: str) -> list[str]:
@@ -306,10 +326,7 @@ def build_tree(root: str, config: Config, index: SummaryStore) -> TreeHelpers:
     # helper of a test module serves its own tests: the module's own engine_factories).
     files = [f for f in _python_files(root) if not is_test_module(f[0])]
     now = time.time_ns()
-    listing = hashlib.blake2b(digest_size=16)
-    for path, size, mtime in files:
-        listing.update(f"{path}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
-    key = f"{STATUS_KEY}tree:{listing.hexdigest()}"
+    key = f"{STATUS_KEY}tree:{_listing_digest(files)}"
     known = index.recall(config, key)
     if known is not None:
         return _from_record(root, known)

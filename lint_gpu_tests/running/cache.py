@@ -190,23 +190,50 @@ class ResultCache:
         """Open (lazily create) the cache for ``fingerprint`` under ``directory``."""
         self.directory = directory
         self.file = directory / __version__ / f"{fingerprint}-{code_stamp()}.json"
-        self._entries, self._conftests = self._read()
+        self._entries, self._conftests, self._units = self._read()
         self._dirty: dict[str, list[Any]] = {}
         self._new_conftests: dict[str, list[str]] = {}
+        self._new_units: dict[str, dict[str, list[Any]]] = {}
 
-    def _read(self) -> tuple[dict[str, list[Any]], dict[str, list[str]]]:
+    def _read(self) -> tuple[dict[str, list[Any]], dict[str, list[str]],
+                             dict[str, dict[str, list[Any]]]]:
         try:
             data = json.loads(self.file.read_bytes())
         except (OSError, ValueError):
-            return {}, {}
+            return {}, {}, {}
         if not isinstance(data, dict) or data.get("format") != _FORMAT:
-            return {}, {}
+            return {}, {}, {}
         entries = data.get("entries")
         conftests = data.get("conftests")
+        units = data.get("units")
         return (entries if isinstance(entries, dict) else {},
                 {k: v for k, v in conftests.items()
                  if isinstance(v, list) and all(isinstance(n, str) for n in v)}
-                if isinstance(conftests, dict) else {})
+                if isinstance(conftests, dict) else {},
+                {k: v for k, v in units.items() if isinstance(v, dict)}
+                if isinstance(units, dict) else {})
+
+    def unit_outcome(self, key: str) -> dict[str, list[Violation]] | None:
+        """The violations, by path, that the fix units across modules of a report-only run
+        left on their modules, kept under ``key`` (the status of the trees' files, the
+        configs in play and the modules that call a helper: the run makes it); None when none
+        is kept or it does not decode."""
+        entry = self._units.get(key)
+        if entry is None:
+            return None
+        out: dict[str, list[Violation]] = {}
+        for path, items in entry.items():
+            decoded = self._decoded([None, items], path)
+            if decoded is None:
+                return None
+            out[path] = decoded
+        return out
+
+    def store_unit_outcome(self, key: str, outcome: dict[str, Sequence[Violation]]) -> None:
+        """Keep ``outcome`` (path -> violations) under ``key`` for :meth:`unit_outcome`; the
+        outcomes kept before are dropped (one tree state is kept)."""
+        self._units = {key: {p: [encode_violation(v) for v in vs] for p, vs in outcome.items()}}
+        self._new_units = dict(self._units)
 
     @property
     def conftests(self) -> dict[str, list[str]]:
@@ -268,7 +295,7 @@ class ResultCache:
 
         Never raises for I/O errors (a read-only checkout simply runs uncached).
         """
-        if not self._dirty and not self._new_conftests:
+        if not self._dirty and not self._new_conftests and not self._new_units:
             return
         from lint_gpu_tests.parsing.writer import (
             atomic_write,  # tempfile & co: only runs that write
@@ -277,16 +304,18 @@ class ResultCache:
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             _mark_cache_dir(self.directory)
-            merged, conftests = self._read()
+            merged, conftests, units = self._read()
             merged.update(self._dirty)
             conftests.update(self._new_conftests)
+            units = self._new_units or units
             payload = json.dumps({"format": _FORMAT, "version": __version__, "entries": merged,
-                                  "conftests": conftests}, separators=(",", ":")).encode()
+                                  "conftests": conftests, "units": units},
+                                 separators=(",", ":")).encode()
             atomic_write(self.file, payload)
         except OSError:
             return
-        self._entries, self._conftests = merged, conftests
-        self._dirty, self._new_conftests = {}, {}
+        self._entries, self._conftests, self._units = merged, conftests, units
+        self._dirty, self._new_conftests, self._new_units = {}, {}, {}
 
 
 def _mark_cache_dir(directory: Path) -> None:

@@ -683,14 +683,57 @@ class RunContext:
         violations relabelled, and with ``fix`` or ``diff`` each unit that applies rewritten
         whole (written together, or diffed). Units that share a module are applied one
         round after another, each planned on the bytes the one before left."""
-        if not any(r.error is None and withholds_for_imported_factory(r.violations)
-                   for r in run.files):
+        seeds = [r.path for r in run.files
+                 if r.error is None and withholds_for_imported_factory(r.violations)]
+        if not seeds:
             return
+        by_path = {r.path: i for i, r in enumerate(run.files)}
+        memo = self._units_memo(seeds)
+        if memo is not None:
+            known = memo[0].unit_outcome(memo[1])
+            if known is not None:
+                for path, violations in known.items():
+                    if path in by_path:
+                        run.files[by_path[path]] = replace(run.files[by_path[path]],
+                                                           violations=violations)
+                return
+        settled = self._plan_units(run, by_path)
+        if memo is not None:
+            store, key = memo
+            store.store_unit_outcome(key, {p: run.files[by_path[p]].violations
+                                           for p in sorted(settled)})
+            store.save()
+
+    def _units_memo(self, seeds: list[str]) -> tuple[ResultCache, str] | None:
+        """Where a report-only run keeps what its fix units leave (the store of the first
+        seed's settings) and the key: the status of every file of the seeds' trees
+        (:func:`~lint_gpu_tests.checking.helper_index.tree_status`), the settings in play
+        and the seeds. None when the run fixes, diffs or shows edits (those need the plans),
+        runs uncached, or a file of a tree is too young for its status to be trusted."""
+        options = self.options
+        if self.caches is None or options.fix or options.diff or options.edits:
+            return None
+        from lint_gpu_tests.checking.helper_index import tree_root, tree_status
+
+        parts = []
+        for root in sorted({tree_root(os.path.dirname(os.path.abspath(s))) for s in seeds}):
+            status = tree_status(root)
+            if status is None:
+                return None
+            parts.append(f"{root}\0{status}")
+        stores = {id(c): self.caches(c) for c in self.configs.values()}
+        parts += sorted({store.file.name for store in stores.values()})
+        parts += seeds
+        return self.caches(self.configs[seeds[0]]), content_hash("\n".join(parts).encode())
+
+    def _plan_units(self, run: RunResult, by_path: dict[str, int]) -> set[str]:
+        """Plan the units (and apply them, as :meth:`_tree_units` says) round by round;
+        returns the checked modules whose violations a unit relabelled."""
         from lint_gpu_tests.fixing import tree_units
 
         options = self.options
         checked = {os.path.abspath(path): path for path in self.found.files}
-        by_path = {r.path: i for i, r in enumerate(run.files)}
+        settled: set[str] = set()
         diffed: dict[str, bytes] = {}  # absolute path -> bytes a unit left, with ``diff``
 
         def read(absolute: str) -> bytes | None:
@@ -715,7 +758,7 @@ class RunContext:
             seeds = [r.path for r in run.files
                      if r.error is None and withholds_for_imported_factory(r.violations)]
             if not seeds:
-                return
+                return settled
             first = self.configs[seeds[0]]
             touched: set[str] = set()
             applied = False
@@ -730,8 +773,10 @@ class RunContext:
                 done.add(key)
                 applied |= apply
                 self._settle_unit(run, unit, by_path, diffed, apply)
+                settled |= {p for p, m in unit.members.items() if m.checked and p in by_path}
             if not applied:
-                return
+                return settled
+        return settled
 
     def _settle_unit(self, run: RunResult, unit: tree_units.TreeUnit, by_path: dict[str, int],
                      diffed: dict[str, bytes], apply: bool) -> None:
