@@ -175,10 +175,22 @@ def plan_tree_units(seeds: Iterable[str], checked: dict[str, str], read: Reader,
         One :class:`TreeUnit` per helper, in the order of its module and name.
     """
     analyses: dict[str, Member | None] = {}
+    sources: dict[str, bytes | None] = {}  # each file read once, whatever helpers it names
+    listings: dict[str, list[str]] = {}
+
+    def read_once(absolute: str) -> bytes | None:
+        if absolute not in sources:
+            sources[absolute] = read(absolute)
+        return sources[absolute]
+
+    def files_of(root: str) -> list[str]:
+        if root not in listings:
+            listings[root] = tree_files(root)
+        return listings[root]
 
     def member(absolute: str) -> Member | None:
         if absolute not in analyses:
-            analyses[absolute] = _analyse(absolute, checked, read, config_of, conftests)
+            analyses[absolute] = _analyse(absolute, checked, read_once, config_of, conftests)
         return analyses[absolute]
 
     helpers: dict[tuple[str, str, str], ImportedHelper] = {}
@@ -193,7 +205,7 @@ def plan_tree_units(seeds: Iterable[str], checked: dict[str, str], read: Reader,
             helper = module.helper_called(node)
             if helper is not None and helper.kind == "f":
                 helpers.setdefault((root, helper.module, helper.name), helper)
-    return [_unit(root, helper, member, read)
+    return [_unit(root, helper, member, read_once, files_of(root))
             for (root, _, _), helper in sorted(helpers.items())]
 
 
@@ -228,9 +240,10 @@ def _shown(absolute: str) -> str:
 
 
 def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | None],
-          read: Reader) -> TreeUnit:
-    """The unit of ``helper`` in the tree at ``root`` (``member`` analyses a file; only a
-    file whose bytes (``read``) name the helper can refer to it, and only those are)."""
+          read: Reader, files: list[str]) -> TreeUnit:
+    """The unit of ``helper`` in the tree at ``root`` whose ``.py`` files are ``files``
+    (``member`` analyses a file; only a file whose bytes (``read``) name the helper can
+    refer to it, and only those are)."""
     name = helper.name
     home_path = os.path.normpath(os.path.join(root, helper.module))
     home = member(home_path)
@@ -249,7 +262,7 @@ def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | No
     # unit has no fix where it has none.
     needle = name.encode()
     found: list[tuple[Member, list[tuple[ast.AST, ast.Call | None]]]] = []
-    for absolute in tree_files(root):
+    for absolute in files:
         if absolute == home_path or needle not in (read(absolute) or b""):
             continue
         other = member(absolute)
