@@ -189,6 +189,14 @@ class Config:
         return (module, name) if name and module != FIXTURE_RUNNER_MODULE else None
 
     @property
+    def runner_named(self) -> str:
+        """The runner messages name (``with NAME(...)``): the project's own runner of
+        ``runner = "pkg.module:name"``, as it is called, else the runner fixture
+        (``runner-fixture``, or the ``NAME`` of ``runner = "conftest:NAME"``)."""
+        return self.runner_classes[0] if self.runner_module is not None and \
+            self.runner_classes else self.runner_fixture
+
+    @property
     def runner_is_fixture(self) -> bool:
         """Whether the fixes request the runner as a fixture everywhere, helpers included
         (through their callers): ``target = "vllm"`` or ``runner = "conftest:NAME"``."""

@@ -284,9 +284,9 @@ def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | No
             else:
                 calls.append(FactoryCall(other.analysis, call))
     if problem is None and module.config.target == "vllm":
-        problem = (f"with `target = \"vllm\"` `{name}()` would take the `vllm_runner` fixture "
-                   "from every caller, and a unit across modules does not pass it through its "
-                   "callers yet")
+        problem = (f"with `target = \"vllm\"` `{name}()` would take the "
+                   f"`{module.config.runner_fixture}` fixture from every caller, and a unit "
+                   "across modules does not pass it through its callers yet")
     if problem is not None:
         return none(problem)
     if len(members) == 1 and not calls:

@@ -694,10 +694,7 @@ def test_tester():
     )
 
     def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
-        config = module.config
-        # The project's own runner (`runner = "pkg.module:name"`) is named as it is called.
-        runner = config.runner_classes[0] if config.runner_module is not None \
-            else config.runner_fixture
+        runner = module.config.runner_named
         for site in module.engines:
             if site.under_main_guard or site.in_runner_class or is_isolated(site.function):
                 continue
