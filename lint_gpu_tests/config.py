@@ -908,13 +908,19 @@ class ConfigResolver:
         return self._default
 
 
+#: The path of a source read from standard input without ``--stdin-filename`` (``check -``).
+STDIN_PATH = "-"
 TEST_FILE_PREFIX = "test_"
 TEST_FILE_SUFFIX = "_test.py"
 
 
 def is_test_module(path: str) -> bool:
     """True when ``path``'s file name is one pytest collects by default (``test_*.py``,
-    ``*_test.py``): the one definition of a test module by its name."""
+    ``*_test.py``): the one definition of a test module by its name. A source read from
+    standard input without a name (:data:`STDIN_PATH`) is one too: it was given to be
+    checked, as ruff checks it, so it gets what a test module gets."""
+    if path == STDIN_PATH:
+        return True
     base = os.path.basename(path)
     return base.endswith(TEST_FILE_SUFFIX) or (
         base.startswith(TEST_FILE_PREFIX) and base.endswith(".py"))
