@@ -148,11 +148,15 @@ class TreeUnit:
                    and s.function.name == self.helper.name for s in home.engines)
 
     def applies(self, unsafe: bool) -> bool:
-        """Whether ``--fix`` applies the unit (safe, or unsafe with ``unsafe``)."""
+        """Whether ``--fix`` applies the unit: safe (or unsafe with ``unsafe``), and the fix
+        of a violation the run reports (a selected one: a module calling two helpers seeds
+        both units, though its selected violations may all be about one)."""
         fix = self.fix
         return isinstance(fix, FactoryPlan) and (
             fix.applicability is Applicability.SAFE or
-            unsafe and fix.applicability is Applicability.UNSAFE)
+            unsafe and fix.applicability is Applicability.UNSAFE) and any(
+            self.covered(path, v) for path, member in self.members.items()
+            for v in member.violations)
 
 
 Reader = Callable[[str], "bytes | None"]
