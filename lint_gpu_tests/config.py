@@ -189,6 +189,14 @@ class Config:
         return (module, name) if name and module != FIXTURE_RUNNER_MODULE else None
 
     @property
+    def runner_named(self) -> str:
+        """The runner messages name (``with NAME(...)``): the project's own runner of
+        ``runner = "pkg.module:name"``, as it is called, else the runner fixture
+        (``runner-fixture``, or the ``NAME`` of ``runner = "conftest:NAME"``)."""
+        return self.runner_classes[0] if self.runner_module is not None and \
+            self.runner_classes else self.runner_fixture
+
+    @property
     def runner_is_fixture(self) -> bool:
         """Whether the fixes request the runner as a fixture everywhere, helpers included
         (through their callers): ``target = "vllm"`` or ``runner = "conftest:NAME"``."""
@@ -900,13 +908,19 @@ class ConfigResolver:
         return self._default
 
 
+#: The path of a source read from standard input without ``--stdin-filename`` (``check -``).
+STDIN_PATH = "-"
 TEST_FILE_PREFIX = "test_"
 TEST_FILE_SUFFIX = "_test.py"
 
 
 def is_test_module(path: str) -> bool:
     """True when ``path``'s file name is one pytest collects by default (``test_*.py``,
-    ``*_test.py``): the one definition of a test module by its name."""
+    ``*_test.py``): the one definition of a test module by its name. A source read from
+    standard input without a name (:data:`STDIN_PATH`) is one too: it was given to be
+    checked, as ruff checks it, so it gets what a test module gets."""
+    if path == STDIN_PATH:
+        return True
     base = os.path.basename(path)
     return base.endswith(TEST_FILE_SUFFIX) or (
         base.startswith(TEST_FILE_PREFIX) and base.endswith(".py"))

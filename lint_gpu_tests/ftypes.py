@@ -245,6 +245,10 @@ class FileResult:
         edits: (a run with ``edits``, without ``fix`` or ``diff``: JSON and SARIF output)
             the edits of each fixable violation's fix, made by the fix loop's pass in the
             process that checked the file; a violation missing here has none.
+        also_fixed: violations of rules the selection leaves out (``--select``, ``ignore``,
+            ``per-file-ignores``) that the fixes of the selected ones removed with them (a
+            with-block rewrite deletes the cleanup GPU004 reports, selected or not), as they
+            were before the fixes; not counted in :attr:`fixed`.
     """
 
     path: str
@@ -255,6 +259,7 @@ class FileResult:
     error_stage: str = "check"
     error_has_traceback: bool = False
     edits: dict[Violation, tuple[Edit, ...]] = field(default_factory=dict)
+    also_fixed: list[Violation] = field(default_factory=list)
 
 
 def wanted_fixes(violations: Iterable[Violation], unsafe: bool) -> list[Violation]:

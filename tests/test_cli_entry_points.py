@@ -33,8 +33,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def run(*args: str) -> Result:
-    return CliRunner().invoke(cli.cli, list(args), catch_exceptions=False)
+def run(*args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(cli.cli, list(args), input=input, catch_exceptions=False)
 
 
 def module_run(cwd: Path, *args: str, stdin: bytes = b"", stdout: IO[bytes] | None = None
@@ -111,6 +111,75 @@ def test_a_dash_path_reads_standard_input(project: Path) -> None:
     assert named.stdout.decode().splitlines()[0] == f"tests/test_x.py:{GPU001}"
     fixed = module_run(project, "check", "--fix", "-", stdin=ENGINE.encode())
     assert (fixed.returncode, fixed.stdout) == (0, FIXED.encode())
+
+
+NAMELESS = ('import gc\nimport multiprocessing\n\nfrom vllm import LLM\n\n\n'
+            'def make_llm():\n    return LLM("m")\n\n\n'
+            'def test_generate():\n    llm = make_llm()\n    llm.generate(["x"])\n    del llm\n'
+            '    gc.collect()\n\n\n'
+            'def test_worker():\n    engine = LLM("m")\n    engine.generate(["x"])\n'
+            '    del engine\n\n\n'
+            'def test_spawn():\n    p = multiprocessing.Process(target=test_worker)\n'
+            '    p.start()\n    p.join()\n')
+NAMELESS_FIXED = ('import contextlib\nimport multiprocessing\nimport weakref\n\n'
+                  'from lint_gpu_tests.runtime import VllmRunner\n\n\n'
+                  '@contextlib.contextmanager\ndef make_llm():\n'
+                  '    with VllmRunner("m") as runner:\n'
+                  '        yield weakref.proxy(runner.llm)\n\n\n'
+                  'def test_generate():\n    with make_llm() as llm:\n'
+                  '        llm.generate(["x"])\n\n\n'
+                  'def test_worker(vllm_runner):\n    with vllm_runner("m") as runner:\n'
+                  '        engine = weakref.proxy(runner.llm)\n        engine.generate(["x"])\n'
+                  '\n\ndef test_spawn():\n    p = multiprocessing.Process(target=test_worker)\n'
+                  '    p.start()\n    p.join()\n')
+NAMELESS_REPORT = [
+    "8:12: GPU001 [*] Engine `LLM(...)` built outside `with vllm_runner(...)`",
+    "14:5: GPU004 [*] Manual cleanup `del llm` in a function that owns an engine",
+    "15:5: GPU004 [*] Manual cleanup `gc.collect()` in a function that owns an engine",
+    "19:14: GPU001 [*] Engine `LLM(...)` built outside `with vllm_runner(...)`",
+    "21:5: GPU004 [*] Manual cleanup `del engine` in a function that owns an engine"]
+HELPERS_ONLY = 'from vllm import LLM\n\nllm = LLM("m")\n\n\ndef setup_engine():\n' \
+    '    return LLM("m")\n'
+
+
+def test_a_nameless_stdin_is_checked_as_a_test_module(project: Path) -> None:
+    """``check -`` without ``--stdin-filename`` reports what the same source in a test module
+    gets (codes, positions, fixes): a test that is also a process's target is still collected
+    by pytest, a public factory helper is fixed with its callers, and a module that defines
+    no test is still checked."""
+    (project / "test_x.py").write_text(NAMELESS)
+    on_disk = run("check", "--no-cache", "--unsafe-fixes", "test_x.py")
+    on_stdin = run("check", "--no-cache", "--unsafe-fixes", "-", input=NAMELESS)
+    assert on_disk.output.splitlines()[:-2] == [f"test_x.py:{line}" for line in NAMELESS_REPORT]
+    assert on_stdin.output.splitlines() == [f"-:{line}" for line in NAMELESS_REPORT] + [
+        "Found 5 violations.", "[*] 5 fixable with the `--fix` option."]
+    assert on_stdin.exit_code == on_disk.exit_code == 1
+    fixed = run("check", "--no-cache", "--fix", "--unsafe-fixes", "-", input=NAMELESS)
+    assert (fixed.exit_code, fixed.stdout) == (0, NAMELESS_FIXED)
+    assert fixed.stderr == "Found 5 violations (5 fixed, 0 remaining).\n"
+    diff = run("check", "--no-cache", "--diff", "--unsafe-fixes", "-", input=NAMELESS)
+    on_disk_diff = run("check", "--no-cache", "--diff", "--unsafe-fixes", "test_x.py")
+    assert diff.exit_code == on_disk_diff.exit_code == 1
+    assert diff.stdout == on_disk_diff.stdout.replace("test_x.py", "-")
+    assert diff.stdout.splitlines()[:3] == ["--- -", "+++ -", "@@ -1,24 +1,25 @@"]
+    helpers = run("check", "--no-cache", "-", input=HELPERS_ONLY)
+    assert (helpers.exit_code, helpers.output.splitlines()) == (1, [
+        "-:3:7: GPU001 Engine `LLM(...)` built outside `with vllm_runner(...)`",
+        "-:7:12: GPU001 Engine `LLM(...)` built outside `with vllm_runner(...)`",
+        "Found 2 violations."])
+
+
+def test_a_nameless_stdin_gets_the_conftests_of_the_current_directory(project: Path) -> None:
+    """``check -`` is a module of the current directory: the engine fixtures of the
+    conftests pytest would load for a test module there count, as for the file."""
+    (project / "conftest.py").write_text('import pytest\nfrom vllm import LLM\n\n\n'
+                                         '@pytest.fixture\ndef llm():\n'
+                                         '    engine = LLM("m")\n    yield engine\n')
+    source = 'import gc\n\n\ndef test_a(llm):\n    llm.generate(["x"])\n    gc.collect()\n'
+    (project / "test_x.py").write_text(source)
+    report = "6:5: GPU004 Manual cleanup `gc.collect()` in a function that owns an engine"
+    assert run("check", "--no-cache", "-q", "test_x.py").output == f"test_x.py:{report}\n"
+    assert run("check", "--no-cache", "-q", "-", input=source).output == f"-:{report}\n"
 
 
 def test_no_python_file_found_warns_and_passes(project: Path) -> None:

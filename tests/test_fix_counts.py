@@ -1,9 +1,14 @@
-"""What ``fix_source`` says it fixed: counted per code and message, repeats included."""
+"""What ``fix_source`` says it fixed: counted per code and message, repeats included; what
+it removed of the rules not selected, which the run notes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from lint_gpu_tests.config import Config
-from lint_gpu_tests.fixing.fixloop import fix_source
+from lint_gpu_tests.fixing.fixloop import fix_source, unselected_fixed
 
 SOURCE = b'''from vllm import LLM
 
@@ -79,3 +84,71 @@ def test_a_message_quoting_lines_that_moved_is_not_fixed() -> None:
     outcome = fix_source(TOGETHER, "tests/test_x.py", Config(), unsafe=True)
     assert "GPU007" not in [v.code for v in outcome.fixed]
     assert "GPU007" in [v.code for v in outcome.remaining]
+
+
+CLEANUP = b'''import gc
+
+from vllm import LLM
+
+
+def test_x():
+    llm = LLM("m")
+    llm.generate("hi")
+    del llm
+    gc.collect()
+'''
+CLEANUP_FIXED = b'''import weakref
+
+
+def test_x(vllm_runner):
+    with vllm_runner("m") as runner:
+        llm = weakref.proxy(runner.llm)
+        llm.generate("hi")
+'''
+
+
+def test_a_wrap_removes_unselected_cleanup_and_says_so() -> None:
+    """``--select GPU001``: the with-block rewrite deletes the cleanup GPU004 reports, not
+    selected, as it must (cleanup of the proxy after the block would fail); the cleanup
+    is not counted as fixed, and :func:`unselected_fixed` names it."""
+    config = Config(select=("GPU001",))
+    outcome = fix_source(CLEANUP, "tests/test_x.py", config)
+    assert outcome.new_source == CLEANUP_FIXED
+    assert [(v.code, v.location.row) for v in outcome.fixed] == [("GPU001", 7)]
+    assert outcome.remaining == []
+    assert [(v.code, v.location.row, v.location.column, v.message) for v in unselected_fixed(
+        CLEANUP, CLEANUP_FIXED, "tests/test_x.py", config)] == [
+        ("GPU004", 9, 5, "Manual cleanup `del llm` in a function that owns an engine"),
+        ("GPU004", 10, 5, "Manual cleanup `gc.collect()` in a function that owns an engine")]
+    ignored = Config(per_file_ignores=(("test_*.py", ("GPU004",)),))
+    assert [(v.code, v.location.row) for v in unselected_fixed(
+        CLEANUP, CLEANUP_FIXED, "tests/test_x.py", ignored)] == [("GPU004", 9), ("GPU004", 10)]
+    assert unselected_fixed(CLEANUP, CLEANUP_FIXED, "tests/test_x.py", Config()) == []
+
+
+def test_the_cli_notes_the_unselected_violations_a_wrap_removed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from lint_gpu_tests.interfaces.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "test_x.py").write_bytes(CLEANUP)
+    note = ["  test_x.py:9:5: GPU004 Manual cleanup `del llm` in a function that owns an engine",
+            "  test_x.py:10:5: GPU004 Manual cleanup `gc.collect()` in a function that owns an "
+            "engine"]
+    diff = CliRunner().invoke(cli, ["check", "--no-cache", "--select", "GPU001", "--diff",
+                                    "test_x.py"])
+    assert (diff.exit_code, diff.stderr.splitlines()) == (1, [
+        "Would fix 1 violation.", "note: the fixes would also remove 2 violations not "
+        "selected:", *note])
+    fixed = CliRunner().invoke(cli, ["check", "--no-cache", "--select", "GPU001", "--fix",
+                                     "test_x.py"])
+    assert (fixed.exit_code, fixed.stdout.splitlines()) == (0, [
+        "Found 1 violation (1 fixed, 0 remaining).",
+        "note: the fixes also removed 2 violations not selected:", *note])
+    assert (tmp_path / "test_x.py").read_bytes() == CLEANUP_FIXED
+    (tmp_path / "test_x.py").write_bytes(CLEANUP)
+    everything = CliRunner().invoke(cli, ["check", "--no-cache", "--fix", "test_x.py"])
+    assert (everything.exit_code, everything.stdout) == (
+        0, "Found 3 violations (3 fixed, 0 remaining).\n")

@@ -83,6 +83,19 @@ def test_plugin_columns_messages_and_no_gpu900(tmp_path: Path) -> None:
     assert GpuTestLintPlugin.version == "0.1.0"
 
 
+@pytest.mark.parametrize("filename", ["stdin", "-"])
+def test_plugin_checks_standard_input_as_a_test_module(
+        filename: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """flake8's standard input (``stdin`` or ``-``, without ``--stdin-display-name``) gets
+    what a test module of the current directory gets, as ``gpu-test-lint check -`` does: a
+    module that defines no test is checked too."""
+    monkeypatch.chdir(tmp_path)
+    source = 'from vllm import LLM\n\nllm = LLM("m")\n'
+    plugin = GpuTestLintPlugin(ast.parse(source), filename, source.splitlines(keepends=True))
+    assert [(r[0], r[1], r[2]) for r in plugin.run()] == [
+        (3, 6, "GPU001 Engine `LLM(...)` built outside `with vllm_runner(...)`")]
+
+
 def test_plugin_reads_project_config(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.gpu-test-lint]\nignore = ["GPU001"]\n')
     path = tmp_path / "test_x.py"

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from lint_gpu_tests.api import check_paths
-from lint_gpu_tests.fixing import tree_units
 from lint_gpu_tests.config import Config
+from lint_gpu_tests.fixing import tree_units
 from lint_gpu_tests.ftypes import Applicability
 from lint_gpu_tests.parsing import writer
+from lint_gpu_tests.running.run import RunResult
 
 TREES = Path(__file__).parent / "fixtures" / "xunit"
 
@@ -274,3 +275,125 @@ def test_a_fixing_run_plans_the_units_the_cache_keeps(tmp_path: Path,
     _run(root, diff=True, **cached)
     assert len(calls) == 1
     assert _sources(root / "tests") == _sources(TREES / "unit" / "tests")
+
+
+# --------------------------------------------------------------------------- --select
+
+MULTI_DEL = ("tests/lora/test_multi.py", 10, 5, "GPU004",
+             "Manual cleanup `del llm` in a function that owns an engine")
+MULTI_GC = ("tests/lora/test_multi.py", 11, 5, "GPU004",
+            "Manual cleanup `gc.collect()` in a function that owns an engine")
+
+
+def _also(result: RunResult) -> list[tuple[str, int, int, str, str]]:
+    return [(v.path, v.location.row, v.location.column, v.code, v.message)
+            for f in result.files for v in f.also_fixed]
+
+
+@pytest.mark.parametrize("mode", ["fix", "diff"])
+def test_a_selected_violation_applies_the_unit_which_names_the_unselected_it_removes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    """``--select GPU003``: the unit is the fix of the selected GPU003; the callers' cleanup
+    it deletes with its with-blocks (GPU004, not selected) goes too, as a GPU001 rewrite
+    deletes cleanup whether GPU004 is selected or not, and the run names what it removed."""
+    root = _tree(tmp_path, "unit")
+    monkeypatch.chdir(root)
+    result = check_paths(["tests"], Config(root=str(root), select=("GPU003",)), jobs=1,
+                         cache=False, **{mode: True})
+    assert not result.errors and result.violations == []
+    assert [(v.path, v.location.row, v.code) for v in result.fixed] == [
+        ("tests/lora/test_single.py", 8, "GPU003")]
+    assert _also(result) == [MULTI_DEL, MULTI_GC]
+    if mode == "fix":
+        assert _sources(root / "tests") == _sources(TREES / "unit_fixed" / "tests")
+    else:
+        assert sorted(result.diffs) == sorted(UNIT_FILES)
+        assert _sources(root) == _sources(TREES / "unit")
+
+
+def test_the_cli_notes_the_unselected_violations_a_unit_removed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from lint_gpu_tests.interfaces.cli import cli
+
+    root = _tree(tmp_path, "unit")
+    monkeypatch.chdir(root)
+    note = ["note: the fixes also removed 2 violations not selected:",
+            "  tests/lora/test_multi.py:10:5: GPU004 Manual cleanup `del llm` in a function "
+            "that owns an engine",
+            "  tests/lora/test_multi.py:11:5: GPU004 Manual cleanup `gc.collect()` in a "
+            "function that owns an engine"]
+    diff = CliRunner().invoke(cli, ["check", "--no-cache", "--select", "GPU003", "--diff",
+                                    "tests"])
+    assert diff.exit_code == 1
+    assert diff.stderr.splitlines() == [
+        "Would fix 1 violation.", note[0].replace("also removed", "would also remove"),
+        *note[1:]]
+    fixed = CliRunner().invoke(cli, ["check", "--no-cache", "--select", "GPU003", "--fix",
+                                     "tests"])
+    assert (fixed.exit_code, fixed.stdout.splitlines()) == (0, [
+        "Found 1 violation (1 fixed, 0 remaining).", *note])
+    assert _sources(root / "tests") == _sources(TREES / "unit_fixed" / "tests")
+
+
+def test_a_unit_no_selected_violation_carries_is_not_applied(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module whose selected GPU003 is about one helper's engine seeds the units of every
+    helper it calls: the unit of another helper, whose violations are all unselected
+    (GPU004), is not applied."""
+    root = _tree(tmp_path, "unit")
+    (root / "tests" / "other.py").write_text(
+        'from vllm import LLM\n\n\ndef other_engine():\n    return LLM("m")\n')
+    single = root / "tests" / "lora" / "test_single.py"
+    single.write_text(single.read_text() + (
+        '\n\ndef test_other():\n    from tests.other import other_engine\n\n'
+        '    llm = other_engine()\n    assert llm.generate(["hi"])\n    del llm\n'))
+    before = _sources(root)
+    monkeypatch.chdir(root)
+    result = check_paths(["tests"], Config(root=str(root), select=("GPU003",)), jobs=1,
+                         cache=False, fix=True)
+    assert not result.errors and result.violations == []
+    assert [(v.path, v.location.row, v.code) for v in result.fixed] == [
+        ("tests/lora/test_single.py", 8, "GPU003")]
+    after = _sources(root)
+    assert after["tests/other.py"] == before["tests/other.py"]
+    assert after["tests/lora/test_single.py"].endswith(
+        '\n\ndef test_other():\n    from tests.other import other_engine\n\n'
+        '    llm = other_engine()\n    assert llm.generate(["hi"])\n    del llm\n')
+    assert _also(result) == [MULTI_DEL, MULTI_GC]
+
+
+def test_a_unit_applied_for_a_caller_names_the_helpers_unselected_gpu001(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A helper of a conftest reports its own GPU001; ``--select GPU004`` applies the unit
+    for the caller's cleanup, and the note names that GPU001 with the unselected GPU003."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "conftest.py").write_text(
+        'from vllm import LLM\n\n\ndef new_llm(model):\n    return LLM(model)\n')
+    (tmp_path / "tests" / "test_own.py").write_text(
+        'import gc\n\nfrom tests.conftest import new_llm\n\n\ndef test_one():\n'
+        '    llm = new_llm("m")\n    try:\n        assert llm.generate(["x"])\n'
+        '    finally:\n        llm.shutdown()\n\n\ndef test_two():\n    llm = new_llm("m")\n'
+        '    assert llm.generate(["x"])\n    del llm\n    gc.collect()\n')
+    monkeypatch.chdir(tmp_path)
+    result = check_paths(["tests"], Config(root=str(tmp_path), select=("GPU004",)), jobs=1,
+                         cache=False, fix=True)
+    assert not result.errors and result.violations == []
+    assert [(v.path, v.location.row, v.code) for v in result.fixed] == [
+        ("tests/test_own.py", 17, "GPU004"), ("tests/test_own.py", 18, "GPU004")]
+    assert [(path, row, code) for path, row, _, code, _ in _also(result)] == [
+        ("tests/conftest.py", 5, "GPU001"), ("tests/test_own.py", 8, "GPU003")]
+    assert _sources(tmp_path / "tests") == {
+        "__init__.py": "",
+        "conftest.py": 'import contextlib\nimport weakref\n\n'
+                       'from lint_gpu_tests.runtime import VllmRunner\n\n\n'
+                       '@contextlib.contextmanager\ndef new_llm(model):\n'
+                       '    with VllmRunner(model) as runner:\n'
+                       '        yield weakref.proxy(runner.llm)\n',
+        "test_own.py": 'from tests.conftest import new_llm\n\n\ndef test_one():\n'
+                       '    with new_llm("m") as llm:\n        assert llm.generate(["x"])\n\n\n'
+                       'def test_two():\n    with new_llm("m") as llm:\n'
+                       '        assert llm.generate(["x"])\n'}

@@ -35,7 +35,7 @@ from lint_gpu_tests.checking.helper_index import (
     summarise,
     tree_root,
 )
-from lint_gpu_tests.config import ROOT_MARKERS, Config
+from lint_gpu_tests.config import ROOT_MARKERS, STDIN_PATH, Config
 
 if TYPE_CHECKING:
     from lint_gpu_tests.analysis.analysis import ModuleAnalysis
@@ -51,10 +51,12 @@ MAX_LEVELS = 32
 def conftest_files(path: str, chains: dict[str, tuple[str, ...]] | None = None
                    ) -> list[str]:
     """The ``conftest.py`` files pytest would load for the module at ``path``, innermost
-    first (``path`` itself excluded). Empty for a path that is not a file on disk.
-    ``chains`` (directory -> its conftests, for one run) keeps what each directory's walk
-    found, so a directory's parents are looked at once per run."""
-    if not os.path.isfile(path):
+    first (``path`` itself excluded). Empty for a path that is not a file on disk, but for a
+    nameless source read from standard input (:data:`~lint_gpu_tests.config.STDIN_PATH`), a
+    module of the current directory. ``chains`` (directory -> its conftests, for one run)
+    keeps what each directory's walk found, so a directory's parents are looked at once per
+    run."""
+    if path != STDIN_PATH and not os.path.isfile(path):
         return []
     absolute = os.path.abspath(path)
     return [c for c in _conftests_from(os.path.dirname(absolute), chains) if c != absolute]
@@ -177,8 +179,8 @@ class ConftestIndex:
                                                           config, memo)
         else:
             known = self._engine_fixtures(conftest_files(path), config, memo)
-        if memo is None and not os.path.isfile(path):
-            return known  # a run's files are on disk; a buffer's may not be
+        if memo is None and path != STDIN_PATH and not os.path.isfile(path):
+            return known  # a run's files are on disk; a named buffer's may not be
         tree = self.tree(path, config)
         absolute = os.path.abspath(path)
         if memo is not None and not tree.defines(absolute) and \

@@ -17,6 +17,7 @@ from lint_gpu_tests.checking.checker import (
     CheckResult,
     check_module,
     nests_deeper_than,
+    per_file_ignored_codes,
     wanted_fixes,
 )
 from lint_gpu_tests.checking.conftest_index import ConftestIndex
@@ -93,6 +94,32 @@ def _fixed_violations(original: list[Violation], remaining: list[Violation],
         else:
             fixed.append(index)
     return [original[i] for i in sorted(fixed)]
+
+
+def unselected_fixed(before: bytes, after: bytes, path: str, config: Config,
+                     conftests: ConftestIndex | None = None) -> list[Violation]:
+    """The violations of ``before`` that ``config``'s selection leaves out (``select``,
+    ``extend-select``, ``ignore``, ``per-file-ignores``) and that ``after``, its fixed
+    bytes, no longer has: what the fixes of the selected violations removed with them.
+    Both are checked again with every rule selected, unless ``config`` selects everything
+    already (then nothing is checked and the answer is empty). Matched as
+    :func:`_fixed_violations` matches, positions those of ``before``.
+
+    Raises:
+        InternalError: when a rule fails on either text.
+    """
+    wide = config.with_overrides(select=("GPU",), extend_select=(), ignore=(),
+                                 per_file_ignores=())
+    if wide == config:
+        return []
+    ignored = per_file_ignored_codes(path, config)
+    left_out = [v for v in check_module(before, path, wide, conftests).violations
+                if not config.is_code_enabled(v.code)
+                or any(v.code.startswith(p) for p in ignored)]
+    if not left_out:
+        return []
+    return _fixed_violations(left_out, check_module(after, path, wide, conftests).violations,
+                             True)
 
 
 def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False,

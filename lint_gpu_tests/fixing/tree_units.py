@@ -148,11 +148,15 @@ class TreeUnit:
                    and s.function.name == self.helper.name for s in home.engines)
 
     def applies(self, unsafe: bool) -> bool:
-        """Whether ``--fix`` applies the unit (safe, or unsafe with ``unsafe``)."""
+        """Whether ``--fix`` applies the unit: safe (or unsafe with ``unsafe``), and the fix
+        of a violation the run reports (a selected one: a module calling two helpers seeds
+        both units, though its selected violations may all be about one)."""
         fix = self.fix
         return isinstance(fix, FactoryPlan) and (
             fix.applicability is Applicability.SAFE or
-            unsafe and fix.applicability is Applicability.UNSAFE)
+            unsafe and fix.applicability is Applicability.UNSAFE) and any(
+            self.covered(path, v) for path, member in self.members.items()
+            for v in member.violations)
 
 
 Reader = Callable[[str], "bytes | None"]
@@ -301,9 +305,9 @@ def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | No
             else:
                 calls.append(FactoryCall(other.analysis, call))
     if problem is None and module.config.target == "vllm":
-        problem = (f"with `target = \"vllm\"` `{name}()` would take the `vllm_runner` fixture "
-                   "from every caller, and a unit across modules does not pass it through its "
-                   "callers yet")
+        problem = (f"with `target = \"vllm\"` `{name}()` would take the "
+                   f"`{module.config.runner_fixture}` fixture from every caller, and a unit "
+                   "across modules does not pass it through its callers yet")
     if problem is not None:
         return none(problem)
     if len(members) == 1 and not calls:

@@ -214,7 +214,7 @@ def factory_unit_of(module: ModuleAnalysis, site: EngineSite) -> FactoryPlan | F
 
 def factory_title(module: ModuleAnalysis, name: str) -> str:
     config = module.config
-    runner = config.runner_fixture if config.target == "vllm" else (
+    runner = config.runner_fixture if config.runner_is_fixture else (
         config.runner_classes[0] if config.runner_classes else "VllmRunner")
     return FACTORY_TITLE.format(name=name, runner=runner)
 

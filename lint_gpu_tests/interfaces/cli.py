@@ -87,7 +87,8 @@ def cli() -> None:
 @cli.command("check", short_help="Check PATHS for hand-managed engines (- is stdin).")
 @check_options
 def check_command(paths: tuple[str, ...], **params: Any) -> None:
-    """Check PATHS (default: the current directory; - reads standard input) for
+    """Check PATHS (default: the current directory; - reads standard input, checked as a
+    test module of the current directory unless --stdin-filename names it) for
     hand-managed engines."""
     args = parse_check(paths, params)
     mode = args.mode

@@ -19,6 +19,7 @@ import click
 
 from lint_gpu_tests.config import (
     FIX_STRATEGIES,
+    STDIN_PATH,
     TARGETS,
     ConfigResolver,
     command_line_overrides,
@@ -83,7 +84,8 @@ _CHECK_PARAMS: list[Callable[[Any], Any]] = [
                  help="Skip files that .gitignore files ignore."),
     click.option("--stdin-filename", metavar="PATH", default=None,
                  help="Read the source from stdin and check it as PATH (its config, its name in "
-                      "reports); with --fix print the fixed source, reports going to stderr."),
+                      "reports); with --fix print the fixed source, reports going to stderr. "
+                      "Without it, - is checked as a test module of the current directory."),
     click.option("--add-noqa", is_flag=True,
                  help="Add `# noqa: CODE` to every line with a violation (adopting the tool on "
                       "a suite with unfixable leftovers)."),
@@ -210,9 +212,9 @@ def parse_check(paths: tuple[str, ...], params: dict[str, Any]) -> CheckArgs:
     Exits (:func:`fail`) for options that cannot go together.
     """
     stdin_filename = params["stdin_filename"]
-    if "-" in paths:  # ruff's convention: `-` is standard input
-        paths = tuple(p for p in paths if p != "-")
-        stdin_filename = stdin_filename if stdin_filename is not None else "-"
+    if STDIN_PATH in paths:  # ruff's convention: `-` is standard input
+        paths = tuple(p for p in paths if p != STDIN_PATH)
+        stdin_filename = stdin_filename if stdin_filename is not None else STDIN_PATH
     mode = _pick(Mode, Mode, params, stdin_filename=stdin_filename)
     problem = mode.problem(params["fix"], params["diff"])
     if problem is not None:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from lint_gpu_tests import __version__
 from lint_gpu_tests.checking.checker import INTERNAL_ERROR_CODE, InternalError, check_tree
 from lint_gpu_tests.checking.conftest_index import ConftestIndex
-from lint_gpu_tests.config import Config, ConfigError, ConfigResolver
+from lint_gpu_tests.config import STDIN_PATH, Config, ConfigError, ConfigResolver
 from lint_gpu_tests.running.discovery import is_excluded
 
 if TYPE_CHECKING:
@@ -122,7 +122,8 @@ class GpuTestLintPlugin:
         """Yield ``(line, column0, "CODE message", type)`` for each violation."""
         if not isinstance(self.tree, ast.Module):
             return
-        on_disk = self.filename not in ("stdin", "-", "") and os.path.exists(self.filename)
+        nameless = self.filename in ("stdin", STDIN_PATH, "")
+        on_disk = not nameless and os.path.exists(self.filename)
         path = self.filename if on_disk else os.path.join(os.getcwd(), "stdin.py")
         config = _config_for(path)
         if isinstance(config, str):
@@ -134,8 +135,9 @@ class GpuTestLintPlugin:
             return
         text = "".join(self.lines)
         try:
-            violations = check_tree(self.tree, text, self.filename, config,
-                                    apply_noqa=self.apply_noqa and not self.disable_noqa,
+            # Standard input is checked as `gpu-test-lint check -` checks it.
+            violations = check_tree(self.tree, text, STDIN_PATH if nameless else self.filename,
+                                    config, apply_noqa=self.apply_noqa and not self.disable_noqa,
                                     conftests=_CONFTESTS)
         except InternalError as exc:
             yield 1, 0, f"{INTERNAL_ERROR_CODE} internal error: {exc}", type(self)

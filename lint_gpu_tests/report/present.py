@@ -246,6 +246,20 @@ def present(result: RunResult, options: PresentOptions) -> Presentation:
     return out
 
 
+def also_fixed_lines(result: RunResult, diff: bool) -> list[str]:
+    """The note of the violations of unselected rules that the fixes removed with the
+    selected ones (:attr:`~lint_gpu_tests.ftypes.FileResult.also_fixed`), one line each under
+    a heading; none when there are none."""
+    also = [v for file in result.files for v in file.also_fixed]
+    if not also:
+        return []
+    verb = "would also remove" if diff else "also removed"
+    return [f"note: the fixes {verb} {len(also)} violation{'' if len(also) == 1 else 's'} "
+            "not selected:",
+            *(f"  {v.path}:{v.location.row}:{v.location.column}: {v.code} {v.message}"
+              for v in also)]
+
+
 def _present_diff(result: RunResult, options: PresentOptions, out: Presentation) -> None:
     """``--diff``: the diffs on stdout; for files on disk, how many violations they fix."""
     for path in sorted(result.diffs):
@@ -255,6 +269,7 @@ def _present_diff(result: RunResult, options: PresentOptions, out: Presentation)
     fixes = len(result.fixed)
     out.lines([f"Would fix {fixes} violation{'' if fixes == 1 else 's'}." if fixes
                else "No violations would be fixed."], err=True)
+    out.lines(also_fixed_lines(result, diff=True), err=True)
 
 
 def _present_report(result: RunResult, remaining: list[Violation], left_out: int,
@@ -291,6 +306,8 @@ def _present_report(result: RunResult, remaining: list[Violation], left_out: int
     if not options.quiet:
         out.lines(summary_lines(remaining, len(result.fixed), unsafe_fixes=unsafe,
                                 fix_mode=options.fix), err)
+        if options.fix:
+            out.lines(also_fixed_lines(result, diff=False), err)
         out.lines(leak_lines, err)
 
 

@@ -188,7 +188,13 @@ class EngineOutsideRunner(Rule):
         "uses the helper, when it is used other than by a call, when a caller is not in a "
         "function, with `target = \"vllm\"`, or with the project's own `runner`, and the "
         "reason names the module and line. JSON and SARIF output show such a fix without "
-        "its edits.\n\n"
+        "its edits. With `--select` (or `ignore`, `per-file-ignores`) the unit is applied as "
+        "the fix of any selected violation it removes, and deletes all it must, as a "
+        "with-block rewrite deletes the cleanup after the engine's last use whether GPU004 "
+        "is selected or not (cleanup of a proxy after its block would fail): `--fix` and "
+        "`--diff` end with a note naming the violations not selected that the fixes removed "
+        "(any fix's, a single function's too), and a unit none of whose violations is "
+        "selected is not applied.\n\n"
 
         "With `fix-strategy = \"isolate\"` (or `--fix-strategy isolate`) a test is not "
         "wrapped: it gets `@create_new_process_for_each_test(\"spawn\")` (from "
@@ -694,10 +700,7 @@ def test_tester():
     )
 
     def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
-        config = module.config
-        # The project's own runner (`runner = "pkg.module:name"`) is named as it is called.
-        runner = config.runner_classes[0] if config.runner_module is not None \
-            else config.runner_fixture
+        runner = module.config.runner_named
         for site in module.engines:
             if site.under_main_guard or site.in_runner_class or is_isolated(site.function):
                 continue

@@ -27,7 +27,7 @@ class FinalizerShutdown(Rule):
     code = "GPU003"
     name = "finalizer-shutdown"
     summary = "An engine torn down by a finalizer or a try/finally"
-    message = "Engine shut down by {how}; let `with vllm_runner(...)` tear it down"
+    message = "Engine shut down by {how}; let `with {runner}(...)` tear it down"
     fix_title = "Remove the finalizer (part of the GPU001 rewrite)"
     fix_kinds = (FixKind.WITH_ANOTHER,)
     what_it_does = (
@@ -163,6 +163,7 @@ def workdir(request, tmp_path):
 
     def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
         planner = planner_for(module)
+        runner = module.config.runner_named
         for func in module.functions:
             if is_isolated(func) or func.in_runner_class:
                 continue
@@ -181,12 +182,12 @@ def workdir(request, tmp_path):
                     plan, fix = covering_fix(plans, node.lineno, self.fix_title)
                     if plan is None and names_in(call) & received:
                         plan, fix = factory_fix(module, func, node.lineno, self.fix_title)
-                    yield hit_at(call, self.message.format(how=how), fix, plan)
+                    yield hit_at(call, self.message.format(how=how, runner=runner), fix, plan)
                 elif isinstance(node, ast.Try) and is_shutdown_try(module, node, engines):
                     plan, fix = covering_fix(plans, node.lineno, self.fix_title,
                                              try_line=True)
                     if plan is None and any(names_in(s) & received for s in node.finalbody):
                         plan, fix = factory_fix(module, func, node.lineno, self.fix_title)
                     yield Hit(node.lineno, node.col_offset, node.lineno, node.col_offset + 3,
-                              self.message.format(how="`try/finally`"), fix,
+                              self.message.format(how="`try/finally`", runner=runner), fix,
                               plan.anchor if plan else None)

@@ -79,5 +79,5 @@ def test_all(vllm_runner):
                 continue
             plan = planner.runner_plan(call)
             fix = plan.fix_info(self.fix_title) if isinstance(plan, WrapPlan) else plan
-            name = last_name(call.call.func) or "vllm_runner"
+            name = last_name(call.call.func) or module.config.runner_fixture
             yield hit_at(call.call, self.message.format(runner=name), fix)

@@ -85,6 +85,19 @@ def check_module(source: bytes, path: str, config: Config,
     return check(source, path, config, conftests)
 
 
+def _unselected_fixed(before: bytes, after: bytes, path: str, config: Config,
+                      conftests: ConftestIndex) -> list[Violation]:
+    """:func:`lint_gpu_tests.fixing.fixloop.unselected_fixed`, or nothing when a rule fails
+    on either text (the fixes stand; only the note of what they also removed is lost)."""
+    from lint_gpu_tests.fixing.fixloop import unselected_fixed
+    from lint_gpu_tests.parsing.source import InternalError
+
+    try:
+        return unselected_fixed(before, after, path, config, conftests)
+    except InternalError:
+        return []
+
+
 def fix_source(source: bytes, path: str, config: Config, *, unsafe: bool = False,
                violations: list[Violation] | None = None,
                analysis: ModuleAnalysis | None = None,
@@ -426,6 +439,7 @@ def _fix(path: str, source: bytes, digest: str | None, checked: CheckResult,
                         error_stage="fix", error_has_traceback=outcome.exception is not None)
     if outcome.new_source is None:
         return _Outcome(result, digest, outcome.remaining if outcome.error is None else None)
+    result.also_fixed = _unselected_fixed(source, outcome.new_source, path, config, conftests)
     if mode.diff:
         from lint_gpu_tests.fixing.edits import unified_diff
 
@@ -767,9 +781,10 @@ class RunContext:
                 key = (unit.helper.module, unit.helper.name)
                 if touched & set(unit.members):
                     continue  # planned again on the new bytes, next round
-                touched |= set(unit.members)
                 apply = key not in done and (options.fix or options.diff) and \
                     unit.applies(options.unsafe_fixes)
+                if apply:  # one that only relabels leaves the bytes to the others
+                    touched |= set(unit.members)
                 done.add(key)
                 applied |= apply
                 self._settle_unit(run, unit, by_path, diffed, apply)
@@ -788,6 +803,11 @@ class RunContext:
 
         options = self.options
         news: dict[str, bytes] | str = tree_units.unit_sources(unit) if apply else {}
+        # Before anything is written: the tree's helper index reads the helper's module.
+        also = {path: _unselected_fixed(member.source, news[path], path, member.config,
+                                        self.conftests)
+                for path, member in unit.members.items()
+                if member.checked and isinstance(news, dict) and path in news}
         if isinstance(news, dict) and news and options.fix:
             from lint_gpu_tests.parsing.writer import atomic_write_all
 
@@ -820,7 +840,8 @@ class RunContext:
                          if unit.covered(path, v)]
                 left = check_module(news[path], path, member.config, self.conftests).violations
                 run.files[index] = replace(old, violations=left, fixed=[*old.fixed, *fixed],
-                                           new_source=news[path])
+                                           new_source=news[path],
+                                           also_fixed=[*old.also_fixed, *also[path]])
 
     def _serves(self, cached: list[Violation]) -> bool:
         """Whether cached results answer this run: no fix asked of them, nor the edits of
