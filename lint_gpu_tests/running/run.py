@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # edits and the internal error: imported where a run needs th
 
     from lint_gpu_tests.analysis.analysis import ModuleAnalysis
     from lint_gpu_tests.checking.checker import CheckResult
-    from lint_gpu_tests.fixing import tree_units
+    from lint_gpu_tests.fixing import tree_units, unit_edits
     from lint_gpu_tests.fixing.edits import Edit
     from lint_gpu_tests.fixing.fixloop import FixOutcome
     from lint_gpu_tests.parsing.prefilter import Prefilter
@@ -681,19 +681,25 @@ class RunContext:
         """The fix units across modules (:mod:`lint_gpu_tests.fixing.tree_units`) of the files
         whose violations withhold a fix for another module's factory helper: their
         violations relabelled, and with ``fix`` or ``diff`` each unit that applies rewritten
-        whole (written together, or diffed). Units that share a module are applied one
+        whole (written together, or diffed); with ``edits`` alone, rewritten in memory from
+        the bytes each file's own fixes leave, its fix's edits on every violation it removes
+        (:mod:`lint_gpu_tests.fixing.unit_edits`). Units that share a module are applied one
         round after another, each planned on the bytes the one before left."""
         if not any(r.error is None and withholds_for_imported_factory(r.violations)
                    for r in run.files):
             return
         from lint_gpu_tests.fixing import tree_units
+        from lint_gpu_tests.fixing.unit_edits import UnitEdits
 
         options = self.options
         checked = {os.path.abspath(path): path for path in self.found.files}
         by_path = {r.path: i for i, r in enumerate(run.files)}
         diffed: dict[str, bytes] = {}  # absolute path -> bytes a unit left, with ``diff``
+        staged = UnitEdits() if options.edits and not (options.fix or options.diff) else None
 
         def read(absolute: str) -> bytes | None:
+            if staged is not None:
+                return self._staged(staged, absolute, checked, run, by_path)
             if absolute in diffed:
                 return diffed[absolute]
             path = checked.get(absolute)
@@ -715,7 +721,7 @@ class RunContext:
             seeds = [r.path for r in run.files
                      if r.error is None and withholds_for_imported_factory(r.violations)]
             if not seeds:
-                return
+                break
             first = self.configs[seeds[0]]
             touched: set[str] = set()
             applied = False
@@ -725,13 +731,79 @@ class RunContext:
                 if touched & set(unit.members):
                     continue  # planned again on the new bytes, next round
                 touched |= set(unit.members)
-                apply = key not in done and (options.fix or options.diff) and \
+                apply = key not in done and (options.fix or options.diff or
+                                             staged is not None) and \
                     unit.applies(options.unsafe_fixes)
                 done.add(key)
                 applied |= apply
-                self._settle_unit(run, unit, by_path, diffed, apply)
+                if staged is not None:
+                    self._stage_unit(run, unit, by_path, staged, apply)
+                else:
+                    self._settle_unit(run, unit, by_path, diffed, apply)
             if not applied:
-                return
+                break
+        if staged is not None:
+            for absolute, edits in staged.edits().items():
+                index = by_path.get(checked.get(absolute, ""))
+                if index is not None:
+                    old = run.files[index]
+                    run.files[index] = replace(old, edits={**old.edits, **edits})
+
+    def _staged(self, staged: unit_edits.UnitEdits, absolute: str, checked: dict[str, str],
+                run: RunResult, by_path: dict[str, int]) -> bytes | None:
+        """The bytes of the file at ``absolute`` as ``--fix`` would have left them by now
+        (its own fixes applied, when the run shows edits for them, then the units so far),
+        its versions kept in ``staged``; ``None``: it cannot be read."""
+        from lint_gpu_tests.fixing.unit_edits import Staged
+
+        known = staged.files.get(absolute)
+        if known is not None:
+            return known.current
+        try:
+            source = Path(absolute).read_bytes()
+        except OSError:
+            return None
+        path = checked.get(absolute)
+        known = Staged(path if path is not None else os.path.relpath(absolute), source)
+        if path is not None and run.files[by_path[path]].edits:  # its own fixes first
+            outcome = fix_source(source, path, self.configs[path],
+                                 unsafe=self.options.unsafe_fixes, conftests=self.conftests)
+            if outcome.error is None and outcome.new_source is not None:
+                known.passes = outcome.passes
+                known.owners = [v for v in outcome.fixed if v.fix is not None] or \
+                    outcome.fixed
+        staged.files[absolute] = known
+        return known.current
+
+    def _stage_unit(self, run: RunResult, unit: tree_units.TreeUnit, by_path: dict[str, int],
+                    staged: unit_edits.UnitEdits, apply: bool) -> None:
+        """Relabel the violations (as read) of ``unit``'s modules and, with ``apply``,
+        rewrite them in memory and record the rewrite in ``staged``, with every violation
+        it removes (a failure leaves the unit without edits, as a file's failed fix
+        does)."""
+        from lint_gpu_tests.fixing import tree_units
+        from lint_gpu_tests.fixing.unit_edits import carry_fixes
+
+        news = tree_units.unit_sources(unit) if apply else {}
+        number = staged.add({os.path.abspath(path): new for path, new in news.items()}) \
+            if isinstance(news, dict) and news else None
+        for path, member in unit.members.items():
+            index = by_path.get(path)
+            if index is None or not member.checked:
+                continue
+            old = run.files[index]
+            labelled = unit.relabel(path, member.violations)
+            removed = {id(new) for v, new in zip(member.violations, labelled, strict=True)
+                       if number is not None and unit.covered(path, v)}
+            violations: list[Violation] = []
+            for v, new in carry_fixes(old.violations, member.violations, labelled):
+                if new is None:
+                    violations.append(v)
+                    continue
+                violations.append(replace(v, fix=new.fix))
+                if number is not None and id(new) in removed:
+                    staged.cover(number, os.path.abspath(path), violations[-1])
+            run.files[index] = replace(old, violations=violations)
 
     def _settle_unit(self, run: RunResult, unit: tree_units.TreeUnit, by_path: dict[str, int],
                      diffed: dict[str, bytes], apply: bool) -> None:
