@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -52,12 +52,14 @@ if TYPE_CHECKING:  # edits and the internal error: imported where a run needs th
 
 __all__ = [
     "PARALLEL_THRESHOLD",
+    "BufferUnit",
     "Progress",
     "RunContext",
     "RunOptions",
     "RunResult",
     "check_module",
     "check_one",
+    "buffer_units",
     "check_source",
     "default_jobs",
     "edits_of",
@@ -952,6 +954,82 @@ def run_paths(paths: Sequence[str], resolver: ConfigResolver, options: RunOption
     if progress is not None:
         progress.start(len(found.files))
     return RunContext(found, resolver, options, progress).run()
+
+
+@dataclass(frozen=True)
+class BufferUnit:
+    """A fix unit across modules (:mod:`lint_gpu_tests.fixing.tree_units`) that removes
+    violations of a buffer (an editor's document): what applying it writes.
+
+    Attributes:
+        violations: the buffer's violations the unit removes, each with the unit's fix (as
+            ``check`` of the tree reports them).
+        sources: the new bytes of every file of the unit, by absolute path, the helper's
+            module first (the buffer's own among them).
+    """
+
+    violations: tuple[Violation, ...]
+    sources: dict[str, bytes]
+
+
+def buffer_units(source: bytes, path: str, resolver: ConfigResolver,
+                 buffers: Mapping[str, bytes] | None = None) -> list[BufferUnit]:
+    """The fix units across modules of the buffer ``source`` checked as the file at
+    ``path``, planned as ``check`` of its tree plans them (every file of the tree that
+    ``check`` of the tree's root would check counts as checked), each on the files' current
+    texts: ``buffers`` (absolute path -> bytes: other documents open in the editor) where
+    given, else the files on disk. Only units with a fix (safe or unsafe) whose rewrite
+    succeeds; nothing is written.
+
+    Args:
+        source: the buffer's bytes.
+        path: the file it is checked as.
+        resolver: the settings of each file.
+        buffers: texts of other files that are not those on disk.
+
+    Returns:
+        One :class:`BufferUnit` per unit that removes a violation of the buffer, in the
+        order of the helper's module and name.
+
+    Raises:
+        ConfigError: when a config file that governs a file of the tree is invalid.
+    """
+    config = resolver.for_file(path)
+    conftests = ConftestIndex()
+    if not withholds_for_imported_factory(check_source(source, path, config, conftests)):
+        return []
+    from lint_gpu_tests.checking.helper_index import tree_root
+    from lint_gpu_tests.fixing import tree_units
+    from lint_gpu_tests.fixplan.factories import FactoryPlan
+
+    own = os.path.abspath(path)
+    found = discover_files([tree_root(os.path.dirname(own))], resolver)
+    checked = {os.path.abspath(p): p for p in found.files}
+    checked[own] = path
+    texts = {**(buffers or {}), own: source}
+
+    def read(absolute: str) -> bytes | None:
+        if absolute in texts:
+            return texts[absolute]
+        try:
+            return Path(absolute).read_bytes()
+        except OSError:
+            return None
+
+    out: list[BufferUnit] = []
+    for unit in tree_units.plan_tree_units([path], checked, read,
+                                           lambda a: resolver.for_file(checked.get(a, a)),
+                                           conftests):
+        member = unit.members.get(path)
+        if member is None or not isinstance(unit.fix, FactoryPlan):
+            continue
+        removed = tuple(new for v, new in zip(member.violations,
+                                              unit.relabel(path, member.violations),
+                                              strict=True) if unit.covered(path, v))
+        news = tree_units.unit_sources(unit) if removed else None
+        if isinstance(news, dict):
+            out.append(BufferUnit(removed, {os.path.abspath(p): b for p, b in news.items()}))
+    return out
 
 
 def run_source(source: bytes, path: str, resolver: ConfigResolver, options: RunOptions
