@@ -187,8 +187,9 @@ class EngineOutsideRunner(Rule):
         "GPU003/GPU004 it removes; no fix for the unit when a module the run does not check "
         "uses the helper, when it is used other than by a call, when a caller is not in a "
         "function, with `target = \"vllm\"`, or with the project's own `runner`, and the "
-        "reason names the module and line. JSON and SARIF output show such a fix without "
-        "its edits.\n\n"
+        "reason names the module and line. JSON and SARIF output show such a fix on every "
+        "violation it removes, with the edits of every file (JSON: `other_files`; SARIF: one "
+        "`artifactChange` per file).\n\n"
 
         "With `fix-strategy = \"isolate\"` (or `--fix-strategy isolate`) a test is not "
         "wrapped: it gets `@create_new_process_for_each_test(\"spawn\")` (from "
