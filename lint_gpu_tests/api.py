@@ -31,9 +31,11 @@ from lint_gpu_tests.config import Config, ConfigError, ConfigResolver, resolve_c
 from lint_gpu_tests.ftypes import FileResult, LeakEvidence, Violation
 from lint_gpu_tests.running.discovery import PathNotFoundError, Problem, discover_files
 from lint_gpu_tests.running.run import (
+    BufferUnit,
     Progress,
     RunOptions,
     RunResult,
+    buffer_units,
     check_module,
     check_one,
     check_source,
@@ -96,6 +98,7 @@ __all__ = [
     "BaselineError",
     "BaselineOutcome",
     "BaselineUpdate",
+    "BufferUnit",
     "Config",
     "ConfigError",
     "ConfigResolver",
@@ -115,6 +118,7 @@ __all__ = [
     "apply_baselines",
     "apply_run_baselines",
     "baseline_lines",
+    "buffer_units",
     "check_buffer",
     "check_confirmed",
     "check_file",

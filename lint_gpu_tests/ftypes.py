@@ -221,11 +221,15 @@ class Edit:
         location: start, 1-based row and 1-based character column, in the original file.
         end_location: end (exclusive), same units; ``(rows + 1, 1)`` is the end of a file
             whose last line ends with a newline.
+        path: ``None`` for an edit of the violation's own file; for an edit of another file
+            (a fix unit across modules, :mod:`lint_gpu_tests.fixing.tree_units`), that
+            file's path as the run names it, positions in that file.
     """
 
     content: str
     location: Location
     end_location: Location
+    path: str | None = None
 
 
 @dataclass

@@ -38,7 +38,7 @@ LAYERS: list[set[str]] = [
     {"codemods"},
     {"fixing.fixloop", "fixing.tree_units", "fixing"},
     {"running.discovery", "running.cache", "running.leaks", "running"},
-    {"fixing.edits"},
+    {"fixing.edits", "fixing.unit_edits"},
     {"running.run"},
     {"report.docs", "report"},
     {"report.output"},

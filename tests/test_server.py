@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Awaitable, Sequence
@@ -13,7 +14,7 @@ from typing import Any, TypeVar
 
 from lsprotocol import types
 from pygls.lsp.client import BaseLanguageClient
-from pygls.uris import from_fs_path
+from pygls.uris import from_fs_path, to_fs_path
 
 T = TypeVar("T")
 
@@ -336,3 +337,66 @@ def test_the_baseline_of_the_config_is_honoured(tmp_path: Path) -> None:
     assert list(held.diagnostics) == []
     assert _spans(grown.diagnostics) == [("GPU001", (13, 12), (13, 26))]
     assert saved == grown
+
+
+CORPUS_XUNIT = Path(__file__).parent / "e2e" / "suites" / "xunit"
+
+
+def test_a_fix_unit_across_modules_changes_all_its_files(tmp_path: Path) -> None:
+    # The corpus's factory helper (engine_helpers.py) and its two callers; the cleanup
+    # module is open with a change not saved, which the unit is planned on.
+    root = tmp_path / "tree"
+    shutil.copytree(CORPUS_XUNIT, root)
+    shutdown, uri = _document(root, "test_xunit_shutdown.py",
+                              (CORPUS_XUNIT / "test_xunit_shutdown.py").read_text())
+    edited = (CORPUS_XUNIT / "test_xunit_cleanup.py").read_text() + "\n# not saved yet\n"
+    cleanup_uri = from_fs_path(str(root / "test_xunit_cleanup.py"))
+    helpers_uri = from_fs_path(str(root / "engine_helpers.py"))
+    assert cleanup_uri is not None and helpers_uri is not None
+
+    async def session() -> list[types.CodeAction]:
+        editor = _Editor()
+        await editor.start(root)
+        try:
+            await editor.open(cleanup_uri, edited)
+            await editor.change(cleanup_uri, edited, 4)
+            published = await editor.open(uri, shutdown.read_text())
+            assert _spans(published.diagnostics) == [("GPU003", (10, 4), (10, 7)),
+                                                     ("GPU004", (21, 4), (21, 11))]
+            assert [d.data for d in published.diagnostics] == [
+                {"code": "GPU003", "fix": "none"}, {"code": "GPU004", "fix": "none"}]
+            return await editor.code_actions(uri, (0, 25), published.diagnostics,
+                                             only=[types.CodeActionKind.QuickFix])
+        finally:
+            await editor.stop()
+
+    actions = asyncio.run(session())
+    assert [(a.title, a.is_preferred) for a in actions] == [
+        ("Fix GPU003: Remove the finalizer (part of the GPU001 rewrite)", True),
+        ("Fix GPU004: Remove the manual cleanup", True),
+        ("Add `# noqa: GPU003`", None),
+        ("Add `# noqa: GPU004`", None),
+    ]
+    first, second = (a.edit for a in actions[:2])
+    assert first is not None and second is not None and first == second
+    assert first.changes is None and first.document_changes is not None
+    changes = [c for c in first.document_changes if isinstance(c, types.TextDocumentEdit)]
+    assert [(c.text_document.uri, c.text_document.version) for c in changes] == [
+        (helpers_uri, None), (cleanup_uri, 4), (uri, 1)]
+    # Applied, the edits give what `check --fix` writes with the unsaved text saved.
+    texts = {helpers_uri: (root / "engine_helpers.py").read_text(), cleanup_uri: edited,
+             uri: shutdown.read_text()}
+    fixed_root = tmp_path / "fixed"
+    shutil.copytree(root, fixed_root)
+    (fixed_root / "test_xunit_cleanup.py").write_text(edited)
+    subprocess.run([sys.executable, "-m", "lint_gpu_tests", "check", "--no-cache", "--fix",
+                    "."], cwd=fixed_root, capture_output=True, timeout=TIMEOUT, check=False)
+    for change in changes:
+        text = texts[change.text_document.uri]
+        assert len(change.edits) == 1 and isinstance(change.edits[0], types.TextEdit)
+        start = _utf16_offset(text, change.edits[0].range.start)
+        end = _utf16_offset(text, change.edits[0].range.end)
+        assert (start, end) == (0, len(text))
+        name = Path(to_fs_path(change.text_document.uri)).name
+        assert change.edits[0].new_text == (fixed_root / name).read_text()
+        assert change.edits[0].new_text != text

@@ -12,16 +12,21 @@ anything: the versions come from :func:`lint_gpu_tests.fixing.fixloop.fix_source
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from lint_gpu_tests.ftypes import Edit, FixKind, Location, Violation
 
-__all__ = ["Edit", "assign_edits", "fix_edits", "pass_edits", "pass_rows", "unified_diff"]
+__all__ = ["Edit", "assign_edits", "edit_rows", "fix_edits", "meet", "pass_edits", "pass_rows",
+           "unified_diff"]
 
 Rows = tuple[int, int]
 """A half-open range of 0-based rows of a file; ``(r, r)`` is the point before row ``r``."""
 
 Opcodes = Sequence[tuple[str, int, int, int, int]]
 """``difflib.SequenceMatcher.get_opcodes()`` of two lists of rows."""
+
+Label = TypeVar("Label")
+"""What a pass is known by (the kind of the fixes it applied, or a fix unit's number)."""
 
 
 def fix_edits(old: bytes, new: bytes) -> list[Edit]:
@@ -37,10 +42,10 @@ def fix_edits(old: bytes, new: bytes) -> list[Edit]:
     return _line_edits(a, b, _opcodes(a, b))
 
 
-def pass_edits(passes: Sequence[tuple[FixKind, bytes, bytes]]
-               ) -> tuple[list[Edit], list[tuple[FixKind, Rows]]]:
+def pass_edits(passes: Sequence[tuple[Label, bytes, bytes]]
+               ) -> tuple[list[Edit], list[tuple[Label, Rows]]]:
     """:func:`fix_edits` from the first pass's input to the last one's output, and
-    :func:`pass_rows` of ``passes`` (each ``(kind, bytes before, bytes after)``, a pass's
+    :func:`pass_rows` of ``passes`` (each ``(label, bytes before, bytes after)``, a pass's
     output the next one's input, as the fix loop keeps them; not empty), with each version
     decoded once and, where one pass made the whole fix, one diff serving both.
 
@@ -102,7 +107,13 @@ def _back(opcodes: Opcodes, rows: Rows) -> Rows:
     return (min(found), max(found)) if found else rows
 
 
-def _meet(a: Rows, b: Rows) -> bool:
+def edit_rows(edit: Edit) -> Rows:
+    """The 0-based rows of the original file that ``edit`` replaces (as :func:`pass_rows`
+    gives a pass's rows)."""
+    return edit.location.row - 1, edit.end_location.row - 1
+
+
+def meet(a: Rows, b: Rows) -> bool:
     """True when two row ranges overlap, or, where one is a point, touch."""
     if a[0] < a[1] and b[0] < b[1]:
         return a[0] < b[1] and b[0] < a[1]
@@ -122,10 +133,10 @@ def pass_rows(passes: Sequence[tuple[FixKind, bytes, bytes]]) -> list[tuple[FixK
                          for _, before, after in passes])
 
 
-def _mapped_rows(kinds: Sequence[FixKind], steps: Sequence[Opcodes]
-                 ) -> list[tuple[FixKind, Rows]]:
-    """:func:`pass_rows` from each pass's kind and its opcodes (input to output)."""
-    out: list[tuple[FixKind, Rows]] = []
+def _mapped_rows(kinds: Sequence[Label], steps: Sequence[Opcodes]
+                 ) -> list[tuple[Label, Rows]]:
+    """:func:`pass_rows` from each pass's label and its opcodes (input to output)."""
+    out: list[tuple[Label, Rows]] = []
     for index, (kind, opcodes) in enumerate(zip(kinds, steps, strict=True)):
         for tag, i1, i2, _, _ in opcodes:
             if tag == "equal":
@@ -155,8 +166,7 @@ def assign_edits(fixed: Sequence[Violation], edits: Sequence[Edit],
     for edit in edits:
         last = edit.end_location.row - (1 if edit.end_location.column == 1
                                         and edit.end_location.row > edit.location.row else 0)
-        start, end = edit.location.row - 1, edit.end_location.row - 1
-        kinds = {kind for kind, rows in made_by if _meet(rows, (start, end))}
+        kinds = {kind for kind, rows in made_by if meet(rows, edit_rows(edit))}
         candidates = [v for v in fixed if v.fix is not None and v.fix.kind in kinds] or fixed
 
         def distance(v: Violation, first: int = edit.location.row, last: int = last) -> int:

@@ -33,7 +33,7 @@ from lint_gpu_tests.parsing.source import (
 if TYPE_CHECKING:
     from lint_gpu_tests.analysis.analysis import ModuleAnalysis
 
-__all__ = ["MAX_FIX_PASSES", "SHALLOW_FIX_DEPTH", "FixOutcome", "fix_source"]
+__all__ = ["MAX_FIX_PASSES", "SHALLOW_FIX_DEPTH", "FixOutcome", "fix_source", "match_key"]
 
 
 @dataclass
@@ -64,7 +64,7 @@ MAX_FIX_PASSES = 10
 _LINE_REF = re.compile(r"\bline \d+")
 
 
-def _match_key(v: Violation) -> tuple[str, str]:
+def match_key(v: Violation) -> tuple[str, str]:
     """What identifies a violation across a rewrite: its code and message, with the line
     numbers a message quotes blanked, since rewrites move lines. A violation with no fix
     (GPU007's message names the engines' calls and lines, which a rewrite changes) is matched
@@ -77,18 +77,18 @@ def _match_key(v: Violation) -> tuple[str, str]:
 def _fixed_violations(original: list[Violation], remaining: list[Violation],
                       unsafe: bool) -> list[Violation]:
     """The original violations that fixing removed. Positions move when code is rewritten,
-    so violations are matched by :func:`_match_key`, counting repeats (three identical GPU001
+    so violations are matched by :func:`match_key`, counting repeats (three identical GPU001
     messages with one left means two fixed). Where repeats share a key, the ones whose fix
     was not to be applied are the ones still there: they are matched first, so a fix is never
     credited to a violation that has none."""
     from collections import Counter
 
-    left = Counter(_match_key(v) for v in remaining)
+    left = Counter(match_key(v) for v in remaining)
     wanted = {id(v) for v in wanted_fixes(original, unsafe)}
     order = sorted(range(len(original)), key=lambda i: id(original[i]) in wanted)
     fixed: list[int] = []
     for index in order:
-        key = _match_key(original[index])
+        key = match_key(original[index])
         if left[key] > 0:
             left[key] -= 1
         else:

@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
-from pygls.uris import to_fs_path
+from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import TextDocument
 
 from lint_gpu_tests import __version__
@@ -31,11 +32,12 @@ from lint_gpu_tests.api import (
     RunOptions,
     Violation,
     apply_run_baselines,
+    buffer_units,
     check_buffer,
 )
 from lint_gpu_tests.checking.checker import add_noqa
 from lint_gpu_tests.codes import PARSE_ERROR_CODE
-from lint_gpu_tests.ftypes import Applicability
+from lint_gpu_tests.ftypes import Applicability, FixInfo, withholds_for_imported_factory
 from lint_gpu_tests.report.output import rule_url
 
 __all__ = ["DEBOUNCE_SECONDS", "SOURCE", "GpuTestLintServer", "serve"]
@@ -161,15 +163,74 @@ def publish(server: GpuTestLintServer, uri: str) -> None:
         diagnostics=[_diagnostic(lines, v, server) for v in violations]))
 
 
+def _replace_all(lines: Sequence[str], new_text: str, server: LanguageServer
+                 ) -> types.TextEdit:
+    """An edit that replaces the whole of a text whose lines are ``lines`` with
+    ``new_text``."""
+    end = server.workspace.position_codec.position_to_client_units(
+        lines, types.Position(line=len(lines), character=0))
+    return types.TextEdit(range=types.Range(start=types.Position(line=0, character=0),
+                                            end=end), new_text=new_text)
+
+
 def _whole_document(document: TextDocument, new_text: str, server: LanguageServer
                     ) -> types.WorkspaceEdit:
     """An edit that replaces the whole of ``document`` with ``new_text``."""
-    lines = document.lines
-    end = server.workspace.position_codec.position_to_client_units(
-        lines, types.Position(line=len(lines), character=0))
-    edit = types.TextEdit(range=types.Range(start=types.Position(line=0, character=0),
-                                            end=end), new_text=new_text)
-    return types.WorkspaceEdit(changes={document.uri: [edit]})
+    return types.WorkspaceEdit(
+        changes={document.uri: [_replace_all(document.lines, new_text, server)]})
+
+
+_Key = tuple[str, int, int, int, int]
+"""A violation's code and span, which finds it among another check's violations."""
+
+
+def _key(violation: Violation) -> _Key:
+    start, end = violation.location, violation.end_location
+    return violation.code, start.row, start.column, end.row, end.column
+
+
+def _unit_fixes(server: GpuTestLintServer, here: Sequence[Violation], text: str, path: str
+                ) -> dict[_Key, tuple[FixInfo, types.WorkspaceEdit]]:
+    """The fix of each violation of ``here`` that a fix unit across modules removes (a
+    factory helper of another module and all its callers, :func:`buffer_units`), by the
+    violation's :func:`_key`, with the edit of every file of the unit: a versioned one for
+    each document open in the editor (its text is the one planned on), an unversioned one
+    for each other file."""
+    if not withholds_for_imported_factory(here):
+        return {}
+    workspace = server.workspace
+    buffers: dict[str, bytes] = {}
+    for uri, document in workspace.text_documents.items():
+        other = _path(uri)
+        if other is not None:
+            buffers[other] = document.source.encode("utf-8")
+    try:
+        units = buffer_units(text.encode("utf-8"), path, ConfigResolver(), buffers)
+    except ConfigError:
+        return {}
+    out: dict[_Key, tuple[FixInfo, types.WorkspaceEdit]] = {}
+    for unit in units:
+        changes: list[types.TextDocumentEdit] = []
+        try:
+            for file, new in unit.sources.items():
+                uri = from_fs_path(file) or file
+                document = workspace.text_documents.get(uri)
+                if document is not None:
+                    lines, version = document.lines, document.version
+                else:  # the bytes the unit was planned on: the file on disk
+                    lines = Path(file).read_bytes().decode("utf-8").splitlines(True)
+                    version = None
+                changes.append(types.TextDocumentEdit(
+                    text_document=types.OptionalVersionedTextDocumentIdentifier(
+                        uri=uri, version=version),
+                    edits=[_replace_all(lines, new.decode("utf-8"), server)]))
+        except (OSError, UnicodeDecodeError):
+            continue  # a file the editor cannot be given as text: no action
+        edit = types.WorkspaceEdit(document_changes=changes)
+        for violation in unit.violations:
+            assert violation.fix is not None  # the unit's
+            out[_key(violation)] = (violation.fix, edit)
+    return out
 
 
 def _fixed_text(text: str, path: str, unsafe: bool) -> str | None:
@@ -199,7 +260,8 @@ def code_actions(server: GpuTestLintServer, params: types.CodeActionParams
                  ) -> list[types.CodeAction]:
     """The code actions for ``params``' range: fix each fixable violation there (safe ones
     first; each applies what ``check --fix`` would write for the file, with
-    ``--unsafe-fixes`` for an unsafe one), fix all safe violations, and add ``# noqa``."""
+    ``--unsafe-fixes`` for an unsafe one; for a violation a fix unit across modules removes,
+    that unit's rewrite of all its files), fix all safe violations, and add ``# noqa``."""
     uri = params.text_document.uri
     path = _path(uri)
     if path is None:
@@ -223,19 +285,26 @@ def code_actions(server: GpuTestLintServer, params: types.CodeActionParams
     here = [v for v in checked.violations if _in_range(v, params.range)]
     actions: list[types.CodeAction] = []
     if _wants(only, quick_fix):
-        fixable = [v for v in here if v.fix is not None and v.fix.available]
-        fixable.sort(key=lambda v: _applicability(v) != Applicability.SAFE.value)
-        for violation in fixable:
-            assert violation.fix is not None
-            unsafe = violation.fix.applicability is Applicability.UNSAFE
-            new_text = fixed_text(unsafe)
-            if new_text is None:
-                continue
+        units = _unit_fixes(server, here, text, path)
+        offered: list[tuple[Violation, FixInfo, types.WorkspaceEdit | None]] = []
+        for violation in here:
+            if violation.fix is not None and violation.fix.available:
+                offered.append((violation, violation.fix, None))
+            elif _key(violation) in units:
+                offered.append((violation, *units[_key(violation)]))
+        offered.sort(key=lambda o: o[1].applicability is not Applicability.SAFE)
+        for violation, fix, edit in offered:
+            unsafe = fix.applicability is Applicability.UNSAFE
+            if edit is None:
+                new_text = fixed_text(unsafe)
+                if new_text is None:
+                    continue
+                edit = _whole_document(document, new_text, server)
             label = " (unsafe)" if unsafe else ""
             actions.append(types.CodeAction(
-                title=f"Fix {violation.code}: {violation.fix.title}{label}",
+                title=f"Fix {violation.code}: {fix.title}{label}",
                 kind=quick_fix, diagnostics=[_diagnostic(lines, violation, server)],
-                is_preferred=not unsafe, edit=_whole_document(document, new_text, server)))
+                is_preferred=not unsafe, edit=edit))
     if _wants(only, fix_all):
         new_text = fixed_text(False)
         if new_text is not None:

@@ -231,15 +231,34 @@ def _edit_json(edit: Edit) -> dict[str, Any]:
             "location": {"column": edit.location.column, "row": edit.location.row}}
 
 
+def _by_file(edits: Sequence[Edit]) -> tuple[list[Edit], dict[str, list[Edit]]]:
+    """A fix's edits of the violation's own file, and those of each other file (a fix unit
+    across modules: :attr:`Edit.path` set), in the order they come."""
+    own: list[Edit] = []
+    others: dict[str, list[Edit]] = {}
+    for edit in edits:
+        if edit.path is None:
+            own.append(edit)
+        else:
+            others.setdefault(edit.path, []).append(edit)
+    return own, others
+
+
 def violation_json(violation: Violation, options: RenderOptions) -> dict[str, Any]:
     """One violation as ruff's JSON object (keys in ruff's order)."""
     fix: dict[str, Any] | None = None
     if violation.fix is not None and violation.fix.available:
+        own, others = _by_file(options.edits.get(violation, ()))
         fix = {
             "applicability": violation.fix.applicability.value,
-            "edits": [_edit_json(edit) for edit in options.edits.get(violation, ())],
+            "edits": [_edit_json(edit) for edit in own],
             "message": violation.fix.title,
         }
+        if others:  # a fix unit across modules (not in ruff's shape)
+            fix["other_files"] = [
+                {"edits": [_edit_json(edit) for edit in edits],
+                 "filename": _absolute(path, options.cwd)}
+                for path, edits in others.items()]
         if violation.fix.reason:
             fix["reason"] = violation.fix.reason  # why it is unsafe (not in ruff's shape)
     return {
@@ -365,7 +384,8 @@ def render_sarif(violations: Sequence[Violation], options: RenderOptions) -> str
     """A SARIF 2.1.0 log with one run, the rules described (:func:`sarif_rules`), one result
     per violation: URIs relative to the repository (``originalUriBaseIds``),
     ``partialFingerprints``, and the fix's ``artifactChanges`` where the fix's edits are
-    known."""
+    known (one per file: the violation's own first, then each other file a fix unit across
+    modules changes)."""
     rules = sarif_rules({v.code for v in violations})
     index = {rule["id"]: i for i, rule in enumerate(rules)}
     root = repository_root(options.cwd)
@@ -394,16 +414,19 @@ def render_sarif(violations: Sequence[Violation], options: RenderOptions) -> str
             result["properties"] = {"confirmed": True, "leak": _leak_json(v.leak)}
         elif options.leak_report:
             result["properties"] = {"confirmed": False}
-        edits = options.edits.get(v, ())
-        if edits and v.fix is not None:
+        own, others = _by_file(options.edits.get(v, ()))
+        changes = [(artifact, own)] if own else []
+        changes += [(sarif_artifact(path, options.cwd, root), edits)
+                    for path, edits in others.items()]
+        if changes and v.fix is not None:
             result["fixes"] = [{
                 "description": {"text": v.fix.title},
                 "artifactChanges": [{
-                    "artifactLocation": artifact,
+                    "artifactLocation": location,
                     "replacements": [{"deletedRegion": _region(e.location, e.end_location),
                                       "insertedContent": {"text": e.content}}
                                      for e in edits],
-                }],
+                } for location, edits in changes],
             }]
         results.append(result)
     log = {

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -45,19 +45,21 @@ if TYPE_CHECKING:  # edits and the internal error: imported where a run needs th
 
     from lint_gpu_tests.analysis.analysis import ModuleAnalysis
     from lint_gpu_tests.checking.checker import CheckResult
-    from lint_gpu_tests.fixing import tree_units
+    from lint_gpu_tests.fixing import tree_units, unit_edits
     from lint_gpu_tests.fixing.edits import Edit
     from lint_gpu_tests.fixing.fixloop import FixOutcome
     from lint_gpu_tests.parsing.prefilter import Prefilter
 
 __all__ = [
     "PARALLEL_THRESHOLD",
+    "BufferUnit",
     "Progress",
     "RunContext",
     "RunOptions",
     "RunResult",
     "check_module",
     "check_one",
+    "buffer_units",
     "check_source",
     "default_jobs",
     "edits_of",
@@ -695,7 +697,9 @@ class RunContext:
         """The fix units across modules (:mod:`lint_gpu_tests.fixing.tree_units`) of the files
         whose violations withhold a fix for another module's factory helper: their
         violations relabelled, and with ``fix`` or ``diff`` each unit that applies rewritten
-        whole (written together, or diffed). Units that share a module are applied one
+        whole (written together, or diffed); with ``edits`` alone, rewritten in memory from
+        the bytes each file's own fixes leave, its fix's edits on every violation it removes
+        (:mod:`lint_gpu_tests.fixing.unit_edits`). Units that share a module are applied one
         round after another, each planned on the bytes the one before left."""
         seeds = [r.path for r in run.files
                  if r.error is None and withholds_for_imported_factory(r.violations)]
@@ -744,13 +748,17 @@ class RunContext:
         """Plan the units (and apply them, as :meth:`_tree_units` says) round by round;
         returns the checked modules whose violations a unit relabelled."""
         from lint_gpu_tests.fixing import tree_units
+        from lint_gpu_tests.fixing.unit_edits import UnitEdits
 
         options = self.options
         checked = {os.path.abspath(path): path for path in self.found.files}
         settled: set[str] = set()
         diffed: dict[str, bytes] = {}  # absolute path -> bytes a unit left, with ``diff``
+        staged = UnitEdits() if options.edits and not (options.fix or options.diff) else None
 
         def read(absolute: str) -> bytes | None:
+            if staged is not None:
+                return self._staged(staged, absolute, checked, run, by_path)
             if absolute in diffed:
                 return diffed[absolute]
             path = checked.get(absolute)
@@ -772,7 +780,7 @@ class RunContext:
             seeds = [r.path for r in run.files
                      if r.error is None and withholds_for_imported_factory(r.violations)]
             if not seeds:
-                return settled
+                break
             first = self.configs[seeds[0]]
             touched: set[str] = set()
             applied = False
@@ -781,17 +789,83 @@ class RunContext:
                 key = (unit.helper.module, unit.helper.name)
                 if touched & set(unit.members):
                     continue  # planned again on the new bytes, next round
-                apply = key not in done and (options.fix or options.diff) and \
+                apply = key not in done and (options.fix or options.diff or
+                                             staged is not None) and \
                     unit.applies(options.unsafe_fixes)
                 if apply:  # one that only relabels leaves the bytes to the others
                     touched |= set(unit.members)
                 done.add(key)
                 applied |= apply
-                self._settle_unit(run, unit, by_path, diffed, apply)
+                if staged is not None:
+                    self._stage_unit(run, unit, by_path, staged, apply)
+                else:
+                    self._settle_unit(run, unit, by_path, diffed, apply)
                 settled |= {p for p, m in unit.members.items() if m.checked and p in by_path}
             if not applied:
-                return settled
+                break
+        if staged is not None:
+            for absolute, edits in staged.edits().items():
+                index = by_path.get(checked.get(absolute, ""))
+                if index is not None:
+                    old = run.files[index]
+                    run.files[index] = replace(old, edits={**old.edits, **edits})
         return settled
+
+    def _staged(self, staged: unit_edits.UnitEdits, absolute: str, checked: dict[str, str],
+                run: RunResult, by_path: dict[str, int]) -> bytes | None:
+        """The bytes of the file at ``absolute`` as ``--fix`` would have left them by now
+        (its own fixes applied, when the run shows edits for them, then the units so far),
+        its versions kept in ``staged``; ``None``: it cannot be read."""
+        from lint_gpu_tests.fixing.unit_edits import Staged
+
+        known = staged.files.get(absolute)
+        if known is not None:
+            return known.current
+        try:
+            source = Path(absolute).read_bytes()
+        except OSError:
+            return None
+        path = checked.get(absolute)
+        known = Staged(path if path is not None else os.path.relpath(absolute), source)
+        if path is not None and run.files[by_path[path]].edits:  # its own fixes first
+            outcome = fix_source(source, path, self.configs[path],
+                                 unsafe=self.options.unsafe_fixes, conftests=self.conftests)
+            if outcome.error is None and outcome.new_source is not None:
+                known.passes = outcome.passes
+                known.owners = [v for v in outcome.fixed if v.fix is not None] or \
+                    outcome.fixed
+        staged.files[absolute] = known
+        return known.current
+
+    def _stage_unit(self, run: RunResult, unit: tree_units.TreeUnit, by_path: dict[str, int],
+                    staged: unit_edits.UnitEdits, apply: bool) -> None:
+        """Relabel the violations (as read) of ``unit``'s modules and, with ``apply``,
+        rewrite them in memory and record the rewrite in ``staged``, with every violation
+        it removes (a failure leaves the unit without edits, as a file's failed fix
+        does)."""
+        from lint_gpu_tests.fixing import tree_units
+        from lint_gpu_tests.fixing.unit_edits import carry_fixes
+
+        news = tree_units.unit_sources(unit) if apply else {}
+        number = staged.add({os.path.abspath(path): new for path, new in news.items()}) \
+            if isinstance(news, dict) and news else None
+        for path, member in unit.members.items():
+            index = by_path.get(path)
+            if index is None or not member.checked:
+                continue
+            old = run.files[index]
+            labelled = unit.relabel(path, member.violations)
+            removed = {id(new) for v, new in zip(member.violations, labelled, strict=True)
+                       if number is not None and unit.covered(path, v)}
+            violations: list[Violation] = []
+            for v, new in carry_fixes(old.violations, member.violations, labelled):
+                if new is None:
+                    violations.append(v)
+                    continue
+                violations.append(replace(v, fix=new.fix))
+                if number is not None and id(new) in removed:
+                    staged.cover(number, os.path.abspath(path), violations[-1])
+            run.files[index] = replace(old, violations=violations)
 
     def _settle_unit(self, run: RunResult, unit: tree_units.TreeUnit, by_path: dict[str, int],
                      diffed: dict[str, bytes], apply: bool) -> None:
@@ -946,6 +1020,82 @@ def run_paths(paths: Sequence[str], resolver: ConfigResolver, options: RunOption
     if progress is not None:
         progress.start(len(found.files))
     return RunContext(found, resolver, options, progress).run()
+
+
+@dataclass(frozen=True)
+class BufferUnit:
+    """A fix unit across modules (:mod:`lint_gpu_tests.fixing.tree_units`) that removes
+    violations of a buffer (an editor's document): what applying it writes.
+
+    Attributes:
+        violations: the buffer's violations the unit removes, each with the unit's fix (as
+            ``check`` of the tree reports them).
+        sources: the new bytes of every file of the unit, by absolute path, the helper's
+            module first (the buffer's own among them).
+    """
+
+    violations: tuple[Violation, ...]
+    sources: dict[str, bytes]
+
+
+def buffer_units(source: bytes, path: str, resolver: ConfigResolver,
+                 buffers: Mapping[str, bytes] | None = None) -> list[BufferUnit]:
+    """The fix units across modules of the buffer ``source`` checked as the file at
+    ``path``, planned as ``check`` of its tree plans them (every file of the tree that
+    ``check`` of the tree's root would check counts as checked), each on the files' current
+    texts: ``buffers`` (absolute path -> bytes: other documents open in the editor) where
+    given, else the files on disk. Only units with a fix (safe or unsafe) whose rewrite
+    succeeds; nothing is written.
+
+    Args:
+        source: the buffer's bytes.
+        path: the file it is checked as.
+        resolver: the settings of each file.
+        buffers: texts of other files that are not those on disk.
+
+    Returns:
+        One :class:`BufferUnit` per unit that removes a violation of the buffer, in the
+        order of the helper's module and name.
+
+    Raises:
+        ConfigError: when a config file that governs a file of the tree is invalid.
+    """
+    config = resolver.for_file(path)
+    conftests = ConftestIndex()
+    if not withholds_for_imported_factory(check_source(source, path, config, conftests)):
+        return []
+    from lint_gpu_tests.checking.helper_index import tree_root
+    from lint_gpu_tests.fixing import tree_units
+    from lint_gpu_tests.fixplan.factories import FactoryPlan
+
+    own = os.path.abspath(path)
+    found = discover_files([tree_root(os.path.dirname(own))], resolver)
+    checked = {os.path.abspath(p): p for p in found.files}
+    checked[own] = path
+    texts = {**(buffers or {}), own: source}
+
+    def read(absolute: str) -> bytes | None:
+        if absolute in texts:
+            return texts[absolute]
+        try:
+            return Path(absolute).read_bytes()
+        except OSError:
+            return None
+
+    out: list[BufferUnit] = []
+    for unit in tree_units.plan_tree_units([path], checked, read,
+                                           lambda a: resolver.for_file(checked.get(a, a)),
+                                           conftests):
+        member = unit.members.get(path)
+        if member is None or not isinstance(unit.fix, FactoryPlan):
+            continue
+        removed = tuple(new for v, new in zip(member.violations,
+                                              unit.relabel(path, member.violations),
+                                              strict=True) if unit.covered(path, v))
+        news = tree_units.unit_sources(unit) if removed else None
+        if isinstance(news, dict):
+            out.append(BufferUnit(removed, {os.path.abspath(p): b for p, b in news.items()}))
+    return out
 
 
 def run_source(source: bytes, path: str, resolver: ConfigResolver, options: RunOptions
