@@ -310,3 +310,24 @@ def test_target_vllm_unit_without_vllm_runner_has_no_fix(
     assert _run_vllm(root) == expected
     assert _run_vllm(root, fix=True, unsafe_fixes=True) == expected
     assert _sources(root) == before
+
+
+def test_a_helper_module_the_run_does_not_check_gets_its_own_settings(tmp_path: Path) -> None:
+    # Only the test modules are named: each unit's helper module is fixed with its own
+    # settings (the `target` of its nearest config file), not with the first caller's.
+    (tmp_path / "pyproject.toml").write_text("")
+    shutil.copytree(TREES / "vllm", tmp_path / "a_vllm")
+    shutil.copytree(TREES / "unit", tmp_path / "b_unit")
+    (tmp_path / "b_unit" / "pyproject.toml").unlink()
+    tests = [f"{tree}/tests/lora/{name}" for tree in ("a_vllm", "b_unit")
+             for name in ("test_multi.py", "test_single.py")]
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        result = check_paths(tests, ConfigResolver(), jobs=1, cache=False, fix=True)
+    finally:
+        os.chdir(old)
+    assert not result.errors and result.violations == []
+    assert (tmp_path / "a_vllm" / "tests" / "utils.py").read_text() == VLLM_UTILS
+    assert (tmp_path / "b_unit" / "tests" / "utils.py").read_text() == \
+        (TREES / "unit_fixed" / "tests" / "utils.py").read_text()
