@@ -34,13 +34,15 @@ def _tree(tmp_path: Path, name: str) -> Path:
     return root
 
 
-def _run(root: Path, paths: tuple[str, ...] = ("tests",), **changes: object
-         ) -> list[Report]:
+def _run(root: Path, paths: tuple[str, ...] = ("tests",), *,
+         config: Config | ConfigResolver | None = None, **changes: object) -> list[Report]:
+    """Every report of a check of ``paths`` from ``root`` (default settings, or ``config``:
+    ``ConfigResolver()`` takes the tree's own config files)."""
     old = os.getcwd()
     os.chdir(root)
     try:
-        result = check_paths(list(paths), Config(root=str(root)), jobs=1, cache=False,
-                             **changes)
+        result = check_paths(list(paths), config or Config(root=str(root)), jobs=1,
+                             cache=False, **changes)
     finally:
         os.chdir(old)
     assert not result.errors
@@ -204,16 +206,7 @@ def test_a_helper_module_beside_its_tests_is_fixed_with_them(tmp_path: Path) -> 
 
 def _run_vllm(root: Path, **changes: object) -> list[Report]:
     """:func:`_run` with the settings of the tree's own ``.gpu-test-lint.toml``."""
-    old = os.getcwd()
-    os.chdir(root)
-    try:
-        result = check_paths(["tests"], ConfigResolver(), jobs=1, cache=False, **changes)
-    finally:
-        os.chdir(old)
-    assert not result.errors
-    return [(v.path, v.location.row, v.location.column, v.code,
-             v.fix.applicability if v.fix is not None else None,
-             v.fix.reason if v.fix is not None else None) for v in result.violations]
+    return _run(root, config=ConfigResolver(), **changes)
 
 
 VLLM_UTILS = (
