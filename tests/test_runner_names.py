@@ -5,13 +5,12 @@ or a project class (``runner = "pkg.module:name"``); the default configuration's
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from lint_gpu_tests.api import check_paths
-from lint_gpu_tests.config import Config, config_from_table
+from lint_gpu_tests.config import config_from_table
 
 TEST = ('import gc\n\nimport pytest\nfrom vllm import LLM\n\n\n'
         '@pytest.fixture\ndef llm(request):\n    engine = LLM("m")\n'
@@ -28,7 +27,6 @@ RUNNER_FIXTURE = ('import pytest\n\n\n@pytest.fixture\ndef proj_runner():\n'
                   '    return None\n')
 VLLM_CONFTEST = ('import pytest\n\n\nclass VllmRunner:\n    pass\n\n\n@pytest.fixture\n'
                  'def my_runner():\n    return VllmRunner\n')
-XUNIT = Path(__file__).parent / "fixtures" / "xunit" / "unit"
 FACTORY = "Make `_make()` a `contextlib.contextmanager` over `{}` and call it in `with` " \
     "statements"
 
@@ -80,21 +78,3 @@ def test_messages_and_titles_name_the_configured_runner(
         (tmp_path / "tests" / name).write_text(text)
     assert names(tmp_path, table) == expected(runner, factory)
 
-
-def test_a_unit_across_modules_names_the_configured_fixture_with_target_vllm(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    shutil.copytree(XUNIT, tmp_path / "unit")
-    monkeypatch.chdir(tmp_path / "unit")
-    config = Config(root=str(tmp_path / "unit"), target="vllm", runner_fixture="my_runner")
-    result = check_paths(["tests"], config, jobs=1, cache=False)
-    why = ("the engine comes from `setup_engine()`, defined in `tests/utils.py` (line 6): a "
-           "helper of another module that builds and returns it, and its fix with every call "
-           "of it in the tree has none: with `target = \"vllm\"` `setup_engine()` would take "
-           "the `my_runner` fixture from every caller, and a unit across modules does not "
-           "pass it through its callers yet")
-    assert [(v.path, v.location.row, v.code, v.fix.reason if v.fix else None)
-            for v in result.violations] == [
-        ("tests/lora/test_multi.py", 10, "GPU004", why),
-        ("tests/lora/test_multi.py", 11, "GPU004", why),
-        ("tests/lora/test_single.py", 8, "GPU003", why),
-    ]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lint_gpu_tests.api import check_paths
-from lint_gpu_tests.config import Config
+from lint_gpu_tests.config import Config, ConfigResolver
 from lint_gpu_tests.fixing import tree_units
 from lint_gpu_tests.ftypes import Applicability
 from lint_gpu_tests.parsing import writer
@@ -37,12 +37,14 @@ def _tree(tmp_path: Path, name: str) -> Path:
     return root
 
 
-def _run(root: Path, paths: tuple[str, ...] = ("tests",), **changes: object
-         ) -> list[Report]:
+def _run(root: Path, paths: tuple[str, ...] = ("tests",), *,
+         config: Config | ConfigResolver | None = None, **changes: object) -> list[Report]:
+    """Every report of a check of ``paths`` from ``root`` (default settings, or ``config``:
+    ``ConfigResolver()`` takes the tree's own config files)."""
     old = os.getcwd()
     os.chdir(root)
     try:
-        result = check_paths(list(paths), Config(root=str(root)),
+        result = check_paths(list(paths), config or Config(root=str(root)),
                              **{"jobs": 1, "cache": False, **changes})
     finally:
         os.chdir(old)
@@ -205,27 +207,126 @@ def test_a_helper_module_beside_its_tests_is_fixed_with_them(tmp_path: Path) -> 
         "        yield weakref.proxy(runner.llm)\n")
 
 
-def test_target_vllm_has_no_unit_across_modules_yet(tmp_path: Path) -> None:
-    root = _tree(tmp_path, "unit")
+def _run_vllm(root: Path, **changes: object) -> list[Report]:
+    """:func:`_run` with the settings of the tree's own ``.gpu-test-lint.toml``."""
+    return _run(root, config=ConfigResolver(), **changes)
+
+
+VLLM_UTILS = (
+    "import contextlib\n"
+    "import weakref\n\n"
+    "from vllm.config import CompilationConfig\n\n"
+    "from tests.conftest import VllmRunner\n\n"
+    "MODEL = \"facebook/opt-125m\"\n\n\n"
+    "@contextlib.contextmanager\n"
+    "def setup_engine(num_loras):\n"
+    "    with VllmRunner(\n"
+    "        MODEL,\n"
+    "        enable_lora=True,\n"
+    "        max_loras=num_loras,\n"
+    "        tokenizer_name=MODEL,\n"
+    "        trust_remote_code=False,\n"
+    "        max_model_len=None,\n"
+    "        block_size=None,\n"
+    "        enable_chunked_prefill=None,\n"
+    "        compilation_config=CompilationConfig(),\n"
+    "    ) as runner:\n"
+    "        yield weakref.proxy(runner.llm)\n")
+
+
+def test_target_vllm_unit_enters_vllm_runner_from_tests_conftest(tmp_path: Path) -> None:
+    # The helper imports vLLM's runner class as vLLM's tests do; its arguments are mapped
+    # as for every fix of the target (the model first, `tokenizer_name=`, the runner's
+    # differing defaults spelled out); the callers are rewritten as with the bundled runner.
+    root = _tree(tmp_path, "vllm")
+    safe = Applicability.SAFE
+    assert _run_vllm(root) == [("tests/lora/test_multi.py", 10, 5, "GPU004", safe, ""),
+                               ("tests/lora/test_multi.py", 11, 5, "GPU004", safe, ""),
+                               ("tests/lora/test_single.py", 8, 5, "GPU003", safe, "")]
+    assert _run_vllm(root, fix=True) == []
+    assert (root / "tests" / "utils.py").read_text() == VLLM_UTILS
+    assert (root / "tests" / "lora" / "test_single.py").read_text() == (
+        "from tests.utils import setup_engine\n\n\n"
+        "def test_single_lora():\n"
+        "    with setup_engine(1) as llm:\n"
+        "        assert llm.generate([\"hi\"])\n")
+    assert _sources(root) == _sources(TREES / "vllm_fixed")
+    assert _run_vllm(root) == []
+
+
+def test_target_vllm_helper_in_tests_conftest_enters_its_own_runner(tmp_path: Path) -> None:
+    # A helper of tests/conftest.py itself: the class is the module's own, nothing imported.
+    root = _tree(tmp_path, "vllm")
+    tests = root / "tests"
+    helper = (tests / "utils.py").read_text().replace("from vllm import LLM\n\n", "")
+    (tests / "conftest.py").write_text((tests / "conftest.py").read_text() + "\n\n" + helper)
+    (tests / "utils.py").unlink()
+    for test in (tests / "lora").glob("test_*.py"):
+        test.write_text(test.read_text().replace("utils", "conftest"))
+    assert _run_vllm(root, fix=True) == []
+    assert (tests / "conftest.py").read_text() == (
+        "import contextlib\n"
+        "import weakref\n\n"
+        "import pytest\n"
+        "from vllm import LLM\n"
+        "from vllm.config import CompilationConfig\n\n\n"
+        "class VllmRunner:\n"
+        "    def __init__(self, model_name, **kwargs):\n"
+        "        self.llm = LLM(model=model_name, **kwargs)\n\n"
+        "    def __enter__(self):\n"
+        "        return self\n\n"
+        "    def __exit__(self, *exc):\n"
+        "        del self.llm\n\n\n"
+        "@pytest.fixture(scope=\"session\")\n"
+        "def vllm_runner():\n"
+        "    return VllmRunner\n\n\n"
+        + VLLM_UTILS.split("\n\n", 3)[3])
+
+
+@pytest.mark.parametrize(("conftest", "missing"), [
+    (None, "the project has no tests/conftest.py"),
+    ("import pytest\n", "the project's tests/conftest.py does not define `VllmRunner`"),
+])
+def test_target_vllm_unit_without_vllm_runner_has_no_fix(
+        tmp_path: Path, conftest: str | None, missing: str) -> None:
+    root = _tree(tmp_path, "vllm")
+    if conftest is None:
+        (root / "tests" / "conftest.py").unlink()
+    else:
+        (root / "tests" / "conftest.py").write_text(conftest)
+    before = _sources(root)
     why = ("the engine comes from `setup_engine()`, defined in `tests/utils.py` (line 6): a "
            "helper of another module that builds and returns it, and its fix with every call "
-           "of it in the tree has none: with `target = \"vllm\"` `setup_engine()` would take "
-           "the `vllm_runner` fixture from every caller, and a unit across modules does not "
-           "pass it through its callers yet")
+           "of it in the tree has none: `target = \"vllm\"` imports `VllmRunner` from "
+           f"`tests.conftest`, and {missing}")
+    none = Applicability.NONE
+    expected = [("tests/lora/test_multi.py", 10, 5, "GPU004", none, why),
+                ("tests/lora/test_multi.py", 11, 5, "GPU004", none, why),
+                ("tests/lora/test_single.py", 8, 5, "GPU003", none, why)]
+    assert _run_vllm(root) == expected
+    assert _run_vllm(root, fix=True, unsafe_fixes=True) == expected
+    assert _sources(root) == before
+
+
+def test_a_helper_module_the_run_does_not_check_gets_its_own_settings(tmp_path: Path) -> None:
+    # Only the test modules are named: each unit's helper module is fixed with its own
+    # settings (the `target` of its nearest config file), not with the first caller's.
+    (tmp_path / "pyproject.toml").write_text("")
+    shutil.copytree(TREES / "vllm", tmp_path / "a_vllm")
+    shutil.copytree(TREES / "unit", tmp_path / "b_unit")
+    (tmp_path / "b_unit" / "pyproject.toml").unlink()
+    tests = [f"{tree}/tests/lora/{name}" for tree in ("a_vllm", "b_unit")
+             for name in ("test_multi.py", "test_single.py")]
     old = os.getcwd()
-    os.chdir(root)
+    os.chdir(tmp_path)
     try:
-        result = check_paths(["tests"], Config(root=str(root), target="vllm"), jobs=1,
-                             cache=False, fix=True)
+        result = check_paths(tests, ConfigResolver(), jobs=1, cache=False, fix=True)
     finally:
         os.chdir(old)
-    assert [(v.path, v.location.row, v.code, v.fix.reason if v.fix else None)
-            for v in result.violations] == [
-        ("tests/lora/test_multi.py", 10, "GPU004", why),
-        ("tests/lora/test_multi.py", 11, "GPU004", why),
-        ("tests/lora/test_single.py", 8, "GPU003", why),
-    ]
-    assert _sources(root) == _sources(TREES / "unit")
+    assert not result.errors and result.violations == []
+    assert (tmp_path / "a_vllm" / "tests" / "utils.py").read_text() == VLLM_UTILS
+    assert (tmp_path / "b_unit" / "tests" / "utils.py").read_text() == \
+        (TREES / "unit_fixed" / "tests" / "utils.py").read_text()
 
 
 def _age(root: Path) -> None:

@@ -7,7 +7,8 @@ The plan (the unit of the helper and every call of it, how safe) is
 
 * the helper gets ``@contextlib.contextmanager`` (its return annotation, which named the engine,
   goes), and its construction becomes ``with VllmRunner(...) as runner:`` (with ``target =
-  "vllm"``: ``with vllm_runner(...) as runner:``, the fixture its first parameter) yielding
+  "vllm"``: ``with vllm_runner(...) as runner:``, the fixture its first parameter, or for a
+  unit across modules ``VllmRunner`` imported from the project's tests/conftest.py) yielding
   ``weakref.proxy(runner.llm)`` where it returned the engine;
 * each ``llm = setup_engine(...)`` becomes ``with setup_engine(...) as llm:`` over the engine's
   live range (the with-block rewrite of GPU005, the helper being the runner), its hand cleanup
@@ -61,6 +62,10 @@ class MakeFactoryContextManager(GpuCodemod[FactoryPlan]):
             transformer.needs.discard(RUNNER_KWARGS_NAME)
             new_tree = add_helper(new_tree)
         self.add_imports(transformer.needs | ({"contextlib"} if transformer.home else set()))
+        if transformer.home and plan.import_from is not None:
+            # ``target = "vllm"``, callers in other modules: vLLM's runner class, from the
+            # project's tests/conftest.py.
+            self.add_project_import(plan.import_from, config.runner_classes[0])
         self.remove_unused(module, new_tree)
         return new_tree
 

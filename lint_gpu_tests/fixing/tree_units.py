@@ -19,6 +19,10 @@ the files with such a violation to :func:`plan_tree_units`, in its own process:
 * the unit is planned once (:func:`~lint_gpu_tests.fixplan.factories.plan_factory_unit`,
   each call on its own module's analysis): as safe as its least safe caller's block; no fix
   when one call cannot be rewritten, the reason naming it.
+* with ``target = "vllm"`` the helper enters vLLM's ``VllmRunner``, imported from the
+  project's tests/conftest.py (``from tests.conftest import VllmRunner``), not the
+  ``vllm_runner`` fixture, which its callers in other modules are not given; no fix when the
+  project has no tests/conftest.py defining it.
 
 Each violation the unit removes carries its fix (the helper's GPU001 where its module is
 checked; each caller's GPU003/GPU004). With ``--fix`` (or ``--diff``) the unit's files are
@@ -256,7 +260,7 @@ def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | No
                                              f"`{helper.module}` cannot be read or parsed"),
                         {})
     module = home.analysis
-    title = factory_title(module, name)
+    title = factory_title(module, name, across=True)
     members = {home.path: home}
 
     def none(reason: str) -> TreeUnit:
@@ -304,10 +308,6 @@ def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | No
                     "would get a context manager instead of an engine")
             else:
                 calls.append(FactoryCall(other.analysis, call))
-    if problem is None and module.config.target == "vllm":
-        problem = (f"with `target = \"vllm\"` `{name}()` would take the "
-                   f"`{module.config.runner_fixture}` fixture from every caller, and a unit "
-                   "across modules does not pass it through its callers yet")
     if problem is not None:
         return none(problem)
     if len(members) == 1 and not calls:

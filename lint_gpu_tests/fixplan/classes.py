@@ -192,13 +192,13 @@ def vllm_runner_class_problem(module: ModuleAnalysis) -> str | None:
     if where is None:
         return (f"`target = \"vllm\"` imports `{runner}` from `{dotted}`, and the project "
                 "has no tests/conftest.py")
-    if where == module.path or runner in _top_level_names(where):
+    if where == module.path or runner in top_level_names(where):
         return None
     return (f"`target = \"vllm\"` imports `{runner}` from `{dotted}`, and the project's "
             f"tests/conftest.py does not define `{runner}`")
 
 
-def _top_level_names(path: str) -> frozenset[str]:
+def top_level_names(path: str) -> frozenset[str]:
     """Names the module at ``path`` binds at its top level (classes, functions, assignments,
     imports); empty when it cannot be read or parsed."""
     try:

@@ -20,7 +20,10 @@ The shape, as vLLM's LoRA tests had it::
 The fix is one unit: the factory becomes a ``@contextlib.contextmanager`` whose engine is built
 by the runner (``with VllmRunner(...) as runner:`` with target bundled; with ``target =
 "vllm"`` the ``vllm_runner`` fixture, which the factory gets as its first parameter from every
-caller, as a helper does) and which yields ``weakref.proxy(runner.llm)``; every call becomes
+caller, as a helper does; for a unit across modules, whose callers are not given the fixture,
+vLLM's ``VllmRunner`` itself, imported from the project's tests/conftest.py as vLLM's tests
+import it, no fix when that file does not define it) and which yields
+``weakref.proxy(runner.llm)``; every call becomes
 ``with setup_engine(...) as llm:`` over the engine's live range, the caller's hand cleanup
 (GPU004) and shutdown ``try/finally`` (GPU003) deleted. The factory and all its callers are
 planned together (:func:`plan_factory_unit`, given the list of call sites), applied in one
@@ -72,8 +75,13 @@ from lint_gpu_tests.analysis.analysis import (
     RunnerCall,
 )
 from lint_gpu_tests.analysis.helper_calls import ONE_MODULE, name_loads
-from lint_gpu_tests.config import is_test_module
+from lint_gpu_tests.config import is_test_module, project_module
 from lint_gpu_tests.fixplan.blocks import loads_of
+from lint_gpu_tests.fixplan.classes import (
+    RUNNER_CLASS_MODULES,
+    top_level_names,
+    vllm_runner_class_problem,
+)
 from lint_gpu_tests.fixplan.plan import PlanKind, WrapPlan
 from lint_gpu_tests.fixplan.planner import Planner, planner_for
 from lint_gpu_tests.fixplan.safety import weak_calls
@@ -137,6 +145,10 @@ class FactoryPlan(FixPlan):
             ``None`` where the block's own hand-out yields ``weakref.proxy(runner.llm)``.
         callers: every call of the helper, each rewritten into a with-block.
         spellings: the other names its calls spell it by (an alias of an imported helper).
+        import_from: with ``target = "vllm"`` and callers in other modules, the module the
+            helper's module imports vLLM's ``VllmRunner`` from (``tests.conftest``); ``None``
+            where the bundled runner is imported, the helper gets the runner fixture, or the
+            helper lives in tests/conftest.py itself.
         applicability / reason / title: as :class:`lint_gpu_tests.ftypes.FixInfo`.
     """
 
@@ -149,6 +161,7 @@ class FactoryPlan(FixPlan):
     return_line: int | None = None
     callers: tuple[FactoryCaller, ...] = ()
     spellings: tuple[str, ...] = ()
+    import_from: str | None = None
     applicability: Applicability = Applicability.SAFE
     reason: str = ""
     title: str = ""
@@ -212,11 +225,34 @@ def factory_unit_of(module: ModuleAnalysis, site: EngineSite) -> FactoryPlan | F
     return factory_units(module).get(func.name)
 
 
-def factory_title(module: ModuleAnalysis, name: str) -> str:
+def factory_title(module: ModuleAnalysis, name: str, *, across: bool = False) -> str:
+    """The fix's title for the factory ``name`` of ``module``: over the runner class, or with
+    ``target = "vllm"`` over the runner fixture unless the unit spans modules (``across``),
+    whose helper enters vLLM's runner class."""
     config = module.config
-    runner = config.runner_fixture if config.runner_is_fixture else (
+    runner = config.runner_fixture if config.runner_is_fixture and not across else (
         config.runner_classes[0] if config.runner_classes else "VllmRunner")
     return FACTORY_TITLE.format(name=name, runner=runner)
+
+
+def vllm_runner_import(module: ModuleAnalysis) -> str | None | Blocked:
+    """With ``target = "vllm"``: the module a factory helper of ``module`` imports vLLM's
+    runner class from (``tests.conftest``), ``None`` when ``module`` is that tests/conftest.py
+    and defines the class itself, or why the project has none to import (no
+    tests/conftest.py, or one that does not define the class at its top level)."""
+    problem = vllm_runner_class_problem(module)
+    if problem is not None:
+        return Blocked(problem)
+    dotted = RUNNER_CLASS_MODULES["vllm"]
+    where = project_module(module.path, module.config, dotted)
+    if where is None or os.path.abspath(where) != os.path.abspath(module.path):
+        return dotted
+    runner = module.config.runner_classes[0] if module.config.runner_classes \
+        else "VllmRunner"
+    if runner in top_level_names(module.path):
+        return None
+    return Blocked(f"`target = \"vllm\"` enters `{runner}`, and `{module.path}`, the "
+                   f"project's tests/conftest.py holding the helper, does not define it")
 
 
 def _where(node: ast.AST, module: ModuleAnalysis) -> str:
@@ -273,13 +309,21 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
         caller that cannot be rewritten (function and line).
     """
     name = func.name
-    title = factory_title(module, name)
+    title = factory_title(module, name, across=tree is not None)
     if module.config.runner:
         return FixInfo.none(title, (
             f"the project's runner (`runner = \"{module.config.runner}\"`) is not one a "
             "factory helper is rewritten over: the factory unit targets the bundled runner "
             "or vLLM's"))
-    body = _factory_body(module, func, site, title)
+    import_from: str | None = None
+    if tree is not None and module.config.target == "vllm":
+        # Callers in other modules cannot be given the runner fixture: the helper enters
+        # vLLM's runner class, imported as vLLM's tests import it.
+        found_import = vllm_runner_import(module)
+        if isinstance(found_import, Blocked):
+            return FixInfo.none(title, found_import.reason)
+        import_from = found_import
+    body = _factory_body(module, func, site, title, through_callers=tree is None)
     if isinstance(body, FixInfo):
         return body
     plan, return_line, reasons = body
@@ -314,6 +358,7 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
         callers=tuple(callers),
         spellings=tuple(sorted({n for c in calls if (n := last_name(c.call.func)) is not None}
                                - {name})),
+        import_from=import_from,
         applicability=Applicability.UNSAFE if reasons else Applicability.SAFE,
         reason="; ".join(reasons),
         title=title,
@@ -334,11 +379,13 @@ def _by_module(calls: Sequence[FactoryCall]) -> list[tuple[ModuleAnalysis, list[
     return list(out.values())
 
 
-def _factory_body(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite, title: str
+def _factory_body(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite, title: str,
+                  *, through_callers: bool = True
                   ) -> tuple[WrapPlan, int | None, list[str]] | FixInfo:
     """The factory's own with-block: from the construction to the ``return`` of the engine,
     yielding its proxy; the line of ``return llm`` to turn into ``yield llm`` (or ``None``);
-    the unsafe reasons so far. Or the missing fix."""
+    the unsafe reasons so far. Or the missing fix. ``through_callers=False`` (a unit across
+    modules) enters the runner class under every target."""
     node = func.node
     name = node.name
     planner = planner_for(module)
@@ -373,10 +420,11 @@ def _factory_body(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite, 
         problem = _between_problem(module, planner, name, bound, between)
         if problem is not None:
             return FixInfo.none(title, problem)
-    arguments = planner.runner_arguments(site.call, func, True)  # a helper: the class
+    arguments = planner.runner_arguments(site.call, func, True,  # a helper: the class
+                                         through_callers=through_callers)
     if isinstance(arguments, Blocked):
         return FixInfo.none(title, arguments.reason)
-    missing = planner.missing_runner_fixture()
+    missing = planner.missing_runner_fixture() if not arguments.use_class else None
     if missing is not None:
         return FixInfo.none(title, missing)
     reasons = list(arguments.risks)

@@ -330,14 +330,16 @@ class Planner(CleanupRecognizer, SafetyChecks):
         return (f"`target = \"vllm\"` requests vLLM's `{fixture}` fixture, and no "
                 "conftest.py pytest loads for this module defines it")
 
-    def runner_arguments(self, call: ast.Call, func: FunctionInfo,
-                         use_class: bool) -> RunnerArguments | Blocked:
+    def runner_arguments(self, call: ast.Call, func: FunctionInfo, use_class: bool, *,
+                         through_callers: bool = True) -> RunnerArguments | Blocked:
         """How the engine call ``call`` in ``func`` becomes the runner's call: its arguments
         mapped onto the runner's (:meth:`_argument_problem`, the ``**mapping`` of the model
         with ``target = "vllm"``, :func:`plan_mapping`), ``compilation_config`` spelled as
         vLLM's ``VllmRunner`` needs it, and with ``target = "vllm"`` a helper (``use_class``)
         given the runner fixture by its callers (:func:`runner_through_callers`); so with a
         project runner requested as a fixture (:attr:`Config.runner_is_fixture`).
+        ``through_callers=False`` keeps the runner class for a helper under every target (a
+        factory unit across modules imports vLLM's ``VllmRunner`` instead).
 
         Returns:
             The :class:`RunnerArguments` (their ``risks`` make the fix unsafe), or the
@@ -367,7 +369,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
                     return cc_problem
                 if cc_problem is not None:
                     risks.append(cc_problem.reason)
-        if use_class and config.runner_is_fixture:
+        if use_class and through_callers and config.runner_is_fixture:
             passed = runner_through_callers(module, func, config.runner_fixture)
             if isinstance(passed, str):
                 return Blocked(passed)

@@ -186,8 +186,14 @@ class EngineOutsideRunner(Rule):
         "the modules: written all or not at all, shown as one diff, reported on each "
         "GPU003/GPU004 it removes; no fix for the unit when a module the run does not check "
         "uses the helper, when it is used other than by a call, when a caller is not in a "
-        "function, with `target = \"vllm\"`, or with the project's own `runner`, and the "
-        "reason names the module and line. JSON and SARIF output show such a fix on every "
+        "function, or with the project's own `runner`, and the reason names the module and "
+        "line. With `target = \"vllm\"` the helper of such a unit, whose callers in other "
+        "modules are not given the `vllm_runner` fixture, enters vLLM's runner class itself "
+        "(`with VllmRunner(...) as runner:`, `VllmRunner` imported as vLLM's tests import it, "
+        "`from tests.conftest import VllmRunner`), its arguments mapped and the runner's "
+        "differing defaults spelled out as for every fix of that target: as safe as with "
+        "the bundled runner, and no fix when the project has no tests/conftest.py defining "
+        "`VllmRunner`. JSON and SARIF output show such a fix on every "
         "violation it removes, with the edits of every file (JSON: `other_files`; SARIF: one "
         "`artifactChange` per file). With `--select` (or `ignore`, `per-file-ignores`) the "
         "unit is applied as "
@@ -500,6 +506,57 @@ def test_single_lora():
     with _setup_engine(1) as llm:
         assert llm.generate(["hi"])
 ''',
+        ),
+        Example(
+            title="With `target = \"vllm\"`, a factory helper of another module as the fix "
+                  "leaves it: a context manager over vLLM's `VllmRunner`, imported from the "
+                  "project's tests/conftest.py",
+            source='''\
+from tests.utils import setup_engine
+
+
+def test_single_lora():
+    with setup_engine(1) as llm:
+        assert llm.generate(["hi"])
+''',
+            path="tests/lora/test_lora.py",
+            config=(("target", "vllm"),),
+            modules=(("tests/__init__.py", ""), ("tests/conftest.py", '''\
+from vllm import LLM
+
+
+class VllmRunner:
+    def __init__(self, model_name, **kwargs):
+        self.llm = LLM(model=model_name, **kwargs)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        del self.llm
+'''), ("tests/utils.py", '''\
+import contextlib
+import weakref
+
+from vllm.config import CompilationConfig
+
+from tests.conftest import VllmRunner
+
+
+@contextlib.contextmanager
+def setup_engine(num_loras):
+    with VllmRunner(
+        "facebook/opt-125m",
+        enable_lora=True,
+        max_loras=num_loras,
+        trust_remote_code=False,
+        max_model_len=None,
+        block_size=None,
+        enable_chunked_prefill=None,
+        compilation_config=CompilationConfig(),
+    ) as runner:
+        yield weakref.proxy(runner.llm)
+''')),
         ),
         Example(
             title="Engines alive together, each entered on one ExitStack (the group fix)",

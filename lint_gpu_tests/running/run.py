@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from lint_gpu_tests.checking import conftest_index
 from lint_gpu_tests.checking.conftest_index import ConftestIndex, conftest_engine_fixtures
-from lint_gpu_tests.config import Config, ConfigResolver, is_test_module
+from lint_gpu_tests.config import Config, ConfigError, ConfigResolver, is_test_module
 from lint_gpu_tests.ftypes import (
     ENGINE_HELPER,
     FileResult,
@@ -649,6 +649,7 @@ class RunContext:
         self.found = found
         self.options = options
         self.progress = progress
+        self.resolver = resolver
         self.configs = {path: resolver.for_file(path) for path in found.files}
         self.conftests = ConftestIndex()
         self.caches = _Caches(options.cache_dir, self.conftests) if options.cache else None
@@ -772,8 +773,15 @@ class RunContext:
                 return None
 
         def config_of(absolute: str) -> Config:
+            # A module the run does not check (a helper module) gets its own settings: its
+            # nearest config file's, which decide its fix (``target``), not a caller's.
             path = checked.get(absolute)
-            return self.configs[path] if path is not None else first
+            if path is not None:
+                return self.configs[path]
+            try:
+                return self.resolver.for_file(absolute)
+            except ConfigError:
+                return first
 
         done: set[tuple[str, str]] = set()
         for _ in range(MAX_UNIT_ROUNDS):
