@@ -252,7 +252,8 @@ def test_a_helper_not_called_in_its_module_has_no_fix() -> None:
             return LLM("m", max_loras=n)
     ''') == [(5, "GPU001", "none", "`_setup_engine()` returns the engine it builds and is not "
               "called in this module: the fix makes it a context manager together with its "
-              "callers, and `--fix` rewrites one module at a time")]
+              "callers in other modules, planned when a caller's hand cleanup of that engine "
+              "(GPU003, GPU004) is checked in the same run, and none is")]
 
 
 def test_a_callers_unsafe_block_makes_the_unit_unsafe_naming_it() -> None:

@@ -498,3 +498,24 @@ def test_a_unit_applied_for_a_caller_names_the_helpers_unselected_gpu001(
                        '    with new_llm("m") as llm:\n        assert llm.generate(["x"])\n\n\n'
                        'def test_two():\n    with new_llm("m") as llm:\n'
                        '        assert llm.generate(["x"])\n'}
+
+
+def test_one_file_alone_says_its_unit_is_planned_over_the_tree(tmp_path: Path) -> None:
+    """On stdin (or in the flake8 plugin, or an editor's document) the other files of the
+    unit are not at hand: the reason says where the fix is made."""
+    from lint_gpu_tests.api import check_buffer
+
+    root = _tree(tmp_path, "unit")
+    path = "tests/lora/test_single.py"
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        result = check_buffer((root / path).read_bytes(), path, Config(root=str(root)))
+    finally:
+        os.chdir(old)
+    assert [(v.location.row, v.code, v.fix.reason if v.fix else None)
+            for v in result.violations] == [
+        (8, "GPU003", "the engine comes from `setup_engine()`, defined in `tests/utils.py` "
+         "(line 6): a helper of another module that builds and returns it, and its fix, made "
+         "with the helper and every call of it, is planned over the tree's files: not for one "
+         "file alone (stdin, the flake8 plugin, an editor's document)")]

@@ -283,8 +283,9 @@ def module_call_sites(module: ModuleAnalysis, func: FunctionInfo) -> list[Factor
         calls.append(FactoryCall(module, parent))
     if not calls:
         return (f"`{name}()` returns the engine it builds and is not called in this module: "
-                "the fix makes it a context manager together with its callers, and "
-                f"{ONE_MODULE}")
+                "the fix makes it a context manager together with its callers in other "
+                "modules, planned when a caller's hand cleanup of that engine (GPU003, "
+                "GPU004) is checked in the same run, and none is")
     return calls
 
 

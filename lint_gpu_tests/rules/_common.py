@@ -114,5 +114,6 @@ def imported_helper_reason(helper: ImportedHelper, spelled: str) -> str:
                 "of another module together with its users yet")
     alias = "" if spelled.rpartition(".")[2] == helper.name else f" (`{helper.name}()`)"
     return (f"the engine comes from `{spelled}()`{alias}, defined in {helper.where}: "
-            f"{IMPORTED_FACTORY}, and no fix rewrites a helper of another module together "
-            "with its callers yet")
+            f"{IMPORTED_FACTORY}, and its fix, made with the helper and every call of it, "
+            "is planned over the tree's files: not for one file alone (stdin, the flake8 "
+            "plugin, an editor's document)")
