@@ -35,8 +35,9 @@ def test_identical_messages_are_counted_one_by_one() -> None:
     assert outcome.remaining[0].fix is not None
     assert outcome.remaining[0].fix.reason == (
         "`helper()` returns the engine it builds and is not called in this module: the fix "
-        "makes it a context manager together with its callers, and `--fix` rewrites one "
-        "module at a time")
+        "makes it a context manager together with its callers in other modules, planned when "
+        "a caller's hand cleanup of that engine (GPU003, GPU004) is checked in the same run, "
+        "and none is")
 
 
 UNFIXABLE_AFTER = b'''import threading

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from lint_gpu_tests.codemods._imports import first_party_packages, type_order
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixing.fixloop import fix_source
@@ -77,3 +79,22 @@ def test_a_name_merged_into_a_from_import_keeps_ruffs_order() -> None:
 def test_type_order() -> None:
     assert sorted(["create", "VllmRunner", "MAX_LEN", "Any", "b"], key=type_order) == [
         "MAX_LEN", "Any", "VllmRunner", "b", "create"]
+
+
+BODY = ('from types import SimpleNamespace\n\nfrom vllm import LLM\n\n\ndef test_one():\n'
+        '    llm = LLM("m")\n    assert llm.generate(["x"]) and SimpleNamespace()\n'
+        '    del llm\n    gc.collect()\n')
+FIXED_BODY = ('import weakref\nfrom types import SimpleNamespace\n\n\n'
+              'def test_one(vllm_runner):\n    with vllm_runner("m") as runner:\n'
+              '        llm = weakref.proxy(runner.llm)\n'
+              '        assert llm.generate(["x"]) and SimpleNamespace()\n')
+
+
+@pytest.mark.parametrize("head", ["from __future__ import annotations\n\n", '"""Doc."""\n\n',
+                                  ""], ids=["future", "docstring", "none"])
+def test_a_new_import_takes_the_place_of_the_one_removed_above_its_section(head: str) -> None:
+    """``import gc`` removed and ``import weakref`` added in the same stdlib section: the
+    blank line above the section stays above it, none comes inside it."""
+    outcome = fix_source((head + "import gc\n" + BODY).encode(), "tests/test_x.py", Config())
+    assert outcome.error is None and outcome.new_source is not None
+    assert outcome.new_source.decode() == head + FIXED_BODY

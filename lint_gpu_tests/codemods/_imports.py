@@ -349,6 +349,24 @@ def restore_section_breaks(before: cst.Module, after: cst.Module) -> cst.Module:
         body[new_first] = body[new_first].with_changes(
             leading_lines=[_blank(), *body[new_first].leading_lines])
         changed = True
+    # A new import directly above an import of its own section that got back the blank line
+    # of a removed one (``import gc`` gone from above ``from types import ...``): the blank
+    # line opens the section above the new import instead, as it did above the removed one.
+    old_blank = dict(old)
+    for i, stmt in enumerate(body[:-1]):
+        key, cur, nxt = _key(stmt), _top_module(stmt), body[i + 1]
+        nxt_key, nxt_top = _key(nxt), _top_module(nxt)
+        if key is None or key in old_index or cur is None or i == 0 or nxt_key is None or \
+                nxt_top is None or nxt_key not in old_blank or old_blank[nxt_key] or \
+                not has_blank(nxt) or (nxt_top[0] in STDLIB) != (cur[0] in STDLIB):
+            continue
+        lines = list(nxt.leading_lines)
+        if lines[0].comment is not None:
+            continue
+        body[i + 1] = nxt.with_changes(leading_lines=lines[1:])
+        if not has_blank(stmt):
+            body[i] = stmt.with_changes(leading_lines=[_blank(), *stmt.leading_lines])
+        changed = True
     return after.with_changes(body=body) if changed else after
 
 
