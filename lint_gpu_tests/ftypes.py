@@ -275,7 +275,7 @@ def wanted_fixes(violations: Iterable[Violation], unsafe: bool) -> list[Violatio
 #: Prefix of the entries naming an engine helper of another module of the tree that a module
 #: may import (:mod:`lint_gpu_tests.checking.helper_index`): ``engine-helper:<import
 # spelling>.<name>|  <kind f or c>|<name in its module>|<line>|<share or
-# attributes>|<module>|<re-exported  by>``; parsed by
+# attributes>|<scope>|<module>|<re-exported  by>``; parsed by
 # :meth:`lint_gpu_tests.analysis.analysis.ImportedHelper.parse`.
 ENGINE_HELPER = "engine-helper:"
 

@@ -161,7 +161,7 @@ def test_summaries_are_kept_in_the_cache_and_a_helper_change_invalidates(
             if k.startswith(STATUS_KEY)}
     utils = str(root / "tests" / "utils.py")
     assert kept[next(k for k in kept if k.startswith(f"{STATUS_KEY}{utils}:"))] == [
-        "f|make_llm|4|"]
+        "f|make_llm|4||"]
     assert any(k.startswith(f"{STATUS_KEY}tree:") for k in kept)
     # A test module's entry keys on the helpers' entries by their hash, not their text.
     assert "engine-helper:" not in file.read_text()

@@ -85,6 +85,9 @@ RUNNER_CLASS = "runner-class:"
 #: functions read by name (``env-read:VLLM_X``; :func:`environment_reads`): a change a test
 #: module leaves behind can reach them, and ending the leak changes what they see.
 ENV_READ = "env-read:"
+#: The scope field of an engine helper's summary (:func:`engine_helpers`) when the rules look
+#: at its module.
+SCOPED = "t"
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,10 @@ class ImportedHelper:
             literal, ``"default"`` when it passes none, ``""`` when unknown; for a class, the
             attributes holding the engine, comma-separated.
         module: the defining module's path from the tree's root (``tests/utils.py``).
+        in_scope: the defining module is in the rules' scope (a test module, a conftest,
+            under ``test-roots``, or defining tests or fixtures: :func:`is_test_module_path`,
+            :meth:`ModuleAnalysis.defines_pytest_items`), so GPU001 reports the engine a
+            function helper builds there; a call of one out of scope is reported instead.
         via: the module that re-exports it under this key (``tests/utils/__init__.py``), or
             ``""``.
     """
@@ -113,14 +120,16 @@ class ImportedHelper:
     extra: str
     module: str
     via: str = ""
+    in_scope: bool = False
 
     @classmethod
     def parse(cls, entry: str) -> ImportedHelper | None:
         """The helper an :data:`ENGINE_HELPER` entry names; ``None`` for a malformed one."""
         parts = entry[len(ENGINE_HELPER):].split("|")
-        if len(parts) != 7 or not parts[3].isdigit():
+        if len(parts) != 8 or not parts[3].isdigit():
             return None
-        return cls(parts[0], parts[1], parts[2], int(parts[3]), parts[4], parts[5], parts[6])
+        return cls(parts[0], parts[1], parts[2], int(parts[3]), parts[4], parts[6], parts[7],
+                   parts[5] == SCOPED)
 
     @property
     def attributes(self) -> frozenset[str]:
@@ -289,7 +298,7 @@ class ModuleAnalysis:
         module.conftest_runner_classes = module._entries.runner_classes
         module._collect_imports()
         module.in_scope = summarise or is_test_module_path(path, config) or \
-            module._defines_pytest_items()
+            module.defines_pytest_items()
         if not module.in_scope:
             return module
         module.scopes = ScopeIndex(tree, module.imports, text, module._top_ids)
@@ -380,7 +389,9 @@ class ModuleAnalysis:
                 self.imports.pop(name, None)
                 self.relative_imports.pop(name, None)
 
-    def _defines_pytest_items(self) -> bool:
+    def defines_pytest_items(self) -> bool:
+        """True when a top-level function of the module is a test or a fixture (pytest
+        collects it as a test module, or it serves fixtures: the rules look at it)."""
         for stmt in self.tree.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if stmt.name.startswith("test") or fixture_decorator(stmt) is not None:
@@ -1288,16 +1299,21 @@ def _environment_reads(module: ModuleAnalysis) -> dict[str, list[ast.AST]]:
 
 def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
     """The summary of ``module``'s engine helpers for other modules of its tree
-    (:mod:`lint_gpu_tests.checking.helper_index`): ``f|name|line|share`` for each module-level
-    function that builds an engine and returns it (:attr:`ModuleAnalysis.engine_factories`;
-    share: the engine's literal ``gpu_memory_utilization``, ``default`` when it passes
-    none, else empty), ``c|name|line|attr,...`` for each module-level class whose methods
-    store an engine built there (or got from such a function) on attributes of ``self``."""
+    (:mod:`lint_gpu_tests.checking.helper_index`): ``f|name|line|share|scope`` for each
+    module-level function that builds an engine and returns it
+    (:attr:`ModuleAnalysis.engine_factories`; share: the engine's literal
+    ``gpu_memory_utilization``, ``default`` when it passes none, else empty),
+    ``c|name|line|attr,...|scope`` for each module-level class whose methods store an engine
+    built there (or got from such a function) on attributes of ``self``; scope:
+    :data:`SCOPED` when the rules look at the module (:func:`is_test_module_path`, or it
+    defines tests or fixtures), else empty."""
+    scope = SCOPED if is_test_module_path(module.path, module.config) or \
+        module.defines_pytest_items() else ""
     out: list[str] = []
     for name, line in module.engine_factories.items():
         func = next(f for f in module.functions if f.name == name and f.parent is None
                     and f.owner_class is None)
-        out.append(f"f|{name}|{line}|{_helper_share(module, func)}")
+        out.append(f"f|{name}|{line}|{_helper_share(module, func)}|{scope}")
     for cls in module.tree.body:
         if not isinstance(cls, ast.ClassDef):
             continue
@@ -1313,7 +1329,7 @@ def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
                     attrs.update(t.attr for t in targets if isinstance(t, ast.Attribute)
                                  and isinstance(t.value, ast.Name) and t.value.id == "self")
         if attrs and cls.name not in module.runner_classes_local:
-            out.append(f"c|{cls.name}|{cls.lineno}|{','.join(sorted(attrs))}")
+            out.append(f"c|{cls.name}|{cls.lineno}|{','.join(sorted(attrs))}|{scope}")
     return tuple(out)
 
 

@@ -227,7 +227,12 @@ class ConftestIndex:
                 return ()
             known = frozenset()
             if may_define_helpers(source, config):
-                digest = STATUS_KEY + hashlib.blake2b(source, digest_size=16).hexdigest()
+                from lint_gpu_tests.analysis.analysis import is_test_module_path
+
+                # The summary says whether the rules look at the module, which its path
+                # decides as well as its bytes (a conftest.py, a test root).
+                digest = STATUS_KEY + hashlib.blake2b(source, digest_size=16).hexdigest() + (
+                    ":scoped" if is_test_module_path(path, config) else "")
                 known = self.recall(config, digest)
                 if known is None:
                     known = frozenset(summarise(source, path, config))

@@ -25,7 +25,8 @@ the files with such a violation to :func:`plan_tree_units`, in its own process:
   project has no tests/conftest.py defining it.
 
 Each violation the unit removes carries its fix (the helper's GPU001 where its module is
-checked; each caller's GPU003/GPU004). With ``--fix`` (or ``--diff``) the unit's files are
+checked; each caller's GPU003/GPU004, and its GPU001 at the call where the helper's module
+is out of the rules' scope). With ``--fix`` (or ``--diff``) the unit's files are
 rewritten together (:func:`unit_sources`): all new texts are made and parsed first, then
 written with :func:`~lint_gpu_tests.parsing.writer.atomic_write_all` (every temporary file first,
 then the renames), so a failure before the renames changes no file.
@@ -102,7 +103,9 @@ class TreeUnit:
 
     def covered(self, path: str, violation: Violation) -> bool:
         """True when the unit's rewrite of ``path`` removes ``violation``: the helper's own
-        engine (GPU001), or a caller's cleanup or shutdown ``try`` its with-block deletes."""
+        engine (GPU001), a caller's call of the helper it turns into a with-statement
+        (GPU001, reported where the helper's module is out of the rules' scope), or a
+        caller's cleanup or shutdown ``try`` its with-block deletes."""
         plan = self.fix
         if not isinstance(plan, FactoryPlan):
             return False
@@ -110,6 +113,8 @@ class TreeUnit:
         if path == plan.path and violation.code == "GPU001" and row == plan.call_line:
             return True
         return self.marks(violation) and any(
+            (violation.code == "GPU001" and row == caller.line) if
+            violation.code == "GPU001" else
             row in caller.plan.remove_lines | caller.plan.unwrap_try_lines
             for caller in plan.callers if caller.path == path)
 

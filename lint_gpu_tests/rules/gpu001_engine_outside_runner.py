@@ -5,15 +5,15 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis.analysis import ModuleAnalysis, is_isolated
+from lint_gpu_tests.analysis.analysis import FunctionKind, ModuleAnalysis, is_isolated
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_class_of
-from lint_gpu_tests.fixplan.factories import FactoryPlan, factory_unit_of
+from lint_gpu_tests.fixplan.factories import FactoryPlan, factory_title, factory_unit_of
 from lint_gpu_tests.fixplan.isolate import strategy_plan
 from lint_gpu_tests.fixplan.plan import WrapPlan
-from lint_gpu_tests.ftypes import FixKind
-from lint_gpu_tests.parsing.syntax import dotted_name
+from lint_gpu_tests.ftypes import FixInfo, FixKind
+from lint_gpu_tests.parsing.syntax import dotted_name, is_main_guard, is_raises_with
 from lint_gpu_tests.rule import Example, Hit, Rule
-from lint_gpu_tests.rules._common import hit_at
+from lint_gpu_tests.rules._common import hit_at, imported_helper_reason
 
 
 class EngineOutsideRunner(Rule):
@@ -777,3 +777,53 @@ def test_tester():
                 fix = unit.fix_info() if isinstance(unit, FactoryPlan) else unit
             engine = dotted_name(site.call.func) or "LLM"
             yield hit_at(site.call, self.message.format(engine=engine, runner=runner), fix)
+        if module.imported_helpers:
+            yield from self._helper_calls(module, runner)
+
+    def _helper_calls(self, module: ModuleAnalysis, runner: str) -> Iterator[Hit]:
+        """The calls of a factory helper of another module, one the rules do not look at
+        (:attr:`~lint_gpu_tests.analysis.analysis.ImportedHelper.in_scope`: its engine gets
+        no GPU001 there), made in a test, fixture or helper function of this module: each
+        builds an engine by hand as ``LLM(...)`` would, with the same exemptions. Its fix is
+        withheld for the unit of the helper and its callers across the tree
+        (:mod:`lint_gpu_tests.fixing.tree_units`), which covers it."""
+        kinds = (FunctionKind.TEST, FunctionKind.FIXTURE, FunctionKind.HELPER)
+        for func in module.functions:
+            if func.kind not in kinds or func.in_runner_class or is_isolated(func) or \
+                    _under_main_guard(module, func.node):
+                continue
+            for node in module.nodes_of(func):
+                if not isinstance(node, ast.Call):
+                    continue
+                helper = module.helper_called(node)
+                if helper is None or helper.kind != "f" or helper.in_scope or \
+                        _entered_or_raising(module, node):
+                    continue
+                spelled = dotted_name(node.func) or helper.name
+                fix = FixInfo.none(factory_title(module, helper.name, across=True),
+                                   imported_helper_reason(helper, spelled))
+                yield hit_at(node, self.message.format(engine=spelled, runner=runner), fix)
+
+
+def _under_main_guard(module: ModuleAnalysis, node: ast.AST) -> bool:
+    """True when ``node`` lies in ``if __name__ == "__main__":``."""
+    current = module.parent(node)
+    while current is not None:
+        if isinstance(current, ast.If) and is_main_guard(current):
+            return True
+        current = module.parent(current)
+    return False
+
+
+def _entered_or_raising(module: ModuleAnalysis, call: ast.Call) -> bool:
+    """True when ``call`` is a with-item's context expression (the helper is entered: a
+    context manager already), or an unbound expression statement directly in a
+    ``with pytest.raises(...)`` body (as GPU001 exempts ``LLM(...)`` there)."""
+    parent = module.parent(call)
+    if isinstance(parent, ast.withitem) and parent.context_expr is call:
+        return True
+    if not isinstance(parent, ast.Expr):
+        return False
+    block = module.parent(parent)
+    return isinstance(block, (ast.With, ast.AsyncWith)) and is_raises_with(block) and \
+        parent in block.body
