@@ -39,25 +39,38 @@ CONFTEST_WHY = TWO_AT_ONCE.format(module="tests/test_uses_conftest.py", name="ne
 
 #: ``None``: the violation's fix is the unit's (its reason empty: safe).
 EXPECTED: dict[str, list[tuple[str, int, int, str, str | None]]] = {
+    # A call of a helper of a module out of the rules' scope (`tests/utils.py`) is the
+    # engine's construction: GPU001 there, with the unit's fix (or its reason).
     "absolute": [
+        ("tests/lora/test_lora.py", 9, 11, "GPU001", LORA),
         ("tests/lora/test_lora.py", 10, 5, "GPU003", LORA),
         ("tests/lora/test_lora.py", 20, 5, "GPU003", LORA),
+        ("tests/lora/test_lora.py", 21, 15, "GPU001", LORA),
+        ("tests/lora/test_lora.py", 29, 11, "GPU001", LORA),
         ("tests/lora/test_lora.py", 31, 5, "GPU004", LORA),
         ("tests/lora/test_lora.py", 32, 5, "GPU004", LORA),
+        ("tests/lora/test_lora.py", 36, 13, "GPU001", LORA),
+        ("tests/lora/test_lora.py", 37, 14, "GPU001", LORA),
         ("tests/lora/test_lora.py", 37, 14, "GPU007", None),
     ],
     "relative": [
+        ("tests/entrypoints/llm/test_generate.py", 9, 11, "GPU001", None),
         ("tests/entrypoints/llm/test_generate.py", 11, 5, "GPU004", None),
+        ("tests/entrypoints/llm/test_generate.py", 15, 11, "GPU001", None),
         ("tests/entrypoints/llm/test_generate.py", 17, 5, "GPU004", None),
+        ("tests/entrypoints/llm/test_generate.py", 21, 11, "GPU001", None),
         ("tests/entrypoints/llm/test_generate.py", 22, 5, "GPU003", None),
     ],
     "rootdir": [
+        ("tests/test_spec.py", 8, 11, "GPU001", None),
         ("tests/test_spec.py", 11, 5, "GPU004", None),
         ("tests/test_spec.py", 12, 5, "GPU004", None),
         ("tests/test_spec.py", 13, 5, "GPU004", None),
     ],
     "reexport": [
+        ("tests/test_reexport.py", 7, 11, "GPU001", None),
         ("tests/test_reexport.py", 9, 5, "GPU004", None),
+        ("tests/test_reexport.py", 13, 11, "GPU001", None),
         ("tests/test_reexport.py", 15, 5, "GPU004", None),
     ],
     "helper_class": [
