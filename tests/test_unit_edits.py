@@ -156,6 +156,10 @@ def test_a_caller_with_fixes_of_its_own(tmp_path: Path, monkeypatch: pytest.Monk
     assert _check_edits_give_the_fix(tmp_path, monkeypatch, tree, ".", unsafe) == 3
 
 
+UNIT_TITLE = ("Make `setup_engine()` a `contextlib.contextmanager` over `VllmRunner` and call "
+              "it in `with` statements")
+
+
 def test_every_violation_of_the_unit_carries_its_whole_fix(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = _copy(tmp_path, CORPUS_XUNIT, "xunit")
@@ -165,10 +169,14 @@ def test_every_violation_of_the_unit_carries_its_whole_fix(
     assert [(v["filename"], v["location"]["row"], v["code"], v["fix"]["applicability"],
              v["fix"]["message"], [o["filename"] for o in v["fix"]["other_files"]])
             for v in reported] == [
+        # The call of the helper (its module is out of the rules' scope) builds the engine.
+        (cleanup, 10, "GPU001", "safe", UNIT_TITLE, [helpers, shutdown]),
         (cleanup, 12, "GPU004", "safe", "Remove the manual cleanup", [helpers, shutdown]),
         (cleanup, 13, "GPU004", "safe", "Remove the manual cleanup", [helpers, shutdown]),
+        (shutdown, 10, "GPU001", "safe", UNIT_TITLE, [helpers, cleanup]),
         (shutdown, 11, "GPU003", "safe", "Remove the finalizer (part of the GPU001 rewrite)",
          [helpers, cleanup]),
+        (shutdown, 20, "GPU001", "safe", UNIT_TITLE, [helpers, cleanup]),
         (shutdown, 22, "GPU004", "safe", "Remove the manual cleanup", [helpers, cleanup]),
     ]
     # One fix: the same edits of each file, wherever it is reported.
