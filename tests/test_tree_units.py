@@ -61,9 +61,14 @@ def _sources(root: Path) -> dict[str, str]:
 def test_check_reports_the_unit_on_every_violation_it_removes(tmp_path: Path) -> None:
     root = _tree(tmp_path, "unit")
     safe = Applicability.SAFE
+    # Each call of the helper, out of the rules' scope in tests/utils.py, builds an engine
+    # (GPU001), cleaned up by hand or not (test_multi.py line 15).
     assert _run(root) == [
+        ("tests/lora/test_multi.py", 8, 11, "GPU001", safe, ""),
         ("tests/lora/test_multi.py", 10, 5, "GPU004", safe, ""),
         ("tests/lora/test_multi.py", 11, 5, "GPU004", safe, ""),
+        ("tests/lora/test_multi.py", 15, 11, "GPU001", safe, ""),
+        ("tests/lora/test_single.py", 7, 11, "GPU001", safe, ""),
         ("tests/lora/test_single.py", 8, 5, "GPU003", safe, ""),
     ]
 
@@ -78,8 +83,11 @@ def test_fix_rewrites_the_helper_and_every_caller(tmp_path: Path) -> None:
         os.chdir(old)
     assert not result.errors and result.violations == []
     assert [(v.path, v.location.row, v.code) for v in result.fixed] == [
+        ("tests/lora/test_multi.py", 8, "GPU001"),
         ("tests/lora/test_multi.py", 10, "GPU004"),
         ("tests/lora/test_multi.py", 11, "GPU004"),
+        ("tests/lora/test_multi.py", 15, "GPU001"),
+        ("tests/lora/test_single.py", 7, "GPU001"),
         ("tests/lora/test_single.py", 8, "GPU003"),
     ]
     assert _sources(root / "tests") == _sources(TREES / "unit_fixed" / "tests")
@@ -110,7 +118,8 @@ def test_a_use_other_than_a_call_leaves_the_unit_without_a_fix(tmp_path: Path) -
     why = NO_UNIT.format(why="`build_llm` is used other than by a call in "
                              "`tests/test_value.py` (line 18): what receives it would get a "
                              "context manager instead of an engine")
-    expected = [("tests/test_value.py", 9, 5, "GPU004", Applicability.NONE, why),
+    expected = [("tests/test_value.py", 7, 11, "GPU001", Applicability.NONE, why),
+                ("tests/test_value.py", 9, 5, "GPU004", Applicability.NONE, why),
                 ("tests/test_value.py", 10, 5, "GPU004", Applicability.NONE, why)]
     assert _run(root) == expected
     assert _run(root, fix=True, unsafe_fixes=True) == expected
@@ -124,7 +133,8 @@ def test_a_caller_outside_the_checked_paths_leaves_the_unit_without_a_fix(
     why = NO_UNIT.format(why="`build_llm()` is also used in `tests/other/test_other.py` "
                              "(line 5), a module this run does not check: the helper and "
                              "every caller are fixed together or not at all")
-    expected = [("tests/lora/test_lora.py", 9, 5, "GPU004", Applicability.NONE, why),
+    expected = [("tests/lora/test_lora.py", 7, 11, "GPU001", Applicability.NONE, why),
+                ("tests/lora/test_lora.py", 9, 5, "GPU004", Applicability.NONE, why),
                 ("tests/lora/test_lora.py", 10, 5, "GPU004", Applicability.NONE, why)]
     assert _run(root, ("tests/lora",)) == expected
     assert _run(root, ("tests/lora",), fix=True, unsafe_fixes=True) == expected
@@ -137,8 +147,10 @@ def test_one_unsafe_caller_makes_the_whole_unit_unsafe(tmp_path: Path) -> None:
     root = _tree(tmp_path, "unsafe")
     before = _sources(root)
     unsafe = Applicability.UNSAFE
-    expected = [("tests/test_identity.py", 10, 5, "GPU004", unsafe, IDENTITY),
+    expected = [("tests/test_identity.py", 7, 11, "GPU001", unsafe, IDENTITY),
+                ("tests/test_identity.py", 10, 5, "GPU004", unsafe, IDENTITY),
                 ("tests/test_identity.py", 11, 5, "GPU004", unsafe, IDENTITY),
+                ("tests/test_plain.py", 5, 11, "GPU001", unsafe, IDENTITY),
                 ("tests/test_plain.py", 6, 5, "GPU003", unsafe, IDENTITY)]
     assert _run(root) == expected
     assert _run(root, fix=True) == expected
@@ -190,7 +202,8 @@ def test_a_helper_module_beside_its_tests_is_fixed_with_them(tmp_path: Path) -> 
     # test module gets still names the helper (the helper module's own leaves it out).
     root = _tree(tmp_path, "beside")
     safe = Applicability.SAFE
-    assert _run(root) == [("tests/test_beside.py", 9, 5, "GPU004", safe, ""),
+    assert _run(root) == [("tests/test_beside.py", 7, 11, "GPU001", safe, ""),
+                          ("tests/test_beside.py", 9, 5, "GPU004", safe, ""),
                           ("tests/test_beside.py", 10, 5, "GPU004", safe, "")]
     assert _run(root, fix=True) == []
     assert (root / "tests" / "test_beside.py").read_text() == (
@@ -240,8 +253,11 @@ def test_target_vllm_unit_enters_vllm_runner_from_tests_conftest(tmp_path: Path)
     # differing defaults spelled out); the callers are rewritten as with the bundled runner.
     root = _tree(tmp_path, "vllm")
     safe = Applicability.SAFE
-    assert _run_vllm(root) == [("tests/lora/test_multi.py", 10, 5, "GPU004", safe, ""),
+    assert _run_vllm(root) == [("tests/lora/test_multi.py", 8, 11, "GPU001", safe, ""),
+                               ("tests/lora/test_multi.py", 10, 5, "GPU004", safe, ""),
                                ("tests/lora/test_multi.py", 11, 5, "GPU004", safe, ""),
+                               ("tests/lora/test_multi.py", 15, 11, "GPU001", safe, ""),
+                               ("tests/lora/test_single.py", 7, 11, "GPU001", safe, ""),
                                ("tests/lora/test_single.py", 8, 5, "GPU003", safe, "")]
     assert _run_vllm(root, fix=True) == []
     assert (root / "tests" / "utils.py").read_text() == VLLM_UTILS
@@ -300,8 +316,11 @@ def test_target_vllm_unit_without_vllm_runner_has_no_fix(
            "of it in the tree has none: `target = \"vllm\"` imports `VllmRunner` from "
            f"`tests.conftest`, and {missing}")
     none = Applicability.NONE
-    expected = [("tests/lora/test_multi.py", 10, 5, "GPU004", none, why),
+    expected = [("tests/lora/test_multi.py", 8, 11, "GPU001", none, why),
+                ("tests/lora/test_multi.py", 10, 5, "GPU004", none, why),
                 ("tests/lora/test_multi.py", 11, 5, "GPU004", none, why),
+                ("tests/lora/test_multi.py", 15, 11, "GPU001", none, why),
+                ("tests/lora/test_single.py", 7, 11, "GPU001", none, why),
                 ("tests/lora/test_single.py", 8, 5, "GPU003", none, why)]
     assert _run_vllm(root) == expected
     assert _run_vllm(root, fix=True, unsafe_fixes=True) == expected
@@ -384,6 +403,13 @@ MULTI_DEL = ("tests/lora/test_multi.py", 10, 5, "GPU004",
              "Manual cleanup `del llm` in a function that owns an engine")
 MULTI_GC = ("tests/lora/test_multi.py", 11, 5, "GPU004",
             "Manual cleanup `gc.collect()` in a function that owns an engine")
+#: The calls of the helper (out of the rules' scope in tests/utils.py) the unit enters.
+CALLS = [("tests/lora/test_multi.py", 8, 11, "GPU001",
+          "Engine `make(...)` built outside `with vllm_runner(...)`"),
+         ("tests/lora/test_multi.py", 15, 11, "GPU001",
+          "Engine `utils.setup_engine(...)` built outside `with vllm_runner(...)`"),
+         ("tests/lora/test_single.py", 7, 11, "GPU001",
+          "Engine `setup_engine(...)` built outside `with vllm_runner(...)`")]
 
 
 def _also(result: RunResult) -> list[tuple[str, int, int, str, str]]:
@@ -404,7 +430,7 @@ def test_a_selected_violation_applies_the_unit_which_names_the_unselected_it_rem
     assert not result.errors and result.violations == []
     assert [(v.path, v.location.row, v.code) for v in result.fixed] == [
         ("tests/lora/test_single.py", 8, "GPU003")]
-    assert _also(result) == [MULTI_DEL, MULTI_GC]
+    assert _also(result) == [CALLS[0], MULTI_DEL, MULTI_GC, CALLS[1], CALLS[2]]
     if mode == "fix":
         assert _sources(root / "tests") == _sources(TREES / "unit_fixed" / "tests")
     else:
@@ -420,11 +446,9 @@ def test_the_cli_notes_the_unselected_violations_a_unit_removed(
 
     root = _tree(tmp_path, "unit")
     monkeypatch.chdir(root)
-    note = ["note: the fixes also removed 2 violations not selected:",
-            "  tests/lora/test_multi.py:10:5: GPU004 Manual cleanup `del llm` in a function "
-            "that owns an engine",
-            "  tests/lora/test_multi.py:11:5: GPU004 Manual cleanup `gc.collect()` in a "
-            "function that owns an engine"]
+    note = ["note: the fixes also removed 5 violations not selected:",
+            *(f"  {path}:{row}:{col}: {code} {message}" for path, row, col, code, message in
+              [CALLS[0], MULTI_DEL, MULTI_GC, CALLS[1], CALLS[2]])]
     diff = CliRunner().invoke(cli, ["check", "--no-cache", "--select", "GPU003", "--diff",
                                     "tests"])
     assert diff.exit_code == 1
@@ -462,7 +486,7 @@ def test_a_unit_no_selected_violation_carries_is_not_applied(
     assert after["tests/lora/test_single.py"].endswith(
         '\n\ndef test_other():\n    from tests.other import other_engine\n\n'
         '    llm = other_engine()\n    assert llm.generate(["hi"])\n    del llm\n')
-    assert _also(result) == [MULTI_DEL, MULTI_GC]
+    assert _also(result) == [CALLS[0], MULTI_DEL, MULTI_GC, CALLS[1], CALLS[2]]
 
 
 def test_a_unit_applied_for_a_caller_names_the_helpers_unselected_gpu001(
@@ -513,9 +537,9 @@ def test_one_file_alone_says_its_unit_is_planned_over_the_tree(tmp_path: Path) -
         result = check_buffer((root / path).read_bytes(), path, Config(root=str(root)))
     finally:
         os.chdir(old)
+    why = ("the engine comes from `setup_engine()`, defined in `tests/utils.py` (line 6): a "
+           "helper of another module that builds and returns it, and its fix, made with the "
+           "helper and every call of it, is planned over the tree's files: not for one file "
+           "alone (stdin, the flake8 plugin, an editor's document)")
     assert [(v.location.row, v.code, v.fix.reason if v.fix else None)
-            for v in result.violations] == [
-        (8, "GPU003", "the engine comes from `setup_engine()`, defined in `tests/utils.py` "
-         "(line 6): a helper of another module that builds and returns it, and its fix, made "
-         "with the helper and every call of it, is planned over the tree's files: not for one "
-         "file alone (stdin, the flake8 plugin, an editor's document)")]
+            for v in result.violations] == [(7, "GPU001", why), (8, "GPU003", why)]
