@@ -543,3 +543,144 @@ def test_one_file_alone_says_its_unit_is_planned_over_the_tree(tmp_path: Path) -
            "alone (stdin, the flake8 plugin, an editor's document)")
     assert [(v.location.row, v.code, v.fix.reason if v.fix else None)
             for v in result.violations] == [(7, "GPU001", why), (8, "GPU003", why)]
+
+
+# ------------------------------------------- a helper of a module out of the rules' scope
+
+SPLIT_HELPER = ('from vllm import LLM\n\n\ndef make_llm(**kw):\n'
+                '    return LLM("m", enforce_eager=True, **kw)\n')
+LEAKING_TEST = ('from tests.utils import make_llm\n'
+                'def test_b():\n'
+                '    llm = make_llm(seed=1)\n'
+                '    assert llm.generate(["x"])\n')
+CALL_MESSAGE = "Engine `make_llm(...)` built outside `with vllm_runner(...)`"
+
+
+def _helper_tree(tmp_path: Path, helper: str, test: str = LEAKING_TEST) -> Path:
+    """A tree whose tests/utils.py (no test module, no tests or fixtures: out of the rules'
+    scope) holds ``helper`` and whose tests/test_b.py is ``test``."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "utils.py").write_text(helper)
+    (tmp_path / "tests" / "test_b.py").write_text(test)
+    return tmp_path
+
+
+def _messages(root: Path, **changes: object) -> list[tuple[str, int, int, str, str, str]]:
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        result = check_paths(["tests"], Config(root=str(root), **changes), jobs=1,
+                             cache=False)
+    finally:
+        os.chdir(old)
+    assert not result.errors
+    return [(v.path, v.location.row, v.location.column, v.code, v.message,
+             v.fix.reason if v.fix is not None else "-") for v in result.violations]
+
+
+def test_a_call_of_a_helper_out_of_scope_is_the_engines_construction(tmp_path: Path) -> None:
+    """The helper's module gets no rule (no GPU001 at its `LLM(...)`), the test no cleanup
+    (no GPU003/GPU004): the call is where the engine is built by hand. A helper whose body
+    is on its `def` line has no fix, saying why."""
+    root = _helper_tree(tmp_path, 'from vllm import LLM\n'
+                                  'def make_llm(**kw): return LLM("m", enforce_eager=True, '
+                                  '**kw)\n')
+    before = _sources(root)
+    why = ("the engine comes from `make_llm()`, defined in `tests/utils.py` (line 2): a helper "
+           "of another module that builds and returns it, and its fix with every call of it "
+           "in the tree has none: `make_llm()` builds its engine on the line of its `def` "
+           "(`def f(): return LLM(...)`): the with-block the fix writes needs a body of its "
+           "own lines")
+    assert _messages(root) == [("tests/test_b.py", 3, 11, "GPU001", CALL_MESSAGE, why)]
+    assert _run(root, fix=True, unsafe_fixes=True) == [
+        ("tests/test_b.py", 3, 11, "GPU001", Applicability.NONE, why)]
+    assert _sources(root) == before
+
+
+FIXED_HELPER = ('import contextlib\nimport weakref\n\n'
+                'from lint_gpu_tests.runtime import VllmRunner\n\n\n'
+                '@contextlib.contextmanager\n'
+                'def make_llm(**kw):\n'
+                '    with VllmRunner("m", enforce_eager=True, **kw) as runner:\n'
+                '        yield weakref.proxy(runner.llm)\n')
+FIXED_TEST = ('from tests.utils import make_llm\n'
+              'def test_b():\n'
+              '    with make_llm(seed=1) as llm:\n'
+              '        assert llm.generate(["x"])\n')
+
+
+@pytest.mark.parametrize("select", [(), ("GPU001",)])
+def test_the_unit_fixes_the_call_of_a_helper_out_of_scope(
+        tmp_path: Path, select: tuple[str, ...]) -> None:
+    root = _helper_tree(tmp_path, SPLIT_HELPER)
+    changes = {"select": select} if select else {}
+    assert _messages(root, **changes) == [
+        ("tests/test_b.py", 3, 11, "GPU001", CALL_MESSAGE, "")]
+    config = Config(root=str(root), **changes)  # type: ignore[arg-type]
+    assert _run(root, config=config) == [
+        ("tests/test_b.py", 3, 11, "GPU001", Applicability.SAFE, "")]
+    before = _sources(root)
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        shown = check_paths(["tests"], config, jobs=1, cache=False, diff=True)
+        assert _sources(root) == before
+        fixed = check_paths(["tests"], config, jobs=1, cache=False, fix=True)
+    finally:
+        os.chdir(old)
+    assert shown.diffs == {
+        "tests/test_b.py": (
+            "--- tests/test_b.py\n+++ tests/test_b.py\n@@ -1,4 +1,4 @@\n"
+            " from tests.utils import make_llm\n def test_b():\n"
+            "-    llm = make_llm(seed=1)\n-    assert llm.generate([\"x\"])\n"
+            "+    with make_llm(seed=1) as llm:\n+        assert llm.generate([\"x\"])\n"),
+        "tests/utils.py": (
+            "--- tests/utils.py\n+++ tests/utils.py\n@@ -1,5 +1,10 @@\n"
+            "-from vllm import LLM\n+import contextlib\n+import weakref\n+\n"
+            "+from lint_gpu_tests.runtime import VllmRunner\n \n \n"
+            "+@contextlib.contextmanager\n def make_llm(**kw):\n"
+            "-    return LLM(\"m\", enforce_eager=True, **kw)\n"
+            "+    with VllmRunner(\"m\", enforce_eager=True, **kw) as runner:\n"
+            "+        yield weakref.proxy(runner.llm)\n")}
+    assert not fixed.errors and fixed.violations == []
+    assert [(v.path, v.location.row, v.code) for v in fixed.fixed] == [
+        ("tests/test_b.py", 3, "GPU001")]
+    assert _sources(root) == {"tests/__init__.py": "", "tests/test_b.py": FIXED_TEST,
+                              "tests/utils.py": FIXED_HELPER}
+    # The call now entered as a context manager: nothing to report.
+    assert _messages(root) == []
+
+
+def test_a_call_in_a_with_an_isolated_test_or_an_unchecked_module_is_not_reported(
+        tmp_path: Path) -> None:
+    root = _helper_tree(tmp_path, SPLIT_HELPER, (
+        'import pytest\n\n'
+        'from lint_gpu_tests.runtime import create_new_process_for_each_test\n'
+        'from tests.utils import make_llm\n\n\n'
+        '@create_new_process_for_each_test("spawn")\n'
+        'def test_isolated():\n'
+        '    llm = make_llm(seed=1)\n'
+        '    assert llm.generate(["x"])\n\n\n'
+        'def test_entered():\n'
+        '    with make_llm() as llm:\n'
+        '        assert llm\n\n\n'
+        'def test_raises():\n'
+        '    with pytest.raises(ValueError):\n'
+        '        make_llm(seed=-1)\n'))
+    # A module out of the rules' scope calling the helper is no test's: no rule looks at it.
+    (root / "tests" / "helpers2.py").write_text(
+        'from tests.utils import make_llm\n\n\ndef run():\n    return make_llm().generate(["x"])\n')
+    assert _messages(root) == []
+
+
+def test_a_helper_of_a_conftest_is_reported_there_once(tmp_path: Path) -> None:
+    """A conftest is in the rules' scope: its helper's engine gets its GPU001 there, and the
+    call of it in a test none of its own."""
+    root = _helper_tree(tmp_path, "", LEAKING_TEST.replace("tests.utils", "tests.conftest"))
+    (root / "tests" / "utils.py").unlink()
+    (root / "tests" / "conftest.py").write_text(SPLIT_HELPER)
+    assert [r[:5] for r in _messages(root)] == [
+        ("tests/conftest.py", 5, 12, "GPU001",
+         "Engine `LLM(...)` built outside `with vllm_runner(...)`")]

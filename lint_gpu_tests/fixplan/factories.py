@@ -402,6 +402,10 @@ def _factory_body(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite, 
     if not any(s is stmt for s in node.body) or planner.shares_line(stmt):
         return FixInfo.none(title, f"`{name}()` builds its engine inside a compound statement "
                                    "or on a line shared with another statement")
+    if stmt.lineno == node.body[0].lineno == node.lineno:
+        return FixInfo.none(title, f"`{name}()` builds its engine on the line of its `def` "
+                                   "(`def f(): return LLM(...)`): the with-block the fix "
+                                   "writes needs a body of its own lines")
     returns = [n for n in nodes if isinstance(n, ast.Return)]
     last = node.body[-1]
     bound = site.bound_name
