@@ -43,7 +43,7 @@ class ScratchEngineLine(Rule):
     triggers = EngineOutsideRunner.triggers
     INVALID = tuple(
         Example(_marked_as_scratch(example.source), example.title, example.path,
-                example.config)
+                example.config, example.modules)
         for example in EngineOutsideRunner.INVALID)
     VALID = EngineOutsideRunner.VALID
 

@@ -8,6 +8,7 @@ names its code, and here it is selected and fires on exactly the lines of GPU001
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -33,17 +34,22 @@ def test_the_scratch_rule_fires_on_the_lines_of_gpu001s_examples() -> None:
     gpu001 = rules.rule_by_code("GPU001")
     assert gpu001 is not None and gpu001.INVALID
     for example in gpu001.INVALID:
-        source, path = example.source.encode(), example.path
+        source = example.source.encode()
         config = config_from_table(dict(example.config), "t") if example.config else Config()
         marked = [line for line, code in example.expected() if code == "GPU001"]
         assert marked, example.title
-        alone = check_source(source, path, config.with_overrides(select=("GPU050",)))
-        assert [(v.code, v.location.row) for v in alone] == [("GPU050", line) for line in marked]
-        default = check_source(source, path, config)
-        assert [v for v in default if v.code == "GPU050"] == []
-        extended = check_source(source, path, config.with_overrides(extend_select=("GPU050",)))
-        assert sorted(v.location.row for v in extended if v.code == "GPU050") == marked
-        assert [v for v in extended if v.code != "GPU050"] == default
+        with tempfile.TemporaryDirectory() as directory:
+            # An example with other modules is checked laid out beside them.
+            path = example.lay_out(directory) if example.modules else example.path
+            alone = check_source(source, path, config.with_overrides(select=("GPU050",)))
+            assert [(v.code, v.location.row) for v in alone] == [
+                ("GPU050", line) for line in marked]
+            default = check_source(source, path, config)
+            assert [v for v in default if v.code == "GPU050"] == []
+            extended = check_source(source, path,
+                                    config.with_overrides(extend_select=("GPU050",)))
+            assert sorted(v.location.row for v in extended if v.code == "GPU050") == marked
+            assert [v for v in extended if v.code != "GPU050"] == default
 
 
 def test_the_scratch_rule_is_selected_from_the_command_line(tmp_path: Path) -> None:

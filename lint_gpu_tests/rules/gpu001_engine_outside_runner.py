@@ -30,6 +30,13 @@ class EngineOutsideRunner(Rule):
         "Checks for engines (`vllm.LLM` however imported, or the classes in "
         "`engine-classes`) constructed in a test, fixture, helper function, helper class or "
         "at module level of a test module, instead of through the runner's with-statement. "
+        "A call, in a test, fixture or helper function, of a factory helper of another "
+        "module of the tree that no rule looks at (not a test module, not a conftest.py, "
+        "not under `test-roots`, defining no tests or fixtures: a `tests/utils.py` whose "
+        "`make_llm()` returns `LLM(...)`) builds an engine as `LLM(...)` does and is "
+        "reported at the call (`make_llm(...)`), with the same exemptions, and unless it is "
+        "a `with` statement's context expression; a conftest's helper is reported in the "
+        "conftest instead. "
         "Names resolve per scope, as in pyflakes: a parameter, local, class attribute or "
         "comprehension variable named like the engine class is not the engine, a local "
         "alias (`Engine = LLM`) is. A function that runs as its own process is skipped: "
@@ -176,7 +183,8 @@ class EngineOutsideRunner(Rule):
         "safe; unsafe for a public one (a module that imports it would get a context "
         "manager) or when a caller's block is (identity checks on the proxy, a thread, ...); "
         "no fix for a public helper outside a test module, a helper that is decorated, a "
-        "generator or uses its engine other than through its attributes, and none for the "
+        "generator or uses its engine other than through its attributes, or builds it on "
+        "the line of its `def` (`def f(): return LLM(...)`), and none for the "
         "whole unit when one call cannot be rewritten (returned further, stored on an "
         "attribute or global, in a comprehension, inside a larger expression, used after its "
         "block, weakly referenced, two engines of one function alive together): the reason "
@@ -184,7 +192,8 @@ class EngineOutsideRunner(Rule):
         "tree (a `tests/utils.py`, a conftest, a sibling module, followed through imports) "
         "is fixed the same way together with every caller in the tree, as one unit across "
         "the modules: written all or not at all, shown as one diff, reported on each "
-        "GPU003/GPU004 it removes; no fix for the unit when a module the run does not check "
+        "GPU003/GPU004 it removes and on each call's GPU001 where the helper's module is "
+        "out of the rules' scope; no fix for the unit when a module the run does not check "
         "uses the helper, when it is used other than by a call, when a caller is not in a "
         "function, or with the project's own `runner`, and the reason names the module and "
         "line. With `target = \"vllm\"` the helper of such a unit, whose callers in other "
@@ -274,6 +283,26 @@ def run(prompts):
 def test_run():
     assert run(["hi"])
 ''',
+        ),
+        Example(
+            title="A factory helper of a module no rule looks at (`tests/utils.py`): each "
+                  "call of it builds the engine by hand, cleaned up or not",
+            source='''\
+from tests.utils import make_llm
+
+
+def test_greedy():
+    llm = make_llm(seed=1)  # error: GPU001
+    assert llm.generate(["Hello"])
+''',
+            path="tests/test_greedy.py",
+            modules=(("tests/__init__.py", ""), ("tests/utils.py", '''\
+from vllm import LLM
+
+
+def make_llm(**kwargs):
+    return LLM("facebook/opt-125m", enforce_eager=True, **kwargs)
+''')),
         ),
         Example(
             title="A helper returns a config value read from its engine, inside a "

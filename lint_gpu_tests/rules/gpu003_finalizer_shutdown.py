@@ -114,7 +114,7 @@ from .utils import build_llm
 
 
 def test_generate():
-    llm = build_llm("facebook/opt-125m")
+    llm = build_llm("facebook/opt-125m")  # error: GPU001
     try:  # error: GPU003
         assert llm.generate(["hi"])
     finally:

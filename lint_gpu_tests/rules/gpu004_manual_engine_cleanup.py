@@ -205,7 +205,7 @@ from tests.utils import EngineHelper, setup_engine
 
 
 def test_single_lora():
-    llm = setup_engine(1)
+    llm = setup_engine(1)  # error: GPU001
     assert llm.generate(["hi"])
     del llm  # error: GPU004
     gc.collect()  # error: GPU004

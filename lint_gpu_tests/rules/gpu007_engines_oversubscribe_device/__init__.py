@@ -121,8 +121,8 @@ import tests.utils as u
 
 
 def test_compare():
-    base = u.setup_engine("facebook/opt-125m")
-    tuned = u.setup_engine("facebook/opt-125m-tuned")  # error: GPU007
+    base = u.setup_engine("facebook/opt-125m")  # error: GPU001
+    tuned = u.setup_engine("facebook/opt-125m-tuned")  # error: GPU001, GPU007
     assert base.generate(["a"]) == tuned.generate(["a"])
 ''',
             modules=(("tests/__init__.py", ""), ("tests/utils.py", '''\
