@@ -230,7 +230,7 @@ def test_a_factory_helper_of_another_module_is_not_rewritten_over_the_projects_r
     result = check_paths([str(project / "tests")], config, cache=False, jobs=1)
     found = [(v.code, v.location.row, v.fix.applicability.value if v.fix else None)
              for v in result.violations]
-    assert found == [("GPU004", 9, "none"), ("GPU004", 10, "none")]
+    assert found == [("GPU001", 7, "none"), ("GPU004", 9, "none"), ("GPU004", 10, "none")]
     assert all("the project's runner (`runner = \"tests.utils:managed_llm\"`) is not one a "
                "factory helper is rewritten over" in v.fix.reason
                for v in result.violations if v.fix is not None)
