@@ -5,12 +5,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis.analysis import FunctionKind, ModuleAnalysis, is_isolated
+from lint_gpu_tests.analysis.analysis import NESTED_SCOPES, ModuleAnalysis, is_isolated
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_class_of
 from lint_gpu_tests.fixplan.factories import FactoryPlan, factory_title, factory_unit_of
 from lint_gpu_tests.fixplan.isolate import strategy_plan
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.ftypes import FixInfo, FixKind
+from lint_gpu_tests.parsing.source import walk_nodes
 from lint_gpu_tests.parsing.syntax import dotted_name, is_main_guard, is_raises_with
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at, imported_helper_reason
@@ -30,7 +31,8 @@ class EngineOutsideRunner(Rule):
         "Checks for engines (`vllm.LLM` however imported, or the classes in "
         "`engine-classes`) constructed in a test, fixture, helper function, helper class or "
         "at module level of a test module, instead of through the runner's with-statement. "
-        "A call, in a test, fixture or helper function, of a factory helper of another "
+        "A call, in a test, fixture, helper function or method or at module level, of a "
+        "factory helper of another "
         "module of the tree that no rule looks at (not a test module, not a conftest.py, "
         "not under `test-roots`, defining no tests or fixtures: a `tests/utils.py` whose "
         "`make_llm()` returns `LLM(...)`) builds an engine as `LLM(...)` does and is "
@@ -296,6 +298,34 @@ def test_greedy():
     assert llm.generate(["Hello"])
 ''',
             path="tests/test_greedy.py",
+            modules=(("tests/__init__.py", ""), ("tests/utils.py", '''\
+from vllm import LLM
+
+
+def make_llm(**kwargs):
+    return LLM("facebook/opt-125m", enforce_eager=True, **kwargs)
+''')),
+        ),
+        Example(
+            title="Calls of such a helper at module level and in a helper class's method "
+                  "are reported too (the unit of the helper and its callers has no fix: "
+                  "those callers cannot enter a `with`)",
+            source='''\
+from tests.utils import make_llm
+
+SHARED = make_llm(seed=0)  # error: GPU001
+
+
+class Generator:
+    def __init__(self):
+        self.llm = make_llm(seed=1)  # error: GPU001
+
+
+def test_greedy():
+    assert Generator().llm.generate(["Hello"])
+    assert SHARED.generate(["Hello"])
+''',
+            path="tests/test_shared.py",
             modules=(("tests/__init__.py", ""), ("tests/utils.py", '''\
 from vllm import LLM
 
@@ -812,21 +842,24 @@ def test_tester():
     def _helper_calls(self, module: ModuleAnalysis, runner: str) -> Iterator[Hit]:
         """The calls of a factory helper of another module, one the rules do not look at
         (:attr:`~lint_gpu_tests.analysis.analysis.ImportedHelper.in_scope`: its engine gets
-        no GPU001 there), made in a test, fixture or helper function of this module: each
-        builds an engine by hand as ``LLM(...)`` would, with the same exemptions. Its fix is
-        withheld for the unit of the helper and its callers across the tree
-        (:mod:`lint_gpu_tests.fixing.tree_units`), which covers it."""
-        kinds = (FunctionKind.TEST, FunctionKind.FIXTURE, FunctionKind.HELPER)
+        no GPU001 there), made in a test, fixture, helper function or method of this module
+        or at its module level: each builds an engine by hand as ``LLM(...)`` would, with the
+        same exemptions. Its fix is withheld for the unit of the helper and its callers across
+        the tree (:mod:`lint_gpu_tests.fixing.tree_units`), which covers it (a unit with a
+        caller at module level or in a method has none, naming that caller)."""
+        scopes: list[list[ast.AST]] = [walk_nodes(module.tree.body, NESTED_SCOPES)]
         for func in module.functions:
-            if func.kind not in kinds or func.in_runner_class or is_isolated(func) or \
+            if func.in_runner_class or is_isolated(func) or \
                     _under_main_guard(module, func.node):
                 continue
-            for node in module.nodes_of(func):
+            scopes.append(module.nodes_of(func))
+        for nodes in scopes:
+            for node in nodes:
                 if not isinstance(node, ast.Call):
                     continue
                 helper = module.helper_called(node)
                 if helper is None or helper.kind != "f" or helper.in_scope or \
-                        _entered_or_raising(module, node):
+                        _entered_or_raising(module, node) or _under_main_guard(module, node):
                     continue
                 spelled = dotted_name(node.func) or helper.name
                 fix = FixInfo.none(factory_title(module, helper.name, across=True),

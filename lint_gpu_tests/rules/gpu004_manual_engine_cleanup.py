@@ -375,11 +375,17 @@ def test_uses_helper():
                 plan: WrapPlan | FactoryPlan | None = None
                 fix: FixInfo
                 own_block = _own_with_targets(module, func, node)
+                after_other = _after_other_finally_statement(module, node, deletable)
                 if own_block is not None:
                     fix = _del_in_own_block_fix(module, func, node, own_block, self.fix_title)
                 elif plans or names.received:
                     plan, fix = _covering_fix(module, func, node, plans, self.fix_title,
                                               bool(names.received))
+                    if plan is None and after_other is not None and \
+                            fix.applicability is Applicability.NONE:
+                        fix = FixInfo.none(self.fix_title, after_other)
+                elif after_other is not None:
+                    fix = FixInfo.none(self.fix_title, after_other)
                 elif _removable_alone(module, node, deletable):
                     fix = FixInfo(Applicability.UNSAFE, self.fix_title,
                                   "removing it changes when memory is freed within the test")
@@ -594,6 +600,33 @@ def _del_in_own_block_fix(module: ModuleAnalysis, func: FunctionInfo, node: ast.
     if not _removable_alone(module, node, targets):
         return FixInfo.none(title, "not a statement of its own")
     return FixInfo(Applicability.SAFE, title)
+
+
+def _after_other_finally_statement(module: ModuleAnalysis, node: ast.stmt,
+                                   deletable: set[str]) -> str | None:
+    """The reason a process-wide cleanup call (``gc.collect()``, ``empty_cache()``) of a
+    ``finally`` stays, when an earlier statement of that ``finally`` is not the engine's
+    cleanup (``reset_config()``, restoring a variable; the reason names the nearest such
+    statement): the call also frees what that statement released, after the engine's
+    teardown. The wrap plan keeps such a call where
+    it is (only the cleanup that opens a ``finally`` goes with the rewrite), so the reason is
+    the same before and after ``--fix``; ``None`` for any other statement."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)) or \
+            names_in(node) & deletable:
+        return None
+    trying = module.parent(node)
+    if not isinstance(trying, ast.Try) or not any(s is node for s in trying.finalbody):
+        return None
+    planner = planner_for(module)
+    before = trying.finalbody[:next(i for i, s in enumerate(trying.finalbody) if s is node)]
+    for earlier in reversed(before):
+        if not planner.is_cleanup_statement(earlier, deletable):
+            spelled = ast.get_source_segment(module.text, earlier) or ast.unparse(earlier)
+            first = spelled.splitlines()[0].rstrip(":")
+            return (f"it runs after `{first}` in the `finally`, which is not the engine's "
+                    "cleanup: it also frees what that statement released, so removing it "
+                    "changes when memory is freed")
+    return None
 
 
 def _removable_alone(module: ModuleAnalysis, node: ast.stmt, deletable: set[str]) -> bool:
