@@ -500,6 +500,7 @@ def test_a_warm_run_imports_only_what_the_cache_answer_needs(tmp_path: Path) -> 
         "lint_gpu_tests.report.output",
         "lint_gpu_tests.report.present",
         "lint_gpu_tests.running.run",
+        "lint_gpu_tests.running.answers",
         # the packages of those modules
         "lint_gpu_tests.checking",
         "lint_gpu_tests.interfaces",

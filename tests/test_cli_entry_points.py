@@ -342,7 +342,7 @@ def test_the_console_script_is_run() -> None:
     import tomllib
 
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts == {"gpu-test-lint": "lint_gpu_tests.interfaces.cli:run"}
+    assert scripts == {"gpu-test-lint": "lint_gpu_tests.interfaces.entry:run"}
 
 
 class _Exited(Exception):

@@ -1,7 +1,8 @@
 """The package's layers import one way: no import cycle, function-level imports
 included, and nothing lower imports anything higher. The runtime imports none of the linter.
 
-Layers, bottom to top: data types and codes; configuration;
+Layers, bottom to top: data types, codes and the whole-run answers (standard library
+only: the console script replays one before importing anything else); configuration;
 source parsing; analysis; fix planning (rules rate their fixes with it; the modules of its
 subpackage have layers of their own); rules; the checker that runs them; the codemods; the
 fix loop; discovery and the cache; fixes as edits and diffs; the run (pipeline, pool,
@@ -21,7 +22,7 @@ from lint_gpu_tests.rules import ALL_RULES
 PACKAGE = Path(__file__).resolve().parents[1] / "lint_gpu_tests"
 
 LAYERS: list[set[str]] = [
-    {"codes", "ftypes"},
+    {"codes", "ftypes", "running.answers"},
     {"config"},
     {"parsing.source", "parsing.writer", "parsing.prefilter", "parsing.noqa", "parsing"},
     {"parsing.syntax"},
@@ -50,7 +51,7 @@ LAYERS: list[set[str]] = [
     {"prove", "prove.pipeline"},
     {"prove.report"},
     {"interfaces.cli", "interfaces.cli_options", "interfaces.commands", "interfaces.flake8_plugin",
-     "__main__", "interfaces.server", "interfaces"},
+     "__main__", "interfaces.server", "interfaces", "interfaces.entry"},
 ]
 
 

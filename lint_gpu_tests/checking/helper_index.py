@@ -41,6 +41,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
+import lint_gpu_tests.running.answers as answers
 from lint_gpu_tests.config import ROOT_MARKERS, Config, is_test_module
 from lint_gpu_tests.ftypes import ENGINE_HELPER
 
@@ -111,6 +112,8 @@ def _python_files(root: str) -> Iterator[tuple[str, int, int]]:
     count = 0
     while stack:
         directory = stack.pop()
+        if answers.LISTED is not None:
+            answers.LISTED.add(directory)
         try:
             entries = list(os.scandir(directory))
         except OSError:
@@ -139,6 +142,13 @@ def _listing_digest(files: Iterable[tuple[str, int, int]]) -> str:
     for path, size, mtime in files:
         listing.update(f"{path}\0{size}\0{mtime}\n".encode("utf-8", "surrogateescape"))
     return listing.hexdigest()
+
+
+def list_tree(root: str) -> int:
+    """Walk the tree at ``root`` as its helper summaries do, listing its directories (into
+    :data:`lint_gpu_tests.running.answers.LISTED` when a run collects them); return how many
+    ``.py`` files it holds (at most :data:`MAX_TREE_FILES`)."""
+    return sum(1 for _ in _python_files(root))
 
 
 def tree_status(root: str, now_ns: int | None = None) -> str | None:

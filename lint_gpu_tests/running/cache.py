@@ -26,7 +26,6 @@ that cannot be read or written just makes the run slower.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -37,15 +36,14 @@ from typing import Any
 
 from lint_gpu_tests import __version__
 from lint_gpu_tests.ftypes import Applicability, FixInfo, Location, Violation
+from lint_gpu_tests.running.answers import (  # noqa: F401 - re-exported
+    CACHE_DIR_ENV,
+    CACHE_DIR_NAME,
+    RACY_NS,
+    package_stamp,
+)
 
-CACHE_DIR_NAME = ".gpu-test-lint-cache"
-CACHE_DIR_ENV = "GPU_TEST_LINT_CACHE_DIR"
 _FORMAT = 1
-
-
-RACY_NS = 2_000_000_000
-"""A file changed less than this long (2 s, in nanoseconds: the coarsest timestamp tick of a
-common filesystem, FAT's) before it was read gets no :func:`stat_key`."""
 
 
 def stat_key(path: str, extra: str = "", now_ns: int | None = None) -> str | None:
@@ -85,7 +83,7 @@ def code_stamp() -> str:
     the package (:func:`lint_gpu_tests.rules.register`: their class, code and source file's
     size and modification time), so a run with a project's own rule and one without never
     share results."""
-    package = _package_stamp()
+    package = package_stamp()
     outside = _outside_rules()
     if not outside:
         return package
@@ -111,32 +109,6 @@ def _outside_rules() -> list[str]:
     return sorted(lines)
 
 
-@functools.lru_cache(maxsize=1)
-def _package_stamp() -> str:
-    """:func:`code_stamp` of the package's own sources (once a process)."""
-    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-    parts: list[str] = []
-    pending = [""]
-    while pending:  # os.scandir, not Path.rglob: this runs at the start of every run
-        relative = pending.pop()
-        try:
-            with os.scandir(os.path.join(package, relative)) as entries:
-                found = list(entries)
-        except OSError:
-            continue
-        for entry in found:
-            name = os.path.join(relative, entry.name) if relative else entry.name
-            if entry.is_dir(follow_symlinks=False):
-                if entry.name not in ("runtime", "__pycache__"):
-                    pending.append(name)
-            elif entry.name.endswith(".py"):
-                try:
-                    stat = entry.stat()
-                except OSError:
-                    continue
-                parts.append(f"{name}:{stat.st_size}:{stat.st_mtime_ns}")
-    parts.sort()
-    return hashlib.blake2b("\n".join(parts).encode(), digest_size=6).hexdigest()
 
 
 def default_cache_dir(config_root: str, override: str | None = None) -> Path:

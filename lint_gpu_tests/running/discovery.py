@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
+import lint_gpu_tests.running.answers as answers
 from lint_gpu_tests.config import Config, ConfigResolver
 
 if TYPE_CHECKING:  # imported when a pattern needs it: most walks match base names only
@@ -359,6 +360,8 @@ def _walk(walk: _Walk, directory: str, real: str, rel_parts: list[str],
           chain: list[_Ignore]) -> None:
     """Depth-first walk of ``directory`` (absolute and normalised; ``real`` is its real
     path). A directory holding a ``pyvenv.cfg`` is a virtualenv and skipped whole."""
+    if answers.LISTED is not None:
+        answers.LISTED.add(directory)
     try:
         with os.scandir(directory) as entries:
             listing = sorted(entries, key=_entry_name)
