@@ -143,12 +143,32 @@ def test_a_racy_snapshot_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_cache_directory_follows_the_options_and_the_environment(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(answers.CACHE_DIR_ENV, raising=False)
-    assert answers.cache_dir_of(["check", "tests"], "/w") == "/w/.gpu-test-lint-cache"
-    assert answers.cache_dir_of(["--cache-dir", "c", "tests"], "/w") == "/w/c"
-    assert answers.cache_dir_of(["--cache-dir=/abs", "tests"], "/w") == "/abs"
-    assert answers.cache_dir_of(["--no-cache", "tests"], "/w") is None
-    assert answers.cache_dir_of(["--", "--no-cache"], "/w") == "/w/.gpu-test-lint-cache"
+    w = str(tmp_path)
+    assert answers.cache_dir_of(["check", "tests"], w) == f"{w}/.gpu-test-lint-cache"
+    assert answers.cache_dir_of(["--cache-dir", "c", "tests"], w) == f"{w}/c"
+    assert answers.cache_dir_of(["--cache-dir=/abs", "tests"], w) == "/abs"
+    assert answers.cache_dir_of(["--no-cache", "tests"], w) is None
+    assert answers.cache_dir_of(["--", "--no-cache"], w) == f"{w}/.gpu-test-lint-cache"
+    # Below the config root, the result cache's directory there, when it exists.
+    (tmp_path / "tests" / "sub").mkdir(parents=True)
+    below = str(tmp_path / "tests" / "sub")
+    assert answers.cache_dir_of(["."], below) == f"{below}/.gpu-test-lint-cache"
+    (tmp_path / ".gpu-test-lint-cache").mkdir()
+    assert answers.cache_dir_of(["."], below) == f"{w}/.gpu-test-lint-cache"
     monkeypatch.setenv(answers.CACHE_DIR_ENV, "envdir")
-    assert answers.cache_dir_of(["tests"], "/w") == "/w/envdir"
+    assert answers.cache_dir_of(["tests"], w) == f"{w}/envdir"
+
+
+def test_a_run_below_the_config_root_is_answered_from_the_cache_there(tmp_path: Path
+                                                                      ) -> None:
+    project = _project(tmp_path)
+    (project / "pyproject.toml").write_text("[tool.gpu-test-lint]\nselect = ['GPU']\n")
+    (project / ".gpu-test-lint-cache").mkdir()  # the config root's, as a first run makes it
+    time.sleep(answers.RACY_NS / 1e9 + 0.1)
+    full = _run(project / "tests", "check", ".")
+    assert full[0] == 1 and "click" in full[3] and len(_kept(project)) == 1
+    replayed = _run(project / "tests", "check", ".")
+    assert replayed[:3] == full[:3] and "click" not in replayed[3]
+    assert not (project / "tests" / ".gpu-test-lint-cache").exists()

@@ -24,11 +24,11 @@ snapshot, and the run is made in full.
 A run writes its answer only when nothing it depends on changed within
 :data:`~lint_gpu_tests.running.cache.RACY_NS` before it started (a file changed in the same
 timestamp tick as the run, or during it, could go unseen), into a cache directory that
-exists already (the one ``--cache-dir`` or ``$GPU_TEST_LINT_CACHE_DIR`` names, else
-``.gpu-test-lint-cache`` in the working directory), and never for a run that fixes, shows
-diffs, reads stdin or a file named by an option (``--config``, ``--leak-report``, a
-baseline), or runs rules registered from outside the package. Nothing here raises: an answer
-that cannot be read, checked or written makes the run a full one.
+exists already (the one ``--cache-dir`` or ``$GPU_TEST_LINT_CACHE_DIR`` names, else the
+nearest ``.gpu-test-lint-cache`` in the working directory or above it), and never for a run
+that fixes, shows diffs, reads stdin or a file named by an option (``--config``,
+``--leak-report``, a baseline), or runs rules registered from outside the package. Nothing
+here raises: an answer that cannot be read, checked or written makes the run a full one.
 """
 
 from __future__ import annotations
@@ -87,10 +87,12 @@ on a miss."""
 
 
 def cache_dir_of(argv: Sequence[str], cwd: str) -> str | None:
-    """The cache directory a ``check`` with arguments ``argv`` (the program's name excluded)
-    uses when its settings name none: ``--cache-dir``'s value, else ``$GPU_TEST_LINT_CACHE_DIR``,
-    else ``.gpu-test-lint-cache`` in ``cwd``; ``None`` with ``--no-cache``. Options after
-    ``--`` are paths."""
+    """The cache directory that keeps the answers of a ``check`` with arguments ``argv`` (the
+    program's name excluded) run in ``cwd`` (an absolute path): ``--cache-dir``'s value, else
+    ``$GPU_TEST_LINT_CACHE_DIR``, else the nearest existing ``.gpu-test-lint-cache`` in
+    ``cwd`` or a directory above it (the result cache's, at the config root, for a run
+    started below that root), else ``.gpu-test-lint-cache`` in ``cwd``; ``None`` with
+    ``--no-cache``. Options after ``--`` are paths."""
     chosen: str | None = None
     for index, arg in enumerate(argv):
         if arg == "--":
@@ -102,7 +104,17 @@ def cache_dir_of(argv: Sequence[str], cwd: str) -> str | None:
         elif arg.startswith("--cache-dir="):
             chosen = arg.partition("=")[2]
     chosen = chosen or os.environ.get(CACHE_DIR_ENV)
-    return os.path.join(cwd, chosen) if chosen else os.path.join(cwd, CACHE_DIR_NAME)
+    if chosen:
+        return os.path.join(cwd, chosen)
+    current = cwd
+    while True:
+        candidate = os.path.join(current, CACHE_DIR_NAME)
+        if os.path.isdir(candidate):
+            return candidate
+        parent = os.path.dirname(current)
+        if parent == current:
+            return os.path.join(cwd, CACHE_DIR_NAME)
+        current = parent
 
 
 def package_stamp() -> str:
