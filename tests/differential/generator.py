@@ -571,6 +571,44 @@ def shape_environ_read_later(rng: random.Random, n: int, s: Style) -> Part:
 
 
 #: Every shape of the default generator, by name.
+def shape_helper_try_finally(rng: random.Random, n: int, s: Style) -> Part:
+    """A factory helper with keyword defaults returns the engine; the test that owns it shuts
+    it down in a ``finally``, guarded by ``is not None`` or not, then deletes it."""
+    defs = (f"def setup_engine_{n}(size, seed=0):\n"
+            f"    return {s.llm}(model=MODEL, max_model_len=size, seed=seed)\n")
+    guarded = rng.random() < 0.5
+    body = ("    llm = None\n" if guarded else "") + (
+        f"    llm = setup_engine_{n}({rng.choice([32, 64])})\n" if not guarded else "")
+    if guarded:
+        body += f"    try:\n        llm = setup_engine_{n}({rng.choice([32, 64])})\n"
+    else:
+        body += "    try:\n"
+    body += _use(rng, "llm", s, "        ") + "    finally:\n"
+    shutdown = rng.choice(["llm.llm_engine.engine_core.shutdown()", "llm.shutdown()"])
+    if guarded:
+        body += f"        if llm is not None:\n            {shutdown}\n"
+    else:
+        body += f"        {shutdown}\n"
+    body += "        del llm\n" + rng.choice(["        gc.collect()\n", ""])
+    return Part(defs=defs, tests=_header(f"test_helper_try_finally_{n}") + body)
+
+
+def shape_fixture_from_helper(rng: random.Random, n: int, s: Style) -> Part:
+    """A fixture that gets its engine from a helper of the module, yields it and cleans it
+    up by hand; one or two tests use it."""
+    name = f"helper_engine_{n}"
+    defs = (f"def _make_{n}(**overrides):\n    kwargs = dict(max_model_len=32)\n"
+            "    kwargs.update(overrides)\n"
+            f"    return {s.llm}(MODEL, **kwargs)\n\n\n"
+            f"@pytest.fixture\ndef {name}():\n"
+            f"    llm = _make_{n}(seed={rng.choice([0, 1])})\n    yield llm\n"
+            + _cleanup(rng, "llm"))
+    tests = ""
+    for i in range(rng.randint(1, 2)):
+        tests += _header(f"test_uses_{name}_{i}", name) + _use(rng, name, s) + "\n\n"
+    return Part(defs=defs, tests=tests.rstrip("\n") + "\n")
+
+
 SHAPES: dict[str, ShapeFn] = {
     "cleanup_by_hand": shape_cleanup_by_hand,
     "no_cleanup": shape_no_cleanup,
@@ -616,6 +654,8 @@ SHAPES: dict[str, ShapeFn] = {
     "runner_mapped_kwargs": shape_runner_mapped_kwargs,
     "identity_in_helper": shape_identity_in_helper,
     "environ_read_later": shape_environ_read_later,
+    "helper_try_finally": shape_helper_try_finally,
+    "fixture_from_helper": shape_fixture_from_helper,
 }
 
 #: Shapes that hit a known defect of the fixer, with what the defect is; on only with
