@@ -172,3 +172,22 @@ def test_a_run_below_the_config_root_is_answered_from_the_cache_there(tmp_path: 
     replayed = _run(project / "tests", "check", ".")
     assert replayed[:3] == full[:3] and "click" not in replayed[3]
     assert not (project / "tests" / ".gpu-test-lint-cache").exists()
+
+
+def test_a_change_of_the_projects_runner_outside_the_tree_is_seen(tmp_path: Path) -> None:
+    """The config above the project names a runner beside it: a module no walk lists."""
+    project = _project(tmp_path / "p")
+    (tmp_path / ".gpu-test-lint.toml").write_text("runner = \"lib.runners:managed_llm\"\n")
+    (tmp_path / "lib").mkdir()
+    runner = ("import contextlib\n\n\n@contextlib.contextmanager\n"
+              "def managed_llm(**llm_kwargs):\n    yield None\n")
+    (tmp_path / "lib" / "runners.py").write_text(runner)
+    (project / ".gpu-test-lint-cache").mkdir()
+    time.sleep(answers.RACY_NS / 1e9 + 0.1)
+    full = _run(project, "check", "tests")
+    assert full[0] == 1 and len(_kept(project)) == 1, full[2]
+    replayed = _run(project, "check", "tests")
+    assert replayed[:3] == full[:3] and "click" not in replayed[3]
+    (tmp_path / "lib" / "runners.py").write_text(runner.replace("**llm_kwargs", "model"))
+    again = _run(project, "check", "tests")
+    assert "click" in again[3]

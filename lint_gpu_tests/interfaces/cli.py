@@ -159,6 +159,11 @@ def _check(args: CheckArgs, config: ConfigResolver) -> int:
             absolute = os.path.abspath(path)
             list_tree(tree_root(absolute if os.path.isdir(absolute) else
                                 os.path.dirname(absolute)))
+        for settings in config.configs():  # a project's runner: its signature decides fixes
+            if settings.runner_module is not None:
+                module = os.path.join(os.path.abspath(settings.root),
+                                      *settings.runner_module[0].split("."))
+                answers.LISTED.update((os.path.dirname(module), module))
         answers.keep(args.paths, [(e, p) for e, p in shown.pieces if isinstance(p, str)],
                      shown.status)
     return _write(shown)

@@ -12,9 +12,10 @@ it when the snapshot still holds, importing nothing but this module (the standar
 The key is the hash of: the program and its arguments, the working directory, the whole
 environment (but the shell's bookkeeping variables), Python's version and executable, the
 package's version and sources (:func:`package_stamp`), and whether stdout and stderr are
-terminals. The snapshot is the hash of, for every directory the run listed (discovery's walk
-and the tree's helper index: :data:`LISTED`), its entries' names and kinds and the status
-(size, modification and change times, inode) of its ``.py`` files and settings files
+terminals. The snapshot is the hash of, for every directory the run listed (discovery's
+walk, the tree's helper index, and the module of a project's runner that a config names:
+:data:`LISTED`), its entries' names and kinds and the status (size, modification and
+change times, inode) of its ``.py`` files and settings files
 (:data:`WATCHED_FILES`); and for every directory above those and above the named paths, the
 status of its ``.py`` and settings files, and of ``.git/info/exclude``. An edit, a new or
 removed file or directory where the run looked, a changed configuration, ``.gitignore`` or
