@@ -684,3 +684,49 @@ def test_a_helper_of_a_conftest_is_reported_there_once(tmp_path: Path) -> None:
     assert [r[:5] for r in _messages(root)] == [
         ("tests/conftest.py", 5, 12, "GPU001",
          "Engine `LLM(...)` built outside `with vllm_runner(...)`")]
+
+
+HELPER_IN_TEST_MODULE = ('from vllm import LLM\n\n\ndef setup_engine(size):\n'
+                         '    return LLM(model="m", max_model_len=size)\n\n\ndef test_a():\n'
+                         '    llm = setup_engine(32)\n    llm.generate(["x"])\n    del llm\n')
+IMPORTS_IT = ('from tests.test_a import setup_engine\n\n\ndef test_b():\n'
+              '    llm = setup_engine(64)\n    llm.generate(["y"])\n    del llm\n')
+
+
+def test_a_helper_of_a_test_module_another_imports_is_one_unit(tmp_path: Path) -> None:
+    """``test_b.py`` cleans up by hand an engine from a helper of ``test_a.py``: its GPU004
+    is reported (test_a.py is checked first: its prefilter is its own), and the helper, its
+    own caller and test_b.py are fixed together, each violation carrying the unit's fix."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_a.py").write_text(HELPER_IN_TEST_MODULE)
+    (tmp_path / "tests" / "test_b.py").write_text(IMPORTS_IT)
+    safe = Applicability.SAFE
+    assert _run(tmp_path) == [
+        ("tests/test_a.py", 5, 12, "GPU001", safe, ""),
+        ("tests/test_a.py", 11, 5, "GPU004", safe, ""),
+        ("tests/test_b.py", 7, 5, "GPU004", safe, ""),
+    ]
+    assert _run(tmp_path, fix=True) == []
+    assert _sources(tmp_path / "tests") == {
+        "__init__.py": "",
+        "test_a.py": 'import contextlib\nimport weakref\n\n'
+                     'from lint_gpu_tests.runtime import VllmRunner\n\n\n'
+                     '@contextlib.contextmanager\ndef setup_engine(size):\n'
+                     '    with VllmRunner(model="m", max_model_len=size) as runner:\n'
+                     '        yield weakref.proxy(runner.llm)\n\n\n'
+                     'def test_a():\n    with setup_engine(32) as llm:\n'
+                     '        llm.generate(["x"])\n',
+        "test_b.py": 'from tests.test_a import setup_engine\n\n\ndef test_b():\n'
+                     '    with setup_engine(64) as llm:\n        llm.generate(["y"])\n',
+    }
+
+
+def test_a_test_module_no_module_imports_keeps_its_helpers_to_itself(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text(HELPER_IN_TEST_MODULE)
+    (tmp_path / "tests" / "test_b.py").write_text(IMPORTS_IT.replace("tests.test_a", "lib"))
+    assert [(p, r, c) for p, r, _, c, _, _ in _run(tmp_path)] == [
+        ("tests/test_a.py", 5, "GPU001"), ("tests/test_a.py", 11, "GPU004")]

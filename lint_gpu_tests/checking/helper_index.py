@@ -16,10 +16,12 @@ the other module is a summary, computed once per tree and kept by content:
 The tree is the directory of the project root (the first directory up from a module holding
 a root marker, as for the conftests), or, where none is found, the parent of the outermost
 directory of the module's chain of packages and conftest directories (:func:`tree_root`).
-Its ``.py`` files other than test modules are listed once per index (hidden directories,
-``__pycache__``, virtual environments and ``site-packages`` left out; at most
-:data:`MAX_TREE_FILES`). Only a file that names an engine class and defines a class or a
-function not named ``test...`` at its top level is parsed (:func:`may_define_helpers`); a
+Its ``.py`` files are listed once per index (hidden directories, ``__pycache__``, virtual
+environments and ``site-packages`` left out; at most :data:`MAX_TREE_FILES`); test modules
+count only when an import statement of the tree names them (:data:`IMPORT_STATEMENT`, read
+in bytes when the tree's record misses). Only a file that names an engine class and
+defines a class or a function not named ``test...`` at its top level is parsed
+(:func:`may_define_helpers`); a
 module that is not a test module and names an exported helper is read for its top-level
 re-exports (:data:`REEXPORT`, no parse). The result cache keeps, beside the conftests'
 entries, the summary of each parsed file by its content and its status (path, size,
@@ -58,6 +60,13 @@ kept by its status."""
 #: A top-level ``from X import a, b as c`` (one line, or parenthesised), read in bytes.
 REEXPORT = re.compile(
     rb"^from[ \t]+(\.*[A-Za-z0-9_.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;\\]*)", re.M)
+#: An import statement (``from X import ...``, parenthesised or not, or ``import X``), at any
+#: indentation, read in bytes.
+IMPORT_STATEMENT = re.compile(
+    rb"^[ \t]*(?:from[ \t]+\.*[A-Za-z0-9_.]*[ \t]+import[ \t]+(?:\([^)]*\)|[^\n#;\\]*)|"
+    rb"import[ \t]+[^\n#;\\]*)", re.M)
+#: A name pytest collects as a test module (``test_*``, ``*_test``).
+TEST_MODULE_NAME = re.compile(rb"\b(test_\w+|\w+_test)\b")
 #: A top-level class, or a function not named ``test...``: where a helper can be.
 DEFINITION = re.compile(rb"^(?:class[ \t]|(?:async[ \t]+)?def[ \t]+(?!test))", re.M)
 #: Key prefix of a file's summary by status in the result cache's conftest entries.
@@ -332,14 +341,17 @@ def build_tree(root: str, config: Config, index: SummaryStore) -> TreeHelpers:
     """Summarise the tree at ``root`` under ``config``, with what ``index`` knows: the
     whole tree by the status of all its files (one entry, when none was modified in the last
     :data:`RACY_NS`), else file by file (:meth:`SummaryStore.tree_summary`)."""
-    # Test modules are left out: pytest imports them, other modules hardly ever do (the
-    # helper of a test module serves its own tests: the module's own engine_factories).
-    files = [f for f in _python_files(root) if not is_test_module(f[0])]
+    listed = list(_python_files(root))
     now = time.time_ns()
-    key = f"{STATUS_KEY}tree:{_listing_digest(files)}"
+    key = f"{STATUS_KEY}tree:{_listing_digest(listed)}"
     known = index.recall(config, key)
     if known is not None:
         return _from_record(root, known)
+    # A test module's helpers serve its own tests (the module's own engine_factories); it is
+    # summarised only when a module of the tree imports it by name.
+    imported = _imported_test_modules(listed)
+    files = [f for f in listed if not is_test_module(f[0]) or
+             os.path.basename(f[0])[:-3] in imported]
     summaries: dict[str, Summary] = {}
     for path, size, mtime in files:
         summary = index.tree_summary(path, size, mtime, config, now)
@@ -353,12 +365,31 @@ def build_tree(root: str, config: Config, index: SummaryStore) -> TreeHelpers:
             found = _reexports_in(path, needles, names)
             if found:
                 reexports[path] = found
-    if all(now - mtime > RACY_NS for _, _, mtime in files):
+    if all(now - mtime > RACY_NS for _, _, mtime in listed):
         index.keep(config, key, frozenset(
             [f"S\t{path}\t{entry}" for path, summary in summaries.items() for entry in summary]
             + [f"R\t{path}\t{m}\t{n}\t{local}" for path, found in reexports.items()
                for m, n, local in found]))
     return TreeHelpers(root, summaries, reexports)
+
+
+def _imported_test_modules(files: Iterable[tuple[str, int, int]]) -> set[str]:
+    """The names of test modules (``test_x``, ``x_test``) that an import statement of
+    ``files`` names (``from tests.test_x import f``, ``from .test_x import f``, ``from .
+    import test_x``, ``import tests.test_x``), read in bytes, anywhere in a file."""
+    names: set[str] = set()
+    for path, _, _ in files:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            continue
+        if b"test" not in data:
+            continue
+        for found in IMPORT_STATEMENT.finditer(data):
+            names.update(n.decode("ascii", "replace") for n in TEST_MODULE_NAME.findall(
+                found.group(0)))
+    return names
 
 
 def _from_record(root: str, record: frozenset[str]) -> TreeHelpers:

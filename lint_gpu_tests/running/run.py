@@ -225,14 +225,19 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
     # another module of the tree (``engine-helper:tests.utils.setup_engine|...``).
     fixtures: set[str] = set()
     helpers: set[str] = set()
+    defines = False
     if Trigger.ENGINE in triggers:
         for n in conftest_engine_fixtures(path, config, memo, conftests):
             if n.startswith(ENGINE_HELPER):
                 helpers.add(n[len(ENGINE_HELPER):].split("|", 1)[0].rpartition(".")[2])
             elif (word := n.removeprefix(RUNNER_CLASS)).isidentifier():
                 fixtures.add(word)
+        # A test module that another module imports a helper from leaves that helper out
+        # of its own entries: its prefilter is not its directory's.
+        defines = conftests is not None and \
+            conftests.tree(path, config).defines(os.path.abspath(path))
     found = prefilter_for(config, triggers, frozenset(fixtures), frozenset(helpers))
-    if kept is not None:
+    if kept is not None and not defines:
         kept[key] = found
     return found
 
