@@ -86,6 +86,9 @@ _pending: tuple[str, str, int] | None = None
 """``(answers directory, key, start time in ns)`` of the current run, set by :func:`replay`
 on a miss."""
 
+_stamp: str | None = None
+""":func:`package_stamp`, once computed."""
+
 
 def cache_dir_of(argv: Sequence[str], cwd: str) -> str | None:
     """The cache directory that keeps the answers of a ``check`` with arguments ``argv`` (the
@@ -149,9 +152,6 @@ def package_stamp() -> str:
     parts.sort()
     _stamp = hashlib.blake2b("\n".join(parts).encode(), digest_size=6).hexdigest()
     return _stamp
-
-
-_stamp: str | None = None
 
 
 def answer_key(argv: Sequence[str], cwd: str) -> str:

@@ -109,8 +109,6 @@ def _outside_rules() -> list[str]:
     return sorted(lines)
 
 
-
-
 def default_cache_dir(config_root: str, override: str | None = None) -> Path:
     """Return the cache directory: ``override``, else ``$GPU_TEST_LINT_CACHE_DIR``, else
     ``<config_root>/.gpu-test-lint-cache``."""
