@@ -279,6 +279,12 @@ def wanted_fixes(violations: Iterable[Violation], unsafe: bool) -> list[Violatio
 # :meth:`lint_gpu_tests.analysis.analysis.ImportedHelper.parse`.
 ENGINE_HELPER = "engine-helper:"
 
+#: The entry (:mod:`lint_gpu_tests.checking.conftest_index`) marking a test module that
+#: another module of its tree imports by name and that defines an engine helper: its public
+#: helpers are fixed with their callers in the other modules, as one unit
+#: (:mod:`lint_gpu_tests.fixing.tree_units`), never alone.
+IMPORTED_TEST_MODULE = "imported-test-module:"
+
 
 #: What the reason of a fix withheld for an engine from another module's factory helper
 #: says (:func:`lint_gpu_tests.rules._common.imported_helper_reason`):

@@ -723,6 +723,32 @@ def test_a_helper_of_a_test_module_another_imports_is_one_unit(tmp_path: Path) -
     }
 
 
+def test_unsafe_fixes_leave_the_helper_of_an_imported_test_module_to_its_unit(
+        tmp_path: Path) -> None:
+    """With ``--unsafe-fixes`` the helper's module is not rewritten alone first (which left
+    ``test_b.py`` calling a context manager as a function): checked alone, its public helper
+    has no fix, and the unit over the tree rewrites both modules as ``--fix`` does."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_a.py").write_text(HELPER_IN_TEST_MODULE)
+    (tmp_path / "tests" / "test_b.py").write_text(IMPORTS_IT)
+    public = ("`setup_engine()` is public in a module others import: their calls would get a "
+              "context manager instead of an engine, and `--fix` rewrites one module at a "
+              "time (the helper and its callers in other modules are not fixed together)")
+    assert _run(tmp_path, ("tests/test_a.py",)) == [
+        ("tests/test_a.py", 5, 12, "GPU001", Applicability.NONE, public),
+        ("tests/test_a.py", 11, 5, "GPU004", Applicability.NONE, public),
+    ]
+    reference = tmp_path / "reference"
+    shutil.copytree(tmp_path / "tests", reference / "tests")
+    (reference / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    assert _run(reference, fix=True) == []
+    assert _run(tmp_path, fix=True, unsafe_fixes=True) == []
+    assert _sources(tmp_path / "tests") == _sources(reference / "tests")
+    assert "with setup_engine(64) as llm:" in (tmp_path / "tests" / "test_b.py").read_text()
+
+
 def test_a_test_module_no_module_imports_keeps_its_helpers_to_itself(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     (tmp_path / "tests").mkdir()

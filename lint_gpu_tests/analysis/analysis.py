@@ -24,7 +24,7 @@ from typing import Any, TypeVar, cast
 from lint_gpu_tests.analysis.process_targets import process_targets
 from lint_gpu_tests.analysis.scopes import ScopeIndex
 from lint_gpu_tests.config import REEXPORTS, Config, is_test_module
-from lint_gpu_tests.ftypes import ENGINE_HELPER
+from lint_gpu_tests.ftypes import ENGINE_HELPER, IMPORTED_TEST_MODULE
 from lint_gpu_tests.parsing.source import (
     TopLevel,
     child_fields,
@@ -314,6 +314,13 @@ class ModuleAnalysis:
         (:mod:`lint_gpu_tests.checking.conftest_index`): engine fixtures, and the entries marked
         :data:`OWN_RUNNER_FIXTURE`, :data:`RUNNER_CLASS`, :data:`ENV_READ`."""
         return self._conftest_fixtures
+
+    @property
+    def imported_by_tree(self) -> bool:
+        """Whether another module of the tree imports this test module, which defines an
+        engine helper (:data:`IMPORTED_TEST_MODULE`): its public helpers may have callers
+        there."""
+        return IMPORTED_TEST_MODULE in self._conftest_fixtures
 
     def derived(self, build: Callable[[ModuleAnalysis], T]) -> T:
         """``build(self)``, made once per analysis: what a layer above derives from the

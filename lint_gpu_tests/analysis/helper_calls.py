@@ -142,7 +142,7 @@ def runner_through_callers(module: ModuleAnalysis, func: FunctionInfo,
     passed = helper_callers(module, func, fixture)
     if isinstance(passed, str):
         return cannot + passed
-    if passed.public and not passed.passed and not is_test_module(module.path):
+    if passed.public and not passed.passed and (not is_test_module(module.path) or module.imported_by_tree):
         return cannot + f"`{passed.name}()` is public in a module others import: their " \
                         f"calls would need `{fixture}` too, and {ONE_MODULE} (the helper and " \
                         "its callers in other modules are not fixed together)"

@@ -35,7 +35,8 @@ from lint_gpu_tests.checking.helper_index import (
     summarise,
     tree_root,
 )
-from lint_gpu_tests.config import ROOT_MARKERS, STDIN_PATH, Config
+from lint_gpu_tests.config import ROOT_MARKERS, STDIN_PATH, Config, is_test_module
+from lint_gpu_tests.ftypes import IMPORTED_TEST_MODULE
 
 if TYPE_CHECKING:
     from lint_gpu_tests.analysis.analysis import ModuleAnalysis
@@ -194,6 +195,8 @@ class ConftestIndex:
                 union = memo[key] = known | helpers if helpers else known
             return union
         helpers = tree.entries(absolute)
+        if tree.defines(absolute) and is_test_module(absolute):
+            helpers = helpers | {IMPORTED_TEST_MODULE}
         return known | helpers if helpers else known
 
     def tree(self, path: str, config: Config) -> TreeHelpers:

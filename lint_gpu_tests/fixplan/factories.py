@@ -341,7 +341,7 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
                        for caller in found if caller.plan.reason)
         callers.extend(found)
     if not name.startswith("_") and not tree:
-        if not is_test_module(module.path):
+        if (not is_test_module(module.path) or module.imported_by_tree):
             return FixInfo.none(title, f"`{name}()` is public in a module others import: their "
                                 f"calls would get a context manager instead of an engine, and "
                                 f"{ONE_MODULE} (the helper and its callers in other modules are "
