@@ -134,7 +134,8 @@ def runner_through_callers(module: ModuleAnalysis, func: FunctionInfo,
     """With ``target = "vllm"``: how the helper ``func`` gets the runner fixture from its
     callers, or why it cannot, the reason starting with why the helper cannot simply build the
     runner itself (vLLM's ``VllmRunner`` lives in its tests/conftest.py). A public helper is
-    left alone outside test modules (``conftest.py``, utility modules), which others import."""
+    left alone where others import it: outside test modules (``conftest.py``, utility
+    modules), and in a test module another module of the tree imports."""
     cannot = "vLLM's `VllmRunner` lives in its tests/conftest.py, which a helper cannot " \
              "import, and "
     if func.kind is not FunctionKind.HELPER or func.in_base_class:
@@ -142,7 +143,8 @@ def runner_through_callers(module: ModuleAnalysis, func: FunctionInfo,
     passed = helper_callers(module, func, fixture)
     if isinstance(passed, str):
         return cannot + passed
-    if passed.public and not passed.passed and (not is_test_module(module.path) or module.imported_by_tree):
+    others_import = not is_test_module(module.path) or module.imported_by_tree
+    if passed.public and not passed.passed and others_import:
         return cannot + f"`{passed.name}()` is public in a module others import: their " \
                         f"calls would need `{fixture}` too, and {ONE_MODULE} (the helper and " \
                         "its callers in other modules are not fixed together)"
