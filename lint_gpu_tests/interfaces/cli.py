@@ -152,42 +152,11 @@ def _check(args: CheckArgs, config: ConfigResolver) -> int:
     finally:
         progress.finish()
     shown = present(result, report)
-    if answers.LISTED is not None and _may_keep_answer(args, config, result, shown):
-        from lint_gpu_tests.checking.helper_index import list_tree, tree_root
+    if answers.LISTED is not None:
+        from lint_gpu_tests.interfaces.keep_answer import keep_answer
 
-        for path in args.paths or (".",):  # the trees whose helpers the modules may import
-            absolute = os.path.abspath(path)
-            list_tree(tree_root(absolute if os.path.isdir(absolute) else
-                                os.path.dirname(absolute)))
-        for settings in config.configs():  # a project's runner: its signature decides fixes
-            if settings.runner_module is not None:
-                module = os.path.join(os.path.abspath(settings.root),
-                                      *settings.runner_module[0].split("."))
-                answers.LISTED.update((os.path.dirname(module), module))
-        answers.keep(args.paths, [(e, p) for e, p in shown.pieces if isinstance(p, str)],
-                     shown.status)
+        keep_answer(args, config, result, shown)
     return _write(shown)
-
-
-def _may_keep_answer(args: CheckArgs, config: ConfigResolver, result: RunResult,
-                     shown: Presentation) -> bool:
-    """True when the run's output may be replayed by a later run of the same command
-    (:mod:`lint_gpu_tests.running.answers`): it wrote no file, read no stdin, cache nor file
-    that an option or setting names (``--config``, ``--leak-report``, a baseline), ran only
-    the package's rules, met no error and printed only text."""
-    from lint_gpu_tests.config import baselines_in_force
-
-    run, mode, selection = args.run, args.mode, args.selection
-    if run.fix or run.diff or not run.cache or mode.leak_report or mode.update_baseline or \
-            mode.ratchet or selection.config_file or selection.baseline or "-" in args.paths:
-        return False
-    if result.problems or any(f.error for f in result.files) or \
-            any(isinstance(p, bytes) for _, p in shown.pieces):
-        return False
-    rules = sys.modules.get("lint_gpu_tests.rules")
-    if rules is not None and rules.outside_rules():
-        return False
-    return not baselines_in_force(args.paths, config)
 
 
 def _check_stdin(filename: str, args: CheckArgs, config: ConfigResolver) -> int:
