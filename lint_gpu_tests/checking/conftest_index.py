@@ -211,11 +211,12 @@ class ConftestIndex:
         return found
 
     def tree_summary(self, path: str, size: int, mtime_ns: int, config: Config,
-                     now_ns: int) -> Summary:
+                     now_ns: int, source: bytes | None = None) -> Summary:
         """The helper summary of one version of the file at ``path``
         (:func:`~lint_gpu_tests.checking.helper_index.summarise`): known by its status or its
-        content, else read and summarised. Only a file that had to be parsed is kept by its
-        status and content (one that names no engine is settled by its bytes alone)."""
+        content, else read (unless ``source``, its bytes, is given) and summarised. Only a
+        file that had to be parsed is kept by its status and content (one that names no
+        engine is settled by its bytes alone)."""
         key = (path, size, mtime_ns, config)
         found = self._summaries.get(key) or _SUMMARIES.get(key)
         if found is not None:
@@ -223,11 +224,12 @@ class ConftestIndex:
         status = f"{STATUS_KEY}{path}:{size}:{mtime_ns}"
         known = self.recall(config, status)
         if known is None:
-            try:
-                with open(path, "rb") as handle:
-                    source = handle.read()
-            except OSError:
-                return ()
+            if source is None:
+                try:
+                    with open(path, "rb") as handle:
+                        source = handle.read()
+                except OSError:
+                    return ()
             known = frozenset()
             if may_define_helpers(source, config):
                 from lint_gpu_tests.analysis.analysis import is_test_module_path

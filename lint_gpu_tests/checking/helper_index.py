@@ -85,8 +85,9 @@ class SummaryStore(Protocol):
         """Know ``names`` under ``key`` (and keep them in the result cache)."""
 
     def tree_summary(self, path: str, size: int, mtime_ns: int, config: Config,
-                     now_ns: int) -> Summary:
-        """The summary of one version of the file at ``path``."""
+                     now_ns: int, source: bytes | None = None) -> Summary:
+        """The summary of one version of the file at ``path`` (``source``: its bytes, when
+        already read)."""
 
 
 def tree_root(directory: str) -> str:
@@ -119,8 +120,7 @@ def _python_files(root: str) -> Iterator[tuple[str, int, int]]:
     count = 0
     while stack:
         directory = stack.pop()
-        if answers.LISTED is not None:
-            answers.LISTED.add(directory)
+        answers.note_listed(directory)
         try:
             entries = list(os.scandir(directory))
         except OSError:
@@ -345,14 +345,22 @@ def build_tree(root: str, config: Config, index: SummaryStore) -> TreeHelpers:
     known = index.recall(config, key)
     if known is not None:
         return _from_record(root, known)
+    # Each file is read once here, its bytes handed to every step (dropped when built).
+    sources: dict[str, bytes] = {}
+    for path, _, _ in listed:
+        try:
+            with open(path, "rb") as handle:
+                sources[path] = handle.read()
+        except OSError:
+            continue
     # A test module's helpers serve its own tests (the module's own engine_factories); it is
     # summarised only when a module of the tree imports it by name.
-    imported = _imported_test_modules(listed)
-    files = [f for f in listed if not is_test_module(f[0]) or
-             os.path.basename(f[0])[:-3] in imported]
+    imported = _imported_test_modules(sources.values())
+    files = [f for f in listed if f[0] in sources and (
+        not is_test_module(f[0]) or os.path.basename(f[0])[:-3] in imported)]
     summaries: dict[str, Summary] = {}
     for path, size, mtime in files:
-        summary = index.tree_summary(path, size, mtime, config, now)
+        summary = index.tree_summary(path, size, mtime, config, now, sources[path])
         if summary:
             summaries[path] = summary
     reexports: dict[str, list[tuple[str, str, str]]] = {}
@@ -360,7 +368,7 @@ def build_tree(root: str, config: Config, index: SummaryStore) -> TreeHelpers:
     if names:
         needles = tuple(sorted(n.encode() for n in names))
         for path, _, _ in files:
-            found = _reexports_in(path, needles, names)
+            found = _reexports_in(sources[path], needles, names)
             if found:
                 reexports[path] = found
     if all(now - mtime > RACY_NS for _, _, mtime in listed):
@@ -371,18 +379,13 @@ def build_tree(root: str, config: Config, index: SummaryStore) -> TreeHelpers:
     return TreeHelpers(root, summaries, reexports)
 
 
-def _imported_test_modules(files: Iterable[tuple[str, int, int]]) -> set[str]:
-    """The names of test modules (``test_x``, ``x_test``) that an import statement of
-    ``files`` names on its first line (``from tests.test_x import f``, ``from .test_x import
-    f``, ``from . import test_x``, ``import tests.test_x``), at any indentation, read in
-    bytes."""
+def _imported_test_modules(sources: Iterable[bytes]) -> set[str]:
+    """The names of test modules (``test_x``, ``x_test``) that an import statement of one of
+    ``sources`` (files' bytes) names on its first line (``from tests.test_x import f``,
+    ``from .test_x import f``, ``from . import test_x``, ``import tests.test_x``), at any
+    indentation."""
     names: set[str] = set()
-    for path, _, _ in files:
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError:
-            continue
+    for data in sources:
         at = data.find(b"import")
         while at >= 0:  # bytes.find, not a regex over the whole file: this runs on every file
             start = data.rfind(b"\n", 0, at) + 1
@@ -409,15 +412,10 @@ def _from_record(root: str, record: frozenset[str]) -> TreeHelpers:
     return TreeHelpers(root, {p: tuple(s) for p, s in summaries.items()}, reexports)
 
 
-def _reexports_in(path: str, needles: tuple[bytes, ...], names: set[str]
+def _reexports_in(source: bytes, needles: tuple[bytes, ...], names: set[str]
                   ) -> list[tuple[str, str, str]]:
-    """The top-level ``from M import name [as local]`` of a helper's name in the file at
-    ``path`` (read only when its bytes name one)."""
-    try:
-        with open(path, "rb") as handle:
-            source = handle.read()
-    except OSError:
-        return []
+    """The top-level ``from M import name [as local]`` of a helper's name in a file's bytes
+    ``source`` (parsed only when they name one)."""
     if not any(n in source for n in needles):
         return []
     out: list[tuple[str, str, str]] = []

@@ -90,6 +90,13 @@ _stamp: str | None = None
 """:func:`package_stamp`, once computed."""
 
 
+def note_listed(directory: str) -> None:
+    """Record that the current run listed ``directory`` (absolute), when it collects them
+    (:data:`LISTED`); else nothing."""
+    if LISTED is not None:
+        LISTED.add(directory)
+
+
 def cache_dir_of(argv: Sequence[str], cwd: str) -> str | None:
     """The cache directory that keeps the answers of a ``check`` with arguments ``argv`` (the
     program's name excluded) run in ``cwd`` (an absolute path): ``--cache-dir``'s value, else

@@ -360,8 +360,7 @@ def _walk(walk: _Walk, directory: str, real: str, rel_parts: list[str],
           chain: list[_Ignore]) -> None:
     """Depth-first walk of ``directory`` (absolute and normalised; ``real`` is its real
     path). A directory holding a ``pyvenv.cfg`` is a virtualenv and skipped whole."""
-    if answers.LISTED is not None:
-        answers.LISTED.add(directory)
+    answers.note_listed(directory)
     try:
         with os.scandir(directory) as entries:
             listing = sorted(entries, key=_entry_name)
