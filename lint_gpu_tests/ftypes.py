@@ -279,9 +279,9 @@ def wanted_fixes(violations: Iterable[Violation], unsafe: bool) -> list[Violatio
 # :meth:`lint_gpu_tests.analysis.analysis.ImportedHelper.parse`.
 ENGINE_HELPER = "engine-helper:"
 
-#: The entry (:mod:`lint_gpu_tests.checking.conftest_index`) marking a test module that
-#: another module of its tree imports by name and that defines an engine helper: its public
-#: helpers are fixed with their callers in the other modules, as one unit
+#: The entry (:mod:`lint_gpu_tests.checking.conftest_index`) marking a test module one of
+#: whose engine helpers another module of its tree imports (or that it imports whole): its
+#: public helpers are fixed with their callers in the other modules, as one unit
 #: (:mod:`lint_gpu_tests.fixing.tree_units`), never alone.
 IMPORTED_TEST_MODULE = "imported-test-module:"
 

@@ -749,6 +749,32 @@ def test_unsafe_fixes_leave_the_helper_of_an_imported_test_module_to_its_unit(
     assert "with setup_engine(64) as llm:" in (tmp_path / "tests" / "test_b.py").read_text()
 
 
+@pytest.mark.parametrize(("line", "marked"), [
+    ("from tests.test_a import setup_engine", True),
+    ("from tests.test_a import PROMPTS, setup_engine as make", True),
+    ("import tests.test_a as a", True),
+    ("from tests import test_a", True),
+    ("from tests.test_a import (PROMPTS,", True),  # names on the next lines: any of them
+    ("from tests.test_a import PROMPTS", False),
+    ("from tests.test_a import PROMPTS  # setup_engine", False),
+])
+def test_a_test_module_is_one_unit_with_its_importers_only_for_a_helper_they_import(
+        tmp_path: Path, line: str, marked: bool) -> None:
+    """The per-file fix of ``test_a.py``'s public helper is withheld for the unit only when
+    another module may import the helper: importing a constant of the module leaves its
+    unsafe fix (``test_b.py`` cannot call the helper)."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_a.py").write_text(HELPER_IN_TEST_MODULE + 'PROMPTS = ["x"]\n')
+    rest = "\n    setup_engine)\n" if line.endswith(",") else "\n"
+    (tmp_path / "tests" / "test_b.py").write_text(
+        line + rest + "\n\ndef test_b():\n    assert True\n")
+    expected = Applicability.NONE if marked else Applicability.UNSAFE
+    assert [(r[3], r[4]) for r in _run(tmp_path, ("tests/test_a.py",))] == [
+        ("GPU001", expected), ("GPU004", expected)]
+
+
 def test_a_test_module_no_module_imports_keeps_its_helpers_to_itself(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     (tmp_path / "tests").mkdir()

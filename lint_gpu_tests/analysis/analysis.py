@@ -317,9 +317,9 @@ class ModuleAnalysis:
 
     @property
     def imported_by_tree(self) -> bool:
-        """Whether another module of the tree imports this test module, which defines an
-        engine helper (:data:`IMPORTED_TEST_MODULE`): its public helpers may have callers
-        there."""
+        """Whether another module of the tree imports one of this test module's engine
+        helpers, or the module whole (:data:`IMPORTED_TEST_MODULE`): its public helpers may
+        have callers there."""
         return IMPORTED_TEST_MODULE in self._conftest_fixtures
 
     def derived(self, build: Callable[[ModuleAnalysis], T]) -> T:

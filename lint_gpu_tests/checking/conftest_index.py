@@ -35,7 +35,7 @@ from lint_gpu_tests.checking.helper_index import (
     summarise,
     tree_root,
 )
-from lint_gpu_tests.config import ROOT_MARKERS, STDIN_PATH, Config, is_test_module
+from lint_gpu_tests.config import ROOT_MARKERS, STDIN_PATH, Config
 from lint_gpu_tests.ftypes import IMPORTED_TEST_MODULE
 
 if TYPE_CHECKING:
@@ -195,7 +195,7 @@ class ConftestIndex:
                 union = memo[key] = known | helpers if helpers else known
             return union
         helpers = tree.entries(absolute)
-        if tree.defines(absolute) and is_test_module(absolute):
+        if absolute in tree.helpers_imported:
             helpers = helpers | {IMPORTED_TEST_MODULE}
         return known | helpers if helpers else known
 

@@ -180,8 +180,12 @@ class TreeHelpers:
     """The engine helpers of one tree: each file's summary, and the re-exports of them."""
 
     def __init__(self, root: str, summaries: dict[str, Summary],
-                 reexports: dict[str, list[tuple[str, str, str]]]) -> None:
+                 reexports: dict[str, list[tuple[str, str, str]]],
+                 helpers_imported: frozenset[str] = frozenset()) -> None:
         self.root = root
+        #: Absolute paths of the test modules one of whose helpers an import of the tree
+        #: names (or that a module imports whole).
+        self.helpers_imported = helpers_imported
         #: Absolute path -> its summary (files with at least one helper).
         self.summaries = summaries
         #: Absolute path -> ``(module as written, name, local name)`` of its top-level
@@ -371,20 +375,23 @@ def build_tree(root: str, config: Config, index: SummaryStore) -> TreeHelpers:
             found = _reexports_in(sources[path], needles, names)
             if found:
                 reexports[path] = found
+    helpers_imported = _imported_helpers(summaries, imported)
     if all(now - mtime > RACY_NS for _, _, mtime in listed):
         index.keep(config, key, frozenset(
             [f"S\t{path}\t{entry}" for path, summary in summaries.items() for entry in summary]
             + [f"R\t{path}\t{m}\t{n}\t{local}" for path, found in reexports.items()
-               for m, n, local in found]))
-    return TreeHelpers(root, summaries, reexports)
+               for m, n, local in found]
+            + [f"T\t{path}" for path in helpers_imported]))
+    return TreeHelpers(root, summaries, reexports, helpers_imported)
 
 
-def _imported_test_modules(sources: Iterable[bytes]) -> set[str]:
-    """The names of test modules (``test_x``, ``x_test``) that an import statement of one of
+def _imported_test_modules(sources: Iterable[bytes]) -> dict[str, frozenset[str] | None]:
+    """The test modules (``test_x``, ``x_test``) that an import statement of one of
     ``sources`` (files' bytes) names on its first line (``from tests.test_x import f``,
     ``from .test_x import f``, ``from . import test_x``, ``import tests.test_x``), at any
-    indentation."""
-    names: set[str] = set()
+    indentation, each with the names imported from it: ``None`` when the module itself is
+    imported, or its names do not stand on that line (a parenthesised list)."""
+    found: dict[str, frozenset[str] | None] = {}
     for data in sources:
         at = data.find(b"import")
         while at >= 0:  # bytes.find, not a regex over the whole file: this runs on every file
@@ -393,23 +400,56 @@ def _imported_test_modules(sources: Iterable[bytes]) -> set[str]:
             end = len(data) if end < 0 else end
             line = data[start:end]
             if IMPORT_STATEMENT.match(line) and (b"test" in line):
-                names.update(n.decode("ascii", "replace")
-                             for n in TEST_MODULE_NAME.findall(line))
+                for module, names in _test_modules_on(line):
+                    known = found.get(module, frozenset())
+                    found[module] = None if names is None or known is None else known | names
             at = data.find(b"import", end)
-    return names
+    return found
+
+
+def _test_modules_on(line: bytes) -> Iterator[tuple[str, frozenset[str] | None]]:
+    """The test modules the import statement starting ``line`` names, with the names it
+    imports from each (``None``: the module itself, or names not on this line)."""
+    head, sep, tail = line.partition(b" import ")
+    from_import = bool(sep) and line.lstrip().startswith(b"from")
+    names: frozenset[str] | None = None
+    if from_import and b"(" not in tail and not tail.rstrip().endswith(b"\\"):
+        names = frozenset(item.split()[0].decode("ascii", "replace")
+                          for item in tail.split(b"#")[0].split(b",") if item.split())
+    for match in TEST_MODULE_NAME.finditer(line):
+        module = match.group(1).decode("ascii", "replace")
+        yield module, names if from_import and match.start() < len(head) else None
+
+
+def _imported_helpers(summaries: dict[str, Summary],
+                      imported: dict[str, frozenset[str] | None]) -> frozenset[str]:
+    """The test modules of ``summaries`` (absolute paths) one of whose helpers an import of
+    the tree may name (:func:`_imported_test_modules`)."""
+    out = set()
+    for path, summary in summaries.items():
+        if not is_test_module(path):
+            continue
+        names = imported.get(os.path.basename(path)[:-3], frozenset())
+        if names is None or any(entry.split("|")[1] in names for entry in summary):
+            out.add(path)
+    return frozenset(out)
 
 
 def _from_record(root: str, record: frozenset[str]) -> TreeHelpers:
     """The :class:`TreeHelpers` a tree's record (:func:`build_tree`) keeps."""
     summaries: dict[str, list[str]] = {}
     reexports: dict[str, list[tuple[str, str, str]]] = {}
+    imported: set[str] = set()
     for line in sorted(record):
         parts = line.split("\t")
         if parts[0] == "S" and len(parts) == 3:
             summaries.setdefault(parts[1], []).append(parts[2])
         elif parts[0] == "R" and len(parts) == 5:
             reexports.setdefault(parts[1], []).append((parts[2], parts[3], parts[4]))
-    return TreeHelpers(root, {p: tuple(s) for p, s in summaries.items()}, reexports)
+        elif parts[0] == "T" and len(parts) == 2:
+            imported.add(parts[1])
+    return TreeHelpers(root, {p: tuple(s) for p, s in summaries.items()}, reexports,
+                       frozenset(imported))
 
 
 def _reexports_in(source: bytes, needles: tuple[bytes, ...], names: set[str]
