@@ -120,6 +120,25 @@ def test_a_conftest_beside_the_module_is_an_input(
     assert key_of(recording_inputs(tree, "test_two_engines.py")) == unrelated
 
 
+def test_a_test_module_the_module_imports_is_an_input(
+        corpus: tuple[dict[str, Path], dict[Any, Any]], tmp_path: Path) -> None:
+    """The importer runs the owner's helper: a change to the owner re-runs both; a test
+    module beside them that nothing imports is no input of either."""
+    trees, _ = corpus
+    tree = tmp_path / "safe"
+    shutil.copytree(trees["safe"], tree)
+    owner, importer = ("xunit_test_module/test_xunit_owner.py",
+                       "xunit_test_module/test_xunit_importer.py")
+    before = {m: key_of(recording_inputs(tree, m)) for m in (owner, importer)}
+    (tree / "xunit_test_module" / "test_unrelated.py").write_text("def test_x():\n    pass\n")
+    assert {m: key_of(recording_inputs(tree, m)) for m in (owner, importer)} == before
+    with open(tree / owner, "a") as f:
+        f.write("# changed\n")
+    after = {m: key_of(recording_inputs(tree, m)) for m in (owner, importer)}
+    assert after[owner] != before[owner]
+    assert after[importer] != before[importer]
+
+
 def test_full_and_sample_runs(corpus: tuple[dict[str, Path], dict[Any, Any]],
                               tmp_path: Path) -> None:
     _, inputs = corpus

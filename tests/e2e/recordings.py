@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -117,12 +118,18 @@ def recording_inputs(tree: Path, module: str, on: Platform | None = None) -> dic
 
 
 def sibling_modules(tree: Path, module: str) -> list[str]:
-    """The modules beside ``module`` in its folder of ``tree`` that are neither test modules
-    nor a ``conftest.py`` (``xunit/engine_helpers.py``, which the module imports and a fix
-    across modules rewrites with it), ``/``-separated: inputs of its recording."""
+    """The modules beside ``module`` in its folder of ``tree`` that it may run code of: those
+    that are neither test modules nor a ``conftest.py`` (``xunit/engine_helpers.py``, which the
+    module imports and a fix across modules rewrites with it), and the test modules its
+    import statements name (``from test_xunit_owner import build_engine``),
+    ``/``-separated: inputs of its recording."""
     folder = (tree / module).parent
+    imports = " ".join(line for line in (tree / module).read_text().splitlines()
+                       if line.lstrip().startswith(("import ", "from ")))
+    words = set(re.findall(r"\w+", imports))
     return sorted(p.relative_to(tree).as_posix() for p in folder.glob("*.py")
-                  if not p.name.startswith("test_") and p.name != "conftest.py")
+                  if p.name != "conftest.py" and p.name != Path(module).name and (
+                      not p.name.startswith("test_") or p.stem in words))
 
 
 #: Packaging tools in the e2e venv that ``pip freeze`` (and so ``constraints.txt``) leaves
