@@ -199,3 +199,40 @@ def test_self_referencing_container(source: str, cycle: str | None) -> None:
     the engine alive past the block, so the fix is unsafe)."""
     tainted = {"box", "xs", "outer", "d"}
     assert self_referencing(list(ast.walk(ast.parse(source))), tainted) == cycle
+
+
+GUARDED = '''\
+from vllm import LLM
+
+
+def test_guarded():
+    llm = LLM("m")
+    try:
+        assert llm is not None
+        assert llm.generate(["a"])
+    finally:
+        if llm is not None:
+            llm.llm_engine.engine_core.shutdown()
+'''
+
+
+def test_a_comparison_with_none_is_no_identity_check() -> None:
+    """``llm is None`` and ``llm is not None`` answer the same for a ``weakref.proxy`` as for
+    the engine (a proxy is never ``None``): the wrap is safe, the guarded shutdown goes."""
+    found = check_source(GUARDED.encode(), "tests/test_case.py", Config())
+    assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else None)
+            for v in found] == [(5, "GPU001", "safe"), (6, "GPU003", "safe")]
+    assert fix_source(GUARDED.encode(), "tests/test_case.py", Config()).new_source == (
+        b"import weakref\n\n\n"
+        b"def test_guarded(vllm_runner):\n"
+        b"    with vllm_runner(\"m\") as runner:\n"
+        b"        llm = weakref.proxy(runner.llm)\n"
+        b"        assert llm is not None\n"
+        b"        assert llm.generate([\"a\"])\n")
+
+
+def test_a_comparison_with_another_object_is_an_identity_check() -> None:
+    source = GUARDED.replace("assert llm is not None", "assert llm is not object()")
+    found = check_source(source.encode(), "tests/test_case.py", Config())
+    assert {v.fix.reason for v in found if v.fix} == {
+        "identity checks (`is`) on the engine see a `weakref.proxy`"}

@@ -782,3 +782,41 @@ def test_a_test_module_no_module_imports_keeps_its_helpers_to_itself(tmp_path: P
     (tmp_path / "tests" / "test_b.py").write_text(IMPORTS_IT.replace("tests.test_a", "lib"))
     assert [(p, r, c) for p, r, _, c, _, _ in _run(tmp_path)] == [
         ("tests/test_a.py", 5, "GPU001"), ("tests/test_a.py", 11, "GPU004")]
+
+
+def test_a_fixture_yielding_an_engine_from_a_helper_is_gpu002_fixed_with_the_unit(
+        tmp_path: Path) -> None:
+    """A conftest fixture that yields the engine a helper of another module builds hands out
+    the engine itself (GPU002); the unit makes the helper a context manager handing out a
+    weak proxy, and the fixture's block yields that proxy: the unit's fix covers GPU002."""
+    root = tmp_path / "tree"
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "__init__.py").write_text("")
+    (root / "tests" / "helpers.py").write_text(
+        "from vllm import LLM\n\n\ndef build(**kwargs):\n    return LLM(**kwargs)\n")
+    (root / "tests" / "conftest.py").write_text(
+        "import pytest\n\nfrom tests.helpers import build\n\n\n@pytest.fixture\n"
+        "def llm():\n    engine = build(model=\"m\")\n    yield engine\n    del engine\n")
+    (root / "tests" / "test_use.py").write_text(
+        "def test_generate(llm):\n    assert llm.generate([\"a\"])\n")
+    safe = Applicability.SAFE
+    assert _run(root) == [
+        ("tests/conftest.py", 8, 14, "GPU001", safe, ""),
+        ("tests/conftest.py", 9, 11, "GPU002", safe, ""),
+        ("tests/conftest.py", 10, 5, "GPU004", safe, ""),
+    ]
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        result = check_paths(["tests"], Config(root=str(root)), jobs=1, cache=False, fix=True)
+    finally:
+        os.chdir(old)
+    assert not result.errors
+    assert (root / "tests" / "conftest.py").read_text() == (
+        "import pytest\n\nfrom tests.helpers import build\n\n\n@pytest.fixture\n"
+        "def llm():\n    with build(model=\"m\") as engine:\n        yield engine\n")
+    assert (root / "tests" / "helpers.py").read_text() == (
+        "import contextlib\nimport weakref\n\nfrom lint_gpu_tests.runtime import VllmRunner\n"
+        "\n\n@contextlib.contextmanager\ndef build(**kwargs):\n"
+        "    with VllmRunner(**kwargs) as runner:\n        yield weakref.proxy(runner.llm)\n")
+    assert _run(root) == []

@@ -131,7 +131,8 @@ def _unused_by_text(text: str, removals: Sequence[Removal]) -> bool:
             continue
         if kind == tokenize.NAME and string in names and previous != ".":
             return False
-        if kind == tokenize.STRING and word.search(string) and _names_in_string(string):
+        if kind == tokenize.STRING and word.search(string) and \
+                _names_in_string(string, names):
             return False
         if kind not in (tokenize.STRING, tokenize.NAME, tokenize.OP, tokenize.NUMBER):
             # an f-string's parts (Python 3.12+) and anything unforeseen: a name in it counts
@@ -141,12 +142,29 @@ def _unused_by_text(text: str, removals: Sequence[Removal]) -> bool:
     return True
 
 
-def _names_in_string(literal: str) -> bool:
+def _names_in_string(literal: str, names: set[str | None]) -> bool:
     """True when the string token ``literal`` may name a binding as LibCST reads strings: an
-    f-string, or a string whose content is a Python expression."""
+    f-string whose replacement fields read one of ``names`` (or hold a string naming one),
+    or a string whose content is a Python expression. The literal text of an f-string is
+    no use of a name: LibCST's scopes see only the expressions of its replacement fields."""
     prefix = literal[:literal.index(literal[-1])].lower()
     if "f" in prefix:
-        return True
+        try:
+            joined = ast.parse(literal, mode="eval").body
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            return True
+        if not isinstance(joined, ast.JoinedStr):
+            return True
+        for field in ast.walk(joined):
+            if not isinstance(field, ast.FormattedValue):
+                continue
+            for node in ast.walk(field):
+                if isinstance(node, ast.Name) and node.id in names:
+                    return True
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                        any(n and n in node.value for n in names):
+                    return True
+        return False
     try:
         content = ast.literal_eval(literal)
     except (SyntaxError, ValueError, MemoryError, RecursionError):

@@ -104,8 +104,10 @@ class TreeUnit:
     def covered(self, path: str, violation: Violation) -> bool:
         """True when the unit's rewrite of ``path`` removes ``violation``: the helper's own
         engine (GPU001), a caller's call of the helper it turns into a with-statement
-        (GPU001, reported where the helper's module is out of the rules' scope), or a
-        caller's cleanup or shutdown ``try`` its with-block deletes."""
+        (GPU001, reported where the helper's module is out of the rules' scope), a
+        caller's cleanup or shutdown ``try`` its with-block deletes, or a fixture's ``yield``
+        of the engine inside that block, which then hands out the helper's weak proxy
+        (GPU002)."""
         plan = self.fix
         if not isinstance(plan, FactoryPlan):
             return False
@@ -115,8 +117,9 @@ class TreeUnit:
         # In the helper's own module (a test module others import it from) its callers'
         # cleanup has a fix of its own, which the unit's rewrite of that module replaces.
         return (self.marks(violation) or path == plan.path) and any(
-            (violation.code == "GPU001" and row == caller.line) if
-            violation.code == "GPU001" else
+            row == caller.line if violation.code == "GPU001" else
+            caller.plan.site_line <= row <= caller.plan.end_line
+            if violation.code == "GPU002" else
             row in caller.plan.remove_lines | caller.plan.unwrap_try_lines
             for caller in plan.callers if caller.path == path)
 

@@ -190,6 +190,15 @@ class FactoryPlan(FixPlan):
                    for caller in self.callers
                    if caller.path == path and caller.plan.function_line == function_line)
 
+    def hands_out(self, path: str, function_line: int, line: int) -> bool:
+        """True when the statement at ``line``, of the fixture at ``function_line`` of
+        ``path``, lies in the with-block of a call of the helper there: what the fixture
+        yields or returns there is then the weak proxy the context manager hands out
+        (GPU002)."""
+        return any(caller.plan.site_line <= line <= caller.plan.end_line
+                   for caller in self.callers
+                   if caller.path == path and caller.plan.function_line == function_line)
+
 
 def factory_units(module: ModuleAnalysis) -> dict[str, FactoryPlan | FixInfo]:
     """The fix unit of every factory helper of ``module`` (:attr:`engine_factories`), by

@@ -200,7 +200,7 @@ def identity_reason(node: ast.AST, names: set[str], subject: str) -> str | None:
     """The unsafe reason when ``node`` looks at a name in ``names`` by identity
     (``type(llm) is LLM``, ``id(llm)``, ``llm is other``, ``isinstance(llm,
     weakref.ProxyType)``): after the fix it holds a proxy. ``isinstance(llm, LLM)`` is
-    not identity (:data:`CLASS_CALLS`). ``subject`` says what the names hold in the reason
+    not identity (:data:`CLASS_CALLS`), nor is ``llm is None``. ``subject`` says what the names hold in the reason
     (``"the engine"``)."""
     if isinstance(node, ast.Call) and any(
             isinstance(a, ast.Name) and a.id in names for a in node.args):
@@ -209,11 +209,20 @@ def identity_reason(node: ast.AST, names: set[str], subject: str) -> str | None:
                 isinstance(n, (ast.Name, ast.Attribute)) and last_name(n) in _PROXY_TYPES
                 for a in node.args[1:] for n in walk_breadth(a))):
             return f"`{name}()` on {subject} sees a `weakref.proxy`, not the engine"
-    if isinstance(node, ast.Compare) and any(
-            isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops) and any(
-            isinstance(x, ast.Name) and x.id in names for x in (node.left, *node.comparators)):
-        return f"identity checks (`is`) on {subject} see a `weakref.proxy`"
+    if isinstance(node, ast.Compare):
+        operands = (node.left, *node.comparators)
+        for op, left, right in zip(node.ops, operands, operands[1:]):
+            if isinstance(op, (ast.Is, ast.IsNot)) and any(
+                    isinstance(x, ast.Name) and x.id in names and not _is_none(y)
+                    for x, y in ((left, right), (right, left))):
+                return f"identity checks (`is`) on {subject} see a `weakref.proxy`"
     return None
+
+
+def _is_none(node: ast.expr) -> bool:
+    """True for the constant ``None``: a ``weakref.proxy`` is no more ``None`` than the
+    engine it stands for, so ``llm is None`` and ``llm is not None`` answer the same."""
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 def identity_problem(segment: list[ast.stmt], names: set[str]) -> str | None:

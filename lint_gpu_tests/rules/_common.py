@@ -76,13 +76,15 @@ def is_shutdown_try(module: ModuleAnalysis, node: ast.AST, engines: set[str]) ->
                                for s in node.finalbody)
 
 
-def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int,
-                title: str) -> tuple[FactoryPlan | None, FixInfo]:
+def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: str, *,
+                hands_out: bool = False) -> tuple[FactoryPlan | None, FixInfo]:
     """The fix of the cleanup (or shutdown ``try``) at ``line`` of ``func``, an engine that
     ``func`` gets from a factory helper of the module (:attr:`ModuleAnalysis.engine_factories`):
     the factory unit's (:mod:`lint_gpu_tests.fixplan.factories`) when its with-block in ``func``
     removes the statement, else none with the reason, naming the helper; an engine from a
-    helper of another module of the tree has none (:func:`imported_helper_reason`)."""
+    helper of another module of the tree has none (:func:`imported_helper_reason`). With
+    ``hands_out``, ``line`` is a fixture's ``yield`` or ``return`` of that engine (GPU002),
+    which the unit fixes when the with-block holds it (:meth:`FactoryPlan.hands_out`)."""
     for node in module.nodes_of(func):
         helper = module.helper_called(node)
         if helper is not None:
@@ -96,7 +98,8 @@ def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int,
         unit = units[name]
         if isinstance(unit, FixInfo):
             return None, FixInfo.none(title, unit.reason)
-        if unit.covers(module.path, func.node.lineno, line):
+        covers = unit.hands_out if hands_out else unit.covers
+        if covers(module.path, func.node.lineno, line):
             return unit, unit.covered_fix(title)
         reason = (f"the engine comes from `{name}()` (line {unit.def_line}), and its rewrite "
                   "into a context manager keeps this statement")

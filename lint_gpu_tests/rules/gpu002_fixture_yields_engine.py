@@ -6,13 +6,13 @@ import ast
 import dataclasses
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis.analysis import FunctionKind, ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import Bindings, FunctionKind, ModuleAnalysis
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.proxy import proxy_plan
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
 from lint_gpu_tests.rule import Example, Hit, Rule
-from lint_gpu_tests.rules._common import hit_at
+from lint_gpu_tests.rules._common import factory_fix, hit_at
 
 
 class FixtureYieldsEngine(Rule):
@@ -26,7 +26,9 @@ class FixtureYieldsEngine(Rule):
     fix_kinds = (FixKind.PROXY_ENGINE_REFERENCE, FixKind.WITH_ANOTHER)
     what_it_does = (
         "Checks for fixtures that `yield` or `return` an engine, the runner's engine "
-        "(`runner.llm`), or a name bound to either, instead of `weakref.proxy(...)` of it."
+        "(`runner.llm`), or a name bound to either, instead of `weakref.proxy(...)` of it. "
+        "An engine that a factory helper (of the module, a conftest or another module of "
+        "the tree) builds and returns is an engine too."
     )
     why_bad = (
         "pytest keeps a fixture's value in its cache until the fixture's teardown has "
@@ -39,7 +41,9 @@ class FixtureYieldsEngine(Rule):
         "`weakref.proxy(...)`. A name bound to `runner.llm` is rebound to the proxy instead. "
         "Returning the engine from inside the with-block is turned into a yield, which changes "
         "when the engine is torn down, so that fix is unsafe. An engine built by hand in the "
-        "fixture is fixed together with GPU001."
+        "fixture is fixed together with GPU001. An engine that a factory helper builds is "
+        "fixed with the helper's unit: the helper becomes a context manager that hands out "
+        "a weak proxy, and the fixture yields what its with-statement binds."
     )
     INVALID = (
         Example(
@@ -64,6 +68,23 @@ from vllm import LLM
 @pytest.fixture
 def llm():
     engine = LLM("facebook/opt-125m")  # error: GPU001
+    yield engine  # error: GPU002
+''',
+        ),
+        Example(
+            title="A fixture that yields the engine a factory helper builds",
+            source='''\
+import pytest
+from vllm import LLM
+
+
+def build_llm():
+    return LLM("facebook/opt-125m")  # error: GPU001
+
+
+@pytest.fixture
+def llm():
+    engine = build_llm()
     yield engine  # error: GPU002
 ''',
         ),
@@ -108,6 +129,14 @@ def runner_cls(vllm_runner):
                 value = node.value
                 kind = module.engine_expr_kind(value, func)
                 if kind is None:
+                    if _received(module, names, value):
+                        # An engine from a factory helper: the helper's fix unit makes the
+                        # helper a context manager handing out a weak proxy, and this
+                        # yield (or return) hands out that proxy.
+                        unit, fix = factory_fix(module, func, node.lineno, RECEIVED_TITLE,
+                                                hands_out=True)
+                        yield hit_at(value, self.message.format(fixture=func.name), fix,
+                                     unit)
                     continue
                 fix: FixInfo
                 plan: WrapPlan | FixInfo | None = None
@@ -144,6 +173,18 @@ def runner_cls(vllm_runner):
                         fix = dataclasses.replace(fix, applicability=Applicability.UNSAFE,
                                                   reason=consumer)
                 yield hit_at(value, self.message.format(fixture=func.name), fix, plan)
+
+
+RECEIVED_TITLE = "Yield the weak proxy that the helper made a context manager hands out"
+
+
+def _received(module: ModuleAnalysis, names: Bindings, value: ast.expr) -> bool:
+    """True when ``value`` is an engine the fixture gets from a factory helper (of the
+    module or of another module of the tree): a call of it, or a name bound to its result
+    (a helper class's instance is not an engine)."""
+    if isinstance(value, ast.Name):
+        return value.id in names.received and value.id not in names.instances
+    return module.factory_called(value) is not None
 
 
 def _yield_title(title: str) -> str:
