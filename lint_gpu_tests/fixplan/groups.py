@@ -200,8 +200,8 @@ def identity_reason(node: ast.AST, names: set[str], subject: str) -> str | None:
     """The unsafe reason when ``node`` looks at a name in ``names`` by identity
     (``type(llm) is LLM``, ``id(llm)``, ``llm is other``, ``isinstance(llm,
     weakref.ProxyType)``): after the fix it holds a proxy. ``isinstance(llm, LLM)`` is
-    not identity (:data:`CLASS_CALLS`), nor is ``llm is None``. ``subject`` says what the names hold in the reason
-    (``"the engine"``)."""
+    not identity (:data:`CLASS_CALLS`), nor is ``llm is None``. ``subject`` says what the
+    names hold in the reason (``"the engine"``)."""
     if isinstance(node, ast.Call) and any(
             isinstance(a, ast.Name) and a.id in names for a in node.args):
         name = last_name(node.func)
@@ -211,7 +211,7 @@ def identity_reason(node: ast.AST, names: set[str], subject: str) -> str | None:
             return f"`{name}()` on {subject} sees a `weakref.proxy`, not the engine"
     if isinstance(node, ast.Compare):
         operands = (node.left, *node.comparators)
-        for op, left, right in zip(node.ops, operands, operands[1:]):
+        for op, left, right in zip(node.ops, operands[:-1], operands[1:], strict=True):
             if isinstance(op, (ast.Is, ast.IsNot)) and any(
                     isinstance(x, ast.Name) and x.id in names and not _is_none(y)
                     for x, y in ((left, right), (right, left))):

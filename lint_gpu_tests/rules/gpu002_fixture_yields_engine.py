@@ -6,7 +6,12 @@ import ast
 import dataclasses
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis.analysis import Bindings, FunctionKind, ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import (
+    Bindings,
+    FunctionInfo,
+    FunctionKind,
+    ModuleAnalysis,
+)
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.proxy import proxy_plan
@@ -130,13 +135,7 @@ def runner_cls(vllm_runner):
                 kind = module.engine_expr_kind(value, func)
                 if kind is None:
                     if _received(module, names, value):
-                        # An engine from a factory helper: the helper's fix unit makes the
-                        # helper a context manager handing out a weak proxy, and this
-                        # yield (or return) hands out that proxy.
-                        unit, fix = factory_fix(module, func, node.lineno, RECEIVED_TITLE,
-                                                hands_out=True)
-                        yield hit_at(value, self.message.format(fixture=func.name), fix,
-                                     unit)
+                        yield self._received_hit(module, func, node.lineno, value)
                     continue
                 fix: FixInfo
                 plan: WrapPlan | FixInfo | None = None
@@ -174,6 +173,15 @@ def runner_cls(vllm_runner):
                                                   reason=consumer)
                 yield hit_at(value, self.message.format(fixture=func.name), fix, plan)
 
+
+    def _received_hit(self, module: ModuleAnalysis, func: FunctionInfo, line: int,
+                      value: ast.expr) -> Hit:
+        """The report of ``value``, the engine a factory helper built, yielded or returned
+        by the fixture ``func`` at ``line``: the helper's fix unit makes the helper a
+        context manager handing out a weak proxy, and this statement hands out that proxy
+        (the unit's fix; none, with the unit's reason, where it has none)."""
+        unit, fix = factory_fix(module, func, line, RECEIVED_TITLE, hands_out=True)
+        return hit_at(value, self.message.format(fixture=func.name), fix, unit)
 
 RECEIVED_TITLE = "Yield the weak proxy that the helper made a context manager hands out"
 

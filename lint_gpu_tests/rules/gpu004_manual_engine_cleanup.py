@@ -13,6 +13,7 @@ from lint_gpu_tests.analysis.analysis import (
     ModuleAnalysis,
     is_isolated,
 )
+from lint_gpu_tests.analysis.env_mutations import TEARDOWN_OF
 from lint_gpu_tests.fixplan.blocks import statement_block
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
 from lint_gpu_tests.fixplan.cleanup import ends_engine
@@ -80,7 +81,12 @@ class ManualEngineCleanup(Rule):
         "(`isolation-decorators`, `process-launchers`). Also in the methods of a helper class "
         "that owns an engine (`self.llm = LLM(...)` in `__init__` or a method it calls): "
         "`del self.llm` and the same calls, in its `close()`, `__del__` or any other method, "
-        "and `del` of an instance (`del tester`) in the function that builds it."
+        "and `del` of an instance (`del tester`) in the function that builds it. And in an "
+        "xunit teardown (`teardown_class`, `tearDownClass`, `teardown_method`, `tearDown`, "
+        "`teardown_module` ...) whose setup stores an engine on the class, the instance or a "
+        "module global (`cls.llm = LLM(...)` in `setup_class`): `del cls.llm`, "
+        "`cls.llm.shutdown()` and the same calls (no fix: the reason says where the engine "
+        "is stored)."
     )
     why_bad = (
         "`del llm` + `gc.collect()` was measured to leave 5.1 GiB free of 80 GiB while an "
@@ -231,6 +237,29 @@ class EngineHelper:
         self.llm = LLM(model)
 ''')),
         ),
+        Example(
+            title="An xunit teardown cleaning up the engine its setup stored on the class",
+            source='''\
+import gc
+
+from vllm import LLM
+
+
+class TestGenerate:
+    @classmethod
+    def setup_class(cls):
+        cls.llm = LLM("facebook/opt-125m")  # error: GPU001
+
+    @classmethod
+    def teardown_class(cls):
+        cls.llm.llm_engine.engine_core.shutdown()  # error: GPU004
+        del cls.llm  # error: GPU004
+        gc.collect()  # error: GPU004
+
+    def test_generate(self):
+        assert self.llm.generate(["a"])
+''',
+        ),
     )
     VALID = (
         Example(
@@ -293,6 +322,24 @@ def test_uses_helper():
     cleanup_dist_env_and_memory()
 ''',
         ),
+        Example(
+            title="An xunit teardown whose setup stores no engine",
+            source='''\
+import gc
+
+
+class TestTokens:
+    def setup_method(self):
+        self.tokens = [1, 2, 3]
+
+    def teardown_method(self):
+        del self.tokens
+        gc.collect()
+
+    def test_tokens(self):
+        assert self.tokens
+''',
+        ),
     )
 
     def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
@@ -304,7 +351,41 @@ def test_uses_helper():
             yield _removal(hit)
         for hit in self._function_hits(module):
             if hit.node_line not in reported:
+                reported.add(hit.node_line)
                 yield _removal(hit)
+        for hit in self._xunit_hits(module):
+            if hit.node_line not in reported:
+                yield hit
+
+    def _xunit_hits(self, module: ModuleAnalysis) -> Iterator[Hit]:
+        """Cleanup in an xunit teardown (``teardown_class``, ``tearDown``,
+        ``teardown_module`` ...) of the engine its setup stored on the class, the instance
+        or a module global (``cls.llm = LLM(...)`` in ``setup_class``): ``del cls.llm``,
+        the engine's shutdown and the cleanup calls. No fix rewrites xunit set-up and
+        teardown: the reason says where the engine is stored."""
+        for setup in module.functions:
+            if setup.name not in TEARDOWN_OF or setup.parent is not None:
+                continue
+            stored = _xunit_engines(module, setup)
+            if not stored:
+                continue
+            for teardown in module.functions:
+                if teardown.name != TEARDOWN_OF[setup.name] or teardown.parent is not None \
+                        or teardown.owner_class is not setup.owner_class:
+                    continue
+                receiver = teardown.params[0] if teardown.owner_class is not None and \
+                    teardown.params else None
+                for node in module.nodes_of(teardown):
+                    what = _xunit_cleanup(module, node, receiver, stored)
+                    if what is None:
+                        continue
+                    spelled, line = next(iter(stored.values()))
+                    reason = (f"the engine is stored on `{spelled}` by `{setup.name}()` (line "
+                              f"{line}) and lives until `{teardown.name}()`: no fix rewrites "
+                              "xunit set-up and teardown (a fixture of the same scope over "
+                              "the runner class would own the engine)")
+                    yield hit_at(node, self.message.format(what=what),
+                                 FixInfo.none(self.fix_title, reason))
 
     def _owner_class_hits(self, module: ModuleAnalysis) -> Iterator[Hit]:
         """Cleanup in the methods of a helper class that owns an engine (``del self.llm``,
@@ -440,6 +521,55 @@ def _release_idioms(module: ModuleAnalysis, func: FunctionInfo, deletable: set[s
         for stmt in idiom:
             nested.update(id(n) for n in walk_breadth(stmt) if n is not node)
     return first, nested
+
+
+def _xunit_engines(module: ModuleAnalysis, setup: FunctionInfo) -> dict[str, tuple[str, int]]:
+    """The engines an xunit setup stores where its teardown reaches them, by the attribute
+    or global name: ``{"llm": ("cls.llm", 12)}`` for ``cls.llm = LLM(...)`` on line 12 of
+    ``setup_class(cls)``; ``{"llm": ("llm", 10)}`` for ``global llm; llm = LLM(...)`` in
+    ``setup_module()``. An engine is a construction or a factory helper's result."""
+    receiver = setup.params[0] if setup.owner_class is not None and setup.params else None
+    declared = {name for n in module.nodes_of(setup) if isinstance(n, ast.Global)
+                for name in n.names}
+    found: dict[str, tuple[str, int]] = {}
+    for node in module.nodes_of(setup):
+        if not isinstance(node, ast.Assign) or not (
+                module.builds_engine(node.value) or module.factory_called(node.value)):
+            continue
+        for target in node.targets:
+            if receiver is not None and isinstance(target, ast.Attribute) and \
+                    isinstance(target.value, ast.Name) and target.value.id == receiver:
+                found.setdefault(target.attr, (f"{receiver}.{target.attr}", node.lineno))
+            elif isinstance(target, ast.Name) and target.id in declared:
+                found.setdefault(target.id, (target.id, node.lineno))
+    return found
+
+
+def _xunit_cleanup(module: ModuleAnalysis, node: ast.AST, receiver: str | None,
+                   stored: dict[str, tuple[str, int]]) -> str | None:
+    """What ``node``, a statement of an xunit teardown, does by hand to the engines
+    ``stored`` (:func:`_xunit_engines`): ``del cls.llm``, ``cls.llm.shutdown()``, a cleanup
+    call (``gc.collect()``, ``engine_core.shutdown()`` ...); else ``None``."""
+
+    def held(target: ast.expr) -> str | None:
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and \
+                receiver is not None and target.value.id == receiver and \
+                target.attr in stored:
+            return f"{receiver}.{target.attr}"
+        if isinstance(target, ast.Name) and receiver is None and target.id in stored:
+            return target.id
+        return None
+
+    if isinstance(node, ast.Delete):
+        targets = [name for t in node.targets if (name := held(t)) is not None]
+        return f"del {', '.join(targets)}" if targets else None
+    if not isinstance(node, ast.Expr) or not isinstance(node.value, ast.Call):
+        return None
+    call = node.value
+    if isinstance(call.func, ast.Attribute) and call.func.attr in ("shutdown", "close") and \
+            (name := held(call.func.value)) is not None:
+        return f"{name}.{call.func.attr}()"
+    return module.cleanup_call_kind(call)
 
 
 def _removal(hit: Hit) -> Hit:

@@ -450,3 +450,73 @@ def test_a_helper_that_returns_a_value_read_from_the_engine_is_not_a_factory() -
             assert seqs == 256
             gc.collect()
     """).encode()
+
+
+# --------------------------------------------------------------------------- xunit
+
+def test_xunit_teardowns_of_an_engine_stored_by_their_setup() -> None:
+    """A unittest class, a pytest class with a per-test setup and a module setup storing a
+    global: each teardown's cleanup of that engine is reported, without a fix, the reason
+    naming where the engine is stored."""
+    def reason(spelled: str, setup: str, line: int, teardown: str) -> str:
+        return (f"the engine is stored on `{spelled}` by `{setup}()` (line {line}) and lives "
+                f"until `{teardown}()`: no fix rewrites xunit set-up and teardown (a fixture "
+                "of the same scope over the runner class would own the engine)")
+
+    gpu001 = ("GPU001", "none",
+              "the engine is stored in an attribute or container and outlives the block")
+    assert fix_reports("""\
+        import gc
+        import unittest
+
+        import torch
+        from vllm import LLM
+
+        llm = None
+
+
+        def setup_module():
+            global llm
+            llm = LLM("m")
+
+
+        def teardown_module():
+            global llm
+            del llm
+            torch.cuda.empty_cache()
+
+
+        class TestCase(unittest.TestCase):
+            @classmethod
+            def setUpClass(cls):
+                cls.engine = LLM("m")
+
+            @classmethod
+            def tearDownClass(cls):
+                cls.engine.shutdown()
+                cls.other = None
+
+            def test_one(self):
+                assert self.engine.generate(["a"])
+
+
+        class TestPerTest:
+            def setup_method(self):
+                self.llm = LLM("m")
+
+            def teardown_method(self):
+                del self.llm, self.tokens
+                gc.collect()
+
+            def test_two(self):
+                assert self.llm.generate(["a"])
+        """) == [
+        (12, "GPU001", "none", "`llm` holds the engine and is global or nonlocal"),
+        (17, "GPU004", "none", reason("llm", "setup_module", 12, "teardown_module")),
+        (18, "GPU004", "none", reason("llm", "setup_module", 12, "teardown_module")),
+        (24, *gpu001),
+        (28, "GPU004", "none", reason("cls.engine", "setUpClass", 24, "tearDownClass")),
+        (37, *gpu001),
+        (40, "GPU004", "none", reason("self.llm", "setup_method", 37, "teardown_method")),
+        (41, "GPU004", "none", reason("self.llm", "setup_method", 37, "teardown_method")),
+    ]
