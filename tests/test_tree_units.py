@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from lint_gpu_tests.api import check_paths
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config, ConfigResolver
 from lint_gpu_tests.fixing import tree_units
 from lint_gpu_tests.ftypes import Applicability
@@ -776,12 +777,33 @@ def test_a_test_module_is_one_unit_with_its_importers_only_for_a_helper_they_imp
 
 
 def test_a_test_module_no_module_imports_keeps_its_helpers_to_itself(tmp_path: Path) -> None:
+    """No file of the tree imports test_a.py: its public helper serves its own tests only,
+    so its fix is safe in a run over the tree, and unsafe for the module checked alone (a
+    module outside what the run sees could import it)."""
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_a.py").write_text(HELPER_IN_TEST_MODULE)
     (tmp_path / "tests" / "test_b.py").write_text(IMPORTS_IT.replace("tests.test_a", "lib"))
-    assert [(p, r, c) for p, r, _, c, _, _ in _run(tmp_path)] == [
-        ("tests/test_a.py", 5, "GPU001"), ("tests/test_a.py", 11, "GPU004")]
+    safe = Applicability.SAFE
+    assert [(p, r, c, a, why) for p, r, _, c, a, why in _run(tmp_path)] == [
+        ("tests/test_a.py", 5, "GPU001", safe, ""), ("tests/test_a.py", 11, "GPU004", safe, "")]
+    alone = check_source(HELPER_IN_TEST_MODULE.encode(), "tests/test_a.py", Config())
+    assert {v.fix.applicability for v in alone if v.fix} == {Applicability.UNSAFE}
+
+
+@pytest.mark.parametrize("naming", [
+    "from tests import (\n    test_a,\n)\n",
+    "pytest_plugins = [\n    \"tests.test_a\",\n]\n",
+    "import importlib\n\nmod = importlib.import_module(\"tests.test_a\")\n",
+], ids=["parenthesised import", "pytest_plugins", "import_module"])
+def test_a_test_module_another_file_may_import_keeps_its_public_helper_unsafe(
+        tmp_path: Path, naming: str) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text(HELPER_IN_TEST_MODULE)
+    (tmp_path / "tests" / "conftest.py").write_text(naming)
+    assert {(r, c, a) for _, r, _, c, a, _ in _run(tmp_path)} == {
+        (5, "GPU001", Applicability.UNSAFE), (11, "GPU004", Applicability.UNSAFE)}
 
 
 def test_a_fixture_yielding_an_engine_from_a_helper_is_gpu002_fixed_with_the_unit(

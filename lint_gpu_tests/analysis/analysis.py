@@ -24,7 +24,7 @@ from typing import Any, TypeVar, cast
 from lint_gpu_tests.analysis.process_targets import process_targets
 from lint_gpu_tests.analysis.scopes import ScopeIndex
 from lint_gpu_tests.config import REEXPORTS, Config, is_test_module
-from lint_gpu_tests.ftypes import ENGINE_HELPER, IMPORTED_TEST_MODULE
+from lint_gpu_tests.ftypes import ENGINE_HELPER, IMPORTED_TEST_MODULE, PRIVATE_TEST_MODULE
 from lint_gpu_tests.parsing.source import (
     TopLevel,
     child_fields,
@@ -321,6 +321,13 @@ class ModuleAnalysis:
         helpers, or the module whole (:data:`IMPORTED_TEST_MODULE`): its public helpers may
         have callers there."""
         return IMPORTED_TEST_MODULE in self._conftest_fixtures
+
+    @property
+    def private_to_tree(self) -> bool:
+        """Whether this is a test module that no file of its tree imports or names for a
+        dynamic import (:data:`PRIVATE_TEST_MODULE`; never known for a module checked
+        without its tree): its public helpers serve its own tests only."""
+        return PRIVATE_TEST_MODULE in self._conftest_fixtures
 
     def derived(self, build: Callable[[ModuleAnalysis], T]) -> T:
         """``build(self)``, made once per analysis: what a layer above derives from the

@@ -36,7 +36,7 @@ from lint_gpu_tests.checking.helper_index import (
     tree_root,
 )
 from lint_gpu_tests.config import ROOT_MARKERS, STDIN_PATH, Config
-from lint_gpu_tests.ftypes import IMPORTED_TEST_MODULE
+from lint_gpu_tests.ftypes import IMPORTED_TEST_MODULE, PRIVATE_TEST_MODULE
 
 if TYPE_CHECKING:
     from lint_gpu_tests.analysis.analysis import ModuleAnalysis
@@ -133,6 +133,10 @@ config) -> engine fixtures, for one run over files on disk: a run that holds one
 conftest once, and looks the conftests up once per directory, not once per module."""
 
 
+#: The entries added to a test module's own (:data:`PRIVATE_TEST_MODULE`).
+_PRIVATE = frozenset({PRIVATE_TEST_MODULE})
+
+
 class ConftestIndex:
     """What one run knows of the conftests: the engine fixtures each defines, by content
     (what the result cache keeps, and what was found by parsing since it was last asked),
@@ -193,10 +197,12 @@ class ConftestIndex:
             if union is None:
                 helpers = tree.entries(absolute)
                 union = memo[key] = known | helpers if helpers else known
-            return union
+            return union | _PRIVATE if tree.private_test_module(absolute) else union
         helpers = tree.entries(absolute)
         if absolute in tree.helpers_imported:
             helpers = helpers | {IMPORTED_TEST_MODULE}
+        elif tree.private_test_module(absolute):
+            helpers = helpers | _PRIVATE
         return known | helpers if helpers else known
 
     def tree(self, path: str, config: Config) -> TreeHelpers:

@@ -63,6 +63,10 @@ REEXPORT = re.compile(
 #: The first line of an import statement (``from X import ...``, ``import X``), at any
 #: indentation, read in bytes.
 IMPORT_STATEMENT = re.compile(rb"[ \t]*(?:from[ \t]+\.*[A-Za-z0-9_.]*[ \t]+import|import)[ \t(]")
+#: Where a file may name a module to import it from a string: ``pytest_plugins = [...]``,
+#: ``importlib.import_module(...)``, ``__import__(...)``, ``runpy``'s runs, a spec from a path.
+DYNAMIC_IMPORTS = (b"pytest_plugins", b"import_module", b"__import__", b"run_module",
+                   b"run_path", b"spec_from_file_location", b"SourceFileLoader")
 #: A name pytest collects as a test module (``test_*``, ``*_test``).
 TEST_MODULE_NAME = re.compile(rb"\b(test_\w+|\w+_test)\b")
 #: A top-level class, or a function not named ``test...``: where a helper can be.
@@ -181,11 +185,16 @@ class TreeHelpers:
 
     def __init__(self, root: str, summaries: dict[str, Summary],
                  reexports: dict[str, list[tuple[str, str, str]]],
-                 helpers_imported: frozenset[str] = frozenset()) -> None:
+                 helpers_imported: frozenset[str] = frozenset(),
+                 test_modules_named: frozenset[str] | None = None) -> None:
         self.root = root
         #: Absolute paths of the test modules one of whose helpers an import of the tree
         #: names (or that a module imports whole).
         self.helpers_imported = helpers_imported
+        #: The test modules' names (``test_x``) that an import, a ``pytest_plugins`` entry
+        #: or a dynamic import (``importlib.import_module``, ``__import__``, ``runpy``) of
+        #: the tree names; ``None`` where the tree's files were not scanned for them.
+        self.test_modules_named = test_modules_named
         #: Absolute path -> its summary (files with at least one helper).
         self.summaries = summaries
         #: Absolute path -> ``(module as written, name, local name)`` of its top-level
@@ -215,6 +224,14 @@ class TreeHelpers:
             return found
         own = f"|{self.shown(module_path)}|"
         return frozenset(e for e in found if not e.endswith(own))
+
+    def private_test_module(self, module_path: str) -> bool:
+        """True when ``module_path`` is a test module that no file of the tree imports or
+        names for a dynamic import (:attr:`test_modules_named`): pytest collects it, no
+        other module calls its helpers."""
+        named = self.test_modules_named
+        return named is not None and is_test_module(module_path) and \
+            os.path.basename(module_path)[:-3] not in named
 
     def defines(self, module_path: str) -> bool:
         """Whether the module at ``module_path`` (absolute) defines a helper: its entries
@@ -359,7 +376,8 @@ def build_tree(root: str, config: Config, index: SummaryStore) -> TreeHelpers:
             continue
     # A test module's helpers serve its own tests (the module's own engine_factories); it is
     # summarised only when a module of the tree imports it by name.
-    imported = _imported_test_modules(sources.values())
+    imported, named = _imported_test_modules(sources.values())
+    named.update(imported)
     files = [f for f in listed if f[0] in sources and (
         not is_test_module(f[0]) or os.path.basename(f[0])[:-3] in imported)]
     summaries: dict[str, Summary] = {}
@@ -381,17 +399,23 @@ def build_tree(root: str, config: Config, index: SummaryStore) -> TreeHelpers:
             [f"S\t{path}\t{entry}" for path, summary in summaries.items() for entry in summary]
             + [f"R\t{path}\t{m}\t{n}\t{local}" for path, found in reexports.items()
                for m, n, local in found]
-            + [f"T\t{path}" for path in helpers_imported]))
-    return TreeHelpers(root, summaries, reexports, helpers_imported)
+            + [f"T\t{path}" for path in helpers_imported]
+            + [f"N\t{stem}" for stem in named] + ["N"]))
+    return TreeHelpers(root, summaries, reexports, helpers_imported, frozenset(named))
 
 
-def _imported_test_modules(sources: Iterable[bytes]) -> dict[str, frozenset[str] | None]:
+def _imported_test_modules(sources: Iterable[bytes]
+                           ) -> tuple[dict[str, frozenset[str] | None], set[str]]:
     """The test modules (``test_x``, ``x_test``) that an import statement of one of
     ``sources`` (files' bytes) names on its first line (``from tests.test_x import f``,
     ``from .test_x import f``, ``from . import test_x``, ``import tests.test_x``), at any
     indentation, each with the names imported from it: ``None`` when the module itself is
-    imported, or its names do not stand on that line (a parenthesised list)."""
+    imported, or its names do not stand on that line (a parenthesised list). Second, the
+    names of the test modules that may be imported otherwise: listed by a parenthesised
+    ``from ... import (`` on its next lines, or named in a string for a dynamic import
+    (:data:`DYNAMIC_IMPORTS`)."""
     found: dict[str, frozenset[str] | None] = {}
+    named: set[str] = set()
     for data in sources:
         at = data.find(b"import")
         while at >= 0:  # bytes.find, not a regex over the whole file: this runs on every file
@@ -399,12 +423,38 @@ def _imported_test_modules(sources: Iterable[bytes]) -> dict[str, frozenset[str]
             end = data.find(b"\n", at)
             end = len(data) if end < 0 else end
             line = data[start:end]
-            if IMPORT_STATEMENT.match(line) and (b"test" in line):
-                for module, names in _test_modules_on(line):
-                    known = found.get(module, frozenset())
-                    found[module] = None if names is None or known is None else known | names
+            if IMPORT_STATEMENT.match(line):
+                if b"test" in line:
+                    for module, names in _test_modules_on(line):
+                        known = found.get(module, frozenset())
+                        found[module] = None if names is None or known is None else \
+                            known | names
+                if b"(" in line and b")" not in line:
+                    # ``from tests import (`` with the modules on the lines after it
+                    close = data.find(b")", end)
+                    rest = data[end:len(data) if close < 0 else close]
+                    named.update(m.group(1).decode("ascii", "replace")
+                                 for m in TEST_MODULE_NAME.finditer(rest))
             at = data.find(b"import", end)
-    return found
+        for needle in DYNAMIC_IMPORTS:
+            at = data.find(needle)
+            while at >= 0:
+                close = _closing(data, at)
+                named.update(m.group(1).decode("ascii", "replace")
+                             for m in TEST_MODULE_NAME.finditer(data, at + len(needle), close))
+                at = data.find(needle, close)
+    return found, named
+
+
+def _closing(data: bytes, at: int) -> int:
+    """Where the expression that starts at ``at`` of ``data`` ends, as far as a scan for
+    module names needs: the first ``)`` or ``]`` after it (a ``pytest_plugins`` list, a
+    call's arguments), else the end of its line."""
+    ends = [i for i in (data.find(b")", at), data.find(b"]", at)) if i >= 0]
+    if ends:
+        return min(ends)
+    end = data.find(b"\n", at)
+    return len(data) if end < 0 else end
 
 
 def _test_modules_on(line: bytes) -> Iterator[tuple[str, frozenset[str] | None]]:
@@ -440,16 +490,21 @@ def _from_record(root: str, record: frozenset[str]) -> TreeHelpers:
     summaries: dict[str, list[str]] = {}
     reexports: dict[str, list[tuple[str, str, str]]] = {}
     imported: set[str] = set()
+    named: set[str] | None = None
     for line in sorted(record):
         parts = line.split("\t")
-        if parts[0] == "S" and len(parts) == 3:
+        if parts[0] == "N":
+            named = set() if named is None else named
+            if len(parts) == 2:
+                named.add(parts[1])
+        elif parts[0] == "S" and len(parts) == 3:
             summaries.setdefault(parts[1], []).append(parts[2])
         elif parts[0] == "R" and len(parts) == 5:
             reexports.setdefault(parts[1], []).append((parts[2], parts[3], parts[4]))
         elif parts[0] == "T" and len(parts) == 2:
             imported.add(parts[1])
     return TreeHelpers(root, {p: tuple(s) for p, s in summaries.items()}, reexports,
-                       frozenset(imported))
+                       frozenset(imported), None if named is None else frozenset(named))
 
 
 def _reexports_in(source: bytes, needles: tuple[bytes, ...], names: set[str]

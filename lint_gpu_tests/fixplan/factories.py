@@ -349,7 +349,7 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
                        f"{caller.line}): {caller.plan.reason}"
                        for caller in found if caller.plan.reason)
         callers.extend(found)
-    if not name.startswith("_") and not tree:
+    if not name.startswith("_") and not tree and not module.private_to_tree:
         if (not is_test_module(module.path) or module.imported_by_tree):
             return FixInfo.none(title, f"`{name}()` is public in a module others import: their "
                                 f"calls would get a context manager instead of an engine, and "

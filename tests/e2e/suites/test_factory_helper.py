@@ -1,8 +1,9 @@
 """Factory helpers that build an engine and return it, shared by several tests: the shape of
 vLLM's LoRA tests (`setup_engine()` called by each test, torn down by hand, in a `try/finally`
 or behind a guard). The fix makes each helper a context manager over the runner and every call
-a `with` block: safe for the private helper, unsafe for the public one (another module could
-import it)."""
+a `with` block: safe for the private helper, and for the public one too in a run over the
+tree, where no other module imports this one (checked alone, its fix is unsafe: another module
+could import it)."""
 
 import gc
 import os
