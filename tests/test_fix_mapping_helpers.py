@@ -278,3 +278,26 @@ def test_helper_with_callers_in_other_modules_of_the_tree(tmp_path: Path,
     ]
     assert (tests / "generation.py").read_text() == helper
     assert (tests / "test_greedy.py").read_text() == caller
+
+
+def test_public_helper_of_a_test_module_no_file_imports_is_safe(tmp_path: Path) -> None:
+    """In a run over the tree, a test module that no file imports keeps its public helper to
+    its own tests: giving the helper the runner fixture changes no other module's call."""
+    from lint_gpu_tests.api import check_paths
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text(
+        "import pytest\n\n\n@pytest.fixture\ndef vllm_runner():\n    return None\n")
+    source = (FIX_DIR / "helper_target_vllm_public" / "before.py").read_text()
+    (tmp_path / "tests" / "test_greedy.py").write_text(source)
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        result = check_paths(["tests"], Config(root=str(tmp_path), target="vllm"), jobs=1,
+                             cache=False)
+    finally:
+        os.chdir(old)
+    assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else None,
+             v.fix.reason if v.fix else None) for v in result.violations] == [
+        (7, "GPU001", "safe", "")]

@@ -374,7 +374,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
             if isinstance(passed, str):
                 return Blocked(passed)
             use_class, helper_calls = False, passed
-            if passed.public and not passed.passed:
+            if passed.public and not passed.passed and not module.private_to_tree:
                 risks.append(f"`{passed.name}()` is public: a module that imports it must now "
                              f"pass `{config.runner_fixture}` too ({ONE_MODULE} and does not "
                              "change callers in other modules)")
