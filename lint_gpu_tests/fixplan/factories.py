@@ -525,7 +525,7 @@ def _caller_plans(module: ModuleAnalysis, name: str, calls: list[ast.Call]
         stmt = as_runner.statement_of(call)
         if plan.bound_name is None and not (
                 isinstance(stmt, ast.Expr) and stmt.value is call or
-                isinstance(stmt, ast.Return) and stmt.value is call
+                isinstance(stmt, (ast.Return, ast.Expr)) and _handed_out(stmt) is call
                 and func.kind is FunctionKind.FIXTURE):
             return Blocked(f"{where}: the engine is not bound to a name, and the expression "
                            "around the call would hold it")
@@ -535,6 +535,13 @@ def _caller_plans(module: ModuleAnalysis, name: str, calls: list[ast.Call]
                            "`weakref.proxy` the fix binds cannot be")
         out.append(FactoryCaller(module.path, func.name, call.lineno, plan))
     return _one_function_at_a_time(module, name, out)
+
+
+def _handed_out(stmt: ast.Return | ast.Expr) -> ast.expr | None:
+    """What a fixture's ``return x`` or ``yield x`` statement hands out (``x``)."""
+    if isinstance(stmt, ast.Return):
+        return stmt.value
+    return stmt.value.value if isinstance(stmt.value, ast.Yield) else None
 
 
 def _one_function_at_a_time(module: ModuleAnalysis, name: str, callers: list[FactoryCaller]
