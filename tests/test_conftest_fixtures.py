@@ -13,6 +13,7 @@ from lint_gpu_tests.api import check_paths
 from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.checking.conftest_index import conftest_engine_fixtures, conftest_files
 from lint_gpu_tests.config import Config
+from lint_gpu_tests.ftypes import PRIVATE_TEST_MODULE
 
 CONFTEST = """\
 import pytest
@@ -56,7 +57,9 @@ def codes(path: Path, config: Config) -> list[tuple[int, int, str]]:
 def test_conftest_engine_fixture_makes_the_test_own_an_engine(tmp_path: Path) -> None:
     test = make_project(tmp_path)
     assert conftest_files(str(test)) == [str(tmp_path / "tests" / "conftest.py")]
-    assert conftest_engine_fixtures(str(test), Config()) == frozenset({"llm"})
+    # no file of the tree imports the test module: its entries mark it private
+    assert conftest_engine_fixtures(str(test), Config()) == frozenset({"llm",
+                                                                      PRIVATE_TEST_MODULE})
     assert codes(test, Config()) == [(6, 5, "GPU004")]
 
 

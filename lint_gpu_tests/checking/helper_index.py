@@ -230,8 +230,9 @@ class TreeHelpers:
         names for a dynamic import (:attr:`test_modules_named`): pytest collects it, no
         other module calls its helpers."""
         named = self.test_modules_named
-        return named is not None and is_test_module(module_path) and \
-            os.path.basename(module_path)[:-3] not in named
+        base = os.path.basename(module_path)
+        return named is not None and base.endswith(".py") and is_test_module(module_path) \
+            and base[:-3] not in named
 
     def defines(self, module_path: str) -> bool:
         """Whether the module at ``module_path`` (absolute) defines a helper: its entries
