@@ -594,8 +594,33 @@ class ModuleAnalysis:
         helpers (``cleanup_dist_env_and_memory`` ...; under ``target = "vllm"`` also the
         older ``cleanup()`` of vLLM's ``tests/conftest.py``/``tests/utils.py``), configured
         ``cleanup-functions`` (a bare name matches the call's last name, a dotted one its
-        qualified name however it is imported), and a direct ``....engine_core.shutdown()``.
+        qualified name however it is imported), a direct ``....engine_core.shutdown()``, and
+        a cleanup helper of the module (:attr:`cleanup_helpers`: ``_shutdown(llm)``).
         """
+        kind = self._known_cleanup_kind(call)
+        if kind is None and isinstance(call.func, ast.Name) and \
+                call.func.id in self.cleanup_helpers:
+            return f"{call.func.id}()"
+        return kind
+
+    @property
+    def cleanup_helpers(self) -> frozenset[str]:
+        """The module-level functions of this module whose whole body is hand cleanup of
+        what they are given and of the process (computed once): ``def _shutdown(llm):``
+        with only ``llm.llm_engine.engine_core.shutdown()``, ``llm.shutdown()``, ``del
+        llm``, ``gc.collect()``, ``torch.cuda.empty_cache()`` and the other cleanup calls
+        (:meth:`cleanup_call_kind`), each alone or under an ``if`` of its own. A call of one
+        is manual cleanup, like a call of vLLM's own cleanup helpers."""
+        if self._cleanup_helpers is None:
+            self._cleanup_helpers = frozenset(
+                func.name for func in self.functions
+                if func.kind is FunctionKind.HELPER and func.parent is None
+                and func.owner_class is None and not func.node.decorator_list
+                and _only_cleanup(self, _without_docstring(func.node.body), set(func.params)))
+        return self._cleanup_helpers
+
+    def _known_cleanup_kind(self, call: ast.Call) -> str | None:
+        """:meth:`cleanup_call_kind` but for the module's own cleanup helpers."""
         func = call.func
         qualified = self.qualified(func)
         if qualified == "gc.collect":
@@ -801,6 +826,7 @@ class ModuleAnalysis:
     _top_ids: set[int] | None = None
     _busy_functions: set[int] | None = None
     _factories: dict[str, int] | None = None
+    _cleanup_helpers: frozenset[str] | None = None
     _imported_helpers: dict[str, ImportedHelper] | None = None
     _indexed: set[int] = field(default_factory=set)
     _fully_indexed: bool = False
@@ -881,6 +907,44 @@ def _call_words(module: ModuleAnalysis) -> tuple[str, ...]:
 #: singletons hold no call, function, class, ``if`` or ``with``.
 _WALKER_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.unaryop,
                   ast.boolop, ast.cmpop, ast.alias, ast.Import, ast.ImportFrom, ast.Pass)
+
+
+def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    """``body`` without its leading docstring."""
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        return body[1:]
+    return body
+
+
+def _only_cleanup(module: ModuleAnalysis, body: list[ast.stmt], params: set[str]) -> bool:
+    """True when every statement of ``body`` (one at least) is hand cleanup: ``del`` of
+    parameters, a shutdown of one (``llm.shutdown()``, ``llm.llm_engine.engine_core
+    .shutdown()``), a cleanup call GPU004 knows, or an ``if`` (no ``else``) of these."""
+    if not body:
+        return False
+    for stmt in body:
+        if isinstance(stmt, ast.Delete):
+            if not all(isinstance(t, ast.Name) and t.id in params for t in stmt.targets):
+                return False
+        elif isinstance(stmt, ast.If):
+            if stmt.orelse or not _only_cleanup(module, stmt.body, params):
+                return False
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            call = stmt.value
+            if module._known_cleanup_kind(call) is not None:
+                continue
+            target = call.func
+            if not (isinstance(target, ast.Attribute) and target.attr == "shutdown"):
+                return False
+            root = target.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if not (isinstance(root, ast.Name) and root.id in params):
+                return False
+        else:
+            return False
+    return True
 
 
 @dataclass

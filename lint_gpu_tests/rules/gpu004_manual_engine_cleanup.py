@@ -66,7 +66,10 @@ class ManualEngineCleanup(Rule):
         "the guard for a construction that raised), under "
         "`target = \"vllm\"` the older `cleanup()` of vLLM's `tests/conftest.py` and "
         "`tests/utils.py`, and the names in `cleanup-functions` (a bare name by its name, a "
-        "dotted one such as `pkg.mod.force_shutdown` however it is imported), at teardown: "
+        "dotted one such as `pkg.mod.force_shutdown` however it is imported), a call of a "
+        "cleanup helper of the module (a module-level function whose whole body is such "
+        "cleanup of its parameters: `def _shutdown(llm): llm.shutdown(); del llm; "
+        "gc.collect()`), at teardown: "
         "after the engine's last use in the "
         "function (or after a fixture's `yield`; the engine's own shutdown, such as "
         "`llm.shutdown()` in the `finally` of the `try` holding the call, is its cleanup, "
@@ -236,6 +239,26 @@ class EngineHelper:
     def __init__(self, model):
         self.llm = LLM(model)
 ''')),
+        ),
+        Example(
+            title="A call of the module's own cleanup helper",
+            source='''\
+import gc
+
+from vllm import LLM
+
+
+def _shutdown(llm):
+    llm.llm_engine.engine_core.shutdown()
+    del llm
+    gc.collect()
+
+
+def test_generate():
+    llm = LLM("facebook/opt-125m")  # error: GPU001
+    assert llm.generate(["a"])
+    _shutdown(llm)  # error: GPU004
+''',
         ),
         Example(
             title="An xunit teardown cleaning up the engine its setup stored on the class",
