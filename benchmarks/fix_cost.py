@@ -1,4 +1,4 @@
-"""Benchmark what fixing costs beyond checking (issue 24; run by hand, not part of the tests).
+"""Benchmark what fixing costs beyond checking (run by hand, not part of the tests).
 
 Usage (from the repository root, after ``make install-test``)::
 

@@ -1,4 +1,4 @@
-"""Hold every file ``--fix`` changes to its project's own ruff (issue 26; run by hand).
+"""Hold every file ``--fix`` changes to its project's own ruff (run by hand).
 
 Usage (from the repository root, after ``make install-test``)::
 

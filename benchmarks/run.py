@@ -9,7 +9,7 @@ What it times, in one process and alternating (round 1 runs every command once, 
 ...), so that drifting machine load hits every command alike:
 
 * ``gpu-test-lint check`` cold (``--no-cache``) and warm (cache filled);
-* the floors a Python checker cannot beat (issue 13), as commands of their own:
+* the floors a Python checker cannot beat, as commands of their own:
   ``benchmarks/floor_cold.py`` (start Python, read every file, ``ast.parse`` those naming an
   engine or a runner; with ``--environ`` also those naming ``os.environ``, which GPU008 needs)
   and ``benchmarks/floor_warm.py`` (start Python, read and hash every file); the report gives
@@ -20,7 +20,7 @@ What it times, in one process and alternating (round 1 runs every command once, 
 * with ``--slope``, cold runs (ours, ``--jobs 1``, the baseline's, the cold floor) on five
   copies of the real trees too (copies 1 to 4 end each file with a comment naming the copy, so
   no two files share their bytes): the cold per-file cost is the slope
-  (t(5T) - t(T)) / (4 files(T)), ours against the floor's (issue 24's goal: <= 1.2x), free of
+  (t(5T) - t(T)) / (4 files(T)), ours against the floor's (the goal: <= 1.2x), free of
   the start-up that a whole-run ratio counts;
 * flake8 with the gpu-test-lint plugin (``--extend-select GPU``) and without it (the plugin
   dropped from flake8's plugin list by ``benchmarks/flake8_toggle.py``), both with flake8's

@@ -9,7 +9,7 @@ that value. The module runs in its own pytest process twice: as written, and a c
 ``gpu-test-lint check --fix``. One engine per run, two in all. The same again with A a
 ``unittest.TestCase`` whose ``setUp`` sets the variable (no ``tearDown`` restores it), which
 the fix gives a ``MonkeyPatch`` whose ``undo`` the test case registers with
-``self.addCleanup`` (issue 25).
+``self.addCleanup``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Leaks confirmed by a run, on the real CPU engine (issue 25, "Beyond").
+"""Leaks confirmed by a run, on the real CPU engine.
 
 ``leak_suite/`` is hand-managed on purpose: ``test_a`` fails holding the engine it built
 (pytest keeps the failed test's traceback), ``test_b`` uses a module-scoped fixture of the

@@ -136,7 +136,7 @@ def test_rewritten_call_resolves_the_same_config(fixed: dict[str, dict[str, Any]
     assert after == before
 
 
-# Issue 11 shapes 2 and 3: the model in a mapping, and a helper given the fixture by its
+# The model in a mapping, and a helper given the fixture by its
 # callers. Each case is a whole module; the original runs with ``LLM`` replaced by a recorder,
 # the rewritten one with a recording ``vllm_runner``, and both calls are resolved by vLLM.
 MAPPING_HEAD = '''import pytest
