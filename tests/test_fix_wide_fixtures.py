@@ -66,10 +66,17 @@ def test_target_vllm_requests_vllms_fixture_and_stays_unsafe() -> None:
 
 
 def test_an_identity_check_of_a_consumer_stays_unsafe() -> None:
-    source = FIXTURE.format(scope='"module"', use="assert llm is not None")
+    source = FIXTURE.format(scope='"module"', use="assert llm is not object()")
     applicability, _, reason = gpu001(source)
     assert applicability == "unsafe"
     assert "runner must allow it" not in reason and "identity" in reason
+
+
+def test_a_consumer_comparing_with_none_is_no_identity_check() -> None:
+    """A weak proxy is no more ``None`` than the engine: the consumer's check answers the
+    same after the fix."""
+    source = FIXTURE.format(scope='"module"', use="assert llm is not None")
+    assert gpu001(source)[0] == "safe"
 
 
 def test_engines_of_a_group_in_a_module_fixture_stay_unsafe() -> None:

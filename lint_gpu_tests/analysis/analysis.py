@@ -679,11 +679,11 @@ class ModuleAnalysis:
                                         if site.function is not None}
                 self._busy_functions |= {id(call.function.node) for call in self.runner_calls
                                          if call.function is not None}
-                if self.engine_factories or self.imported_helpers:
+                if self.engine_factories or self.imported_helpers or self.tuple_factories:
                     self._busy_functions |= {
                         id(f.node) for f in self.functions
                         if any(self.factory_called(n) or self.helper_called(n)
-                               for n in self.nodes_of(f))}
+                               or self.tuple_factory_called(n) for n in self.nodes_of(f))}
             if key not in self._busy_functions:
                 return _EMPTY_BINDINGS
             cached = Bindings.collect(self, func)
@@ -731,6 +731,40 @@ class ModuleAnalysis:
                        for n in self.nodes_of(func)):
                     self._factories[func.name] = func.node.lineno
         return self._factories
+
+    @property
+    def tuple_factories(self) -> dict[str, tuple[int, int]]:
+        """The module-level helper functions that build an engine and return it with other
+        values in a tuple (``return llm, params``), by name, with the line of their ``def``
+        and the engine's place in the tuple (computed once). A function that unpacks the
+        call (``llm, params = setup(...)``) owns that engine; no fix rewrites such a helper."""
+        if self._tuple_factories is None:
+            self._tuple_factories = {}
+            for func in self.functions:
+                if func.kind is not FunctionKind.HELPER or func.parent is not None or \
+                        func.owner_class is not None or func.isolated or \
+                        func.name in self.engine_factories:
+                    continue
+                built = {t.id for n in self.nodes_of(func) if isinstance(n, ast.Assign)
+                         and self.builds_engine(n.value)
+                         for t in n.targets if isinstance(t, ast.Name)}
+                for n in self.nodes_of(func):
+                    if isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple):
+                        place = next((i for i, e in enumerate(n.value.elts)
+                                      if self.builds_engine(e) or (
+                                          isinstance(e, ast.Name) and e.id in built)), None)
+                        if place is not None:
+                            self._tuple_factories[func.name] = (func.node.lineno, place)
+                            break
+        return self._tuple_factories
+
+    def tuple_factory_called(self, node: ast.AST) -> str | None:
+        """The name of the tuple factory (:attr:`tuple_factories`) ``node`` calls, else
+        ``None``."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in self.tuple_factories:
+            return node.func.id
+        return None
 
     def factory_called(self, node: ast.AST) -> str | None:
         """The name of the factory helper ``node`` calls, as the call spells it: one of the
@@ -826,6 +860,7 @@ class ModuleAnalysis:
     _top_ids: set[int] | None = None
     _busy_functions: set[int] | None = None
     _factories: dict[str, int] | None = None
+    _tuple_factories: dict[str, tuple[int, int]] | None = None
     _cleanup_helpers: frozenset[str] | None = None
     _imported_helpers: dict[str, ImportedHelper] | None = None
     _indexed: set[int] = field(default_factory=set)
@@ -907,6 +942,21 @@ def _call_words(module: ModuleAnalysis) -> tuple[str, ...]:
 #: singletons hold no call, function, class, ``if`` or ``with``.
 _WALKER_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.unaryop,
                   ast.boolop, ast.cmpop, ast.alias, ast.Import, ast.ImportFrom, ast.Pass)
+
+
+def _unpacked_engine(module: ModuleAnalysis, targets: list[ast.expr],
+                    value: ast.expr) -> str | None:
+    """The name an unpacking of a tuple factory's call binds to the engine
+    (``llm, params = setup(...)``: ``llm``), else ``None``."""
+    name = module.tuple_factory_called(value)
+    if name is None or len(targets) != 1 or not isinstance(targets[0], (ast.Tuple, ast.List)):
+        return None
+    _, place = module.tuple_factories[name]
+    elts = targets[0].elts
+    if any(isinstance(e, ast.Starred) for e in elts) or place >= len(elts):
+        return None
+    target = elts[place]
+    return target.id if isinstance(target, ast.Name) else None
 
 
 def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
@@ -999,6 +1049,9 @@ class Bindings:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 names = [t.id for t in targets if isinstance(t, ast.Name)]
                 if not names:
+                    unpacked = _unpacked_engine(module, targets, node.value)
+                    if unpacked is not None:
+                        out.received.add(unpacked)
                     continue
                 value = node.value
                 if module.builds_engine(value):

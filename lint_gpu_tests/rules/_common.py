@@ -90,6 +90,12 @@ def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: st
         if helper is not None:
             spelled = dotted_name(node.func) or helper.name  # type: ignore[attr-defined]
             return None, FixInfo.none(title, imported_helper_reason(helper, spelled))
+        packed = module.tuple_factory_called(node)
+        if packed is not None:
+            line, _ = module.tuple_factories[packed]
+            return None, FixInfo.none(title, (
+                f"the engine comes from `{packed}()` (line {line}), which returns it in a "
+                "tuple with other values: no fix makes such a helper a context manager"))
     units = factory_units(module)
     called = sorted({name for n in module.nodes_of(func)
                      if (name := module.factory_called(n)) is not None})

@@ -46,7 +46,9 @@ class ManualEngineCleanup(Rule):
     what_it_does = (
         "In a function that owns an engine (builds one, holds a runner, gets one from a "
         "factory helper (a module-level function that builds an engine and returns it: "
-        "`llm = setup_engine(...)`) of the module or of another module of the tree "
+        "`llm = setup_engine(...)`, or returns it in a tuple the caller unpacks: `llm, params "
+        "= setup_llm(...)`, of the module only, without a fix) of the module or of another "
+        "module of the tree "
         "(`from tests.utils import setup_engine`, `from .utils import ...`, `import "
         "tests.utils as u`, a name re-exported one level deep; the tree's engine helpers "
         "are summarised once per run), holds an instance of a helper class of another "
@@ -239,6 +241,26 @@ class EngineHelper:
     def __init__(self, model):
         self.llm = LLM(model)
 ''')),
+        ),
+        Example(
+            title="An engine a helper returns in a tuple, cleaned up by the test",
+            source='''\
+import gc
+
+from vllm import LLM, SamplingParams
+
+
+def setup_llm(model):
+    llm = LLM(model)  # error: GPU001
+    return llm, SamplingParams(temperature=0.0)
+
+
+def test_generate():
+    llm, params = setup_llm("facebook/opt-125m")
+    assert llm.generate(["a"], params)
+    del llm  # error: GPU004
+    gc.collect()  # error: GPU004
+''',
         ),
         Example(
             title="A call of the module's own cleanup helper",

@@ -597,3 +597,49 @@ def test_in_finally(vllm_runner):
         llm = weakref.proxy(runner.llm)
         assert llm.generate(["a"])
 """).replace("import gc\n\nfrom vllm import LLM\n", "import gc\nimport weakref\n")
+
+
+def test_an_engine_a_helper_returns_in_a_tuple() -> None:
+    """The test that unpacks the tuple owns the engine: its cleanup is GPU004, its
+    shutdown ``try`` GPU003, without a fix (the reason names the helper). ``_`` holds the
+    engine as well as any name; a starred unpacking is not followed."""
+    why = ("the engine comes from `setup_llm()` (line 5), which returns it in a tuple with "
+           "other values: no fix makes such a helper a context manager")
+    assert fix_reports("""\
+        import gc
+
+        from vllm import LLM, SamplingParams
+
+        def setup_llm(model):
+            llm = LLM(model)
+            return llm, SamplingParams(temperature=0.0)
+
+        def test_unpacked():
+            llm, params = setup_llm("m")
+            assert llm.generate(["a"], params)
+            del llm
+            gc.collect()
+
+        def test_in_finally():
+            llm, params = setup_llm("m")
+            try:
+                assert llm.generate(["a"], params)
+            finally:
+                llm.llm_engine.engine_core.shutdown()
+
+        def test_params_only():
+            _, params = setup_llm("m")
+            del params
+            gc.collect()
+
+        def test_starred():
+            *rest, = setup_llm("m")
+            del rest
+        """) == [
+        (6, "GPU001", "none", "the engine is returned to the caller, so it must outlive "
+                              "this function"),
+        (12, "GPU004", "none", why),
+        (13, "GPU004", "none", why),
+        (17, "GPU003", "none", why),
+        (25, "GPU004", "none", why),
+    ]
