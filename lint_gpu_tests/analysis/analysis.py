@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import enum
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -944,7 +944,7 @@ _WALKER_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.un
                   ast.boolop, ast.cmpop, ast.alias, ast.Import, ast.ImportFrom, ast.Pass)
 
 
-def _unpacked_engine(module: ModuleAnalysis, targets: list[ast.expr],
+def _unpacked_engine(module: ModuleAnalysis, targets: Sequence[ast.expr],
                     value: ast.expr) -> str | None:
     """The name an unpacking of a tuple factory's call binds to the engine
     (``llm, params = setup(...)``: ``llm``), else ``None``."""
