@@ -63,10 +63,14 @@ REEXPORT = re.compile(
 #: The first line of an import statement (``from X import ...``, ``import X``), at any
 #: indentation, read in bytes.
 IMPORT_STATEMENT = re.compile(rb"[ \t]*(?:from[ \t]+\.*[A-Za-z0-9_.]*[ \t]+import|import)[ \t(]")
-#: Where a file may name a module to import it from a string: ``pytest_plugins = [...]``,
-#: ``importlib.import_module(...)``, ``__import__(...)``, ``runpy``'s runs, a spec from a path.
-DYNAMIC_IMPORTS = (b"pytest_plugins", b"import_module", b"__import__", b"run_module",
-                   b"run_path", b"spec_from_file_location", b"SourceFileLoader")
+#: Where any file may name a module to import it from a string: ``__import__(...)``; and a
+#: ``conftest.py``, ``pytest_plugins = [...]`` too (:data:`CONFTEST_IMPORTS`).
+DYNAMIC_IMPORTS = (b"__import__",)
+CONFTEST_IMPORTS = (b"pytest_plugins", b"__import__")
+#: The same in a file that imports ``importlib`` or ``runpy``: ``import_module(...)``, their
+#: runs, a spec or a loader from a path.
+IMPORTLIB_CALLS = (b"import_module", b"run_module", b"run_path", b"spec_from_file_location",
+                   b"SourceFileLoader")
 #: A name pytest collects as a test module (``test_*``, ``*_test``).
 TEST_MODULE_NAME = re.compile(rb"\b(test_\w+|\w+_test)\b")
 #: A top-level class, or a function not named ``test...``: where a helper can be.
@@ -377,7 +381,7 @@ def build_tree(root: str, config: Config, index: SummaryStore) -> TreeHelpers:
             continue
     # A test module's helpers serve its own tests (the module's own engine_factories); it is
     # summarised only when a module of the tree imports it by name.
-    imported, named = _imported_test_modules(sources.values())
+    imported, named = _imported_test_modules(sources.items())
     named.update(imported)
     files = [f for f in listed if f[0] in sources and (
         not is_test_module(f[0]) or os.path.basename(f[0])[:-3] in imported)]
@@ -405,39 +409,47 @@ def build_tree(root: str, config: Config, index: SummaryStore) -> TreeHelpers:
     return TreeHelpers(root, summaries, reexports, helpers_imported, frozenset(named))
 
 
-def _imported_test_modules(sources: Iterable[bytes]
+def _imported_test_modules(sources: Iterable[tuple[str, bytes]]
                            ) -> tuple[dict[str, frozenset[str] | None], set[str]]:
     """The test modules (``test_x``, ``x_test``) that an import statement of one of
-    ``sources`` (files' bytes) names on its first line (``from tests.test_x import f``,
-    ``from .test_x import f``, ``from . import test_x``, ``import tests.test_x``), at any
-    indentation, each with the names imported from it: ``None`` when the module itself is
-    imported, or its names do not stand on that line (a parenthesised list). Second, the
-    names of the test modules that may be imported otherwise: listed by a parenthesised
-    ``from ... import (`` on its next lines, or named in a string for a dynamic import
-    (:data:`DYNAMIC_IMPORTS`)."""
+    ``sources`` (each file's path and bytes) names on its first line (``from tests.test_x
+    import f``, ``from .test_x import f``, ``from . import test_x``, ``import
+    tests.test_x``), at any indentation, each with the names imported from it: ``None``
+    when the module itself is imported, or its names do not stand on that line (a
+    parenthesised list). Second, the names of the test modules that may be imported
+    otherwise: listed by a parenthesised ``from ... import (`` on its next lines, or named
+    in a string for a dynamic import (:data:`DYNAMIC_IMPORTS`, :data:`CONFTEST_IMPORTS`;
+    :data:`IMPORTLIB_CALLS` in a file importing ``importlib`` or ``runpy``)."""
     found: dict[str, frozenset[str] | None] = {}
     named: set[str] = set()
-    for data in sources:
+    for path, data in sources:
+        importlib = False
         at = data.find(b"import")
         while at >= 0:  # bytes.find, not a regex over the whole file: this runs on every file
             start = data.rfind(b"\n", 0, at) + 1
             end = data.find(b"\n", at)
             end = len(data) if end < 0 else end
             line = data[start:end]
-            if IMPORT_STATEMENT.match(line):
+            opens = b"(" in line and b")" not in line
+            if not importlib and (b"importlib" in line or b"runpy" in line) and \
+                    IMPORT_STATEMENT.match(line):
+                importlib = True
+            if (opens or b"test" in line) and IMPORT_STATEMENT.match(line):
                 if b"test" in line:
                     for module, names in _test_modules_on(line):
                         known = found.get(module, frozenset())
                         found[module] = None if names is None or known is None else \
                             known | names
-                if b"(" in line and b")" not in line:
+                if opens:
                     # ``from tests import (`` with the modules on the lines after it
                     close = data.find(b")", end)
                     rest = data[end:len(data) if close < 0 else close]
                     named.update(m.group(1).decode("ascii", "replace")
                                  for m in TEST_MODULE_NAME.finditer(rest))
             at = data.find(b"import", end)
-        for needle in DYNAMIC_IMPORTS:
+        needles = CONFTEST_IMPORTS if os.path.basename(path) == "conftest.py" else \
+            DYNAMIC_IMPORTS
+        for needle in needles + IMPORTLIB_CALLS if importlib else needles:
             at = data.find(needle)
             while at >= 0:
                 close = _closing(data, at)
