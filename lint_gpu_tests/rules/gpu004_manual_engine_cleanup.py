@@ -490,7 +490,8 @@ class TestTokens:
                             node, names.instances)):
                         what = f"del {', '.join(held_attrs)}"
                 elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-                    what = module.cleanup_call_kind(node.value)
+                    what = module.cleanup_call_kind(node.value) or _engine_shutdown(
+                        node.value, names.engines | names.received | names.strong_aliases)
                 if what is None or not isinstance(node, ast.stmt) or id(node) in covered:
                     continue
                 if not isinstance(node, ast.Delete) and id(node) not in idioms:
@@ -566,6 +567,16 @@ def _release_idioms(module: ModuleAnalysis, func: FunctionInfo, deletable: set[s
         for stmt in idiom:
             nested.update(id(n) for n in walk_breadth(stmt) if n is not node)
     return first, nested
+
+
+def _engine_shutdown(call: ast.Call, engines: set[str]) -> str | None:
+    """``llm.shutdown()`` of a name in ``engines`` (the engine's own shutdown), else
+    ``None``."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "shutdown" and \
+            isinstance(func.value, ast.Name) and func.value.id in engines and not call.args:
+        return f"{func.value.id}.shutdown()"
+    return None
 
 
 def _xunit_engines(module: ModuleAnalysis, setup: FunctionInfo) -> dict[str, tuple[str, int]]:
