@@ -285,9 +285,10 @@ ENGINE_HELPER = "engine-helper:"
 #: (:mod:`lint_gpu_tests.fixing.tree_units`), never alone.
 IMPORTED_TEST_MODULE = "imported-test-module:"
 
-#: The entry marking a test module that no file of its tree imports, or names for a
-#: dynamic import (:meth:`~lint_gpu_tests.checking.helper_index.TreeHelpers.private_test_module`):
-#: its public helpers have no callers but its own tests, like private ones.
+#: The entry marking a test module (or a ``conftest.py``) that no file of its tree imports,
+#: or names for a dynamic import
+#: (:meth:`~lint_gpu_tests.checking.helper_index.TreeHelpers.private_test_module`): its
+#: public helpers have no callers but its own functions, like private ones.
 PRIVATE_TEST_MODULE = "private-test-module:"
 
 

@@ -842,3 +842,25 @@ def test_a_fixture_yielding_an_engine_from_a_helper_is_gpu002_fixed_with_the_uni
         "\n\n@contextlib.contextmanager\ndef build(**kwargs):\n"
         "    with VllmRunner(**kwargs) as runner:\n        yield weakref.proxy(runner.llm)\n")
     assert _run(root) == []
+
+
+CONFTEST_FACTORY = ('import pytest\nfrom vllm import LLM\n\n\ndef make_engine(model):\n'
+                    '    return LLM(model=model)\n\n\n@pytest.fixture\ndef llm():\n'
+                    '    engine = make_engine("m")\n    yield engine\n    del engine\n')
+
+
+@pytest.mark.parametrize(("importer", "applicability"), [
+    (None, Applicability.SAFE),
+    ("from tests.conftest import make_engine\n", Applicability.NONE),
+], ids=["no file imports the conftest", "a module imports from it"])
+def test_a_public_helper_of_a_conftest_no_file_imports_serves_its_fixtures_only(
+        tmp_path: Path, importer: str | None, applicability: Applicability) -> None:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text(CONFTEST_FACTORY)
+    (tmp_path / "tests" / "test_use.py").write_text("def test_a(llm):\n    assert llm\n")
+    if importer is not None:
+        (tmp_path / "tests" / "helpers.py").write_text(importer)
+    assert {(r, c, a) for _, r, _, c, a, _ in _run(tmp_path)} == {
+        (6, "GPU001", applicability), (12, "GPU002", applicability),
+        (13, "GPU004", applicability)}

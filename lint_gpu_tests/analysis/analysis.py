@@ -324,9 +324,10 @@ class ModuleAnalysis:
 
     @property
     def private_to_tree(self) -> bool:
-        """Whether this is a test module that no file of its tree imports or names for a
-        dynamic import (:data:`PRIVATE_TEST_MODULE`; never known for a module checked
-        without its tree): its public helpers serve its own tests only."""
+        """Whether this is a test module or a ``conftest.py`` that no file of its tree
+        imports or names for a dynamic import (:data:`PRIVATE_TEST_MODULE`; never known for
+        a module checked without its tree): its public helpers serve its own functions
+        only."""
         return PRIVATE_TEST_MODULE in self._conftest_fixtures
 
     def derived(self, build: Callable[[ModuleAnalysis], T]) -> T:

@@ -143,7 +143,8 @@ def runner_through_callers(module: ModuleAnalysis, func: FunctionInfo,
     passed = helper_callers(module, func, fixture)
     if isinstance(passed, str):
         return cannot + passed
-    others_import = not is_test_module(module.path) or module.imported_by_tree
+    others_import = (not is_test_module(module.path) or module.imported_by_tree) and \
+        not module.private_to_tree
     if passed.public and not passed.passed and others_import:
         return cannot + f"`{passed.name}()` is public in a module others import: their " \
                         f"calls would need `{fixture}` too, and {ONE_MODULE} (the helper and " \

@@ -230,13 +230,14 @@ class TreeHelpers:
         return frozenset(e for e in found if not e.endswith(own))
 
     def private_test_module(self, module_path: str) -> bool:
-        """True when ``module_path`` is a test module that no file of the tree imports or
-        names for a dynamic import (:attr:`test_modules_named`): pytest collects it, no
-        other module calls its helpers."""
+        """True when ``module_path`` is a test module or a ``conftest.py`` that no file of
+        the tree imports or names for a dynamic import (:attr:`test_modules_named`; any
+        import naming a ``conftest`` counts for every conftest): pytest collects or loads
+        it, no other module calls its helpers."""
         named = self.test_modules_named
         base = os.path.basename(module_path)
-        return named is not None and base.endswith(".py") and is_test_module(module_path) \
-            and base[:-3] not in named
+        return named is not None and base.endswith(".py") and (
+            is_test_module(module_path) or base == "conftest.py") and base[:-3] not in named
 
     def defines(self, module_path: str) -> bool:
         """Whether the module at ``module_path`` (absolute) defines a helper: its entries
@@ -436,6 +437,8 @@ def _imported_test_modules(sources: Iterable[tuple[str, bytes]]
                 importlib = True
             if (opens or b"test" in line) and IMPORT_STATEMENT.match(line):
                 if b"test" in line:
+                    if b"conftest" in line:
+                        named.add("conftest")
                     for module, names in _test_modules_on(line):
                         known = found.get(module, frozenset())
                         found[module] = None if names is None or known is None else \
@@ -446,6 +449,8 @@ def _imported_test_modules(sources: Iterable[tuple[str, bytes]]
                     rest = data[end:len(data) if close < 0 else close]
                     named.update(m.group(1).decode("ascii", "replace")
                                  for m in TEST_MODULE_NAME.finditer(rest))
+                    if b"conftest" in rest:
+                        named.add("conftest")
             at = data.find(b"import", end)
         needles = CONFTEST_IMPORTS if os.path.basename(path) == "conftest.py" else \
             DYNAMIC_IMPORTS
@@ -455,6 +460,8 @@ def _imported_test_modules(sources: Iterable[tuple[str, bytes]]
                 close = _closing(data, at)
                 named.update(m.group(1).decode("ascii", "replace")
                              for m in TEST_MODULE_NAME.finditer(data, at + len(needle), close))
+                if data.find(b"conftest", at, close) >= 0:
+                    named.add("conftest")
                 at = data.find(needle, close)
     return found, named
 

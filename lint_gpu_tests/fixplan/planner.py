@@ -24,6 +24,7 @@ from lint_gpu_tests.analysis.analysis import (
     ModuleAnalysis,
     RunnerCall,
 )
+from lint_gpu_tests.analysis.env_mutations import TEARDOWN_OF
 from lint_gpu_tests.analysis.helper_calls import ONE_MODULE, HelperCallers, runner_through_callers
 from lint_gpu_tests.analysis.mappings import hides_model, plan_mapping
 from lint_gpu_tests.config import REEXPORTS
@@ -421,6 +422,13 @@ class Planner(CleanupRecognizer, SafetyChecks):
         if len(sites) != 1:
             return "several engines are built in one statement"
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is call and not bound:
+            teardown = TEARDOWN_OF.get(func.name)
+            if teardown is not None and func.parent is None and any(
+                    isinstance(t, ast.Attribute) for t in getattr(stmt, "targets", ())):
+                return (f"the engine is stored on the class or instance by the xunit "
+                        f"`{func.name}()` and lives until `{teardown}()`: no fix rewrites xunit "
+                        "set-up and teardown (a fixture of the same scope over the runner "
+                        "class would own the engine)")
             return ("the engine is stored in an attribute or container and outlives "
                     "the block")
         is_fixture = func.kind is FunctionKind.FIXTURE
@@ -441,6 +449,11 @@ class Planner(CleanupRecognizer, SafetyChecks):
             if handed is not None and not hands_out_where(handed, lambda e: e is call):
                 return (f"a value read from the engine is returned to the caller (line "
                         f"{stmt.lineno}) and may hold the engine after this function ends")
+            if func.name in module.tuple_factories and func.parent is None and \
+                    func.owner_class is None:
+                return (f"`{func.name}()` returns the engine in a tuple with other values, so "
+                        "it must outlive this function: no fix makes such a helper a context "
+                        "manager")
             factory = func.kind is FunctionKind.HELPER and any(
                 s is func.node for s in module.tree.body)
             return ("the engine is returned to the caller, so it must outlive this "

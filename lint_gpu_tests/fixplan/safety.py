@@ -86,6 +86,13 @@ class SafetyChecks:
         for node in walk_breadth(stmt):
             if isinstance(node, ast.Return) and node.value is not None and not is_fixture:
                 if hands_out(node.value, own if own is not None else names):
+                    func = self._function_of(node)
+                    if isinstance(func, ast.FunctionDef) and isinstance(node.value, ast.Tuple) \
+                            and self.module.tuple_factories.get(func.name, (0, 0))[0] == \
+                            func.lineno:
+                        return Blocked(f"`{func.name}()` returns the engine in a tuple with "
+                                       "other values, so it must outlive this function: no "
+                                       "fix makes such a helper a context manager")
                     return Blocked("the engine is returned to the caller, so it must "
                                    "outlive this function")
                 if not plain_data(node.value, tainted, self.module,

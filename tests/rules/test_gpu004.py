@@ -463,8 +463,11 @@ def test_xunit_teardowns_of_an_engine_stored_by_their_setup() -> None:
                 f"until `{teardown}()`: no fix rewrites xunit set-up and teardown (a fixture "
                 "of the same scope over the runner class would own the engine)")
 
-    gpu001 = ("GPU001", "none",
-              "the engine is stored in an attribute or container and outlives the block")
+    def gpu001(setup: str, teardown: str) -> tuple[str, str, str]:
+        return ("GPU001", "none", f"the engine is stored on the class or instance by the "
+                f"xunit `{setup}()` and lives until `{teardown}()`: no fix rewrites xunit "
+                "set-up and teardown (a fixture of the same scope over the runner class "
+                "would own the engine)")
     assert fix_reports("""\
         import gc
         import unittest
@@ -514,9 +517,9 @@ def test_xunit_teardowns_of_an_engine_stored_by_their_setup() -> None:
         (12, "GPU001", "none", "`llm` holds the engine and is global or nonlocal"),
         (17, "GPU004", "none", reason("llm", "setup_module", 12, "teardown_module")),
         (18, "GPU004", "none", reason("llm", "setup_module", 12, "teardown_module")),
-        (24, *gpu001),
+        (24, *gpu001("setUpClass", "tearDownClass")),
         (28, "GPU004", "none", reason("cls.engine", "setUpClass", 24, "tearDownClass")),
-        (37, *gpu001),
+        (37, *gpu001("setup_method", "teardown_method")),
         (40, "GPU004", "none", reason("self.llm", "setup_method", 37, "teardown_method")),
         (41, "GPU004", "none", reason("self.llm", "setup_method", 37, "teardown_method")),
     ]
@@ -636,10 +639,28 @@ def test_an_engine_a_helper_returns_in_a_tuple() -> None:
             *rest, = setup_llm("m")
             del rest
         """) == [
-        (6, "GPU001", "none", "the engine is returned to the caller, so it must outlive "
-                              "this function"),
+        (6, "GPU001", "none", "`setup_llm()` returns the engine in a tuple with other "
+                              "values, so it must outlive this function: no fix makes such a "
+                              "helper a context manager"),
         (12, "GPU004", "none", why),
         (13, "GPU004", "none", why),
         (17, "GPU003", "none", why),
         (25, "GPU004", "none", why),
     ]
+
+
+def test_the_engines_own_shutdown_at_teardown() -> None:
+    source = """\
+        from vllm import LLM
+
+
+        def test_generate():
+            llm = LLM("m")
+            assert llm.generate(["a"])
+            llm.shutdown()
+        """
+    assert fix_reports(source) == [(5, "GPU001", "safe", ""), (7, "GPU004", "safe", "")]
+    assert fix_source(textwrap.dedent(source).encode(), PATH, own_rules()).new_source == (
+        b"import weakref\n\n\ndef test_generate(vllm_runner):\n"
+        b"    with vllm_runner(\"m\") as runner:\n        llm = weakref.proxy(runner.llm)\n"
+        b"        assert llm.generate([\"a\"])\n")
