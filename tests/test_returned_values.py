@@ -82,10 +82,14 @@ def test_a_value_that_may_reference_the_engine_makes_the_fix_unsafe(value: str) 
     assert _gpu001(TEMPLATE.format(value=value)) == ("unsafe", UNSAFE)
 
 
-@pytest.mark.parametrize("value", ["(llm, outputs)", "outputs if outputs else llm"])
-def test_the_engine_itself_returned_has_no_fix(value: str) -> None:
-    assert _gpu001(TEMPLATE.format(value=value)) == (
-        "none", "the engine is returned to the caller, so it must outlive this function")
+@pytest.mark.parametrize(("value", "reason"), [
+    ("(llm, outputs)", "`helper()` returns the engine in a tuple with other values, so it must "
+                       "outlive this function: no fix makes such a helper a context manager"),
+    ("outputs if outputs else llm",
+     "the engine is returned to the caller, so it must outlive this function"),
+])
+def test_the_engine_itself_returned_has_no_fix(value: str, reason: str) -> None:
+    assert _gpu001(TEMPLATE.format(value=value)) == ("none", reason)
 
 
 def test_a_builtin_the_module_rebinds_is_not_trusted() -> None:
