@@ -864,3 +864,30 @@ def test_a_public_helper_of_a_conftest_no_file_imports_serves_its_fixtures_only(
     assert {(r, c, a) for _, r, _, c, a, _ in _run(tmp_path)} == {
         (6, "GPU001", applicability), (12, "GPU002", applicability),
         (13, "GPU004", applicability)}
+
+
+def test_an_engine_a_helper_of_another_module_returns_in_a_tuple(tmp_path: Path) -> None:
+    """``llm, params = setup_llm(...)`` from ``tests/helpers.py``: the test owns the engine,
+    its call is the engine's construction (the helper's module is out of the rules' scope)
+    and its cleanup is GPU004, without a fix; binding the whole tuple owns nothing."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "helpers.py").write_text(
+        "from vllm import LLM, SamplingParams\n\n\ndef setup_llm(model):\n"
+        "    return LLM(model=model), SamplingParams(temperature=0.0)\n")
+    (tmp_path / "tests" / "test_use.py").write_text(
+        "import gc\n\nfrom tests.helpers import setup_llm\n\n\ndef test_unpacked():\n"
+        "    llm, params = setup_llm(\"m\")\n    assert llm.generate([\"a\"], params)\n"
+        "    del llm\n    gc.collect()\n\n\ndef test_whole():\n    pair = setup_llm(\"m\")\n"
+        "    del pair\n")
+    why = ("the engine comes from `setup_llm()`, defined in `tests/helpers.py` (line 4), "
+           "which returns it in a tuple with other values: no fix makes such a helper a "
+           "context manager")
+    none = Applicability.NONE
+    assert _run(tmp_path) == [
+        ("tests/test_use.py", 7, 19, "GPU001", none, why),
+        ("tests/test_use.py", 9, 5, "GPU004", none, why),
+        ("tests/test_use.py", 10, 5, "GPU004", none, why),
+        ("tests/test_use.py", 14, 12, "GPU001", none, why),
+    ]

@@ -97,13 +97,15 @@ class ImportedHelper:
     Attributes:
         key: the qualified name the importing module reaches it by (``tests.utils.setup_engine``,
             ``.utils.setup_engine``).
-        kind: ``"f"``, a function that builds an engine and returns it; ``"c"``, a class
-            whose methods store an engine on ``self.<attribute>``.
+        kind: ``"f"``, a function that builds an engine and returns it; ``"t"``, one that
+            returns it in a tuple with other values; ``"c"``, a class whose methods store
+            an engine on ``self.<attribute>``.
         name: its name in the module that defines it.
         line: the line of its ``def``/``class``.
         extra: for a function, the engine's ``gpu_memory_utilization`` written in it as a
-            literal, ``"default"`` when it passes none, ``""`` when unknown; for a class, the
-            attributes holding the engine, comma-separated.
+            literal, ``"default"`` when it passes none, ``""`` when unknown; for a tuple,
+            the engine's index in it; for a class, the attributes holding the engine,
+            comma-separated.
         module: the defining module's path from the tree's root (``tests/utils.py``).
         in_scope: the defining module is in the rules' scope (a test module, a conftest,
             under ``test-roots``, or defining tests or fixtures: :func:`is_test_module_path`,
@@ -767,6 +769,21 @@ class ModuleAnalysis:
             return node.func.id
         return None
 
+    def tuple_helper_of(self, node: ast.AST) -> tuple[str, int, str] | None:
+        """For a call of a helper that returns the engine in a tuple, of the module
+        (:attr:`tuple_factories`) or of another module of the tree (:meth:`helper_called`,
+        kind ``"t"``): ``(its name as the call spells it, the engine's index in the tuple,
+        where it is defined: "line N" or "`tests/utils.py` (line N)")``; else ``None``."""
+        name = self.tuple_factory_called(node)
+        if name is not None:
+            line, place = self.tuple_factories[name]
+            return name, place, f"line {line}"
+        helper = self.helper_called(node)
+        if helper is not None and helper.kind == "t" and helper.extra.isdigit():
+            spelled = dotted_name(node.func) or helper.name  # type: ignore[attr-defined]
+            return spelled, int(helper.extra), helper.where
+        return None
+
     def factory_called(self, node: ast.AST) -> str | None:
         """The name of the factory helper ``node`` calls, as the call spells it: one of the
         module (:attr:`engine_factories`: ``setup_engine(...)``) or one of another module
@@ -949,10 +966,10 @@ def _unpacked_engine(module: ModuleAnalysis, targets: Sequence[ast.expr],
                     value: ast.expr) -> str | None:
     """The name an unpacking of a tuple factory's call binds to the engine
     (``llm, params = setup(...)``: ``llm``), else ``None``."""
-    name = module.tuple_factory_called(value)
-    if name is None or len(targets) != 1 or not isinstance(targets[0], (ast.Tuple, ast.List)):
+    found = module.tuple_helper_of(value)
+    if found is None or len(targets) != 1 or not isinstance(targets[0], (ast.Tuple, ast.List)):
         return None
-    _, place = module.tuple_factories[name]
+    _, place, _ = found
     elts = targets[0].elts
     if any(isinstance(e, ast.Starred) for e in elts) or place >= len(elts):
         return None
@@ -1059,7 +1076,8 @@ class Bindings:
                     out.engines.update(names)
                 elif module.factory_called(value):
                     out.received.update(names)
-                elif (helper := module.helper_called(value)) is not None:
+                elif (helper := module.helper_called(value)) is not None and \
+                        helper.kind == "c":
                     out.received.update(names)
                     out.instances.update(dict.fromkeys(names, helper))
                 elif module.is_runner_call(value) or _enter_context_arg(module, value):
@@ -1435,6 +1453,8 @@ def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
     module-level function that builds an engine and returns it
     (:attr:`ModuleAnalysis.engine_factories`; share: the engine's literal
     ``gpu_memory_utilization``, ``default`` when it passes none, else empty),
+    ``t|name|line|place|scope`` for each that returns it in a tuple with other values
+    (:attr:`ModuleAnalysis.tuple_factories`; place: the engine's index in the tuple),
     ``c|name|line|attr,...|scope`` for each module-level class whose methods store an engine
     built there (or got from such a function) on attributes of ``self``; scope:
     :data:`SCOPED` when the rules look at the module (:func:`is_test_module_path`, or it
@@ -1446,6 +1466,8 @@ def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
         func = next(f for f in module.functions if f.name == name and f.parent is None
                     and f.owner_class is None)
         out.append(f"f|{name}|{line}|{_helper_share(module, func)}|{scope}")
+    for name, (line, place) in module.tuple_factories.items():
+        out.append(f"t|{name}|{line}|{place}|{scope}")
     for cls in module.tree.body:
         if not isinstance(cls, ast.ClassDef):
             continue

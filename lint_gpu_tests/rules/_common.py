@@ -87,15 +87,12 @@ def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: st
     which the unit fixes when the with-block holds it (:meth:`FactoryPlan.hands_out`)."""
     for node in module.nodes_of(func):
         helper = module.helper_called(node)
-        if helper is not None:
+        if helper is not None and helper.kind != "t":
             spelled = dotted_name(node.func) or helper.name  # type: ignore[attr-defined]
             return None, FixInfo.none(title, imported_helper_reason(helper, spelled))
-        packed = module.tuple_factory_called(node)
+        packed = module.tuple_helper_of(node)
         if packed is not None:
-            line, _ = module.tuple_factories[packed]
-            return None, FixInfo.none(title, (
-                f"the engine comes from `{packed}()` (line {line}), which returns it in a "
-                "tuple with other values: no fix makes such a helper a context manager"))
+            return None, FixInfo.none(title, tuple_helper_reason(*packed))
     units = factory_units(module)
     called = sorted({name for n in module.nodes_of(func)
                      if (name := module.factory_called(n)) is not None})
@@ -112,10 +109,22 @@ def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: st
     return None, FixInfo.none(title, reason)
 
 
+def tuple_helper_reason(spelled: str, place: int, where: str) -> str:
+    """Why a violation about an engine a helper returns in a tuple (at index ``place``) has
+    no fix; ``where``: "line N" of the module, or its module and line."""
+    del place  # the reason is the same wherever the engine sits in the tuple
+    return (f"the engine comes from `{spelled}()` ({where})" if where.startswith("line ")
+            else f"the engine comes from `{spelled}()`, defined in {where}") + \
+        (", which returns it in a tuple with other values: no fix makes such a helper a "
+         "context manager")
+
+
 def imported_helper_reason(helper: ImportedHelper, spelled: str) -> str:
     """Why a violation about an engine that comes from ``helper``, an engine helper of
     another module of the tree, called as ``spelled``, has no fix: the one place this
     reason (and the plan it stands for) is made."""
+    if helper.kind == "t":
+        return tuple_helper_reason(spelled, int(helper.extra or 0), helper.where)
     if helper.kind == "c":
         held = ", ".join(f"`self.{a}`" for a in sorted(helper.attributes))
         return (f"the engine is held on {held} of `{helper.name}`, defined in "

@@ -858,12 +858,13 @@ def test_tester():
                 if not isinstance(node, ast.Call):
                     continue
                 helper = module.helper_called(node)
-                if helper is None or helper.kind != "f" or helper.in_scope or \
+                if helper is None or helper.kind not in ("f", "t") or helper.in_scope or \
                         _entered_or_raising(module, node) or _under_main_guard(module, node):
                     continue
                 spelled = dotted_name(node.func) or helper.name
-                fix = FixInfo.none(factory_title(module, helper.name, across=True),
-                                   imported_helper_reason(helper, spelled))
+                title = factory_title(module, helper.name, across=True) \
+                    if helper.kind == "f" else self.fix_title
+                fix = FixInfo.none(title, imported_helper_reason(helper, spelled))
                 yield hit_at(node, self.message.format(engine=spelled, runner=runner), fix)
 
 
