@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import ast
+import unicodedata
 from dataclasses import dataclass, replace
 
 from lint_gpu_tests.analysis.analysis import (
@@ -392,10 +393,16 @@ def _add_cleanup_plan(module: ModuleAnalysis, mutation: EnvMutation, func: Funct
 
 
 def _may_name(module: ModuleAnalysis, name: str) -> bool:
-    """False only when no identifier of ``module`` can be ``name``: an ASCII source that
-    does not contain it (a non-ASCII one may spell it in characters that NFKC-normalise to
-    it, as Python reads identifiers)."""
-    return name in module.text or not module.text.isascii()
+    """False only when no identifier of ``module`` can be ``name``: a source that does not
+    contain it once NFKC-normalised (a non-ASCII one may spell it in characters that
+    normalise to it, as Python reads identifiers)."""
+    return name in module.text or (not module.text.isascii()
+                                   and name in module.derived(_normalised_text))
+
+
+def _normalised_text(module: ModuleAnalysis) -> str:
+    """``module``'s source, NFKC-normalised as Python normalises identifiers."""
+    return unicodedata.normalize("NFKC", module.text)
 
 
 def env_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> FixInfo:

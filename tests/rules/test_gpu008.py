@@ -894,3 +894,36 @@ def test_autouse_fixture_of_a_class_covers_only_its_class() -> None:
 def test_fixture_clearing_a_leaked_variable(fixture: str, rows: list[tuple[int, int]]) -> None:
     source = "import os\n\nimport pytest\n\n\n" + fixture
     assert [(row, col) for row, col, *_ in gpu008(source)] == rows
+
+
+@pytest.mark.parametrize("extra", [
+    "# 环境变量在导入时设置\n",
+    # a name that NFKC-normalises to the fixture's: the fixture takes the next one
+    "_\N{FULLWIDTH LATIN SMALL LETTER M}odule_environment = 1\n",
+], ids=["a non-ASCII comment", "an identifier normalising to the fixture's name"])
+def test_a_module_level_write_in_a_non_ascii_module(extra: str) -> None:
+    """A non-ASCII source may spell a name in characters that normalise to it: the fixture's
+    name is chosen against the normalised source, and the choice ends."""
+    import signal
+
+    source = ("import os\n\n" + extra + 'os.environ["VLLM_USE_V1"] = "1"\n\n\n'
+              "def test_a():\n    assert os.environ\n")
+
+    def stuck(signum: int, frame: object) -> None:
+        raise TimeoutError("choosing the fixture's name did not end")
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(20)
+    try:
+        found = check_source(source.encode(), "tests/test_env.py", Config())
+        fixed = fix_source(source.encode(), "tests/test_env.py", Config(), unsafe=True)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else None)
+            for v in found] == [(source.splitlines().index(
+                'os.environ["VLLM_USE_V1"] = "1"') + 1, "GPU008", "unsafe")]
+    assert fixed.new_source is not None
+    expected = "_module_environment_2" if not extra.startswith("#") else \
+        "_module_environment"
+    assert f"def {expected}(" in fixed.new_source.decode()
