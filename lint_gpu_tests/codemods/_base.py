@@ -68,6 +68,11 @@ IMPORTS = {
 PlanT = TypeVar("PlanT", bound=FixPlan)
 
 
+#: The standard library's top-level modules (their imports go where the rewrite leaves them
+#: unused).
+STDLIB_MODULES = frozenset(sys.stdlib_module_names)
+
+
 class Context(Protocol):
     """What a command reads of its context: LibCST's ``CodemodContext`` under
     ``python -m libcst.tool``, a :class:`FixContext` under ``gpu-test-lint --fix``."""
@@ -316,7 +321,9 @@ class GpuCodemod(ABC, Generic[PlanT]):
     def remove_unused(self, module: ModuleAnalysis, new_tree: cst.Module) -> None:
         """Schedule removal of imports the rewrite (``new_tree``) may have left unused: the
         engine class, ``gc``, ``torch``, ``atexit``, ``weakref`` (the proxy-then-delete
-        idiom's) and the cleanup helpers. Only names the
+        idiom's), the cleanup helpers, and any module of the standard library (``traceback``
+        of a removed teardown: importing one has no effect a test relies on, unlike a
+        plugin's import, which may register a device). Only names the
         module used before are considered, so an import that was already unused is left
         alone; a name ``new_tree`` still reads is not scheduled (:func:`names_read`), so
         LibCST's import remover, which analyses the scopes of the whole module, runs only
@@ -326,7 +333,8 @@ class GpuCodemod(ABC, Generic[PlanT]):
         if self.config.target == "vllm":
             candidates.add(LEGACY_VLLM_CLEANUP)
         considered = {local for local, qualified in module.imports.items()
-                      if local in candidates or module.is_engine_class(qualified)}
+                      if local in candidates or module.is_engine_class(qualified)
+                      or qualified.partition(".")[0] in STDLIB_MODULES}
         if not considered:
             return
         used_before = {n.id for n in walk_breadth(module.tree) if isinstance(n, ast.Name)}

@@ -664,3 +664,30 @@ def test_the_engines_own_shutdown_at_teardown() -> None:
         b"import weakref\n\n\ndef test_generate(vllm_runner):\n"
         b"    with vllm_runner(\"m\") as runner:\n        llm = weakref.proxy(runner.llm)\n"
         b"        assert llm.generate([\"a\"])\n")
+
+
+def test_a_standard_module_only_the_removed_teardown_used_goes_with_it() -> None:
+    """``traceback`` was read only in the guarded shutdown the rewrite removes: its import
+    goes too (pyflakes would report it), while a plugin's import stays (importing one may
+    register a device)."""
+    source = textwrap.dedent("""\
+        import traceback
+
+        import vllm_plugin
+        from vllm import LLM
+
+
+        def test_generate():
+            llm = LLM("m")
+            try:
+                assert llm.generate(["a"])
+            finally:
+                try:
+                    llm.llm_engine.engine_core.shutdown()
+                except Exception:
+                    traceback.print_exc()
+                    vllm_plugin.report()
+        """)
+    fixed = fix_source(source.encode(), PATH, own_rules()).new_source
+    assert fixed is not None
+    assert fixed.decode().startswith("import weakref\n\nimport vllm_plugin\n\n\n")
