@@ -720,19 +720,29 @@ class ModuleAnalysis:
         the line of their ``def``: ``return LLM(...)``, or ``llm = LLM(...)`` ... ``return
         llm`` (computed once). A function that calls one owns the engine it gets back."""
         if self._factories is None:
-            self._factories = {}
+            self._factories, self._tuple_factories = {}, {}
             for func in self.functions:
                 if func.kind is not FunctionKind.HELPER or func.parent is not None or \
                         func.owner_class is not None or func.isolated:
                     continue
-                built = {t.id for n in self.nodes_of(func) if isinstance(n, ast.Assign)
+                nodes = self.nodes_of(func)
+                built = {t.id for n in nodes if isinstance(n, ast.Assign)
                          and self.builds_engine(n.value)
                          for t in n.targets if isinstance(t, ast.Name)}
-                if any(isinstance(n, ast.Return) and n.value is not None and (
-                        self.builds_engine(n.value) or (isinstance(n.value, ast.Name)
-                                                        and n.value.id in built))
-                       for n in self.nodes_of(func)):
+
+                def engine(value: ast.AST, built: set[str] = built) -> bool:
+                    return self.builds_engine(value) or (isinstance(value, ast.Name)
+                                                         and value.id in built)
+
+                returns = [n.value for n in nodes if isinstance(n, ast.Return)
+                           and n.value is not None]
+                if any(engine(value) for value in returns):
                     self._factories[func.name] = func.node.lineno
+                    continue
+                place = next((i for value in returns if isinstance(value, ast.Tuple)
+                              for i, e in enumerate(value.elts) if engine(e)), None)
+                if place is not None:
+                    self._tuple_factories[func.name] = (func.node.lineno, place)
         return self._factories
 
     @property
@@ -742,23 +752,8 @@ class ModuleAnalysis:
         and the engine's place in the tuple (computed once). A function that unpacks the
         call (``llm, params = setup(...)``) owns that engine; no fix rewrites such a helper."""
         if self._tuple_factories is None:
-            self._tuple_factories = {}
-            for func in self.functions:
-                if func.kind is not FunctionKind.HELPER or func.parent is not None or \
-                        func.owner_class is not None or func.isolated or \
-                        func.name in self.engine_factories:
-                    continue
-                built = {t.id for n in self.nodes_of(func) if isinstance(n, ast.Assign)
-                         and self.builds_engine(n.value)
-                         for t in n.targets if isinstance(t, ast.Name)}
-                for n in self.nodes_of(func):
-                    if isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple):
-                        place = next((i for i, e in enumerate(n.value.elts)
-                                      if self.builds_engine(e) or (
-                                          isinstance(e, ast.Name) and e.id in built)), None)
-                        if place is not None:
-                            self._tuple_factories[func.name] = (func.node.lineno, place)
-                            break
+            self.engine_factories  # noqa: B018  (one pass finds both kinds of helper)
+        assert self._tuple_factories is not None
         return self._tuple_factories
 
     def tuple_factory_called(self, node: ast.AST) -> str | None:
