@@ -257,6 +257,18 @@ def test_a_helper_a_conftest_imports_is_every_module_beneath_it(tmp_path: Path) 
         "a/test_x.py": ["a/helpers.py"], "test_y.py": []}
 
 
+def test_a_changed_test_module_another_imports_is_its_helper(tmp_path: Path) -> None:
+    """``test_b.py`` imports a factory of ``test_a.py``, which the fix rewrote: its session
+    runs that code, so ``test_a.py``'s bytes are in its key; a changed test module nobody
+    imports is nobody's helper (pytest collects it)."""
+    tree = _tree(tmp_path, {"test_a.py": "def build():\n    pass\n",
+                            "test_b.py": "from test_a import build\n", "test_c.py": ""})
+    trees = {"before": tree, "after": tree}
+    changed = ["test_a.py", "test_b.py", "test_c.py"]
+    assert module_helpers(["test_a.py", "test_b.py", "test_c.py"], changed, trees) == {
+        "test_a.py": [], "test_b.py": ["test_a.py"], "test_c.py": []}
+
+
 def test_a_helper_no_import_reaches_is_every_module(tmp_path: Path) -> None:
     """One loaded by ``importlib`` or read as data: who runs it is not known."""
     tree = _tree(tmp_path, {"test_x.py": "import importlib\nimportlib.import_module('h')\n",

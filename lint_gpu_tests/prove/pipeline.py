@@ -288,16 +288,22 @@ def modules_to_run(tests: Sequence[str], changed: Sequence[str], tree: Path,
 
 def module_helpers(tests: Sequence[str], changed: Sequence[str], trees: Mapping[str, Path]
                    ) -> dict[str, list[str]]:
-    """Per test module of ``tests``, the files the fix changed other than test modules and
-    conftests that its session may run, in either tree of ``trees``
-    (:func:`~lint_gpu_tests.prove.store.helpers_of`), and those no module's import reaches,
-    which count as every module's (loaded by ``importlib``, read as data: not known)."""
+    """Per test module of ``tests``, the files the fix changed other than conftests that its
+    session may run, in either tree of ``trees``
+    (:func:`~lint_gpu_tests.prove.store.helpers_of`): the other test modules it imports
+    (``from tests.test_a import build_engine``) and the other files; and those other files
+    no module's import reaches, which count as every module's (loaded by ``importlib``, read
+    as data: not known). A test module no module imports is nobody's helper: pytest
+    collects it."""
     others = [c for c in changed if not is_test_module(c)
               and os.path.basename(c) != "conftest.py"]
-    if not others:
+    changed_tests = [c for c in changed if is_test_module(c)]
+    if not others and not changed_tests:
         return {m: [] for m in tests}
-    present = {v: [h for h in others if (t / h).is_file()] for v, t in trees.items()}
-    per_module = {m: sorted({h for v, t in trees.items() for h in helpers_of(t, m, present[v])})
+    present = {v: [h for h in [*others, *changed_tests] if (t / h).is_file()]
+               for v, t in trees.items()}
+    per_module = {m: sorted({h for v, t in trees.items()
+                             for h in helpers_of(t, m, [p for p in present[v] if p != m])})
                   for m in tests}
     reached = {h for hs in per_module.values() for h in hs}
     unreached = [h for h in others if h not in reached]

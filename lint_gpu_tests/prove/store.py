@@ -185,8 +185,8 @@ def imported_files(tree: Path, start: Iterable[Path]) -> set[str] | None:
 
 
 def helpers_of(tree: Path, module: str, helpers: Iterable[str]) -> list[str]:
-    """Which of ``helpers`` (changed files of ``tree`` other than test modules and
-    conftests, ``/``-separated) the session of ``module`` may run: those it imports, or its
+    """Which of ``helpers`` (changed files of ``tree`` other than conftests and ``module``,
+    ``/``-separated) the session of ``module`` may run: those it imports, or its
     conftests and pytest configuration (:func:`support_files`) import, through any files of
     the tree (:func:`imported_files`). All of them when what it imports is unknown (a file
     reached does not parse). (A helper no module's import reaches, one loaded by ``importlib``
