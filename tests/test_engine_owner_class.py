@@ -268,7 +268,9 @@ def test_run():
 def test_engine_returned_to_init_is_the_owner_class_shape() -> None:
     """``self.llm = self._build(config)`` with ``_build`` returning the engine is
     the owner class (unsafe, the class rewrite); a builder that is a static method, or that
-    another method calls too (the engine may be rebuilt), has no fix and says why."""
+    another method calls too (the engine may be rebuilt), has no fix and says why; so has
+    a factory method whose call ``__init__`` binds to a name it then stores (its unit's
+    caller, ``__init__``, cannot hold the engine in a block)."""
     plain = RETURNED.format(extra="", decorator="", params="self, config")
     assert reports(plain) == [(9, "GPU001", "unsafe", UNSAFE.format(cls="Tester"))]
     static = RETURNED.format(extra="", decorator="@staticmethod\n    ", params="config")
@@ -280,8 +282,9 @@ def test_engine_returned_to_init_is_the_owner_class_shape() -> None:
                                "from `__init__`: the engine may be rebuilt")]
     kept_local = plain.replace("self.llm = self._build(config)",
                                "llm = self._build(config)\n        self.llm = llm")
-    assert reports(kept_local) == [(10, "GPU001", "none", "the engine is returned to the "
-                                    "caller, so it must outlive this function")]
+    assert reports(kept_local) == [(10, "GPU001", "none", "the call of `_build()` in "
+                                    "`__init__()` (line 6): built in a helper class: the "
+                                    "engine outlives `__init__`")]
 
 
 def test_cleanup_method_call_is_named_in_the_report() -> None:

@@ -74,6 +74,7 @@ def test_a_value_read_from_the_engine_is_not_the_engine() -> None:
         (10, "GPU001", unsafe),
         (16, "GPU001", None),
         (18, "GPU004", None),
+        (19, "GPU004", None),
         (24, "GPU001", "the engine is returned to the caller, so it must outlive this "
                        "function"),
     ]

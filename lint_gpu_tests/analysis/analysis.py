@@ -682,7 +682,8 @@ class ModuleAnalysis:
                                         if site.function is not None}
                 self._busy_functions |= {id(call.function.node) for call in self.runner_calls
                                          if call.function is not None}
-                if self.engine_factories or self.imported_helpers or self.tuple_factories:
+                if self.engine_factories or self.imported_helpers or self.tuple_factories \
+                        or self.method_factories:
                     self._busy_functions |= {
                         id(f.node) for f in self.functions
                         if any(self.factory_called(n) or self.helper_called(n)
@@ -721,7 +722,18 @@ class ModuleAnalysis:
         llm`` (computed once). A function that calls one owns the engine it gets back."""
         if self._factories is None:
             self._factories, self._tuple_factories = {}, {}
+            methods: dict[str, dict[str, int]] = {}
+            # A method can be a factory only if it builds an engine itself.
+            building = {id(s.function) for s in self.engines if s.function is not None
+                        and s.function.owner_class is not None}
             for func in self.functions:
+                if func.owner_class is not None:
+                    if id(func) in building and func.parent is None and not func.isolated \
+                            and _may_be_factory_method(func) and \
+                            self._returns_built_engine(func):
+                        methods.setdefault(func.owner_class.name, {})[func.name] = \
+                            func.node.lineno
+                    continue
                 if func.kind is not FunctionKind.HELPER or func.parent is not None or \
                         func.owner_class is not None or func.isolated:
                     continue
@@ -743,7 +755,50 @@ class ModuleAnalysis:
                               for i, e in enumerate(value.elts) if engine(e)), None)
                 if place is not None:
                     self._tuple_factories[func.name] = (func.node.lineno, place)
+            self._method_factories = _inherited(methods, self._classes) if methods else {}
         return self._factories
+
+    def _returns_built_engine(self, func: FunctionInfo) -> bool:
+        """True when ``func`` returns an engine it builds: ``return LLM(...)``, or ``llm =
+        LLM(...)`` ... ``return llm``."""
+        nodes = self.nodes_of(func)
+        built = {t.id for n in nodes if isinstance(n, ast.Assign) and self.builds_engine(n.value)
+                 for t in n.targets if isinstance(t, ast.Name)}
+        return any(self.builds_engine(n.value) or (isinstance(n.value, ast.Name)
+                                                    and n.value.id in built)
+                   for n in nodes if isinstance(n, ast.Return) and n.value is not None)
+
+    @property
+    def method_factories(self) -> dict[str, dict[str, int]]:
+        """The methods that build an engine and return it (as :attr:`engine_factories`
+        does), by the name of a class of the module that has them, its own or inherited
+        from a base class of the module: ``{"TestModels": {"_make_llm": 8}}`` (the line of
+        the ``def``; computed once). A method of the class that calls one
+        (``llm = self._make_llm(...)``) owns the engine it gets back."""
+        if self._method_factories is None:
+            self.engine_factories  # noqa: B018  (one pass finds every kind of factory)
+        assert self._method_factories is not None
+        return self._method_factories
+
+    def method_factory_of(self, node: ast.AST) -> tuple[str, int] | None:
+        """For a call of a factory method (:attr:`method_factories`) on ``self`` or ``cls``
+        within a method of a class that has it: ``(the call as spelled, "self._make_llm";
+        the line of the method's ``def``)``; else ``None``."""
+        methods = self.method_factories
+        if not methods or not isinstance(node, ast.Call):
+            return None
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                and func.value.id in ("self", "cls")) or \
+                not any(func.attr in names for names in methods.values()):
+            return None
+        current: ast.AST | None = node
+        while current is not None and not isinstance(current, ast.ClassDef):
+            current = self.parent(current)
+        if current is None:
+            return None
+        line = methods.get(current.name, {}).get(func.attr)
+        return None if line is None else (f"{func.value.id}.{func.attr}", line)
 
     @property
     def tuple_factories(self) -> dict[str, tuple[int, int]]:
@@ -788,6 +843,9 @@ class ModuleAnalysis:
             return None
         if isinstance(node.func, ast.Name) and node.func.id in self.engine_factories:
             return node.func.id
+        method = self.method_factory_of(node)
+        if method is not None:
+            return method[0]
         helper = self.helper_called(node)
         if helper is not None and helper.kind == "f":
             return dotted_name(node.func)
@@ -874,6 +932,7 @@ class ModuleAnalysis:
     _busy_functions: set[int] | None = None
     _factories: dict[str, int] | None = None
     _tuple_factories: dict[str, tuple[int, int]] | None = None
+    _method_factories: dict[str, dict[str, int]] | None = None
     _cleanup_helpers: frozenset[str] | None = None
     _imported_helpers: dict[str, ImportedHelper] | None = None
     _indexed: set[int] = field(default_factory=set)
@@ -970,6 +1029,45 @@ def _unpacked_engine(module: ModuleAnalysis, targets: Sequence[ast.expr],
         return None
     target = elts[place]
     return target.id if isinstance(target, ast.Name) else None
+
+
+def _may_be_factory_method(func: FunctionInfo) -> bool:
+    """True for a method that callers can call for an engine: not a dunder method (``__init__``
+    stores, ``__enter__`` is a context manager's) and not a property."""
+    name = func.name
+    if name.startswith("__") and name.endswith("__"):
+        return False
+    return not any(dotted_name(d) in ("property", "functools.cached_property", "cached_property")
+                   for d in func.node.decorator_list)
+
+
+def _inherited(own: dict[str, dict[str, int]], classes: Sequence[ast.ClassDef]
+               ) -> dict[str, dict[str, int]]:
+    """``own`` (class name -> its factory methods) with each class of ``classes`` also given
+    the factory methods of its bases that are classes of the module (named as a plain
+    name), a method of its own of the same name taking their place."""
+    by_name = {c.name: c for c in classes}
+    out: dict[str, dict[str, int]] = {}
+
+    def resolve(name: str, seen: frozenset[str]) -> dict[str, int]:
+        if name in out:
+            return out[name]
+        found: dict[str, int] = {}
+        cls = by_name.get(name)
+        if cls is not None:
+            for base in reversed(cls.bases):
+                if isinstance(base, ast.Name) and base.id in by_name and base.id not in seen:
+                    found.update(resolve(base.id, seen | {base.id}))
+            own_methods = {i.name for i in cls.body
+                           if isinstance(i, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            found = {k: v for k, v in found.items() if k not in own_methods}
+        found.update(own.get(name, {}))
+        out[name] = found
+        return found
+
+    for name in by_name:
+        resolve(name, frozenset({name}))
+    return {name: methods for name, methods in out.items() if methods}
 
 
 def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:

@@ -1,6 +1,9 @@
 """Fix planning for factory helpers: a module-level function that builds an engine and returns
 it, and every call of it
-(:attr:`~lint_gpu_tests.analysis.analysis.ModuleAnalysis.engine_factories`).
+(:attr:`~lint_gpu_tests.analysis.analysis.ModuleAnalysis.engine_factories`); and factory methods,
+a method of a class that does the same, called on ``self``
+(:attr:`~lint_gpu_tests.analysis.analysis.ModuleAnalysis.method_factories`), planned the same
+way (:func:`_method_unit`).
 
 The shape, as vLLM's LoRA tests had it::
 
@@ -79,6 +82,7 @@ from lint_gpu_tests.config import is_test_module, project_module
 from lint_gpu_tests.fixplan.blocks import loads_of
 from lint_gpu_tests.fixplan.classes import (
     RUNNER_CLASS_MODULES,
+    owner_class_of,
     top_level_names,
     vllm_runner_class_problem,
 )
@@ -221,14 +225,84 @@ def _factory_units(module: ModuleAnalysis) -> dict[str, FactoryPlan | FixInfo]:
             out[name] = FixInfo.none(title, calls)
             continue
         out[name] = plan_factory_unit(module, func, sites[0], calls)
+    if module.method_factories:
+        for func in module.functions:
+            key = method_unit_key(module, func)
+            if key is not None:
+                out[key] = _method_unit(module, func)
     return out
 
 
+def method_unit_key(module: ModuleAnalysis, func: FunctionInfo) -> str | None:
+    """The key of :func:`factory_units` for ``func`` when it is a factory method of its class
+    (:attr:`ModuleAnalysis.method_factories`: ``"method:<line of its def>"``), else
+    ``None``."""
+    owner = func.owner_class
+    if owner is None or func.parent is not None or \
+            module.method_factories.get(owner.name, {}).get(func.name) != func.node.lineno:
+        return None
+    return f"method:{func.node.lineno}"
+
+
+def _method_unit(module: ModuleAnalysis, func: FunctionInfo) -> FactoryPlan | FixInfo:
+    """The unit of the factory method ``func``: the method made a context manager and every
+    call of it on ``self`` (or ``cls``) in the classes of the module that have it; or why
+    not (another class defines a method of that name, the name is used other than by such a
+    call, the runner is a fixture its callers would have to pass)."""
+    name = func.name
+    title = factory_title(module, name)
+    if module.config.runner_is_fixture:
+        return FixInfo.none(title, (
+            f"`{name}()` is a method, and with the runner a fixture "
+            f"(`{module.config.runner_fixture}`) every caller would have to pass it: no fix "
+            "rewrites a factory method under this target"))
+    sites = [s for s in module.engines if s.function is func]
+    if len(sites) != 1:
+        return FixInfo.none(title, f"`{name}()` builds several engines")
+    owner = owner_class_of(module, sites[0])
+    if owner is not None:
+        return FixInfo.none(title, (
+            f"`{name}()` builds the engine that `{owner.node.name}` stores on itself: the "
+            "class's own fix makes it a context manager"))
+    other = next((f for f in module.functions if f is not func and f.name == name
+                  and f.owner_class is not None and f.parent is None), None)
+    if other is not None:
+        assert other.owner_class is not None
+        return FixInfo.none(title, (
+            f"`{other.owner_class.name}` defines a `{name}()` of its own (line "
+            f"{other.node.lineno}): a call that reaches it would get an engine where the fix "
+            "enters a context manager"))
+    calls: list[FactoryCall] = []
+    for node in walk_breadth(module.tree):
+        if not (isinstance(node, ast.Attribute) and node.attr == name):
+            continue
+        parent = module.parent(node)
+        found = module.method_factory_of(parent) if isinstance(parent, ast.Call) and \
+            parent.func is node else None
+        if found is None or found[1] != func.node.lineno:
+            return FixInfo.none(title, (
+                f"`{name}` is used other than by a call on `self` {_where(node, module)}: "
+                "what receives it would get a context manager instead of an engine"))
+        assert isinstance(parent, ast.Call)
+        calls.append(FactoryCall(module, parent))
+    if not calls:
+        return FixInfo.none(title, f"`{name}()` is not called on `self` in this module")
+    assert func.owner_class is not None
+    return plan_factory_unit(module, func, sites[0], calls, method_of=func.owner_class.name)
+
+
 def factory_unit_of(module: ModuleAnalysis, site: EngineSite) -> FactoryPlan | FixInfo | None:
-    """The unit whose factory builds the engine at ``site``, or ``None`` when ``site`` is in
-    no factory helper."""
+    """The unit whose factory (a helper, or a method of a class) builds the engine at
+    ``site``, or ``None`` when ``site`` is in no factory."""
     func = site.function
-    if func is None or func.name not in module.engine_factories or func.parent is not None \
+    if func is None:
+        return None
+    key = method_unit_key(module, func)
+    if key is not None:
+        # A method of a helper class that stores its engine on ``self``: the class's fix.
+        return None if owner_class_of(module, site) is not None else \
+            factory_units(module).get(key)
+    if func.name not in module.engine_factories or func.parent is not None \
             or func.owner_class is not None:
         return None
     return factory_units(module).get(func.name)
@@ -299,8 +373,8 @@ def module_call_sites(module: ModuleAnalysis, func: FunctionInfo) -> list[Factor
 
 
 def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite,
-                      calls: Sequence[FactoryCall], *, tree: str | None = None
-                      ) -> FactoryPlan | FixInfo:
+                      calls: Sequence[FactoryCall], *, tree: str | None = None,
+                      method_of: str | None = None) -> FactoryPlan | FixInfo:
     """Plan the unit of the factory ``func`` of ``module`` (whose engine ``site`` builds) and
     its call sites ``calls``: the factory's own block and one with-block per call.
 
@@ -312,6 +386,10 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
     helper in that tree (:mod:`lint_gpu_tests.fixing.tree_units` found them all, in modules the
     run fixes): its being public then changes no caller the unit leaves out, and a caller
     that cannot be rewritten is named with its module (from ``tree``).
+
+    With ``method_of`` (the name of its class), ``func`` is a factory method and ``calls``
+    its calls on ``self``: a class of another module may inherit it (and call it for an
+    engine) unless no file of the tree imports the module.
 
     Returns:
         The :class:`FactoryPlan` (safe or unsafe, with every reason), or the
@@ -349,7 +427,17 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
                        f"{caller.line}): {caller.plan.reason}"
                        for caller in found if caller.plan.reason)
         callers.extend(found)
-    if not name.startswith("_") and not tree and not module.private_to_tree:
+    if method_of is not None:
+        if not module.private_to_tree:
+            if not is_test_module(module.path) or module.imported_by_tree:
+                return FixInfo.none(title, (
+                    f"`{method_of}` is in a module others import: a class there that "
+                    f"inherits `{name}()` would get a context manager instead of an engine, "
+                    f"and {ONE_MODULE}"))
+            reasons.insert(0, (
+                f"a class of another module may inherit `{name}()` from `{method_of}` and "
+                f"get a context manager instead of an engine ({ONE_MODULE})"))
+    elif not name.startswith("_") and not tree and not module.private_to_tree:
         if (not is_test_module(module.path) or module.imported_by_tree):
             return FixInfo.none(title, f"`{name}()` is public in a module others import: their "
                                 f"calls would get a context manager instead of an engine, and "

@@ -93,6 +93,9 @@ def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: st
         packed = module.tuple_helper_of(node)
         if packed is not None:
             return None, FixInfo.none(title, tuple_helper_reason(*packed))
+        method = module.method_factory_of(node)
+        if method is not None:
+            return _method_fix(module, func, line, title, method, hands_out)
     units = factory_units(module)
     called = sorted({name for n in module.nodes_of(func)
                      if (name := module.factory_called(n)) is not None})
@@ -107,6 +110,25 @@ def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: st
         reason = (f"the engine comes from `{name}()` (line {unit.def_line}), and its rewrite "
                   "into a context manager keeps this statement")
     return None, FixInfo.none(title, reason)
+
+
+def _method_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: str,
+                method: tuple[str, int], hands_out: bool) -> tuple[FactoryPlan | None, FixInfo]:
+    """:func:`factory_fix` for an engine ``func`` gets from a factory method (``method``: the
+    call as spelled and the line of the method's ``def``): the method's unit when its
+    with-block in ``func`` removes (or, with ``hands_out``, hands out) the statement at
+    ``line``, else none with the reason."""
+    spelled, def_line = method
+    unit = factory_units(module).get(f"method:{def_line}")
+    if not isinstance(unit, FactoryPlan):
+        return None, FixInfo.none(title, unit.reason if unit is not None else
+                                  f"the engine comes from `{spelled}()` (line {def_line})")
+    covers = unit.hands_out if hands_out else unit.covers
+    if covers(module.path, func.node.lineno, line):
+        return unit, unit.covered_fix(title)
+    return None, FixInfo.none(title, (f"the engine comes from `{spelled}()` (line {def_line}), "
+                                      "and its rewrite into a context manager keeps this "
+                                      "statement"))
 
 
 def tuple_helper_reason(spelled: str, place: int, where: str) -> str:

@@ -38,7 +38,9 @@ class FinalizerShutdown(Rule):
         "from a factory helper (a module-level function that builds an engine and returns "
         "it) of the module or of another module of the tree, imported however: "
         "`from tests.utils import ...`, `from .utils import ...`, `import tests.utils as u`, "
-        "a name re-exported one level deep. An engine from another module's helper is "
+        "a name re-exported one level deep, or from a method of its class (its own or "
+        "inherited from a class of the module) that builds and returns one (`llm = "
+        "self.build()`, without a fix). An engine from another module's helper is "
         "fixed with the helper and every call of it in the tree, as one unit planned after "
         "every file is checked; where one call cannot be rewritten, the helper is used "
         "other than by calls, or a module using it is not checked, the unit has no fix and "
@@ -104,6 +106,28 @@ def test_generate():
         assert llm.generate(["hi"])
     finally:
         if llm is not None:
+            llm.llm_engine.engine_core.shutdown()
+''',
+        ),
+        Example(
+            title="A shutdown of an engine that a method of a base class returns",
+            source='''\
+from vllm import LLM
+
+
+class EngineTests:
+    model = "facebook/opt-125m"
+
+    def build(self):
+        return LLM(self.model, enforce_eager=True)  # error: GPU001
+
+
+class TestGenerate(EngineTests):
+    def test_generate(self):
+        llm = self.build()
+        try:  # error: GPU003
+            assert llm.generate(["hi"])
+        finally:
             llm.llm_engine.engine_core.shutdown()
 ''',
         ),

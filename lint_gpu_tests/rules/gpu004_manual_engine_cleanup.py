@@ -18,6 +18,7 @@ from lint_gpu_tests.fixplan.blocks import statement_block
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
 from lint_gpu_tests.fixplan.cleanup import ends_engine
 from lint_gpu_tests.fixplan.factories import FactoryPlan
+from lint_gpu_tests.fixplan.isolate import IsolatePlan
 from lint_gpu_tests.fixplan.plan import CleanupPlan, WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
@@ -50,7 +51,9 @@ class ManualEngineCleanup(Rule):
         "= setup_llm(...)`, without a fix) of the module or of another module of the tree "
         "(`from tests.utils import setup_engine`, `from .utils import ...`, `import "
         "tests.utils as u`, a name re-exported one level deep; the tree's engine helpers "
-        "are summarised once per run), holds an instance of a helper class of another "
+        "are summarised once per run), or from a method of its class (its own or inherited "
+        "from a class of the module) that builds and returns one (`llm = "
+        "self._make_llm(...)`, without a fix), holds an instance of a helper class of another "
         "module whose methods store an engine on `self` (`helper = EngineHelper(...)`: its "
         "`del helper.llm` too), or receives the "
         "`vllm_runner` or `vllm_runner_factory` fixture or an engine fixture defined in the "
@@ -204,6 +207,25 @@ def test_single_lora():
     assert llm.generate(["hi"])
     del llm  # error: GPU004
     gc.collect()  # error: GPU004
+''',
+        ),
+        Example(
+            title="Cleanup of an engine a method of the test class returns",
+            source='''\
+import gc
+
+from vllm import LLM
+
+
+class TestLora:
+    def _make_llm(self, num_loras):
+        return LLM("facebook/opt-125m", enable_lora=True, max_loras=num_loras)  # error: GPU001
+
+    def test_single_lora(self):
+        llm = self._make_llm(1)
+        assert llm.generate(["hi"])
+        del llm  # error: GPU004
+        gc.collect()  # error: GPU004
 ''',
         ),
         Example(
@@ -497,7 +519,16 @@ class TestTokens:
                     if held is None:
                         held = _engine_holders(module, func, deletable)
                     if _engine_used_later(module, func, node, held):
-                        continue  # between two uses: not the engine's teardown
+                        # Between two uses: not the engine's teardown, unless the rewrite
+                        # of the engine removes it all the same (``del llm; gc.collect()``
+                        # before an assert on a value read from the engine): one statement
+                        # the fix deletes, one report.
+                        removed = _removed_between_uses(module, func, node, plans,
+                                                        self.fix_title, bool(names.received))
+                        if removed is not None:
+                            yield hit_at(node, self.message.format(what=what), removed[1],
+                                         removed[0])
+                        continue
                 plan: WrapPlan | FactoryPlan | None = None
                 fix: FixInfo
                 own_block = _own_with_targets(module, func, node)
@@ -518,6 +549,21 @@ class TestTokens:
                 else:
                     fix = FixInfo.none(self.fix_title, "not a statement of its own")
                 yield hit_at(node, self.message.format(what=what), fix, plan)
+
+
+def _removed_between_uses(module: ModuleAnalysis, func: FunctionInfo, node: ast.stmt,
+                          plans: list[WrapPlan | FixInfo], title: str, received: bool
+                          ) -> tuple[WrapPlan | FactoryPlan, FixInfo] | None:
+    """The plan (and its fix) that deletes ``node``, a cleanup call of ``func`` before a later
+    use of the engine (such a call is not reported unless the rewrite deletes it), or
+    ``None`` when no plan deletes it (one that keeps it, as the isolate strategy's kept
+    cleanup, does not)."""
+    if not plans and not received:
+        return None
+    plan, fix = _covering_fix(module, func, node, plans, title, received)
+    if plan is None or isinstance(plan, IsolatePlan) and node.lineno in plan.kept_lines:
+        return None
+    return plan, fix
 
 
 def _covering_fix(module: ModuleAnalysis, func: FunctionInfo, node: ast.stmt,

@@ -609,6 +609,33 @@ def shape_fixture_from_helper(rng: random.Random, n: int, s: Style) -> Part:
     return Part(defs=defs, tests=tests.rstrip("\n") + "\n")
 
 
+def shape_factory_method(rng: random.Random, n: int, s: Style) -> Part:
+    """A method that builds the engine and returns it, of the test class or of a base class
+    of the module; each test method gets its engine from it on ``self`` and cleans it up by
+    hand or shuts it down in a ``finally``."""
+    inherited = rng.random() < 0.5
+    owner = f"EngineBase{n}" if inherited else f"TestFactoryMethod{n}"
+    method = rng.choice(["_make_llm", "build"])
+    factory = (f"    def {method}(self, size=32):\n"
+               + rng.choice([f"        return {s.llm}(MODEL, max_model_len=size)\n",
+                             f"        llm = {s.llm}(MODEL, max_model_len=size)\n"
+                             "        return llm\n"]))
+    tests = (f"class {owner}:\n{factory}\n\n" if inherited else "") + \
+        (f"class TestFactoryMethod{n}({owner}):\n" if inherited else
+         f"class {owner}:\n{factory}\n")
+    for i in range(rng.randint(1, 2)):
+        tests += f"    def test_method_{i}(self):\n"
+        call = f"self.{method}({rng.choice(['', '64', 'size=64'])})"
+        if rng.random() < 0.5:
+            tests += (f"        llm = {call}\n" + _use(rng, "llm", s, "        ")
+                      + _cleanup(rng, "llm", "        ") + "\n")
+        else:
+            tests += (f"        llm = {call}\n        try:\n"
+                      + _use(rng, "llm", s, "            ") + "        finally:\n"
+                      "            llm.llm_engine.engine_core.shutdown()\n\n")
+    return Part(tests=tests.rstrip("\n") + "\n")
+
+
 SHAPES: dict[str, ShapeFn] = {
     "cleanup_by_hand": shape_cleanup_by_hand,
     "no_cleanup": shape_no_cleanup,
@@ -656,6 +683,7 @@ SHAPES: dict[str, ShapeFn] = {
     "environ_read_later": shape_environ_read_later,
     "helper_try_finally": shape_helper_try_finally,
     "fixture_from_helper": shape_fixture_from_helper,
+    "factory_method": shape_factory_method,
 }
 
 #: Shapes that hit a known defect of the fixer, with what the defect is; on only with

@@ -691,3 +691,136 @@ def test_a_standard_module_only_the_removed_teardown_used_goes_with_it() -> None
     fixed = fix_source(source.encode(), PATH, own_rules()).new_source
     assert fixed is not None
     assert fixed.decode().startswith("import weakref\n\nimport vllm_plugin\n\n\n")
+
+
+
+def test_an_engine_a_method_of_the_class_returns() -> None:
+    """A method of the test's class (its own, or inherited from a class of the module) that
+    builds and returns an engine is a factory: the method that calls it on ``self`` owns the
+    engine (GPU004). A property and a call on another object are not factory calls; a
+    subclass's own method of the same name leaves the unit without a fix (a call may reach
+    either), and the reason says so."""
+    why = ("`TestOverride` defines a `_make()` of its own (line 26): a call that reaches it "
+           "would get an engine where the fix enters a context manager")
+    assert fix_reports("""\
+        import gc
+
+        from vllm import LLM
+
+        class Base:
+            def _make(self, model):
+                llm = LLM(model)
+                return llm
+
+            @property
+            def cached(self):
+                return LLM("m")
+
+        class TestOwn(Base):
+            def test_inherited(self):
+                llm = self._make("m")
+                assert llm.generate(["a"])
+                del llm
+                gc.collect()
+
+            def test_property(self):
+                llm = self.cached
+                del llm
+
+        class TestOverride(Base):
+            def _make(self, model):
+                return model
+
+            def test_overridden(self):
+                llm = self._make("m")
+                del llm
+                gc.collect()
+
+        class TestOther:
+            def test_other_object(self, helper):
+                llm = helper._make("m")
+                del llm
+        """) == [
+        (7, "GPU001", "none", why),
+        (12, "GPU001", "none", "the engine is returned to the caller, so it must outlive "
+                               "this function"),
+        (18, "GPU004", "none", why),
+        (19, "GPU004", "none", why),
+    ]
+
+
+METHOD_FACTORY = """\
+import gc
+
+from vllm import LLM
+
+
+class EngineTests:
+    def _make_llm(self, num_loras):
+        return LLM("facebook/opt-125m", enable_lora=True, max_loras=num_loras)
+
+
+class TestLora(EngineTests):
+    def test_single_lora(self):
+        llm = self._make_llm(1)
+        assert llm.generate(["hi"])
+        del llm
+        gc.collect()
+
+    def test_in_finally(self):
+        llm = self._make_llm(2)
+        try:
+            assert llm.generate(["hi"])
+        finally:
+            llm.llm_engine.engine_core.shutdown()
+"""
+
+METHOD_FACTORY_FIXED = """\
+import contextlib
+import weakref
+
+from lint_gpu_tests.runtime import VllmRunner
+
+
+class EngineTests:
+    @contextlib.contextmanager
+    def _make_llm(self, num_loras):
+        with VllmRunner(
+            "facebook/opt-125m", enable_lora=True, max_loras=num_loras
+        ) as runner:
+            yield weakref.proxy(runner.llm)
+
+
+class TestLora(EngineTests):
+    def test_single_lora(self):
+        with self._make_llm(1) as llm:
+            assert llm.generate(["hi"])
+
+    def test_in_finally(self):
+        with self._make_llm(2) as llm:
+            assert llm.generate(["hi"])
+"""
+
+
+def test_a_factory_method_and_its_calls_are_one_fix(tmp_path: Path) -> None:
+    """The factory method becomes a context manager and each call on ``self`` a with-block,
+    one fix with the method's GPU001. Checked alone it is unsafe (a class of another module
+    may inherit the method); in a run over a tree where no file imports the module, safe."""
+    why = ("a class of another module may inherit `_make_llm()` from `EngineTests` and get a "
+           "context manager instead of an engine (`--fix` rewrites one module at a time)")
+    assert fix_reports(METHOD_FACTORY) == [
+        (8, "GPU001", "unsafe", why), (15, "GPU004", "unsafe", why),
+        (16, "GPU004", "unsafe", why), (20, "GPU003", "unsafe", why)]
+    assert fix_source(METHOD_FACTORY.encode(), PATH, own_rules(),
+                      unsafe=True).new_source == METHOD_FACTORY_FIXED.encode()
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "tests").mkdir()
+    test = tmp_path / "tests" / "test_lora.py"
+    test.write_text(METHOD_FACTORY)
+    result = check_paths([str(test.parent)], own_rules(), cache=False)
+    assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else "none")
+            for v in result.violations] == [(8, "GPU001", "safe"), (15, "GPU004", "safe"),
+                                             (16, "GPU004", "safe"), (20, "GPU003", "safe")]
+    fixed = check_paths([str(test.parent)], own_rules(), cache=False, fix=True)
+    assert fixed.violations == []
+    assert test.read_text() == METHOD_FACTORY_FIXED
