@@ -769,6 +769,11 @@ class ModuleAnalysis:
                    for n in nodes if isinstance(n, ast.Return) and n.value is not None)
 
     @property
+    def classes(self) -> list[ast.ClassDef]:
+        """Every class statement of the module, at any depth, in source order."""
+        return self._classes
+
+    @property
     def method_factories(self) -> dict[str, dict[str, int]]:
         """The methods that build an engine and return it (as :attr:`engine_factories`
         does), by the name of a class of the module that has them, its own or inherited

@@ -264,8 +264,11 @@ def _method_unit(module: ModuleAnalysis, func: FunctionInfo) -> FactoryPlan | Fi
         return FixInfo.none(title, (
             f"`{name}()` builds the engine that `{owner.node.name}` stores on itself: the "
             "class's own fix makes it a context manager"))
+    owner_name = func.owner_class.name if func.owner_class is not None else ""
+    family = _class_family(module, owner_name)
     other = next((f for f in module.functions if f is not func and f.name == name
-                  and f.owner_class is not None and f.parent is None), None)
+                  and f.owner_class is not None and f.parent is None
+                  and f.owner_class.name in family), None)
     if other is not None:
         assert other.owner_class is not None
         return FixInfo.none(title, (
@@ -277,8 +280,12 @@ def _method_unit(module: ModuleAnalysis, func: FunctionInfo) -> FactoryPlan | Fi
         if not (isinstance(node, ast.Attribute) and node.attr == name):
             continue
         parent = module.parent(node)
-        found = module.method_factory_of(parent) if isinstance(parent, ast.Call) and \
-            parent.func is node else None
+        call = parent if isinstance(parent, ast.Call) and parent.func is node else None
+        if call is not None and isinstance(node.value, ast.Name) and \
+                node.value.id in ("self", "cls") and \
+                _enclosing_class(module, node) not in family:
+            continue  # a call on `self` in a class outside the method's: it cannot reach it
+        found = module.method_factory_of(call) if call is not None else None
         if found is None or found[1] != func.node.lineno:
             return FixInfo.none(title, (
                 f"`{name}` is used other than by a call on `self` {_where(node, module)}: "
@@ -289,6 +296,32 @@ def _method_unit(module: ModuleAnalysis, func: FunctionInfo) -> FactoryPlan | Fi
         return FixInfo.none(title, f"`{name}()` is not called on `self` in this module")
     assert func.owner_class is not None
     return plan_factory_unit(module, func, sites[0], calls, method_of=func.owner_class.name)
+
+
+def _class_family(module: ModuleAnalysis, name: str) -> set[str]:
+    """The class ``name`` of ``module`` with its ancestors and descendants among the module's
+    classes (bases named by a plain name): the classes whose instances may run its methods
+    or whose methods may run on its instances."""
+    bases = {c.name: {b.id for b in c.bases if isinstance(b, ast.Name)}
+             for c in module.classes}
+
+    def ancestors(of: str, seen: set[str]) -> set[str]:
+        for base in bases.get(of, set()) - seen:
+            seen.add(base)
+            ancestors(base, seen)
+        return seen
+
+    family = ancestors(name, {name})
+    family |= {c for c in bases if name in ancestors(c, set())}
+    return family
+
+
+def _enclosing_class(module: ModuleAnalysis, node: ast.AST) -> str | None:
+    """The name of the innermost class holding ``node``, else ``None``."""
+    current = module.parent(node)
+    while current is not None and not isinstance(current, ast.ClassDef):
+        current = module.parent(current)
+    return current.name if current is not None else None
 
 
 def factory_unit_of(module: ModuleAnalysis, site: EngineSite) -> FactoryPlan | FixInfo | None:
@@ -429,14 +462,10 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
         callers.extend(found)
     if method_of is not None:
         if not module.private_to_tree:
-            if not is_test_module(module.path) or module.imported_by_tree:
-                return FixInfo.none(title, (
-                    f"`{method_of}` is in a module others import: a class there that "
-                    f"inherits `{name}()` would get a context manager instead of an engine, "
-                    f"and {ONE_MODULE}"))
-            reasons.insert(0, (
+            return FixInfo.none(title, (
                 f"a class of another module may inherit `{name}()` from `{method_of}` and "
-                f"get a context manager instead of an engine ({ONE_MODULE})"))
+                "would get a context manager instead of an engine: the method is fixed only "
+                "in a run over its tree in which no file imports this module"))
     elif not name.startswith("_") and not tree and not module.private_to_tree:
         if (not is_test_module(module.path) or module.imported_by_tree):
             return FixInfo.none(title, f"`{name}()` is public in a module others import: their "
@@ -489,6 +518,10 @@ def _factory_body(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite, 
     planner = planner_for(module)
     if isinstance(node, ast.AsyncFunctionDef):
         return FixInfo.none(title, f"`{name}()` is a coroutine function")
+    if node.decorator_list and func.owner_class is not None and any(
+            last_name(d) in ("staticmethod", "classmethod") for d in node.decorator_list):
+        return FixInfo.none(title, f"`{name}()` is a static or class method: the fix makes "
+                                   "only plain methods called on `self` context managers")
     if node.decorator_list:
         return FixInfo.none(title, f"`{name}()` is decorated: what the decorator does with a "
                                    "context manager is not followed")

@@ -804,19 +804,27 @@ class TestLora(EngineTests):
 
 def test_a_factory_method_and_its_calls_are_one_fix(tmp_path: Path) -> None:
     """The factory method becomes a context manager and each call on ``self`` a with-block,
-    one fix with the method's GPU001. Checked alone it is unsafe (a class of another module
-    may inherit the method); in a run over a tree where no file imports the module, safe."""
-    why = ("a class of another module may inherit `_make_llm()` from `EngineTests` and get a "
-           "context manager instead of an engine (`--fix` rewrites one module at a time)")
+    one fix with the method's GPU001: safe in a run over a tree where no file imports the
+    module; checked alone, or where another module of the tree imports it (a class there
+    may inherit the method), no fix, and the reason says so."""
+    why = ("a class of another module may inherit `_make_llm()` from `EngineTests` and would "
+           "get a context manager instead of an engine: the method is fixed only in a run "
+           "over its tree in which no file imports this module")
     assert fix_reports(METHOD_FACTORY) == [
-        (8, "GPU001", "unsafe", why), (15, "GPU004", "unsafe", why),
-        (16, "GPU004", "unsafe", why), (20, "GPU003", "unsafe", why)]
-    assert fix_source(METHOD_FACTORY.encode(), PATH, own_rules(),
-                      unsafe=True).new_source == METHOD_FACTORY_FIXED.encode()
+        (8, "GPU001", "none", why), (15, "GPU004", "none", why),
+        (16, "GPU004", "none", why), (20, "GPU003", "none", why)]
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     (tmp_path / "tests").mkdir()
     test = tmp_path / "tests" / "test_lora.py"
     test.write_text(METHOD_FACTORY)
+    importer = tmp_path / "tests" / "test_more.py"
+    importer.write_text("from tests.test_lora import EngineTests\n\n\n"
+                        "class TestMore(EngineTests):\n    pass\n")
+    result = check_paths([str(test.parent)], own_rules(), cache=False)
+    assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else "none")
+            for v in result.violations] == [(8, "GPU001", "none"), (15, "GPU004", "none"),
+                                             (16, "GPU004", "none"), (20, "GPU003", "none")]
+    importer.unlink()
     result = check_paths([str(test.parent)], own_rules(), cache=False)
     assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else "none")
             for v in result.violations] == [(8, "GPU001", "safe"), (15, "GPU004", "safe"),
@@ -824,3 +832,56 @@ def test_a_factory_method_and_its_calls_are_one_fix(tmp_path: Path) -> None:
     fixed = check_paths([str(test.parent)], own_rules(), cache=False, fix=True)
     assert fixed.violations == []
     assert test.read_text() == METHOD_FACTORY_FIXED
+
+
+def test_factory_methods_of_unrelated_classes_are_fixed_each(tmp_path: Path) -> None:
+    """Two unrelated classes with a factory method of the same name: neither blocks the
+    other (no call of one class reaches the other's method); a static method gets no fix,
+    its reason says why."""
+    source = textwrap.dedent("""\
+        import gc
+
+        from vllm import LLM
+
+
+        class TestA:
+            def _make_llm(self):
+                return LLM("a")
+
+            def test_a(self):
+                llm = self._make_llm()
+                assert llm.generate(["x"])
+                del llm
+                gc.collect()
+
+
+        class TestB:
+            def _make_llm(self):
+                return LLM("b")
+
+            def test_b(self):
+                llm = self._make_llm()
+                del llm
+
+
+        class TestS:
+            @staticmethod
+            def _build():
+                return LLM("s")
+
+            def test_s(self):
+                llm = self._build()
+                del llm
+        """)
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "tests").mkdir()
+    test = tmp_path / "tests" / "test_classes.py"
+    test.write_text(source)
+    static = ("`_build()` is a static or class method: the fix makes only plain methods "
+              "called on `self` context managers")
+    result = check_paths([str(test.parent)], own_rules(), cache=False)
+    assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else "none",
+             v.fix.reason if v.fix else "") for v in result.violations] == [
+        (8, "GPU001", "safe", ""), (13, "GPU004", "safe", ""), (14, "GPU004", "safe", ""),
+        (19, "GPU001", "safe", ""), (23, "GPU004", "safe", ""),
+        (29, "GPU001", "none", static), (33, "GPU004", "none", static)]
