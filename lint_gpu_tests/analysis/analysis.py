@@ -729,25 +729,16 @@ class ModuleAnalysis:
             for func in self.functions:
                 if func.owner_class is not None:
                     if id(func) in building and func.parent is None and not func.isolated \
-                            and _may_be_factory_method(func) and \
-                            self._returns_built_engine(func):
-                        methods.setdefault(func.owner_class.name, {})[func.name] = \
-                            func.node.lineno
+                            and _may_be_factory_method(func):
+                        returns, engine = self._returned_values(func)
+                        if any(engine(value) for value in returns):
+                            methods.setdefault(func.owner_class.name, {})[func.name] = \
+                                func.node.lineno
                     continue
                 if func.kind is not FunctionKind.HELPER or func.parent is not None or \
-                        func.owner_class is not None or func.isolated:
+                        func.isolated:
                     continue
-                nodes = self.nodes_of(func)
-                built = {t.id for n in nodes if isinstance(n, ast.Assign)
-                         and self.builds_engine(n.value)
-                         for t in n.targets if isinstance(t, ast.Name)}
-
-                def engine(value: ast.AST, built: set[str] = built) -> bool:
-                    return self.builds_engine(value) or (isinstance(value, ast.Name)
-                                                         and value.id in built)
-
-                returns = [n.value for n in nodes if isinstance(n, ast.Return)
-                           and n.value is not None]
+                returns, engine = self._returned_values(func)
                 if any(engine(value) for value in returns):
                     self._factories[func.name] = func.node.lineno
                     continue
@@ -758,15 +749,27 @@ class ModuleAnalysis:
             self._method_factories = _inherited(methods, self._classes) if methods else {}
         return self._factories
 
-    def _returns_built_engine(self, func: FunctionInfo) -> bool:
-        """True when ``func`` returns an engine it builds: ``return LLM(...)``, or ``llm =
-        LLM(...)`` ... ``return llm``."""
+    def _returned_values(self, func: FunctionInfo
+                         ) -> tuple[list[ast.expr], Callable[[ast.AST], bool]]:
+        """What ``func``'s ``return`` statements return, and the test of whether a value is
+        an engine ``func`` builds: a construction, or a name ``func`` assigned one to."""
         nodes = self.nodes_of(func)
         built = {t.id for n in nodes if isinstance(n, ast.Assign) and self.builds_engine(n.value)
                  for t in n.targets if isinstance(t, ast.Name)}
-        return any(self.builds_engine(n.value) or (isinstance(n.value, ast.Name)
-                                                    and n.value.id in built)
-                   for n in nodes if isinstance(n, ast.Return) and n.value is not None)
+
+        def engine(value: ast.AST) -> bool:
+            return self.builds_engine(value) or (isinstance(value, ast.Name)
+                                                 and value.id in built)
+
+        return [n.value for n in nodes if isinstance(n, ast.Return) and n.value is not None], \
+            engine
+
+    def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
+        """The innermost class statement holding ``node``, else ``None``."""
+        current = self.parent(node)
+        while current is not None and not isinstance(current, ast.ClassDef):
+            current = self.parent(current)
+        return current
 
     @property
     def classes(self) -> list[ast.ClassDef]:
@@ -797,9 +800,7 @@ class ModuleAnalysis:
                 and func.value.id in ("self", "cls")) or \
                 not any(func.attr in names for names in methods.values()):
             return None
-        current: ast.AST | None = node
-        while current is not None and not isinstance(current, ast.ClassDef):
-            current = self.parent(current)
+        current = self.enclosing_class(node)
         if current is None:
             return None
         line = methods.get(current.name, {}).get(func.attr)
@@ -1037,8 +1038,11 @@ def _unpacked_engine(module: ModuleAnalysis, targets: Sequence[ast.expr],
 
 
 def _may_be_factory_method(func: FunctionInfo) -> bool:
-    """True for a method that callers can call for an engine: not a dunder method (``__init__``
-    stores, ``__enter__`` is a context manager's) and not a property."""
+    """True for a method that callers can call for an engine: a helper or plain method (not a
+    test or a fixture, which pytest calls), not a dunder method (``__init__`` stores,
+    ``__enter__`` is a context manager's) and not a property."""
+    if func.kind not in (FunctionKind.HELPER, FunctionKind.METHOD):
+        return False
     name = func.name
     if name.startswith("__") and name.endswith("__"):
         return False

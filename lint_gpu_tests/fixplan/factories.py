@@ -281,9 +281,10 @@ def _method_unit(module: ModuleAnalysis, func: FunctionInfo) -> FactoryPlan | Fi
             continue
         parent = module.parent(node)
         call = parent if isinstance(parent, ast.Call) and parent.func is node else None
+        enclosing = module.enclosing_class(node)
         if call is not None and isinstance(node.value, ast.Name) and \
                 node.value.id in ("self", "cls") and \
-                _enclosing_class(module, node) not in family:
+                (enclosing is None or enclosing.name not in family):
             continue  # a call on `self` in a class outside the method's: it cannot reach it
         found = module.method_factory_of(call) if call is not None else None
         if found is None or found[1] != func.node.lineno:
@@ -314,14 +315,6 @@ def _class_family(module: ModuleAnalysis, name: str) -> set[str]:
     family = ancestors(name, {name})
     family |= {c for c in bases if name in ancestors(c, set())}
     return family
-
-
-def _enclosing_class(module: ModuleAnalysis, node: ast.AST) -> str | None:
-    """The name of the innermost class holding ``node``, else ``None``."""
-    current = module.parent(node)
-    while current is not None and not isinstance(current, ast.ClassDef):
-        current = module.parent(current)
-    return current.name if current is not None else None
 
 
 def factory_unit_of(module: ModuleAnalysis, site: EngineSite) -> FactoryPlan | FixInfo | None:

@@ -54,11 +54,9 @@ from lint_gpu_tests.fixplan.plan import VLLM_TARGET_DEFAULTS, WRAP_TITLE, PlanKi
 from lint_gpu_tests.fixplan.runner_target import project_runner_problem
 from lint_gpu_tests.fixplan.safety import (
     FACTORY_ADVICE,
-    METHOD_RETURNED,
     SafetyChecks,
     compilation_config_equivalent,
     hands_out_where,
-    is_factory_method,
     plain_aliases,
     weak_calls,
 )
@@ -458,8 +456,6 @@ class Planner(CleanupRecognizer, SafetyChecks):
                         "manager")
             factory = func.kind is FunctionKind.HELPER and any(
                 s is func.node for s in module.tree.body)
-            if is_factory_method(module, func.node):
-                return METHOD_RETURNED
             return ("the engine is returned to the caller, so it must outlive this "
                     "function" + (FACTORY_ADVICE if factory else ""))
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.YieldFrom):

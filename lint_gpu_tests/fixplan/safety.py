@@ -65,20 +65,6 @@ FACTORY_ADVICE = ("; a factory helper can become a `contextlib.contextmanager` t
                   "the engine of a `with` block over the runner, its callers `with` "
                   "statements")
 
-METHOD_RETURNED = ("the engine is returned to the caller, so it must outlive this method: no "
-                   "fix rewrites a method into a context manager yet; it can become a "
-                   "`contextlib.contextmanager` that yields the engine of a `with` block over "
-                   "the runner, its callers `with` statements")
-
-
-def is_factory_method(module: ModuleAnalysis, func: ast.FunctionDef | ast.AsyncFunctionDef
-                      ) -> bool:
-    """True when ``func`` is a method of a class of ``module`` that builds an engine and
-    returns it (:attr:`ModuleAnalysis.method_factories`)."""
-    owner = module.parent(func)
-    return isinstance(owner, ast.ClassDef) and \
-        func.name in module.method_factories.get(owner.name, {})
-
 
 class SafetyChecks:
     """Safety questions about one analysed module's engine uses and calls; a base of the
@@ -107,9 +93,6 @@ class SafetyChecks:
                         return Blocked(f"`{func.name}()` returns the engine in a tuple with "
                                        "other values, so it must outlive this function: no "
                                        "fix makes such a helper a context manager")
-                    if isinstance(func, ast.FunctionDef) and \
-                            is_factory_method(self.module, func):
-                        return Blocked(METHOD_RETURNED)
                     return Blocked("the engine is returned to the caller, so it must "
                                    "outlive this function")
                 if not plain_data(node.value, tainted, self.module,

@@ -885,3 +885,20 @@ def test_factory_methods_of_unrelated_classes_are_fixed_each(tmp_path: Path) -> 
         (8, "GPU001", "safe", ""), (13, "GPU004", "safe", ""), (14, "GPU004", "safe", ""),
         (19, "GPU001", "safe", ""), (23, "GPU004", "safe", ""),
         (29, "GPU001", "none", static), (33, "GPU004", "none", static)]
+
+
+def test_a_fixture_method_returning_an_engine_is_not_a_factory_method() -> None:
+    """A fixture of a test class that returns the engine is pytest's to call, not a factory
+    method: its GPU001 keeps the fixture's own fix (a safe with-block yielding the proxy)."""
+    assert fix_reports("""\
+        import pytest
+        from vllm import LLM
+
+        class TestF:
+            @pytest.fixture
+            def llm(self):
+                return LLM("m")
+
+            def test_x(self, llm):
+                assert llm.generate(["x"])
+        """) == [(7, "GPU001", "safe", ""), (7, "GPU002", "safe", "")]
