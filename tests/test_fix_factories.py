@@ -141,6 +141,27 @@ def test_two():
     assert again.new_source is None and again.remaining == []
 
 
+@pytest.mark.parametrize(("comment", "header", "body"), [
+    ("# tiny", "  # tiny", ""),
+    ("# noqa: E501", "  # noqa: E501", "  # noqa: E501"),
+    ("# fmt: skip", "  # fmt: skip", "  # fmt: skip"),
+])
+def test_the_comment_after_the_engine_stays_on_the_with_line(comment: str, header: str,
+                                                             body: str) -> None:
+    """The statement that built the engine becomes two lines (the with-statement and the
+    hand-out of the proxy): a comment ending it is said once, on the with-statement; a pragma
+    for the tools holds for both lines."""
+    source = FACTORY.replace("max_loras=num_loras)\n", f"max_loras=num_loras)  {comment}\n")
+    outcome = fix_source(source.encode(), PATH, Config())
+    assert outcome.new_source is not None
+    assert outcome.new_source.decode().splitlines()[6:10] == [
+        "@contextlib.contextmanager",
+        "def _setup_engine(num_loras):",
+        f'    with VllmRunner("m", enable_lora=True, max_loras=num_loras) as runner:{header}',
+        f"        yield weakref.proxy(runner.llm){body}",
+    ]
+
+
 def test_suppressing_the_helpers_report_leaves_every_caller_unfixed() -> None:
     source = FACTORY.replace('max_loras=num_loras)\n', 'max_loras=num_loras)  # noqa: GPU001\n')
     checked = check_module(source.encode(), PATH, Config())

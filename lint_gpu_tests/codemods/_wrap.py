@@ -368,7 +368,8 @@ class WrapTransformer(cst.CSTTransformer):
                     self.needs.add("weakref")
                     value = proxy_of(replacement)
                 new_small = cst.Expr(cst.Yield(value=value))
-            body.append(site.with_changes(body=[new_small], leading_lines=[]))
+            body.append(site.with_changes(body=[new_small], leading_lines=[],
+                                          trailing_whitespace=_moved_comment(site)))
         for stmt in rest:
             if plan.yield_proxy and plan.bound_name is not None:
                 stmt = self._proxy_handout(plan, stmt, self.columns.get(plan.site_line, 0) + 4)
@@ -630,6 +631,22 @@ class _FreeNameCollector(cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         node.value.visit(self)
         return False
+
+
+PRAGMA = re.compile(r"#\s*(?:noqa\b|type:|pyright:|pylint:|pragma\b|fmt:|mypy:|ruff:)",
+                    re.IGNORECASE)
+"""A comment that tells a tool about its own line (``# noqa: E501``, ``# type: ignore``):
+it holds on every line the statement it ends becomes."""
+
+
+def _moved_comment(site: cst.SimpleStatementLine) -> cst.TrailingWhitespace:
+    """The end of the line of the statement at ``site`` once the with-statement's header,
+    which keeps ``site``'s own end of line, is written above it: a comment stays on the
+    header alone (said once), a pragma on both lines (:data:`PRAGMA`)."""
+    trailing = site.trailing_whitespace
+    if trailing.comment is None or PRAGMA.match(trailing.comment.value):
+        return trailing
+    return cst.TrailingWhitespace(newline=trailing.newline)
 
 
 def _reached_lines(plans: Sequence[WrapPlan]) -> set[int]:
