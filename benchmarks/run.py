@@ -11,7 +11,8 @@ What it times, in one process and alternating (round 1 runs every command once, 
 * ``gpu-test-lint check`` cold (``--no-cache``) and warm (cache filled);
 * the floors a Python checker cannot beat, as commands of their own:
   ``benchmarks/floor_cold.py`` (start Python, read every file, ``ast.parse`` those naming an
-  engine or a runner; with ``--environ`` also those naming ``os.environ``, which GPU008 needs)
+  engine or a runner; with ``--environ`` also those naming ``os.environ``, which GPU008 needs;
+  with ``--importers`` also those importing an engine builder of a module it parsed)
   and ``benchmarks/floor_warm.py`` (start Python, read and hash every file); the report gives
   ours / floor for both, with the goals (cold <= 1.5x, warm <= 2x);
 * ``ruff check --select E9,F`` cold and warm (its own cache, emptied the same way);
@@ -117,6 +118,8 @@ def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
         Command(f"{label}: gpu-test-lint cold", [*gpu[:2], "--no-cache", *gpu[2:]], cwd),
         Command(f"{label}: floor cold", floor_cold, cwd),
         Command(f"{label}: floor cold + environ", [*floor_cold[:2], "--environ", *paths], cwd),
+        Command(f"{label}: floor cold + importers", [*floor_cold[:2], "--environ",
+                                                     "--importers", *paths], cwd),
         Command(f"{label}: floor cold + one walk", [*floor_cold[:2], "--walk", *paths], cwd),
         Command(f"{label}: python start", [sys.executable, "-c", "pass"], cwd),
         Command(f"{label}: gpu-test-lint imports", [sys.executable, "-c", STARTUP_IMPORTS],
@@ -155,10 +158,12 @@ def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
             Command(f"{label}: floor cold x5", [*floor_cold[:2], *five], where),
             Command(f"{label}: floor cold + environ x5", [*floor_cold[:2], "--environ", *five],
                     where),
+            Command(f"{label}: floor cold + importers x5",
+                    [*floor_cold[:2], "--environ", "--importers", *five], where),
         ]
         if jobs1:
             out.append(Command(f"{label}: gpu-test-lint cold --jobs 1 x5",
-                               [*out[-3].argv[:3], "--jobs", "1", *out[-3].argv[3:]], where))
+                               [*out[-4].argv[:3], "--jobs", "1", *out[-4].argv[3:]], where))
         if baseline is not None:
             out.append(Command(f"{label}: baseline cold x5",
                                [*base[:4], "--no-cache", *base[4:7],
@@ -224,7 +229,7 @@ def slope(by: dict[str, Command], files: int) -> list[str]:
         return (by[f"{name} x5"].median_cpu - by[name].median_cpu) / (4 * files)
 
     lines = []
-    for floor_name in ("floor cold", "floor cold + environ"):
+    for floor_name in ("floor cold", "floor cold + environ", "floor cold + importers"):
         if f"{floor_name} x5" not in by:
             continue
         floor, floor_rounds = per_file(floor_name)

@@ -21,6 +21,7 @@ from lint_gpu_tests.fixing.fixloop import fix_source
 from lint_gpu_tests.fixplan.factories import (
     FactoryCall,
     FactoryPlan,
+    caller_groups,
     factory_units,
     plan_factory_unit,
 )
@@ -246,8 +247,8 @@ def test_helpers_the_fix_cannot_make_a_context_manager(helper: str, reason: str)
 
 
 def test_the_unit_is_planned_from_the_call_sites_it_is_given() -> None:
-    """``plan_factory_unit`` takes the call sites as a list (the module's own today; a tree's
-    index may add other modules' later): each site given gets its block, none other."""
+    """``plan_factory_unit`` takes the call sites planned module by module (here one module's,
+    as :func:`caller_groups` plans them): each site given gets its block, none other."""
     tree = ast.parse(FACTORY)
     module = ModuleAnalysis.build(tree, FACTORY, PATH, Config())
     func = next(f for f in module.functions if f.name == "_setup_engine")
@@ -255,7 +256,8 @@ def test_the_unit_is_planned_from_the_call_sites_it_is_given() -> None:
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)
              and isinstance(n.func, ast.Name) and n.func.id == "_setup_engine"]
     second = [c for c in calls if c.lineno == 19]
-    plan = plan_factory_unit(module, func, site, [FactoryCall(module, c) for c in second])
+    plan = plan_factory_unit(module, func, site, caller_groups(
+        "_setup_engine", [FactoryCall(module, c) for c in second]))
     assert isinstance(plan, FactoryPlan)
     assert [(c.path, c.function, c.line) for c in plan.callers] == [(PATH, "test_two", 19)]
     assert not plan.covers(PATH, 10, 15) and plan.covers(PATH, 18, 21)

@@ -398,6 +398,34 @@ def test_a_fixing_run_plans_the_units_the_cache_keeps(tmp_path: Path,
     assert _sources(root / "tests") == _sources(TREES / "unit" / "tests")
 
 
+@pytest.mark.parametrize(("name", "paths", "jobs"), [
+    ("unit", ("tests",), 1), ("unit", ("tests",), 2), ("value_use", ("tests",), 1),
+    ("outside", ("tests/lora",), 1), ("outside", ("tests",), 1), ("unsafe", ("tests",), 1),
+    ("beside", ("tests",), 1),
+])
+def test_a_report_only_run_plans_its_units_on_what_the_checking_processes_recorded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, paths: tuple[str, ...],
+        jobs: int) -> None:
+    """The process that checks a caller plans its calls (:func:`tree_units.caller_record`):
+    the run's units check no caller again and report exactly what checking it again
+    reports."""
+    root = _tree(tmp_path, name)
+    checked_again: list[str] = []
+    real_check = tree_units.check_module
+
+    def check(source: bytes, path: str, *args: object) -> object:
+        checked_again.append(path)
+        return real_check(source, path, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tree_units, "check_module", check)
+    helpers = {"tests/utils.py", "tests/engine_helpers.py"}  # analysed for the unit's plan
+    recorded = _run(root, paths, jobs=jobs)
+    assert set(checked_again) <= helpers
+    monkeypatch.setattr(tree_units, "caller_record", lambda module, source: None)
+    assert _run(root, paths, jobs=jobs) == recorded
+    assert set(checked_again) - helpers  # without the records each caller is checked again
+
+
 # --------------------------------------------------------------------------- --select
 
 MULTI_DEL = ("tests/lora/test_multi.py", 10, 5, "GPU004",

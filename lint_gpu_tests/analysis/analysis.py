@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import enum
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -99,13 +99,15 @@ class ImportedHelper:
             ``.utils.setup_engine``).
         kind: ``"f"``, a function that builds an engine and returns it; ``"t"``, one that
             returns it in a tuple with other values; ``"c"``, a class whose methods store
-            an engine on ``self.<attribute>``.
+            an engine on ``self.<attribute>``; ``"m"``, a class with factory methods (methods
+            that build an engine and return it), which a class of the importing module
+            may inherit.
         name: its name in the module that defines it.
         line: the line of its ``def``/``class``.
         extra: for a function, the engine's ``gpu_memory_utilization`` written in it as a
             literal, ``"default"`` when it passes none, ``""`` when unknown; for a tuple,
             the engine's index in it; for a class, the attributes holding the engine,
-            comma-separated.
+            comma-separated; for a class with factory methods, their names, comma-separated.
         module: the defining module's path from the tree's root (``tests/utils.py``).
         in_scope: the defining module is in the rules' scope (a test module, a conftest,
             under ``test-roots``, or defining tests or fixtures: :func:`is_test_module_path`,
@@ -137,6 +139,12 @@ class ImportedHelper:
     def attributes(self) -> frozenset[str]:
         """The attributes of a class helper that hold the engine."""
         return frozenset(a for a in self.extra.split(",") if a) if self.kind == "c" \
+            else frozenset()
+
+    @property
+    def methods(self) -> frozenset[str]:
+        """The factory methods of a class helper of kind ``"m"``."""
+        return frozenset(a for a in self.extra.split(",") if a) if self.kind == "m" \
             else frozenset()
 
     @property
@@ -683,7 +691,7 @@ class ModuleAnalysis:
                 self._busy_functions |= {id(call.function.node) for call in self.runner_calls
                                          if call.function is not None}
                 if self.engine_factories or self.imported_helpers or self.tuple_factories \
-                        or self.method_factories:
+                        or self.method_factories or self.imported_method_factories:
                     self._busy_functions |= {
                         id(f.node) for f in self.functions
                         if any(self.factory_called(n) or self.helper_called(n)
@@ -790,21 +798,39 @@ class ModuleAnalysis:
 
     def method_factory_of(self, node: ast.AST) -> tuple[str, int] | None:
         """For a call of a factory method (:attr:`method_factories`) on ``self`` or ``cls``
-        within a method of a class that has it: ``(the call as spelled, "self._make_llm";
-        the line of the method's ``def``)``; else ``None``."""
+        within a method of a class that has it, or on a class of the module that has it
+        (``TestLora._make_llm(self)``, a static method's ``TestLora._make_llm()``), anywhere
+        in the module: ``(the call as spelled, "self._make_llm"; the line of the method's
+        ``def``)``; else ``None``."""
         methods = self.method_factories
-        if not methods or not isinstance(node, ast.Call):
+        found = self._method_call(node, methods) if methods else None
+        if found is None:
+            return None
+        spelled, owner, name = found
+        line = methods.get(owner, {}).get(name)
+        return None if line is None else (spelled, line)
+
+    def _method_call(self, node: ast.AST, methods: Mapping[str, Mapping[str, object]]
+                     ) -> tuple[str, str, str] | None:
+        """For a call ``node`` of a method one of ``methods`` (class name -> its methods)
+        names, on ``self`` or ``cls`` within a class, or on a class of the module by its
+        name: ``(the call as spelled, the class's name, the method's name)``."""
+        if not isinstance(node, ast.Call):
             return None
         func = node.func
-        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
-                and func.value.id in ("self", "cls")) or \
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)) or \
                 not any(func.attr in names for names in methods.values()):
             return None
-        current = self.enclosing_class(node)
-        if current is None:
-            return None
-        line = methods.get(current.name, {}).get(func.attr)
-        return None if line is None else (f"{func.value.id}.{func.attr}", line)
+        owner = func.value.id
+        if owner in ("self", "cls"):
+            current = self.enclosing_class(node)
+            if current is None:
+                return None
+            return f"{owner}.{func.attr}", current.name, func.attr
+        if owner in methods and not (self.scopes is not None and
+                                     self.scopes.lookup(func.value)[0]):
+            return f"{owner}.{func.attr}", owner, func.attr  # the class, not a local name
+        return None
 
     @property
     def tuple_factories(self) -> dict[str, tuple[int, int]]:
@@ -816,6 +842,36 @@ class ModuleAnalysis:
             self.engine_factories  # noqa: B018  (one pass finds both kinds of helper)
         assert self._tuple_factories is not None
         return self._tuple_factories
+
+    @property
+    def imported_method_factories(self) -> dict[str, dict[str, ImportedHelper]]:
+        """The factory methods a class of the module inherits from a class of another module
+        of the tree (:meth:`helper_called` of kind ``"m"``: ``class TestLora(EngineMixin)``
+        after ``from tests.utils import EngineMixin``), directly or through classes of the
+        module, by the class's name: ``{"TestLora": {"_make_llm": <EngineMixin>}}``; a
+        method of that name in the class or a base of the module between takes their place
+        (computed once)."""
+        if self._imported_methods is None:
+            self._imported_methods = {}
+            if any(h.kind == "m" for h in self.imported_helpers.values()):
+                self._imported_methods = _inherited_from_tree(self)
+        return self._imported_methods
+
+    def imported_method_of(self, node: ast.AST) -> tuple[str, ImportedHelper] | None:
+        """For a call of a factory method a class of the module inherits from a class of
+        another module (:attr:`imported_method_factories`), on ``self`` or ``cls`` within
+        a method of that class, or on the class itself: ``(the call as spelled,
+        "self._make_llm"; the class that defines it)``; else ``None``. A factory method of
+        the module (:meth:`method_factory_of`) comes first."""
+        methods = self.imported_method_factories
+        found = self._method_call(node, methods) if methods else None
+        if found is None:
+            return None
+        spelled, owner, name = found
+        if name in self.method_factories.get(owner, {}):
+            return None
+        helper = methods.get(owner, {}).get(name)
+        return None if helper is None else (spelled, helper)
 
     def tuple_factory_called(self, node: ast.AST) -> str | None:
         """The name of the tuple factory (:attr:`tuple_factories`) ``node`` calls, else
@@ -849,7 +905,7 @@ class ModuleAnalysis:
             return None
         if isinstance(node.func, ast.Name) and node.func.id in self.engine_factories:
             return node.func.id
-        method = self.method_factory_of(node)
+        method = self.method_factory_of(node) or self.imported_method_of(node)
         if method is not None:
             return method[0]
         helper = self.helper_called(node)
@@ -879,10 +935,18 @@ class ModuleAnalysis:
         (``setup_engine(...)`` after ``from tests.utils import setup_engine``,
         ``u.setup_engine(...)`` after ``import tests.utils as u``, ``Helper(...)``), else
         ``None``."""
-        helpers = self.imported_helpers
-        if not helpers or not isinstance(node, ast.Call):
+        if not isinstance(node, ast.Call):
             return None
-        func = node.func
+        found = self.imported_helper(node.func)
+        return None if found is None or found.kind == "m" else found
+
+    def imported_helper(self, func: ast.expr) -> ImportedHelper | None:
+        """The engine helper of another module of the tree that the expression ``func``
+        names, of any kind (a class with factory methods too: a base class), else
+        ``None``."""
+        helpers = self.imported_helpers
+        if not helpers:
+            return None
         qualified = self.qualified(func)
         if qualified is None:
             dotted = dotted_name(func)
@@ -939,6 +1003,7 @@ class ModuleAnalysis:
     _factories: dict[str, int] | None = None
     _tuple_factories: dict[str, tuple[int, int]] | None = None
     _method_factories: dict[str, dict[str, int]] | None = None
+    _imported_methods: dict[str, dict[str, ImportedHelper]] | None = None
     _cleanup_helpers: frozenset[str] | None = None
     _imported_helpers: dict[str, ImportedHelper] | None = None
     _indexed: set[int] = field(default_factory=set)
@@ -1073,6 +1138,33 @@ def _inherited(own: dict[str, dict[str, int]], classes: Sequence[ast.ClassDef]
         found.update(own.get(name, {}))
         out[name] = found
         return found
+
+    for name in by_name:
+        resolve(name, frozenset({name}))
+    return {name: methods for name, methods in out.items() if methods}
+
+
+def _inherited_from_tree(module: ModuleAnalysis) -> dict[str, dict[str, ImportedHelper]]:
+    """:attr:`ModuleAnalysis.imported_method_factories`, worked out."""
+    by_name = {c.name: c for c in module.classes}
+    out: dict[str, dict[str, ImportedHelper]] = {}
+
+    def resolve(name: str, seen: frozenset[str]) -> dict[str, ImportedHelper]:
+        if name in out:
+            return out[name]
+        found: dict[str, ImportedHelper] = {}
+        cls = by_name[name]
+        for base in reversed(cls.bases):
+            if isinstance(base, ast.Name) and base.id in by_name:
+                if base.id not in seen:
+                    found.update(resolve(base.id, seen | {base.id}))
+                continue
+            helper = module.imported_helper(base)
+            if helper is not None and helper.kind == "m":
+                found.update(dict.fromkeys(sorted(helper.methods), helper))
+        own = {i.name for i in cls.body if isinstance(i, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        out[name] = {k: v for k, v in found.items() if k not in own}
+        return out[name]
 
     for name in by_name:
         resolve(name, frozenset({name}))
@@ -1558,7 +1650,9 @@ def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
     ``t|name|line|place|scope`` for each that returns it in a tuple with other values
     (:attr:`ModuleAnalysis.tuple_factories`; place: the engine's index in the tuple),
     ``c|name|line|attr,...|scope`` for each module-level class whose methods store an engine
-    built there (or got from such a function) on attributes of ``self``; scope:
+    built there (or got from such a function) on attributes of ``self``,
+    ``m|name|line|method,...|scope`` for each other one with factory methods
+    (:attr:`ModuleAnalysis.method_factories`, own or inherited in the module); scope:
     :data:`SCOPED` when the rules look at the module (:func:`is_test_module_path`, or it
     defines tests or fixtures), else empty."""
     scope = SCOPED if is_test_module_path(module.path, module.config) or \
@@ -1586,6 +1680,9 @@ def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
                                  and isinstance(t.value, ast.Name) and t.value.id == "self")
         if attrs and cls.name not in module.runner_classes_local:
             out.append(f"c|{cls.name}|{cls.lineno}|{','.join(sorted(attrs))}|{scope}")
+        elif module.method_factories.get(cls.name):
+            methods = ",".join(sorted(module.method_factories[cls.name]))
+            out.append(f"m|{cls.name}|{cls.lineno}|{methods}|{scope}")
     return tuple(out)
 
 

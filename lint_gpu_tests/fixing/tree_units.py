@@ -37,7 +37,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from lint_gpu_tests.analysis.analysis import FunctionKind, ImportedHelper, ModuleAnalysis
@@ -46,8 +46,10 @@ from lint_gpu_tests.checking.conftest_index import ConftestIndex, conftest_engin
 from lint_gpu_tests.checking.helper_index import tree_files, tree_root
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan.factories import (
-    FactoryCall,
+    CallerGroup,
     FactoryPlan,
+    caller_group,
+    caller_groups,
     factory_title,
     module_call_sites,
     plan_factory_unit,
@@ -55,6 +57,41 @@ from lint_gpu_tests.fixplan.factories import (
 )
 from lint_gpu_tests.ftypes import IMPORTED_FACTORY, Applicability, FixInfo, Location, Violation
 from lint_gpu_tests.parsing.source import parse_source, walk_breadth
+
+
+@dataclass(frozen=True)
+class ModuleUses:
+    """Every reference to one factory helper in one module, as the unit needs them.
+
+    Attributes:
+        references: ``(line, is a call)`` of each, in source order.
+        group: the calls planned (:func:`~lint_gpu_tests.fixplan.factories.caller_group`)
+            where the module was checked, when every reference is a call; else ``None``.
+        calls: the calls themselves, when the module's analysis is at hand to plan them on
+            (``group`` is then ``None``).
+    """
+
+    references: tuple[tuple[int, bool], ...]
+    group: CallerGroup | None = None
+    calls: tuple[ast.Call, ...] = ()
+
+
+@dataclass(frozen=True)
+class CallerRecord:
+    """What the units need of a module that calls factory helpers of other modules, made in
+    the process that checked it (:func:`caller_record`), so that a run that only reports
+    plans its units without checking the module again.
+
+    Attributes:
+        source: the bytes it was checked on (a module read with other bytes is checked
+            again).
+        called: each factory helper of another module it calls, in the order first called.
+        uses: the references to each helper it refers to, by ``(module, name)``.
+    """
+
+    source: bytes
+    called: tuple[ImportedHelper, ...]
+    uses: dict[tuple[str, str], ModuleUses]
 
 
 @dataclass
@@ -66,17 +103,75 @@ class Member:
             not check it, as seen from the working directory).
         source: the bytes the unit was planned on.
         config: the settings it is fixed with.
-        analysis: its analysis (the plan's lines refer to it).
+        analysis: its analysis (the plan's lines refer to it); ``None`` for a module known
+            by its :class:`CallerRecord` alone (a run that only reports).
         violations: its violations on ``source`` (empty for a module the run does not check).
         checked: whether the run checks it.
+        record: its :class:`CallerRecord`, when it came with one.
     """
 
     path: str
     source: bytes
     config: Config
-    analysis: ModuleAnalysis
+    analysis: ModuleAnalysis | None
     violations: list[Violation] = field(default_factory=list)
     checked: bool = True
+    record: CallerRecord | None = None
+
+    def called(self) -> list[ImportedHelper]:
+        """The factory helpers of other modules it calls, in the order first called."""
+        if self.record is not None:
+            return list(self.record.called)
+        assert self.analysis is not None
+        return [helper for node in walk_breadth(self.analysis.tree)
+                if (helper := self.analysis.helper_called(node)) is not None
+                and helper.kind == "f"]
+
+    def uses_of(self, helper: ImportedHelper) -> ModuleUses | None:
+        """Its references to ``helper``, or ``None`` when it has none."""
+        if self.record is not None:
+            return self.record.uses.get((helper.module, helper.name))
+        assert self.analysis is not None
+        references = _references(self.analysis, helper)
+        if not references:
+            return None
+        return ModuleUses(tuple((node.lineno, call is not None)  # type: ignore[attr-defined]
+                                for node, call in references),
+                          calls=tuple(call for _, call in references if call is not None))
+
+    def group(self, uses: ModuleUses, name: str) -> CallerGroup:
+        """The calls of ``uses`` (of the factory ``name``) planned on this module."""
+        if uses.group is not None:
+            return uses.group
+        assert self.analysis is not None
+        return caller_group(self.analysis, name, uses.calls)
+
+
+def caller_record(module: ModuleAnalysis, source: bytes) -> CallerRecord | None:
+    """The :class:`CallerRecord` of ``module`` (checked on ``source``), or ``None`` when it
+    calls no factory helper of another module. Each helper's calls are planned here when
+    every reference to it is a call."""
+    found: dict[tuple[str, str], tuple[ImportedHelper, list[tuple[ast.AST, ast.Call | None]]]] = {}
+    called: dict[tuple[str, str], ImportedHelper] = {}
+    for node, helper, call in _helper_references(module):
+        if helper.kind != "f":
+            continue
+        key = (helper.module, helper.name)
+        found.setdefault(key, (helper, []))[1].append((node, call))
+        if call is not None:
+            called.setdefault(key, helper)
+    if not called:
+        return None
+    uses: dict[tuple[str, str], ModuleUses] = {}
+    for key, (helper, references) in found.items():
+        references.sort(key=lambda r: (r[0].lineno, r[0].col_offset))  # type: ignore[attr-defined]
+        calls = [call for _, call in references if call is not None]
+        uses[key] = ModuleUses(
+            tuple((node.lineno, call is not None)  # type: ignore[attr-defined]
+                  for node, call in references),
+            caller_group(module, helper.name, calls) if len(calls) == len(references)
+            else None)
+    return CallerRecord(source, tuple(called.values()), uses)
 
 
 @dataclass
@@ -158,6 +253,7 @@ class TreeUnit:
     def _own_engine(self, violation: Violation) -> bool:
         """True when ``violation`` (a GPU001 of the helper's module) is the helper's engine."""
         home = next(iter(self.members.values())).analysis
+        assert home is not None  # the helper's module is analysed, never recorded
         return any(s.call.lineno == violation.location.row and s.function is not None
                    and s.function.name == self.helper.name for s in home.engines)
 
@@ -178,7 +274,8 @@ Reader = Callable[[str], "bytes | None"]
 
 
 def plan_tree_units(seeds: Iterable[str], checked: dict[str, str], read: Reader,
-                    config_of: Callable[[str], Config], conftests: ConftestIndex
+                    config_of: Callable[[str], Config], conftests: ConftestIndex,
+                    recorded: Mapping[str, tuple[CallerRecord, list[Violation]]] | None = None
                     ) -> list[TreeUnit]:
     """The unit of each factory helper of another module that the files ``seeds`` call.
 
@@ -188,6 +285,10 @@ def plan_tree_units(seeds: Iterable[str], checked: dict[str, str], read: Reader,
         read: the current bytes of a file.
         config_of: the settings of a file, by absolute path.
         conftests: the run's conftest index (the tree's helper entries come with it).
+        recorded: absolute path -> the :class:`CallerRecord` and violations of a checked
+            file, from the process that checked it: a file whose bytes are still those is
+            not checked again. Only for a run that rewrites nothing (a unit's rewrite
+            needs each module's analysis).
 
     Returns:
         One :class:`TreeUnit` per helper, in the order of its module and name.
@@ -208,7 +309,15 @@ def plan_tree_units(seeds: Iterable[str], checked: dict[str, str], read: Reader,
 
     def member(absolute: str) -> Member | None:
         if absolute not in analyses:
-            analyses[absolute] = _analyse(absolute, checked, read_once, config_of, conftests)
+            known = (recorded or {}).get(absolute)
+            if known is not None and absolute in checked and read_once(absolute) == \
+                    known[0].source:
+                analyses[absolute] = Member(checked[absolute], known[0].source,
+                                            config_of(absolute), None, known[1],
+                                            record=known[0])
+            else:
+                analyses[absolute] = _analyse(absolute, checked, read_once, config_of,
+                                              conftests)
         return analyses[absolute]
 
     helpers: dict[tuple[str, str, str], ImportedHelper] = {}
@@ -217,12 +326,9 @@ def plan_tree_units(seeds: Iterable[str], checked: dict[str, str], read: Reader,
         found = member(absolute)
         if found is None:
             continue
-        module = found.analysis
         root = tree_root(os.path.dirname(absolute))
-        for node in walk_breadth(module.tree):
-            helper = module.helper_called(node)
-            if helper is not None and helper.kind == "f":
-                helpers.setdefault((root, helper.module, helper.name), helper)
+        for helper in found.called():
+            helpers.setdefault((root, helper.module, helper.name), helper)
     return [_unit(root, helper, member, read_once, files_of(root))
             for (root, _, _), helper in sorted(helpers.items())]
 
@@ -270,6 +376,7 @@ def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | No
                                              f"`{helper.module}` cannot be read or parsed"),
                         {})
     module = home.analysis
+    assert module is not None  # the helper's module is never known by a record alone
     title = factory_title(module, name, across=True)
     members = {home.path: home}
 
@@ -279,16 +386,16 @@ def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | No
     # Every module using the helper first: each is a member, whose violations say why the
     # unit has no fix where it has none.
     needle = name.encode()
-    found: list[tuple[Member, list[tuple[ast.AST, ast.Call | None]]]] = []
+    found: list[tuple[Member, ModuleUses]] = []
     for absolute in files:
         if absolute == home_path or needle not in (read(absolute) or b""):
             continue
         other = member(absolute)
         if other is None:
             continue
-        references = _references(other.analysis, helper)
-        if references:
-            found.append((other, references))
+        uses = other.uses_of(helper)
+        if uses is not None:
+            found.append((other, uses))
             if other.checked:
                 members[other.path] = other
     func = next((f for f in module.functions if f.name == name and f.parent is None and
@@ -296,53 +403,68 @@ def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | No
     sites = [s for s in module.engines if func is not None and s.function is func]
     if func is None or len(sites) != 1:
         return none(f"`{name}()` builds several engines or none the fix can find")
-    calls: list[FactoryCall] = []
+    groups: list[Callable[[], CallerGroup]] = []
     problem: str | None = None
     if any(isinstance(n, ast.Name) and n.id == name for n in walk_breadth(module.tree)):
         own = module_call_sites(module, func)
         if isinstance(own, str):
             problem = own
-        else:
-            calls.extend(own)
-    for other, references in sorted(found, key=lambda f: tree_path(f[0].path, root)):
-        for node, call in references:
-            where = (f"`{tree_path(other.path, root)}` "
-                     f"(line {node.lineno})")  # type: ignore[attr-defined]
+        elif own:
+            groups.append(lambda: next(caller_groups(name, own)))
+    for other, uses in sorted(found, key=lambda f: tree_path(f[0].path, root)):
+        for line, is_call in uses.references:
+            where = f"`{tree_path(other.path, root)}` (line {line})"
             if not other.checked:
                 problem = problem or (
                     f"`{name}()` is also used in {where}, a module this run does not check: "
                     "the helper and every caller are fixed together or not at all")
-            elif call is None:
+            elif not is_call:
                 problem = problem or (
                     f"`{name}` is used other than by a call in {where}: what receives it "
                     "would get a context manager instead of an engine")
-            else:
-                calls.append(FactoryCall(other.analysis, call))
+        if other.checked and problem is None:
+            groups.append(_planner(other, uses, name))
     if problem is not None:
         return none(problem)
-    if len(members) == 1 and not calls:
+    if len(members) == 1 and not groups:
         return none(f"`{name}()` is called nowhere in the tree")
-    return TreeUnit(helper, plan_factory_unit(module, func, sites[0], calls, tree=root),
+    return TreeUnit(helper, plan_factory_unit(module, func, sites[0],
+                                              (group() for group in groups), tree=root),
                     members)
+
+
+def _planner(member: Member, uses: ModuleUses, name: str) -> Callable[[], CallerGroup]:
+    """Plans the calls ``uses`` of the factory ``name`` in ``member`` when called."""
+    return lambda: member.group(uses, name)
 
 
 def _references(module: ModuleAnalysis, helper: ImportedHelper
                 ) -> list[tuple[ast.AST, ast.Call | None]]:
     """Every expression of ``module`` that refers to ``helper`` as the tree's index
     resolves it, with the call it is the callee of (``None``: a use other than a call)."""
-    out: list[tuple[ast.AST, ast.Call | None]] = []
+    out = [(node, call) for node, found, call in _helper_references(module)
+           if (found.module, found.name) == (helper.module, helper.name)]
+    out.sort(key=lambda r: (r[0].lineno, r[0].col_offset))  # type: ignore[attr-defined]
+    return out
+
+
+def _helper_references(module: ModuleAnalysis
+                       ) -> Iterator[tuple[ast.AST, ImportedHelper, ast.Call | None]]:
+    """Every expression of ``module`` that refers to a helper of another module as the
+    tree's index resolves it (breadth first), with the helper and the call it is the callee
+    of (``None``: a use other than a call)."""
+    if not module.imported_helpers:
+        return
     for node in walk_breadth(module.tree):
         if not isinstance(node, (ast.Name, ast.Attribute)) or \
                 not isinstance(node.ctx, ast.Load):
             continue
         found = module.helper_called(ast.Call(func=node, args=[], keywords=[]))
-        if found is None or (found.module, found.name) != (helper.module, helper.name):
+        if found is None:
             continue
         parent = module.parent(node)
-        out.append((node, parent if isinstance(parent, ast.Call) and parent.func is node
-                    else None))
-    out.sort(key=lambda r: (r[0].lineno, r[0].col_offset))  # type: ignore[attr-defined]
-    return out
+        yield node, found, parent if isinstance(parent, ast.Call) and parent.func is node \
+            else None
 
 
 def unit_sources(unit: TreeUnit) -> dict[str, bytes] | str:
@@ -355,6 +477,7 @@ def unit_sources(unit: TreeUnit) -> dict[str, bytes] | str:
     assert isinstance(plan, FactoryPlan)
     out: dict[str, bytes] = {}
     for path, member in unit.members.items():
+        assert member.analysis is not None, "a unit is rewritten from its modules' analyses"
         carrier = Violation("GPU001", "engine-outside-runner", "", path, Location(1, 1),
                             Location(1, 1), plan.fix_info())
         try:

@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import ast
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from lint_gpu_tests.analysis.analysis import (
@@ -129,6 +129,41 @@ class FactoryCaller:
     function: str
     line: int
     plan: WrapPlan
+
+
+@dataclass(frozen=True)
+class CallerGroup:
+    """The calls of a factory in one module, each planned on that module's analysis
+    (:func:`caller_group`): what a unit needs of a caller's module, so that it can be
+    planned where that module was checked (a worker of the run) and handed over.
+
+    Attributes:
+        path: the module the calls are in (as its analysis names it).
+        callers: one with-block per call, in line order; or why a call cannot be rewritten
+            (which leaves the whole unit without a fix).
+        spellings: the other names the calls spell the factory by (an alias of an imported
+            helper).
+    """
+
+    path: str
+    callers: tuple[FactoryCaller, ...] | Blocked
+    spellings: tuple[str, ...] = ()
+
+
+def caller_group(module: ModuleAnalysis, name: str, calls: Sequence[ast.Call]) -> CallerGroup:
+    """The :class:`CallerGroup` of the calls ``calls`` of the factory ``name`` in
+    ``module``."""
+    found = _caller_plans(module, name, list(calls))
+    return CallerGroup(module.path, found if isinstance(found, Blocked) else tuple(found),
+                       tuple(sorted({n for c in calls if (n := last_name(c.func)) is not None}
+                                    - {name})))
+
+
+def caller_groups(name: str, calls: Sequence[FactoryCall]) -> Iterator[CallerGroup]:
+    """:func:`caller_group` of each module of ``calls``, in the order first seen, each
+    planned when asked for (a unit stops at the first that cannot be rewritten)."""
+    for module, sites in _by_module(calls):
+        yield caller_group(module, name, sites)
 
 
 @dataclass
@@ -224,7 +259,7 @@ def _factory_units(module: ModuleAnalysis) -> dict[str, FactoryPlan | FixInfo]:
         if isinstance(calls, str):
             out[name] = FixInfo.none(title, calls)
             continue
-        out[name] = plan_factory_unit(module, func, sites[0], calls)
+        out[name] = plan_factory_unit(module, func, sites[0], caller_groups(name, calls))
     if module.method_factories:
         for func in module.functions:
             key = method_unit_key(module, func)
@@ -289,14 +324,16 @@ def _method_unit(module: ModuleAnalysis, func: FunctionInfo) -> FactoryPlan | Fi
         found = module.method_factory_of(call) if call is not None else None
         if found is None or found[1] != func.node.lineno:
             return FixInfo.none(title, (
-                f"`{name}` is used other than by a call on `self` {_where(node, module)}: "
-                "what receives it would get a context manager instead of an engine"))
+                f"`{name}` is used other than by a call on `self` or on its class "
+                f"{_where(node, module)}: what receives it would get a context manager "
+                "instead of an engine"))
         assert isinstance(parent, ast.Call)
         calls.append(FactoryCall(module, parent))
     if not calls:
         return FixInfo.none(title, f"`{name}()` is not called on `self` in this module")
     assert func.owner_class is not None
-    return plan_factory_unit(module, func, sites[0], calls, method_of=func.owner_class.name)
+    return plan_factory_unit(module, func, sites[0], caller_groups(name, calls),
+                             method_of=func.owner_class.name)
 
 
 def _class_family(module: ModuleAnalysis, name: str) -> set[str]:
@@ -399,14 +436,16 @@ def module_call_sites(module: ModuleAnalysis, func: FunctionInfo) -> list[Factor
 
 
 def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite,
-                      calls: Sequence[FactoryCall], *, tree: str | None = None,
+                      groups: Iterable[CallerGroup], *, tree: str | None = None,
                       method_of: str | None = None) -> FactoryPlan | FixInfo:
     """Plan the unit of the factory ``func`` of ``module`` (whose engine ``site`` builds) and
-    its call sites ``calls``: the factory's own block and one with-block per call.
+    its call sites, grouped by module (``groups``, from :func:`caller_group`): the factory's
+    own block and one with-block per call.
 
     The one place a unit is planned: the calls may come from any module, each planned on its
-    own analysis (``FactoryCall.module``), which is how callers in other modules of a tree
-    join the unit.
+    own analysis (:func:`caller_group`, in whichever process checked that module), which is
+    how callers in other modules of a tree join the unit; the first group that cannot be
+    rewritten names the unit's missing fix.
 
     With ``tree`` (the root directory of the helper's tree) the calls are every use of the
     helper in that tree (:mod:`lint_gpu_tests.fixing.tree_units` found them all, in modules the
@@ -442,13 +481,14 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
         return body
     plan, return_line, reasons = body
     callers: list[FactoryCaller] = []
-    for caller_module, sites in _by_module(calls):
-        found = _caller_plans(caller_module, name, sites)
+    spellings: set[str] = set()
+    for group in groups:
+        spellings.update(group.spellings)
+        found = group.callers
         if isinstance(found, Blocked):
-            where = "" if tree is None else \
-                f"in `{tree_path(caller_module.path, tree)}`, "
+            where = "" if tree is None else f"in `{tree_path(group.path, tree)}`, "
             return FixInfo.none(title, where + found.reason)
-        module_of = "" if tree is None else f" of `{tree_path(caller_module.path, tree)}`"
+        module_of = "" if tree is None else f" of `{tree_path(group.path, tree)}`"
         reasons.extend(f"the call of `{name}()` in `{caller.function}()`{module_of} (line "
                        f"{caller.line}): {caller.plan.reason}"
                        for caller in found if caller.plan.reason)
@@ -476,8 +516,7 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
         body=plan,
         return_line=return_line,
         callers=tuple(callers),
-        spellings=tuple(sorted({n for c in calls if (n := last_name(c.call.func)) is not None}
-                               - {name})),
+        spellings=tuple(sorted(spellings)),
         import_from=import_from,
         applicability=Applicability.UNSAFE if reasons else Applicability.SAFE,
         reason="; ".join(reasons),

@@ -96,6 +96,9 @@ def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: st
         method = module.method_factory_of(node)
         if method is not None:
             return _method_fix(module, func, line, title, method, hands_out)
+        inherited = module.imported_method_of(node)
+        if inherited is not None:
+            return None, FixInfo.none(title, imported_method_reason(*inherited))
     units = factory_units(module)
     called = sorted({name for n in module.nodes_of(func)
                      if (name := module.factory_called(n)) is not None})
@@ -129,6 +132,17 @@ def _method_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: st
     return None, FixInfo.none(title, (f"the engine comes from `{spelled}()` (line {def_line}), "
                                       "and its rewrite into a context manager keeps this "
                                       "statement"))
+
+
+def imported_method_reason(spelled: str, helper: ImportedHelper) -> str:
+    """Why a violation about an engine from a factory method that the caller's class
+    inherits from ``helper``, a class of another module, called as ``spelled``, has no
+    fix."""
+    name = spelled.rpartition(".")[2]
+    return (f"the engine comes from `{spelled}()`, a method the class inherits from "
+            f"`{helper.name}`, defined in {helper.where}: no fix rewrites a method of a "
+            f"class of another module together with its callers yet (`{name}()` would have "
+            "to become a context manager for every class of the tree that inherits it)")
 
 
 def tuple_helper_reason(spelled: str, place: int, where: str) -> str:

@@ -360,6 +360,7 @@ class _Outcome(NamedTuple):
     digest: str | None = None
     cacheable: list[Violation] | None = None
     diff: str | None = None
+    record: tree_units.CallerRecord | None = None  # a run that only reports: for its units
 
 
 # --------------------------------------------------------------------------- one file
@@ -416,12 +417,34 @@ def _process(path: str, source: bytes | None, config: Config, mode: RunOptions,
                                    error_has_traceback=True), digest)
     violations = checked.violations
     if not mode.runs_fix_loop(violations):
-        return _Outcome(FileResult(path, violations), digest, violations)
+        record = None
+        if not (mode.fix or mode.diff or mode.edits) and checked.module is not None and \
+                withholds_for_imported_factory(violations):
+            found = _caller_record(checked.module, source, path, mode.verbose)
+            if isinstance(found, str):
+                return _Outcome(FileResult(path, violations, error=found,
+                                           error_has_traceback=True), digest)
+            record = found
+        return _Outcome(FileResult(path, violations), digest, violations, record=record)
     if not (mode.fix or mode.diff):  # only the edits, from the same check's analysis
         edits = _edits(source, path, config, mode.unsafe_fixes, violations, checked.module,
                        conftests)
         return _Outcome(FileResult(path, violations, edits=edits), digest, violations)
     return _fix(path, source, digest, checked, config, mode, conftests)
+
+
+def _caller_record(module: ModuleAnalysis, source: bytes, path: str, verbose: bool
+                   ) -> tree_units.CallerRecord | str | None:
+    """:func:`lint_gpu_tests.fixing.tree_units.caller_record` of the module at ``path``, or
+    the text of the internal error it raised."""
+    from lint_gpu_tests.fixing.tree_units import caller_record
+
+    try:
+        return caller_record(module, source)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - reported for this file, the run goes on
+        return _error_text(path, exc, verbose)
 
 
 def _fix(path: str, source: bytes, digest: str | None, checked: CheckResult,
@@ -789,6 +812,11 @@ class RunContext:
                 return first
 
         done: set[tuple[str, str]] = set()
+        # What the checking processes recorded of each caller (a run that only reports: its
+        # files keep the bytes they were checked on).
+        recorded = {os.path.abspath(path): (outcome.record, outcome.result.violations)
+                    for path, outcome in self.done.items() if outcome.record is not None} \
+            if not (options.fix or options.diff or options.edits) else None
         for _ in range(MAX_UNIT_ROUNDS):
             seeds = [r.path for r in run.files
                      if r.error is None and withholds_for_imported_factory(r.violations)]
@@ -798,7 +826,7 @@ class RunContext:
             touched: set[str] = set()
             applied = False
             for unit in tree_units.plan_tree_units(seeds, checked, read, config_of,
-                                                   self.conftests):
+                                                   self.conftests, recorded):
                 key = (unit.helper.module, unit.helper.name)
                 if touched & set(unit.members):
                     continue  # planned again on the new bytes, next round

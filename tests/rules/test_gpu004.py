@@ -887,6 +887,166 @@ def test_factory_methods_of_unrelated_classes_are_fixed_each(tmp_path: Path) -> 
         (29, "GPU001", "none", static), (33, "GPU004", "none", static)]
 
 
+CLASS_CALLS = """\
+import gc
+
+from vllm import LLM
+
+
+class TestS:
+    @staticmethod
+    def _make(tp):
+        return LLM("m", tensor_parallel_size=tp)
+
+    def _build(self):
+        return LLM("m")
+
+    def test_a(self):
+        llm = TestS._make(1)
+        del llm
+        gc.collect()
+
+    def test_b(self):
+        llm = TestS._build(self)
+        assert llm.generate(["x"])
+        del llm
+        gc.collect()
+
+
+def test_c():
+    llm = TestS._make(2)
+    try:
+        assert llm.generate(["x"])
+    finally:
+        llm.llm_engine.engine_core.shutdown()
+"""
+
+
+def test_a_factory_method_called_on_its_class_gives_the_caller_its_engine(
+        tmp_path: Path) -> None:
+    """``TestS._make(...)`` (a static method, from a method or a test function) and
+    ``TestS._build(self)`` (a plain method) hand the caller the engine the method builds, as
+    ``self._build()`` does: the caller's cleanup is GPU004, its shutdown ``try`` GPU003. The
+    plain method's unit takes its call on the class like a call on ``self``; the static
+    method's has no fix, and the reason says why."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "tests").mkdir()
+    test = tmp_path / "tests" / "test_class_calls.py"
+    test.write_text(CLASS_CALLS)
+    static = ("`_make()` is a static or class method: the fix makes only plain methods "
+              "called on `self` context managers")
+    result = check_paths([str(test.parent)], own_rules(), cache=False)
+    assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else "none",
+             v.fix.reason if v.fix else "") for v in result.violations] == [
+        (9, "GPU001", "none", static), (12, "GPU001", "safe", ""),
+        (16, "GPU004", "none", static), (17, "GPU004", "none", static),
+        (22, "GPU004", "safe", ""), (23, "GPU004", "safe", ""),
+        (28, "GPU003", "none", static)]
+    fixed = check_paths([str(test.parent)], own_rules(), cache=False, fix=True)
+    assert [(v.location.row, v.code) for v in fixed.violations] == [
+        (12, "GPU001"), (21, "GPU004"), (22, "GPU004"), (31, "GPU003")]
+    assert test.read_text().split("\n\n\n")[1:3] == ["""\
+class TestS:
+    @staticmethod
+    def _make(tp):
+        return LLM("m", tensor_parallel_size=tp)
+
+    @contextlib.contextmanager
+    def _build(self):
+        with VllmRunner("m") as runner:
+            yield weakref.proxy(runner.llm)
+
+    def test_a(self):
+        llm = TestS._make(1)
+        del llm
+        gc.collect()
+
+    def test_b(self):
+        with TestS._build(self) as llm:
+            assert llm.generate(["x"])""", """\
+def test_c():
+    llm = TestS._make(2)
+    try:
+        assert llm.generate(["x"])
+    finally:
+        llm.llm_engine.engine_core.shutdown()
+"""]
+
+
+def test_a_factory_method_inherited_from_a_class_of_another_module(tmp_path: Path) -> None:
+    """A test class that inherits a factory method from a class of another module of the
+    tree (``class TestLora(EngineMixin)``, directly or through a base of its own module)
+    owns the engine each call on ``self`` gives it: its cleanup is GPU004, its shutdown
+    ``try`` GPU003, without a fix, and the reason names the class that defines the method.
+    A class that defines a method of that name itself, and a mixin method that returns no
+    engine, give nothing."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "utils.py").write_text(textwrap.dedent("""\
+        from vllm import LLM
+
+
+        class EngineMixin:
+            def _make_llm(self, tp=1):
+                return LLM("m", tensor_parallel_size=tp)
+
+            def _size(self):
+                return 1
+        """))
+    (tests / "test_mixin.py").write_text(textwrap.dedent("""\
+        import gc
+
+        from tests import utils
+        from tests.utils import EngineMixin
+
+
+        class Base(utils.EngineMixin):
+            pass
+
+
+        class TestDirect(EngineMixin):
+            def test_a(self):
+                llm = self._make_llm(1)
+                assert llm.generate(["x"])
+                del llm
+                gc.collect()
+
+
+        class TestThrough(Base):
+            def test_b(self):
+                llm = self._make_llm(2)
+                try:
+                    assert llm.generate(["x"])
+                finally:
+                    llm.llm_engine.engine_core.shutdown()
+
+            def test_size(self):
+                n = self._size()
+                del n
+                gc.collect()
+
+
+        class TestOwn(EngineMixin):
+            def _make_llm(self, tp=1):
+                return tp
+
+            def test_c(self):
+                x = self._make_llm(1)
+                del x
+                gc.collect()
+        """))
+    why = ("the engine comes from `self._make_llm()`, a method the class inherits from "
+           "`EngineMixin`, defined in `tests/utils.py` (line 4): no fix rewrites a method of "
+           "a class of another module together with its callers yet (`_make_llm()` would "
+           "have to become a context manager for every class of the tree that inherits it)")
+    result = check_paths([str(tests)], own_rules(), cache=False)
+    assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else "none",
+             v.fix.reason if v.fix else "") for v in result.violations] == [
+        (15, "GPU004", "none", why), (16, "GPU004", "none", why),
+        (22, "GPU003", "none", why)]
+
+
 def test_a_fixture_method_returning_an_engine_is_not_a_factory_method() -> None:
     """A fixture of a test class that returns the engine is pytest's to call, not a factory
     method: its GPU001 keeps the fixture's own fix (a safe with-block yielding the proxy)."""
