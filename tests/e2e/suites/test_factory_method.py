@@ -1,6 +1,7 @@
 """Factory methods: a method of the test class, or of a base class of the module, that builds
-an engine and returns it, called on `self` by the tests that tear the engine down by hand (in
-a `try/finally`, or with `del` and `gc.collect()`). The fix makes the method a context manager
+an engine and returns it, called on `self` (or on the class: `TestOwnMethod._make_llm(self,
+...)`) by the tests that tear the engine down by hand (in a `try/finally`, or with `del` and
+`gc.collect()`). The fix makes the method a context manager
 over the runner and every call of it a `with` block: safe in a run over the tree, where no
 other module imports this one."""
 
@@ -59,3 +60,11 @@ class TestOwnMethod:
         del llm
         gc.collect()
         assert resolved == 4
+
+    def test_called_on_the_class(self):
+        llm = TestOwnMethod._make_llm(self, 2)
+        texts = _texts(llm, PROMPTS[1:], max_tokens=4)
+        resolved = llm.llm_engine.vllm_config.scheduler_config.max_num_seqs
+        del llm
+        gc.collect()
+        assert texts and resolved == 2
