@@ -231,6 +231,9 @@ def test_a_public_helper_is_unsafe_in_a_test_module_and_unfixed_elsewhere() -> N
 
 @pytest.mark.parametrize(("helper", "reason"), [
     ("@functools.cache\ndef _make():\n    return LLM('m')\n",
+     "`_make()` caches the engine it returns (`@functools.cache`): the engine lives as long "
+     "as that cache, shared by every caller, and no fix rewrites a cached engine"),
+    ("@_passthrough\ndef _make():\n    return LLM('m')\n",
      "`_make()` is decorated: what the decorator does with a context manager is not followed"),
     ("def _make():\n    llm = LLM('m')\n    engines.append(llm)\n    return llm\n",
      "`_make()` uses `llm` itself (line 10), not through its attributes, before returning it"),

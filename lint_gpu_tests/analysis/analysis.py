@@ -35,6 +35,7 @@ from lint_gpu_tests.parsing.source import (
 )
 from lint_gpu_tests.parsing.syntax import (
     FunctionNode,
+    caching_decorator,
     dotted_name,
     fixture_decorator,
     fixture_scope,
@@ -735,6 +736,8 @@ class ModuleAnalysis:
             building = {id(s.function) for s in self.engines if s.function is not None
                         and s.function.owner_class is not None}
             for func in self.functions:
+                if caching_decorator(func.node) is not None:
+                    continue  # what it returns is the cache's, not its caller's
                 if func.owner_class is not None:
                     if id(func) in building and func.parent is None and not func.isolated \
                             and _may_be_factory_method(func):

@@ -55,6 +55,7 @@ from lint_gpu_tests.fixplan.runner_target import project_runner_problem
 from lint_gpu_tests.fixplan.safety import (
     FACTORY_ADVICE,
     SafetyChecks,
+    cached_reason,
     compilation_config_equivalent,
     hands_out_where,
     plain_aliases,
@@ -454,6 +455,9 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 return (f"`{func.name}()` returns the engine in a tuple with other values, so "
                         "it must outlive this function: no fix makes such a helper a context "
                         "manager")
+            cached = cached_reason(func.node)
+            if cached is not None:
+                return cached
             factory = func.kind is FunctionKind.HELPER and any(
                 s is func.node for s in module.tree.body)
             return ("the engine is returned to the caller, so it must outlive this "

@@ -23,7 +23,7 @@ from lint_gpu_tests.fixplan.plan import BUNDLED_RUNNER_ONLY_PARAMETERS
 from lint_gpu_tests.fixplan.returned import plain_data
 from lint_gpu_tests.ftypes import Blocked, FixProblem, Risky
 from lint_gpu_tests.parsing.source import walk_breadth
-from lint_gpu_tests.parsing.syntax import dotted_name, last_name, names_in
+from lint_gpu_tests.parsing.syntax import caching_decorator, dotted_name, last_name, names_in
 
 #: Calls that observe when the engine object itself is freed (``weakref`` module).
 WEAKREF_CALLS = frozenset({"ref", "finalize", "getweakrefcount", "getweakrefs"})
@@ -66,6 +66,16 @@ FACTORY_ADVICE = ("; a factory helper can become a `contextlib.contextmanager` t
                   "statements")
 
 
+def cached_reason(func: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """Why the engine ``func`` returns has no fix when a decorator caches what it returns
+    (:func:`~lint_gpu_tests.parsing.syntax.caching_decorator`), else ``None``."""
+    cache = caching_decorator(func)
+    if cache is None:
+        return None
+    return (f"`{func.name}()` caches the engine it returns (`@{cache}`): the engine lives as "
+            "long as that cache, shared by every caller, and no fix rewrites a cached engine")
+
+
 class SafetyChecks:
     """Safety questions about one analysed module's engine uses and calls; a base of the
     planner, whose ``module`` it reads."""
@@ -93,6 +103,10 @@ class SafetyChecks:
                         return Blocked(f"`{func.name}()` returns the engine in a tuple with "
                                        "other values, so it must outlive this function: no "
                                        "fix makes such a helper a context manager")
+                    if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        cached = cached_reason(func)
+                        if cached is not None:
+                            return Blocked(cached)
                     return Blocked("the engine is returned to the caller, so it must "
                                    "outlive this function")
                 if not plain_data(node.value, tainted, self.module,

@@ -84,6 +84,22 @@ def iter_statements(body: list[ast.stmt], *, definitions: bool = True) -> Iterat
         stack.extend(reversed(nested))
 
 
+CACHING_DECORATORS = frozenset({"cache", "lru_cache", "cached", "memoize", "cached_property"})
+"""The last names of the decorators that keep what a function returns for its later calls
+(``functools.cache``, ``functools.lru_cache(maxsize=None)``, cachetools' ``cached(...)``):
+an engine such a function returns belongs to the cache, not to the caller."""
+
+
+def caching_decorator(func: FunctionNode) -> str | None:
+    """The decorator of ``func`` that caches what it returns (:data:`CACHING_DECORATORS`),
+    as written without its arguments (``functools.lru_cache``), else ``None``."""
+    for decorator in func.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if last_name(target) in CACHING_DECORATORS:
+            return dotted_name(target) or last_name(target)
+    return None
+
+
 def fixture_decorator(func: FunctionNode) -> ast.expr | None:
     """Return the ``@pytest.fixture``/``@pytest.fixture(...)`` decorator, else ``None``."""
     for deco in func.decorator_list:

@@ -1047,6 +1047,48 @@ def test_a_factory_method_inherited_from_a_class_of_another_module(tmp_path: Pat
         (22, "GPU003", "none", why)]
 
 
+def test_an_engine_a_caching_function_returns_belongs_to_its_cache() -> None:
+    """A function or method whose decorator caches what it returns (``functools.cache``,
+    ``functools.lru_cache(...)``, ``functools.cached_property``) is no factory: the engine it
+    returns is the cache's, shared by every caller, so a caller's ``del`` and
+    ``gc.collect()`` are not the cleanup of an engine it owns. The engine's GPU001 says
+    why it has no fix."""
+    why = ("`{name}()` caches the engine it returns (`@{cache}`): the engine lives as long "
+           "as that cache, shared by every caller, and no fix rewrites a cached engine")
+    assert fix_reports("""\
+        import functools
+        import gc
+
+        from vllm import LLM
+
+        @functools.lru_cache(maxsize=None)
+        def get_llm(model):
+            return LLM(model)
+
+        @functools.cache
+        def _warm_llm(model):
+            llm = LLM(model)
+            llm.generate(["warm up"])
+            return llm
+
+        class TestCached:
+            @functools.cached_property
+            def engine(self):
+                return LLM("m")
+
+            def test_shared(self):
+                llm = get_llm("m")
+                other = _warm_llm("m")
+                assert llm.generate(["x"]) and other.generate(["x"])
+                del llm, other
+                gc.collect()
+        """) == [
+        (8, "GPU001", "none", why.format(name="get_llm", cache="functools.lru_cache")),
+        (12, "GPU001", "none", why.format(name="_warm_llm", cache="functools.cache")),
+        (19, "GPU001", "none", why.format(name="engine", cache="functools.cached_property")),
+    ]
+
+
 def test_a_fixture_method_returning_an_engine_is_not_a_factory_method() -> None:
     """A fixture of a test class that returns the engine is pytest's to call, not a factory
     method: its GPU001 keeps the fixture's own fix (a safe with-block yielding the proxy)."""
