@@ -757,7 +757,7 @@ class ModuleAnalysis:
                               for i, e in enumerate(value.elts) if engine(e)), None)
                 if place is not None:
                     self._tuple_factories[func.name] = (func.node.lineno, place)
-            self._method_factories = _inherited(methods, self._classes) if methods else {}
+            self._method_factories = _inherited(self, methods) if methods else {}
         return self._factories
 
     def _returned_values(self, func: FunctionInfo
@@ -786,6 +786,18 @@ class ModuleAnalysis:
     def classes(self) -> list[ast.ClassDef]:
         """Every class statement of the module, at any depth, in source order."""
         return self._classes
+
+    @property
+    def local_bases(self) -> dict[str, tuple[str, ...]]:
+        """The bases of each class of the module that are classes of the module, named by a
+        plain name, in the order written, by the class's name (a later class of a name
+        takes the place of an earlier one; computed once)."""
+        if self._local_bases is None:
+            names = {c.name for c in self._classes}
+            self._local_bases = {c.name: tuple(b.id for b in c.bases
+                                               if isinstance(b, ast.Name) and b.id in names)
+                                 for c in self._classes}
+        return self._local_bases
 
     @property
     def method_factories(self) -> dict[str, dict[str, int]]:
@@ -1007,6 +1019,7 @@ class ModuleAnalysis:
     _tuple_factories: dict[str, tuple[int, int]] | None = None
     _method_factories: dict[str, dict[str, int]] | None = None
     _imported_methods: dict[str, dict[str, ImportedHelper]] | None = None
+    _local_bases: dict[str, tuple[str, ...]] | None = None
     _cleanup_helpers: frozenset[str] | None = None
     _imported_helpers: dict[str, ImportedHelper] | None = None
     _indexed: set[int] = field(default_factory=set)
@@ -1118,56 +1131,56 @@ def _may_be_factory_method(func: FunctionInfo) -> bool:
                    for d in func.node.decorator_list)
 
 
-def _inherited(own: dict[str, dict[str, int]], classes: Sequence[ast.ClassDef]
+def _inherited(module: ModuleAnalysis, own: dict[str, dict[str, int]]
                ) -> dict[str, dict[str, int]]:
-    """``own`` (class name -> its factory methods) with each class of ``classes`` also given
-    the factory methods of its bases that are classes of the module (named as a plain
-    name), a method of its own of the same name taking their place."""
-    by_name = {c.name: c for c in classes}
-    out: dict[str, dict[str, int]] = {}
-
-    def resolve(name: str, seen: frozenset[str]) -> dict[str, int]:
-        if name in out:
-            return out[name]
-        found: dict[str, int] = {}
-        cls = by_name.get(name)
-        if cls is not None:
-            for base in reversed(cls.bases):
-                if isinstance(base, ast.Name) and base.id in by_name and base.id not in seen:
-                    found.update(resolve(base.id, seen | {base.id}))
-            own_methods = {i.name for i in cls.body
-                           if isinstance(i, (ast.FunctionDef, ast.AsyncFunctionDef))}
-            found = {k: v for k, v in found.items() if k not in own_methods}
-        found.update(own.get(name, {}))
-        out[name] = found
-        return found
-
-    for name in by_name:
-        resolve(name, frozenset({name}))
-    return {name: methods for name, methods in out.items() if methods}
+    """``own`` (class name -> its factory methods) with each class of ``module`` also given
+    the factory methods of its bases that are classes of the module
+    (:attr:`ModuleAnalysis.local_bases`), a method of its own of the same name taking their
+    place."""
+    return _resolve_methods(module, lambda name, cls: own.get(name, {}), lambda base: {})
 
 
 def _inherited_from_tree(module: ModuleAnalysis) -> dict[str, dict[str, ImportedHelper]]:
     """:attr:`ModuleAnalysis.imported_method_factories`, worked out."""
-    by_name = {c.name: c for c in module.classes}
-    out: dict[str, dict[str, ImportedHelper]] = {}
 
-    def resolve(name: str, seen: frozenset[str]) -> dict[str, ImportedHelper]:
+    def from_tree(base: ast.expr) -> dict[str, ImportedHelper]:
+        helper = module.imported_helper(base)
+        if helper is None or helper.kind != "m":
+            return {}
+        return dict.fromkeys(sorted(helper.methods), helper)
+
+    return _resolve_methods(module, lambda name, cls: {}, from_tree)
+
+
+def _resolve_methods(module: ModuleAnalysis,
+                     own: Callable[[str, ast.ClassDef], Mapping[str, T]],
+                     other_base: Callable[[ast.expr], Mapping[str, T]]
+                     ) -> dict[str, dict[str, T]]:
+    """Methods by class of ``module``, each class's own (``own``) over those of its bases,
+    later bases first overridden by earlier ones: a base of the module resolved the same
+    way, any other base by ``other_base``; a method a class defines takes the place of its
+    bases' of that name. Classes with none are left out."""
+    by_name = {c.name: c for c in module.classes}
+    bases = module.local_bases
+    out: dict[str, dict[str, T]] = {}
+
+    def resolve(name: str, seen: frozenset[str]) -> dict[str, T]:
         if name in out:
             return out[name]
-        found: dict[str, ImportedHelper] = {}
         cls = by_name[name]
+        found: dict[str, T] = {}
         for base in reversed(cls.bases):
-            if isinstance(base, ast.Name) and base.id in by_name:
+            if isinstance(base, ast.Name) and base.id in bases:
                 if base.id not in seen:
                     found.update(resolve(base.id, seen | {base.id}))
-                continue
-            helper = module.imported_helper(base)
-            if helper is not None and helper.kind == "m":
-                found.update(dict.fromkeys(sorted(helper.methods), helper))
-        own = {i.name for i in cls.body if isinstance(i, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        out[name] = {k: v for k, v in found.items() if k not in own}
-        return out[name]
+            else:
+                found.update(other_base(base))
+        defined = {i.name for i in cls.body
+                   if isinstance(i, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        found = {k: v for k, v in found.items() if k not in defined}
+        found.update(own(name, cls))
+        out[name] = found
+        return found
 
     for name in by_name:
         resolve(name, frozenset({name}))

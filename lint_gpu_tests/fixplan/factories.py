@@ -338,13 +338,12 @@ def _method_unit(module: ModuleAnalysis, func: FunctionInfo) -> FactoryPlan | Fi
 
 def _class_family(module: ModuleAnalysis, name: str) -> set[str]:
     """The class ``name`` of ``module`` with its ancestors and descendants among the module's
-    classes (bases named by a plain name): the classes whose instances may run its methods
-    or whose methods may run on its instances."""
-    bases = {c.name: {b.id for b in c.bases if isinstance(b, ast.Name)}
-             for c in module.classes}
+    classes (:attr:`ModuleAnalysis.local_bases`): the classes whose instances may run its
+    methods or whose methods may run on its instances."""
+    bases = module.local_bases
 
     def ancestors(of: str, seen: set[str]) -> set[str]:
-        for base in bases.get(of, set()) - seen:
+        for base in set(bases.get(of, ())) - seen:
             seen.add(base)
             ancestors(base, seen)
         return seen
