@@ -845,7 +845,46 @@ class ModuleAnalysis:
         if owner in methods and not (self.scopes is not None and
                                      self.scopes.lookup(func.value)[0]):
             return f"{owner}.{func.attr}", owner, func.attr  # the class, not a local name
+        instance = self._instance_of(func.value)
+        if isinstance(instance, str) and instance in methods:
+            return f"{owner}.{func.attr}", instance, func.attr
         return None
+
+    def _instance_of(self, name: ast.Name) -> str | ImportedHelper | None:
+        """The class whose instance ``name`` holds, when it is bound once, to a call of the
+        class (``factory = EngineFactory()``), in the function that reads it and nowhere
+        else, or at module level and nowhere else, and is no parameter: a class of the
+        module, by its name, or a class of another module of the tree with factory methods
+        (kind ``"m"``); else ``None``."""
+        scope = self.parent(name)
+        while scope is not None and not isinstance(scope, (ast.FunctionDef,
+                                                           ast.AsyncFunctionDef, ast.Lambda)):
+            scope = self.parent(scope)
+        if scope is not None:
+            arguments = scope.args
+            if name.id in {a.arg for a in (*arguments.posonlyargs, *arguments.args,
+                                           *arguments.kwonlyargs, arguments.vararg,
+                                           arguments.kwarg) if a is not None}:
+                return None
+
+        def stores(root: ast.AST) -> list[ast.Name]:
+            return [n for n in walk_breadth(root) if isinstance(n, ast.Name)
+                    and n.id == name.id and not isinstance(n.ctx, ast.Load)]
+
+        found = stores(scope) if scope is not None else []
+        if not found:
+            found = stores(self.tree)
+        if len(found) != 1:
+            return None
+        assign = self.parent(found[0])
+        if not (isinstance(assign, ast.Assign) and len(assign.targets) == 1
+                and assign.targets[0] is found[0] and isinstance(assign.value, ast.Call)):
+            return None
+        cls = assign.value.func
+        if isinstance(cls, ast.Name) and cls.id in self.local_bases:
+            return cls.id
+        helper = self.imported_helper(cls)
+        return helper if helper is not None and helper.kind == "m" else None
 
     @property
     def tuple_factories(self) -> dict[str, tuple[int, int]]:
@@ -868,7 +907,7 @@ class ModuleAnalysis:
         (computed once)."""
         if self._imported_methods is None:
             self._imported_methods = {}
-            if any(h.kind == "m" for h in self.imported_helpers.values()):
+            if self.imported_method_names:
                 self._imported_methods = _inherited_from_tree(self)
         return self._imported_methods
 
@@ -878,15 +917,34 @@ class ModuleAnalysis:
         a method of that class, or on the class itself: ``(the call as spelled,
         "self._make_llm"; the class that defines it)``; else ``None``. A factory method of
         the module (:meth:`method_factory_of`) comes first."""
+        names = self.imported_method_names
+        if not names or not isinstance(node, ast.Call) or \
+                not isinstance(node.func, ast.Attribute) or node.func.attr not in names:
+            return None
         methods = self.imported_method_factories
         found = self._method_call(node, methods) if methods else None
-        if found is None:
+        if found is not None:
+            spelled, owner, name = found
+            if name in self.method_factories.get(owner, {}):
+                return None
+            helper = methods.get(owner, {}).get(name)
+            return None if helper is None else (spelled, helper)
+        func = node.func
+        if not isinstance(func.value, ast.Name) or func.value.id in ("self", "cls"):
             return None
-        spelled, owner, name = found
-        if name in self.method_factories.get(owner, {}):
-            return None
-        helper = methods.get(owner, {}).get(name)
-        return None if helper is None else (spelled, helper)
+        instance = self._instance_of(func.value)  # an instance of the class itself
+        if isinstance(instance, ImportedHelper) and func.attr in instance.methods:
+            return f"{func.value.id}.{func.attr}", instance
+        return None
+
+    @property
+    def imported_method_names(self) -> frozenset[str]:
+        """The names of the factory methods of the classes of other modules of the tree
+        this module imports (kind ``"m"``; computed once)."""
+        if self._imported_method_names is None:
+            self._imported_method_names = frozenset(
+                m for h in self.imported_helpers.values() for m in h.methods)
+        return self._imported_method_names
 
     def tuple_factory_called(self, node: ast.AST) -> str | None:
         """The name of the tuple factory (:attr:`tuple_factories`) ``node`` calls, else
@@ -1020,6 +1078,7 @@ class ModuleAnalysis:
     _method_factories: dict[str, dict[str, int]] | None = None
     _imported_methods: dict[str, dict[str, ImportedHelper]] | None = None
     _local_bases: dict[str, tuple[str, ...]] | None = None
+    _imported_method_names: frozenset[str] | None = None
     _cleanup_helpers: frozenset[str] | None = None
     _imported_helpers: dict[str, ImportedHelper] | None = None
     _indexed: set[int] = field(default_factory=set)

@@ -135,12 +135,12 @@ def _method_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: st
 
 
 def imported_method_reason(spelled: str, helper: ImportedHelper) -> str:
-    """Why a violation about an engine from a factory method that the caller's class
-    inherits from ``helper``, a class of another module, called as ``spelled``, has no
-    fix."""
+    """Why a violation about an engine from a factory method of ``helper``, a class of
+    another module (inherited by the caller's class, or called on an instance of it),
+    called as ``spelled``, has no fix."""
     name = spelled.rpartition(".")[2]
-    return (f"the engine comes from `{spelled}()`, a method the class inherits from "
-            f"`{helper.name}`, defined in {helper.where}: no fix rewrites a method of a "
+    return (f"the engine comes from `{spelled}()`, a method of `{helper.name}`, a class "
+            f"defined in {helper.where}: no fix rewrites a method of a "
             f"class of another module together with its callers yet (`{name}()` would have "
             "to become a context manager for every class of the tree that inherits it)")
 

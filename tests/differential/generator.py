@@ -612,8 +612,8 @@ def shape_fixture_from_helper(rng: random.Random, n: int, s: Style) -> Part:
 def shape_factory_method(rng: random.Random, n: int, s: Style) -> Part:
     """A method that builds the engine and returns it, of the test class or of a base class
     of the module; each test method gets its engine from it on ``self`` (or on a class
-    that has it: ``TestX.build(self)``) and cleans it up by hand or shuts it down in a
-    ``finally``."""
+    that has it: ``TestX.build(self)``, or on an instance of one: ``maker.build()``) and
+    cleans it up by hand or shuts it down in a ``finally``."""
     inherited = rng.random() < 0.5
     owner = f"EngineBase{n}" if inherited else f"TestFactoryMethod{n}"
     method = rng.choice(["_make_llm", "build"])
@@ -627,9 +627,13 @@ def shape_factory_method(rng: random.Random, n: int, s: Style) -> Part:
     for i in range(rng.randint(1, 2)):
         tests += f"    def test_method_{i}(self):\n"
         arguments = rng.choice(['', '64', 'size=64'])
-        call = f"self.{method}({arguments})" if rng.random() < 0.7 else \
+        spelling = rng.random()
+        call = f"self.{method}({arguments})" if spelling < 0.6 else \
             f"{rng.choice([owner, f'TestFactoryMethod{n}'])}.{method}(self" + \
-            (f", {arguments})" if arguments else ")")
+            (f", {arguments})" if arguments else ")") if spelling < 0.8 else \
+            f"maker.{method}({arguments})"
+        if call.startswith("maker."):
+            tests += f"        maker = {owner}()\n"
         if rng.random() < 0.5:
             tests += (f"        llm = {call}\n" + _use(rng, "llm", s, "        ")
                       + _cleanup(rng, "llm", "        ") + "\n")

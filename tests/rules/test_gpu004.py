@@ -973,13 +973,69 @@ def test_c():
 """]
 
 
+INSTANCE_CALLS = """\
+import gc
+
+from vllm import LLM
+
+
+class EngineFactory:
+    def create(self, tp=1):
+        return LLM("m", tensor_parallel_size=tp)
+
+
+def test_instance():
+    factory = EngineFactory()
+    llm = factory.create(2)
+    assert llm.generate(["x"])
+    del llm
+    gc.collect()
+"""
+
+
+def test_a_factory_method_called_on_an_instance_of_its_class(tmp_path: Path) -> None:
+    """``factory = EngineFactory(); llm = factory.create(...)``: the function owns the
+    engine the method builds (GPU004), and the method's unit rewrites the call as it does
+    a call on ``self``."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "tests").mkdir()
+    test = tmp_path / "tests" / "test_instance_calls.py"
+    test.write_text(INSTANCE_CALLS)
+    result = check_paths([str(test.parent)], own_rules(), cache=False)
+    assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else "none")
+            for v in result.violations] == [(8, "GPU001", "safe"), (15, "GPU004", "safe"),
+                                             (16, "GPU004", "safe")]
+    fixed = check_paths([str(test.parent)], own_rules(), cache=False, fix=True)
+    assert fixed.violations == []
+    assert test.read_text() == """\
+import contextlib
+import weakref
+
+from lint_gpu_tests.runtime import VllmRunner
+
+
+class EngineFactory:
+    @contextlib.contextmanager
+    def create(self, tp=1):
+        with VllmRunner("m", tensor_parallel_size=tp) as runner:
+            yield weakref.proxy(runner.llm)
+
+
+def test_instance():
+    factory = EngineFactory()
+    with factory.create(2) as llm:
+        assert llm.generate(["x"])
+"""
+
+
 def test_a_factory_method_inherited_from_a_class_of_another_module(tmp_path: Path) -> None:
     """A test class that inherits a factory method from a class of another module of the
     tree (``class TestLora(EngineMixin)``, directly or through a base of its own module)
     owns the engine each call on ``self`` gives it: its cleanup is GPU004, its shutdown
-    ``try`` GPU003, without a fix, and the reason names the class that defines the method.
-    A class that defines a method of that name itself, and a mixin method that returns no
-    engine, give nothing."""
+    ``try`` GPU003, without a fix, and the reason names the class that defines the method;
+    so does a function calling it on an instance of that class, bound once in the function
+    or at module level. A class that defines a method of that name itself, a mixin method
+    that returns no engine, a name bound twice and a parameter give nothing."""
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     tests = tmp_path / "tests"
     tests.mkdir()
@@ -1035,16 +1091,48 @@ def test_a_factory_method_inherited_from_a_class_of_another_module(tmp_path: Pat
                 x = self._make_llm(1)
                 del x
                 gc.collect()
+
+
+        FACTORY = EngineMixin()
+
+
+        def test_instance():
+            maker = EngineMixin()
+            llm = maker._make_llm(1)
+            del llm
+            gc.collect()
+
+
+        def test_module_instance():
+            llm = FACTORY._make_llm(2)
+            del llm
+
+
+        def test_rebound(flag):
+            maker = EngineMixin()
+            if flag:
+                maker = object()
+            llm = maker._make_llm(1)
+            del llm
+
+
+        def test_parameter(maker):
+            llm = maker._make_llm(1)
+            del llm
         """))
-    why = ("the engine comes from `self._make_llm()`, a method the class inherits from "
-           "`EngineMixin`, defined in `tests/utils.py` (line 4): no fix rewrites a method of "
-           "a class of another module together with its callers yet (`_make_llm()` would "
-           "have to become a context manager for every class of the tree that inherits it)")
+    why = ("the engine comes from `{spelled}()`, a method of `EngineMixin`, a class defined "
+           "in `tests/utils.py` (line 4): no fix rewrites a method of a class of another "
+           "module together with its callers yet (`_make_llm()` would have to become a "
+           "context manager for every class of the tree that inherits it)")
     result = check_paths([str(tests)], own_rules(), cache=False)
     assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else "none",
              v.fix.reason if v.fix else "") for v in result.violations] == [
-        (15, "GPU004", "none", why), (16, "GPU004", "none", why),
-        (22, "GPU003", "none", why)]
+        (15, "GPU004", "none", why.format(spelled="self._make_llm")),
+        (16, "GPU004", "none", why.format(spelled="self._make_llm")),
+        (22, "GPU003", "none", why.format(spelled="self._make_llm")),
+        (49, "GPU004", "none", why.format(spelled="maker._make_llm")),
+        (50, "GPU004", "none", why.format(spelled="maker._make_llm")),
+        (55, "GPU004", "none", why.format(spelled="FACTORY._make_llm"))]
 
 
 def test_an_engine_a_caching_function_returns_belongs_to_its_cache() -> None:
