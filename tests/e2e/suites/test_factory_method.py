@@ -1,7 +1,7 @@
 """Factory methods: a method of the test class, or of a base class of the module, that builds
 an engine and returns it, called on `self` (or on the class: `TestOwnMethod._make_llm(self,
-...)`) by the tests that tear the engine down by hand (in a `try/finally`, or with `del` and
-`gc.collect()`). The fix makes the method a context manager
+...)`; or on an instance: `maker._make_llm(...)`) by the tests that tear the engine down by
+hand (in a `try/finally`, or with `del` and `gc.collect()`). The fix makes the method a context manager
 over the runner and every call of it a `with` block: safe in a run over the tree, where no
 other module imports this one."""
 
@@ -68,3 +68,13 @@ class TestOwnMethod:
         del llm
         gc.collect()
         assert texts and resolved == 2
+
+
+def test_called_on_an_instance():
+    maker = TestOwnMethod()
+    llm = maker._make_llm(3)
+    resolved = llm.llm_engine.vllm_config.scheduler_config.max_num_seqs
+    texts = _texts(llm, PROMPTS, max_tokens=3)
+    del llm
+    gc.collect()
+    assert resolved == 3 and len(texts) == 2
