@@ -19,6 +19,11 @@ the files with such a violation to :func:`plan_tree_units`, in its own process:
 * the unit is planned once (:func:`~lint_gpu_tests.fixplan.factories.plan_factory_unit`,
   each call on its own module's analysis): as safe as its least safe caller's block; no fix
   when one call cannot be rewritten, the reason naming it.
+
+In a run that only reports, the process that checked a caller has already planned its calls
+(:func:`caller_record`, handed back with the file's result): such a caller is not analysed
+again here, only the helpers' modules and the callers without a record (a cached result,
+bytes changed since).
 * with ``target = "vllm"`` the helper enters vLLM's ``VllmRunner``, imported from the
   project's tests/conftest.py (``from tests.conftest import VllmRunner``), not the
   ``vllm_runner`` fixture, which its callers in other modules are not given; no fix when the
