@@ -426,6 +426,40 @@ def test_a_report_only_run_plans_its_units_on_what_the_checking_processes_record
     assert set(checked_again) - helpers  # without the records each caller is checked again
 
 
+def test_a_recorded_caller_that_is_also_a_helpers_module_is_analysed_for_that_unit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test module that calls a helper of another module (so the checking process records
+    it) and defines a helper a third module imports: that helper's unit needs the module's
+    analysis, which is made for it; the module is a member of both units, and each keeps
+    what the other relabelled (the helper's GPU001 carries its unit's fix); the reports
+    equal those of a run without records."""
+    root = tmp_path / "tree"
+    (root / "tests").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (root / "tests" / "utils.py").write_text(
+        "from vllm import LLM\n\n\ndef make_other():\n    return LLM('o')\n")
+    (root / "tests" / "test_a.py").write_text(
+        "import gc\n\nfrom vllm import LLM\n\nfrom tests.utils import make_other\n\n\n"
+        "def setup_engine(size):\n    return LLM('m', max_model_len=size)\n\n\n"
+        "def test_a():\n    llm = make_other()\n    assert llm.generate(['x'])\n"
+        "    del llm\n    gc.collect()\n")
+    (root / "tests" / "test_b.py").write_text(
+        "import gc\n\nfrom tests.test_a import setup_engine\n\n\n"
+        "def test_b():\n    llm = setup_engine(8)\n    assert llm.generate(['x'])\n"
+        "    del llm\n    gc.collect()\n")
+    recorded = _run(root)
+    assert [(r[0], r[1], r[3], r[4]) for r in recorded] == [
+        ("tests/test_a.py", 9, "GPU001", Applicability.SAFE),
+        ("tests/test_a.py", 13, "GPU001", Applicability.SAFE),
+        ("tests/test_a.py", 15, "GPU004", Applicability.SAFE),
+        ("tests/test_a.py", 16, "GPU004", Applicability.SAFE),
+        ("tests/test_b.py", 9, "GPU004", Applicability.SAFE),
+        ("tests/test_b.py", 10, "GPU004", Applicability.SAFE),
+    ]
+    monkeypatch.setattr(tree_units, "caller_record", lambda module, source: None)
+    assert _run(root) == recorded
+
+
 # --------------------------------------------------------------------------- --select
 
 MULTI_DEL = ("tests/lora/test_multi.py", 10, 5, "GPU004",

@@ -19,15 +19,15 @@ the files with such a violation to :func:`plan_tree_units`, in its own process:
 * the unit is planned once (:func:`~lint_gpu_tests.fixplan.factories.plan_factory_unit`,
   each call on its own module's analysis): as safe as its least safe caller's block; no fix
   when one call cannot be rewritten, the reason naming it.
+* with ``target = "vllm"`` the helper enters vLLM's ``VllmRunner``, imported from the
+  project's tests/conftest.py (``from tests.conftest import VllmRunner``), not the
+  ``vllm_runner`` fixture, which its callers in other modules are not given; no fix when the
+  project has no tests/conftest.py defining it.
 
 In a run that only reports, the process that checked a caller has already planned its calls
 (:func:`caller_record`, handed back with the file's result): such a caller is not analysed
 again here, only the helpers' modules and the callers without a record (a cached result,
 bytes changed since).
-* with ``target = "vllm"`` the helper enters vLLM's ``VllmRunner``, imported from the
-  project's tests/conftest.py (``from tests.conftest import VllmRunner``), not the
-  ``vllm_runner`` fixture, which its callers in other modules are not given; no fix when the
-  project has no tests/conftest.py defining it.
 
 Each violation the unit removes carries its fix (the helper's GPU001 where its module is
 checked; each caller's GPU003/GPU004, and its GPU001 at the call where the helper's module
@@ -258,7 +258,7 @@ class TreeUnit:
     def _own_engine(self, violation: Violation) -> bool:
         """True when ``violation`` (a GPU001 of the helper's module) is the helper's engine."""
         home = next(iter(self.members.values())).analysis
-        assert home is not None  # the helper's module is analysed, never recorded
+        assert home is not None  # the helper's module is analysed (``_unit``)
         return any(s.call.lineno == violation.location.row and s.function is not None
                    and s.function.name == self.helper.name for s in home.engines)
 
@@ -276,6 +276,9 @@ class TreeUnit:
 
 Reader = Callable[[str], "bytes | None"]
 """The current bytes of a file, by absolute path (``None``: it cannot be read)."""
+MemberOf = Callable[[str, bool], "Member | None"]
+"""The member of a unit that a file is, by absolute path, analysed when asked (``True``)
+even where its record would do; ``None``: it cannot be read or parsed."""
 
 
 def plan_tree_units(seeds: Iterable[str], checked: dict[str, str], read: Reader,
@@ -312,11 +315,12 @@ def plan_tree_units(seeds: Iterable[str], checked: dict[str, str], read: Reader,
             listings[root] = tree_files(root)
         return listings[root]
 
-    def member(absolute: str) -> Member | None:
-        if absolute not in analyses:
+    def member(absolute: str, analysed: bool = False) -> Member | None:
+        if absolute not in analyses or analysed and (
+                (found := analyses[absolute]) is not None and found.analysis is None):
             known = (recorded or {}).get(absolute)
-            if known is not None and absolute in checked and read_once(absolute) == \
-                    known[0].source:
+            if not analysed and known is not None and absolute in checked and \
+                    read_once(absolute) == known[0].source:
                 analyses[absolute] = Member(checked[absolute], known[0].source,
                                             config_of(absolute), None, known[1],
                                             record=known[0])
@@ -368,20 +372,20 @@ def _shown(absolute: str) -> str:
     return absolute if relative.startswith(os.pardir) else relative
 
 
-def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | None],
-          read: Reader, files: list[str]) -> TreeUnit:
+def _unit(root: str, helper: ImportedHelper, member: MemberOf, read: Reader,
+          files: list[str]) -> TreeUnit:
     """The unit of ``helper`` in the tree at ``root`` whose ``.py`` files are ``files``
     (``member`` analyses a file; only a file whose bytes (``read``) name the helper can
     refer to it, and only those are)."""
     name = helper.name
     home_path = os.path.normpath(os.path.join(root, helper.module))
-    home = member(home_path)
+    home = member(home_path, True)  # its own calls too, planned on its analysis
     if home is None:
         return TreeUnit(helper, FixInfo.none(f"Make `{name}()` a context manager",
                                              f"`{helper.module}` cannot be read or parsed"),
                         {})
     module = home.analysis
-    assert module is not None  # the helper's module is never known by a record alone
+    assert module is not None
     title = factory_title(module, name, across=True)
     members = {home.path: home}
 
@@ -395,7 +399,7 @@ def _unit(root: str, helper: ImportedHelper, member: Callable[[str], Member | No
     for absolute in files:
         if absolute == home_path or needle not in (read(absolute) or b""):
             continue
-        other = member(absolute)
+        other = member(absolute, False)
         if other is None:
             continue
         uses = other.uses_of(helper)

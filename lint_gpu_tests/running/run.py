@@ -915,6 +915,7 @@ class RunContext:
         a failure is each checked module's error, and no module of the unit changes."""
         from lint_gpu_tests.fixing import tree_units
         from lint_gpu_tests.fixing.edits import unified_diff
+        from lint_gpu_tests.fixing.unit_edits import carry_fixes
 
         options = self.options
         news: dict[str, bytes] | str = tree_units.unit_sources(unit) if apply else {}
@@ -949,7 +950,10 @@ class RunContext:
                 run.files[index] = replace(old, violations=labelled, error=news,
                                            error_stage="fix")
             elif path not in news:
-                run.files[index] = replace(old, violations=labelled)
+                # Only what this unit relabels: a module of two units keeps the other's.
+                run.files[index] = replace(old, violations=[
+                    v if new is None else replace(v, fix=new.fix)
+                    for v, new in carry_fixes(old.violations, member.violations, labelled)])
             else:
                 fixed = [new for v, new in zip(member.violations, labelled, strict=True)
                          if unit.covered(path, v)]
