@@ -30,7 +30,9 @@ NO_UNIT = ("the engine comes from `{name}()`, defined in `{where}` (line 4): a h
            "another module that builds and returns it, and its fix with every call of it in "
            "the tree has none: {why}")
 TWO_AT_ONCE = ("in `{module}`, the calls of `{name}()` in `{function}()` (lines {a} and {b}) "
-               "give engines alive together: one block would hold the other's call")
+               "give engines alive together: the fix writes one with-block per call, and "
+               "the first block would have to hold the second call (no fix nests a "
+               "factory's blocks yet)")
 LORA = NO_UNIT.format(name="setup_engine", where="tests/utils.py", why=TWO_AT_ONCE.format(
     module="tests/lora/test_lora.py", name="setup_engine", function="test_two_at_once", a=36,
     b=37))

@@ -55,6 +55,15 @@ def _run(root: Path, paths: tuple[str, ...] = ("tests",), *,
              v.fix.reason if v.fix is not None else None) for v in result.violations]
 
 
+def _write_tree(root: Path, files: dict[str, str]) -> Path:
+    """A project at ``root`` (its ``pyproject.toml``) with ``files`` (path -> text)."""
+    (root / "tests").mkdir(parents=True)
+    (root / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    for path, text in files.items():
+        (root / path).write_text(text)
+    return root
+
+
 def _sources(root: Path) -> dict[str, str]:
     return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*.py"))}
 
@@ -433,20 +442,17 @@ def test_a_recorded_caller_that_is_also_a_helpers_module_is_analysed_for_that_un
     analysis, which is made for it; the module is a member of both units, and each keeps
     what the other relabelled (the helper's GPU001 carries its unit's fix); the reports
     equal those of a run without records."""
-    root = tmp_path / "tree"
-    (root / "tests").mkdir(parents=True)
-    (root / "pyproject.toml").write_text("[project]\nname = 'p'\n")
-    (root / "tests" / "utils.py").write_text(
-        "from vllm import LLM\n\n\ndef make_other():\n    return LLM('o')\n")
-    (root / "tests" / "test_a.py").write_text(
-        "import gc\n\nfrom vllm import LLM\n\nfrom tests.utils import make_other\n\n\n"
-        "def setup_engine(size):\n    return LLM('m', max_model_len=size)\n\n\n"
-        "def test_a():\n    llm = make_other()\n    assert llm.generate(['x'])\n"
-        "    del llm\n    gc.collect()\n")
-    (root / "tests" / "test_b.py").write_text(
-        "import gc\n\nfrom tests.test_a import setup_engine\n\n\n"
-        "def test_b():\n    llm = setup_engine(8)\n    assert llm.generate(['x'])\n"
-        "    del llm\n    gc.collect()\n")
+    root = _write_tree(tmp_path / "tree", {
+        "tests/utils.py": "from vllm import LLM\n\n\ndef make_other():\n    return LLM('o')\n",
+        "tests/test_a.py":
+            "import gc\n\nfrom vllm import LLM\n\nfrom tests.utils import make_other\n\n\n"
+            "def setup_engine(size):\n    return LLM('m', max_model_len=size)\n\n\n"
+            "def test_a():\n    llm = make_other()\n    assert llm.generate(['x'])\n"
+            "    del llm\n    gc.collect()\n",
+        "tests/test_b.py":
+            "import gc\n\nfrom tests.test_a import setup_engine\n\n\n"
+            "def test_b():\n    llm = setup_engine(8)\n    assert llm.generate(['x'])\n"
+            "    del llm\n    gc.collect()\n"})
     recorded = _run(root)
     assert [(r[0], r[1], r[3], r[4]) for r in recorded] == [
         ("tests/test_a.py", 9, "GPU001", Applicability.SAFE),
@@ -458,6 +464,30 @@ def test_a_recorded_caller_that_is_also_a_helpers_module_is_analysed_for_that_un
     ]
     monkeypatch.setattr(tree_units, "caller_record", lambda module, source: None)
     assert _run(root) == recorded
+
+
+def test_a_caller_in_a_module_out_of_the_rules_scope_is_planned_like_any_other(
+        tmp_path: Path) -> None:
+    """A caller in a module of the tree that is no test module (``tests/bench_engine.py``,
+    checked by the run) is planned on an analysis of it all the same: its block's own
+    reason, not "not in a function"."""
+    root = _write_tree(tmp_path / "tree", {
+        "tests/helpers.py":
+            "from vllm import LLM\n\n\ndef setup_engine():\n    return LLM('m')\n",
+        "tests/bench_engine.py":
+            "from tests.helpers import setup_engine\n\n\ndef main():\n"
+            "    llm = setup_engine()\n    return llm.generate(['bench'])\n",
+        "tests/test_a.py":
+            "import gc\n\nfrom tests.helpers import setup_engine\n\n\ndef test_a():\n"
+            "    llm = setup_engine()\n    assert llm.generate(['x'])\n    del llm\n"
+            "    gc.collect()\n"})
+    why = ("the call of `setup_engine()` in `main()` of `tests/bench_engine.py` (line 5): a "
+           "value read from the engine is returned to the caller (line 6) and may reference "
+           "the engine, which the runner's block shuts down before the function returns")
+    unsafe = Applicability.UNSAFE
+    assert _run(root) == [("tests/test_a.py", 7, 11, "GPU001", unsafe, why),
+                          ("tests/test_a.py", 9, 5, "GPU004", unsafe, why),
+                          ("tests/test_a.py", 10, 5, "GPU004", unsafe, why)]
 
 
 # --------------------------------------------------------------------------- --select

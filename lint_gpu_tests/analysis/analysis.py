@@ -86,6 +86,9 @@ RUNNER_CLASS = "runner-class:"
 #: functions read by name (``env-read:VLLM_X``; :func:`environment_reads`): a change a test
 #: module leaves behind can reach them, and ending the leak changes what they see.
 ENV_READ = "env-read:"
+#: Prefix of the entries of a conftest's index naming its factory fixtures
+#: (``factory-fixture:make_llm``; :attr:`ModuleAnalysis.factory_fixtures`).
+FACTORY_FIXTURE = "factory-fixture:"
 #: The scope field of an engine helper's summary (:func:`engine_helpers`) when the rules look
 #: at its module.
 SCOPED = "t"
@@ -102,13 +105,15 @@ class ImportedHelper:
             returns it in a tuple with other values; ``"c"``, a class whose methods store
             an engine on ``self.<attribute>``; ``"m"``, a class with factory methods (methods
             that build an engine and return it), which a class of the importing module
-            may inherit.
+            may inherit; ``"k"``, a function that builds an engine and returns it through a
+            cache (``@functools.cache``), which keeps it for every caller.
         name: its name in the module that defines it.
         line: the line of its ``def``/``class``.
         extra: for a function, the engine's ``gpu_memory_utilization`` written in it as a
             literal, ``"default"`` when it passes none, ``""`` when unknown; for a tuple,
             the engine's index in it; for a class, the attributes holding the engine,
-            comma-separated; for a class with factory methods, their names, comma-separated.
+            comma-separated; for a class with factory methods, their names, comma-separated;
+            for a cached function, its caching decorator as written.
         module: the defining module's path from the tree's root (``tests/utils.py``).
         in_scope: the defining module is in the rules' scope (a test module, a conftest,
             under ``test-roots``, or defining tests or fixtures: :func:`is_test_module_path`,
@@ -692,7 +697,8 @@ class ModuleAnalysis:
                 self._busy_functions |= {id(call.function.node) for call in self.runner_calls
                                          if call.function is not None}
                 if self.engine_factories or self.imported_helpers or self.tuple_factories \
-                        or self.method_factories or self.imported_method_factories:
+                        or self.method_factories or self.imported_method_factories \
+                        or self.factory_fixtures:
                     self._busy_functions |= {
                         id(f.node) for f in self.functions
                         if any(self.factory_called(n) or self.helper_called(n)
@@ -788,6 +794,68 @@ class ModuleAnalysis:
         return self._classes
 
     @property
+    def factory_fixtures(self) -> dict[str, int]:
+        """The fixtures that hand out a factory of engines and keep none of them, by name,
+        with the line of their ``def`` (``0``: one of a conftest, whose module does not
+        define a fixture of that name): the fixture returns or yields a function it defines
+        whose every ``return`` is an engine that function builds
+        (``def _make(**kw): return LLM(MODEL, **kw)``), and which neither stores nor
+        registers it (no ``append``, ``addfinalizer``, ``enter_context``, no assignment to an
+        attribute or item, no ``global``/``nonlocal``). A test or fixture that calls the
+        factory it receives owns the engine it gets (computed once)."""
+        if self._factory_fixtures is None:
+            local = {f.name: f for f in self.functions if f.kind is FunctionKind.FIXTURE
+                     and f.parent is None}
+            found = {name: 0 for name in self._entries.factory_fixtures if name not in local}
+            for name, func in local.items():
+                if self._hands_out_factory(func):
+                    found[name] = func.node.lineno
+            self._factory_fixtures = found
+        return self._factory_fixtures
+
+    def _hands_out_factory(self, fixture: FunctionInfo) -> bool:
+        """Whether the fixture ``fixture`` hands out a factory of engines it keeps none of
+        (:attr:`factory_fixtures`)."""
+        nested = {f.name: f for f in self.functions if f.parent is fixture}
+        handed = [n.value for n in self.nodes_of(fixture)
+                  if isinstance(n, (ast.Return, ast.Yield)) and n.value is not None]
+        if len(handed) != 1 or not isinstance(handed[0], ast.Name) or \
+                handed[0].id not in nested:
+            return False
+        factory = nested[handed[0].id]
+        returns, engine = self._returned_values(factory)
+        if not returns or not all(engine(value) for value in returns):
+            return False
+        for node in walk_breadth(factory.node):
+            if isinstance(node, (ast.Global, ast.Nonlocal)):
+                return False
+            if isinstance(node, ast.Call) and last_name(node.func) in _KEEPS_ENGINE:
+                return False
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, (ast.Attribute, ast.Subscript)) for t in targets):
+                    return False
+        return True
+
+    def factory_fixture_called(self, node: ast.AST) -> str | None:
+        """The name of the factory fixture (:attr:`factory_fixtures`) whose factory ``node``
+        calls: ``make_llm(...)`` in a test or fixture that takes ``make_llm`` as a
+        parameter; else ``None``."""
+        fixtures = self.factory_fixtures
+        if not fixtures or not isinstance(node, ast.Call) or \
+                not isinstance(node.func, ast.Name) or node.func.id not in fixtures:
+            return None
+        scope = self.parent(node)
+        while scope is not None and not isinstance(scope, (ast.FunctionDef,
+                                                           ast.AsyncFunctionDef)):
+            scope = self.parent(scope)
+        if scope is None or node.func.id not in {a.arg for a in (*scope.args.posonlyargs,
+                                                                 *scope.args.args,
+                                                                 *scope.args.kwonlyargs)}:
+            return None
+        return node.func.id
+
+    @property
     def local_bases(self) -> dict[str, tuple[str, ...]]:
         """The bases of each class of the module that are classes of the module, named by a
         plain name, in the order written, by the class's name (a later class of a name
@@ -828,24 +896,33 @@ class ModuleAnalysis:
     def _method_call(self, node: ast.AST, methods: Mapping[str, Mapping[str, object]]
                      ) -> tuple[str, str, str] | None:
         """For a call ``node`` of a method one of ``methods`` (class name -> its methods)
-        names, on ``self`` or ``cls`` within a class, or on a class of the module by its
-        name: ``(the call as spelled, the class's name, the method's name)``."""
+        names, on ``self`` or ``cls`` within a class, on a class of the module by its name,
+        on an instance of one bound once to a name (:meth:`_instance_of`) or made for the
+        call (``EngineFactory().create()``): ``(the call as spelled, the class's name, the
+        method's name)``."""
         if not isinstance(node, ast.Call):
             return None
         func = node.func
-        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)) or \
+        if not isinstance(func, ast.Attribute) or \
                 not any(func.attr in names for names in methods.values()):
             return None
-        owner = func.value.id
+        made = func.value
+        if isinstance(made, ast.Call) and isinstance(made.func, ast.Name) and \
+                made.func.id in methods and made.func.id in self.local_bases:
+            # An instance made for the call: ``TestMaker()._make_llm(...)``.
+            return f"{made.func.id}().{func.attr}", made.func.id, func.attr
+        if not isinstance(made, ast.Name):
+            return None
+        owner = made.id
         if owner in ("self", "cls"):
             current = self.enclosing_class(node)
             if current is None:
                 return None
             return f"{owner}.{func.attr}", current.name, func.attr
         if owner in methods and not (self.scopes is not None and
-                                     self.scopes.lookup(func.value)[0]):
+                                     self.scopes.lookup(made)[0]):
             return f"{owner}.{func.attr}", owner, func.attr  # the class, not a local name
-        instance = self._instance_of(func.value)
+        instance = self._instance_of(made)
         if isinstance(instance, str) and instance in methods:
             return f"{owner}.{func.attr}", instance, func.attr
         return None
@@ -981,6 +1058,9 @@ class ModuleAnalysis:
         method = self.method_factory_of(node) or self.imported_method_of(node)
         if method is not None:
             return method[0]
+        fixture = self.factory_fixture_called(node)
+        if fixture is not None:
+            return fixture
         helper = self.helper_called(node)
         if helper is not None and helper.kind == "f":
             return dotted_name(node.func)
@@ -1079,6 +1159,7 @@ class ModuleAnalysis:
     _imported_methods: dict[str, dict[str, ImportedHelper]] | None = None
     _local_bases: dict[str, tuple[str, ...]] | None = None
     _imported_method_names: frozenset[str] | None = None
+    _factory_fixtures: dict[str, int] | None = None
     _cleanup_helpers: frozenset[str] | None = None
     _imported_helpers: dict[str, ImportedHelper] | None = None
     _indexed: set[int] = field(default_factory=set)
@@ -1097,6 +1178,7 @@ class EntriesView:
     Attributes:
         fixtures: the engine fixtures' names (the entries that are identifiers).
         runner_classes: the runner classes (:data:`RUNNER_CLASS`).
+        factory_fixtures: the factory fixtures (:data:`FACTORY_FIXTURE`).
         helpers: qualified name -> entry, of the engine helpers (:data:`ENGINE_HELPER`).
         under: a module's or a helper's qualified name, as an import binds it
             (``tests.utils``, ``tests``, ``tests.utils.setup_engine``) -> the helpers'
@@ -1107,6 +1189,7 @@ class EntriesView:
     runner_classes: frozenset[str]
     helpers: dict[str, str]
     under: dict[str, tuple[str, ...]]
+    factory_fixtures: frozenset[str] = frozenset()
 
 
 _VIEWS: dict[frozenset[str], EntriesView] = {}
@@ -1131,7 +1214,8 @@ def _entries_view(entries: frozenset[str]) -> EntriesView:
     view = EntriesView(
         frozenset(n for n in entries if n.isidentifier()),
         frozenset(n[len(RUNNER_CLASS):] for n in entries if n.startswith(RUNNER_CLASS)),
-        helpers, {k: tuple(v) for k, v in under.items()})
+        helpers, {k: tuple(v) for k, v in under.items()},
+        frozenset(n[len(FACTORY_FIXTURE):] for n in entries if n.startswith(FACTORY_FIXTURE)))
     if len(_VIEWS) >= MAX_VIEWS:
         _VIEWS.clear()
     _VIEWS[entries] = view
@@ -1188,6 +1272,12 @@ def _may_be_factory_method(func: FunctionInfo) -> bool:
         return False
     return not any(dotted_name(d) in ("property", "functools.cached_property", "cached_property")
                    for d in func.node.decorator_list)
+
+
+#: The last names of calls through which a factory keeps or registers the engine it builds
+#: (a list, a finalizer, an exit stack): its fixture then owns the engine, not the caller.
+_KEEPS_ENGINE = frozenset({"append", "add", "extend", "insert", "setdefault", "addfinalizer",
+                           "enter_context", "callback", "push", "register", "update"})
 
 
 def _inherited(module: ModuleAnalysis, own: dict[str, dict[str, int]]
@@ -1727,7 +1817,10 @@ def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
     ``c|name|line|attr,...|scope`` for each module-level class whose methods store an engine
     built there (or got from such a function) on attributes of ``self``,
     ``m|name|line|method,...|scope`` for each other one with factory methods
-    (:attr:`ModuleAnalysis.method_factories`, own or inherited in the module); scope:
+    (:attr:`ModuleAnalysis.method_factories`, own or inherited in the module),
+    ``k|name|line|decorator|scope`` for each module-level function that builds an engine and
+    returns it through a cache (:func:`~lint_gpu_tests.parsing.syntax.caching_decorator`:
+    the engine is the cache's, not its callers'); scope:
     :data:`SCOPED` when the rules look at the module (:func:`is_test_module_path`, or it
     defines tests or fixtures), else empty."""
     scope = SCOPED if is_test_module_path(module.path, module.config) or \
@@ -1758,6 +1851,13 @@ def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
         elif module.method_factories.get(cls.name):
             methods = ",".join(sorted(module.method_factories[cls.name]))
             out.append(f"m|{cls.name}|{cls.lineno}|{methods}|{scope}")
+    for func in module.functions:
+        cache = caching_decorator(func.node)
+        if cache is not None and func.parent is None and func.owner_class is None and \
+                func.kind is FunctionKind.HELPER:
+            returns, engine = module._returned_values(func)
+            if any(engine(value) for value in returns):
+                out.append(f"k|{func.name}|{func.node.lineno}|{cache}|{scope}")
     return tuple(out)
 
 

@@ -362,6 +362,7 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
     analysis is kept in ``index`` where its own check can take it."""
     from lint_gpu_tests.analysis.analysis import (
         ENV_READ,
+        FACTORY_FIXTURE,
         OWN_RUNNER_FIXTURE,
         RUNNER_CLASS,
         ModuleAnalysis,
@@ -388,6 +389,8 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
         names.add(OWN_RUNNER_FIXTURE + config.runner_fixture)
     names.update(RUNNER_CLASS + name for name in module.runner_subclasses
                  if name not in config.runner_classes)
+    names.update(FACTORY_FIXTURE + name for name, line in module.factory_fixtures.items()
+                 if line)
     patterns = config.environment_patterns
     names.update(ENV_READ + name for name in environment_reads(module)
                  if any(fnmatch.fnmatchcase(name, p) for p in patterns))

@@ -633,20 +633,12 @@ class _FreeNameCollector(cst.CSTVisitor):
         return False
 
 
-PRAGMA = re.compile(r"#\s*(?:noqa\b|type:|pyright:|pylint:|pragma\b|fmt:|mypy:|ruff:)",
-                    re.IGNORECASE)
-"""A comment that tells a tool about its own line (``# noqa: E501``, ``# type: ignore``):
-it holds on every line the statement it ends becomes."""
-
-
 def _moved_comment(site: cst.SimpleStatementLine) -> cst.TrailingWhitespace:
     """The end of the line of the statement at ``site`` once the with-statement's header,
-    which keeps ``site``'s own end of line, is written above it: a comment stays on the
-    header alone (said once), a pragma on both lines (:data:`PRAGMA`)."""
-    trailing = site.trailing_whitespace
-    if trailing.comment is None or PRAGMA.match(trailing.comment.value):
-        return trailing
-    return cst.TrailingWhitespace(newline=trailing.newline)
+    which keeps ``site``'s own end of line, is written above it: its comment, a pragma
+    (``# noqa: E501``, ``# type: ignore``) too, stays on the header alone, as for an engine
+    bound to a name."""
+    return cst.TrailingWhitespace(newline=site.trailing_whitespace.newline)
 
 
 def _reached_lines(plans: Sequence[WrapPlan]) -> set[int]:

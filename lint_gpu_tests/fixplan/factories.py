@@ -324,9 +324,9 @@ def _method_unit(module: ModuleAnalysis, func: FunctionInfo) -> FactoryPlan | Fi
         found = module.method_factory_of(call) if call is not None else None
         if found is None or found[1] != func.node.lineno:
             return FixInfo.none(title, (
-                f"`{name}` is used other than by a call on `self` or on its class "
-                f"{_where(node, module)}: what receives it would get a context manager "
-                "instead of an engine"))
+                f"`{name}` is used other than by a call on `self`, on its class or on an "
+                f"instance of it bound once to a name {_where(node, module)}: what receives "
+                "it would get a context manager instead of an engine"))
         assert isinstance(parent, ast.Call)
         calls.append(FactoryCall(module, parent))
     if not calls:
@@ -654,7 +654,7 @@ def _caller_plans(module: ModuleAnalysis, name: str, calls: list[ast.Call]
     config = replace(module.config, runner_classes=(*module.config.runner_classes, name,
                                                     *spelled))
     as_runner = ModuleAnalysis.build(module.tree, module.text, module.path, config,
-                                     module.conftest_entries)
+                                     module.conftest_entries, summarise=module.in_scope)
     planner = planner_for(as_runner)
     by_call: dict[int, RunnerCall] = {id(c.call): c for c in as_runner.runner_calls}
     out: list[FactoryCaller] = []
@@ -712,7 +712,9 @@ def _one_function_at_a_time(module: ModuleAnalysis, name: str, callers: list[Fac
                         first.plan.site_line < second.plan.site_line <= first.plan.end_line:
                     return Blocked(f"the calls of `{name}()` in `{first.function}()` (lines "
                                    f"{first.line} and {second.line}) give engines alive "
-                                   "together: one block would hold the other's call")
+                                   "together: the fix writes one with-block per call, and "
+                                   "the first block would have to hold the second call "
+                                   "(no fix nests a factory's blocks yet)")
         if len(group) > 1:
             func = next(f for f in module.functions if f.node.lineno == line
                         and f.name == group[0].function)

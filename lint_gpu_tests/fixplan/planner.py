@@ -413,7 +413,14 @@ class Planner(CleanupRecognizer, SafetyChecks):
         # comprehension, and alone of its kind in the statement.
         if group is None and not isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr,
                                                    ast.Return)):
-            return "built inside a compound statement header"
+            if isinstance(stmt, (ast.If, ast.While, ast.For, ast.AsyncFor, ast.With,
+                                 ast.AsyncWith, ast.Try, ast.Match, ast.FunctionDef,
+                                 ast.AsyncFunctionDef, ast.ClassDef)):
+                return "built inside a compound statement header"
+            kind_of = {ast.Assert: "an `assert`", ast.AugAssign: "an augmented assignment",
+                       ast.Raise: "a `raise`", ast.Delete: "a `del`"}
+            return (f"built inside {kind_of.get(type(stmt), 'a statement')}, which no fix "
+                    "turns into a with-block (bind the engine to a name first)")
         if group is None and self._inside_deferred(call, stmt):
             return "built inside a lambda or comprehension"
         if not module.is_engine_call(call) and kind is PlanKind.ENGINE:

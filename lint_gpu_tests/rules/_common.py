@@ -87,7 +87,7 @@ def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: st
     which the unit fixes when the with-block holds it (:meth:`FactoryPlan.hands_out`)."""
     for node in module.nodes_of(func):
         helper = module.helper_called(node)
-        if helper is not None and helper.kind != "t":
+        if helper is not None and helper.kind not in ("t", "k"):
             spelled = dotted_name(node.func) or helper.name  # type: ignore[attr-defined]
             return None, FixInfo.none(title, imported_helper_reason(helper, spelled))
         packed = module.tuple_helper_of(node)
@@ -99,6 +99,16 @@ def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: st
         inherited = module.imported_method_of(node)
         if inherited is not None:
             return None, FixInfo.none(title, imported_method_reason(*inherited))
+        fixture = module.factory_fixture_called(node)
+        if fixture is not None:
+            line_of = module.factory_fixtures[fixture]
+            where = f"line {line_of}" if line_of else "a conftest.py"
+            return None, FixInfo.none(title, (
+                f"the engine comes from `{fixture}(...)`, the factory that the fixture "
+                f"`{fixture}` ({where}) hands out and keeps no engine of: no fix removes "
+                "this statement (the fixture's own fix, GPU001, makes the fixture keep "
+                "every engine its factory builds, and leaves this statement acting on a "
+                "proxy)"))
     units = factory_units(module)
     called = sorted({name for n in module.nodes_of(func)
                      if (name := module.factory_called(n)) is not None})
@@ -139,8 +149,9 @@ def imported_method_reason(spelled: str, helper: ImportedHelper) -> str:
     another module (inherited by the caller's class, or called on an instance of it),
     called as ``spelled``, has no fix."""
     name = spelled.rpartition(".")[2]
-    return (f"the engine comes from `{spelled}()`, a method of `{helper.name}`, a class "
-            f"defined in {helper.where}: no fix rewrites a method of a "
+    return (f"the engine comes from `{spelled}()`, a method of `{helper.name}` (its own or "
+            f"one it inherits), a class defined in {helper.where}: no fix rewrites a method "
+            "of a "
             f"class of another module together with its callers yet (`{name}()` would have "
             "to become a context manager for every class of the tree that inherits it)")
 
@@ -161,6 +172,10 @@ def imported_helper_reason(helper: ImportedHelper, spelled: str) -> str:
     reason (and the plan it stands for) is made."""
     if helper.kind == "t":
         return tuple_helper_reason(spelled, int(helper.extra or 0), helper.where)
+    if helper.kind == "k":
+        return (f"the engine comes from `{spelled}()`, defined in {helper.where}, which "
+                f"caches the engine it returns (`@{helper.extra}`): the engine lives as long "
+                "as that cache, shared by every caller, and no fix rewrites a cached engine")
     if helper.kind == "c":
         held = ", ".join(f"`self.{a}`" for a in sorted(helper.attributes))
         return (f"the engine is held on {held} of `{helper.name}`, defined in "

@@ -186,7 +186,10 @@ class EngineOutsideRunner(Rule):
         "manager) or when a caller's block is (identity checks on the proxy, a thread, ...); "
         "no fix for a public helper outside a test module, a helper that is decorated, a "
         "generator or uses its engine other than through its attributes, or builds it on "
-        "the line of its `def` (`def f(): return LLM(...)`), and none for the "
+        "the line of its `def` (`def f(): return LLM(...)`; a function whose decorator "
+        "caches what it returns, `@functools.cache`, is no factory: its engine is the "
+        "cache's, reported where it is built without a fix, or at each call where its "
+        "module is out of the rules' scope), and none for the "
         "whole unit when one call cannot be rewritten (returned further, stored on an "
         "attribute or global, in a comprehension, inside a larger expression, used after its "
         "block, weakly referenced, two engines of one function alive together): the reason "
@@ -869,7 +872,7 @@ def test_tester():
                 if not isinstance(node, ast.Call):
                     continue
                 helper = module.helper_called(node)
-                if helper is None or helper.kind not in ("f", "t") or helper.in_scope or \
+                if helper is None or helper.kind not in ("f", "t", "k") or helper.in_scope or \
                         _entered_or_raising(module, node) or _under_main_guard(module, node):
                     continue
                 spelled = dotted_name(node.func) or helper.name

@@ -11,7 +11,7 @@ in ``tests/test_precision.py``.
 from __future__ import annotations
 
 import pytest
-from rule_testing import SOUNDNESS, example_tests, own_rules, rule_class
+from rule_testing import SOUNDNESS, example_tests, fix_reports, own_rules, rule_class
 
 from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config
@@ -94,3 +94,22 @@ def test_finally_cleanup_and_the_name_bound_for_it(finally_body: str,
                  if v.code == "GPU001"]
     assert engine.fix is not None
     assert (engine.fix.applicability.value, engine.fix.reason) == fix
+
+
+def test_an_engine_built_inside_an_assert_says_so() -> None:
+    """An engine built inside a simple statement that is no assignment, expression or
+    ``return`` (``assert LLM(...).generate(...)``) has no fix, and the reason names that
+    statement (not a compound statement's header)."""
+    why = ("built inside {what}, which no fix turns into a with-block (bind the engine to a "
+           "name first); `--fix-strategy isolate` would fix it safely")
+    assert fix_reports("""\
+        from vllm import LLM
+
+        def test_inline():
+            assert LLM("m").generate(["z"])
+
+        def test_augmented():
+            outputs = []
+            outputs += LLM("m").generate(["z"])
+        """) == [(4, "GPU001", "none", why.format(what="an `assert`")),
+                 (8, "GPU001", "none", why.format(what="an augmented assignment"))]

@@ -990,13 +990,19 @@ def test_instance():
     assert llm.generate(["x"])
     del llm
     gc.collect()
+
+
+def test_made_for_the_call():
+    llm = EngineFactory().create()
+    assert llm.generate(["x"])
+    del llm
 """
 
 
 def test_a_factory_method_called_on_an_instance_of_its_class(tmp_path: Path) -> None:
-    """``factory = EngineFactory(); llm = factory.create(...)``: the function owns the
-    engine the method builds (GPU004), and the method's unit rewrites the call as it does
-    a call on ``self``."""
+    """``factory = EngineFactory(); llm = factory.create(...)``, and ``EngineFactory().create()``:
+    the function owns the engine the method builds (GPU004), and the method's unit rewrites
+    the call as it does a call on ``self``."""
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     (tmp_path / "tests").mkdir()
     test = tmp_path / "tests" / "test_instance_calls.py"
@@ -1004,7 +1010,7 @@ def test_a_factory_method_called_on_an_instance_of_its_class(tmp_path: Path) -> 
     result = check_paths([str(test.parent)], own_rules(), cache=False)
     assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else "none")
             for v in result.violations] == [(8, "GPU001", "safe"), (15, "GPU004", "safe"),
-                                             (16, "GPU004", "safe")]
+                                             (16, "GPU004", "safe"), (22, "GPU004", "safe")]
     fixed = check_paths([str(test.parent)], own_rules(), cache=False, fix=True)
     assert fixed.violations == []
     assert test.read_text() == """\
@@ -1024,6 +1030,11 @@ class EngineFactory:
 def test_instance():
     factory = EngineFactory()
     with factory.create(2) as llm:
+        assert llm.generate(["x"])
+
+
+def test_made_for_the_call():
+    with EngineFactory().create() as llm:
         assert llm.generate(["x"])
 """
 
@@ -1120,8 +1131,9 @@ def test_a_factory_method_inherited_from_a_class_of_another_module(tmp_path: Pat
             llm = maker._make_llm(1)
             del llm
         """))
-    why = ("the engine comes from `{spelled}()`, a method of `EngineMixin`, a class defined "
-           "in `tests/utils.py` (line 4): no fix rewrites a method of a class of another "
+    why = ("the engine comes from `{spelled}()`, a method of `EngineMixin` (its own or one "
+           "it inherits), a class defined in `tests/utils.py` (line 4): no fix rewrites a "
+           "method of a class of another "
            "module together with its callers yet (`_make_llm()` would have to become a "
            "context manager for every class of the tree that inherits it)")
     result = check_paths([str(tests)], own_rules(), cache=False)
@@ -1175,6 +1187,128 @@ def test_an_engine_a_caching_function_returns_belongs_to_its_cache() -> None:
         (12, "GPU001", "none", why.format(name="_warm_llm", cache="functools.cache")),
         (19, "GPU001", "none", why.format(name="engine", cache="functools.cached_property")),
     ]
+
+
+def test_an_engine_from_a_factory_fixture_belongs_to_the_test_that_calls_it(
+        tmp_path: Path) -> None:
+    """A fixture that hands out a factory of engines and keeps none of them (``def
+    _make(**kw): return LLM(...)``, ``return _make``), in the module or in a conftest: the
+    test that calls the factory owns the engine, so its ``del``/``gc.collect()`` is GPU004,
+    without a fix (the reason names the fixture). A factory that registers its engines (a
+    finalizer, a list the fixture tears down) keeps them: nothing is reported there."""
+    why = ("the engine comes from `{name}(...)`, the factory that the fixture `{name}` "
+           "({where}) hands out and keeps no engine of: no fix removes this statement (the "
+           "fixture's own fix, GPU001, makes the fixture keep every engine its factory "
+           "builds, and leaves this statement acting on a proxy)")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "conftest.py").write_text(textwrap.dedent("""\
+        import pytest
+        from vllm import LLM
+
+
+        @pytest.fixture
+        def llm_factory():
+            def make(model):
+                llm = LLM(model)
+                return llm
+
+            yield make
+        """))
+    (tests / "test_factories.py").write_text(textwrap.dedent("""\
+        import gc
+
+        import pytest
+        from vllm import LLM
+
+
+        @pytest.fixture
+        def make_llm():
+            def _make(**kwargs):
+                return LLM("m", **kwargs)
+
+            return _make
+
+
+        @pytest.fixture
+        def tracked(request):
+            def _make():
+                llm = LLM("m")
+                request.addfinalizer(llm.llm_engine.engine_core.shutdown)
+                return llm
+
+            return _make
+
+
+        def test_module_factory(make_llm):
+            llm = make_llm(max_model_len=64)
+            assert llm.generate(["x"])
+            del llm
+            gc.collect()
+
+
+        def test_conftest_factory(llm_factory):
+            llm = llm_factory("m")
+            assert llm.generate(["x"])
+            del llm
+
+
+        def test_tracked(tracked):
+            llm = tracked()
+            del llm
+            gc.collect()
+        """))
+    result = check_paths([str(tests)], own_rules(), cache=False)
+    assert [(Path(v.path).name, v.location.row, v.code,
+             v.fix.applicability.value if v.fix else "none", v.fix.reason if v.fix else "")
+            for v in result.violations if v.code == "GPU004"] == [
+        ("test_factories.py", 28, "GPU004", "none",
+         why.format(name="make_llm", where="line 8")),
+        ("test_factories.py", 29, "GPU004", "none",
+         why.format(name="make_llm", where="line 8")),
+        ("test_factories.py", 35, "GPU004", "none",
+         why.format(name="llm_factory", where="a conftest.py")),
+    ]
+
+
+def test_an_engine_a_caching_function_of_another_module_returns(tmp_path: Path) -> None:
+    """A caching function of a helper module the rules do not look at (``tests/utils.py``):
+    each call of it is where a test gets the cache's engine, reported as GPU001 there
+    without a fix (the reason names the cache); the caller's ``del`` and ``gc.collect()``
+    are not the cleanup of an engine it owns."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "utils.py").write_text(textwrap.dedent("""\
+        import functools
+
+        from vllm import LLM
+
+
+        @functools.lru_cache(maxsize=1)
+        def shared_engine(model="m"):
+            return LLM(model)
+        """))
+    (tests / "test_shared.py").write_text(textwrap.dedent("""\
+        import gc
+
+        from tests.utils import shared_engine
+
+
+        def test_shared():
+            llm = shared_engine()
+            assert llm.generate(["x"])
+            del llm
+            gc.collect()
+        """))
+    result = check_paths([str(tests)], own_rules(), cache=False)
+    assert [(v.location.row, v.code, v.message, v.fix.reason if v.fix else "")
+            for v in result.violations] == [
+        (7, "GPU001", "Engine `shared_engine(...)` built outside `with vllm_runner(...)`",
+         "the engine comes from `shared_engine()`, defined in `tests/utils.py` (line 7), "
+         "which caches the engine it returns (`@functools.lru_cache`): the engine lives as "
+         "long as that cache, shared by every caller, and no fix rewrites a cached engine")]
 
 
 def test_a_fixture_method_returning_an_engine_is_not_a_factory_method() -> None:
