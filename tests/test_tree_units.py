@@ -490,6 +490,36 @@ def test_a_caller_in_a_module_out_of_the_rules_scope_is_planned_like_any_other(
                           ("tests/test_a.py", 10, 5, "GPU004", unsafe, why)]
 
 
+def test_target_vllm_unit_whose_caller_passes_a_spelled_out_default_has_no_fix(
+        tmp_path: Path) -> None:
+    """With ``target = "vllm"`` the fix spells out the runner's defaults in which it differs
+    from ``LLM``; a helper that passes its ``**kwargs`` into the engine would then hand a
+    caller's ``max_model_len=`` to the runner twice: no fix, the reason names the call. A
+    keyword the fix does not spell out keeps the unit's (unsafe) fix."""
+    root = _write_tree(tmp_path / "tree", {
+        "tests/conftest.py": "class VllmRunner:\n    def __init__(self, model_name, **kw):\n"
+                             "        pass\n",
+        "tests/utils.py": "from vllm import LLM\n\n\ndef setup_engine(model='m', **kwargs):\n"
+                          "    return LLM(model, **kwargs)\n",
+        "tests/test_plugin.py": "import gc\n\nfrom tests.utils import setup_engine\n\n\n"
+                                "def test_helper():\n    llm = setup_engine(max_model_len=64)\n"
+                                "    assert llm.generate(['b'])\n    del llm\n"
+                                "    gc.collect()\n"})
+    (root / "pyproject.toml").write_text("[project]\nname = 'p'\n\n[tool.gpu-test-lint]\n"
+                                         "target = 'vllm'\n")
+    why = NO_UNIT.format(why=(
+        "the call of `setup_engine()` in `tests/test_plugin.py` (line 7) passes "
+        "`max_model_len=` through `**kwargs`, and the fix spells out vLLM's runner default "
+        "for `max_model_len` too: the runner would get it twice (`TypeError`)"))
+    why = why.replace("`build_llm()`", "`setup_engine()`")
+    assert {(r[1], r[3], r[4], r[5]) for r in _run_vllm(root)} == {
+        (7, "GPU001", Applicability.NONE, why), (9, "GPU004", Applicability.NONE, why),
+        (10, "GPU004", Applicability.NONE, why)}
+    test = root / "tests" / "test_plugin.py"
+    test.write_text(test.read_text().replace("max_model_len=64", "enforce_eager=True"))
+    assert {r[4] for r in _run_vllm(root)} == {Applicability.UNSAFE}
+
+
 # --------------------------------------------------------------------------- --select
 
 MULTI_DEL = ("tests/lora/test_multi.py", 10, 5, "GPU004",

@@ -86,7 +86,7 @@ from lint_gpu_tests.fixplan.classes import (
     top_level_names,
     vllm_runner_class_problem,
 )
-from lint_gpu_tests.fixplan.plan import PlanKind, WrapPlan
+from lint_gpu_tests.fixplan.plan import VLLM_TARGET_DEFAULTS, PlanKind, WrapPlan
 from lint_gpu_tests.fixplan.planner import Planner, planner_for
 from lint_gpu_tests.fixplan.safety import weak_calls
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan
@@ -143,11 +143,13 @@ class CallerGroup:
             (which leaves the whole unit without a fix).
         spellings: the other names the calls spell the factory by (an alias of an imported
             helper).
+        keywords: ``(line, keyword)`` of each keyword argument the calls pass by name.
     """
 
     path: str
     callers: tuple[FactoryCaller, ...] | Blocked
     spellings: tuple[str, ...] = ()
+    keywords: tuple[tuple[int, str], ...] = ()
 
 
 def caller_group(module: ModuleAnalysis, name: str, calls: Sequence[ast.Call]) -> CallerGroup:
@@ -156,7 +158,9 @@ def caller_group(module: ModuleAnalysis, name: str, calls: Sequence[ast.Call]) -
     found = _caller_plans(module, name, list(calls))
     return CallerGroup(module.path, found if isinstance(found, Blocked) else tuple(found),
                        tuple(sorted({n for c in calls if (n := last_name(c.func)) is not None}
-                                    - {name})))
+                                    - {name})),
+                       tuple((c.lineno, k.arg) for c in calls for k in c.keywords
+                             if k.arg is not None))
 
 
 def caller_groups(name: str, calls: Sequence[FactoryCall]) -> Iterator[CallerGroup]:
@@ -481,12 +485,20 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
     plan, return_line, reasons = body
     callers: list[FactoryCaller] = []
     spellings: set[str] = set()
+    twice = _defaults_through_kwargs(module, func, site)
     for group in groups:
         spellings.update(group.spellings)
         found = group.callers
         if isinstance(found, Blocked):
             where = "" if tree is None else f"in `{tree_path(group.path, tree)}`, "
             return FixInfo.none(title, where + found.reason)
+        clash = next(((line, k) for line, k in group.keywords if k in twice), None)
+        if clash is not None:
+            where = "" if tree is None else f" in `{tree_path(group.path, tree)}`"
+            return FixInfo.none(title, (
+                f"the call of `{name}()`{where} (line {clash[0]}) passes `{clash[1]}=` "
+                f"through `**{twice[clash[1]]}`, and the fix spells out vLLM's runner default "
+                f"for `{clash[1]}` too: the runner would get it twice (`TypeError`)"))
         module_of = "" if tree is None else f" of `{tree_path(group.path, tree)}`"
         reasons.extend(f"the call of `{name}()` in `{caller.function}()`{module_of} (line "
                        f"{caller.line}): {caller.plan.reason}"
@@ -521,6 +533,26 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
         reason="; ".join(reasons),
         title=title,
     )
+
+
+def _defaults_through_kwargs(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite
+                             ) -> dict[str, str]:
+    """With ``target = "vllm"``, the runner defaults the fix spells out
+    (:data:`~lint_gpu_tests.fixplan.plan.VLLM_TARGET_DEFAULTS`) that a caller can also pass
+    through the factory's ``**kwargs`` into its engine (``LLM(model, **kwargs)``): default
+    -> the name of that parameter. Empty under other targets."""
+    kwarg = func.node.args.kwarg
+    if module.config.target != "vllm" or kwarg is None:
+        return {}
+    call = site.call
+    if not any(k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwarg.arg
+               for k in call.keywords):
+        return {}
+    given = {k.arg for k in call.keywords if k.arg is not None}
+    named = {a.arg for a in (*func.node.args.posonlyargs, *func.node.args.args,
+                             *func.node.args.kwonlyargs)}
+    return {name: kwarg.arg for name, _ in VLLM_TARGET_DEFAULTS
+            if name not in given and name not in named}
 
 
 def tree_path(path: str, tree: str) -> str:
