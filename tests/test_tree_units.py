@@ -520,6 +520,43 @@ def test_target_vllm_unit_whose_caller_passes_a_spelled_out_default_has_no_fix(
     assert {r[4] for r in _run_vllm(root)} == {Applicability.UNSAFE}
 
 
+def test_target_vllm_factory_method_enters_vllm_runner_from_tests_conftest(
+        tmp_path: Path) -> None:
+    """Under ``target = "vllm"`` a factory method, whose callers are not given the
+    ``vllm_runner`` fixture, enters vLLM's ``VllmRunner`` imported from the project's
+    tests/conftest.py, as a helper of another module does; without that class there, no fix,
+    and the reason says so."""
+    source = ("import gc\n\nfrom vllm import LLM\n\n\nclass TestOwn:\n"
+              "    def _make_llm(self, n):\n        return LLM('m', max_num_seqs=n)\n\n"
+              "    def test_a(self):\n        llm = self._make_llm(4)\n"
+              "        assert llm.generate(['x'])\n        del llm\n        gc.collect()\n")
+    root = _write_tree(tmp_path / "tree", {
+        "tests/__init__.py": "",
+        "tests/conftest.py": "class VllmRunner:\n    def __init__(self, model_name, **kw):\n"
+                             "        pass\n",
+        "tests/test_fm.py": source})
+    (root / "pyproject.toml").write_text("[project]\nname = 'p'\n\n[tool.gpu-test-lint]\n"
+                                         "target = 'vllm'\n")
+    assert {(r[1], r[3], r[4]) for r in _run_vllm(root)} == {
+        (8, "GPU001", Applicability.SAFE), (13, "GPU004", Applicability.SAFE),
+        (14, "GPU004", Applicability.SAFE)}
+    assert _run_vllm(root, fix=True) == []
+    assert (root / "tests" / "test_fm.py").read_text() == (
+        "import contextlib\nimport weakref\n\nfrom vllm.config import CompilationConfig\n\n"
+        "from tests.conftest import VllmRunner\n\n\nclass TestOwn:\n"
+        "    @contextlib.contextmanager\n    def _make_llm(self, n):\n"
+        "        with VllmRunner(\n            'm',\n            max_num_seqs=n,\n"
+        "            trust_remote_code=False,\n            max_model_len=None,\n"
+        "            block_size=None,\n            enable_chunked_prefill=None,\n"
+        "            compilation_config=CompilationConfig(),\n        ) as runner:\n"
+        "            yield weakref.proxy(runner.llm)\n\n"
+        "    def test_a(self):\n        with self._make_llm(4) as llm:\n"
+        "            assert llm.generate(['x'])\n")
+    (root / "tests" / "test_fm.py").write_text(source)
+    (root / "tests" / "conftest.py").write_text("")
+    assert {r[4] for r in _run_vllm(root)} == {Applicability.NONE}
+
+
 # --------------------------------------------------------------------------- --select
 
 MULTI_DEL = ("tests/lora/test_multi.py", 10, 5, "GPU004",

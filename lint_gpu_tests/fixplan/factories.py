@@ -287,14 +287,15 @@ def _method_unit(module: ModuleAnalysis, func: FunctionInfo) -> FactoryPlan | Fi
     """The unit of the factory method ``func``: the method made a context manager and every
     call of it on ``self`` (or ``cls``) in the classes of the module that have it; or why
     not (another class defines a method of that name, the name is used other than by such a
-    call, the runner is a fixture its callers would have to pass)."""
+    call, the project has its own runner). With ``target = "vllm"`` the method enters vLLM's
+    ``VllmRunner`` from the project's tests/conftest.py, as a helper with callers in other
+    modules does (its callers are not given the ``vllm_runner`` fixture)."""
     name = func.name
-    title = factory_title(module, name)
-    if module.config.runner_is_fixture:
+    title = factory_title(module, name, across=True)
+    if module.config.runner:
         return FixInfo.none(title, (
-            f"`{name}()` is a method, and with the runner a fixture "
-            f"(`{module.config.runner_fixture}`) every caller would have to pass it: no fix "
-            "rewrites a factory method under this target"))
+            f"`{name}()` is a method, and the project's runner (`runner = "
+            f"\"{module.config.runner}\"`) is not one a factory method is rewritten over"))
     sites = [s for s in module.engines if s.function is func]
     if len(sites) != 1:
         return FixInfo.none(title, f"`{name}()` builds several engines")
@@ -465,21 +466,23 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
         caller that cannot be rewritten (function and line).
     """
     name = func.name
-    title = factory_title(module, name, across=tree is not None)
+    # A method's callers are not given the runner fixture either: it enters the class.
+    across = tree is not None or method_of is not None
+    title = factory_title(module, name, across=across)
     if module.config.runner:
         return FixInfo.none(title, (
             f"the project's runner (`runner = \"{module.config.runner}\"`) is not one a "
             "factory helper is rewritten over: the factory unit targets the bundled runner "
             "or vLLM's"))
     import_from: str | None = None
-    if tree is not None and module.config.target == "vllm":
-        # Callers in other modules cannot be given the runner fixture: the helper enters
-        # vLLM's runner class, imported as vLLM's tests import it.
+    if across and module.config.target == "vllm":
+        # Callers in other modules (or of a method) cannot be given the runner fixture: the
+        # factory enters vLLM's runner class, imported as vLLM's tests import it.
         found_import = vllm_runner_import(module)
         if isinstance(found_import, Blocked):
             return FixInfo.none(title, found_import.reason)
         import_from = found_import
-    body = _factory_body(module, func, site, title, through_callers=tree is None)
+    body = _factory_body(module, func, site, title, through_callers=not across)
     if isinstance(body, FixInfo):
         return body
     plan, return_line, reasons = body
