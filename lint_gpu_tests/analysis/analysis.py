@@ -44,10 +44,18 @@ from lint_gpu_tests.parsing.syntax import (
     iter_statements,
     last_name,
     lines_naming,
+    parameter_names,
     spans_a_line,
 )
 
 T = TypeVar("T")
+FunctionScope = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+#: The nodes that open a function's scope (its parameters and locals).
+FUNCTION_SCOPES: tuple[type[FunctionScope], ...] = (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                    ast.Lambda)
+#: The function statements (a lambda's body cannot take a fixture).
+FUNCTION_DEFS: tuple[type[ast.FunctionDef | ast.AsyncFunctionDef], ...] = (
+    ast.FunctionDef, ast.AsyncFunctionDef)
 _MISSING = object()  # not derived yet (a derived value may be None)
 
 #: Device modules whose ``empty_cache()`` is manual cleanup (torch.cuda, torch.npu, ...).
@@ -144,13 +152,16 @@ class ImportedHelper:
     @property
     def attributes(self) -> frozenset[str]:
         """The attributes of a class helper that hold the engine."""
-        return frozenset(a for a in self.extra.split(",") if a) if self.kind == "c" \
-            else frozenset()
+        return self._listed("c")
 
     @property
     def methods(self) -> frozenset[str]:
         """The factory methods of a class helper of kind ``"m"``."""
-        return frozenset(a for a in self.extra.split(",") if a) if self.kind == "m" \
+        return self._listed("m")
+
+    def _listed(self, kind: str) -> frozenset[str]:
+        """The comma-separated names of :attr:`extra` for a helper of ``kind``, else none."""
+        return frozenset(a for a in self.extra.split(",") if a) if self.kind == kind \
             else frozenset()
 
     @property
@@ -781,12 +792,16 @@ class ModuleAnalysis:
         return [n.value for n in nodes if isinstance(n, ast.Return) and n.value is not None], \
             engine
 
-    def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
-        """The innermost class statement holding ``node``, else ``None``."""
+    def enclosing(self, node: ast.AST, kinds: tuple[type[T], ...]) -> T | None:
+        """The innermost node of one of ``kinds`` holding ``node``, else ``None``."""
         current = self.parent(node)
-        while current is not None and not isinstance(current, ast.ClassDef):
+        while current is not None and not isinstance(current, kinds):
             current = self.parent(current)
         return current
+
+    def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
+        """The innermost class statement holding ``node``, else ``None``."""
+        return self.enclosing(node, (ast.ClassDef,))
 
     @property
     def classes(self) -> list[ast.ClassDef]:
@@ -845,13 +860,8 @@ class ModuleAnalysis:
         if not fixtures or not isinstance(node, ast.Call) or \
                 not isinstance(node.func, ast.Name) or node.func.id not in fixtures:
             return None
-        scope = self.parent(node)
-        while scope is not None and not isinstance(scope, (ast.FunctionDef,
-                                                           ast.AsyncFunctionDef)):
-            scope = self.parent(scope)
-        if scope is None or node.func.id not in {a.arg for a in (*scope.args.posonlyargs,
-                                                                 *scope.args.args,
-                                                                 *scope.args.kwonlyargs)}:
+        scope = self.enclosing(node, FUNCTION_DEFS)
+        if scope is None or node.func.id not in parameter_names(scope.args, variadic=False):
             return None
         return node.func.id
 
@@ -933,16 +943,9 @@ class ModuleAnalysis:
         else, or at module level and nowhere else, and is no parameter: a class of the
         module, by its name, or a class of another module of the tree with factory methods
         (kind ``"m"``); else ``None``."""
-        scope = self.parent(name)
-        while scope is not None and not isinstance(scope, (ast.FunctionDef,
-                                                           ast.AsyncFunctionDef, ast.Lambda)):
-            scope = self.parent(scope)
-        if scope is not None:
-            arguments = scope.args
-            if name.id in {a.arg for a in (*arguments.posonlyargs, *arguments.args,
-                                           *arguments.kwonlyargs, arguments.vararg,
-                                           arguments.kwarg) if a is not None}:
-                return None
+        scope = self.enclosing(name, FUNCTION_SCOPES)
+        if scope is not None and name.id in parameter_names(scope.args):
+            return None
 
         def stores(root: ast.AST) -> list[ast.Name]:
             return [n for n in walk_breadth(root) if isinstance(n, ast.Name)

@@ -17,7 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.parsing.source import TopLevel, first_line, reversed_child_fields
-from lint_gpu_tests.parsing.syntax import dotted_name, head_name, iter_statements
+from lint_gpu_tests.parsing.syntax import (
+    dotted_name,
+    head_name,
+    iter_statements,
+    parameter_names,
+)
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef,
@@ -101,9 +106,7 @@ def _binds(statement: ast.stmt, tracked: set[str], top: set[int]) -> bool:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.append(stmt.name)
             if not isinstance(stmt, ast.ClassDef):
-                args = stmt.args
-                bound += [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
-                                          args.vararg, args.kwarg) if a is not None]
+                bound += parameter_names(stmt.args)
         elif id(stmt) in top:
             continue  # the module's own bindings
         elif isinstance(stmt, (ast.Import, ast.ImportFrom)):

@@ -91,7 +91,7 @@ from lint_gpu_tests.fixplan.planner import Planner, planner_for
 from lint_gpu_tests.fixplan.safety import weak_calls
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan
 from lint_gpu_tests.parsing.source import walk_breadth
-from lint_gpu_tests.parsing.syntax import last_name
+from lint_gpu_tests.parsing.syntax import last_name, parameter_names
 
 FACTORY_TITLE = ("Make `{name}()` a `contextlib.contextmanager` over `{runner}` and call it "
                  "in `with` statements")
@@ -552,8 +552,7 @@ def _defaults_through_kwargs(module: ModuleAnalysis, func: FunctionInfo, site: E
                for k in call.keywords):
         return {}
     given = {k.arg for k in call.keywords if k.arg is not None}
-    named = {a.arg for a in (*func.node.args.posonlyargs, *func.node.args.args,
-                             *func.node.args.kwonlyargs)}
+    named = parameter_names(func.node.args, variadic=False)
     return {name: kwarg.arg for name, _ in VLLM_TARGET_DEFAULTS
             if name not in given and name not in named}
 

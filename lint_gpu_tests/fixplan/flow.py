@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from lint_gpu_tests.fixplan.groups import CLASS_CALLS, IDENTITY_CALLS
 from lint_gpu_tests.ftypes import Blocked, FixProblem, Risky
 from lint_gpu_tests.parsing.source import walk_breadth
-from lint_gpu_tests.parsing.syntax import dotted_name, last_name, names_in
+from lint_gpu_tests.parsing.syntax import dotted_name, last_name, names_in, parameter_names
 
 #: Calls that hand their arguments to another thread or process (which may use them later).
 THREAD_CALLS = frozenset(
@@ -437,8 +437,7 @@ def summarize_helper(name: str, helpers: Helpers) -> HelperSummary:
         return helpers.summaries[name]
     node = helpers[name]
     helpers.summaries[name] = _CONSERVATIVE  # recursion guard
-    params = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs,
-                              *(x for x in (node.args.vararg, node.args.kwarg) if x))}
+    params = parameter_names(node.args)
     own = _own_nodes(node)
     lazy = isinstance(node, ast.AsyncFunctionDef) or any(
         isinstance(n, (ast.Yield, ast.YieldFrom)) for n in own)

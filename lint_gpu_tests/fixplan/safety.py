@@ -15,7 +15,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from lint_gpu_tests.analysis.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import (
+    FUNCTION_SCOPES,
+    FunctionInfo,
+    FunctionKind,
+    ModuleAnalysis,
+)
 from lint_gpu_tests.analysis.mappings import RUNNER_ONLY_PARAMETERS
 from lint_gpu_tests.fixplan.flow import THREAD_CALLS
 from lint_gpu_tests.fixplan.groups import identity_reason
@@ -145,11 +150,7 @@ class SafetyChecks:
 
     def _function_of(self, node: ast.AST) -> ast.AST | None:
         """The function or lambda whose body holds ``node``, or ``None`` at module level."""
-        current = self.module.parent(node)
-        while current is not None and not isinstance(
-                current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            current = self.module.parent(current)
-        return current
+        return self.module.enclosing(node, FUNCTION_SCOPES)
 
     def passed_problem(self, call: ast.Call, names: set[str]) -> str | None:
         """The unsafe reason when ``call`` hands one of ``names`` (the engine itself) to a

@@ -84,6 +84,15 @@ def iter_statements(body: list[ast.stmt], *, definitions: bool = True) -> Iterat
         stack.extend(reversed(nested))
 
 
+def parameter_names(args: ast.arguments, *, variadic: bool = True) -> set[str]:
+    """The names ``args`` binds: positional-only, positional and keyword-only parameters,
+    and with ``variadic`` the ``*args`` and ``**kwargs`` ones."""
+    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    if variadic:
+        names.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+    return names
+
+
 CACHING_DECORATORS = frozenset({"cache", "lru_cache", "cached", "memoize", "cached_property"})
 """The last names of the decorators that keep what a function returns for its later calls
 (``functools.cache``, ``functools.lru_cache(maxsize=None)``, cachetools' ``cached(...)``):
