@@ -83,8 +83,12 @@ def test_a_value_that_may_reference_the_engine_makes_the_fix_unsafe(value: str) 
 
 
 @pytest.mark.parametrize(("value", "reason"), [
-    ("(llm, outputs)", "`helper()` returns the engine in a tuple with other values, so it must "
-                       "outlive this function: no fix makes such a helper a context manager"),
+    # a tuple factory: its unit with the callers, which the test's `assert helper("m")`
+    # leaves without a fix
+    ("(llm, outputs)", "the call of `helper()` in `test_helper()` (line 11) does not unpack the "
+                       "tuple it returns into names (`llm, params = ...`), so the "
+                       "with-statement the fix writes would bind the tuple where the engine's "
+                       "proxy goes"),
     ("outputs if outputs else llm",
      "the engine is returned to the caller, so it must outlive this function"),
 ])

@@ -1028,23 +1028,48 @@ def test_a_public_helper_of_a_conftest_no_file_imports_serves_its_fixtures_only(
 def test_an_engine_a_helper_of_another_module_returns_in_a_tuple(tmp_path: Path) -> None:
     """``llm, params = setup_llm(...)`` from ``tests/helpers.py``: the test owns the engine,
     its call is the engine's construction (the helper's module is out of the rules' scope)
-    and its cleanup is GPU004, without a fix; binding the whole tuple owns nothing."""
-    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "__init__.py").write_text("")
-    (tmp_path / "tests" / "helpers.py").write_text(
-        "from vllm import LLM, SamplingParams\n\n\ndef setup_llm(model):\n"
-        "    return LLM(model=model), SamplingParams(temperature=0.0)\n")
-    (tmp_path / "tests" / "test_use.py").write_text(
-        "import gc\n\nfrom tests.helpers import setup_llm\n\n\ndef test_unpacked():\n"
-        "    llm, params = setup_llm(\"m\")\n    assert llm.generate([\"a\"], params)\n"
-        "    del llm\n    gc.collect()\n\n\ndef test_whole():\n    pair = setup_llm(\"m\")\n"
-        "    del pair\n")
-    why = ("the engine comes from `setup_llm()`, defined in `tests/helpers.py` (line 4), "
-           "which returns it in a tuple with other values: no fix makes such a helper a "
-           "context manager")
+    and its cleanup is GPU004. The helper and every call of it are one unit across the
+    modules, as for a helper returning the engine alone: fixed where every call unpacks the
+    tuple into names; a call binding the whole tuple leaves it without a fix, the reason
+    naming that call."""
+    helper = ("from vllm import LLM, SamplingParams\n\n\ndef setup_llm(model):\n"
+              "    return LLM(model=model), SamplingParams(temperature=0.0)\n")
+    unpacked = ("import gc\n\nfrom tests.helpers import setup_llm\n\n\ndef test_unpacked():\n"
+                "    llm, params = setup_llm(\"m\")\n    assert llm.generate([\"a\"], params)\n"
+                "    del llm\n    gc.collect()\n")
+    root = _write_tree(tmp_path / "fixed", {"tests/__init__.py": "", "tests/helpers.py": helper,
+                                            "tests/test_use.py": unpacked})
+    safe = Applicability.SAFE
+    assert [r[:5] for r in _run(root)] == [
+        ("tests/test_use.py", 7, 19, "GPU001", safe),
+        ("tests/test_use.py", 9, 5, "GPU004", safe),
+        ("tests/test_use.py", 10, 5, "GPU004", safe),
+    ]
+    _run(root, fix=True)
+    assert _sources(root) == {
+        "tests/__init__.py": "",
+        "tests/helpers.py": (
+            "import contextlib\nimport weakref\n\nfrom lint_gpu_tests.runtime import "
+            "VllmRunner\nfrom vllm import SamplingParams\n\n\n@contextlib.contextmanager\n"
+            "def setup_llm(model):\n    with VllmRunner(model=model) as runner:\n"
+            "        yield weakref.proxy(runner.llm), SamplingParams(temperature=0.0)\n"),
+        "tests/test_use.py": (
+            "from tests.helpers import setup_llm\n\n\ndef test_unpacked():\n"
+            "    with setup_llm(\"m\") as (llm, params):\n"
+            "        assert llm.generate([\"a\"], params)\n"),
+    }
+    whole = _write_tree(tmp_path / "whole", {
+        "tests/__init__.py": "", "tests/helpers.py": helper,
+        "tests/test_use.py": unpacked + "\n\ndef test_whole():\n    pair = setup_llm(\"m\")\n"
+                                        "    del pair\n"})
+    why = ("the engine comes from `setup_llm()`, defined in `tests/helpers.py` (line 4): a "
+           "helper of another module that builds and returns it, and its fix with every call "
+           "of it in the tree has none: in `tests/test_use.py`, the call of `setup_llm()` in "
+           "`test_whole()` (line 14) does not unpack the tuple it returns into names (`llm, "
+           "params = ...`), so the with-statement the fix writes would bind the tuple where "
+           "the engine's proxy goes")
     none = Applicability.NONE
-    assert _run(tmp_path) == [
+    assert _run(whole) == [
         ("tests/test_use.py", 7, 19, "GPU001", none, why),
         ("tests/test_use.py", 9, 5, "GPU004", none, why),
         ("tests/test_use.py", 10, 5, "GPU004", none, why),

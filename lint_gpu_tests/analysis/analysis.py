@@ -971,7 +971,8 @@ class ModuleAnalysis:
         """The module-level helper functions that build an engine and return it with other
         values in a tuple (``return llm, params``), by name, with the line of their ``def``
         and the engine's place in the tuple (computed once). A function that unpacks the
-        call (``llm, params = setup(...)``) owns that engine; no fix rewrites such a helper."""
+        call (``llm, params = setup(...)``) owns that engine, and the helper's fix is one unit
+        with its calls (:mod:`lint_gpu_tests.fixplan.factories`)."""
         if self._tuple_factories is None:
             self.engine_factories  # noqa: B018  (one pass finds both kinds of helper)
         assert self._tuple_factories is not None

@@ -334,11 +334,17 @@ class WrapTransformer(cst.CSTTransformer):
             new_call = call
         body: list[cst.BaseStatement] = []
         as_name = runner
+        as_target: cst.Tuple | None = None
         if plan.bound_name is not None and isinstance(small, (cst.Assign, cst.AnnAssign)):
             used = self._names_in(rest, {plan.bound_name, runner}) \
                 if plan.kind is not PlanKind.RUNNER else set()
             if plan.kind is PlanKind.RUNNER:
                 as_name = plan.bound_name
+                target = small.targets[0].target if isinstance(small, cst.Assign) else None
+                if isinstance(target, cst.Tuple):
+                    # A factory returning the engine in a tuple: ``as (llm, params)``.
+                    as_target = target if target.lpar else target.with_changes(
+                        lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
             elif plan.bound_name not in used and runner not in used:
                 # Only cleanup used the name (``llm = LLM(...); del llm``): build, tear down.
                 as_name = ""
@@ -360,7 +366,15 @@ class WrapTransformer(cst.CSTTransformer):
             else:
                 replacement = cst.Name(runner)
             new_small = _replace_node(small, call, replacement)
-            if isinstance(new_small, cst.Return) or (
+            if plan.kind is PlanKind.ENGINE and isinstance(small, cst.Return) and \
+                    isinstance(small.value, cst.Tuple):
+                # A factory returning its engine in a tuple (``return LLM(...), params``)
+                # yields the tuple with the engine's proxy in its place.
+                self.needs.add("weakref")
+                new_small = _replace_node(small, call, proxy_of(replacement))
+                assert isinstance(new_small, cst.Return) and new_small.value is not None
+                new_small = cst.Expr(cst.Yield(value=new_small.value))
+            elif isinstance(new_small, cst.Return) or (
                 isinstance(new_small, cst.Expr) and isinstance(new_small.value, cst.Yield)
             ):
                 value = replacement
@@ -377,8 +391,9 @@ class WrapTransformer(cst.CSTTransformer):
         if not body:
             body.append(cst.SimpleStatementLine(body=[cst.Pass()]))
         node = cst.With(
-            items=[cst.WithItem(item=new_call, asname=cst.AsName(name=cst.Name(as_name))
-                                if as_name else None)],
+            items=[cst.WithItem(item=new_call, asname=cst.AsName(
+                name=as_target if as_target is not None else cst.Name(as_name))
+                if as_name else None)],
             body=cst.IndentedBlock(body=body, header=site.trailing_whitespace),
             leading_lines=site.leading_lines,
         )

@@ -63,6 +63,11 @@ from lint_gpu_tests.fixplan.factories import (
 from lint_gpu_tests.ftypes import IMPORTED_FACTORY, Applicability, FixInfo, Location, Violation
 from lint_gpu_tests.parsing.source import parse_source, walk_breadth
 
+#: The kinds of helper summary (:data:`~lint_gpu_tests.analysis.analysis.ENGINE_HELPER`)
+#: that a unit across modules rewrites: a factory (``"f"``) and one returning the engine in
+#: a tuple (``"t"``).
+UNIT_KINDS = ("f", "t")
+
 
 @dataclass(frozen=True)
 class ModuleUses:
@@ -130,7 +135,7 @@ class Member:
         assert self.analysis is not None
         return [helper for node in walk_breadth(self.analysis.tree)
                 if (helper := self.analysis.helper_called(node)) is not None
-                and helper.kind == "f"]
+                and helper.kind in UNIT_KINDS]
 
     def uses_of(self, helper: ImportedHelper) -> ModuleUses | None:
         """Its references to ``helper``, or ``None`` when it has none."""
@@ -144,12 +149,12 @@ class Member:
                                 for node, call in references),
                           calls=tuple(call for _, call in references if call is not None))
 
-    def group(self, uses: ModuleUses, name: str) -> CallerGroup:
-        """The calls of ``uses`` (of the factory ``name``) planned on this module."""
+    def group(self, uses: ModuleUses, helper: ImportedHelper) -> CallerGroup:
+        """The calls of ``uses`` (of the factory ``helper``) planned on this module."""
         if uses.group is not None:
             return uses.group
         assert self.analysis is not None
-        return caller_group(self.analysis, name, uses.calls)
+        return caller_group(self.analysis, helper.name, uses.calls, tuple_place_of(helper))
 
 
 def caller_record(module: ModuleAnalysis, source: bytes) -> CallerRecord | None:
@@ -159,7 +164,7 @@ def caller_record(module: ModuleAnalysis, source: bytes) -> CallerRecord | None:
     found: dict[tuple[str, str], tuple[ImportedHelper, list[tuple[ast.AST, ast.Call | None]]]] = {}
     called: dict[tuple[str, str], ImportedHelper] = {}
     for node, helper, call in _helper_references(module):
-        if helper.kind != "f":
+        if helper.kind not in UNIT_KINDS:
             continue
         key = (helper.module, helper.name)
         found.setdefault(key, (helper, []))[1].append((node, call))
@@ -174,8 +179,8 @@ def caller_record(module: ModuleAnalysis, source: bytes) -> CallerRecord | None:
         uses[key] = ModuleUses(
             tuple((node.lineno, call is not None)  # type: ignore[attr-defined]
                   for node, call in references),
-            caller_group(module, helper.name, calls) if len(calls) == len(references)
-            else None)
+            caller_group(module, helper.name, calls, tuple_place_of(helper))
+            if len(calls) == len(references) else None)
     return CallerRecord(source, tuple(called.values()), uses)
 
 
@@ -419,7 +424,7 @@ def _unit(root: str, helper: ImportedHelper, member: MemberOf, read: Reader,
         if isinstance(own, str):
             problem = own
         elif own:
-            groups.append(lambda: next(caller_groups(name, own)))
+            groups.append(lambda: next(caller_groups(name, own, tuple_place_of(helper))))
     for other, uses in sorted(found, key=lambda f: tree_path(f[0].path, root)):
         for line, is_call in uses.references:
             where = f"`{tree_path(other.path, root)}` (line {line})"
@@ -432,7 +437,7 @@ def _unit(root: str, helper: ImportedHelper, member: MemberOf, read: Reader,
                     f"`{name}` is used other than by a call in {where}: what receives it "
                     "would get a context manager instead of an engine")
         if other.checked and problem is None:
-            groups.append(_planner(other, uses, name))
+            groups.append(_planner(other, uses, helper))
     if problem is not None:
         return none(problem)
     if len(members) == 1 and not groups:
@@ -442,9 +447,15 @@ def _unit(root: str, helper: ImportedHelper, member: MemberOf, read: Reader,
                     members)
 
 
-def _planner(member: Member, uses: ModuleUses, name: str) -> Callable[[], CallerGroup]:
-    """Plans the calls ``uses`` of the factory ``name`` in ``member`` when called."""
-    return lambda: member.group(uses, name)
+def _planner(member: Member, uses: ModuleUses, helper: ImportedHelper
+             ) -> Callable[[], CallerGroup]:
+    """Plans the calls ``uses`` of the factory ``helper`` in ``member`` when called."""
+    return lambda: member.group(uses, helper)
+
+
+def tuple_place_of(helper: ImportedHelper) -> int | None:
+    """The engine's index in the tuple ``helper`` returns (kind ``"t"``), else ``None``."""
+    return int(helper.extra) if helper.kind == "t" and helper.extra.isdigit() else None
 
 
 def _references(module: ModuleAnalysis, helper: ImportedHelper

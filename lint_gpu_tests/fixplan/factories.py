@@ -33,6 +33,15 @@ planned together (:func:`plan_factory_unit`, given the list of call sites), appl
 pass, and each violation the unit removes carries its fix; a caller that cannot be rewritten
 leaves the whole unit without a fix, the reason naming that caller.
 
+A tuple factory (:attr:`~lint_gpu_tests.analysis.analysis.ModuleAnalysis.tuple_factories`:
+``llm = LLM(...)`` ... ``return llm, params``, or ``return LLM(...), params``) is one unit the
+same way: the helper yields the tuple with the engine's proxy in its place (the name bound to
+``weakref.proxy(runner.llm)`` at the top of its block, or the proxy written into the tuple),
+and each call that unpacks it into names (``llm, params = setup_llm(...)``) becomes ``with
+setup_llm(...) as (llm, params):``, the block following the engine's name
+(:func:`tuple_place`). The other values are bound when the ``with`` enters, as they were by
+the call, and outlive the block as they outlived the engine.
+
 Decisions (README, "Fix safety": a safe fix keeps behaviour):
 
 * Each caller's block is planned as a runner built outside a ``with`` (GPU005) whose class is
@@ -60,7 +69,8 @@ Decisions (README, "Fix safety": a safe fix keeps behaviour):
   module level, returned further (``return setup_engine()`` in a helper), stored on an
   attribute or global, in a comprehension or lambda, unbound inside a larger expression, one
   of two calls of one function whose engines are alive together, or its engine is used after
-  its block or weakly referenced (a proxy cannot be).
+  its block or weakly referenced (a proxy cannot be); a tuple factory's call keeps the tuple
+  whole or starred, or its tuple refers to the engine twice.
 """
 
 from __future__ import annotations
@@ -152,10 +162,13 @@ class CallerGroup:
     keywords: tuple[tuple[int, str], ...] = ()
 
 
-def caller_group(module: ModuleAnalysis, name: str, calls: Sequence[ast.Call]) -> CallerGroup:
+def caller_group(module: ModuleAnalysis, name: str, calls: Sequence[ast.Call],
+                 place: int | None = None) -> CallerGroup:
     """The :class:`CallerGroup` of the calls ``calls`` of the factory ``name`` in
-    ``module``."""
-    found = _caller_plans(module, name, list(calls))
+    ``module``; ``place``: the engine's index in the tuple the factory returns (a tuple
+    factory, :attr:`ModuleAnalysis.tuple_factories`), ``None`` for one returning the engine
+    alone."""
+    found = _caller_plans(module, name, list(calls), place)
     return CallerGroup(module.path, found if isinstance(found, Blocked) else tuple(found),
                        tuple(sorted({n for c in calls if (n := last_name(c.func)) is not None}
                                     - {name})),
@@ -163,11 +176,12 @@ def caller_group(module: ModuleAnalysis, name: str, calls: Sequence[ast.Call]) -
                              if k.arg is not None))
 
 
-def caller_groups(name: str, calls: Sequence[FactoryCall]) -> Iterator[CallerGroup]:
+def caller_groups(name: str, calls: Sequence[FactoryCall], place: int | None = None
+                  ) -> Iterator[CallerGroup]:
     """:func:`caller_group` of each module of ``calls``, in the order first seen, each
     planned when asked for (a unit stops at the first that cannot be rewritten)."""
     for module, sites in _by_module(calls):
-        yield caller_group(module, name, sites)
+        yield caller_group(module, name, sites, place)
 
 
 @dataclass
@@ -251,7 +265,7 @@ def factory_units(module: ModuleAnalysis) -> dict[str, FactoryPlan | FixInfo]:
 
 def _factory_units(module: ModuleAnalysis) -> dict[str, FactoryPlan | FixInfo]:
     out: dict[str, FactoryPlan | FixInfo] = {}
-    for name in module.engine_factories:
+    for name in (*module.engine_factories, *module.tuple_factories):
         func = next(f for f in module.functions if f.name == name and f.parent is None
                     and f.owner_class is None and f.kind is FunctionKind.HELPER)
         title = factory_title(module, name)
@@ -263,7 +277,8 @@ def _factory_units(module: ModuleAnalysis) -> dict[str, FactoryPlan | FixInfo]:
         if isinstance(calls, str):
             out[name] = FixInfo.none(title, calls)
             continue
-        out[name] = plan_factory_unit(module, func, sites[0], caller_groups(name, calls))
+        out[name] = plan_factory_unit(module, func, sites[0],
+                                      caller_groups(name, calls, tuple_place(module, func)))
     if module.method_factories:
         for func in module.functions:
             key = method_unit_key(module, func)
@@ -369,10 +384,21 @@ def factory_unit_of(module: ModuleAnalysis, site: EngineSite) -> FactoryPlan | F
         # A method of a helper class that stores its engine on ``self``: the class's fix.
         return None if owner_class_of(module, site) is not None else \
             factory_units(module).get(key)
-    if func.name not in module.engine_factories or func.parent is not None \
-            or func.owner_class is not None:
+    if func.name not in module.engine_factories and tuple_place(module, func) is None or \
+            func.parent is not None or func.owner_class is not None:
         return None
     return factory_units(module).get(func.name)
+
+
+def tuple_place(module: ModuleAnalysis, func: FunctionInfo) -> int | None:
+    """The engine's index in the tuple the module-level helper ``func`` returns (``return
+    llm, params``: 0) when it is a tuple factory of ``module``
+    (:attr:`ModuleAnalysis.tuple_factories`), else ``None``."""
+    found = module.tuple_factories.get(func.name)
+    if found is None or found[0] != func.node.lineno or func.owner_class is not None or \
+            func.parent is not None:
+        return None
+    return found[1]
 
 
 def factory_title(module: ModuleAnalysis, name: str, *, across: bool = False) -> str:
@@ -604,11 +630,15 @@ def _factory_body(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite, 
     returns = [n for n in nodes if isinstance(n, ast.Return)]
     last = node.body[-1]
     bound = site.bound_name
-    if isinstance(stmt, ast.Return) and stmt.value is site.call:
+    place = tuple_place(module, func)
+    if isinstance(stmt, ast.Return) and (stmt.value is site.call if place is None else
+                                         _built_in_tuple(stmt.value, site.call, place)):
         ret: ast.Return = stmt
-    elif bound is not None and isinstance(last, ast.Return) and isinstance(
-            last.value, ast.Name) and last.value.id == bound and not planner.shares_line(last):
+    elif bound is not None and isinstance(last, ast.Return) and \
+            _returns_engine(last.value, bound, place) and not planner.shares_line(last):
         ret = last
+    elif place is not None:
+        return FixInfo.none(title, _tuple_return_problem(name, bound, last))
     else:
         return FixInfo.none(title, f"`{name}()` does not end with `return` of the engine it "
                                    "builds")
@@ -628,7 +658,10 @@ def _factory_body(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite, 
     if missing is not None:
         return FixInfo.none(title, missing)
     reasons = list(arguments.risks)
-    uses = any(loads_of(s, bound) for s in between) if bound is not None else False
+    # A tuple's engine bound to a name is bound to its proxy at the top of the block and
+    # yielded in the tuple as the helper returned it (``yield llm, params``).
+    uses = (place is not None and ret is not stmt) or (
+        any(loads_of(s, bound) for s in between) if bound is not None else False)
     config = module.config
     add_param = None
     if not arguments.use_class and config.runner_fixture not in func.params:
@@ -652,6 +685,44 @@ def _factory_body(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite, 
         title=title,
     )
     return plan, (ret.lineno if uses else None), reasons
+
+
+def _returns_engine(value: ast.expr | None, bound: str, place: int | None) -> bool:
+    """True when ``value``, what the helper's last statement returns, is its engine
+    ``bound`` (``return llm``), or with ``place`` a tuple of no starred value holding
+    ``bound`` at that index and nowhere else (``return llm, params``)."""
+    if place is None:
+        return isinstance(value, ast.Name) and value.id == bound
+    if not isinstance(value, ast.Tuple) or place >= len(value.elts) or \
+            any(isinstance(e, ast.Starred) for e in value.elts):
+        return False
+    held = value.elts[place]
+    return isinstance(held, ast.Name) and held.id == bound and not any(
+        isinstance(n, ast.Name) and n.id == bound
+        for i, e in enumerate(value.elts) if i != place for n in walk_breadth(e))
+
+
+def _built_in_tuple(value: ast.expr | None, call: ast.Call, place: int) -> bool:
+    """True when ``value`` is a tuple of no starred value that holds the construction
+    ``call`` itself at index ``place`` (``return LLM(...), params``)."""
+    return isinstance(value, ast.Tuple) and place < len(value.elts) and \
+        value.elts[place] is call and not any(isinstance(e, ast.Starred) for e in value.elts)
+
+
+def _tuple_return_problem(name: str, bound: str | None, last: ast.stmt) -> str:
+    """Why the tuple factory ``name`` (whose engine is bound to ``bound``, if to a name)
+    does not have a shape its unit rewrites: the engine bound to a name, the helper ending
+    with ``return`` of a tuple that holds that name once; or the construction an element of
+    the tuple returned; no starred value in the tuple."""
+    if bound is None:
+        return (f"`{name}()` builds its engine in a tuple other than as an element of the "
+                "tuple it returns (`return LLM(...), params`), or of one with a starred "
+                "value")
+    if isinstance(last, ast.Return) and isinstance(last.value, ast.Tuple):
+        return (f"`{name}()` returns a tuple that holds `{bound}` other than once as an "
+                "element of its own (or holds a starred value): the proxy the fix yields "
+                "would not replace every reference to the engine")
+    return f"`{name}()` does not end with `return` of a tuple holding the engine it builds"
 
 
 def _between_problem(module: ModuleAnalysis, planner: Planner, name: str, bound: str,
@@ -678,11 +749,13 @@ def _between_problem(module: ModuleAnalysis, planner: Planner, name: str, bound:
     return None
 
 
-def _caller_plans(module: ModuleAnalysis, name: str, calls: list[ast.Call]
-                  ) -> list[FactoryCaller] | Blocked:
+def _caller_plans(module: ModuleAnalysis, name: str, calls: list[ast.Call],
+                  place: int | None = None) -> list[FactoryCaller] | Blocked:
     """One with-block per call of the factory ``name`` in ``module``, each planned as a bare
     runner whose class is the factory (what it is once rewritten), on an analysis of the
-    module with ``name`` among the runner classes; or why a call cannot be rewritten."""
+    module with ``name`` among the runner classes; or why a call cannot be rewritten. With
+    ``place`` (a tuple factory) each call must be unpacked into names
+    (``llm, params = setup(...)``), the block following the name at ``place``."""
     # The calls' own spellings too: an imported helper may be called under an alias.
     spelled = sorted({n for c in calls if (n := last_name(c.func)) is not None} - {name})
     config = replace(module.config, runner_classes=(*module.config.runner_classes, name,
@@ -705,10 +778,16 @@ def _caller_plans(module: ModuleAnalysis, name: str, calls: list[ast.Call]
         func = found.function
         if func.name == name:
             return Blocked(f"`{name}()` calls itself")
-        plan = planner.runner_plan(found)
+        stmt = as_runner.statement_of(call)
+        if place is not None:
+            unpacked = _unpacked_names(stmt, call)
+            if unpacked is None or place >= len(unpacked):
+                return Blocked(f"{where} does not unpack the tuple it returns into names "
+                               "(`llm, params = ...`), so the with-statement the fix writes "
+                               "would bind the tuple where the engine's proxy goes")
+        plan = planner.runner_plan(found, place)
         if isinstance(plan, FixInfo):
             return Blocked(f"{where}: {plan.reason}")
-        stmt = as_runner.statement_of(call)
         if plan.bound_name is None and not (
                 isinstance(stmt, ast.Expr) and stmt.value is call or
                 isinstance(stmt, (ast.Return, ast.Expr)) and _handed_out(stmt) is call
@@ -721,6 +800,16 @@ def _caller_plans(module: ModuleAnalysis, name: str, calls: list[ast.Call]
                            "`weakref.proxy` the fix binds cannot be")
         out.append(FactoryCaller(module.path, func.name, call.lineno, plan))
     return _one_function_at_a_time(module, name, out)
+
+
+def _unpacked_names(stmt: ast.stmt, call: ast.Call) -> list[str] | None:
+    """The names ``stmt`` unpacks the value of ``call`` into (``llm, params = call``),
+    or ``None`` when it is no such assignment of plain names."""
+    if not (isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Tuple)):
+        return None
+    names = [e.id for e in stmt.targets[0].elts if isinstance(e, ast.Name)]
+    return names if len(names) == len(stmt.targets[0].elts) else None
 
 
 def _handed_out(stmt: ast.Return | ast.Expr) -> ast.expr | None:

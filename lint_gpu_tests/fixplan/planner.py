@@ -138,15 +138,23 @@ class Planner(CleanupRecognizer, SafetyChecks):
                                                       site.bound_name, PlanKind.ENGINE)
         return self._engine_plans[key]
 
-    def runner_plan(self, call: RunnerCall) -> WrapPlan | FixInfo:
-        """Plan the GPU005 rewrite of a runner built outside a ``with`` (cached)."""
+    def runner_plan(self, call: RunnerCall, place: int | None = None) -> WrapPlan | FixInfo:
+        """Plan the GPU005 rewrite of a runner built outside a ``with`` (cached). With
+        ``place``, the "runner" is a factory helper that returns the engine in a tuple,
+        unpacked into names (``llm, params = setup(...)``): the block follows the name at
+        that index, and the with-statement binds the whole tuple (``as (llm, params)``)."""
         key = id(call.call)
         if key not in self._runner_plans:
             stmt = self.module.statement_of(call.call)
             bound = None
             if isinstance(stmt, ast.Assign) and stmt.value is call.call and len(stmt.targets) == 1:
-                if isinstance(stmt.targets[0], ast.Name):
-                    bound = stmt.targets[0].id
+                target = stmt.targets[0]
+                if isinstance(target, ast.Name):
+                    bound = target.id
+                elif place is not None and isinstance(target, ast.Tuple) and \
+                        place < len(target.elts):
+                    held = target.elts[place]
+                    bound = held.id if isinstance(held, ast.Name) else None
             self._runner_plans[key] = self._plan_site(call.call, stmt, call.function, bound,
                                                       PlanKind.RUNNER)
         return self._runner_plans[key]
@@ -460,8 +468,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
             if func.name in module.tuple_factories and func.parent is None and \
                     func.owner_class is None:
                 return (f"`{func.name}()` returns the engine in a tuple with other values, so "
-                        "it must outlive this function: no fix makes such a helper a context "
-                        "manager")
+                        "it must outlive this function: its fix makes the helper a context "
+                        "manager together with its callers")
             cached = cached_reason(func.node)
             if cached is not None:
                 return cached

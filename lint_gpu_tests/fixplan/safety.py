@@ -106,8 +106,9 @@ class SafetyChecks:
                             and self.module.tuple_factories.get(func.name, (0, 0))[0] == \
                             func.lineno:
                         return Blocked(f"`{func.name}()` returns the engine in a tuple with "
-                                       "other values, so it must outlive this function: no "
-                                       "fix makes such a helper a context manager")
+                                       "other values, so it must outlive this function: its "
+                                       "fix makes the helper a context manager together "
+                                       "with its callers")
                     if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
                         cached = cached_reason(func)
                         if cached is not None:

@@ -87,12 +87,9 @@ def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: st
     which the unit fixes when the with-block holds it (:meth:`FactoryPlan.hands_out`)."""
     for node in module.nodes_of(func):
         helper = module.helper_called(node)
-        if helper is not None and helper.kind not in ("t", "k"):
+        if helper is not None and helper.kind != "k":
             spelled = dotted_name(node.func) or helper.name  # type: ignore[attr-defined]
             return None, FixInfo.none(title, imported_helper_reason(helper, spelled))
-        packed = module.tuple_helper_of(node)
-        if packed is not None:
-            return None, FixInfo.none(title, tuple_helper_reason(*packed))
         method = module.method_factory_of(node)
         if method is not None:
             return _method_fix(module, func, line, title, method, hands_out)
@@ -111,7 +108,8 @@ def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: st
                 "proxy)"))
     units = factory_units(module)
     called = sorted({name for n in module.nodes_of(func)
-                     if (name := module.factory_called(n)) is not None})
+                     if (name := module.factory_called(n) or module.tuple_factory_called(n))
+                     is not None})
     reason = "the engine is not built in this function"
     for name in called or sorted(units):
         unit = units[name]
@@ -156,22 +154,10 @@ def imported_method_reason(spelled: str, helper: ImportedHelper) -> str:
             "to become a context manager for every class of the tree that inherits it)")
 
 
-def tuple_helper_reason(spelled: str, place: int, where: str) -> str:
-    """Why a violation about an engine a helper returns in a tuple (at index ``place``) has
-    no fix; ``where``: "line N" of the module, or its module and line."""
-    del place  # the reason is the same wherever the engine sits in the tuple
-    return (f"the engine comes from `{spelled}()` ({where})" if where.startswith("line ")
-            else f"the engine comes from `{spelled}()`, defined in {where}") + \
-        (", which returns it in a tuple with other values: no fix makes such a helper a "
-         "context manager")
-
-
 def imported_helper_reason(helper: ImportedHelper, spelled: str) -> str:
     """Why a violation about an engine that comes from ``helper``, an engine helper of
     another module of the tree, called as ``spelled``, has no fix: the one place this
     reason (and the plan it stands for) is made."""
-    if helper.kind == "t":
-        return tuple_helper_reason(spelled, int(helper.extra or 0), helper.where)
     if helper.kind == "k":
         return (f"the engine comes from `{spelled}()`, defined in {helper.where}, which "
                 f"caches the engine it returns (`@{helper.extra}`): the engine lives as long "
@@ -182,7 +168,9 @@ def imported_helper_reason(helper: ImportedHelper, spelled: str) -> str:
                 f"{helper.where}: a class of another module, and no fix rewrites a class "
                 "of another module together with its users yet")
     alias = "" if spelled.rpartition(".")[2] == helper.name else f" (`{helper.name}()`)"
+    packed = " in a tuple with other values" if helper.kind == "t" else ""
     return (f"the engine comes from `{spelled}()`{alias}, defined in {helper.where}: "
-            f"{IMPORTED_FACTORY}, and its fix, made with the helper and every call of it, "
+            f"{IMPORTED_FACTORY}{packed}, and its fix, made with the helper and every call "
+            "of it, "
             "is planned over the tree's files: not for one file alone (stdin, the flake8 "
             "plugin, an editor's document)")

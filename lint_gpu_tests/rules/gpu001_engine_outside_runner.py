@@ -179,7 +179,14 @@ class EngineOutsideRunner(Rule):
         "caller), yielding `weakref.proxy(runner.llm)`; each `llm = setup_engine(...)` "
         "becomes `with setup_engine(...) as llm:` over the engine's live range, planned as "
         "an engine the caller builds itself (cleanup and a shutdown `try/finally` go; a "
-        "guarded shutdown after `llm = None` too). The engine is built when the `with` "
+        "guarded shutdown after `llm = None` too). A helper that returns its engine in a "
+        "tuple with other values (`llm = LLM(...)` ... `return llm, params`, or `return "
+        "LLM(...), params`, the engine once in the tuple and no starred value) is fixed the "
+        "same way: it yields the tuple with the engine's proxy in its place (`yield llm, "
+        "params` after `llm = weakref.proxy(runner.llm)`), and each call that unpacks the "
+        "tuple into names becomes `with setup_llm(...) as (llm, params):` (no fix for the "
+        "unit when a call keeps the tuple whole or starred). The engine is built when the "
+        "`with` "
         "enters, where the call was, and torn down at its last use instead of by the hand "
         "cleanup. Safe for a private helper of a test module whose every caller's block is "
         "safe; unsafe for a public one (a module that imports it would get a context "
@@ -881,7 +888,7 @@ def test_tester():
                     continue
                 spelled = dotted_name(node.func) or helper.name
                 title = factory_title(module, helper.name, across=True) \
-                    if helper.kind == "f" else self.fix_title
+                    if helper.kind in ("f", "t") else self.fix_title
                 fix = FixInfo.none(title, imported_helper_reason(helper, spelled))
                 yield hit_at(node, self.message.format(engine=spelled, runner=runner), fix)
 

@@ -602,51 +602,121 @@ def test_in_finally(vllm_runner):
 """).replace("import gc\n\nfrom vllm import LLM\n", "import gc\nimport weakref\n")
 
 
+TUPLE_FACTORY = """\
+import gc
+
+from vllm import LLM, SamplingParams
+
+def _setup_llm(model):
+    llm = LLM(model)
+    return llm, SamplingParams(temperature=0.0)
+
+def _prompts_and_llm(model):
+    return ["a"], LLM(model)
+
+def test_unpacked():
+    llm, params = _setup_llm("m")
+    assert llm.generate(["a"], params)
+    del llm
+    gc.collect()
+
+def test_in_finally():
+    llm, params = _setup_llm("m")
+    try:
+        assert llm.generate(["a"], params)
+    finally:
+        llm.llm_engine.engine_core.shutdown()
+    assert params.temperature == 0.0
+
+def test_engine_second():
+    prompts, llm = _prompts_and_llm("m")
+    assert llm.generate(prompts)
+    del llm
+"""
+
+
 def test_an_engine_a_helper_returns_in_a_tuple() -> None:
     """The test that unpacks the tuple owns the engine: its cleanup is GPU004, its
-    shutdown ``try`` GPU003, without a fix (the reason names the helper). ``_`` holds the
-    engine as well as any name; a starred unpacking is not followed."""
-    why = ("the engine comes from `setup_llm()` (line 5), which returns it in a tuple with "
-           "other values: no fix makes such a helper a context manager")
-    assert fix_reports("""\
-        import gc
+    shutdown ``try`` GPU003. The helper and its calls are one fix, as for a helper returning
+    the engine alone: the helper yields the tuple with the engine's proxy in its place
+    (bound to its name at the top of the block, or built in the tuple), each call binds the
+    same names (``with _setup_llm("m") as (llm, params):``), and the other values outlive
+    the block as they outlived the engine."""
+    assert [r[:3] for r in fix_reports(TUPLE_FACTORY)] == [
+        (6, "GPU001", "safe"), (10, "GPU001", "safe"), (15, "GPU004", "safe"),
+        (16, "GPU004", "safe"), (20, "GPU003", "safe"), (29, "GPU004", "safe")]
+    outcome = fix_source(TUPLE_FACTORY.encode(), PATH, own_rules())
+    assert outcome.new_source.decode() == """\
+import contextlib
+import weakref
 
-        from vllm import LLM, SamplingParams
+from lint_gpu_tests.runtime import VllmRunner
+from vllm import SamplingParams
 
-        def setup_llm(model):
-            llm = LLM(model)
-            return llm, SamplingParams(temperature=0.0)
+@contextlib.contextmanager
+def _setup_llm(model):
+    with VllmRunner(model) as runner:
+        llm = weakref.proxy(runner.llm)
+        yield llm, SamplingParams(temperature=0.0)
 
-        def test_unpacked():
-            llm, params = setup_llm("m")
-            assert llm.generate(["a"], params)
-            del llm
-            gc.collect()
+@contextlib.contextmanager
+def _prompts_and_llm(model):
+    with VllmRunner(model) as runner:
+        yield ["a"], weakref.proxy(runner.llm)
 
-        def test_in_finally():
-            llm, params = setup_llm("m")
-            try:
-                assert llm.generate(["a"], params)
-            finally:
-                llm.llm_engine.engine_core.shutdown()
+def test_unpacked():
+    with _setup_llm("m") as (llm, params):
+        assert llm.generate(["a"], params)
 
-        def test_params_only():
-            _, params = setup_llm("m")
-            del params
-            gc.collect()
+def test_in_finally():
+    with _setup_llm("m") as (llm, params):
+        assert llm.generate(["a"], params)
+    assert params.temperature == 0.0
 
-        def test_starred():
-            *rest, = setup_llm("m")
-            del rest
-        """) == [
-        (6, "GPU001", "none", "`setup_llm()` returns the engine in a tuple with other "
-                              "values, so it must outlive this function: no fix makes such a "
-                              "helper a context manager"),
-        (12, "GPU004", "none", why),
-        (13, "GPU004", "none", why),
-        (17, "GPU003", "none", why),
-        (25, "GPU004", "none", why),
-    ]
+def test_engine_second():
+    with _prompts_and_llm("m") as (prompts, llm):
+        assert llm.generate(prompts)
+"""
+
+
+@pytest.mark.parametrize(("call", "why"), [
+    ("*rest, = _setup_llm(\"m\")",
+     "the call of `_setup_llm()` in `test_other()` (line 15) does not unpack the tuple it "
+     "returns into names (`llm, params = ...`), so the with-statement the fix writes would "
+     "bind the tuple where the engine's proxy goes"),
+    ("pair = _setup_llm(\"m\")",
+     "the call of `_setup_llm()` in `test_other()` (line 15) does not unpack the tuple it "
+     "returns into names (`llm, params = ...`), so the with-statement the fix writes would "
+     "bind the tuple where the engine's proxy goes"),
+])
+def test_a_tuple_helper_with_a_call_not_unpacked_into_names_has_no_fix(
+        call: str, why: str) -> None:
+    """A call whose tuple is kept whole or starred leaves the unit without a fix, the reason
+    naming that call, on the helper's engine and on every cleanup the unit would remove."""
+    source = TUPLE_FACTORY.split("def _prompts_and_llm")[0] + (
+        "def test_unpacked():\n    llm, params = _setup_llm(\"m\")\n"
+        "    assert llm.generate([\"a\"], params)\n    del llm\n\n"
+        f"def test_other():\n    {call}\n")
+    assert fix_reports(source) == [(6, "GPU001", "none", why), (12, "GPU004", "none", why)]
+
+
+@pytest.mark.parametrize(("helper", "why"), [
+    ("    llm = LLM(model)\n    return llm.get_tokenizer(), llm\n",
+     "`_setup_llm()` returns a tuple that holds `llm` other than once as an element of its "
+     "own (or holds a starred value): the proxy the fix yields would not replace every "
+     "reference to the engine"),
+    ("    return (*[\"a\"], LLM(model))\n",
+     "`_setup_llm()` builds its engine in a tuple other than as an element of the tuple it "
+     "returns (`return LLM(...), params`), or of one with a starred value"),
+])
+def test_tuple_helpers_whose_engine_the_proxy_would_not_replace(helper: str, why: str) -> None:
+    """A tuple that refers to the engine in another element too keeps it from the proxy:
+    no fix, the reason saying which."""
+    source = ("import gc\n\nfrom vllm import LLM\n\n\ndef _setup_llm(model):\n" + helper
+              + "\n\ndef test_unpacked():\n    tok, llm = _setup_llm(\"m\")\n"
+              "    assert llm.generate([\"a\"])\n    del llm\n")
+    assert {(code, fix, reason) for _, code, fix, reason in fix_reports(source)
+            if code == "GPU004"} == {("GPU004", "none", why)}
 
 
 def test_the_engines_own_shutdown_at_teardown() -> None:
