@@ -100,6 +100,9 @@ FACTORY_FIXTURE = "factory-fixture:"
 #: The scope field of an engine helper's summary (:func:`engine_helpers`) when the rules look
 #: at its module.
 SCOPED = "t"
+#: The extra field of a cleanup helper's summary (kind ``"x"``) whose whole body is hand
+#: cleanup (:attr:`ModuleAnalysis.cleanup_helpers`): any call of it is cleanup.
+WHOLE_CLEANUP = "*"
 
 
 @dataclass(frozen=True)
@@ -114,14 +117,19 @@ class ImportedHelper:
             an engine on ``self.<attribute>``; ``"m"``, a class with factory methods (methods
             that build an engine and return it), which a class of the importing module
             may inherit; ``"k"``, a function that builds an engine and returns it through a
-            cache (``@functools.cache``), which keeps it for every caller.
+            cache (``@functools.cache``), which keeps it for every caller; ``"x"``, a
+            cleanup helper (:attr:`ModuleAnalysis.cleanup_helpers`, or one that shuts down
+            an engine it is given and does more: :attr:`ModuleAnalysis.shutdown_helpers`),
+            no engine helper (:meth:`ModuleAnalysis.helper_called` leaves it out).
         name: its name in the module that defines it.
         line: the line of its ``def``/``class``.
         extra: for a function, the engine's ``gpu_memory_utilization`` written in it as a
             literal, ``"default"`` when it passes none, ``""`` when unknown; for a tuple,
             the engine's index in it; for a class, the attributes holding the engine,
             comma-separated; for a class with factory methods, their names, comma-separated;
-            for a cached function, its caching decorator as written.
+            for a cached function, its caching decorator as written; for a cleanup helper,
+            :data:`WHOLE_CLEANUP`, or the index of the parameter whose engine it shuts
+            down.
         module: the defining module's path from the tree's root (``tests/utils.py``).
         in_scope: the defining module is in the rules' scope (a test module, a conftest,
             under ``test-roots``, or defining tests or fixtures: :func:`is_test_module_path`,
@@ -629,6 +637,10 @@ class ModuleAnalysis:
         if kind is None and isinstance(call.func, ast.Name) and \
                 call.func.id in self.cleanup_helpers:
             return f"{call.func.id}()"
+        if kind is None and self.imported_helpers:
+            helper = self.imported_helper(call.func)
+            if helper is not None and helper.kind == "x" and helper.extra == WHOLE_CLEANUP:
+                return f"{dotted_name(call.func) or helper.name}()"
         return kind
 
     @property
@@ -646,6 +658,39 @@ class ModuleAnalysis:
                 and func.owner_class is None and not func.node.decorator_list
                 and _only_cleanup(self, _without_docstring(func.node.body), set(func.params)))
         return self._cleanup_helpers
+
+    @property
+    def shutdown_helpers(self) -> dict[str, int]:
+        """The module-level functions of this module, other than its
+        :attr:`cleanup_helpers`, that shut down an engine they are given and do other work
+        too, by name, with the index of that parameter (computed once): the body calls
+        ``.shutdown()`` on the parameter or on an attribute of it
+        (``engine_core.shutdown()``, ``llm.llm_engine.engine_core.shutdown()``), or hands
+        it (or an attribute of it) to another such function or cleanup helper of the
+        module, as vllm-spyre's ``force_engine_shutdown(llm)`` hands
+        ``llm.llm_engine.engine_core`` to a helper that shuts it down, then sleeps. A call
+        of one on an engine the caller owns is hand cleanup that no fix removes (the
+        runner's teardown would not do the other work)."""
+        if self._shutdown_helpers is None:
+            self._shutdown_helpers = _shutdown_helpers(self)
+        return self._shutdown_helpers
+
+    def shutdown_helper_call(self, call: ast.Call) -> tuple[str, int, str] | None:
+        """For a call of a shutdown helper (:attr:`shutdown_helpers`) of the module or of
+        another module of the tree (summary kind ``"x"`` with the parameter's index):
+        ``(the call as spelled, the index of the engine's parameter, where it is defined:
+        "line N" or "`tests/utils.py` (line N)")``; else ``None``."""
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in self.shutdown_helpers:
+            line = next(f.node.lineno for f in self.functions if f.name == func.id
+                        and f.parent is None and f.owner_class is None)
+            return func.id, self.shutdown_helpers[func.id], f"line {line}"
+        if not self.imported_helpers:
+            return None
+        helper = self.imported_helper(func)
+        if helper is None or helper.kind != "x" or not helper.extra.isdigit():
+            return None
+        return dotted_name(func) or helper.name, int(helper.extra), helper.where
 
     def _known_cleanup_kind(self, call: ast.Call) -> str | None:
         """:meth:`cleanup_call_kind` but for the module's own cleanup helpers."""
@@ -1095,7 +1140,7 @@ class ModuleAnalysis:
         if not isinstance(node, ast.Call):
             return None
         found = self.imported_helper(node.func)
-        return None if found is None or found.kind == "m" else found
+        return None if found is None or found.kind in ("m", "x") else found
 
     def imported_helper(self, func: ast.expr) -> ImportedHelper | None:
         """The engine helper of another module of the tree that the expression ``func``
@@ -1165,6 +1210,7 @@ class ModuleAnalysis:
     _imported_method_names: frozenset[str] | None = None
     _factory_fixtures: dict[str, int] | None = None
     _cleanup_helpers: frozenset[str] | None = None
+    _shutdown_helpers: dict[str, int] | None = None
     _imported_helpers: dict[str, ImportedHelper] | None = None
     _indexed: set[int] = field(default_factory=set)
     _fully_indexed: bool = False
@@ -1376,6 +1422,42 @@ def _only_cleanup(module: ModuleAnalysis, body: list[ast.stmt], params: set[str]
         else:
             return False
     return True
+
+
+def _shutdown_helpers(module: ModuleAnalysis) -> dict[str, int]:
+    """:attr:`ModuleAnalysis.shutdown_helpers`, found to a fixed point (a helper may reach
+    the shutdown through another)."""
+    candidates = [f for f in module.functions
+                  if f.kind is FunctionKind.HELPER and f.parent is None
+                  and f.owner_class is None and not f.node.decorator_list
+                  and f.name not in module.cleanup_helpers and f.node.args.args]
+    found: dict[str, int] = {}
+    changed = True
+    while changed:
+        changed = False
+        for func in candidates:
+            if func.name in found:
+                continue
+            params = [a.arg for a in func.node.args.args]
+            for node in module.nodes_of(func):
+                if not isinstance(node, ast.Call):
+                    continue
+                target: ast.expr | None = None
+                callee = node.func
+                if isinstance(callee, ast.Attribute) and callee.attr == "shutdown":
+                    target = callee.value
+                elif isinstance(callee, ast.Name) and callee.id != func.name and (
+                        callee.id in found or callee.id in module.cleanup_helpers):
+                    index = found.get(callee.id, 0)
+                    target = node.args[index] if index < len(node.args) else None
+                root = target
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if isinstance(root, ast.Name) and root.id in params:
+                    found[func.name] = params.index(root.id)
+                    changed = True
+                    break
+    return found
 
 
 @dataclass
@@ -1824,7 +1906,10 @@ def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
     (:attr:`ModuleAnalysis.method_factories`, own or inherited in the module),
     ``k|name|line|decorator|scope`` for each module-level function that builds an engine and
     returns it through a cache (:func:`~lint_gpu_tests.parsing.syntax.caching_decorator`:
-    the engine is the cache's, not its callers'); scope:
+    the engine is the cache's, not its callers'), ``x|name|line|which|scope`` for each
+    module-level cleanup helper (which: :data:`WHOLE_CLEANUP` for one whose whole body is
+    cleanup, :attr:`ModuleAnalysis.cleanup_helpers`; the index of the parameter whose engine
+    it shuts down for one that does more, :attr:`ModuleAnalysis.shutdown_helpers`); scope:
     :data:`SCOPED` when the rules look at the module (:func:`is_test_module_path`, or it
     defines tests or fixtures), else empty."""
     scope = SCOPED if is_test_module_path(module.path, module.config) or \
@@ -1836,6 +1921,15 @@ def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
         out.append(f"f|{name}|{line}|{_helper_share(module, func)}|{scope}")
     for name, (line, place) in module.tuple_factories.items():
         out.append(f"t|{name}|{line}|{place}|{scope}")
+    if module.cleanup_helpers or module.shutdown_helpers:
+        for func in module.functions:
+            if func.parent is not None or func.owner_class is not None:
+                continue
+            if func.name in module.cleanup_helpers:
+                out.append(f"x|{func.name}|{func.node.lineno}|{WHOLE_CLEANUP}|{scope}")
+            elif func.name in module.shutdown_helpers:
+                index = module.shutdown_helpers[func.name]
+                out.append(f"x|{func.name}|{func.node.lineno}|{index}|{scope}")
     for cls in module.tree.body:
         if not isinstance(cls, ast.ClassDef):
             continue

@@ -75,6 +75,12 @@ IMPORTLIB_CALLS = (b"import_module", b"run_module", b"run_path", b"spec_from_fil
 TEST_MODULE_NAME = re.compile(rb"\b(test_\w+|\w+_test)\b")
 #: A top-level class, or a function not named ``test...``: where a helper can be.
 DEFINITION = re.compile(rb"^(?:class[ \t]|(?:async[ \t]+)?def[ \t]+(?!test))", re.M)
+#: Words one of which a cleanup helper's module writes (``gc.collect()``, an
+#: ``empty_cache()``, a ``.shutdown()``, vLLM's cleanup functions): such a module is parsed
+#: for its cleanup helpers (kind ``"x"``) though it names no engine class.
+CLEANUP_WORDS = frozenset({b"collect", b"empty_cache", b"shutdown",
+                           b"cleanup_dist_env_and_memory", b"destroy_model_parallel",
+                           b"destroy_distributed_environment", b"wait_for_gpu_memory_to_clear"})
 #: Key prefix of a file's summary by status in the result cache's conftest entries.
 STATUS_KEY = "tree-helpers:"
 
@@ -338,11 +344,14 @@ def resolve_import(module: str, importer: str, root: str) -> str | None:
 
 def may_define_helpers(source: bytes, config: Config) -> bool:
     """Whether the module with the bytes ``source`` may define an engine helper: it names
-    an engine class and defines a class or a function not named ``test...`` at its top
-    level."""
+    an engine class, or a cleanup call a cleanup helper is made of (:data:`CLEANUP_WORDS`,
+    the configured ``cleanup-functions``), and defines a class or a function not named
+    ``test...`` at its top level."""
     from lint_gpu_tests.parsing.prefilter import Prefilter
 
-    words = tuple(sorted({c.rsplit(".", 1)[-1].encode() for c in config.engine_classes}))
+    words = tuple(sorted({c.rsplit(".", 1)[-1].encode() for c in config.engine_classes}
+                         | CLEANUP_WORDS
+                         | {c.rsplit(".", 1)[-1].encode() for c in config.cleanup_functions}))
     return DEFINITION.search(source) is not None and Prefilter(words, False).admits(source)
 
 

@@ -24,7 +24,13 @@ from typing import ClassVar, Generic, Protocol, TypeVar, cast
 
 import libcst as cst
 
-from lint_gpu_tests.analysis.analysis import CLEANUP_FUNCTIONS, LEGACY_VLLM_CLEANUP, ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import (
+    CLEANUP_FUNCTIONS,
+    LEGACY_VLLM_CLEANUP,
+    WHOLE_CLEANUP,
+    ImportedHelper,
+    ModuleAnalysis,
+)
 from lint_gpu_tests.analysis.mappings import RUNNER_KWARGS_NAME
 from lint_gpu_tests.codemods._cst import wrapping_at
 from lint_gpu_tests.codemods._imports import (
@@ -332,9 +338,11 @@ class GpuCodemod(ABC, Generic[PlanT]):
                       *(c.rsplit(".", 1)[-1] for c in self.config.cleanup_functions)}
         if self.config.target == "vllm":
             candidates.add(LEGACY_VLLM_CLEANUP)
+        helpers = module.imported_helpers
         considered = {local for local, qualified in module.imports.items()
                       if local in candidates or module.is_engine_class(qualified)
-                      or qualified.partition(".")[0] in STDLIB_MODULES}
+                      or qualified.partition(".")[0] in STDLIB_MODULES
+                      or _whole_cleanup(helpers.get(qualified))}
         if not considered:
             return
         used_before = {n.id for n in walk_breadth(module.tree) if isinstance(n, ast.Name)}
@@ -354,6 +362,13 @@ class GpuCodemod(ABC, Generic[PlanT]):
                     self.remove_import(mod, obj, asname)
                 else:
                     self.remove_import(qualified, asname=local)
+
+
+def _whole_cleanup(helper: ImportedHelper | None) -> bool:
+    """True for a cleanup helper of another module whose whole body is cleanup (summary
+    kind ``"x"``, :data:`~lint_gpu_tests.analysis.analysis.WHOLE_CLEANUP`): the rewrite
+    removes its calls, and may leave its import unused."""
+    return helper is not None and helper.kind == "x" and helper.extra == WHOLE_CLEANUP
 
 
 def names_read(text: str, imports: Mapping[str, str]) -> frozenset[str]:

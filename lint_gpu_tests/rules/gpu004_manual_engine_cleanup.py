@@ -82,9 +82,14 @@ class ManualEngineCleanup(Rule):
         "`target = \"vllm\"` the older `cleanup()` of vLLM's `tests/conftest.py` and "
         "`tests/utils.py`, and the names in `cleanup-functions` (a bare name by its name, a "
         "dotted one such as `pkg.mod.force_shutdown` however it is imported), a call of a "
-        "cleanup helper of the module (a module-level function whose whole body is such "
-        "cleanup of its parameters: `def _shutdown(llm): llm.shutdown(); del llm; "
-        "gc.collect()`), at teardown: "
+        "cleanup helper of the module or of another module of the tree (a module-level "
+        "function whose whole body is such cleanup of its parameters: `def _shutdown(llm): "
+        "llm.shutdown(); del llm; gc.collect()`; `from tests.utils import cleanup`), and a "
+        "call that hands an engine the function owns to a shutdown helper of the module or "
+        "of the tree (a module-level function that calls `.shutdown()` on that parameter or "
+        "an attribute of it, or hands it to another such helper, and does more: "
+        "`force_engine_shutdown(llm)`; its removal is an unsafe fix, as the runner's "
+        "teardown may not do the rest), at teardown: "
         "after the engine's last use in the "
         "function (or after a fixture's `yield`; the engine's own shutdown, such as "
         "`llm.shutdown()` in the `finally` of the `try` holding the call, is its cleanup, "
@@ -315,6 +320,29 @@ def test_generate():
 ''',
         ),
         Example(
+            title="A shutdown helper that does more than clean up (its call's removal is unsafe)",
+            source='''\
+import time
+
+from vllm import LLM
+
+
+def _stop_engine_core(engine_core):
+    engine_core.shutdown()
+    time.sleep(1.0)
+
+
+def force_engine_shutdown(llm):
+    _stop_engine_core(llm.llm_engine.engine_core)
+
+
+def test_generate():
+    llm = LLM("facebook/opt-125m")  # error: GPU001
+    assert llm.generate(["a"])
+    force_engine_shutdown(llm)  # error: GPU004
+''',
+        ),
+        Example(
             title="An xunit teardown cleaning up the engine its setup stored on the class",
             source='''\
 import gc
@@ -510,6 +538,7 @@ class TestTokens:
             idioms, inside_idioms = _release_idioms(module, func, deletable)
             for node in module.nodes_of(func):
                 what: str | None = None
+                partial: str | None = None  # a shutdown helper's call: why no fix removes it
                 if id(node) in inside_idioms:
                     continue  # reported once, at the idiom's first statement
                 if id(node) in idioms:
@@ -524,6 +553,10 @@ class TestTokens:
                 elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
                     what = module.cleanup_call_kind(node.value) or _engine_shutdown(
                         node.value, names.engines | names.received | names.strong_aliases)
+                    if what is None:
+                        found = _shutdown_helper_call(module, func, node.value, deletable)
+                        if found is not None:
+                            what, partial = found
                 if what is None or not isinstance(node, ast.stmt) or id(node) in covered:
                     continue
                 if not isinstance(node, ast.Delete) and id(node) not in idioms:
@@ -542,6 +575,14 @@ class TestTokens:
                         continue
                 plan: WrapPlan | FactoryPlan | None = None
                 fix: FixInfo
+                if partial is not None:
+                    removable = _removable_alone(module, node, deletable)
+                    yield hit_at(node, self.message.format(what=what), FixInfo(
+                        Applicability.UNSAFE if removable else Applicability.NONE,
+                        self.fix_title, partial if removable else
+                        f"{partial}; and the call shares its line or is no statement of "
+                        "its own"))
+                    continue
                 own_block = _own_with_targets(module, func, node)
                 after_other = _after_other_finally_statement(module, node, deletable)
                 if own_block is not None:
@@ -560,6 +601,48 @@ class TestTokens:
                 else:
                     fix = FixInfo.none(self.fix_title, "not a statement of its own")
                 yield hit_at(node, self.message.format(what=what), fix, plan)
+
+
+def _shutdown_helper_call(module: ModuleAnalysis, func: FunctionInfo, call: ast.Call,
+                          engines: set[str]) -> tuple[str, str] | None:
+    """For a call of a shutdown helper (:meth:`ModuleAnalysis.shutdown_helper_call`) in
+    ``func`` that hands it, where it shuts its parameter down, an engine of ``engines``
+    (names bound to engines, runners and their strong aliases), an attribute of one
+    (``runner.llm``) or a weak proxy of one (``llm = weakref.proxy(runner.llm)``, as the
+    runner's block binds it): ``(the cleanup as reported, why no fix removes it)``; else
+    ``None``."""
+    found = module.shutdown_helper_call(call)
+    if found is None:
+        return None
+    spelled, index, where = found
+    if index >= len(call.args) or any(isinstance(a, ast.Starred) for a in call.args[:index]):
+        return None
+    name = _root_name(call.args[index])
+    if name is None or name not in engines and name not in _weak_proxies(module, func, engines):
+        return None
+    defined = f" ({where})" if where.startswith("line ") else f", defined in {where},"
+    return f"{spelled}()", (
+        f"`{spelled}()`{defined} shuts down the engine it is given, and its body holds more "
+        "than the cleanup the runner's teardown does: removing the call drops the rest (the "
+        "engine's with-block keeps it, acting on the proxy, unless this fix removes it)")
+
+
+def _root_name(node: ast.expr) -> str | None:
+    """The name an attribute chain starts from (``llm`` of ``llm.llm_engine``), else
+    ``None``."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _weak_proxies(module: ModuleAnalysis, func: FunctionInfo, engines: set[str]) -> set[str]:
+    """The names ``func`` binds to ``weakref.proxy(x)`` of an engine of ``engines`` or an
+    attribute of one (``llm = weakref.proxy(runner.llm)``)."""
+    return {t.id for n in module.nodes_of(func)
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+            and module.qualified(n.value.func) == "weakref.proxy" and len(n.value.args) == 1
+            and _root_name(n.value.args[0]) in engines
+            for t in n.targets if isinstance(t, ast.Name)}
 
 
 def _removed_between_uses(module: ModuleAnalysis, func: FunctionInfo, node: ast.stmt,

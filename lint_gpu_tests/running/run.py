@@ -229,7 +229,9 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
     if Trigger.ENGINE in triggers:
         for n in conftest_engine_fixtures(path, config, memo, conftests):
             if n.startswith(ENGINE_HELPER):
-                helpers.add(n[len(ENGINE_HELPER):].split("|", 1)[0].rpartition(".")[2])
+                spelled, kind = n[len(ENGINE_HELPER):].split("|", 2)[:2]
+                if kind != "x":  # a cleanup helper matters only where an engine is owned
+                    helpers.add(spelled.rpartition(".")[2])
             elif (word := n.removeprefix(RUNNER_CLASS)).isidentifier():
                 fixtures.add(word)
         # A test module that another module imports a helper from leaves that helper out

@@ -1396,3 +1396,102 @@ def test_a_fixture_method_returning_an_engine_is_not_a_factory_method() -> None:
             def test_x(self, llm):
                 assert llm.generate(["x"])
         """) == [(7, "GPU001", "safe", ""), (7, "GPU002", "safe", "")]
+
+
+def test_cleanup_and_shutdown_helpers_of_another_module(tmp_path: Path) -> None:
+    """A cleanup helper of another module of the tree (whole body cleanup, its module
+    naming no engine class) is cleanup like the module's own: its call is GPU004, removed
+    with the engine's with-block, and the import it leaves unused goes. A shutdown helper
+    that does more (it hands the engine's core to a helper that shuts it down, then sleeps)
+    is GPU004 only where the call hands it an engine the test owns, its removal an unsafe
+    fix, the reason naming where it is defined (the engine's with-block keeps the call
+    until then, on the proxy, still reported); handed anything else, it is no cleanup."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "__init__.py").write_text("")
+    (tests / "memory.py").write_text(textwrap.dedent("""\
+        import gc
+
+        import torch
+
+
+        def cleanup(llm):
+            del llm
+            gc.collect()
+            torch.cuda.empty_cache()
+        """))
+    (tests / "engines.py").write_text(textwrap.dedent("""\
+        import time
+
+
+        def _stop_core(engine_core):
+            engine_core.shutdown()
+            time.sleep(1.0)
+
+
+        def force_engine_shutdown(llm):
+            _stop_core(llm.llm_engine.engine_core)
+        """))
+    test = tests / "test_helpers.py"
+    test.write_text(textwrap.dedent("""\
+        from vllm import LLM
+
+        from tests.engines import force_engine_shutdown
+        from tests.memory import cleanup
+
+
+        def test_cleanup():
+            llm = LLM("m")
+            assert llm.generate(["a"])
+            cleanup(llm)
+
+
+        def test_force(server):
+            llm = LLM("m")
+            assert llm.generate(["a"])
+            force_engine_shutdown(server)
+            force_engine_shutdown(llm)
+        """))
+    result = check_paths([str(tests)], own_rules(), cache=False)
+    why = ("`force_engine_shutdown()`, defined in `tests/engines.py` (line 9), shuts down the "
+           "engine it is given, and its body holds more than the cleanup the runner's "
+           "teardown does: removing the call drops the rest (the engine's with-block keeps "
+           "it, acting on the proxy, unless this fix removes it)")
+    assert [(v.location.row, v.code, v.message,
+             v.fix.applicability.value if v.fix else "", v.fix.reason if v.fix else "")
+            for v in result.violations] == [
+        (8, "GPU001", "Engine `LLM(...)` built outside `with vllm_runner(...)`", "safe", ""),
+        (10, "GPU004", "Manual cleanup `cleanup()` in a function that owns an engine", "safe",
+         ""),
+        (14, "GPU001", "Engine `LLM(...)` built outside `with vllm_runner(...)`", "safe", ""),
+        (17, "GPU004",
+         "Manual cleanup `force_engine_shutdown()` in a function that owns an engine",
+         "unsafe", why),
+    ]
+    check_paths([str(tests)], own_rules(), cache=False, fix=True)
+    assert test.read_text() == textwrap.dedent("""\
+        import weakref
+
+        from tests.engines import force_engine_shutdown
+
+
+        def test_cleanup(vllm_runner):
+            with vllm_runner("m") as runner:
+                llm = weakref.proxy(runner.llm)
+                assert llm.generate(["a"])
+
+
+        def test_force(server, vllm_runner):
+            with vllm_runner("m") as runner:
+                llm = weakref.proxy(runner.llm)
+                assert llm.generate(["a"])
+                force_engine_shutdown(server)
+                force_engine_shutdown(llm)
+        """)
+    result = check_paths([str(tests)], own_rules(), cache=False)
+    assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else "")
+            for v in result.violations] == [(17, "GPU004", "unsafe")]
+    check_paths([str(tests)], own_rules(), cache=False, fix=True, unsafe_fixes=True)
+    assert test.read_text().endswith(
+        "        assert llm.generate([\"a\"])\n        force_engine_shutdown(server)\n")
