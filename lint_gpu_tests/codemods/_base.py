@@ -27,7 +27,6 @@ import libcst as cst
 from lint_gpu_tests.analysis.analysis import (
     CLEANUP_FUNCTIONS,
     LEGACY_VLLM_CLEANUP,
-    WHOLE_CLEANUP,
     ImportedHelper,
     ModuleAnalysis,
 )
@@ -342,7 +341,7 @@ class GpuCodemod(ABC, Generic[PlanT]):
         considered = {local for local, qualified in module.imports.items()
                       if local in candidates or module.is_engine_class(qualified)
                       or qualified.partition(".")[0] in STDLIB_MODULES
-                      or _whole_cleanup(helpers.get(qualified))}
+                      or _cleanup_helper(helpers.get(qualified))}
         if not considered:
             return
         used_before = {n.id for n in walk_breadth(module.tree) if isinstance(n, ast.Name)}
@@ -364,11 +363,10 @@ class GpuCodemod(ABC, Generic[PlanT]):
                     self.remove_import(qualified, asname=local)
 
 
-def _whole_cleanup(helper: ImportedHelper | None) -> bool:
-    """True for a cleanup helper of another module whose whole body is cleanup (summary
-    kind ``"x"``, :data:`~lint_gpu_tests.analysis.analysis.WHOLE_CLEANUP`): the rewrite
-    removes its calls, and may leave its import unused."""
-    return helper is not None and helper.kind == "x" and helper.extra == WHOLE_CLEANUP
+def _cleanup_helper(helper: ImportedHelper | None) -> bool:
+    """True for a cleanup or shutdown helper of another module (summary kind ``"x"``): a
+    rewrite removes its calls, and may leave its import unused."""
+    return helper is not None and helper.kind == "x"
 
 
 def names_read(text: str, imports: Mapping[str, str]) -> frozenset[str]:
