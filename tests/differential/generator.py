@@ -488,6 +488,32 @@ def shape_pair_helper(rng: random.Random, n: int, s: Style) -> Part:
     return Part(defs=defs, tests=_header(f"test_pair_helper_{n}") + body)
 
 
+def shape_tuple_helper(rng: random.Random, n: int, s: Style) -> Part:
+    """A helper returning the engine in a tuple with a value the test uses: its tokenizer,
+    read from the engine bound to a name first, or sampling parameters built beside the
+    engine in the tuple (the engine second); the test unpacks it, uses both, and cleans the
+    engine up by hand or shuts it down in a ``finally``, then reads the other value."""
+    if rng.random() < 0.5:
+        defs = (f"def _engine_and_tokenizer_{n}(size):\n"
+                f"    llm = {s.llm}(MODEL, max_model_len=size)\n"
+                "    tokenizer = llm.get_tokenizer()\n"
+                "    return llm, tokenizer\n")
+        unpack = f"    llm, tokenizer = _engine_and_tokenizer_{n}({rng.choice([32, 64])})\n"
+        after = "    assert tokenizer.encode(\"a\") == [97]\n"
+    else:
+        defs = (f"def _params_and_engine_{n}(size):\n"
+                f"    return {s.sp}(temperature=0.0, max_tokens=4), "
+                f"{s.llm}(MODEL, max_model_len=size)\n")
+        unpack = f"    params, llm = _params_and_engine_{n}({rng.choice([32, 64])})\n"
+        after = "    assert params.max_tokens == 4\n"
+    if rng.random() < 0.5:
+        body = unpack + _use(rng, "llm", s) + _cleanup(rng, "llm")
+    else:
+        body = (unpack + "    try:\n" + _use(rng, "llm", s, "        ") + "    finally:\n"
+                "        llm.llm_engine.engine_core.shutdown()\n")
+    return Part(defs=defs, tests=_header(f"test_tuple_helper_{n}") + body + after)
+
+
 def shape_engine_attribute_after(rng: random.Random, n: int, s: Style) -> Part:
     """``llm.llm_engine`` kept in a name and read after the cleanup, and an engine rebuilt
     with the same configuration whose texts must match the first one's."""
@@ -692,6 +718,7 @@ SHAPES: dict[str, ShapeFn] = {
     "helper_try_finally": shape_helper_try_finally,
     "fixture_from_helper": shape_fixture_from_helper,
     "factory_method": shape_factory_method,
+    "tuple_helper": shape_tuple_helper,
 }
 
 #: Shapes that hit a known defect of the fixer, with what the defect is; on only with
