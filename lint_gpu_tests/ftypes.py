@@ -53,6 +53,7 @@ class FixKind(enum.Enum):
     ISOLATE_TEST_PROCESS = "isolate-test-process"
     ENGINE_OWNER_CONTEXT_MANAGER = "engine-owner-context-manager"
     FACTORY_CONTEXT_MANAGER = "factory-context-manager"
+    XUNIT_ENGINE_STACK = "xunit-engine-stack"
     PROXY_ENGINE_REFERENCE = "proxy-engine-reference"
     REMOVE_MANUAL_CLEANUP = "remove-manual-cleanup"
     USE_MONKEYPATCH_ENV = "use-monkeypatch-env"

@@ -442,9 +442,9 @@ class Planner(CleanupRecognizer, SafetyChecks):
             if teardown is not None and func.parent is None and any(
                     isinstance(t, ast.Attribute) for t in getattr(stmt, "targets", ())):
                 return (f"the engine is stored on the class or instance by the xunit "
-                        f"`{func.name}()` and lives until `{teardown}()`: no fix rewrites xunit "
-                        "set-up and teardown (a fixture of the same scope over the runner "
-                        "class would own the engine)")
+                        f"`{func.name}()` and lives until `{teardown}()`: the fix hands it to "
+                        f"the runner only in a class whose `{teardown}()` cleans it up by "
+                        "hand, and this one has none")
             return ("the engine is stored in an attribute or container and outlives "
                     "the block")
         is_fixture = func.kind is FunctionKind.FIXTURE

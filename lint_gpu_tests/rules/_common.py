@@ -9,6 +9,7 @@ from lint_gpu_tests.fixplan.factories import FactoryPlan, factory_units
 from lint_gpu_tests.fixplan.isolate import ISOLATE_CALL, IsolatePlan, strategy_plan
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
+from lint_gpu_tests.fixplan.xunit import XunitPlan
 from lint_gpu_tests.ftypes import IMPORTED_FACTORY, FixInfo
 from lint_gpu_tests.parsing.syntax import dotted_name, names_in
 from lint_gpu_tests.rule import Hit
@@ -21,7 +22,7 @@ KEPT_TITLE = (f"Keep it (the test runs in a new process, `@{ISOLATE_CALL}`, wher
 
 
 def hit_at(node: ast.AST, message: str, fix: FixInfo | None,
-           plan: WrapPlan | FactoryPlan | FixInfo | None = None) -> Hit:
+           plan: WrapPlan | FactoryPlan | XunitPlan | FixInfo | None = None) -> Hit:
     """A :class:`Hit` spanning ``node``; ``plan`` is the rewrite whose fix ``fix`` rides on."""
     return Hit(
         node_line=node.lineno,  # type: ignore[attr-defined]
@@ -30,7 +31,8 @@ def hit_at(node: ast.AST, message: str, fix: FixInfo | None,
         end_col=getattr(node, "end_col_offset", None) or node.col_offset,  # type: ignore[attr-defined]
         message=message,
         fix=fix,
-        depends_on=plan.anchor if isinstance(plan, (WrapPlan, FactoryPlan)) else None,
+        depends_on=plan.anchor if isinstance(plan, (WrapPlan, FactoryPlan, XunitPlan))
+        else None,
     )
 
 

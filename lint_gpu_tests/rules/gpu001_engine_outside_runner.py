@@ -10,6 +10,7 @@ from lint_gpu_tests.fixplan.classes import ClassPlan, owner_class_of
 from lint_gpu_tests.fixplan.factories import FactoryPlan, factory_title, factory_unit_of
 from lint_gpu_tests.fixplan.isolate import strategy_plan
 from lint_gpu_tests.fixplan.plan import WrapPlan
+from lint_gpu_tests.fixplan.xunit import XunitPlan, xunit_plan_of
 from lint_gpu_tests.ftypes import FixInfo, FixKind
 from lint_gpu_tests.parsing.source import walk_nodes
 from lint_gpu_tests.parsing.syntax import dotted_name, is_main_guard, is_raises_with
@@ -26,7 +27,8 @@ class EngineOutsideRunner(Rule):
     message = "Engine `{engine}(...)` built outside `with {runner}(...)`"
     fix_title = "Wrap in `with vllm_runner(...)`"
     fix_kinds = (FixKind.WRAP_ENGINE_IN_RUNNER, FixKind.ISOLATE_TEST_PROCESS,
-                 FixKind.ENGINE_OWNER_CONTEXT_MANAGER, FixKind.FACTORY_CONTEXT_MANAGER)
+                 FixKind.ENGINE_OWNER_CONTEXT_MANAGER, FixKind.FACTORY_CONTEXT_MANAGER,
+                 FixKind.XUNIT_ENGINE_STACK)
     what_it_does = (
         "Checks for engines (`vllm.LLM` however imported, or the classes in "
         "`engine-classes`) constructed in a test, fixture, helper function, helper class or "
@@ -102,8 +104,19 @@ class EngineOutsideRunner(Rule):
         "`lint_gpu_tests.runtime`): the engine lives as long as the fixture's scope, as "
         "before, and is shut down at the fixture's teardown, so that fix is safe when nothing "
         "else changes (`yield llm` and `del llm`, `return llm` with `request.addfinalizer`, or "
-        "`return LLM(...)` alike). There is no fix when it is "
-        "returned, stored on `self` (helper classes aside, below), in a parameter's container or "
+        "`return LLM(...)` alike). An engine an xunit set-up of a class builds and stores "
+        "on the class or instance (`cls.llm = LLM(...)` in `setup_class`, `setUpClass`, "
+        "`setup_method` or `setUp`), which the paired teardown cleans up by hand, is handed "
+        "to the runner class there: the set-up opens `cls._engine_stack = "
+        "contextlib.ExitStack()` and binds `cls.llm = weakref.proxy(cls._engine_stack"
+        ".enter_context(VllmRunner(...)).llm)`, and the teardown's cleanup run becomes "
+        "`cls._engine_stack.close()`, so the engine lives exactly as long as before; safe "
+        "unless the class compares the attribute by identity or hands it on (a proxy now), "
+        "no fix when the set-up builds several engines or not as a statement of its own, the "
+        "class rebinds the attribute, or the teardown's cleanup is not one run of statements "
+        "(or reads the attribute after it). There is no fix when it is "
+        "returned, stored on `self` (helper classes and xunit set-ups aside), in a "
+        "parameter's container or "
         "a global, or used outside "
         "the block that builds it, and none for an engine class the runner does not build "
         "(`vllm_runner` builds `vllm.LLM` only; a project's own runner fixture is taken to build "
@@ -263,6 +276,29 @@ class EngineOutsideRunner(Rule):
     references = ("vLLM tests/conftest.py: `VllmRunner` and the `vllm_runner` fixture",
                   "docs/gpu-runtime.md: memory held by hand-managed engines, measured on an H200")
     INVALID = (
+        Example(
+            title="An engine an xunit set-up stores on the class, cleaned up by its teardown "
+                  "(fixed: the runner entered on an `ExitStack` the teardown closes)",
+            source='''\
+import gc
+
+from vllm import LLM
+
+
+class TestGenerate:
+    @classmethod
+    def setup_class(cls):
+        cls.llm = LLM("facebook/opt-125m")  # error: GPU001
+
+    @classmethod
+    def teardown_class(cls):
+        del cls.llm  # error: GPU004
+        gc.collect()  # error: GPU004
+
+    def test_generate(self):
+        assert self.llm.generate(["a"])
+''',
+        ),
         Example(
             title="A test builds the engine and cleans up by hand",
             source='''\
@@ -859,6 +895,9 @@ def test_tester():
             unit = factory_unit_of(module, site)  # a factory helper and its callers
             if unit is not None:
                 fix = unit.fix_info() if isinstance(unit, FactoryPlan) else unit
+            xunit = xunit_plan_of(module, site)  # an xunit set-up's, closed by its teardown
+            if xunit is not None:
+                fix = xunit.fix_info() if isinstance(xunit, XunitPlan) else xunit
             engine = dotted_name(site.call.func) or "LLM"
             yield hit_at(site.call, self.message.format(engine=engine, runner=runner), fix)
         if module.imported_helpers:

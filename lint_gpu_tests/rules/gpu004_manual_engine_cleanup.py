@@ -21,6 +21,7 @@ from lint_gpu_tests.fixplan.factories import FactoryPlan
 from lint_gpu_tests.fixplan.isolate import IsolatePlan
 from lint_gpu_tests.fixplan.plan import CleanupPlan, WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
+from lint_gpu_tests.fixplan.xunit import XunitPlan, xunit_plan_for_teardown
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
 from lint_gpu_tests.parsing.prefilter import RUNNER_FACTORY_FIXTURE
 from lint_gpu_tests.parsing.source import walk_breadth
@@ -108,8 +109,10 @@ class ManualEngineCleanup(Rule):
         "xunit teardown (`teardown_class`, `tearDownClass`, `teardown_method`, `tearDown`, "
         "`teardown_module` ...) whose setup stores an engine on the class, the instance or a "
         "module global (`cls.llm = LLM(...)` in `setup_class`): `del cls.llm`, "
-        "`cls.llm.shutdown()` and the same calls (no fix: the reason says where the engine "
-        "is stored)."
+        "`cls.llm.shutdown()` and the same calls, fixed with the set-up's GPU001 where a "
+        "class's set-up builds the engine itself (the teardown's cleanup becomes "
+        "`cls._engine_stack.close()`); no fix elsewhere, and the reason says where the "
+        "engine is stored."
     )
     why_bad = (
         "`del llm` + `gc.collect()` was measured to leave 5.1 GiB free of 80 GiB while an "
@@ -460,7 +463,7 @@ class TestTokens:
                 yield _removal(hit)
         for hit in self._xunit_hits(module):
             if hit.node_line not in reported:
-                yield hit
+                yield _removal(hit)
 
     def _xunit_hits(self, module: ModuleAnalysis) -> Iterator[Hit]:
         """Cleanup in an xunit teardown (``teardown_class``, ``tearDown``,
@@ -480,15 +483,23 @@ class TestTokens:
                     continue
                 receiver = teardown.params[0] if teardown.owner_class is not None and \
                     teardown.params else None
+                planned = xunit_plan_for_teardown(module, teardown)
                 for node in module.nodes_of(teardown):
                     what = _xunit_cleanup(module, node, receiver, stored)
                     if what is None:
                         continue
                     spelled, line = next(iter(stored.values()))
-                    reason = (f"the engine is stored on `{spelled}` by `{setup.name}()` (line "
-                              f"{line}) and lives until `{teardown.name}()`: no fix rewrites "
-                              "xunit set-up and teardown (a fixture of the same scope over "
-                              "the runner class would own the engine)")
+                    if isinstance(planned, XunitPlan) and \
+                            any(s is node and s.lineno in planned.remove_lines
+                                for s in teardown.node.body):
+                        yield hit_at(node, self.message.format(what=what),
+                                     planned.covered_fix(self.fix_title), planned)
+                        continue
+                    reason = planned.reason if isinstance(planned, FixInfo) else (
+                        f"the engine is stored on `{spelled}` by `{setup.name}()` (line "
+                        f"{line}) and lives until `{teardown.name}()`: no fix rewrites "
+                        "this xunit set-up and teardown (a class's set-up that builds the "
+                        "engine itself and a teardown that cleans it up are fixed)")
                     yield hit_at(node, self.message.format(what=what),
                                  FixInfo.none(self.fix_title, reason))
 

@@ -456,18 +456,18 @@ def test_a_helper_that_returns_a_value_read_from_the_engine_is_not_a_factory() -
 
 def test_xunit_teardowns_of_an_engine_stored_by_their_setup() -> None:
     """A unittest class, a pytest class with a per-test setup and a module setup storing a
-    global: each teardown's cleanup of that engine is reported, without a fix, the reason
-    naming where the engine is stored."""
+    global: each teardown's cleanup of that engine is reported. The class whose teardown's
+    cleanup is a run of its own is fixed with its set-up's GPU001; the teardown deleting the
+    engine with another value, and the module's global, have no fix, the reason saying
+    why."""
     def reason(spelled: str, setup: str, line: int, teardown: str) -> str:
         return (f"the engine is stored on `{spelled}` by `{setup}()` (line {line}) and lives "
-                f"until `{teardown}()`: no fix rewrites xunit set-up and teardown (a fixture "
-                "of the same scope over the runner class would own the engine)")
+                f"until `{teardown}()`: no fix rewrites this xunit set-up and teardown (a "
+                "class's set-up that builds the engine itself and a teardown that cleans it "
+                "up are fixed)")
 
-    def gpu001(setup: str, teardown: str) -> tuple[str, str, str]:
-        return ("GPU001", "none", f"the engine is stored on the class or instance by the "
-                f"xunit `{setup}()` and lives until `{teardown}()`: no fix rewrites xunit "
-                "set-up and teardown (a fixture of the same scope over the runner class "
-                "would own the engine)")
+    mixed = ("`teardown_method()` deletes `self.llm` together with other values (line 40): "
+             "that statement is not the engine's cleanup alone")
     assert fix_reports("""\
         import gc
         import unittest
@@ -517,12 +517,105 @@ def test_xunit_teardowns_of_an_engine_stored_by_their_setup() -> None:
         (12, "GPU001", "none", "`llm` holds the engine and is global or nonlocal"),
         (17, "GPU004", "none", reason("llm", "setup_module", 12, "teardown_module")),
         (18, "GPU004", "none", reason("llm", "setup_module", 12, "teardown_module")),
-        (24, *gpu001("setUpClass", "tearDownClass")),
-        (28, "GPU004", "none", reason("cls.engine", "setUpClass", 24, "tearDownClass")),
-        (37, *gpu001("setup_method", "teardown_method")),
-        (40, "GPU004", "none", reason("self.llm", "setup_method", 37, "teardown_method")),
-        (41, "GPU004", "none", reason("self.llm", "setup_method", 37, "teardown_method")),
+        (24, "GPU001", "safe", ""),
+        (28, "GPU004", "safe", ""),
+        (37, "GPU001", "none", mixed),
+        (40, "GPU004", "none", mixed),
+        (41, "GPU004", "none", mixed),
     ]
+
+
+XUNIT = """\
+import gc
+import unittest
+
+import torch
+from vllm import LLM, SamplingParams
+
+
+class TestGenerate:
+    @classmethod
+    def setup_class(cls):
+        cls.llm = LLM("facebook/opt-125m", max_model_len=256, enforce_eager=True)
+        cls.params = SamplingParams(temperature=0.0)
+
+    @classmethod
+    def teardown_class(cls):
+        del cls.llm
+        gc.collect()
+        torch.cuda.empty_cache()
+        cls.params = None
+
+    def test_generate(self):
+        assert self.llm.generate(["a"], self.params)
+
+
+class TestCase(unittest.TestCase):
+    def setUp(self):
+        self.engine = LLM("m")
+
+    def tearDown(self):
+        self.engine.llm_engine.engine_core.shutdown()
+        del self.engine
+
+    def test_identity(self):
+        assert type(self.engine) is LLM
+"""
+
+
+def test_an_xunit_set_up_hands_its_engine_to_the_runner_on_a_stack() -> None:
+    """The set-up enters the runner class on an ``ExitStack`` stored beside the engine's
+    attribute, which becomes the engine's proxy; the teardown's run of cleanup becomes the
+    stack's ``close()``, where the cleanup began. Safe for attribute uses, unsafe where a
+    test checks the attribute's identity."""
+    identity = "`type()` on `self.engine` sees a `weakref.proxy`"
+    assert fix_reports(XUNIT) == [
+        (11, "GPU001", "safe", ""), (16, "GPU004", "safe", ""), (17, "GPU004", "safe", ""),
+        (18, "GPU004", "safe", ""), (27, "GPU001", "unsafe", identity),
+        (30, "GPU004", "unsafe", identity), (31, "GPU004", "unsafe", identity)]
+    outcome = fix_source(XUNIT.encode(), PATH, own_rules(), unsafe=True)
+    assert outcome.new_source.decode() == """\
+import contextlib
+import unittest
+import weakref
+
+from lint_gpu_tests.runtime import VllmRunner
+from vllm import LLM, SamplingParams
+
+
+class TestGenerate:
+    @classmethod
+    def setup_class(cls):
+        cls._engine_stack = contextlib.ExitStack()
+        cls.llm = weakref.proxy(cls._engine_stack.enter_context(VllmRunner(
+            "facebook/opt-125m",
+            max_model_len=256,
+            enforce_eager=True,
+        )).llm)
+        cls.params = SamplingParams(temperature=0.0)
+
+    @classmethod
+    def teardown_class(cls):
+        cls._engine_stack.close()
+        cls.params = None
+
+    def test_generate(self):
+        assert self.llm.generate(["a"], self.params)
+
+
+class TestCase(unittest.TestCase):
+    def setUp(self):
+        self._engine_stack = contextlib.ExitStack()
+        self.engine = weakref.proxy(self._engine_stack.enter_context(VllmRunner(
+            "m",
+        )).llm)
+
+    def tearDown(self):
+        self._engine_stack.close()
+
+    def test_identity(self):
+        assert type(self.engine) is LLM
+"""
 
 
 # --------------------------------------------------------------------------- cleanup helpers

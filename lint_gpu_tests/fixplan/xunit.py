@@ -1,0 +1,351 @@
+"""Fix planning for engines an xunit set-up stores on its class or instance and its teardown
+cleans up by hand.
+
+The shape, as older plugin suites and ``unittest`` classes have it::
+
+    class TestGenerate:
+        @classmethod
+        def setup_class(cls):
+            cls.llm = LLM(MODEL, max_model_len=256)
+
+        @classmethod
+        def teardown_class(cls):
+            del cls.llm
+            gc.collect()
+
+        def test_generate(self):
+            assert self.llm.generate(["hi"])
+
+The fix keeps the set-up and the teardown and hands the engine to the runner class there: the
+set-up opens an ``ExitStack`` on the class (or instance) and enters the runner on it, binding
+the attribute to the engine's proxy, and the teardown closes the stack where its hand cleanup
+began::
+
+        @classmethod
+        def setup_class(cls):
+            cls._engine_stack = contextlib.ExitStack()
+            cls.llm = weakref.proxy(cls._engine_stack.enter_context(VllmRunner(MODEL, ...)).llm)
+
+        @classmethod
+        def teardown_class(cls):
+            cls._engine_stack.close()
+
+Decisions (README, "Fix safety": a safe fix keeps behaviour):
+
+* Nothing moves in time: the bundled ``VllmRunner`` builds the engine on construction, where
+  ``LLM(...)`` was, and the stack closes where the teardown's first cleanup statement ran,
+  so the engine lives exactly as long as before; pytest (and ``unittest``) call the two
+  methods as before. The runner's teardown does the hand cleanup's work (shutdown, garbage
+  collection, the device's cache) and more (the engine's processes ended).
+* The attribute now holds a ``weakref.proxy``: the tests' uses through its attributes
+  (``self.llm.generate(...)``) behave the same; an identity check on it (``is``, ``id()``,
+  ``type()``, a weak reference) is judged unsafe, as for every proxy the fixes bind.
+* No fix: the set-up builds more than one engine or builds it other than as
+  ``<receiver>.<attribute> = LLM(...)``, a statement of its own directly in the set-up's body;
+  the engine comes from a helper; the class or a function of the module assigns or deletes
+  that attribute elsewhere; the teardown's cleanup of it is not one run of statements
+  directly in its body, or a later statement of the teardown reads the attribute; the
+  module-level pair (``setup_module``/``teardown_module``, which store a global); the project
+  has its own runner; with ``target = "vllm"``, the project's tests/conftest.py does not
+  define ``VllmRunner``, or the engine's arguments come in a mapping.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from lint_gpu_tests.analysis.analysis import EngineSite, FunctionInfo, ModuleAnalysis
+from lint_gpu_tests.analysis.env_mutations import TEARDOWN_OF
+from lint_gpu_tests.analysis.mappings import hides_model
+from lint_gpu_tests.fixplan.classes import RUNNER_CLASS_MODULES, vllm_runner_class_problem
+from lint_gpu_tests.fixplan.groups import CLASS_CALLS, IDENTITY_CALLS
+from lint_gpu_tests.fixplan.planner import planner_for
+from lint_gpu_tests.fixplan.safety import compilation_config_equivalent
+from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan
+from lint_gpu_tests.parsing.source import walk_breadth
+from lint_gpu_tests.parsing.syntax import last_name
+
+XUNIT_TITLE = ("Enter `{runner}` on an `ExitStack` in `{setup}()` and close it in "
+               "`{teardown}()`")
+#: The attribute the fix stores the stack on (a number is added where the class uses it).
+STACK_ATTRIBUTE = "_engine_stack"
+
+
+@dataclass
+class XunitPlan(FixPlan):
+    """How to hand an xunit set-up's engine to the runner class.
+
+    Line numbers are 1-based ``ast`` statement starts in the module as checked.
+
+    Attributes:
+        setup_line / teardown_line: the ``def`` lines of the set-up and the teardown.
+        site_line: the statement ``<receiver>.<attribute> = LLM(...)`` in the set-up.
+        call_line: the engine call (where GPU001 reports).
+        receiver: the set-up's and the teardown's first parameter (``cls``, ``self``), as
+            each spells it: ``(setup's, teardown's)``.
+        attribute: the engine's attribute (``llm``).
+        stack_attribute: the attribute holding the ``ExitStack`` (``_engine_stack``).
+        remove_lines: the teardown's cleanup statements (what GPU004 reports there).
+        close_line: the first of them, which ``<receiver>.<stack>.close()`` replaces.
+        import_from: the module ``VllmRunner`` is imported from.
+        compilation_config: with ``target = "vllm"``, the source of the equivalent
+            ``compilation_config`` (:func:`compilation_config_equivalent`), or ``None``.
+        applicability / reason / title: as :class:`lint_gpu_tests.ftypes.FixInfo`.
+    """
+
+    FIX_KIND = FixKind.XUNIT_ENGINE_STACK
+    setup_line: int
+    teardown_line: int
+    site_line: int
+    call_line: int
+    receiver: tuple[str, str]
+    attribute: str
+    stack_attribute: str
+    close_line: int
+    remove_lines: set[int] = field(default_factory=set)
+    import_from: str = RUNNER_CLASS_MODULES["bundled"]
+    compilation_config: str | None = None
+    applicability: Applicability = Applicability.SAFE
+    reason: str = ""
+    title: str = ""
+
+    @property
+    def anchor(self) -> tuple[str, int]:
+        """``(code, row)`` of the GPU001 violation this plan fixes."""
+        return ("GPU001", self.call_line)
+
+    def fix_info(self) -> FixInfo:
+        """The fix of the set-up's GPU001, carrying this plan."""
+        return FixInfo(self.applicability, self.title, self.reason, self.FIX_KIND, self)
+
+    def covered_fix(self, title: str) -> FixInfo:
+        """The fix of a teardown's GPU004 this plan removes: applied with the GPU001."""
+        return FixInfo(self.applicability, title, self.reason, FixKind.WITH_ANOTHER)
+
+
+def xunit_plan_of(module: ModuleAnalysis, site: EngineSite) -> XunitPlan | FixInfo | None:
+    """The plan for the engine ``site`` builds when an xunit set-up of a class stores it
+    (``cls.llm = LLM(...)`` in ``setup_class``) and the paired teardown cleans it up by hand,
+    or the missing fix with its reason; ``None`` when ``site`` is not that shape."""
+    return module.derived(_xunit_plans).get(id(site.call))
+
+
+def xunit_plan_for_teardown(module: ModuleAnalysis, teardown: FunctionInfo
+                            ) -> XunitPlan | FixInfo | None:
+    """The plan (or missing fix) of the engine whose set-up pairs with ``teardown``."""
+    for site in module.engines:
+        found = xunit_plan_of(module, site)
+        setup = site.function
+        if found is not None and setup is not None and \
+                TEARDOWN_OF.get(setup.name) == teardown.name and \
+                setup.owner_class is teardown.owner_class:
+            return found
+    return None
+
+
+def _xunit_plans(module: ModuleAnalysis) -> dict[int, XunitPlan | FixInfo]:
+    out: dict[int, XunitPlan | FixInfo] = {}
+    for site in module.engines:
+        setup = site.function
+        if setup is None or setup.name not in TEARDOWN_OF or setup.parent is not None or \
+                setup.owner_class is None or not setup.params:
+            continue
+        receiver = setup.params[0]
+        stmt = site.statement
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Attribute)
+                and isinstance(stmt.targets[0].value, ast.Name)
+                and stmt.targets[0].value.id == receiver):
+            continue
+        teardown = next((f for f in module.functions if f.name == TEARDOWN_OF[setup.name]
+                         and f.parent is None and f.owner_class is setup.owner_class), None)
+        if teardown is None or not teardown.params:
+            continue
+        out[id(site.call)] = _plan(module, site, setup, teardown, stmt.targets[0].attr)
+    return out
+
+
+def _plan(module: ModuleAnalysis, site: EngineSite, setup: FunctionInfo,
+          teardown: FunctionInfo, attribute: str) -> XunitPlan | FixInfo:
+    config = module.config
+    runner = config.runner_classes[0] if config.runner_classes else "VllmRunner"
+    title = XUNIT_TITLE.format(runner=runner, setup=setup.name, teardown=teardown.name)
+
+    def none(reason: str) -> FixInfo:
+        return FixInfo.none(title, reason)
+
+    receiver, closer = setup.params[0], teardown.params[0]
+    owner = setup.owner_class
+    assert owner is not None
+    stmt = site.statement
+    assert isinstance(stmt, ast.Assign)  # as :func:`_xunit_plans` found it
+    planner = planner_for(module)
+    if config.runner:
+        return none(f"the project's runner (`runner = \"{config.runner}\"`) is not one an "
+                    "xunit set-up's engine is handed to")
+    if config.target == "vllm":
+        missing = vllm_runner_class_problem(module)
+        if missing is not None:
+            return none(missing)
+        if hides_model(site.call):
+            return none("the engine's arguments come in a mapping, which the set-up's runner "
+                        "call does not map onto vLLM's `VllmRunner`")
+    if not any(s is stmt for s in setup.node.body) or planner.shares_line(stmt) or \
+            planner.on_header_line(stmt) or stmt.value is not site.call:
+        return none(f"`{setup.name}()` builds the engine other than as a statement "
+                    f"`{receiver}.{attribute} = LLM(...)` of its own, directly in its body")
+    if sum(1 for s in module.engines if s.function is setup) != 1:
+        return none(f"`{setup.name}()` builds several engines")
+    for node in walk_breadth(module.tree):
+        if isinstance(node, ast.Attribute) and node.attr == attribute and \
+                not isinstance(node.ctx, ast.Load) and node is not stmt.targets[0] and \
+                module.enclosing(node, (ast.ClassDef,)) is owner and \
+                not _in_lines(node, module, teardown):
+            return none(f"`{attribute}` is assigned or deleted elsewhere in `{owner.name}` "
+                        f"(line {node.lineno}): the stack would not own what it holds then")
+    remove = _teardown_cleanup(module, teardown, closer, attribute)
+    if isinstance(remove, str):
+        return none(remove)
+    arg_problem = planner._argument_problem(site.call)
+    if isinstance(arg_problem, Blocked):
+        return none(arg_problem.reason)
+    reasons = [arg_problem.reason] if arg_problem is not None else []
+    compilation: str | None = None
+    if config.target == "vllm":
+        given = next((k.value for k in site.call.keywords if k.arg == "compilation_config"),
+                     None)
+        if given is not None:
+            compilation, cc_problem = compilation_config_equivalent(given, module)
+            if isinstance(cc_problem, Blocked):
+                return none(cc_problem.reason)
+            if cc_problem is not None:
+                reasons.append(cc_problem.reason)
+    reasons.extend(_proxy_risks(module, owner, attribute))
+    taken = {n.attr for n in walk_breadth(owner) if isinstance(n, ast.Attribute)}
+    stack, k = STACK_ATTRIBUTE, 2
+    while stack in taken:
+        stack, k = f"{STACK_ATTRIBUTE}{k}", k + 1
+    return XunitPlan(
+        setup_line=setup.node.lineno,
+        teardown_line=teardown.node.lineno,
+        site_line=stmt.lineno,
+        call_line=site.call.lineno,
+        receiver=(receiver, closer),
+        attribute=attribute,
+        stack_attribute=stack,
+        close_line=min(remove),
+        remove_lines=set(remove),
+        import_from=RUNNER_CLASS_MODULES.get(config.target, RUNNER_CLASS_MODULES["bundled"]),
+        compilation_config=compilation,
+        applicability=Applicability.UNSAFE if reasons else Applicability.SAFE,
+        reason="; ".join(reasons),
+        title=title,
+    )
+
+
+def _in_lines(node: ast.AST, module: ModuleAnalysis, func: FunctionInfo) -> bool:
+    """True when ``node`` lies in ``func``."""
+    return module.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef)) is func.node
+
+
+def _teardown_cleanup(module: ModuleAnalysis, teardown: FunctionInfo, closer: str,
+                      attribute: str) -> list[int] | str:
+    """The lines of the teardown's hand cleanup of ``<closer>.<attribute>``: one run of
+    statements directly in its body (``del cls.llm``, ``cls.llm.shutdown()``, the cleanup
+    calls GPU004 knows), after which no statement reads the attribute; or why not."""
+    body = teardown.node.body
+    cleans = [_cleans(module, s, closer, attribute) for s in body]
+    found = [i for i, c in enumerate(cleans) if c]
+    if not found:
+        return f"`{teardown.name}()` holds no cleanup of `{closer}.{attribute}` of its own"
+    mixed = next((s for s, c in zip(body, cleans, strict=True)
+                  if not c and _deletes(s, closer, attribute)), None)
+    if mixed is not None:
+        return (f"`{teardown.name}()` deletes `{closer}.{attribute}` together with other "
+                f"values (line {mixed.lineno}): that statement is not the engine's cleanup "
+                "alone")
+    first, last = found[0], found[-1]
+    if found != list(range(first, last + 1)):
+        return (f"the cleanup in `{teardown.name}()` is not one run of statements: the "
+                "runner's teardown would move the cleanup after the statements between")
+    planner = planner_for(module)
+    if any(planner.shares_line(body[i]) for i in found):
+        return f"a cleanup statement of `{teardown.name}()` shares its line"
+    for later in body[last + 1:]:
+        if any(isinstance(n, ast.Attribute) and n.attr == attribute and
+               isinstance(n.value, ast.Name) and n.value.id == closer
+               for n in walk_breadth(later)):
+            return (f"`{teardown.name}()` reads `{closer}.{attribute}` after its cleanup "
+                    f"(line {later.lineno})")
+    nested = [n for s in body for n in walk_breadth(s)
+              if n is not s and isinstance(n, ast.stmt) and _cleans(module, n, closer, attribute)
+              and _deletes(n, closer, attribute)]
+    if nested:
+        return (f"`{teardown.name}()` deletes `{closer}.{attribute}` inside a compound "
+                f"statement (line {nested[0].lineno})")
+    return [body[i].lineno for i in found]
+
+
+def _deletes(stmt: ast.stmt, closer: str, attribute: str) -> bool:
+    """True when ``stmt`` is ``del <closer>.<attribute>`` (among others)."""
+    return isinstance(stmt, ast.Delete) and any(
+        isinstance(t, ast.Attribute) and t.attr == attribute and isinstance(t.value, ast.Name)
+        and t.value.id == closer for t in stmt.targets)
+
+
+def _cleans(module: ModuleAnalysis, stmt: ast.stmt, closer: str, attribute: str) -> bool:
+    """True when ``stmt`` is hand cleanup of ``<closer>.<attribute>`` or of the process:
+    ``del`` of that attribute alone, its ``shutdown()``/``close()`` (or its engine core's),
+    or a cleanup call GPU004 knows."""
+    if isinstance(stmt, ast.Delete):
+        return all(_deletes(ast.Delete(targets=[t]), closer, attribute) for t in stmt.targets)
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    call = stmt.value
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in ("shutdown", "close"):
+        root = func.value
+        while isinstance(root, ast.Attribute) and not (
+                root.attr == attribute and isinstance(root.value, ast.Name)
+                and root.value.id == closer):
+            root = root.value
+        if isinstance(root, ast.Attribute):
+            return not call.args
+    kind = module.cleanup_call_kind(call)
+    return kind is not None and kind != "engine_core.shutdown()" and not any(
+        isinstance(n, ast.Name) and n.id != closer for a in call.args for n in walk_breadth(a))
+
+
+def _proxy_risks(module: ModuleAnalysis, owner: ast.ClassDef, attribute: str) -> list[str]:
+    """Why the class's uses of the engine's attribute may behave otherwise on a weak proxy
+    (an identity check, a weak reference, a value handed whole to a call): the fix is
+    unsafe then."""
+    out: list[str] = []
+    for node in walk_breadth(owner):
+        if not (isinstance(node, ast.Attribute) and node.attr == attribute
+                and isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name)):
+            continue
+        parent = module.parent(node)
+        spelled = f"`{node.value.id}.{attribute}`"
+        reason: str | None = None
+        if isinstance(parent, ast.Call) and node in parent.args and \
+                last_name(parent.func) in IDENTITY_CALLS:
+            reason = f"`{last_name(parent.func)}()` on {spelled} sees a `weakref.proxy`"
+        elif isinstance(parent, ast.Compare) and any(
+                isinstance(op, (ast.Is, ast.IsNot)) for op in parent.ops) and not any(
+                isinstance(o, ast.Constant) and o.value is None
+                for o in (parent.left, *parent.comparators)):
+            reason = f"identity checks (`is`) on {spelled} see a `weakref.proxy`"
+        elif isinstance(parent, (ast.Call, ast.keyword)) and node is not getattr(
+                parent, "func", None) and not (isinstance(parent, ast.Call)
+                                               and last_name(parent.func) in CLASS_CALLS):
+            reason = (f"{spelled} is handed to a call (line {node.lineno}), which gets the "
+                      "engine's `weakref.proxy`")
+        elif isinstance(parent, (ast.Assign, ast.Return, ast.Yield, ast.Tuple, ast.List,
+                                 ast.Dict, ast.Set)):
+            reason = (f"{spelled} is stored or handed on (line {node.lineno}) as the engine's "
+                      "`weakref.proxy`, which may outlive the teardown")
+        if reason is not None and reason not in out:
+            out.append(reason)
+    return out
