@@ -34,6 +34,7 @@ LAYERS: list[set[str]] = [
     {"fixplan.cleanup", "fixplan.safety", "fixplan.runner_target"},
     {"fixplan.planner"},
     {"fixplan.isolate", "fixplan.classes", "fixplan.factories", "fixplan.proxy", "fixplan.env"},
+    {"fixplan.xunit"},
     {"rule", "rules"},
     {"checking.checker", "checking.conftest_index", "checking.helper_index", "checking"},
     {"codemods"},

@@ -11,7 +11,7 @@ The plan (what goes, where the stack closes, how safe) is
   ``lint_gpu_tests.runtime``, or with ``target = "vllm"`` from the project's
   ``tests.conftest``);
 * the teardown's first cleanup statement becomes ``cls._engine_stack.close()``, and the rest
-  of its cleanup run goes.
+  of its cleanup run goes; a class without the teardown gets one, after the set-up.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class XunitEngineStack(GpuCodemod[XunitPlan]):
         runner = self.config.runner_classes[0] if self.config.runner_classes \
             else "VllmRunner"
         transformer = _XunitTransformer(plan, positions, runner, self.config.target,
-                                        self.config.runner_attribute)
+                                        self.config.runner_attribute, tree)
         new_tree = tree.visit(transformer)
         if not transformer.changed:
             return tree
@@ -63,8 +63,9 @@ class _XunitTransformer(cst.CSTTransformer):
     stack's ``close()``."""
 
     def __init__(self, plan: XunitPlan, positions: StatementPositions, runner: str,
-                 target: str, attribute: str) -> None:
+                 target: str, attribute: str, tree: cst.Module) -> None:
         super().__init__()
+        self.tree = tree
         self.attribute = attribute  # the runner's attribute holding the engine
         self.plan = plan
         self.positions = positions
@@ -91,9 +92,24 @@ class _XunitTransformer(cst.CSTTransformer):
                 self.changed = True
             elif line in plan.remove_lines:
                 self.changed = True
+            elif line == plan.setup_line and plan.add_teardown and \
+                    isinstance(stmt, cst.FunctionDef):
+                body.extend((stmt, self._teardown()))
+                self.changed = True
             else:
                 body.append(stmt)
         return updated_node.with_changes(body=body)
+
+    def _teardown(self) -> cst.BaseStatement:
+        """The teardown the class lacked, closing the stack (after the set-up)."""
+        plan = self.plan
+        indent = self.tree.default_indent
+        receiver = plan.receiver[0]
+        code = ("@classmethod\n" if plan.class_method else "") + (
+            f"def {plan.add_teardown}({receiver}):\n"
+            f"{indent}{receiver}.{plan.stack_attribute}.close()\n")
+        return cst.parse_statement(code, config=self.tree.config_for_parsing).with_changes(
+            leading_lines=[cst.EmptyLine(indent=False)])
 
     def _split(self, site: cst.SimpleStatementLine, column: int) -> list[cst.BaseStatement]:
         """``cls.llm = LLM(...)`` -> the stack, then the attribute bound to the proxy of

@@ -37,6 +37,12 @@ Decisions (README, "Fix safety": a safe fix keeps behaviour):
   so the engine lives exactly as long as before; pytest (and ``unittest``) call the two
   methods as before. The runner's teardown does the hand cleanup's work (shutdown, garbage
   collection, the device's cache) and more (the engine's processes ended).
+* A class whose set-up stores the engine and that has no teardown of that pair keeps the
+  engine until the class object goes (the end of the session): the fix adds the teardown
+  (``teardown_class``, ``tearDownClass``, ``teardown_method``, ``tearDown``, a class method
+  where the set-up is one) closing the stack, so the engine is shut down when the class's
+  tests are done, as GPU001's other fixes end a leak, unless the class has a base (other
+  than ``unittest``'s test cases) whose teardown the new one could replace.
 * The attribute now holds a ``weakref.proxy``: the tests' uses through its attributes
   (``self.llm.generate(...)``) behave the same; an identity check on it (``is``, ``id()``,
   ``type()``, a weak reference) is judged unsafe, as for every proxy the fixes bind.
@@ -56,7 +62,7 @@ import ast
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.analysis.analysis import EngineSite, FunctionInfo, ModuleAnalysis
-from lint_gpu_tests.analysis.env_mutations import TEARDOWN_OF
+from lint_gpu_tests.analysis.env_mutations import TEARDOWN_OF, UNITTEST_CASES
 from lint_gpu_tests.analysis.mappings import hides_model
 from lint_gpu_tests.fixplan.classes import RUNNER_CLASS_MODULES, vllm_runner_class_problem
 from lint_gpu_tests.fixplan.groups import CLASS_CALLS, IDENTITY_CALLS
@@ -79,7 +85,8 @@ class XunitPlan(FixPlan):
     Line numbers are 1-based ``ast`` statement starts in the module as checked.
 
     Attributes:
-        setup_line / teardown_line: the ``def`` lines of the set-up and the teardown.
+        setup_line / teardown_line: the ``def`` lines of the set-up and the teardown (0:
+            the class has no teardown, and the fix adds one).
         site_line: the statement ``<receiver>.<attribute> = LLM(...)`` in the set-up.
         call_line: the engine call (where GPU001 reports).
         receiver: the set-up's and the teardown's first parameter (``cls``, ``self``), as
@@ -87,7 +94,8 @@ class XunitPlan(FixPlan):
         attribute: the engine's attribute (``llm``).
         stack_attribute: the attribute holding the ``ExitStack`` (``_engine_stack``).
         remove_lines: the teardown's cleanup statements (what GPU004 reports there).
-        close_line: the first of them, which ``<receiver>.<stack>.close()`` replaces.
+        close_line: the first of them, which ``<receiver>.<stack>.close()`` replaces (0: no
+            teardown).
         import_from: the module ``VllmRunner`` is imported from.
         compilation_config: with ``target = "vllm"``, the source of the equivalent
             ``compilation_config`` (:func:`compilation_config_equivalent`), or ``None``.
@@ -106,6 +114,10 @@ class XunitPlan(FixPlan):
     remove_lines: set[int] = field(default_factory=set)
     import_from: str = RUNNER_CLASS_MODULES["bundled"]
     compilation_config: str | None = None
+    #: The teardown the fix adds after the set-up where the class has none (``""``: it
+    #: has one), and whether it is a class method (as the set-up is).
+    add_teardown: str = ""
+    class_method: bool = False
     applicability: Applicability = Applicability.SAFE
     reason: str = ""
     title: str = ""
@@ -160,22 +172,26 @@ def _xunit_plans(module: ModuleAnalysis) -> dict[int, XunitPlan | FixInfo]:
             continue
         teardown = next((f for f in module.functions if f.name == TEARDOWN_OF[setup.name]
                          and f.parent is None and f.owner_class is setup.owner_class), None)
-        if teardown is None or not teardown.params:
+        if teardown is not None and not teardown.params:
             continue
         out[id(site.call)] = _plan(module, site, setup, teardown, stmt.targets[0].attr)
     return out
 
 
 def _plan(module: ModuleAnalysis, site: EngineSite, setup: FunctionInfo,
-          teardown: FunctionInfo, attribute: str) -> XunitPlan | FixInfo:
+          teardown: FunctionInfo | None, attribute: str) -> XunitPlan | FixInfo:
     config = module.config
     runner = config.runner_classes[0] if config.runner_classes else "VllmRunner"
-    title = XUNIT_TITLE.format(runner=runner, setup=setup.name, teardown=teardown.name)
+    teardown_name = TEARDOWN_OF[setup.name]
+    title = XUNIT_TITLE.format(runner=runner, setup=setup.name, teardown=teardown_name)
+    if teardown is None:
+        title = title.replace(" and close it in ", " and close it in a new ")
 
     def none(reason: str) -> FixInfo:
         return FixInfo.none(title, reason)
 
-    receiver, closer = setup.params[0], teardown.params[0]
+    receiver = setup.params[0]
+    closer = teardown.params[0] if teardown is not None else receiver
     owner = setup.owner_class
     assert owner is not None
     stmt = site.statement
@@ -201,12 +217,18 @@ def _plan(module: ModuleAnalysis, site: EngineSite, setup: FunctionInfo,
         if isinstance(node, ast.Attribute) and node.attr == attribute and \
                 not isinstance(node.ctx, ast.Load) and node is not stmt.targets[0] and \
                 module.enclosing(node, (ast.ClassDef,)) is owner and \
-                not _in_lines(node, module, teardown):
+                (teardown is None or not _in_lines(node, module, teardown)):
             return none(f"`{attribute}` is assigned or deleted elsewhere in `{owner.name}` "
                         f"(line {node.lineno}): the stack would not own what it holds then")
-    remove = _teardown_cleanup(module, teardown, closer, attribute)
-    if isinstance(remove, str):
-        return none(remove)
+    if teardown is not None:
+        remove = _teardown_cleanup(module, teardown, closer, attribute)
+        if isinstance(remove, str):
+            return none(remove)
+    else:
+        inherited = _may_inherit_teardown(module, owner)
+        if inherited is not None:
+            return none(inherited)
+        remove = []
     arg_problem = planner._argument_problem(site.call)
     if isinstance(arg_problem, Blocked):
         return none(arg_problem.reason)
@@ -228,20 +250,38 @@ def _plan(module: ModuleAnalysis, site: EngineSite, setup: FunctionInfo,
         stack, k = f"{STACK_ATTRIBUTE}{k}", k + 1
     return XunitPlan(
         setup_line=setup.node.lineno,
-        teardown_line=teardown.node.lineno,
+        teardown_line=teardown.node.lineno if teardown is not None else 0,
         site_line=stmt.lineno,
         call_line=site.call.lineno,
         receiver=(receiver, closer),
         attribute=attribute,
         stack_attribute=stack,
-        close_line=min(remove),
+        close_line=min(remove, default=0),
         remove_lines=set(remove),
+        add_teardown="" if teardown is not None else teardown_name,
+        class_method=any(isinstance(d, ast.Name) and d.id == "classmethod"
+                         for d in setup.node.decorator_list),
         import_from=RUNNER_CLASS_MODULES.get(config.target, RUNNER_CLASS_MODULES["bundled"]),
         compilation_config=compilation,
         applicability=Applicability.UNSAFE if reasons else Applicability.SAFE,
         reason="; ".join(reasons),
         title=title,
     )
+
+
+def _may_inherit_teardown(module: ModuleAnalysis, owner: ast.ClassDef) -> str | None:
+    """Why a teardown added to ``owner`` might replace one it inherits (a base other than
+    ``object`` and ``unittest``'s test cases, whose teardowns do nothing; a metaclass), or
+    ``None``."""
+    for base in owner.bases:
+        if not (isinstance(base, ast.Name) and base.id == "object") and \
+                module.qualified(base) not in UNITTEST_CASES:
+            return (f"`{owner.name}` has no teardown of its own and inherits from "
+                    f"`{ast.unparse(base)}`: a teardown the fix adds could replace one it "
+                    "inherits")
+    if owner.keywords:
+        return f"`{owner.name}` has no teardown of its own and a metaclass"
+    return None
 
 
 def _in_lines(node: ast.AST, module: ModuleAnalysis, func: FunctionInfo) -> bool:

@@ -113,3 +113,98 @@ def test_an_engine_built_inside_an_assert_says_so() -> None:
             outputs += LLM("m").generate(["z"])
         """) == [(4, "GPU001", "none", why.format(what="an `assert`")),
                  (8, "GPU001", "none", why.format(what="an augmented assignment"))]
+
+
+XUNIT_WITHOUT_TEARDOWN = """\
+import unittest
+
+from vllm import LLM
+
+
+class TestNoTeardown:
+    @classmethod
+    def setup_class(cls):
+        cls.llm = LLM("m")
+
+    def test_a(self):
+        assert self.llm.generate(["a"])
+
+
+class TestPerTest(unittest.TestCase):
+    def setUp(self):
+        self.llm = LLM("m")
+
+    def test_b(self):
+        assert self.llm.generate(["b"])
+
+
+class Base:
+    pass
+
+
+class TestInherits(Base):
+    def setup_method(self):
+        self.llm = LLM("m")
+
+    def test_c(self):
+        assert self.llm.generate(["c"])
+"""
+
+
+def test_an_xunit_set_up_without_a_teardown_gets_one_closing_the_runners_stack() -> None:
+    """A class whose set-up stores the engine and that has no teardown of the pair keeps
+    the engine until the class goes: the fix enters the runner on an ``ExitStack`` and adds
+    the teardown that closes it, after the set-up (a class method where the set-up is one).
+    A class with another base could inherit a teardown the new one would replace: no fix."""
+    inherits = ("`TestInherits` has no teardown of its own and inherits from `Base`: a "
+                "teardown the fix adds could replace one it inherits")
+    assert fix_reports(XUNIT_WITHOUT_TEARDOWN) == [
+        (9, "GPU001", "safe", ""), (17, "GPU001", "safe", ""),
+        (29, "GPU001", "none", inherits)]
+    outcome = fix_source(XUNIT_WITHOUT_TEARDOWN.encode(), "tests/test_x.py", own_rules())
+    assert outcome.new_source.decode() == """\
+import contextlib
+import unittest
+import weakref
+
+from lint_gpu_tests.runtime import VllmRunner
+from vllm import LLM
+
+
+class TestNoTeardown:
+    @classmethod
+    def setup_class(cls):
+        cls._engine_stack = contextlib.ExitStack()
+        cls.llm = weakref.proxy(cls._engine_stack.enter_context(VllmRunner("m")).llm)
+
+    @classmethod
+    def teardown_class(cls):
+        cls._engine_stack.close()
+
+    def test_a(self):
+        assert self.llm.generate(["a"])
+
+
+class TestPerTest(unittest.TestCase):
+    def setUp(self):
+        self._engine_stack = contextlib.ExitStack()
+        self.llm = weakref.proxy(self._engine_stack.enter_context(VllmRunner("m")).llm)
+
+    def tearDown(self):
+        self._engine_stack.close()
+
+    def test_b(self):
+        assert self.llm.generate(["b"])
+
+
+class Base:
+    pass
+
+
+class TestInherits(Base):
+    def setup_method(self):
+        self.llm = LLM("m")
+
+    def test_c(self):
+        assert self.llm.generate(["c"])
+"""

@@ -2,7 +2,9 @@
 by hand in the paired teardown: a pytest class (`setup_class`/`teardown_class`) and a
 `unittest.TestCase` (`setUpClass`/`tearDownClass`). The fix enters the runner class on an
 `ExitStack` in the set-up, the attribute bound to the engine's proxy, and the teardown
-closes the stack where its cleanup began: the engine lives exactly as long as before."""
+closes the stack where its cleanup began: the engine lives exactly as long as before. A last
+class has no teardown: its engine lives until the session ends, and the fix adds the
+teardown that closes the stack when the class's tests are done."""
 
 import gc
 import os
@@ -49,3 +51,15 @@ class TestCaseEngine(unittest.TestCase):
     def test_case_engine_generates(self):
         text = self.engine.generate(["the future of ai is"], GREEDY)[0].outputs[0].text
         self.assertTrue(text)
+
+
+class TestNoTeardownEngine:
+    """No teardown: the engine lives until the session ends; the fix adds the teardown."""
+
+    @classmethod
+    def setup_class(cls):
+        cls.llm = LLM(MODEL, max_model_len=192, enforce_eager=True, dtype="float32", seed=9)
+
+    def test_engine_without_teardown_generates(self):
+        outputs = self.llm.generate(["hello my name is"], GREEDY)
+        assert len(outputs[0].outputs[0].token_ids) == 6
