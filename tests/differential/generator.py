@@ -431,6 +431,26 @@ def shape_unittest_class(rng: random.Random, n: int, s: Style) -> Part:
     return Part(tests=tests, imports={"import unittest"})
 
 
+def shape_xunit_class(rng: random.Random, n: int, s: Style) -> Part:
+    """A pytest class whose ``setup_class`` (or ``setup_method``) stores the engine on the
+    class (or instance), cleaned up by hand in the paired teardown, or with no teardown at
+    all; two tests use it through the attribute."""
+    per_test = rng.random() < 0.5
+    receiver, setup, teardown = ("self", "setup_method", "teardown_method") if per_test \
+        else ("cls", "setup_class", "teardown_class")
+    decorator = "" if per_test else "    @classmethod\n"
+    tests = (f"class TestXunit{n}:\n{decorator}    def {setup}({receiver}):\n"
+             f"        {receiver}.llm = {s.llm}({_kwargs(rng)})\n\n")
+    if rng.random() < 0.75:
+        tests += (f"{decorator}    def {teardown}({receiver}):\n"
+                  + _cleanup(rng, f"{receiver}.llm", "        ") + "\n")
+    for i in range(2):
+        tests += (f"    def test_xunit_{i}(self):\n"
+                  f"        outputs = self.llm.generate(PROMPTS, {_sp(rng, s)})\n"
+                  "        assert len(outputs) == len(PROMPTS)\n\n")
+    return Part(tests=tests.rstrip("\n") + "\n")
+
+
 def shape_param_fixture(rng: random.Random, n: int, s: Style) -> Part:
     """A fixture with ``params`` building one engine per parameter, torn down in
     ``try``/``finally``."""
@@ -719,6 +739,7 @@ SHAPES: dict[str, ShapeFn] = {
     "fixture_from_helper": shape_fixture_from_helper,
     "factory_method": shape_factory_method,
     "tuple_helper": shape_tuple_helper,
+    "xunit_class": shape_xunit_class,
 }
 
 #: Shapes that hit a known defect of the fixer, with what the defect is; on only with
