@@ -243,7 +243,7 @@ def _plan(module: ModuleAnalysis, site: EngineSite, setup: FunctionInfo,
                 return none(cc_problem.reason)
             if cc_problem is not None:
                 reasons.append(cc_problem.reason)
-    reasons.extend(_proxy_risks(module, owner, attribute))
+    reasons.extend(_proxy_risks(module, owner, attribute, set(remove)))
     taken = {n.attr for n in walk_breadth(owner) if isinstance(n, ast.Attribute)}
     stack, k = STACK_ATTRIBUTE, 2
     while stack in taken:
@@ -293,10 +293,13 @@ def _teardown_cleanup(module: ModuleAnalysis, teardown: FunctionInfo, closer: st
                       attribute: str) -> list[int] | str:
     """The lines of the teardown's hand cleanup of ``<closer>.<attribute>``: one run of
     statements directly in its body (``del cls.llm``, ``cls.llm.shutdown()``, the cleanup
-    calls GPU004 knows), after which no statement reads the attribute; or why not."""
+    calls GPU004 knows), after which no statement reads the attribute; or why not. An
+    assignment of ``None`` to the attribute within or after the run stays (the attribute
+    ends as it did)."""
     body = teardown.node.body
     cleans = [_cleans(module, s, closer, attribute) for s in body]
     found = [i for i, c in enumerate(cleans) if c]
+    cleared = {i for i, s in enumerate(body) if _clears(s, closer, attribute)}
     if not found:
         return f"`{teardown.name}()` holds no cleanup of `{closer}.{attribute}` of its own"
     mixed = next((s for s, c in zip(body, cleans, strict=True)
@@ -306,7 +309,7 @@ def _teardown_cleanup(module: ModuleAnalysis, teardown: FunctionInfo, closer: st
                 f"values (line {mixed.lineno}): that statement is not the engine's cleanup "
                 "alone")
     first, last = found[0], found[-1]
-    if found != list(range(first, last + 1)):
+    if any(i not in found and i not in cleared for i in range(first, last + 1)):
         return (f"the cleanup in `{teardown.name}()` is not one run of statements: the "
                 "runner's teardown would move the cleanup after the statements between")
     planner = planner_for(module)
@@ -314,6 +317,7 @@ def _teardown_cleanup(module: ModuleAnalysis, teardown: FunctionInfo, closer: st
         return f"a cleanup statement of `{teardown.name}()` shares its line"
     for later in body[last + 1:]:
         if any(isinstance(n, ast.Attribute) and n.attr == attribute and
+               isinstance(n.ctx, ast.Load) and
                isinstance(n.value, ast.Name) and n.value.id == closer
                for n in walk_breadth(later)):
             return (f"`{teardown.name}()` reads `{closer}.{attribute}` after its cleanup "
@@ -325,6 +329,14 @@ def _teardown_cleanup(module: ModuleAnalysis, teardown: FunctionInfo, closer: st
         return (f"`{teardown.name}()` deletes `{closer}.{attribute}` inside a compound "
                 f"statement (line {nested[0].lineno})")
     return [body[i].lineno for i in found]
+
+
+def _clears(stmt: ast.stmt, closer: str, attribute: str) -> bool:
+    """True when ``stmt`` is ``<closer>.<attribute> = None``."""
+    return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+        isinstance(stmt.value, ast.Constant) and stmt.value.value is None and \
+        isinstance(stmt.targets[0], ast.Attribute) and stmt.targets[0].attr == attribute \
+        and isinstance(stmt.targets[0].value, ast.Name) and stmt.targets[0].value.id == closer
 
 
 def _deletes(stmt: ast.stmt, closer: str, attribute: str) -> bool:
@@ -357,14 +369,17 @@ def _cleans(module: ModuleAnalysis, stmt: ast.stmt, closer: str, attribute: str)
         isinstance(n, ast.Name) and n.id != closer for a in call.args for n in walk_breadth(a))
 
 
-def _proxy_risks(module: ModuleAnalysis, owner: ast.ClassDef, attribute: str) -> list[str]:
+def _proxy_risks(module: ModuleAnalysis, owner: ast.ClassDef, attribute: str,
+                 removed: set[int]) -> list[str]:
     """Why the class's uses of the engine's attribute may behave otherwise on a weak proxy
     (an identity check, a weak reference, a value handed whole to a call): the fix is
-    unsafe then."""
+    unsafe then. The uses in the statements the fix removes (``removed``: the teardown's
+    cleanup) do not count."""
     out: list[str] = []
     for node in walk_breadth(owner):
         if not (isinstance(node, ast.Attribute) and node.attr == attribute
-                and isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name)):
+                and isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name)) or \
+                module.statement_of(node).lineno in removed:
             continue
         parent = module.parent(node)
         spelled = f"`{node.value.id}.{attribute}`"

@@ -549,7 +549,7 @@ class TestTokens:
             idioms, inside_idioms = _release_idioms(module, func, deletable)
             for node in module.nodes_of(func):
                 what: str | None = None
-                partial: str | None = None  # a shutdown helper's call: why no fix removes it
+                partial: str | None = None  # a shutdown helper's call: what it does more
                 if id(node) in inside_idioms:
                     continue  # reported once, at the idiom's first statement
                 if id(node) in idioms:
@@ -567,7 +567,7 @@ class TestTokens:
                     if what is None:
                         found = _shutdown_helper_call(module, func, node.value, deletable)
                         if found is not None:
-                            what, partial = found
+                            what, others, partial = found
                 if what is None or not isinstance(node, ast.stmt) or id(node) in covered:
                     continue
                 if not isinstance(node, ast.Delete) and id(node) not in idioms:
@@ -587,12 +587,14 @@ class TestTokens:
                 plan: WrapPlan | FactoryPlan | None = None
                 fix: FixInfo
                 if partial is not None:
-                    removable = _removable_alone(module, node, deletable)
+                    blocked = _shutdown_call_kept(module, node, deletable, others)
                     yield hit_at(node, self.message.format(what=what), FixInfo(
-                        Applicability.UNSAFE if removable else Applicability.NONE,
-                        self.fix_title, partial if removable else
-                        f"{partial}; and the call shares its line or is no statement of "
-                        "its own"))
+                        Applicability.NONE if blocked else Applicability.UNSAFE,
+                        self.fix_title, f"{partial}; {blocked}: no fix removes the call (the "
+                        "engine's with-block keeps it, acting on the proxy)" if blocked else
+                        f"{partial}: removing the call drops the rest (the engine's "
+                        "with-block keeps it, acting on the proxy, unless this fix removes "
+                        "it)"))
                     continue
                 own_block = _own_with_targets(module, func, node)
                 after_other = _after_other_finally_statement(module, node, deletable)
@@ -615,13 +617,13 @@ class TestTokens:
 
 
 def _shutdown_helper_call(module: ModuleAnalysis, func: FunctionInfo, call: ast.Call,
-                          engines: set[str]) -> tuple[str, str] | None:
+                          engines: set[str]) -> tuple[str, list[str], str] | None:
     """For a call of a shutdown helper (:meth:`ModuleAnalysis.shutdown_helper_call`) in
     ``func`` that hands it, where it shuts its parameter down, an engine of ``engines``
     (names bound to engines, runners and their strong aliases), an attribute of one
     (``runner.llm``) or a weak proxy of one (``llm = weakref.proxy(runner.llm)``, as the
-    runner's block binds it): ``(the cleanup as reported, why no fix removes it)``; else
-    ``None``."""
+    runner's block binds it): ``(the cleanup as reported, the other values the call gives
+    it, what the helper does beyond cleanup)``; else ``None``."""
     found = module.shutdown_helper_call(call)
     if found is None:
         return None
@@ -632,10 +634,26 @@ def _shutdown_helper_call(module: ModuleAnalysis, func: FunctionInfo, call: ast.
     if name is None or name not in engines and name not in _weak_proxies(module, func, engines):
         return None
     defined = f" ({where})" if where.startswith("line ") else f", defined in {where},"
-    return f"{spelled}()", (
+    others = [ast.unparse(a) for i, a in enumerate([*call.args, *(k.value for k in
+                                                                 call.keywords)])
+              if i != index]
+    return f"{spelled}()", others, (
         f"`{spelled}()`{defined} shuts down the engine it is given, and its body holds more "
-        "than the cleanup the runner's teardown does: removing the call drops the rest (the "
-        "engine's with-block keeps it, acting on the proxy, unless this fix removes it)")
+        "than the cleanup the runner's teardown does")
+
+
+def _shutdown_call_kept(module: ModuleAnalysis, node: ast.stmt, deletable: set[str],
+                        others: list[str]) -> str | None:
+    """Why no fix removes ``node``, a shutdown helper's call (:func:`_shutdown_helper_call`),
+    even as an unsafe one: it gives the helper ``others`` beside the engine, which the rest
+    of the helper may change (``shutdown_and_reset(llm, state)``: the test may read
+    ``state``), or it is no statement of its own; else ``None``."""
+    if others:
+        given = ", ".join(f"`{o}`" for o in others)
+        return f"the call also gives it {given}, which the rest of its body may change"
+    if not _removable_alone(module, node, deletable):
+        return "the call shares its line or is no statement of its own"
+    return None
 
 
 def _root_name(node: ast.expr) -> str | None:

@@ -1588,3 +1588,60 @@ def test_cleanup_and_shutdown_helpers_of_another_module(tmp_path: Path) -> None:
     check_paths([str(tests)], own_rules(), cache=False, fix=True, unsafe_fixes=True)
     assert test.read_text().endswith(
         "        assert llm.generate([\"a\"])\n        force_engine_shutdown(server)\n")
+
+
+def test_a_teardown_that_sets_the_engines_attribute_to_none_keeps_that_statement() -> None:
+    """``self.llm = None`` within or after the teardown's cleanup run is no read of the
+    attribute: it stays where it is (the attribute ends as it did), the cleanup around it
+    goes, and the stack closes where the cleanup began. A shutdown helper given another value
+    beside the engine (which the rest of its body may change) keeps its call: no fix."""
+    source = textwrap.dedent("""\
+        import gc
+        import time
+        import unittest
+
+        from vllm import LLM
+
+
+        def free(llm):
+            llm.llm_engine.engine_core.shutdown()
+            gc.collect()
+
+
+        def shutdown_and_reset(llm, state):
+            llm.llm_engine.engine_core.shutdown()
+            time.sleep(1)
+            state.clear()
+
+
+        class TestNone(unittest.TestCase):
+            def setUp(self):
+                self.llm = LLM("m")
+
+            def tearDown(self):
+                free(self.llm)
+                self.llm = None
+                gc.collect()
+
+            def test_x(self):
+                assert self.llm.generate(["a"])
+
+
+        def test_reset():
+            state = {"a": 1}
+            llm = LLM("m")
+            assert llm.generate(["a"])
+            shutdown_and_reset(llm, state)
+            assert state == {}
+        """)
+    kept = ("`shutdown_and_reset()` (line 13) shuts down the engine it is given, and its body "
+            "holds more than the cleanup the runner's teardown does; the call also gives it "
+            "`state`, which the rest of its body may change: no fix removes the call (the "
+            "engine's with-block keeps it, acting on the proxy)")
+    assert fix_reports(source) == [
+        (21, "GPU001", "safe", ""), (24, "GPU004", "safe", ""), (26, "GPU004", "safe", ""),
+        (34, "GPU001", "safe", ""), (36, "GPU004", "none", kept)]
+    fixed = fix_source(source.encode(), PATH, own_rules(), unsafe=True).new_source.decode()
+    assert "    def tearDown(self):\n        self._engine_stack.close()\n" \
+        "        self.llm = None\n\n" in fixed
+    assert "        shutdown_and_reset(llm, state)\n    assert state == {}\n" in fixed
