@@ -402,6 +402,60 @@ def test_json_edits_go_to_the_fix_that_made_them(tmp_path: Path,
                                   '        assert llm.generate(["hi"])\n')]}
 
 
+NONE_THEN_COLLECT = '''import gc
+
+from vllm import LLM
+
+
+def test_none_rebind():
+    llm = LLM("m")
+    out = llm.generate(["x"])
+    llm = None
+    gc.collect()
+    assert out
+
+
+def test_deleted():
+    llm = LLM("m")
+    assert llm.generate(["y"])
+    del llm
+'''
+
+
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_json_edits_of_a_later_pass_are_on_the_violation_they_remove(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, unsafe: bool) -> None:
+    """A cleanup call the engine's block leaves after it (``llm = None`` between) is an
+    unsafe removal, which the fix loop applies in its next pass: the violation carries that
+    fix and its edit from the first check, so the JSON of a run applies as the run's
+    ``--fix`` writes: the safe fixes of a run without ``--unsafe-fixes``, and all the fixes
+    of one with it."""
+    from click.testing import CliRunner
+
+    from lint_gpu_tests.interfaces import cli
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tests").mkdir()
+    path = tmp_path / "tests" / "test_n.py"
+    path.write_text(NONE_THEN_COLLECT)
+    flags = ["--unsafe-fixes"] if unsafe else []
+    data = json.loads(CliRunner().invoke(cli.cli, [
+        "check", "--no-cache", "--output-format", "json", *flags, "tests"]).stdout)
+    found = {(item["code"], item["location"]["row"]):
+             (item["fix"] or {}).get("applicability") for item in data}
+    assert found == {("GPU001", 7): "safe", ("GPU004", 10): "unsafe", ("GPU001", 15): "safe",
+                     ("GPU004", 17): "safe"}
+    edits = [(e["content"], (e["location"]["row"], e["location"]["column"]),
+              (e["end_location"]["row"], e["end_location"]["column"]))
+             for item in data if item["fix"] is not None
+             and (unsafe or item["fix"]["applicability"] == "safe")
+             for e in item["fix"]["edits"]]
+    applied = apply_edits(NONE_THEN_COLLECT, edits)
+    CliRunner().invoke(cli.cli, ["check", "--no-cache", "--fix", *flags, "tests"])
+    assert applied == path.read_text()
+    assert ("    gc.collect()\n" in applied) is not unsafe
+
+
 def test_sarif_fixes_uris_and_fingerprints(fix_project: Path) -> None:
     log = json.loads(_cli("--output-format", "sarif", "tests/my dir"))
     run = log["runs"][0]
