@@ -24,7 +24,12 @@ from typing import Any, TypeVar, cast
 from lint_gpu_tests.analysis.process_targets import process_targets
 from lint_gpu_tests.analysis.scopes import ScopeIndex
 from lint_gpu_tests.config import REEXPORTS, Config, is_test_module
-from lint_gpu_tests.ftypes import ENGINE_HELPER, IMPORTED_TEST_MODULE, PRIVATE_TEST_MODULE
+from lint_gpu_tests.ftypes import (
+    CLEANUP_FUNCTIONS,
+    ENGINE_HELPER,
+    IMPORTED_TEST_MODULE,
+    PRIVATE_TEST_MODULE,
+)
 from lint_gpu_tests.parsing.source import (
     TopLevel,
     child_fields,
@@ -39,6 +44,7 @@ from lint_gpu_tests.parsing.syntax import (
     dotted_name,
     fixture_decorator,
     fixture_scope,
+    head_name,
     is_main_guard,
     is_raises_with,
     iter_statements,
@@ -60,17 +66,6 @@ _MISSING = object()  # not derived yet (a derived value may be None)
 
 #: Device modules whose ``empty_cache()`` is manual cleanup (torch.cuda, torch.npu, ...).
 CACHE_DEVICES = frozenset({"cuda", "npu", "xpu", "hpu", "mps", "accelerator", "musa", "mlu"})
-
-#: Cleanup helpers from vLLM and its plugins, matched by their last name segment
-#: (vllm/distributed/parallel_state.py, tests/utils.py of vLLM).
-CLEANUP_FUNCTIONS = frozenset(
-    {
-        "cleanup_dist_env_and_memory",
-        "destroy_model_parallel",
-        "destroy_distributed_environment",
-        "wait_for_gpu_memory_to_clear",
-    }
-)
 
 #: vLLM's tests' own cleanup helper before ``cleanup_dist_env_and_memory`` (``cleanup()`` in
 #: vLLM's ``tests/conftest.py`` and ``tests/utils.py``): cleanup under ``target = "vllm"``
@@ -1414,10 +1409,7 @@ def _only_cleanup(module: ModuleAnalysis, body: list[ast.stmt], params: set[str]
             target = call.func
             if not (isinstance(target, ast.Attribute) and target.attr == "shutdown"):
                 return False
-            root = target.value
-            while isinstance(root, ast.Attribute):
-                root = root.value
-            if not (isinstance(root, ast.Name) and root.id in params):
+            if head_name(target.value) not in params:
                 return False
         else:
             return False
@@ -1450,11 +1442,9 @@ def _shutdown_helpers(module: ModuleAnalysis) -> dict[str, int]:
                         callee.id in found or callee.id in module.cleanup_helpers):
                     index = found.get(callee.id, 0)
                     target = node.args[index] if index < len(node.args) else None
-                root = target
-                while isinstance(root, ast.Attribute):
-                    root = root.value
-                if isinstance(root, ast.Name) and root.id in params:
-                    found[func.name] = params.index(root.id)
+                root = head_name(target) if target is not None else None
+                if root is not None and root in params:
+                    found[func.name] = params.index(root)
                     changed = True
                     break
     return found

@@ -45,7 +45,7 @@ from typing import Protocol
 
 import lint_gpu_tests.running.answers as answers
 from lint_gpu_tests.config import ROOT_MARKERS, Config, is_test_module
-from lint_gpu_tests.ftypes import ENGINE_HELPER
+from lint_gpu_tests.ftypes import CLEANUP_FUNCTIONS, ENGINE_HELPER
 
 #: Directory names never walked for helpers.
 SKIPPED_DIRECTORIES = frozenset({"__pycache__", "node_modules", "site-packages", "venv",
@@ -76,11 +76,10 @@ TEST_MODULE_NAME = re.compile(rb"\b(test_\w+|\w+_test)\b")
 #: A top-level class, or a function not named ``test...``: where a helper can be.
 DEFINITION = re.compile(rb"^(?:class[ \t]|(?:async[ \t]+)?def[ \t]+(?!test))", re.M)
 #: Words one of which a cleanup helper's module writes (``gc.collect()``, an
-#: ``empty_cache()``, a ``.shutdown()``, vLLM's cleanup functions): such a module is parsed
-#: for its cleanup helpers (kind ``"x"``) though it names no engine class.
-CLEANUP_WORDS = frozenset({b"collect", b"empty_cache", b"shutdown",
-                           b"cleanup_dist_env_and_memory", b"destroy_model_parallel",
-                           b"destroy_distributed_environment", b"wait_for_gpu_memory_to_clear"})
+#: ``empty_cache()``, a ``.shutdown()``; vLLM's cleanup functions are added from
+#: :data:`~lint_gpu_tests.ftypes.CLEANUP_FUNCTIONS`): such a module is parsed for its cleanup
+#: helpers (kind ``"x"``) though it names no engine class.
+CLEANUP_WORDS = frozenset({b"collect", b"empty_cache", b"shutdown"})
 #: Key prefix of a file's summary by status in the result cache's conftest entries.
 STATUS_KEY = "tree-helpers:"
 
@@ -349,9 +348,8 @@ def may_define_helpers(source: bytes, config: Config) -> bool:
     ``test...`` at its top level."""
     from lint_gpu_tests.parsing.prefilter import Prefilter
 
-    words = tuple(sorted({c.rsplit(".", 1)[-1].encode() for c in config.engine_classes}
-                         | CLEANUP_WORDS
-                         | {c.rsplit(".", 1)[-1].encode() for c in config.cleanup_functions}))
+    names = (*config.engine_classes, *CLEANUP_FUNCTIONS, *config.cleanup_functions)
+    words = tuple(sorted({c.rsplit(".", 1)[-1].encode() for c in names} | CLEANUP_WORDS))
     return DEFINITION.search(source) is not None and Prefilter(words, False).admits(source)
 
 

@@ -24,12 +24,7 @@ from typing import ClassVar, Generic, Protocol, TypeVar, cast
 
 import libcst as cst
 
-from lint_gpu_tests.analysis.analysis import (
-    CLEANUP_FUNCTIONS,
-    LEGACY_VLLM_CLEANUP,
-    ImportedHelper,
-    ModuleAnalysis,
-)
+from lint_gpu_tests.analysis.analysis import LEGACY_VLLM_CLEANUP, ImportedHelper, ModuleAnalysis
 from lint_gpu_tests.analysis.mappings import RUNNER_KWARGS_NAME
 from lint_gpu_tests.codemods._cst import wrapping_at
 from lint_gpu_tests.codemods._imports import (
@@ -55,7 +50,7 @@ from lint_gpu_tests.codemods._unused_imports import (
 )
 from lint_gpu_tests.config import UNRESOLVED_FLOOR, Config, oldest_python
 from lint_gpu_tests.fixplan.plan import WrapPlan
-from lint_gpu_tests.ftypes import FixKind, FixPlan, Violation
+from lint_gpu_tests.ftypes import CLEANUP_FUNCTIONS, FixKind, FixPlan, Violation
 from lint_gpu_tests.parsing.source import walk_breadth
 
 #: Import lines each need adds, as (module, object) for ``AddImportsVisitor``.

@@ -213,7 +213,7 @@ def _plan(module: ModuleAnalysis, site: EngineSite, setup: FunctionInfo,
                     f"`{receiver}.{attribute} = LLM(...)` of its own, directly in its body")
     if sum(1 for s in module.engines if s.function is setup) != 1:
         return none(f"`{setup.name}()` builds several engines")
-    for node in walk_breadth(module.tree):
+    for node in walk_breadth(owner):
         if isinstance(node, ast.Attribute) and node.attr == attribute and \
                 not isinstance(node.ctx, ast.Load) and node is not stmt.targets[0] and \
                 module.enclosing(node, (ast.ClassDef,)) is owner and \

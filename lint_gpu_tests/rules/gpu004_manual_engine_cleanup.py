@@ -25,7 +25,7 @@ from lint_gpu_tests.fixplan.xunit import XunitPlan, xunit_plan_for_teardown
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
 from lint_gpu_tests.parsing.prefilter import RUNNER_FACTORY_FIXTURE
 from lint_gpu_tests.parsing.source import walk_breadth
-from lint_gpu_tests.parsing.syntax import last_name, names_in
+from lint_gpu_tests.parsing.syntax import head_name, last_name, names_in
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
     covering_fix,
@@ -639,7 +639,7 @@ def _shutdown_helper_call(module: ModuleAnalysis, func: FunctionInfo, call: ast.
     spelled, index, where = found
     if index >= len(call.args) or any(isinstance(a, ast.Starred) for a in call.args[:index]):
         return None
-    name = _root_name(call.args[index])
+    name = head_name(call.args[index])
     if name is None or name not in engines and name not in _weak_proxies(module, func, engines):
         return None
     defined = f" ({where})" if where.startswith("line ") else f", defined in {where},"
@@ -673,21 +673,13 @@ def _shutdown_call_kept(module: ModuleAnalysis, node: ast.stmt, deletable: set[s
     return None
 
 
-def _root_name(node: ast.expr) -> str | None:
-    """The name an attribute chain starts from (``llm`` of ``llm.llm_engine``), else
-    ``None``."""
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
 def _weak_proxies(module: ModuleAnalysis, func: FunctionInfo, engines: set[str]) -> set[str]:
     """The names ``func`` binds to ``weakref.proxy(x)`` of an engine of ``engines`` or an
     attribute of one (``llm = weakref.proxy(runner.llm)``)."""
     return {t.id for n in module.nodes_of(func)
             if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
             and module.qualified(n.value.func) == "weakref.proxy" and len(n.value.args) == 1
-            and _root_name(n.value.args[0]) in engines
+            and head_name(n.value.args[0]) in engines
             for t in n.targets if isinstance(t, ast.Name)}
 
 
