@@ -12,7 +12,10 @@ The plan (the unit of the helper and every call of it, how safe) is
   ``weakref.proxy(runner.llm)`` where it returned the engine;
 * each ``llm = setup_engine(...)`` becomes ``with setup_engine(...) as llm:`` over the engine's
   live range (the with-block rewrite of GPU005, the helper being the runner), its hand cleanup
-  and shutdown ``try/finally`` removed.
+  and shutdown ``try/finally`` removed;
+* each ``cls.llm = setup_engine(...)`` of an xunit set-up is entered on an ``ExitStack`` the
+  set-up opens and its teardown closes where its hand cleanup began (as
+  :mod:`lint_gpu_tests.codemods.xunit_engine_stack` does for an engine the set-up builds).
 """
 
 from __future__ import annotations
@@ -27,9 +30,12 @@ from lint_gpu_tests.analysis.mappings import RUNNER_KWARGS_NAME
 from lint_gpu_tests.codemods._base import GpuCodemod, engine_locals
 from lint_gpu_tests.codemods._mapping import add_helper
 from lint_gpu_tests.codemods._positions import StatementPositions
+from lint_gpu_tests.codemods._stack import Block, XunitStackTransformer
 from lint_gpu_tests.codemods._wrap import WrapTransformer
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan.factories import FactoryPlan
+from lint_gpu_tests.fixplan.plan import WrapPlan
+from lint_gpu_tests.fixplan.xunit import XunitPlan
 from lint_gpu_tests.ftypes import FixKind
 
 #: The decorator the helper gets.
@@ -54,7 +60,7 @@ class MakeFactoryContextManager(GpuCodemod[FactoryPlan]):
                                                     *plan.spellings))
         positions = StatementPositions(tree, module.tree, self.printer)
         transformer = _FactoryTransformer(plan, module.path, as_runner, positions,
-                                          engine_locals(module), module.text)
+                                          engine_locals(module), module.text, tree)
         new_tree = tree.visit(transformer)
         if not transformer.changed:
             return tree
@@ -75,13 +81,44 @@ class _FactoryTransformer(WrapTransformer):
     ``return llm`` turned into ``yield llm``."""
 
     def __init__(self, plan: FactoryPlan, path: str, config: Config,
-                 positions: StatementPositions, engine_names: set[str], text: str) -> None:
-        callers = [c.plan for c in plan.callers if c.path == path]
+                 positions: StatementPositions, engine_names: set[str], text: str,
+                 tree: cst.Module) -> None:
+        callers = [c.plan for c in plan.callers if c.path == path
+                   and isinstance(c.plan, WrapPlan)]
         # A unit across modules: the helper's own rewrite only in the helper's module.
         self.home = plan.path == path
         super().__init__([plan.body] * self.home + callers, config, positions, engine_names,
                          text)
         self.factory = plan
+        # The calls an xunit set-up stores: entered on the set-up's stack.
+        self.stacks = [XunitStackTransformer(c.plan, positions, "", config.target,
+                                         config.runner_attribute, tree)
+                       for c in plan.callers if c.path == path
+                       and isinstance(c.plan, XunitPlan)]
+        if self.stacks:
+            self.needs.add("contextlib")
+            if self.reach is not None:
+                self.reach |= {line for x in self.stacks for line in (
+                    x.plan.setup_line, x.plan.site_line, x.plan.teardown_line,
+                    *x.plan.remove_lines) if line}
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
+                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+        return self._stacks(original_node, super().leave_IndentedBlock(original_node,
+                                                                      updated_node))
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        return self._stacks(original_node, super().leave_Module(original_node, updated_node))
+
+    def _stacks(self, original_node: Block, new: Block) -> Block:
+        """``new`` with the xunit set-ups' stacks written in it."""
+        for stack in self.stacks:
+            # The set-up's, the teardown's and their class's or module's blocks hold no
+            # caller's with-block: the with-blocks left their statements one for one.
+            if len(new.body) == len(original_node.body):
+                new = stack.rewrite_block(original_node, new)
+                self.changed |= stack.changed
+        return new
 
     def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
                                   updated_node: cst.SimpleStatementLine

@@ -22,8 +22,8 @@ import libcst as cst
 
 from lint_gpu_tests.analysis.analysis import ModuleAnalysis
 from lint_gpu_tests.codemods._base import IMPORTS, GpuCodemod
-from lint_gpu_tests.codemods._cst import explode_args, line_length, runner_call, statement_code
 from lint_gpu_tests.codemods._positions import StatementPositions
+from lint_gpu_tests.codemods._stack import XunitStackTransformer
 from lint_gpu_tests.fixplan.xunit import XunitPlan
 from lint_gpu_tests.ftypes import FixKind
 
@@ -44,7 +44,7 @@ class XunitEngineStack(GpuCodemod[XunitPlan]):
         positions = StatementPositions(tree, module.tree, self.printer)
         runner = self.config.runner_classes[0] if self.config.runner_classes \
             else "VllmRunner"
-        transformer = _XunitTransformer(plan, positions, runner, self.config.target,
+        transformer = XunitStackTransformer(plan, positions, runner, self.config.target,
                                         self.config.runner_attribute, tree)
         new_tree = tree.visit(transformer)
         if not transformer.changed:
@@ -56,94 +56,3 @@ class XunitEngineStack(GpuCodemod[XunitPlan]):
             self.add_project_import(plan.import_from, runner)
         self.remove_unused(module, new_tree)
         return new_tree
-
-
-class _XunitTransformer(cst.CSTTransformer):
-    """The set-up's construction split in two, the teardown's cleanup run replaced by the
-    stack's ``close()``."""
-
-    def __init__(self, plan: XunitPlan, positions: StatementPositions, runner: str,
-                 target: str, attribute: str, tree: cst.Module) -> None:
-        super().__init__()
-        self.tree = tree
-        self.attribute = attribute  # the runner's attribute holding the engine
-        self.plan = plan
-        self.positions = positions
-        self.runner = runner
-        self.target = target
-        self.needs: set[str] = set()
-        self.changed = False
-
-    def _line(self, node: cst.CSTNode) -> int:
-        return self.positions.start_line(node)
-
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
-                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
-        plan = self.plan
-        body: list[cst.BaseStatement] = []
-        for original, stmt in zip(original_node.body, updated_node.body, strict=True):
-            line = self._line(original)
-            column = self.positions.start_column(original)
-            if line == plan.site_line and isinstance(stmt, cst.SimpleStatementLine):
-                body.extend(self._split(stmt, column))
-                self.changed = True
-            elif line == plan.close_line:
-                body.append(self._close(stmt))
-                self.changed = True
-            elif line in plan.remove_lines:
-                self.changed = True
-            elif line == plan.setup_line and plan.add_teardown and \
-                    isinstance(stmt, cst.FunctionDef):
-                body.extend((stmt, self._teardown()))
-                self.changed = True
-            else:
-                body.append(stmt)
-        return updated_node.with_changes(body=body)
-
-    def _teardown(self) -> cst.BaseStatement:
-        """The teardown the class lacked, closing the stack (after the set-up)."""
-        plan = self.plan
-        indent = self.tree.default_indent
-        receiver = plan.receiver[0]
-        code = ("@classmethod\n" if plan.class_method else "") + (
-            f"def {plan.add_teardown}({receiver}):\n"
-            f"{indent}{receiver}.{plan.stack_attribute}.close()\n")
-        return cst.parse_statement(code, config=self.tree.config_for_parsing).with_changes(
-            leading_lines=[cst.EmptyLine(indent=False)])
-
-    def _split(self, site: cst.SimpleStatementLine, column: int) -> list[cst.BaseStatement]:
-        """``cls.llm = LLM(...)`` -> the stack, then the attribute bound to the proxy of
-        the engine of the runner entered on it."""
-        plan = self.plan
-        assign = site.body[0]
-        assert isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call)
-        receiver = plan.receiver[0]
-        stack = f"{receiver}.{plan.stack_attribute}"
-        call, uses_cc = runner_call(assign.value, self.runner, target=self.target,
-                                    compilation_config=plan.compilation_config)
-        if uses_cc:
-            self.needs.add("CompilationConfig")
-        first = site.with_changes(body=[cst.Assign(
-            targets=[cst.AssignTarget(target=cst.Attribute(
-                value=cst.Name(receiver), attr=cst.Name(plan.stack_attribute)))],
-            value=cst.parse_expression("contextlib.ExitStack()"))])
-        entered = cst.Call(func=cst.parse_expression(f"{stack}.enter_context"),
-                           args=[cst.Arg(value=call)])
-        proxy = cst.Call(func=cst.parse_expression("weakref.proxy"), args=[cst.Arg(
-            value=cst.Attribute(value=entered, attr=cst.Name(self.attribute)))])
-        second = cst.SimpleStatementLine(body=[assign.with_changes(value=proxy)],
-                                         trailing_whitespace=site.trailing_whitespace)
-        if "\n" in statement_code(call) or \
-                column + len(statement_code(second).splitlines()[0]) > line_length():
-            second = second.with_changes(body=[assign.with_changes(value=proxy.with_changes(
-                args=[cst.Arg(value=cst.Attribute(value=entered.with_changes(args=[cst.Arg(
-                    value=explode_args(call))]), attr=cst.Name(self.attribute)))]))])
-        return [first.with_changes(trailing_whitespace=cst.TrailingWhitespace()), second]
-
-    def _close(self, stmt: cst.BaseStatement) -> cst.BaseStatement:
-        """The teardown's first cleanup statement -> ``cls._engine_stack.close()``."""
-        plan = self.plan
-        close = cst.Expr(cst.parse_expression(
-            f"{plan.receiver[1]}.{plan.stack_attribute}.close()"))
-        assert isinstance(stmt, cst.SimpleStatementLine)  # a cleanup statement
-        return stmt.with_changes(body=[close])

@@ -150,9 +150,19 @@ def carry_fixes(violations: Sequence[Violation], before: Sequence[Violation],
         if new is old:
             continue
         key = match_key(old)
-        for index, (v, _) in enumerate(out):
-            if index not in used and match_key(v) == key:
-                used.add(index)
-                out[index] = (v, new)
-                break
+        candidates = [i for i, (v, _) in enumerate(out) if i not in used and match_key(v) == key]
+        # One whose fix (or missing fix) reads as ``old``'s first: a violation of the same
+        # message that a per-file fix removed had a fix of its own, and is not ``old``.
+        same = [i for i in candidates if _same_fix(out[i][0], old)]
+        for index in same[:1] or candidates[:1]:
+            used.add(index)
+            out[index] = (out[index][0], new)
     return out
+
+
+def _same_fix(one: Violation, other: Violation) -> bool:
+    """True when the two violations' fixes have the same applicability and reason."""
+    if one.fix is None or other.fix is None:
+        return one.fix is other.fix
+    return (one.fix.applicability, one.fix.reason) == (other.fix.applicability,
+                                                       other.fix.reason)

@@ -99,6 +99,7 @@ from lint_gpu_tests.fixplan.classes import (
 from lint_gpu_tests.fixplan.plan import VLLM_TARGET_DEFAULTS, PlanKind, WrapPlan
 from lint_gpu_tests.fixplan.planner import Planner, planner_for
 from lint_gpu_tests.fixplan.safety import weak_calls
+from lint_gpu_tests.fixplan.xunit import XunitPlan, xunit_caller_plan
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan
 from lint_gpu_tests.parsing.source import walk_breadth
 from lint_gpu_tests.parsing.syntax import last_name, parameter_names
@@ -132,13 +133,15 @@ class FactoryCaller:
         line: the call's line.
         plan: the with-block over the engine's live range in that function (a
             :attr:`PlanKind.RUNNER` plan: the factory's call is the with-item, its ``as``
-            target the name the engine was bound to).
+            target the name the engine was bound to); or, for a call whose engine an xunit
+            set-up stores (``cls.llm = setup_engine()``), the set-up's ``ExitStack`` the
+            call is entered on (:func:`lint_gpu_tests.fixplan.xunit.xunit_caller_plan`).
     """
 
     path: str
     function: str
     line: int
-    plan: WrapPlan
+    plan: WrapPlan | XunitPlan
 
 
 @dataclass(frozen=True)
@@ -521,6 +524,13 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
         if isinstance(found, Blocked):
             where = "" if tree is None else f"in `{tree_path(group.path, tree)}`, "
             return FixInfo.none(title, where + found.reason)
+        stored = next((c for c in found if isinstance(c.plan, XunitPlan)), None)
+        if stored is not None and not plan.use_class:
+            # The runner fixture comes through the callers, and an xunit set-up gets none.
+            return FixInfo.none(title, (
+                f"the call of `{name}()` in `{stored.function}()` (line {stored.line}) cannot "
+                f"be given the `{module.config.runner_fixture}` fixture the rewritten helper "
+                "takes: an xunit set-up gets no fixtures"))
         clash = next(((line, k) for line, k in group.keywords if k in twice), None)
         if clash is not None:
             where = "" if tree is None else f" in `{tree_path(group.path, tree)}`"
@@ -779,6 +789,12 @@ def _caller_plans(module: ModuleAnalysis, name: str, calls: list[ast.Call],
         if func.name == name:
             return Blocked(f"`{name}()` calls itself")
         stmt = as_runner.statement_of(call)
+        stored = xunit_caller_plan(as_runner, func, call, name) if place is None else None
+        if isinstance(stored, Blocked):
+            return Blocked(f"{where}: {stored.reason}")
+        if stored is not None:
+            out.append(FactoryCaller(module.path, func.name, call.lineno, stored))
+            continue
         if place is not None:
             unpacked = _unpacked_names(stmt, call)
             if unpacked is None or place >= len(unpacked):
@@ -843,7 +859,8 @@ def _one_function_at_a_time(module: ModuleAnalysis, name: str, callers: list[Fac
                         and f.name == group[0].function)
             removed = set().union(*(c.plan.remove_lines for c in group))
             drop = Planner._dropped_params(func, removed)
-            group = [replace(c, plan=replace(c.plan, drop_params=set(drop))) for c in group]
+            group = [replace(c, plan=replace(c.plan, drop_params=set(drop)))
+                     if isinstance(c.plan, WrapPlan) else c for c in group]
         out.extend(group)
     out.sort(key=lambda c: c.line)
     return out

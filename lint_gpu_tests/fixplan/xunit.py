@@ -1,5 +1,5 @@
-"""Fix planning for engines an xunit set-up stores on its class or instance and its teardown
-cleans up by hand.
+"""Fix planning for engines an xunit set-up stores on its class or instance (or a module's
+set-up in a global) and its teardown cleans up by hand.
 
 The shape, as older plugin suites and ``unittest`` classes have it::
 
@@ -46,13 +46,23 @@ Decisions (README, "Fix safety": a safe fix keeps behaviour):
 * The attribute now holds a ``weakref.proxy``: the tests' uses through its attributes
   (``self.llm.generate(...)``) behave the same; an identity check on it (``is``, ``id()``,
   ``type()``, a weak reference) is judged unsafe, as for every proxy the fixes bind.
+* A module's pair (``setup_module``/``teardown_module``, ``setUpModule``/``tearDownModule``,
+  ``setup_function``/``teardown_function``) whose set-up stores the engine in a global it
+  declares (``global llm``) is fixed the same way on a global stack: the set-up's ``global``
+  statement declares ``_engine_stack`` too, and the teardown calls ``_engine_stack.close()``.
+  A module-level ``llm = None`` (the global's first value, before any set-up runs) is no
+  other store; a test's local of the same name is not the global.
+* An engine a factory helper of the tree builds (``cls.llm = build_engine()``, the helper
+  rewritten into a context manager by its unit, :mod:`lint_gpu_tests.fixplan.factories`) is
+  handed to the stack the same way: the set-up enters the helper's context manager on it
+  (``cls.llm = cls._engine_stack.enter_context(build_engine())``; the helper yields the
+  engine's proxy), planned as one caller of the unit (:func:`xunit_caller_plan`).
 * No fix: the set-up builds more than one engine or builds it other than as
   ``<receiver>.<attribute> = LLM(...)``, a statement of its own directly in the set-up's body;
-  the engine comes from a helper; the class or a function of the module assigns or deletes
-  that attribute elsewhere; the teardown's cleanup of it is not one run of statements
-  directly in its body, or a later statement of the teardown reads the attribute; the
-  module-level pair (``setup_module``/``teardown_module``, which store a global); the project
-  has its own runner; with ``target = "vllm"``, the project's tests/conftest.py does not
+  the class or a function of the module assigns or deletes
+  that attribute (or global) elsewhere; the teardown's cleanup of it is not one run of
+  statements directly in its body, or a later statement of the teardown reads the attribute;
+  the project has its own runner; with ``target = "vllm"``, the project's tests/conftest.py does not
   define ``VllmRunner``, or the engine's arguments come in a mapping.
 """
 
@@ -70,7 +80,7 @@ from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.safety import compilation_config_equivalent
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan
 from lint_gpu_tests.parsing.source import walk_breadth
-from lint_gpu_tests.parsing.syntax import last_name
+from lint_gpu_tests.parsing.syntax import last_name, parameter_names
 
 XUNIT_TITLE = ("Enter `{runner}` on an `ExitStack` in `{setup}()` and close it in "
                "`{teardown}()`")
@@ -90,8 +100,9 @@ class XunitPlan(FixPlan):
         site_line: the statement ``<receiver>.<attribute> = LLM(...)`` in the set-up.
         call_line: the engine call (where GPU001 reports).
         receiver: the set-up's and the teardown's first parameter (``cls``, ``self``), as
-            each spells it: ``(setup's, teardown's)``.
-        attribute: the engine's attribute (``llm``).
+            each spells it: ``(setup's, teardown's)``; ``("", "")`` where a module-level
+            set-up (``setup_module``) stores the engine in a global.
+        attribute: the engine's attribute (``llm``), or that global's name.
         stack_attribute: the attribute holding the ``ExitStack`` (``_engine_stack``).
         remove_lines: the teardown's cleanup statements (what GPU004 reports there).
         close_line: the first of them, which ``<receiver>.<stack>.close()`` replaces (0: no
@@ -99,6 +110,12 @@ class XunitPlan(FixPlan):
         import_from: the module ``VllmRunner`` is imported from.
         compilation_config: with ``target = "vllm"``, the source of the equivalent
             ``compilation_config`` (:func:`compilation_config_equivalent`), or ``None``.
+        global_line: the set-up's ``global`` statement declaring that global, which the
+            stack's global joins (0: a class's set-up).
+        undeclare_line: the teardown's ``global`` statement declaring that global, which no
+            longer names it once the cleanup is gone (0: it stays as it is).
+        factory: the factory helper whose call the set-up enters on the stack as it is
+            (``""``: the set-up builds the engine, and the runner class is entered).
         applicability / reason / title: as :class:`lint_gpu_tests.ftypes.FixInfo`.
     """
 
@@ -118,6 +135,9 @@ class XunitPlan(FixPlan):
     #: has one), and whether it is a class method (as the set-up is).
     add_teardown: str = ""
     class_method: bool = False
+    global_line: int = 0
+    undeclare_line: int = 0
+    factory: str = ""
     applicability: Applicability = Applicability.SAFE
     reason: str = ""
     title: str = ""
@@ -126,6 +146,24 @@ class XunitPlan(FixPlan):
     def anchor(self) -> tuple[str, int]:
         """``(code, row)`` of the GPU001 violation this plan fixes."""
         return ("GPU001", self.call_line)
+
+    # As a caller of a factory unit (:class:`lint_gpu_tests.fixplan.factories.FactoryCaller`)
+    # the plan answers what a caller's with-block does: its function is the set-up, its
+    # block the one statement that stores the engine, and it unwraps no ``try``.
+    @property
+    def function_line(self) -> int:
+        """The set-up's ``def`` line."""
+        return self.setup_line
+
+    @property
+    def end_line(self) -> int:
+        """The statement that stores the engine (the set-up holds no block)."""
+        return self.site_line
+
+    @property
+    def unwrap_try_lines(self) -> frozenset[int]:
+        """None: the teardown's cleanup run is replaced, no ``try`` unwrapped."""
+        return frozenset()
 
     def fix_info(self) -> FixInfo:
         """The fix of the set-up's GPU001, carrying this plan."""
@@ -160,26 +198,84 @@ def _xunit_plans(module: ModuleAnalysis) -> dict[int, XunitPlan | FixInfo]:
     out: dict[int, XunitPlan | FixInfo] = {}
     for site in module.engines:
         setup = site.function
-        if setup is None or setup.name not in TEARDOWN_OF or setup.parent is not None or \
-                setup.owner_class is None or not setup.params:
+        if setup is None:
             continue
-        receiver = setup.params[0]
-        stmt = site.statement
-        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-                and isinstance(stmt.targets[0], ast.Attribute)
-                and isinstance(stmt.targets[0].value, ast.Name)
-                and stmt.targets[0].value.id == receiver):
-            continue
-        teardown = next((f for f in module.functions if f.name == TEARDOWN_OF[setup.name]
-                         and f.parent is None and f.owner_class is setup.owner_class), None)
-        if teardown is not None and not teardown.params:
-            continue
-        out[id(site.call)] = _plan(module, site, setup, teardown, stmt.targets[0].attr)
+        stored = _stored(module, setup, site.statement, site.call)
+        if stored is not None:
+            out[id(site.call)] = _plan(module, site.call, setup, *stored)
     return out
 
 
-def _plan(module: ModuleAnalysis, site: EngineSite, setup: FunctionInfo,
-          teardown: FunctionInfo | None, attribute: str) -> XunitPlan | FixInfo:
+#: The module-level set-ups whose engine a global holds (``setup_function`` runs before
+#: each test of the module, the others once).
+MODULE_SETUPS = frozenset({"setup_module", "setUpModule", "setup_function"})
+
+
+def _stored(module: ModuleAnalysis, setup: FunctionInfo, stmt: ast.stmt, call: ast.Call
+            ) -> tuple[FunctionInfo | None, str] | None:
+    """``(the paired teardown or None, the attribute or global name)`` when ``stmt`` of the
+    xunit set-up ``setup`` stores the engine ``call`` gives: ``<receiver>.<attribute> =
+    <call>`` in a class's set-up, ``<name> = <call>`` of a name the module-level set-up
+    declares ``global``; else ``None`` (not that shape)."""
+    if setup.name not in TEARDOWN_OF or setup.parent is not None or not (
+            isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and stmt.value is call):
+        return None
+    target = stmt.targets[0]
+    if setup.owner_class is not None:
+        if not (setup.params and isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == setup.params[0]):
+            return None
+        name = target.attr
+    elif setup.name in MODULE_SETUPS and isinstance(target, ast.Name) and \
+            _global_statement(setup, target.id) is not None:
+        name = target.id
+    else:
+        return None
+    teardown = _teardown_of(module, setup)
+    if teardown is not None and setup.owner_class is not None and not teardown.params:
+        return None
+    return teardown, name
+
+
+def _global_statement(func: FunctionInfo, name: str) -> ast.Global | None:
+    """The ``global`` statement directly in ``func``'s body that declares ``name``."""
+    return next((s for s in func.node.body if isinstance(s, ast.Global) and name in s.names),
+                None)
+
+
+def xunit_caller_plan(module: ModuleAnalysis, setup: FunctionInfo, call: ast.Call,
+                      factory: str) -> XunitPlan | Blocked | None:
+    """The plan for a call of the factory helper ``factory`` (``call``, in ``setup``) whose
+    engine an xunit set-up stores on its class or instance (``cls.llm = build_engine()``)
+    or in a global (``setup_module``), as one caller of the factory's unit: the set-up
+    enters the helper's context manager on an ``ExitStack`` the paired teardown closes.
+    ``None`` when the call is not that shape (the unit plans it as a with-block);
+    :class:`Blocked` with the reason when it is and no fix hands it to a stack.
+
+    ``module`` is the analysis the unit plans its callers on (the factory among its runner
+    classes, so that ``call`` is one of :attr:`ModuleAnalysis.runner_calls`)."""
+    stored = _stored(module, setup, module.statement_of(call), call)
+    if stored is None:
+        return None
+    found = _plan(module, call, setup, *stored, factory=factory)
+    return Blocked(found.reason) if isinstance(found, FixInfo) else found
+
+
+def _teardown_of(module: ModuleAnalysis, setup: FunctionInfo) -> FunctionInfo | None:
+    """The teardown of the set-up's pair in its class (``teardown_class`` of
+    ``setup_class``), if the class has one."""
+    return next((f for f in module.functions if f.name == TEARDOWN_OF[setup.name]
+                 and f.parent is None and f.owner_class is setup.owner_class), None)
+
+
+def _plan(module: ModuleAnalysis, call: ast.Call, setup: FunctionInfo,
+          teardown: FunctionInfo | None, attribute: str, factory: str = ""
+          ) -> XunitPlan | FixInfo:
+    """The plan (or missing fix) for the engine ``call`` builds, stored on ``attribute`` by
+    ``setup``; with ``factory``, ``call`` calls that factory helper, whose unit plans the
+    engine's construction (the runner, its arguments, the target), and this plan only the
+    stack."""
     config = module.config
     runner = config.runner_classes[0] if config.runner_classes else "VllmRunner"
     teardown_name = TEARDOWN_OF[setup.name]
@@ -190,52 +286,54 @@ def _plan(module: ModuleAnalysis, site: EngineSite, setup: FunctionInfo,
     def none(reason: str) -> FixInfo:
         return FixInfo.none(title, reason)
 
-    receiver = setup.params[0]
-    closer = teardown.params[0] if teardown is not None else receiver
     owner = setup.owner_class
-    assert owner is not None
-    stmt = site.statement
+    # A class's set-up stores on its first parameter; a module's in a global (receiver "").
+    receiver = setup.params[0] if owner is not None else ""
+    closer = teardown.params[0] if teardown is not None and owner is not None else receiver
+    spelled = f"{receiver}.{attribute}" if receiver else attribute
+    stmt = module.statement_of(call)
     assert isinstance(stmt, ast.Assign)  # as :func:`_xunit_plans` found it
     planner = planner_for(module)
-    if config.runner:
+    # With a factory, its unit decides the runner and what the target needs.
+    if config.runner and not factory:
         return none(f"the project's runner (`runner = \"{config.runner}\"`) is not one an "
                     "xunit set-up's engine is handed to")
-    if config.target == "vllm":
+    if config.target == "vllm" and not factory:
         missing = vllm_runner_class_problem(module)
         if missing is not None:
             return none(missing)
-        if hides_model(site.call):
+        if hides_model(call):
             return none("the engine's arguments come in a mapping, which the set-up's runner "
                         "call does not map onto vLLM's `VllmRunner`")
     if not any(s is stmt for s in setup.node.body) or planner.shares_line(stmt) or \
-            planner.on_header_line(stmt) or stmt.value is not site.call:
+            planner.on_header_line(stmt) or stmt.value is not call:
+        built = f"{factory}(...)" if factory else "LLM(...)"
         return none(f"`{setup.name}()` builds the engine other than as a statement "
-                    f"`{receiver}.{attribute} = LLM(...)` of its own, directly in its body")
-    if sum(1 for s in module.engines if s.function is setup) != 1:
+                    f"`{spelled} = {built}` of its own, directly in its body")
+    if sum(1 for s in module.engines if s.function is setup) + sum(
+            1 for r in module.runner_calls if r.function is setup) != 1:
         return none(f"`{setup.name}()` builds several engines")
-    for node in walk_breadth(owner):
-        if isinstance(node, ast.Attribute) and node.attr == attribute and \
-                not isinstance(node.ctx, ast.Load) and node is not stmt.targets[0] and \
-                module.enclosing(node, (ast.ClassDef,)) is owner and \
-                (teardown is None or not _in_lines(node, module, teardown)):
-            return none(f"`{attribute}` is assigned or deleted elsewhere in `{owner.name}` "
-                        f"(line {node.lineno}): the stack would not own what it holds then")
+    elsewhere = _other_store(module, owner, attribute, stmt.targets[0], teardown)
+    if elsewhere is not None:
+        where = f"`{owner.name}`" if owner is not None else "the module"
+        return none(f"`{attribute}` is assigned or deleted elsewhere in {where} (line "
+                    f"{elsewhere}): the stack would not own what it holds then")
     if teardown is not None:
         remove = _teardown_cleanup(module, teardown, closer, attribute)
         if isinstance(remove, str):
             return none(remove)
     else:
-        inherited = _may_inherit_teardown(module, owner)
+        inherited = _may_inherit_teardown(module, owner) if owner is not None else None
         if inherited is not None:
             return none(inherited)
         remove = []
-    arg_problem = planner._argument_problem(site.call)
+    arg_problem = None if factory else planner._argument_problem(call)
     if isinstance(arg_problem, Blocked):
         return none(arg_problem.reason)
     reasons = [arg_problem.reason] if arg_problem is not None else []
     compilation: str | None = None
-    if config.target == "vllm":
-        given = next((k.value for k in site.call.keywords if k.arg == "compilation_config"),
+    if config.target == "vllm" and not factory:
+        given = next((k.value for k in call.keywords if k.arg == "compilation_config"),
                      None)
         if given is not None:
             compilation, cc_problem = compilation_config_equivalent(given, module)
@@ -244,7 +342,10 @@ def _plan(module: ModuleAnalysis, site: EngineSite, setup: FunctionInfo,
             if cc_problem is not None:
                 reasons.append(cc_problem.reason)
     reasons.extend(_proxy_risks(module, owner, attribute, set(remove)))
-    taken = {n.attr for n in walk_breadth(owner) if isinstance(n, ast.Attribute)}
+    taken = {n.attr for n in walk_breadth(owner) if isinstance(n, ast.Attribute)} \
+        if owner is not None else {n.id for n in walk_breadth(module.tree)
+                                   if isinstance(n, ast.Name)} | {
+                                       f.name for f in module.functions}
     stack, k = STACK_ATTRIBUTE, 2
     while stack in taken:
         stack, k = f"{STACK_ATTRIBUTE}{k}", k + 1
@@ -252,7 +353,7 @@ def _plan(module: ModuleAnalysis, site: EngineSite, setup: FunctionInfo,
         setup_line=setup.node.lineno,
         teardown_line=teardown.node.lineno if teardown is not None else 0,
         site_line=stmt.lineno,
-        call_line=site.call.lineno,
+        call_line=call.lineno,
         receiver=(receiver, closer),
         attribute=attribute,
         stack_attribute=stack,
@@ -261,8 +362,13 @@ def _plan(module: ModuleAnalysis, site: EngineSite, setup: FunctionInfo,
         add_teardown="" if teardown is not None else teardown_name,
         class_method=any(isinstance(d, ast.Name) and d.id == "classmethod"
                          for d in setup.node.decorator_list),
+        global_line=global_line.lineno if (global_line := _global_statement(
+            setup, attribute)) is not None and owner is None else 0,
+        undeclare_line=_undeclared(teardown, attribute, set(remove))
+        if owner is None and teardown is not None else 0,
         import_from=RUNNER_CLASS_MODULES.get(config.target, RUNNER_CLASS_MODULES["bundled"]),
         compilation_config=compilation,
+        factory=factory,
         applicability=Applicability.UNSAFE if reasons else Applicability.SAFE,
         reason="; ".join(reasons),
         title=title,
@@ -289,6 +395,58 @@ def _in_lines(node: ast.AST, module: ModuleAnalysis, func: FunctionInfo) -> bool
     return module.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef)) is func.node
 
 
+def _other_store(module: ModuleAnalysis, owner: ast.ClassDef | None, attribute: str,
+                 target: ast.expr, teardown: FunctionInfo | None) -> int | None:
+    """The line of an assignment or ``del`` of the engine's attribute in ``owner`` (of the
+    global ``attribute``, ``owner`` ``None``) other than ``target`` and the teardown's; a
+    module-level ``<name> = <constant>`` (the global's first value, before any set-up runs)
+    does not count. ``None`` when there is none."""
+    if owner is not None:
+        for node in walk_breadth(owner):
+            if isinstance(node, ast.Attribute) and node.attr == attribute and \
+                    not isinstance(node.ctx, ast.Load) and node is not target and \
+                    module.enclosing(node, (ast.ClassDef,)) is owner and \
+                    (teardown is None or not _in_lines(node, module, teardown)):
+                return node.lineno
+        return None
+    for node in walk_breadth(module.tree):
+        if not (isinstance(node, ast.Name) and node.id == attribute and
+                not isinstance(node.ctx, ast.Load)) or node is target or \
+                teardown is not None and _in_lines(node, module, teardown):
+            continue
+        func = module.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                       ast.ClassDef))
+        if func is None:
+            stmt = module.statement_of(node)
+            if not (isinstance(stmt, (ast.Assign, ast.AnnAssign))
+                    and isinstance(stmt.value, ast.Constant)):
+                return node.lineno
+        elif isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                isinstance(n, ast.Global) and attribute in n.names for n in walk_breadth(func)):
+            return node.lineno
+    return None
+
+
+def _undeclared(teardown: FunctionInfo, name: str, removed: set[int]) -> int:
+    """The line of the teardown's ``global <name>`` when nothing the fix leaves in the
+    teardown refers to the global (its cleanup removed), else 0."""
+    declared = _global_statement(teardown, name)
+    if declared is None or any(_holds(n, "", name) for s in teardown.node.body
+                               if s is not declared and s.lineno not in removed
+                               for n in walk_breadth(s)):
+        return 0
+    return declared.lineno
+
+
+def _holds(node: ast.AST, closer: str, attribute: str) -> bool:
+    """True when ``node`` is ``<closer>.<attribute>`` (``closer`` ``""``: the name
+    ``attribute``, a global)."""
+    if not closer:
+        return isinstance(node, ast.Name) and node.id == attribute
+    return isinstance(node, ast.Attribute) and node.attr == attribute and \
+        isinstance(node.value, ast.Name) and node.value.id == closer
+
+
 def _teardown_cleanup(module: ModuleAnalysis, teardown: FunctionInfo, closer: str,
                       attribute: str) -> list[int] | str:
     """The lines of the teardown's hand cleanup of ``<closer>.<attribute>``: one run of
@@ -297,36 +455,36 @@ def _teardown_cleanup(module: ModuleAnalysis, teardown: FunctionInfo, closer: st
     assignment of ``None`` to the attribute within or after the run stays (the attribute
     ends as it did)."""
     body = teardown.node.body
+    spelled = f"{closer}.{attribute}" if closer else attribute
     cleans = [_cleans(module, s, closer, attribute) for s in body]
     found = [i for i, c in enumerate(cleans) if c]
     cleared = {i for i, s in enumerate(body) if _clears(s, closer, attribute)}
     if not found:
-        return f"`{teardown.name}()` holds no cleanup of `{closer}.{attribute}` of its own"
+        return f"`{teardown.name}()` holds no cleanup of `{spelled}` of its own"
     mixed = next((s for s, c in zip(body, cleans, strict=True)
                   if not c and _deletes(s, closer, attribute)), None)
     if mixed is not None:
-        return (f"`{teardown.name}()` deletes `{closer}.{attribute}` together with other "
+        return (f"`{teardown.name}()` deletes `{spelled}` together with other "
                 f"values (line {mixed.lineno}): that statement is not the engine's cleanup "
                 "alone")
     first, last = found[0], found[-1]
-    if any(i not in found and i not in cleared for i in range(first, last + 1)):
+    if any(i not in found and i not in cleared and not isinstance(body[i], ast.Global)
+           for i in range(first, last + 1)):
         return (f"the cleanup in `{teardown.name}()` is not one run of statements: the "
                 "runner's teardown would move the cleanup after the statements between")
     planner = planner_for(module)
     if any(planner.shares_line(body[i]) for i in found):
         return f"a cleanup statement of `{teardown.name}()` shares its line"
     for later in body[last + 1:]:
-        if any(isinstance(n, ast.Attribute) and n.attr == attribute and
-               isinstance(n.ctx, ast.Load) and
-               isinstance(n.value, ast.Name) and n.value.id == closer
+        if any(_holds(n, closer, attribute) and isinstance(getattr(n, "ctx", None), ast.Load)
                for n in walk_breadth(later)):
-            return (f"`{teardown.name}()` reads `{closer}.{attribute}` after its cleanup "
+            return (f"`{teardown.name}()` reads `{spelled}` after its cleanup "
                     f"(line {later.lineno})")
     nested = [n for s in body for n in walk_breadth(s)
               if n is not s and isinstance(n, ast.stmt) and _cleans(module, n, closer, attribute)
               and _deletes(n, closer, attribute)]
     if nested:
-        return (f"`{teardown.name}()` deletes `{closer}.{attribute}` inside a compound "
+        return (f"`{teardown.name}()` deletes `{spelled}` inside a compound "
                 f"statement (line {nested[0].lineno})")
     return [body[i].lineno for i in found]
 
@@ -335,15 +493,13 @@ def _clears(stmt: ast.stmt, closer: str, attribute: str) -> bool:
     """True when ``stmt`` is ``<closer>.<attribute> = None``."""
     return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
         isinstance(stmt.value, ast.Constant) and stmt.value.value is None and \
-        isinstance(stmt.targets[0], ast.Attribute) and stmt.targets[0].attr == attribute \
-        and isinstance(stmt.targets[0].value, ast.Name) and stmt.targets[0].value.id == closer
+        _holds(stmt.targets[0], closer, attribute)
 
 
 def _deletes(stmt: ast.stmt, closer: str, attribute: str) -> bool:
     """True when ``stmt`` is ``del <closer>.<attribute>`` (among others)."""
-    return isinstance(stmt, ast.Delete) and any(
-        isinstance(t, ast.Attribute) and t.attr == attribute and isinstance(t.value, ast.Name)
-        and t.value.id == closer for t in stmt.targets)
+    return isinstance(stmt, ast.Delete) and any(_holds(t, closer, attribute)
+                                                for t in stmt.targets)
 
 
 def _cleans(module: ModuleAnalysis, stmt: ast.stmt, closer: str, attribute: str) -> bool:
@@ -358,31 +514,36 @@ def _cleans(module: ModuleAnalysis, stmt: ast.stmt, closer: str, attribute: str)
     func = call.func
     if isinstance(func, ast.Attribute) and func.attr in ("shutdown", "close"):
         root = func.value
-        while isinstance(root, ast.Attribute) and not (
-                root.attr == attribute and isinstance(root.value, ast.Name)
-                and root.value.id == closer):
+        while isinstance(root, ast.Attribute) and not _holds(root, closer, attribute):
             root = root.value
-        if isinstance(root, ast.Attribute):
+        if _holds(root, closer, attribute):
             return not call.args
     kind = module.cleanup_call_kind(call)
     return kind is not None and kind != "engine_core.shutdown()" and not any(
-        isinstance(n, ast.Name) and n.id != closer for a in call.args for n in walk_breadth(a))
+        isinstance(n, ast.Name) and n.id != (closer or attribute)
+        for a in call.args for n in walk_breadth(a))
 
 
-def _proxy_risks(module: ModuleAnalysis, owner: ast.ClassDef, attribute: str,
+def _proxy_risks(module: ModuleAnalysis, owner: ast.ClassDef | None, attribute: str,
                  removed: set[int]) -> list[str]:
-    """Why the class's uses of the engine's attribute may behave otherwise on a weak proxy
-    (an identity check, a weak reference, a value handed whole to a call): the fix is
-    unsafe then. The uses in the statements the fix removes (``removed``: the teardown's
-    cleanup) do not count."""
+    """Why the class's uses of the engine's attribute (the module's of the global
+    ``attribute``, ``owner`` ``None``) may behave otherwise on a weak proxy (an identity
+    check, a weak reference, a value handed whole to a call): the fix is unsafe then. The
+    uses in the statements the fix removes (``removed``: the teardown's cleanup) do not
+    count."""
     out: list[str] = []
-    for node in walk_breadth(owner):
-        if not (isinstance(node, ast.Attribute) and node.attr == attribute
-                and isinstance(node.ctx, ast.Load) and isinstance(node.value, ast.Name)) or \
-                module.statement_of(node).lineno in removed:
+    for node in walk_breadth(owner if owner is not None else module.tree):
+        if owner is not None and isinstance(node, ast.Attribute) and \
+                node.attr == attribute and isinstance(node.value, ast.Name):
+            spelled = f"`{node.value.id}.{attribute}`"
+        elif owner is None and isinstance(node, ast.Name) and node.id == attribute and \
+                not _local_in(module, node):
+            spelled = f"`{attribute}`"
+        else:
+            continue
+        if not isinstance(node.ctx, ast.Load) or module.statement_of(node).lineno in removed:
             continue
         parent = module.parent(node)
-        spelled = f"`{node.value.id}.{attribute}`"
         reason: str | None = None
         if isinstance(parent, ast.Call) and node in parent.args and \
                 last_name(parent.func) in IDENTITY_CALLS:
@@ -404,3 +565,15 @@ def _proxy_risks(module: ModuleAnalysis, owner: ast.ClassDef, attribute: str,
         if reason is not None and reason not in out:
             out.append(reason)
     return out
+
+
+def _local_in(module: ModuleAnalysis, node: ast.Name) -> bool:
+    """True when the function around ``node`` binds its name as a local of its own (a
+    name, not the module's global)."""
+    func = module.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return False
+    nodes = list(walk_breadth(func))
+    return not any(isinstance(n, ast.Global) and node.id in n.names for n in nodes) and (
+        any(isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
+            for n in nodes) or node.id in parameter_names(func.args))

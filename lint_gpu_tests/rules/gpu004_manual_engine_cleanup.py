@@ -109,10 +109,12 @@ class ManualEngineCleanup(Rule):
         "xunit teardown (`teardown_class`, `tearDownClass`, `teardown_method`, `tearDown`, "
         "`teardown_module` ...) whose setup stores an engine on the class, the instance or a "
         "module global (`cls.llm = LLM(...)` in `setup_class`): `del cls.llm`, "
-        "`cls.llm.shutdown()` and the same calls, fixed with the set-up's GPU001 where a "
-        "class's set-up builds the engine itself (the teardown's cleanup becomes "
-        "`cls._engine_stack.close()`); no fix elsewhere, and the reason says where the "
-        "engine is stored."
+        "`cls.llm.shutdown()` and the same calls, fixed with the set-up's GPU001 where the "
+        "set-up builds the engine itself (the teardown's cleanup becomes "
+        "`cls._engine_stack.close()`, or for a module's global `_engine_stack.close()`), or "
+        "with its factory helper's unit where the set-up gets the engine from one (the "
+        "set-up enters the helper's call on the stack); no fix elsewhere, and the reason "
+        "says where the engine is stored."
     )
     why_bad = (
         "`del llm` + `gc.collect()` was measured to leave 5.1 GiB free of 80 GiB while an "
@@ -368,6 +370,31 @@ class TestGenerate:
         assert self.llm.generate(["a"])
 ''',
         ),
+        Example(
+            title="A module's xunit teardown cleaning up the global its setup stored",
+            source='''\
+import gc
+
+from vllm import LLM
+
+llm = None
+
+
+def setup_module():
+    global llm
+    llm = LLM("facebook/opt-125m")  # error: GPU001
+
+
+def teardown_module():
+    global llm
+    del llm  # error: GPU004
+    gc.collect()  # error: GPU004
+
+
+def test_generate():
+    assert llm.generate(["a"])
+''',
+        ),
     )
     VALID = (
         Example(
@@ -469,8 +496,9 @@ class TestTokens:
         """Cleanup in an xunit teardown (``teardown_class``, ``tearDown``,
         ``teardown_module`` ...) of the engine its setup stored on the class, the instance
         or a module global (``cls.llm = LLM(...)`` in ``setup_class``): ``del cls.llm``,
-        the engine's shutdown and the cleanup calls. No fix rewrites xunit set-up and
-        teardown: the reason says where the engine is stored."""
+        the engine's shutdown and the cleanup calls. The fix is the set-up's
+        (:mod:`lint_gpu_tests.fixplan.xunit`), or its factory helper's unit where the engine
+        comes from one; else the reason says where the engine is stored."""
         for setup in module.functions:
             if setup.name not in TEARDOWN_OF or setup.parent is not None:
                 continue
@@ -484,10 +512,14 @@ class TestTokens:
                 receiver = teardown.params[0] if teardown.owner_class is not None and \
                     teardown.params else None
                 planned = xunit_plan_for_teardown(module, teardown)
+                built_by_factory = any(module.factory_called(n) is not None
+                                       for n in module.nodes_of(setup)
+                                       if isinstance(n, ast.Call))
                 for node in module.nodes_of(teardown):
                     what = _xunit_cleanup(module, node, receiver, stored)
                     if what is None:
                         continue
+                    statement = module.statement_of(node)
                     spelled, line = next(iter(stored.values()))
                     if isinstance(planned, XunitPlan) and \
                             any(s is node and s.lineno in planned.remove_lines
@@ -495,11 +527,18 @@ class TestTokens:
                         yield hit_at(node, self.message.format(what=what),
                                      planned.covered_fix(self.fix_title), planned)
                         continue
+                    if planned is None and built_by_factory:
+                        # The factory's unit enters the call on the set-up's stack.
+                        unit, fix = factory_fix(module, setup, statement.lineno,
+                                                self.fix_title)
+                        yield hit_at(node, self.message.format(what=what), fix, unit)
+                        continue
                     reason = planned.reason if isinstance(planned, FixInfo) else (
                         f"the engine is stored on `{spelled}` by `{setup.name}()` (line "
                         f"{line}) and lives until `{teardown.name}()`: no fix rewrites "
                         "this xunit set-up and teardown (a class's set-up that builds the "
-                        "engine itself and a teardown that cleans it up are fixed)")
+                        "engine itself, or gets it from a factory helper, and a teardown "
+                        "that cleans it up are fixed)")
                     yield hit_at(node, self.message.format(what=what),
                                  FixInfo.none(self.fix_title, reason))
 
