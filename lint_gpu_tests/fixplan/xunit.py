@@ -473,8 +473,13 @@ def _teardown_cleanup(module: ModuleAnalysis, teardown: FunctionInfo, closer: st
         return (f"the cleanup in `{teardown.name}()` is not one run of statements: the "
                 "runner's teardown would move the cleanup after the statements between")
     planner = planner_for(module)
-    if any(planner.shares_line(body[i]) for i in found):
-        return f"a cleanup statement of `{teardown.name}()` shares its line"
+    # A line of cleanup statements alone (``del cls.llm; gc.collect()``) goes whole.
+    spans = [(body[i].lineno, body[i].end_lineno or body[i].lineno) for i in found]
+    if any(planner.shares_line(body[i]) for i in found) and any(
+            start <= (s.end_lineno or s.lineno) and s.lineno <= end
+            for j, s in enumerate(body) if j not in found for start, end in spans):
+        return (f"a cleanup statement of `{teardown.name}()` shares its line with a "
+                "statement that is not cleanup")
     for later in body[last + 1:]:
         if any(_holds(n, closer, attribute) and isinstance(getattr(n, "ctx", None), ast.Load)
                for n in walk_breadth(later)):

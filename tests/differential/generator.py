@@ -451,6 +451,52 @@ def shape_xunit_class(rng: random.Random, n: int, s: Style) -> Part:
     return Part(tests=tests.rstrip("\n") + "\n")
 
 
+def shape_module_xunit(rng: random.Random, n: int, s: Style) -> Part:
+    """A module's ``setup_module`` (or ``setup_function``) storing the engine in a global,
+    cleaned up by hand in the paired teardown or never; the global has a first value now and
+    then, and two tests use it."""
+    per_test = rng.random() < 0.3
+    setup, teardown = ("setup_function", "teardown_function") if per_test \
+        else ("setup_module", "teardown_module")
+    name = f"engine_{n}"
+    defs = f"{name} = None\n\n\n" if rng.random() < 0.5 else ""
+    defs += f"def {setup}():\n    global {name}\n    {name} = {s.llm}({_kwargs(rng)})\n"
+    if rng.random() < 0.75:
+        defs += (f"\n\ndef {teardown}():\n    global {name}\n"
+                 + _cleanup(rng, name))
+    tests = "\n\n".join(_header(f"test_module_xunit_{n}_{i}") + _use(rng, name, s)
+                          for i in range(2))
+    return Part(defs=defs, tests=tests)
+
+
+def shape_xunit_factory(rng: random.Random, n: int, s: Style) -> Part:
+    """A pytest class whose ``setup_class`` (or ``setup_method``) stores an engine a factory
+    helper of the module builds, cleaned up by hand in the paired teardown or never; a test
+    of the module calls the helper too now and then."""
+    per_test = rng.random() < 0.5
+    receiver, setup, teardown = ("self", "setup_method", "teardown_method") if per_test \
+        else ("cls", "setup_class", "teardown_class")
+    decorator = "" if per_test else "    @classmethod\n"
+    if rng.random() < 0.5:
+        defs = (f"def _build_{n}(size=64):\n    llm = {s.llm}(MODEL, max_model_len=size)\n"
+                "    return llm\n")
+    else:
+        defs = f"def _build_{n}(size=64):\n    return {s.llm}(MODEL, max_model_len=size)\n"
+    tests = (f"class TestXunitFactory{n}:\n{decorator}    def {setup}({receiver}):\n"
+             f"        {receiver}.llm = _build_{n}({rng.choice([32, 64])})\n\n")
+    if rng.random() < 0.75:
+        tests += (f"{decorator}    def {teardown}({receiver}):\n"
+                  + _cleanup(rng, f"{receiver}.llm", "        ") + "\n")
+    for i in range(2):
+        tests += (f"    def test_xunit_factory_{i}(self):\n"
+                  + _use(rng, "self.llm", s, "        ") + "\n")
+    tests = tests.rstrip("\n") + "\n"
+    if rng.random() < 0.3:
+        tests += (f"\n\n{_header(f'test_factory_call_{n}')}    llm = _build_{n}()\n"
+                  + _use(rng, "llm", s) + _cleanup(rng, "llm"))
+    return Part(defs=defs, tests=tests)
+
+
 def shape_param_fixture(rng: random.Random, n: int, s: Style) -> Part:
     """A fixture with ``params`` building one engine per parameter, torn down in
     ``try``/``finally``."""
@@ -740,7 +786,13 @@ SHAPES: dict[str, ShapeFn] = {
     "factory_method": shape_factory_method,
     "tuple_helper": shape_tuple_helper,
     "xunit_class": shape_xunit_class,
+    "module_xunit": shape_module_xunit,
+    "xunit_factory": shape_xunit_factory,
 }
+
+#: Shapes a module holds once at most: they define module-level functions of fixed names
+#: (``setup_module``), which a second copy would replace.
+ONCE_SHAPES = frozenset({"module_xunit"})
 
 #: Shapes that hit a known defect of the fixer, with what the defect is; on only with
 #: ``known_defects=True`` (``--known-defects`` of the campaign). A shape moves here when a
@@ -832,6 +884,8 @@ def generate_module(seed: int, *, known_defects: bool = False,
     rng = random.Random(seed)
     table = shape_table(known_defects or bool(only))
     names = list(only) if only else [rng.choice(sorted(table)) for _ in range(rng.randint(1, 4))]
+    names = [name for i, name in enumerate(names)
+             if name not in ONCE_SHAPES or name not in names[:i]]
     style = rng.choice(STYLES)
     parts = [table[name](rng, i, style) for i, name in enumerate(names)]
     extra = sorted({i for p in parts for i in p.imports})

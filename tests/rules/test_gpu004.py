@@ -1810,3 +1810,36 @@ def test_xunit_set_ups_of_a_factorys_engine_without_a_fix() -> None:
         7, "GPU001", "none", "the call of `_build()` in `setup_function()` (line 27): "
         "`engine` is assigned or deleted elsewhere in the module (line 36): the stack would "
         "not own what it holds then")
+
+
+def test_an_xunit_teardowns_line_of_cleanup_alone_goes_whole() -> None:
+    """``del cls.llm; gc.collect()`` on one line of the teardown: the line becomes the
+    stack's ``close()``; a line that also holds a statement that is not cleanup has no
+    fix, the reason saying so."""
+    source = textwrap.dedent("""\
+        import gc
+
+        from vllm import LLM
+
+
+        class TestGenerate:
+            @classmethod
+            def setup_class(cls):
+                cls.llm = LLM("m")
+
+            @classmethod
+            def teardown_class(cls):
+                del cls.llm; gc.collect()  # noqa: E702
+
+            def test_generate(self):
+                assert self.llm.generate(["a"])
+        """)
+    assert fix_reports(source) == [
+        (9, "GPU001", "safe", ""), (13, "GPU004", "safe", ""), (13, "GPU004", "safe", "")]
+    fixed = fix_source(source.encode(), PATH, own_rules()).new_source.decode()
+    assert "        cls._engine_stack.close()  # noqa: E702\n" in fixed
+    assert "gc" not in fixed
+    mixed = source.replace("del cls.llm; gc.collect()", "del cls.llm; cls.count = 0")
+    why = ("a cleanup statement of `teardown_class()` shares its line with a statement that "
+           "is not cleanup")
+    assert fix_reports(mixed) == [(9, "GPU001", "none", why), (13, "GPU004", "none", why)]
