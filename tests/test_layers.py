@@ -31,7 +31,7 @@ LAYERS: list[set[str]] = [
     # Fix planning (lint_gpu_tests/fixplan/), one concern a module, bottom to top.
     {"fixplan", "fixplan.groups", "fixplan.blocks"},
     {"fixplan.plan", "fixplan.flow"},
-    {"fixplan.cleanup", "fixplan.safety", "fixplan.runner_target"},
+    {"fixplan.cleanup", "fixplan.safety", "fixplan.runner_target", "fixplan.stored"},
     {"fixplan.planner"},
     {"fixplan.isolate", "fixplan.classes", "fixplan.proxy", "fixplan.env"},
     {"fixplan.xunit"},

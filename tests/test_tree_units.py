@@ -1127,3 +1127,33 @@ def test_an_xunit_set_up_of_another_module_enters_the_helpers_call_on_a_stack(
     assert [r[1:5] for r in _run(root)] == [
         (11, 11, "GPU001", safe), (16, 5, "GPU004", safe), (17, 5, "GPU004", safe),
         (23, 22, "GPU001", safe), (27, 9, "GPU004", safe), (28, 9, "GPU004", safe)]
+
+
+def test_a_fixture_storing_a_helpers_engine_on_its_class(tmp_path: Path) -> None:
+    """``request.cls.llm = create_llm(...)`` in a class-scoped fixture, the helper in
+    ``tests/utils.py``: the fixture is one caller of the helper's unit, its with-block over
+    the helper's call from the store through the ``yield``, the attribute getting what the
+    context manager yields (the proxy); the cleanup after the ``yield`` goes (GPU004, the
+    ``del`` of the attribute among it)."""
+    helper = ("from vllm import LLM\n\n\ndef create_llm(model, **kwargs):\n"
+              "    return LLM(model=model, **kwargs)\n")
+    stored = ("import gc\n\nimport pytest\n\nfrom tests.utils import create_llm\n\n\n"
+              "class TestShared:\n    @pytest.fixture(scope=\"class\", autouse=True)\n"
+              "    def shared(self, request):\n        request.cls.llm = create_llm(\"m\")\n"
+              "        yield\n        del request.cls.llm\n        gc.collect()\n\n"
+              "    def test_generate(self):\n        assert self.llm.generate([\"a\"])\n")
+    root = _write_tree(tmp_path, {"tests/__init__.py": "", "tests/utils.py": helper,
+                                  "tests/test_one.py": stored})
+    safe = Applicability.SAFE
+    assert [r[:5] for r in _run(root)] == [
+        ("tests/test_one.py", 11, 27, "GPU001", safe),
+        ("tests/test_one.py", 13, 9, "GPU004", safe),
+        ("tests/test_one.py", 14, 9, "GPU004", safe),
+    ]
+    _run(root, fix=True)
+    assert _sources(root)["tests/test_one.py"] == (
+        "import pytest\n\nfrom tests.utils import create_llm\n\n\n"
+        "class TestShared:\n    @pytest.fixture(scope=\"class\", autouse=True)\n"
+        "    def shared(self, request):\n        with create_llm(\"m\") as engine:\n"
+        "            request.cls.llm = engine\n            yield\n\n"
+        "    def test_generate(self):\n        assert self.llm.generate([\"a\"])\n")

@@ -361,7 +361,12 @@ class WrapTransformer(cst.CSTTransformer):
             as_name = ""
         else:
             replacement: cst.BaseExpression
-            if plan.kind is PlanKind.ENGINE:
+            if plan.kind is PlanKind.ENGINE and plan.stored_on:
+                # The attribute the engine was stored on holds its proxy (a factory's
+                # context manager yields one: its with-item's name is stored as it is).
+                self.needs.add("weakref")
+                replacement = proxy_of(self._engine_ref(plan))
+            elif plan.kind is PlanKind.ENGINE:
                 replacement = self._engine_ref(plan)
             else:
                 replacement = cst.Name(runner)
@@ -488,10 +493,11 @@ class WrapTransformer(cst.CSTTransformer):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         plan = self.by_function.get(self._line(node))
         self.plan_stack.append(plan)
-        if plan is not None and plan.kind is PlanKind.ENGINE:
+        if plan is not None and (plan.kind is PlanKind.ENGINE or plan.stored_on):
             text = self._text_of(node)
             used: set[str] | None = None
-            base = "engine" if self.config.runner_yields == "engine" else "runner"
+            base = "engine" if self.config.runner_yields == "engine" or \
+                plan.kind is not PlanKind.ENGINE else "runner"
             name, k = base, 2
             while True:
                 # A name the function's text does not hold as a word is no name in it.
@@ -502,7 +508,8 @@ class WrapTransformer(cst.CSTTransformer):
                                                    self.config, plan.end_line)
                     node.visit(collector)
                     used = collector.used
-                if name not in used:
+                # Nor the attribute the engine is stored on (a module's is its global).
+                if name not in used and name != plan.stored_on.rpartition(".")[2]:
                     break
                 name = f"{base}{k}"
                 k += 1

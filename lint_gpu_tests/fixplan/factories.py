@@ -99,6 +99,7 @@ from lint_gpu_tests.fixplan.classes import (
 from lint_gpu_tests.fixplan.plan import VLLM_TARGET_DEFAULTS, PlanKind, WrapPlan
 from lint_gpu_tests.fixplan.planner import Planner, planner_for
 from lint_gpu_tests.fixplan.safety import weak_calls
+from lint_gpu_tests.fixplan.stored import stored_target
 from lint_gpu_tests.fixplan.xunit import XunitPlan, xunit_caller_plan
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan
 from lint_gpu_tests.parsing.source import walk_breadth
@@ -801,10 +802,12 @@ def _caller_plans(module: ModuleAnalysis, name: str, calls: list[ast.Call],
                 return Blocked(f"{where} does not unpack the tuple it returns into names "
                                "(`llm, params = ...`), so the with-statement the fix writes "
                                "would bind the tuple where the engine's proxy goes")
-        plan = planner.runner_plan(found, place)
+        stored_at = stored_target(func, stmt, call) if place is None else None
+        plan = planner.stored_plan(call, stmt, func, stored_at, PlanKind.RUNNER) \
+            if stored_at is not None else planner.runner_plan(found, place)
         if isinstance(plan, FixInfo):
             return Blocked(f"{where}: {plan.reason}")
-        if plan.bound_name is None and not (
+        if plan.bound_name is None and not plan.stored_on and not (
                 isinstance(stmt, ast.Expr) and stmt.value is call or
                 isinstance(stmt, (ast.Return, ast.Expr)) and _handed_out(stmt) is call
                 and func.kind is FunctionKind.FIXTURE):

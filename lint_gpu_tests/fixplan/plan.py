@@ -69,6 +69,10 @@ class WrapPlan(FixPlan):
         yield_proxy: the single use is ``yield``/``return`` of the engine in a fixture:
             emit ``yield weakref.proxy(runner.llm)``; of a runner (GPU005): ``yield r``, the
             runner itself, as the fixture's users expect.
+        stored_on: the attribute the construction's statement stores the engine on
+            (``request.cls.llm`` for ``request.cls.llm = LLM(...)`` in a fixture,
+            :mod:`lint_gpu_tests.fixplan.stored`), which then gets the engine's proxy
+            (``request.cls.llm = weakref.proxy(runner.llm)``); ``""``: none.
         applicability / reason: fix safety and why.
         call_line: line of the engine (runner) call that GPU001 (GPU005) reports; the
             fixes of GPU002-GPU004 that ride on this rewrite depend on that report.
@@ -101,6 +105,7 @@ class WrapPlan(FixPlan):
     drop_params: set[str] = field(default_factory=set)
     use_class: bool = False
     yield_proxy: bool = False
+    stored_on: str = ""
     applicability: Applicability = Applicability.SAFE
     reason: str = ""
     title: str = ""

@@ -61,6 +61,7 @@ from lint_gpu_tests.fixplan.safety import (
     plain_aliases,
     weak_calls,
 )
+from lint_gpu_tests.fixplan.stored import stored_shape, stored_target
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo
 from lint_gpu_tests.parsing.noqa import Noqa, parse_noqa
 from lint_gpu_tests.parsing.source import walk_breadth
@@ -203,6 +204,10 @@ class Planner(CleanupRecognizer, SafetyChecks):
         block = statement_block(module, stmt)
         if block is None:
             return FixInfo.none(title, "built inside an expression the fix cannot restructure")
+        stored = stored_target(func, stmt, call) if kind is PlanKind.ENGINE and \
+            group is None else None
+        if stored is not None:
+            return self.stored_plan(call, stmt, func, stored)
         problem = self._statement_problem(call, stmt, func, bound, kind, group)
         if problem is not None:
             return FixInfo.none(title, problem)
@@ -255,12 +260,8 @@ class Planner(CleanupRecognizer, SafetyChecks):
             if reason not in reasons:
                 reasons.append(reason)
 
-        helper_like = func.kind in (FunctionKind.HELPER, FunctionKind.METHOD)
-        use_class = helper_like or func.in_base_class or (
-            is_fixture and func.fixture_scope not in (None, "function")
-            and not config.runner_is_fixture
-        ) or kind is PlanKind.RUNNER and last_name(call.func) in config.runner_classes or (
-            kind is PlanKind.ENGINE and config.runner_module is not None)
+        use_class = self._use_class(func, engine=kind is PlanKind.ENGINE) or \
+            kind is PlanKind.RUNNER and last_name(call.func) in config.runner_classes
         # A wide-scoped fixture entering the runner class itself (ours, or the class the code
         # already builds) keeps the engine exactly as long as the fixture's scope.
         scoped_class = use_class and group is None and \
@@ -325,6 +326,78 @@ class Planner(CleanupRecognizer, SafetyChecks):
             title=title if group is not None else self._title(kind, func, use_class),
             call_line=call.lineno,
             group=group,
+        )
+
+    def _use_class(self, func: FunctionInfo, *, engine: bool = True) -> bool:
+        """Whether ``func``'s engine (``engine``) or runner is built by the runner class
+        rather than the runner fixture: in helpers and methods, base classes, wide-scoped
+        fixtures, and for an engine where the project names its runner's module."""
+        config = self.module.config
+        return func.kind in (FunctionKind.HELPER, FunctionKind.METHOD) or \
+            func.in_base_class or (func.kind is FunctionKind.FIXTURE and func.fixture_scope
+                                   not in (None, "function") and not config.runner_is_fixture) \
+            or engine and config.runner_module is not None
+
+    def stored_plan(self, call: ast.Call, stmt: ast.stmt, func: FunctionInfo, spelled: str,
+                    kind: PlanKind = PlanKind.ENGINE) -> WrapPlan | FixInfo:
+        """The with-block of an engine a generator fixture stores on an attribute
+        (``request.cls.llm = LLM(...)``; :mod:`lint_gpu_tests.fixplan.stored`) at
+        ``spelled``: from the store, which binds the attribute to the engine's proxy, to the
+        statement before the cleanup run after the ``yield``, which goes. With
+        :attr:`PlanKind.RUNNER`, ``call`` is a factory helper's (the module analysed with the
+        helper among the runner classes, as a unit plans its callers): it is the with-item
+        as it is, and the attribute gets what its context manager yields (the proxy)."""
+        module, config = self.module, self.module.config
+        use_class = self._use_class(func)
+        title = self._title(kind, func, use_class)
+        if self.shares_line(stmt) or self.on_header_line(stmt):
+            return FixInfo.none(title, "the statement shares its line with another statement")
+        shape = stored_shape(module, func, stmt, spelled)
+        if isinstance(shape, Blocked):
+            return FixInfo.none(title, shape.reason)
+        reasons = list(shape.risks)
+        end = func.node.body[shape.end]
+        if kind is PlanKind.RUNNER:
+            return WrapPlan(kind=kind, site_line=stmt.lineno, function_line=func.node.lineno,
+                            end_line=end.end_lineno or end.lineno, bound_name=None,
+                            remove_lines=set(shape.remove),
+                            drop_params=self._dropped_params(func, set(shape.remove)),
+                            stored_on=spelled,
+                            applicability=Applicability.UNSAFE if reasons
+                            else Applicability.SAFE,
+                            reason="; ".join(reasons), title=title, call_line=call.lineno)
+        arguments = self.runner_arguments(call, func, use_class)
+        if isinstance(arguments, Blocked):
+            return FixInfo.none(title, arguments.reason)
+        reasons.extend(r for r in arguments.risks if r not in reasons)
+        use_class = arguments.use_class
+        missing = self.missing_runner_fixture()
+        if missing is not None:
+            return FixInfo.none(title, missing)
+        if config.runner:
+            checked = project_runner_problem(module, call, func)
+            if isinstance(checked, Blocked):
+                return FixInfo.none(title, checked.reason)
+            reasons.extend(r for r in checked if r not in reasons)
+        return WrapPlan(
+            kind=PlanKind.ENGINE,
+            site_line=stmt.lineno,
+            function_line=func.node.lineno,
+            end_line=end.end_lineno or end.lineno,
+            bound_name=None,
+            remove_lines=set(shape.remove),
+            add_param=None if use_class or config.runner_fixture in func.params
+            else config.runner_fixture,
+            drop_params=self._dropped_params(func, set(shape.remove)),
+            use_class=use_class,
+            stored_on=spelled,
+            compilation_config=arguments.compilation,
+            mapping_defaults=arguments.mapping_defaults,
+            helper_calls=arguments.helper_calls,
+            applicability=Applicability.UNSAFE if reasons else Applicability.SAFE,
+            reason="; ".join(reasons),
+            title=self._title(PlanKind.ENGINE, func, use_class),
+            call_line=call.lineno,
         )
 
     def missing_runner_fixture(self) -> str | None:

@@ -75,12 +75,11 @@ from lint_gpu_tests.analysis.analysis import EngineSite, FunctionInfo, ModuleAna
 from lint_gpu_tests.analysis.env_mutations import TEARDOWN_OF, UNITTEST_CASES
 from lint_gpu_tests.analysis.mappings import hides_model
 from lint_gpu_tests.fixplan.classes import RUNNER_CLASS_MODULES, vllm_runner_class_problem
-from lint_gpu_tests.fixplan.groups import CLASS_CALLS, IDENTITY_CALLS
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.safety import compilation_config_equivalent
+from lint_gpu_tests.fixplan.stored import cleanup_run, holds, proxy_risks
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan
 from lint_gpu_tests.parsing.source import walk_breadth
-from lint_gpu_tests.parsing.syntax import last_name, parameter_names
 
 XUNIT_TITLE = ("Enter `{runner}` on an `ExitStack` in `{setup}()` and close it in "
                "`{teardown}()`")
@@ -319,7 +318,9 @@ def _plan(module: ModuleAnalysis, call: ast.Call, setup: FunctionInfo,
         return none(f"`{attribute}` is assigned or deleted elsewhere in {where} (line "
                     f"{elsewhere}): the stack would not own what it holds then")
     if teardown is not None:
-        remove = _teardown_cleanup(module, teardown, closer, attribute)
+        remove = cleanup_run(module, teardown.node.body,
+                             f"{closer}.{attribute}" if closer else attribute,
+                             f"`{teardown.name}()`")
         if isinstance(remove, str):
             return none(remove)
     else:
@@ -341,7 +342,8 @@ def _plan(module: ModuleAnalysis, call: ast.Call, setup: FunctionInfo,
                 return none(cc_problem.reason)
             if cc_problem is not None:
                 reasons.append(cc_problem.reason)
-    reasons.extend(_proxy_risks(module, owner, attribute, set(remove)))
+    reasons.extend(proxy_risks(module, owner if owner is not None else module.tree,
+                               attribute, set(remove), global_name=owner is None))
     taken = {n.attr for n in walk_breadth(owner) if isinstance(n, ast.Attribute)} \
         if owner is not None else {n.id for n in walk_breadth(module.tree)
                                    if isinstance(n, ast.Name)} | {
@@ -431,154 +433,8 @@ def _undeclared(teardown: FunctionInfo, name: str, removed: set[int]) -> int:
     """The line of the teardown's ``global <name>`` when nothing the fix leaves in the
     teardown refers to the global (its cleanup removed), else 0."""
     declared = _global_statement(teardown, name)
-    if declared is None or any(_holds(n, "", name) for s in teardown.node.body
+    if declared is None or any(holds(n, name) for s in teardown.node.body
                                if s is not declared and s.lineno not in removed
                                for n in walk_breadth(s)):
         return 0
     return declared.lineno
-
-
-def _holds(node: ast.AST, closer: str, attribute: str) -> bool:
-    """True when ``node`` is ``<closer>.<attribute>`` (``closer`` ``""``: the name
-    ``attribute``, a global)."""
-    if not closer:
-        return isinstance(node, ast.Name) and node.id == attribute
-    return isinstance(node, ast.Attribute) and node.attr == attribute and \
-        isinstance(node.value, ast.Name) and node.value.id == closer
-
-
-def _teardown_cleanup(module: ModuleAnalysis, teardown: FunctionInfo, closer: str,
-                      attribute: str) -> list[int] | str:
-    """The lines of the teardown's hand cleanup of ``<closer>.<attribute>``: one run of
-    statements directly in its body (``del cls.llm``, ``cls.llm.shutdown()``, the cleanup
-    calls GPU004 knows), after which no statement reads the attribute; or why not. An
-    assignment of ``None`` to the attribute within or after the run stays (the attribute
-    ends as it did)."""
-    body = teardown.node.body
-    spelled = f"{closer}.{attribute}" if closer else attribute
-    cleans = [_cleans(module, s, closer, attribute) for s in body]
-    found = [i for i, c in enumerate(cleans) if c]
-    cleared = {i for i, s in enumerate(body) if _clears(s, closer, attribute)}
-    if not found:
-        return f"`{teardown.name}()` holds no cleanup of `{spelled}` of its own"
-    mixed = next((s for s, c in zip(body, cleans, strict=True)
-                  if not c and _deletes(s, closer, attribute)), None)
-    if mixed is not None:
-        return (f"`{teardown.name}()` deletes `{spelled}` together with other "
-                f"values (line {mixed.lineno}): that statement is not the engine's cleanup "
-                "alone")
-    first, last = found[0], found[-1]
-    if any(i not in found and i not in cleared and not isinstance(body[i], ast.Global)
-           for i in range(first, last + 1)):
-        return (f"the cleanup in `{teardown.name}()` is not one run of statements: the "
-                "runner's teardown would move the cleanup after the statements between")
-    planner = planner_for(module)
-    # A line of cleanup statements alone (``del cls.llm; gc.collect()``) goes whole.
-    spans = [(body[i].lineno, body[i].end_lineno or body[i].lineno) for i in found]
-    if any(planner.shares_line(body[i]) for i in found) and any(
-            start <= (s.end_lineno or s.lineno) and s.lineno <= end
-            for j, s in enumerate(body) if j not in found for start, end in spans):
-        return (f"a cleanup statement of `{teardown.name}()` shares its line with a "
-                "statement that is not cleanup")
-    for later in body[last + 1:]:
-        if any(_holds(n, closer, attribute) and isinstance(getattr(n, "ctx", None), ast.Load)
-               for n in walk_breadth(later)):
-            return (f"`{teardown.name}()` reads `{spelled}` after its cleanup "
-                    f"(line {later.lineno})")
-    nested = [n for s in body for n in walk_breadth(s)
-              if n is not s and isinstance(n, ast.stmt) and _cleans(module, n, closer, attribute)
-              and _deletes(n, closer, attribute)]
-    if nested:
-        return (f"`{teardown.name}()` deletes `{spelled}` inside a compound "
-                f"statement (line {nested[0].lineno})")
-    return [body[i].lineno for i in found]
-
-
-def _clears(stmt: ast.stmt, closer: str, attribute: str) -> bool:
-    """True when ``stmt`` is ``<closer>.<attribute> = None``."""
-    return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
-        isinstance(stmt.value, ast.Constant) and stmt.value.value is None and \
-        _holds(stmt.targets[0], closer, attribute)
-
-
-def _deletes(stmt: ast.stmt, closer: str, attribute: str) -> bool:
-    """True when ``stmt`` is ``del <closer>.<attribute>`` (among others)."""
-    return isinstance(stmt, ast.Delete) and any(_holds(t, closer, attribute)
-                                                for t in stmt.targets)
-
-
-def _cleans(module: ModuleAnalysis, stmt: ast.stmt, closer: str, attribute: str) -> bool:
-    """True when ``stmt`` is hand cleanup of ``<closer>.<attribute>`` or of the process:
-    ``del`` of that attribute alone, its ``shutdown()``/``close()`` (or its engine core's),
-    or a cleanup call GPU004 knows."""
-    if isinstance(stmt, ast.Delete):
-        return all(_deletes(ast.Delete(targets=[t]), closer, attribute) for t in stmt.targets)
-    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
-        return False
-    call = stmt.value
-    func = call.func
-    if isinstance(func, ast.Attribute) and func.attr in ("shutdown", "close"):
-        root = func.value
-        while isinstance(root, ast.Attribute) and not _holds(root, closer, attribute):
-            root = root.value
-        if _holds(root, closer, attribute):
-            return not call.args
-    kind = module.cleanup_call_kind(call)
-    return kind is not None and kind != "engine_core.shutdown()" and not any(
-        isinstance(n, ast.Name) and n.id != (closer or attribute)
-        for a in call.args for n in walk_breadth(a))
-
-
-def _proxy_risks(module: ModuleAnalysis, owner: ast.ClassDef | None, attribute: str,
-                 removed: set[int]) -> list[str]:
-    """Why the class's uses of the engine's attribute (the module's of the global
-    ``attribute``, ``owner`` ``None``) may behave otherwise on a weak proxy (an identity
-    check, a weak reference, a value handed whole to a call): the fix is unsafe then. The
-    uses in the statements the fix removes (``removed``: the teardown's cleanup) do not
-    count."""
-    out: list[str] = []
-    for node in walk_breadth(owner if owner is not None else module.tree):
-        if owner is not None and isinstance(node, ast.Attribute) and \
-                node.attr == attribute and isinstance(node.value, ast.Name):
-            spelled = f"`{node.value.id}.{attribute}`"
-        elif owner is None and isinstance(node, ast.Name) and node.id == attribute and \
-                not _local_in(module, node):
-            spelled = f"`{attribute}`"
-        else:
-            continue
-        if not isinstance(node.ctx, ast.Load) or module.statement_of(node).lineno in removed:
-            continue
-        parent = module.parent(node)
-        reason: str | None = None
-        if isinstance(parent, ast.Call) and node in parent.args and \
-                last_name(parent.func) in IDENTITY_CALLS:
-            reason = f"`{last_name(parent.func)}()` on {spelled} sees a `weakref.proxy`"
-        elif isinstance(parent, ast.Compare) and any(
-                isinstance(op, (ast.Is, ast.IsNot)) for op in parent.ops) and not any(
-                isinstance(o, ast.Constant) and o.value is None
-                for o in (parent.left, *parent.comparators)):
-            reason = f"identity checks (`is`) on {spelled} see a `weakref.proxy`"
-        elif isinstance(parent, (ast.Call, ast.keyword)) and node is not getattr(
-                parent, "func", None) and not (isinstance(parent, ast.Call)
-                                               and last_name(parent.func) in CLASS_CALLS):
-            reason = (f"{spelled} is handed to a call (line {node.lineno}), which gets the "
-                      "engine's `weakref.proxy`")
-        elif isinstance(parent, (ast.Assign, ast.Return, ast.Yield, ast.Tuple, ast.List,
-                                 ast.Dict, ast.Set)):
-            reason = (f"{spelled} is stored or handed on (line {node.lineno}) as the engine's "
-                      "`weakref.proxy`, which may outlive the teardown")
-        if reason is not None and reason not in out:
-            out.append(reason)
-    return out
-
-
-def _local_in(module: ModuleAnalysis, node: ast.Name) -> bool:
-    """True when the function around ``node`` binds its name as a local of its own (a
-    name, not the module's global)."""
-    func = module.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-        return False
-    nodes = list(walk_breadth(func))
-    return not any(isinstance(n, ast.Global) and node.id in n.names for n in nodes) and (
-        any(isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
-            for n in nodes) or node.id in parameter_names(func.args))

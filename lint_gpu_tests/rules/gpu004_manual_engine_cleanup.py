@@ -21,11 +21,12 @@ from lint_gpu_tests.fixplan.factories import FactoryPlan
 from lint_gpu_tests.fixplan.isolate import IsolatePlan
 from lint_gpu_tests.fixplan.plan import CleanupPlan, WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
+from lint_gpu_tests.fixplan.stored import stored_targets
 from lint_gpu_tests.fixplan.xunit import XunitPlan, xunit_plan_for_teardown
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
 from lint_gpu_tests.parsing.prefilter import RUNNER_FACTORY_FIXTURE
 from lint_gpu_tests.parsing.source import walk_breadth
-from lint_gpu_tests.parsing.syntax import head_name, last_name, names_in
+from lint_gpu_tests.parsing.syntax import dotted_name, head_name, last_name, names_in
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import (
     covering_fix,
@@ -114,7 +115,9 @@ class ManualEngineCleanup(Rule):
         "`cls._engine_stack.close()`, or for a module's global `_engine_stack.close()`), or "
         "with its factory helper's unit where the set-up gets the engine from one (the "
         "set-up enters the helper's call on the stack); no fix elsewhere, and the reason "
-        "says where the engine is stored."
+        "says where the engine is stored. And after the `yield` of a fixture that stores "
+        "its engine on an attribute (`request.cls.llm = LLM(...)`): `del request.cls.llm`, "
+        "its shutdown and the same calls, removed with the fixture's GPU001."
     )
     why_bad = (
         "`del llm` + `gc.collect()` was measured to leave 5.1 GiB free of 80 GiB while an "
@@ -371,6 +374,27 @@ class TestGenerate:
 ''',
         ),
         Example(
+            title="A fixture cleaning up the engine it stored on the test class",
+            source='''\
+import gc
+
+import pytest
+from vllm import LLM
+
+
+class TestGenerate:
+    @pytest.fixture(scope="class", autouse=True)
+    def engine(self, request):
+        request.cls.llm = LLM("facebook/opt-125m")  # error: GPU001
+        yield
+        del request.cls.llm  # error: GPU004
+        gc.collect()  # error: GPU004
+
+    def test_generate(self):
+        assert self.llm.generate(["a"])
+''',
+        ),
+        Example(
             title="A module's xunit teardown cleaning up the global its setup stored",
             source='''\
 import gc
@@ -573,10 +597,15 @@ class TestTokens:
 
     def _function_hits(self, module: ModuleAnalysis) -> Iterator[Hit]:
         for func in module.functions:
+            stored = stored_targets(module, func)  # attributes a fixture stores its engine on
             if is_isolated(func) or func.in_runner_class or not (
-                    module.owns_engine(func) or RUNNER_FACTORY_FIXTURE in func.params):
+                    module.owns_engine(func) or RUNNER_FACTORY_FIXTURE in func.params
+                    or stored):
                 continue
             names = module.function_bindings(func)
+            # A fixture storing a factory helper's engine gets it from the helper's unit.
+            received = bool(names.received) or bool(stored) and any(
+                module.factory_called(n) is not None for n in module.nodes_of(func))
             deletable = names.engines | names.runners | names.strong_aliases | names.received
             plans = function_plans(module, func)
             engines = module.engine_names(func) | names.received
@@ -600,9 +629,17 @@ class TestTokens:
                     elif names.instances and (held_attrs := _instance_attributes(
                             node, names.instances)):
                         what = f"del {', '.join(held_attrs)}"
+                    elif held_attrs := [spelled for t in node.targets
+                                        if (spelled := dotted_name(t)) in stored]:
+                        what = f"del {', '.join(held_attrs)}"
                 elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
                     what = module.cleanup_call_kind(node.value) or _engine_shutdown(
                         node.value, names.engines | names.received | names.strong_aliases)
+                    func_of = node.value.func
+                    if what is None and stored and isinstance(func_of, ast.Attribute) and \
+                            func_of.attr in ("shutdown", "close") and not node.value.args \
+                            and (on := dotted_name(func_of.value)) in stored:
+                        what = f"{on}.{func_of.attr}()"
                     if what is None:
                         found = _shutdown_helper_call(module, func, node.value, deletable)
                         if found is not None:
@@ -618,7 +655,7 @@ class TestTokens:
                         # before an assert on a value read from the engine): one statement
                         # the fix deletes, one report.
                         removed = _removed_between_uses(module, func, node, plans,
-                                                        self.fix_title, bool(names.received))
+                                                        self.fix_title, received)
                         if removed is not None:
                             yield hit_at(node, self.message.format(what=what), removed[1],
                                          removed[0])
@@ -639,9 +676,9 @@ class TestTokens:
                 after_other = _after_other_finally_statement(module, node, deletable)
                 if own_block is not None:
                     fix = _del_in_own_block_fix(module, func, node, own_block, self.fix_title)
-                elif plans or names.received:
+                elif plans or received:
                     plan, fix = _covering_fix(module, func, node, plans, self.fix_title,
-                                              bool(names.received))
+                                              received)
                     if plan is None and after_other is not None and \
                             fix.applicability is Applicability.NONE:
                         fix = FixInfo.none(self.fix_title, after_other)

@@ -208,3 +208,104 @@ class TestInherits(Base):
     def test_c(self):
         assert self.llm.generate(["c"])
 """
+
+
+STORED = """\
+import gc
+
+import pytest
+from vllm import LLM
+
+
+class TestShared:
+    @pytest.fixture(scope="class", autouse=True)
+    def engine(self, request):
+        request.cls.llm = LLM("m", max_model_len=64)
+        yield
+        del request.cls.llm
+        gc.collect()
+
+    def test_generate(self):
+        assert self.llm.generate(["a"])
+
+
+@pytest.fixture(scope="module")
+def module_engine(request):
+    request.module.engine = LLM("m")
+    yield
+    request.module.engine.llm_engine.engine_core.shutdown()
+    del request.module.engine
+
+
+class TestPerTest:
+    @pytest.fixture(autouse=True)
+    def own_engine(self):
+        self.llm = LLM("m")
+        yield
+        self.llm.shutdown()
+
+    def test_generate(self):
+        assert self.llm.generate(["b"])
+"""
+
+
+def test_a_fixture_storing_its_engine_on_an_attribute_gets_a_with_block() -> None:
+    """A generator fixture storing its engine on ``request.cls``, ``request.module`` or
+    ``self`` and cleaning it up after its ``yield``: the with-block runs from the store,
+    which binds the attribute to the engine's proxy, through the ``yield``; the cleanup run
+    goes, so the runner's teardown runs where it began. A function-scoped fixture gets the
+    runner fixture, the wider ones the runner class; the ``del`` of the attribute is
+    GPU004."""
+    assert fix_reports(STORED) == [
+        (10, "GPU001", "safe", ""), (12, "GPU004", "safe", ""), (13, "GPU004", "safe", ""),
+        (21, "GPU001", "safe", ""), (23, "GPU004", "safe", ""), (24, "GPU004", "safe", ""),
+        (30, "GPU001", "safe", ""), (32, "GPU004", "safe", "")]
+    outcome = fix_source(STORED.encode(), "tests/test_stored.py", own_rules())
+    assert outcome.new_source.decode() == """\
+import weakref
+
+import pytest
+from lint_gpu_tests.runtime import VllmRunner
+
+
+class TestShared:
+    @pytest.fixture(scope="class", autouse=True)
+    def engine(self, request):
+        with VllmRunner("m", max_model_len=64) as runner:
+            request.cls.llm = weakref.proxy(runner.llm)
+            yield
+
+    def test_generate(self):
+        assert self.llm.generate(["a"])
+
+
+@pytest.fixture(scope="module")
+def module_engine(request):
+    with VllmRunner("m") as runner:
+        request.module.engine = weakref.proxy(runner.llm)
+        yield
+
+
+class TestPerTest:
+    @pytest.fixture(autouse=True)
+    def own_engine(self, vllm_runner):
+        with vllm_runner("m") as runner:
+            self.llm = weakref.proxy(runner.llm)
+            yield
+
+    def test_generate(self):
+        assert self.llm.generate(["b"])
+"""
+
+
+def test_fixtures_storing_their_engine_whose_fix_is_unsafe_or_missing() -> None:
+    """A test comparing the stored attribute by identity makes the fix unsafe (a proxy
+    now); a fixture reading the attribute after its cleanup has none."""
+    identity = STORED + "\n    def test_same(self):\n        assert self.llm is not self\n"
+    assert fix_reports(identity)[6:] == [
+        (30, "GPU001", "unsafe", "identity checks (`is`) on `self.llm` see a `weakref.proxy`"),
+        (32, "GPU004", "unsafe", "identity checks (`is`) on `self.llm` see a `weakref.proxy`")]
+    late = STORED.replace("        self.llm.shutdown()\n",
+                          "        self.llm.shutdown()\n        print(self.llm)\n")
+    why = "`own_engine()` after its `yield` reads `self.llm` after its cleanup (line 33)"
+    assert fix_reports(late)[6:] == [(30, "GPU001", "none", why), (32, "GPU004", "none", why)]
