@@ -205,11 +205,15 @@ class StoredShape:
 def stored_target(func: FunctionInfo | None, stmt: ast.stmt, call: ast.Call) -> str | None:
     """The dotted target (``request.cls.llm``, ``self.llm``) when ``stmt`` of the fixture
     ``func`` stores the engine ``call`` builds on an attribute of one of its parameters
-    (``request``'s class, module or instance, or ``self``), else ``None``."""
+    (``request``'s class, module or instance, or ``self``), or the name of a global the
+    fixture declares (``global llm``) that it stores it in; else ``None``."""
     if func is None or func.kind is not FunctionKind.FIXTURE or not (
             isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and stmt.value is call):
         return None
     target = stmt.targets[0]
+    if isinstance(target, ast.Name) and any(
+            isinstance(s, ast.Global) and target.id in s.names for s in func.node.body):
+        return target.id  # a module's global the fixture declares
     spelled = dotted_name(target) if isinstance(target, ast.Attribute) else None
     if spelled is None:
         return None
@@ -229,7 +233,7 @@ def _other_store(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stmt,
     and a module-level ``<name> = <constant>`` aside. ``None`` when there is none."""
     attribute = spelled.rpartition(".")[2]
     scope: ast.AST = func.owner_class if func.owner_class is not None else module.tree
-    is_global = spelled.split(".")[1:2] == ["module"]
+    is_global = _is_global(spelled)
     for node in walk_breadth(module.tree if is_global else scope):
         if isinstance(node, ast.Attribute) and node.attr == attribute and \
                 not isinstance(node.ctx, ast.Load) and \
@@ -238,9 +242,12 @@ def _other_store(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stmt,
             if not (own and deletes(module.statement_of(node), spelled)):
                 return node.lineno
         elif is_global and isinstance(node, ast.Name) and node.id == attribute and \
-                not isinstance(node.ctx, ast.Load):
+                not isinstance(node.ctx, ast.Load) and \
+                node is not stmt.targets[0]:  # type: ignore[attr-defined]
             around = module.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef,
                                              ast.Lambda, ast.ClassDef))
+            if around is func.node and deletes(module.statement_of(node), spelled):
+                continue
             if around is None:
                 at = module.statement_of(node)
                 if not (isinstance(at, (ast.Assign, ast.AnnAssign))
@@ -251,6 +258,12 @@ def _other_store(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stmt,
                     for n in walk_breadth(around)):
                 return node.lineno
     return None
+
+
+def _is_global(spelled: str) -> bool:
+    """True when the target ``spelled`` is a module's global: a name, or a module's
+    attribute (``request.module.engine``), which its tests read by name."""
+    return "." not in spelled or spelled.split(".")[1:2] == ["module"]
 
 
 def stored_targets(module: ModuleAnalysis, func: FunctionInfo) -> set[str]:
@@ -296,7 +309,7 @@ def stored_shape(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stmt,
         else len(body) - 1
     scope: ast.AST = func.owner_class if func.owner_class is not None else module.tree
     risks = proxy_risks(module, scope, attribute, set(run))
-    if spelled.startswith(tuple(f"{p}.module." for p in func.params)):
+    if _is_global(spelled):
         # A module's attribute is its global: its tests read it by name.
         risks += [r for r in proxy_risks(module, module.tree, attribute, set(run),
                                          global_name=True) if r not in risks]

@@ -497,6 +497,32 @@ def shape_xunit_factory(rng: random.Random, n: int, s: Style) -> Part:
     return Part(defs=defs, tests=tests)
 
 
+def shape_stored_fixture(rng: random.Random, n: int, s: Style) -> Part:
+    """A generator fixture storing its engine on the test class (``request.cls.llm``, a
+    class-scoped autouse fixture method) or on ``self`` (a function-scoped one), built or from
+    a factory helper of the module, cleaned up by hand after its ``yield`` or never; two
+    tests use it through the attribute."""
+    per_test = rng.random() < 0.4
+    target = "self.llm" if per_test else "request.cls.llm"
+    scope = "" if per_test else "scope=\"class\", "
+    params = "self" if per_test else "self, request"
+    defs = ""
+    if rng.random() < 0.4:
+        defs = f"def _stored_engine_{n}(size=64):\n    return {s.llm}(MODEL, max_model_len=size)\n"
+        built = f"_stored_engine_{n}({rng.choice([32, 64])})"
+    else:
+        built = f"{s.llm}({_kwargs(rng)})"
+    tests = (f"class TestStored{n}:\n    @pytest.fixture({scope}autouse=True)\n"
+             f"    def stored_{n}({params}):\n        {target} = {built}\n        yield\n")
+    if rng.random() < 0.8:
+        tests += _cleanup(rng, target, "        ")
+    tests += "\n"
+    for i in range(2):
+        tests += (f"    def test_stored_{i}(self):\n"
+                  + _use(rng, "self.llm", s, "        ") + "\n")
+    return Part(defs=defs, tests=tests.rstrip("\n") + "\n")
+
+
 def shape_param_fixture(rng: random.Random, n: int, s: Style) -> Part:
     """A fixture with ``params`` building one engine per parameter, torn down in
     ``try``/``finally``."""
@@ -788,6 +814,7 @@ SHAPES: dict[str, ShapeFn] = {
     "xunit_class": shape_xunit_class,
     "module_xunit": shape_module_xunit,
     "xunit_factory": shape_xunit_factory,
+    "stored_fixture": shape_stored_fixture,
 }
 
 #: Shapes a module holds once at most: they define module-level functions of fixed names

@@ -309,3 +309,38 @@ def test_fixtures_storing_their_engine_whose_fix_is_unsafe_or_missing() -> None:
                           "        self.llm.shutdown()\n        print(self.llm)\n")
     why = "`own_engine()` after its `yield` reads `self.llm` after its cleanup (line 33)"
     assert fix_reports(late)[6:] == [(30, "GPU001", "none", why), (32, "GPU004", "none", why)]
+
+
+def test_a_fixture_storing_its_engine_in_a_global_it_declares() -> None:
+    """``global ENGINE; ENGINE = LLM(...)`` in a module-scoped fixture, deleted after its
+    ``yield``: the with-block binds the global to the engine's proxy (a module-level
+    ``ENGINE = None`` is its first value, no other store)."""
+    source = """\
+import gc
+
+import pytest
+from vllm import LLM
+
+ENGINE = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def engine_for_module():
+    global ENGINE
+    ENGINE = LLM("m")
+    yield
+    del ENGINE
+    gc.collect()
+
+
+def test_uses():
+    assert ENGINE.generate(["a"])
+"""
+    assert fix_reports(source) == [
+        (12, "GPU001", "safe", ""), (14, "GPU004", "safe", ""), (15, "GPU004", "safe", "")]
+    fixed = fix_source(source.encode(), "tests/test_global.py", own_rules()).new_source
+    assert fixed.decode().split("\n\n\n")[1:3] == [
+        "@pytest.fixture(scope=\"module\", autouse=True)\ndef engine_for_module():\n"
+        "    global ENGINE\n    with VllmRunner(\"m\") as runner:\n"
+        "        ENGINE = weakref.proxy(runner.llm)\n        yield",
+        "def test_uses():\n    assert ENGINE.generate([\"a\"])\n"]

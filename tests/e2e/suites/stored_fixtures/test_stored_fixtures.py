@@ -1,9 +1,10 @@
 """Generator fixtures that store their engine on an attribute for the tests of their scope
 and clean it up by hand after their `yield`: a class-scoped fixture storing it on the test
-class (`request.cls.llm`), and a module-scoped one storing an engine a helper of the sibling
+class (`request.cls.llm`), a module-scoped one storing an engine a helper of the sibling
 module builds on the module (`request.module.engine`, read by the module's tests as a
-global). The fix wraps each in a with-block from the store through the `yield`, the
-attribute bound to the engine's proxy: each engine lives exactly as long as before."""
+global), and a module-scoped one storing it in a global it declares (`global SHARED`). The
+fix wraps each in a with-block from the store through the `yield`, the attribute bound to
+the engine's proxy: each engine lives exactly as long as before."""
 
 import gc
 
@@ -14,6 +15,7 @@ from stored_engine_helpers import MODEL, build_engine
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=6)
 engine = None
+SHARED = None
 
 
 class TestClassStored:
@@ -50,3 +52,19 @@ def test_module_stored_generates():
 @pytest.mark.usefixtures("module_engine")
 def test_module_stored_config():
     assert engine.llm_engine.vllm_config.model_config.max_model_len == 184
+
+
+@pytest.fixture(scope="module")
+def shared_engine():
+    global SHARED
+    SHARED = LLM(MODEL, max_model_len=168, enforce_eager=True, dtype="float32", seed=2)
+    yield
+    del SHARED
+    gc.collect()
+
+
+@pytest.mark.usefixtures("shared_engine")
+def test_global_stored_generates():
+    outputs = SHARED.generate(["the future of ai is"], GREEDY)
+    assert outputs[0].outputs[0].text
+    assert SHARED.llm_engine.vllm_config.model_config.max_model_len == 168
