@@ -361,6 +361,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return WrapPlan(kind=kind, site_line=stmt.lineno, function_line=func.node.lineno,
                             end_line=end.end_lineno or end.lineno, bound_name=None,
                             remove_lines=set(shape.remove),
+                            unwrap_try_lines=set(shape.unwrap),
                             drop_params=self._dropped_params(func, set(shape.remove)),
                             stored_on=spelled,
                             applicability=Applicability.UNSAFE if reasons
@@ -386,6 +387,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
             end_line=end.end_lineno or end.lineno,
             bound_name=None,
             remove_lines=set(shape.remove),
+            unwrap_try_lines=set(shape.unwrap),
             add_param=None if use_class or config.runner_fixture in func.params
             else config.runner_fixture,
             drop_params=self._dropped_params(func, set(shape.remove)),

@@ -194,12 +194,15 @@ class StoredShape:
             (the one before the cleanup run, or the body's last).
         remove: the lines of the cleanup run after the ``yield``.
         risks: why the readers of the attribute may see the proxy otherwise.
+        unwrap: the line of the ``try`` around the ``yield`` whose ``finally`` (the
+            cleanup run) goes, the ``try`` giving way to its body.
     """
 
     spelled: str
     end: int
     remove: set[int] = field(default_factory=set)
     risks: tuple[str, ...] = ()
+    unwrap: set[int] = field(default_factory=set)
 
 
 def stored_target(func: FunctionInfo | None, stmt: ast.stmt, call: ast.Call) -> str | None:
@@ -280,15 +283,21 @@ def stored_targets(module: ModuleAnalysis, func: FunctionInfo) -> set[str]:
 def stored_shape(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stmt,
                  spelled: str) -> StoredShape | Blocked:
     """The with-block's extent for the engine the fixture ``func`` stores at ``spelled``
-    (:func:`stored_target`) in ``stmt``, or why no fix writes one."""
+    (:func:`stored_target`) in ``stmt``, or why no fix writes one. The fixture hands over
+    to its tests by a ``yield`` statement of its body after the store, its cleanup run
+    after it; or by a ``yield`` in the body of a ``try`` whose ``finally`` is that cleanup
+    alone (the ``try`` then gives way to its body)."""
     body = func.node.body
     index = next((i for i, s in enumerate(body) if s is stmt), None)
     if index is None:
         return Blocked(f"the engine is stored on `{spelled}` inside a compound statement")
+    built = sum(1 for s in module.engines if s.function is func) + sum(
+        1 for r in module.runner_calls if r.function is func)
+    if built != 1:
+        return Blocked(f"`{func.name}()` builds several engines")
     yields = [n for n in module.nodes_of(func) if isinstance(n, (ast.Yield, ast.YieldFrom))]
-    at = next((i for i, s in enumerate(body) if i > index and isinstance(s, ast.Expr)
-               and isinstance(s.value, ast.Yield)), None)
-    if at is None or len(yields) != 1 or body[at].value is not yields[0]:  # type: ignore[attr-defined]
+    at = next((i for i, s in enumerate(body) if i > index and _hands_over(s, yields)), None)
+    if at is None or len(yields) != 1:
         return Blocked(f"the fixture stores the engine on `{spelled}` and does not hand "
                        "over to its tests by one `yield` statement of its body after that")
     attribute = spelled.rpartition(".")[2]
@@ -296,21 +305,49 @@ def stored_shape(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stmt,
     if elsewhere is not None:
         return Blocked(f"`{attribute}` is assigned or deleted elsewhere (line {elsewhere}): "
                        "the with-block would not own what it holds then")
-    after = body[at + 1:]
-    run = cleanup_run(module, after, spelled, f"`{func.name}()` after its `yield`") \
-        if after else []
-    if isinstance(run, str):
-        if any(cleans(module, s, spelled) for s in after) or any(
-                deletes(n, spelled) for s in after for n in walk_breadth(s)
-                if isinstance(n, ast.stmt)):
-            return Blocked(run)
-        run = []  # no cleanup: the engine lived as long as its holder; the block ends it
-    end = next(i for i, s in enumerate(body) if s.lineno == run[0]) - 1 if run \
-        else len(body) - 1
+    where = f"`{func.name}()` after its `yield`"
+    unwrap: set[int] = set()
+    trying = body[at]
+    if isinstance(trying, ast.Try):
+        if trying.handlers or trying.orelse or not trying.finalbody:
+            return Blocked(f"the `yield` of `{func.name}()` is in a `try` with handlers or "
+                           "an `else`, or no `finally`")
+        run = cleanup_run(module, trying.finalbody, spelled, f"the `finally` of {where}")
+        if isinstance(run, str) or len(run) != len(trying.finalbody):
+            return Blocked(f"the `finally` around the `yield` of `{func.name}()` holds more "
+                           f"than the cleanup of `{spelled}`")
+        unwrap = {trying.lineno}
+        later = [n for s in body[at + 1:] for n in walk_breadth(s)
+                 if holds(n, spelled) and isinstance(getattr(n, "ctx", None), ast.Load)]
+        if later:
+            return Blocked(f"{where} reads `{spelled}` after its cleanup (line "
+                           f"{later[0].lineno})")  # type: ignore[attr-defined]
+        end = at
+    else:
+        after = body[at + 1:]
+        found = cleanup_run(module, after, spelled, where) if after else []
+        if isinstance(found, str):
+            if any(cleans(module, s, spelled) for s in after) or any(
+                    deletes(n, spelled) for s in after for n in walk_breadth(s)
+                    if isinstance(n, ast.stmt)):
+                return Blocked(found)
+            found = []  # no cleanup: the engine lived as long as its holder; the block ends it
+        run = found
+        end = next(i for i, s in enumerate(body) if s.lineno == run[0]) - 1 if run \
+            else len(body) - 1
     scope: ast.AST = func.owner_class if func.owner_class is not None else module.tree
     risks = proxy_risks(module, scope, attribute, set(run))
     if _is_global(spelled):
         # A module's attribute is its global: its tests read it by name.
         risks += [r for r in proxy_risks(module, module.tree, attribute, set(run),
                                          global_name=True) if r not in risks]
-    return StoredShape(spelled, end, set(run), tuple(risks))
+    return StoredShape(spelled, end, set(run), tuple(risks), unwrap)
+
+
+def _hands_over(stmt: ast.stmt, yields: Sequence[ast.AST]) -> bool:
+    """True when ``stmt`` is the fixture's ``yield`` statement, or a ``try`` with it
+    directly in its body (``yields``: every yield of the fixture)."""
+    if isinstance(stmt, ast.Expr):
+        return any(stmt.value is y for y in yields)
+    return isinstance(stmt, ast.Try) and any(
+        isinstance(s, ast.Expr) and any(s.value is y for y in yields) for s in stmt.body)

@@ -21,7 +21,7 @@ from lint_gpu_tests.fixplan.factories import FactoryPlan
 from lint_gpu_tests.fixplan.isolate import IsolatePlan
 from lint_gpu_tests.fixplan.plan import CleanupPlan, WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
-from lint_gpu_tests.fixplan.stored import stored_targets
+from lint_gpu_tests.fixplan.stored import cleans, stored_targets
 from lint_gpu_tests.fixplan.xunit import XunitPlan, xunit_plan_for_teardown
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind
 from lint_gpu_tests.parsing.prefilter import RUNNER_FACTORY_FIXTURE
@@ -673,7 +673,7 @@ class TestTokens:
                         "it)"))
                     continue
                 own_block = _own_with_targets(module, func, node)
-                after_other = _after_other_finally_statement(module, node, deletable)
+                after_other = _after_other_finally_statement(module, node, deletable, stored)
                 if own_block is not None:
                     fix = _del_in_own_block_fix(module, func, node, own_block, self.fix_title)
                 elif plans or received:
@@ -1042,14 +1042,17 @@ def _del_in_own_block_fix(module: ModuleAnalysis, func: FunctionInfo, node: ast.
 
 
 def _after_other_finally_statement(module: ModuleAnalysis, node: ast.stmt,
-                                   deletable: set[str]) -> str | None:
+                                   deletable: set[str], stored: set[str] | None = None
+                                   ) -> str | None:
     """The reason a process-wide cleanup call (``gc.collect()``, ``empty_cache()``) of a
     ``finally`` stays, when an earlier statement of that ``finally`` is not the engine's
     cleanup (``reset_config()``, restoring a variable; the reason names the nearest such
     statement): the call also frees what that statement released, after the engine's
     teardown. The wrap plan keeps such a call where
     it is (only the cleanup that opens a ``finally`` goes with the rewrite), so the reason is
-    the same before and after ``--fix``; ``None`` for any other statement."""
+    the same before and after ``--fix``; ``None`` for any other statement. The cleanup of an
+    engine a fixture stores on an attribute (``stored``: ``del request.cls.llm``) is the
+    engine's."""
     if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)) or \
             names_in(node) & deletable:
         return None
@@ -1059,7 +1062,8 @@ def _after_other_finally_statement(module: ModuleAnalysis, node: ast.stmt,
     planner = planner_for(module)
     before = trying.finalbody[:next(i for i, s in enumerate(trying.finalbody) if s is node)]
     for earlier in reversed(before):
-        if not planner.is_cleanup_statement(earlier, deletable):
+        if not planner.is_cleanup_statement(earlier, deletable) and \
+                not any(cleans(module, earlier, on) for on in stored or ()):
             spelled = ast.get_source_segment(module.text, earlier) or ast.unparse(earlier)
             first = spelled.splitlines()[0].rstrip(":")
             return (f"it runs after `{first}` in the `finally`, which is not the engine's "

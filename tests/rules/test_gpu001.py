@@ -344,3 +344,43 @@ def test_uses():
         "    global ENGINE\n    with VllmRunner(\"m\") as runner:\n"
         "        ENGINE = weakref.proxy(runner.llm)\n        yield",
         "def test_uses():\n    assert ENGINE.generate([\"a\"])\n"]
+
+
+def test_a_fixture_storing_its_engine_around_a_try_finally_or_storing_two() -> None:
+    """The ``yield`` in a ``try`` whose ``finally`` is the cleanup alone: the ``try`` gives
+    way to its body inside the with-block. A fixture storing two engines has no fix, and
+    the reason says so (not that its cleanup is split)."""
+    source = """\
+import gc
+
+import pytest
+from vllm import LLM
+
+
+class TestTry:
+    @pytest.fixture(scope="class", autouse=True)
+    def engine(self, request):
+        request.cls.llm = LLM("m")
+        try:
+            yield
+        finally:
+            del request.cls.llm
+            gc.collect()
+
+    def test_b(self):
+        assert self.llm.generate(["a"])
+"""
+    assert fix_reports(source) == [
+        (10, "GPU001", "safe", ""), (14, "GPU004", "safe", ""), (15, "GPU004", "safe", "")]
+    fixed = fix_source(source.encode(), "tests/test_try.py", own_rules()).new_source.decode()
+    assert fixed.split("\n\n\n")[1] == (
+        "class TestTry:\n    @pytest.fixture(scope=\"class\", autouse=True)\n"
+        "    def engine(self, request):\n        with VllmRunner(\"m\") as runner:\n"
+        "            request.cls.llm = weakref.proxy(runner.llm)\n            yield\n\n"
+        "    def test_b(self):\n        assert self.llm.generate([\"a\"])\n")
+    two = source.replace("        request.cls.llm = LLM(\"m\")\n",
+                         "        request.cls.llm = LLM(\"m\")\n"
+                         "        request.cls.other = LLM(\"n\")\n")
+    why = "`engine()` builds several engines"
+    assert [r for r in fix_reports(two) if r[1] == "GPU001"] == [
+        (10, "GPU001", "none", why), (11, "GPU001", "none", why)]
