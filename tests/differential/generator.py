@@ -500,8 +500,8 @@ def shape_xunit_factory(rng: random.Random, n: int, s: Style) -> Part:
 def shape_stored_fixture(rng: random.Random, n: int, s: Style) -> Part:
     """A generator fixture storing its engine on the test class (``request.cls.llm``, a
     class-scoped autouse fixture method) or on ``self`` (a function-scoped one), built or from
-    a factory helper of the module, cleaned up by hand after its ``yield`` or never; two
-    tests use it through the attribute."""
+    a factory helper of the module, cleaned up by hand after its ``yield`` (or in the
+    ``finally`` of a ``try`` around it) or never; two tests use it through the attribute."""
     per_test = rng.random() < 0.4
     target = "self.llm" if per_test else "request.cls.llm"
     scope = "" if per_test else "scope=\"class\", "
@@ -513,9 +513,14 @@ def shape_stored_fixture(rng: random.Random, n: int, s: Style) -> Part:
     else:
         built = f"{s.llm}({_kwargs(rng)})"
     tests = (f"class TestStored{n}:\n    @pytest.fixture({scope}autouse=True)\n"
-             f"    def stored_{n}({params}):\n        {target} = {built}\n        yield\n")
-    if rng.random() < 0.8:
-        tests += _cleanup(rng, target, "        ")
+             f"    def stored_{n}({params}):\n        {target} = {built}\n")
+    if rng.random() < 0.3:
+        tests += ("        try:\n            yield\n        finally:\n"
+                  + _cleanup(rng, target, "            "))
+    else:
+        tests += "        yield\n"
+        if rng.random() < 0.8:
+            tests += _cleanup(rng, target, "        ")
     tests += "\n"
     for i in range(2):
         tests += (f"    def test_stored_{i}(self):\n"
