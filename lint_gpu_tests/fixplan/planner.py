@@ -357,6 +357,11 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return FixInfo.none(title, shape.reason)
         reasons = list(shape.risks)
         end = func.node.body[shape.end]
+        # The factory's context manager enters the runner class, as a wide fixture's does.
+        scoped = _scope_risk(func, kind is PlanKind.RUNNER or use_class
+                             and config.target == "bundled")
+        if scoped is not None:
+            reasons.append(scoped)
         if kind is PlanKind.RUNNER:
             return WrapPlan(kind=kind, site_line=stmt.lineno, function_line=func.node.lineno,
                             end_line=end.end_lineno or end.lineno, bound_name=None,
@@ -514,12 +519,14 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return "several engines are built in one statement"
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is call and not bound:
             teardown = TEARDOWN_OF.get(func.name)
-            if teardown is not None and func.parent is None and any(
-                    isinstance(t, ast.Attribute) for t in getattr(stmt, "targets", ())):
-                return (f"the engine is stored on the class or instance by the xunit "
-                        f"`{func.name}()` and lives until `{teardown}()`: the fix hands it to "
-                        f"the runner only in a class whose `{teardown}()` cleans it up by "
-                        "hand, and this one has none")
+            held = next((t for t in getattr(stmt, "targets", ())
+                         if isinstance(t, ast.Attribute)), None)
+            if teardown is not None and func.parent is None and held is not None:
+                return (f"the engine is stored on `{ast.unparse(held)}` by the xunit "
+                        f"`{func.name}()` and lives until `{teardown}()`: the fix hands an "
+                        "engine to the runner where a class's set-up stores it on its first "
+                        "parameter (`cls.llm`, `self.llm`) or a module's set-up in a global "
+                        "it declares, and the paired teardown (if any) cleans it up by hand")
             return ("the engine is stored in an attribute or container and outlives "
                     "the block")
         is_fixture = func.kind is FunctionKind.FIXTURE
@@ -874,10 +881,9 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 # construction: the two engines are now alive together.
                 risks.append("a value that may hold the engine is used after the next engine is "
                              "built, so the block covers both and they are alive together")
-        if is_fixture and func.fixture_scope not in (None, "function") and not (
-                scoped_class and func.fixture_scope in SCOPES_THE_CLASS_KEEPS):
-            risks.append(f"a {func.fixture_scope}-scoped fixture: the engine's lifetime "
-                         "follows the fixture's scope and the runner must allow it")
+        scoped = _scope_risk(func, scoped_class)
+        if scoped is not None:
+            risks.append(scoped)
         return risks
 
     def _yields_proxy(self, func: FunctionInfo, stmt: ast.stmt, segment: list[ast.stmt],
@@ -1000,6 +1006,18 @@ def _is_plain_handout(stmt: ast.stmt, name: str, module: ModuleAnalysis) -> bool
         value = value.args[0]
     return isinstance(value, ast.Name) and value.id == name
 
+
+
+def _scope_risk(func: FunctionInfo, scoped_class: bool) -> str | None:
+    """Why a fixture's engine may live otherwise after the fix: a scope wider than a test's
+    that the runner's block does not follow exactly (the runner class entered by the
+    fixture itself, ``scoped_class``, follows the scopes of
+    :data:`SCOPES_THE_CLASS_KEEPS`); ``None`` for any other function."""
+    if func.kind is FunctionKind.FIXTURE and func.fixture_scope not in (None, "function") \
+            and not (scoped_class and func.fixture_scope in SCOPES_THE_CLASS_KEEPS):
+        return (f"a {func.fixture_scope}-scoped fixture: the engine's lifetime follows the "
+                "fixture's scope and the runner must allow it")
+    return None
 
 
 def planner_for(module: ModuleAnalysis) -> Planner:

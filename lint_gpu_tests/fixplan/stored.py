@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 from lint_gpu_tests.analysis.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
 from lint_gpu_tests.fixplan.groups import CLASS_CALLS, IDENTITY_CALLS
+from lint_gpu_tests.fixplan.safety import HASHING_METHODS
 from lint_gpu_tests.ftypes import Blocked
 from lint_gpu_tests.parsing.source import walk_breadth
 from lint_gpu_tests.parsing.syntax import dotted_name, last_name
@@ -114,10 +115,9 @@ def cleanup_run(module: ModuleAnalysis, body: Sequence[ast.stmt], spelled: str,
            for j, s in enumerate(body) if j not in found for start, end in spans):
         return (f"a cleanup statement of {where} shares its line with a statement that is "
                 "not cleanup")
-    for later in body[last + 1:]:
-        if any(holds(n, spelled) and isinstance(getattr(n, "ctx", None), ast.Load)
-               for n in walk_breadth(later)):
-            return f"{where} reads `{spelled}` after its cleanup (line {later.lineno})"
+    read = _read_after(body[last + 1:], spelled)
+    if read is not None:
+        return f"{where} reads `{spelled}` after its cleanup (line {read})"
     nested = [n for s in body for n in walk_breadth(s)
               if n is not s and isinstance(n, ast.stmt) and deletes(n, spelled)]
     if nested:
@@ -125,13 +125,34 @@ def cleanup_run(module: ModuleAnalysis, body: Sequence[ast.stmt], spelled: str,
     return [body[i].lineno for i in found]
 
 
+#: Calls that look an attribute or a global up by its name (``hasattr(self, "llm")``).
+BY_NAME_CALLS = frozenset({"hasattr", "getattr", "vars", "globals", "locals", "dir"})
+
+
+def _read_after(statements: Sequence[ast.stmt], spelled: str) -> int | None:
+    """The line of the first read of the target ``spelled`` in ``statements`` (run after
+    its cleanup): through the target itself, or by its name (``hasattr(self, "llm")``,
+    ``"llm" not in globals()``), which sees the proxy the fix leaves where the cleanup
+    had deleted it; else ``None``."""
+    name = spelled.rpartition(".")[2]
+    for stmt in statements:
+        for n in walk_breadth(stmt):
+            if holds(n, spelled) and isinstance(getattr(n, "ctx", None), ast.Load) or \
+                    isinstance(n, ast.Constant) and n.value == name or \
+                    isinstance(n, ast.Call) and last_name(n.func) in BY_NAME_CALLS or \
+                    isinstance(n, ast.Attribute) and n.attr == "__dict__":
+                return getattr(n, "lineno", stmt.lineno)
+    return None
+
+
 def proxy_risks(module: ModuleAnalysis, scope: ast.AST, attribute: str, removed: set[int],
-                *, global_name: bool = False) -> list[str]:
+                *, global_name: bool = False) -> list[str] | Blocked:
     """Why the uses in ``scope`` of an engine held on ``attribute`` (``<any>.<attribute>``,
     or with ``global_name`` the module's global ``attribute``) may behave otherwise on a
     weak proxy (an identity check, a weak reference, a value handed whole to a call or
-    stored): the fix is unsafe then. The uses in the statements the fix removes
-    (``removed``, their lines) do not count."""
+    stored): the fix is unsafe then; or, where a use hashes it (a set member, a dict key,
+    ``hash()``: a proxy is unhashable), why there is no fix. The uses in the statements the
+    fix removes (``removed``, their lines) do not count."""
     out: list[str] = []
     for node in walk_breadth(scope):
         if not global_name and isinstance(node, ast.Attribute) and \
@@ -147,6 +168,10 @@ def proxy_risks(module: ModuleAnalysis, scope: ast.AST, attribute: str, removed:
         parent = module.parent(node)
         if isinstance(parent, ast.Attribute):
             continue  # a read through it (``self.llm.generate``) or a longer chain
+        if _hashes(parent, node):
+            return Blocked(f"{spelled} is a dict key or set member or is hashed (line "
+                           f"{node.lineno}), and the `weakref.proxy` the fix binds is "
+                           "unhashable")
         reason: str | None = None
         if isinstance(parent, ast.Call) and node in parent.args and \
                 last_name(parent.func) in IDENTITY_CALLS:
@@ -168,6 +193,20 @@ def proxy_risks(module: ModuleAnalysis, scope: ast.AST, attribute: str, removed:
         if reason is not None and reason not in out:
             out.append(reason)
     return out
+
+
+def _hashes(parent: ast.AST | None, node: ast.AST) -> bool:
+    """True when ``parent`` hashes its part ``node``: a set member, a dict key, a
+    subscript's key, the argument of ``hash()`` or of a set's or dict's hashing method."""
+    if isinstance(parent, ast.Set):
+        return True
+    if isinstance(parent, ast.Dict):
+        return any(k is node for k in parent.keys)
+    if isinstance(parent, ast.Subscript):
+        return parent.slice is node
+    return isinstance(parent, ast.Call) and any(a is node for a in parent.args) and (
+        last_name(parent.func) == "hash" or isinstance(parent.func, ast.Attribute)
+        and parent.func.attr in HASHING_METHODS)
 
 
 def _local_in(module: ModuleAnalysis, node: ast.Name) -> bool:
@@ -317,11 +356,9 @@ def stored_shape(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stmt,
             return Blocked(f"the `finally` around the `yield` of `{func.name}()` holds more "
                            f"than the cleanup of `{spelled}`")
         unwrap = {trying.lineno}
-        later = [n for s in body[at + 1:] for n in walk_breadth(s)
-                 if holds(n, spelled) and isinstance(getattr(n, "ctx", None), ast.Load)]
-        if later:
-            return Blocked(f"{where} reads `{spelled}` after its cleanup (line "
-                           f"{later[0].lineno})")  # type: ignore[attr-defined]
+        read = _read_after(body[at + 1:], spelled)
+        if read is not None:
+            return Blocked(f"{where} reads `{spelled}` after its cleanup (line {read})")
         end = at
     else:
         after = body[at + 1:]
@@ -337,11 +374,21 @@ def stored_shape(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stmt,
             else len(body) - 1
     scope: ast.AST = func.owner_class if func.owner_class is not None else module.tree
     risks = proxy_risks(module, scope, attribute, set(run))
-    if _is_global(spelled):
-        # A module's attribute is its global: its tests read it by name.
-        risks += [r for r in proxy_risks(module, module.tree, attribute, set(run),
-                                         global_name=True) if r not in risks]
-    return StoredShape(spelled, end, set(run), tuple(risks), unwrap)
+    # A module's attribute is its global: its tests read it by name.
+    by_name = proxy_risks(module, module.tree, attribute, set(run), global_name=True) \
+        if _is_global(spelled) else []
+    if isinstance(risks, Blocked):
+        return risks
+    if isinstance(by_name, Blocked):
+        return by_name
+    handed = yields[0].value if isinstance(yields[0], ast.Yield) else None
+    if not _is_global(spelled) and handed is not None and any(
+            holds(n, spelled) for n in walk_breadth(handed)):
+        # (a global's tests read it by name: ``by_name`` says so)
+        risks.append(f"the fixture yields `{spelled}`: its users get the engine's "
+                     "`weakref.proxy`")
+    return StoredShape(spelled, end, set(run),
+                       tuple([*risks, *(r for r in by_name if r not in risks)]), unwrap)
 
 
 def _hands_over(stmt: ast.stmt, yields: Sequence[ast.AST]) -> bool:

@@ -342,8 +342,11 @@ def _plan(module: ModuleAnalysis, call: ast.Call, setup: FunctionInfo,
                 return none(cc_problem.reason)
             if cc_problem is not None:
                 reasons.append(cc_problem.reason)
-    reasons.extend(proxy_risks(module, owner if owner is not None else module.tree,
-                               attribute, set(remove), global_name=owner is None))
+    risks = proxy_risks(module, owner if owner is not None else module.tree, attribute,
+                        set(remove), global_name=owner is None)
+    if isinstance(risks, Blocked):
+        return none(risks.reason)
+    reasons.extend(risks)
     taken = {n.attr for n in walk_breadth(owner) if isinstance(n, ast.Attribute)} \
         if owner is not None else {n.id for n in walk_breadth(module.tree)
                                    if isinstance(n, ast.Name)} | {

@@ -13,7 +13,7 @@ from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.xunit import XunitPlan, xunit_plan_of
 from lint_gpu_tests.ftypes import FixInfo, FixKind
 from lint_gpu_tests.parsing.source import walk_nodes
-from lint_gpu_tests.parsing.syntax import dotted_name, is_main_guard, is_raises_with
+from lint_gpu_tests.parsing.syntax import dotted_name, is_main_guard, is_raises_with, last_name
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at, imported_helper_reason
 
@@ -960,11 +960,15 @@ def _under_main_guard(module: ModuleAnalysis, node: ast.AST) -> bool:
 
 
 def _entered_or_raising(module: ModuleAnalysis, call: ast.Call) -> bool:
-    """True when ``call`` is a with-item's context expression (the helper is entered: a
-    context manager already), or an unbound expression statement directly in a
-    ``with pytest.raises(...)`` body (as GPU001 exempts ``LLM(...)`` there)."""
+    """True when ``call`` is a with-item's context expression or what an
+    ``ExitStack``'s ``enter_context(...)`` enters (the helper is entered: a context manager
+    already), or an unbound expression statement directly in a ``with pytest.raises(...)``
+    body (as GPU001 exempts ``LLM(...)`` there)."""
     parent = module.parent(call)
     if isinstance(parent, ast.withitem) and parent.context_expr is call:
+        return True
+    if isinstance(parent, ast.Call) and parent.args[:1] == [call] and \
+            last_name(parent.func) == "enter_context":
         return True
     if not isinstance(parent, ast.Expr):
         return False

@@ -533,8 +533,7 @@ class TestTokens:
                 if teardown.name != TEARDOWN_OF[setup.name] or teardown.parent is not None \
                         or teardown.owner_class is not setup.owner_class:
                     continue
-                receiver = teardown.params[0] if teardown.owner_class is not None and \
-                    teardown.params else None
+                receiver = teardown.params[0] if teardown.params else None
                 planned = xunit_plan_for_teardown(module, teardown)
                 built_by_factory = any(module.factory_called(n) is not None
                                        for n in module.nodes_of(setup)
@@ -560,9 +559,9 @@ class TestTokens:
                     reason = planned.reason if isinstance(planned, FixInfo) else (
                         f"the engine is stored on `{spelled}` by `{setup.name}()` (line "
                         f"{line}) and lives until `{teardown.name}()`: no fix rewrites "
-                        "this xunit set-up and teardown (a class's set-up that builds the "
-                        "engine itself, or gets it from a factory helper, and a teardown "
-                        "that cleans it up are fixed)")
+                        "this xunit set-up and teardown (one whose set-up stores the engine "
+                        "on its class or instance, or in a global it declares, built there "
+                        "or by a factory helper, and whose teardown cleans it up, is fixed)")
                     yield hit_at(node, self.message.format(what=what),
                                  FixInfo.none(self.fix_title, reason))
 
@@ -837,7 +836,9 @@ def _xunit_engines(module: ModuleAnalysis, setup: FunctionInfo) -> dict[str, tup
     or global name: ``{"llm": ("cls.llm", 12)}`` for ``cls.llm = LLM(...)`` on line 12 of
     ``setup_class(cls)``; ``{"llm": ("llm", 10)}`` for ``global llm; llm = LLM(...)`` in
     ``setup_module()``. An engine is a construction or a factory helper's result."""
-    receiver = setup.params[0] if setup.owner_class is not None and setup.params else None
+    # A class's set-up stores on its first parameter; a module's on the module object it
+    # may take (``setup_module(module)``: ``module.llm``) or in a global it declares.
+    receiver = setup.params[0] if setup.params else None
     declared = {name for n in module.nodes_of(setup) if isinstance(n, ast.Global)
                 for name in n.names}
     found: dict[str, tuple[str, int]] = {}
@@ -863,9 +864,10 @@ def _xunit_cleanup(module: ModuleAnalysis, node: ast.AST, receiver: str | None,
     def held(target: ast.expr) -> str | None:
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and \
                 receiver is not None and target.value.id == receiver and \
-                target.attr in stored:
+                target.attr in stored and "." in stored[target.attr][0]:
             return f"{receiver}.{target.attr}"
-        if isinstance(target, ast.Name) and receiver is None and target.id in stored:
+        if isinstance(target, ast.Name) and target.id in stored and \
+                stored[target.id][0] == target.id:  # a global
             return target.id
         return None
 

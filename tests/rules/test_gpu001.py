@@ -384,3 +384,21 @@ class TestTry:
     why = "`engine()` builds several engines"
     assert [r for r in fix_reports(two) if r[1] == "GPU001"] == [
         (10, "GPU001", "none", why), (11, "GPU001", "none", why)]
+
+
+def test_a_stored_fixture_of_a_dynamic_scope_or_yielding_its_engine_is_unsafe() -> None:
+    """A scope the runner's block may not follow (a callable or a name), and a fixture
+    handing its tests the attribute it stored: unsafe, the reason saying why."""
+    dynamic = STORED.replace('@pytest.fixture(scope="class", autouse=True)',
+                             "@pytest.fixture(scope=SCOPE, autouse=True)")
+    first = fix_reports(dynamic)[0]
+    assert first[:3] == (10, "GPU001", "unsafe") and first[3].endswith(
+        "-scoped fixture: the engine's lifetime follows the fixture's scope and the runner "
+        "must allow it")
+    yielding = STORED.replace("        request.cls.llm = LLM(\"m\", max_model_len=64)\n"
+                              "        yield\n",
+                              "        request.cls.llm = LLM(\"m\", max_model_len=64)\n"
+                              "        yield request.cls.llm\n")
+    assert fix_reports(yielding)[0] == (
+        10, "GPU001", "unsafe",
+        "the fixture yields `request.cls.llm`: its users get the engine's `weakref.proxy`")

@@ -1843,3 +1843,64 @@ def test_an_xunit_teardowns_line_of_cleanup_alone_goes_whole() -> None:
     why = ("a cleanup statement of `teardown_class()` shares its line with a statement that "
            "is not cleanup")
     assert fix_reports(mixed) == [(9, "GPU001", "none", why), (13, "GPU004", "none", why)]
+
+
+def test_xunit_and_fixture_stores_the_fix_would_change() -> None:
+    """A teardown checking by name that the engine's attribute is gone, and a test using
+    the stored engine as a set member: no fix (the proxy stays where the cleanup had
+    deleted it; a proxy is unhashable). A module's set-up storing the engine on the module
+    object it takes: reported (its ``del module.llm`` too), with a true reason."""
+    checked = XUNIT_BY_NAME.replace("        gc.collect()\n",
+                                    "        gc.collect()\n"
+                                    "        assert not hasattr(self, \"llm\")\n")
+    assert fix_reports(checked)[0] == (
+        8, "GPU001", "none", "`teardown_method()` reads `self.llm` after its cleanup (line 13)")
+    hashed = XUNIT_BY_NAME + "\n    def test_member(self):\n        assert len({self.llm}) == 1\n"
+    assert fix_reports(hashed)[0] == (
+        8, "GPU001", "none", "`self.llm` is a dict key or set member or is hashed (line 18), "
+        "and the `weakref.proxy` the fix binds is unhashable")
+    on_module = textwrap.dedent("""\
+        import gc
+
+        from vllm import LLM
+
+
+        def setup_module(module):
+            module.llm = LLM("m")
+
+
+        def teardown_module(module):
+            del module.llm
+            gc.collect()
+        """)
+    stored = ("the engine is stored on `module.llm` by `setup_module()` (line 7) and lives "
+              "until `teardown_module()`: no fix rewrites this xunit set-up and teardown (one "
+              "whose set-up stores the engine on its class or instance, or in a global it "
+              "declares, built there or by a factory helper, and whose teardown cleans it up, "
+              "is fixed)")
+    assert fix_reports(on_module) == [
+        (7, "GPU001", "none", "the engine is stored on `module.llm` by the xunit "
+         "`setup_module()` and lives until `teardown_module()`: the fix hands an engine to the "
+         "runner where a class's set-up stores it on its first parameter (`cls.llm`, "
+         "`self.llm`) or a module's set-up in a global it declares, and the paired teardown "
+         "(if any) cleans it up by hand"),
+        (11, "GPU004", "none", stored), (12, "GPU004", "none", stored)]
+
+
+XUNIT_BY_NAME = """\
+import gc
+
+from vllm import LLM
+
+
+class TestGenerate:
+    def setup_method(self):
+        self.llm = LLM("m")
+
+    def teardown_method(self):
+        del self.llm
+        gc.collect()
+
+    def test_generate(self):
+        assert self.llm.generate(["a"])
+"""
