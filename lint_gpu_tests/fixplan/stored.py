@@ -125,22 +125,16 @@ def cleanup_run(module: ModuleAnalysis, body: Sequence[ast.stmt], spelled: str,
     return [body[i].lineno for i in found]
 
 
-#: Calls that look an attribute or a global up by its name (``hasattr(self, "llm")``).
-BY_NAME_CALLS = frozenset({"hasattr", "getattr", "vars", "globals", "locals", "dir"})
-
-
 def _read_after(statements: Sequence[ast.stmt], spelled: str) -> int | None:
     """The line of the first read of the target ``spelled`` in ``statements`` (run after
-    its cleanup): through the target itself, or by its name (``hasattr(self, "llm")``,
-    ``"llm" not in globals()``), which sees the proxy the fix leaves where the cleanup
-    had deleted it; else ``None``."""
+    its cleanup): through the target itself, or by its name as a string
+    (``hasattr(self, "llm")``, ``"llm" not in globals()``), which sees the proxy the fix
+    leaves where the cleanup had deleted it; else ``None``."""
     name = spelled.rpartition(".")[2]
     for stmt in statements:
         for n in walk_breadth(stmt):
             if holds(n, spelled) and isinstance(getattr(n, "ctx", None), ast.Load) or \
-                    isinstance(n, ast.Constant) and n.value == name or \
-                    isinstance(n, ast.Call) and last_name(n.func) in BY_NAME_CALLS or \
-                    isinstance(n, ast.Attribute) and n.attr == "__dict__":
+                    isinstance(n, ast.Constant) and n.value == name:
                 return getattr(n, "lineno", stmt.lineno)
     return None
 
