@@ -280,20 +280,25 @@ def _other_store(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stmt,
         elif is_global and isinstance(node, ast.Name) and node.id == attribute and \
                 not isinstance(node.ctx, ast.Load) and \
                 node is not stmt.targets[0]:  # type: ignore[attr-defined]
-            around = module.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                             ast.Lambda, ast.ClassDef))
-            if around is func.node and deletes(module.statement_of(node), spelled):
-                continue
-            if around is None:
-                at = module.statement_of(node)
-                if not (isinstance(at, (ast.Assign, ast.AnnAssign))
-                        and isinstance(at.value, ast.Constant)):
-                    return node.lineno
-            elif isinstance(around, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-                    isinstance(n, ast.Global) and attribute in n.names
-                    for n in walk_breadth(around)):
+            own = module.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef)) is func.node
+            if not (own and deletes(module.statement_of(node), spelled)) and \
+                    rebinds_global(module, node):
                 return node.lineno
     return None
+
+
+def rebinds_global(module: ModuleAnalysis, node: ast.Name) -> bool:
+    """True when ``node``, a store or ``del`` of a name, rebinds the module's global of that
+    name: at module level, other than as ``<name> = <constant>`` (its first value, before
+    any set-up runs), or in a function that declares it ``global``."""
+    around = module.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                                     ast.ClassDef))
+    if around is None:
+        at = module.statement_of(node)
+        return not (isinstance(at, (ast.Assign, ast.AnnAssign))
+                    and isinstance(at.value, ast.Constant))
+    return isinstance(around, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+        isinstance(n, ast.Global) and node.id in n.names for n in walk_breadth(around))
 
 
 def _is_global(spelled: str) -> bool:

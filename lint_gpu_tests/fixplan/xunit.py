@@ -77,7 +77,7 @@ from lint_gpu_tests.analysis.mappings import hides_model
 from lint_gpu_tests.fixplan.classes import RUNNER_CLASS_MODULES, vllm_runner_class_problem
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.safety import compilation_config_equivalent
-from lint_gpu_tests.fixplan.stored import cleanup_run, holds, proxy_risks
+from lint_gpu_tests.fixplan.stored import cleanup_run, holds, proxy_risks, rebinds_global
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan
 from lint_gpu_tests.parsing.source import walk_breadth
 
@@ -415,19 +415,10 @@ def _other_store(module: ModuleAnalysis, owner: ast.ClassDef | None, attribute: 
                 return node.lineno
         return None
     for node in walk_breadth(module.tree):
-        if not (isinstance(node, ast.Name) and node.id == attribute and
-                not isinstance(node.ctx, ast.Load)) or node is target or \
-                teardown is not None and _in_lines(node, module, teardown):
-            continue
-        func = module.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                                       ast.ClassDef))
-        if func is None:
-            stmt = module.statement_of(node)
-            if not (isinstance(stmt, (ast.Assign, ast.AnnAssign))
-                    and isinstance(stmt.value, ast.Constant)):
-                return node.lineno
-        elif isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-                isinstance(n, ast.Global) and attribute in n.names for n in walk_breadth(func)):
+        if isinstance(node, ast.Name) and node.id == attribute and \
+                not isinstance(node.ctx, ast.Load) and node is not target and \
+                not (teardown is not None and _in_lines(node, module, teardown)) and \
+                rebinds_global(module, node):
             return node.lineno
     return None
 
