@@ -90,7 +90,7 @@ class XunitStackTransformer(cst.CSTTransformer):
         code = ("@classmethod\n" if plan.class_method else "") + (
             f"def {plan.add_teardown}({receiver}):\n"
             f"{indent}{self._stack(receiver)}.close()\n")
-        blank = [cst.EmptyLine(indent=False)] * (1 if receiver else 2)
+        blank = [cst.EmptyLine(indent=False)] * (1 if plan.in_class else 2)
         return cst.parse_statement(code, config=self.tree.config_for_parsing).with_changes(
             leading_lines=blank)
 

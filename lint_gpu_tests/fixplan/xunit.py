@@ -51,7 +51,10 @@ Decisions (README, "Fix safety": a safe fix keeps behaviour):
   declares (``global llm``) is fixed the same way on a global stack: the set-up's ``global``
   statement declares ``_engine_stack`` too, and the teardown calls ``_engine_stack.close()``.
   A module-level ``llm = None`` (the global's first value, before any set-up runs) is no
-  other store; a test's local of the same name is not the global.
+  other store; a test's local of the same name is not the global. ``setup_module(module)``
+  storing it on the module object (``module.llm = LLM(...)``, the same global) keeps the
+  stack there too (``module._engine_stack``), closed by ``module._engine_stack.close()`` (or,
+  in a teardown without the module object, ``_engine_stack.close()``).
 * An engine a factory helper of the tree builds (``cls.llm = build_engine()``, the helper
   rewritten into a context manager by its unit, :mod:`lint_gpu_tests.fixplan.factories`) is
   handed to the stack the same way: the set-up enters the helper's context manager on it
@@ -98,9 +101,10 @@ class XunitPlan(FixPlan):
             the class has no teardown, and the fix adds one).
         site_line: the statement ``<receiver>.<attribute> = LLM(...)`` in the set-up.
         call_line: the engine call (where GPU001 reports).
-        receiver: the set-up's and the teardown's first parameter (``cls``, ``self``), as
-            each spells it: ``(setup's, teardown's)``; ``("", "")`` where a module-level
-            set-up (``setup_module``) stores the engine in a global.
+        receiver: the set-up's and the teardown's first parameter (``cls``, ``self``,
+            ``module``), as each spells it: ``(setup's, teardown's)``; ``""`` where a
+            module-level function reaches the stack as a global (a set-up storing the engine
+            in a global, a teardown without the module object).
         attribute: the engine's attribute (``llm``), or that global's name.
         stack_attribute: the attribute holding the ``ExitStack`` (``_engine_stack``).
         remove_lines: the teardown's cleanup statements (what GPU004 reports there).
@@ -113,6 +117,8 @@ class XunitPlan(FixPlan):
             stack's global joins (0: a class's set-up).
         undeclare_line: the teardown's ``global`` statement declaring that global, which no
             longer names it once the cleanup is gone (0: it stays as it is).
+        in_class: the set-up is a class's (else a module's: a teardown the fix adds goes two
+            blank lines after it).
         factory: the factory helper whose call the set-up enters on the stack as it is
             (``""``: the set-up builds the engine, and the runner class is entered).
         applicability / reason / title: as :class:`lint_gpu_tests.ftypes.FixInfo`.
@@ -136,6 +142,7 @@ class XunitPlan(FixPlan):
     class_method: bool = False
     global_line: int = 0
     undeclare_line: int = 0
+    in_class: bool = True
     factory: str = ""
     applicability: Applicability = Applicability.SAFE
     reason: str = ""
@@ -211,30 +218,35 @@ MODULE_SETUPS = frozenset({"setup_module", "setUpModule", "setup_function"})
 
 
 def _stored(module: ModuleAnalysis, setup: FunctionInfo, stmt: ast.stmt, call: ast.Call
-            ) -> tuple[FunctionInfo | None, str] | None:
-    """``(the paired teardown or None, the attribute or global name)`` when ``stmt`` of the
-    xunit set-up ``setup`` stores the engine ``call`` gives: ``<receiver>.<attribute> =
-    <call>`` in a class's set-up, ``<name> = <call>`` of a name the module-level set-up
-    declares ``global``; else ``None`` (not that shape)."""
+            ) -> tuple[FunctionInfo | None, str, bool] | None:
+    """``(the paired teardown or None, the attribute or global name, whether a module's
+    set-up stores it on the module object it takes)`` when ``stmt`` of the xunit set-up
+    ``setup`` stores the engine ``call`` gives: ``<receiver>.<attribute> = <call>`` in a
+    class's set-up, ``<name> = <call>`` of a name the module-level set-up declares
+    ``global``, ``module.<name> = <call>`` in ``setup_module(module)`` (the module's global
+    too); else ``None`` (not that shape)."""
     if setup.name not in TEARDOWN_OF or setup.parent is not None or not (
             isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and stmt.value is call):
         return None
     target = stmt.targets[0]
+    on_first = bool(setup.params) and isinstance(target, ast.Attribute) and \
+        isinstance(target.value, ast.Name) and target.value.id == setup.params[0]
+    on_module = False
     if setup.owner_class is not None:
-        if not (setup.params and isinstance(target, ast.Attribute)
-                and isinstance(target.value, ast.Name)
-                and target.value.id == setup.params[0]):
+        if not on_first:
             return None
-        name = target.attr
+        name = target.attr  # type: ignore[attr-defined]
     elif setup.name in MODULE_SETUPS and isinstance(target, ast.Name) and \
             _global_statement(setup, target.id) is not None:
         name = target.id
+    elif setup.name in MODULE_SETUPS and on_first and setup.name != "setup_function":
+        name, on_module = target.attr, True  # type: ignore[attr-defined]
     else:
         return None
     teardown = _teardown_of(module, setup)
     if teardown is not None and setup.owner_class is not None and not teardown.params:
         return None
-    return teardown, name
+    return teardown, name, on_module
 
 
 def _global_statement(func: FunctionInfo, name: str) -> ast.Global | None:
@@ -269,12 +281,12 @@ def _teardown_of(module: ModuleAnalysis, setup: FunctionInfo) -> FunctionInfo | 
 
 
 def _plan(module: ModuleAnalysis, call: ast.Call, setup: FunctionInfo,
-          teardown: FunctionInfo | None, attribute: str, factory: str = ""
-          ) -> XunitPlan | FixInfo:
+          teardown: FunctionInfo | None, attribute: str, on_module: bool = False,
+          factory: str = "") -> XunitPlan | FixInfo:
     """The plan (or missing fix) for the engine ``call`` builds, stored on ``attribute`` by
-    ``setup``; with ``factory``, ``call`` calls that factory helper, whose unit plans the
-    engine's construction (the runner, its arguments, the target), and this plan only the
-    stack."""
+    ``setup`` (``on_module``: on the module object a module's set-up takes, ``module.llm``);
+    with ``factory``, ``call`` calls that factory helper, whose unit plans the engine's
+    construction (the runner, its arguments, the target), and this plan only the stack."""
     config = module.config
     runner = config.runner_classes[0] if config.runner_classes else "VllmRunner"
     teardown_name = TEARDOWN_OF[setup.name]
@@ -287,8 +299,12 @@ def _plan(module: ModuleAnalysis, call: ast.Call, setup: FunctionInfo,
 
     owner = setup.owner_class
     # A class's set-up stores on its first parameter; a module's in a global (receiver "").
-    receiver = setup.params[0] if owner is not None else ""
-    closer = teardown.params[0] if teardown is not None and owner is not None else receiver
+    receiver = setup.params[0] if owner is not None or on_module else ""
+    if teardown is not None and (owner is not None or on_module):
+        # A module's teardown without the module object reaches the stack as a global.
+        closer = teardown.params[0] if teardown.params else ""
+    else:
+        closer = receiver
     spelled = f"{receiver}.{attribute}" if receiver else attribute
     stmt = module.statement_of(call)
     assert isinstance(stmt, ast.Assign)  # as :func:`_xunit_plans` found it
@@ -312,7 +328,7 @@ def _plan(module: ModuleAnalysis, call: ast.Call, setup: FunctionInfo,
     if sum(1 for s in module.engines if s.function is setup) + sum(
             1 for r in module.runner_calls if r.function is setup) != 1:
         return none(f"`{setup.name}()` builds several engines")
-    elsewhere = _other_store(module, owner, attribute, stmt.targets[0], teardown)
+    elsewhere = _other_store(module, owner, attribute, stmt.targets[0], teardown, on_module)
     if elsewhere is not None:
         where = f"`{owner.name}`" if owner is not None else "the module"
         return none(f"`{attribute}` is assigned or deleted elsewhere in {where} (line "
@@ -365,6 +381,7 @@ def _plan(module: ModuleAnalysis, call: ast.Call, setup: FunctionInfo,
         close_line=min(remove, default=0),
         remove_lines=set(remove),
         add_teardown="" if teardown is not None else teardown_name,
+        in_class=owner is not None,
         class_method=any(isinstance(d, ast.Name) and d.id == "classmethod"
                          for d in setup.node.decorator_list),
         global_line=global_line.lineno if (global_line := _global_statement(
@@ -401,11 +418,13 @@ def _in_lines(node: ast.AST, module: ModuleAnalysis, func: FunctionInfo) -> bool
 
 
 def _other_store(module: ModuleAnalysis, owner: ast.ClassDef | None, attribute: str,
-                 target: ast.expr, teardown: FunctionInfo | None) -> int | None:
+                 target: ast.expr, teardown: FunctionInfo | None, on_module: bool = False
+                 ) -> int | None:
     """The line of an assignment or ``del`` of the engine's attribute in ``owner`` (of the
-    global ``attribute``, ``owner`` ``None``) other than ``target`` and the teardown's; a
-    module-level ``<name> = <constant>`` (the global's first value, before any set-up runs)
-    does not count. ``None`` when there is none."""
+    global ``attribute``, ``owner`` ``None``; ``on_module``: of that global or of a module
+    object's ``attribute`` in a function of the module) other than ``target`` and the
+    teardown's; a module-level ``<name> = <constant>`` (the global's first value, before any
+    set-up runs) does not count. ``None`` when there is none."""
     if owner is not None:
         for node in walk_breadth(owner):
             if isinstance(node, ast.Attribute) and node.attr == attribute and \
@@ -415,10 +434,15 @@ def _other_store(module: ModuleAnalysis, owner: ast.ClassDef | None, attribute: 
                 return node.lineno
         return None
     for node in walk_breadth(module.tree):
+        if node is target or isinstance(node, (ast.Name, ast.Attribute)) and \
+                teardown is not None and _in_lines(node, module, teardown):
+            continue
         if isinstance(node, ast.Name) and node.id == attribute and \
-                not isinstance(node.ctx, ast.Load) and node is not target and \
-                not (teardown is not None and _in_lines(node, module, teardown)) and \
-                rebinds_global(module, node):
+                not isinstance(node.ctx, ast.Load) and rebinds_global(module, node):
+            return node.lineno
+        if on_module and isinstance(node, ast.Attribute) and node.attr == attribute and \
+                not isinstance(node.ctx, ast.Load) and \
+                module.enclosing(node, (ast.ClassDef,)) is None:
             return node.lineno
     return None
 

@@ -452,18 +452,24 @@ def shape_xunit_class(rng: random.Random, n: int, s: Style) -> Part:
 
 
 def shape_module_xunit(rng: random.Random, n: int, s: Style) -> Part:
-    """A module's ``setup_module`` (or ``setup_function``) storing the engine in a global,
-    cleaned up by hand in the paired teardown or never; the global has a first value now and
-    then, and two tests use it."""
+    """A module's ``setup_module`` (or ``setup_function``) storing the engine in a global
+    (or on the module object ``setup_module`` takes), cleaned up by hand in the paired
+    teardown or never; the global has a first value now and then, and two tests use it."""
     per_test = rng.random() < 0.3
     setup, teardown = ("setup_function", "teardown_function") if per_test \
         else ("setup_module", "teardown_module")
     name = f"engine_{n}"
     defs = f"{name} = None\n\n\n" if rng.random() < 0.5 else ""
-    defs += f"def {setup}():\n    global {name}\n    {name} = {s.llm}({_kwargs(rng)})\n"
-    if rng.random() < 0.75:
-        defs += (f"\n\ndef {teardown}():\n    global {name}\n"
-                 + _cleanup(rng, name))
+    if not per_test and rng.random() < 0.3:
+        # on the module object ``setup_module`` takes: the same global
+        defs += f"def {setup}(module):\n    module.{name} = {s.llm}({_kwargs(rng)})\n"
+        if rng.random() < 0.75:
+            defs += f"\n\ndef {teardown}(module):\n" + _cleanup(rng, f"module.{name}")
+    else:
+        defs += f"def {setup}():\n    global {name}\n    {name} = {s.llm}({_kwargs(rng)})\n"
+        if rng.random() < 0.75:
+            defs += (f"\n\ndef {teardown}():\n    global {name}\n"
+                     + _cleanup(rng, name))
     tests = "\n\n".join(_header(f"test_module_xunit_{n}_{i}") + _use(rng, name, s)
                           for i in range(2))
     return Part(defs=defs, tests=tests)

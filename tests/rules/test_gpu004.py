@@ -1849,7 +1849,8 @@ def test_xunit_and_fixture_stores_the_fix_would_change() -> None:
     """A teardown checking by name that the engine's attribute is gone, and a test using
     the stored engine as a set member: no fix (the proxy stays where the cleanup had
     deleted it; a proxy is unhashable). A module's set-up storing the engine on the module
-    object it takes: reported (its ``del module.llm`` too), with a true reason."""
+    object it takes (``module.llm``, the module's global): fixed on a stack stored there
+    too, its ``del module.llm`` reported."""
     checked = XUNIT_BY_NAME.replace("        gc.collect()\n",
                                     "        gc.collect()\n"
                                     "        assert not hasattr(self, \"llm\")\n")
@@ -1873,18 +1874,13 @@ def test_xunit_and_fixture_stores_the_fix_would_change() -> None:
             del module.llm
             gc.collect()
         """)
-    stored = ("the engine is stored on `module.llm` by `setup_module()` (line 7) and lives "
-              "until `teardown_module()`: no fix rewrites this xunit set-up and teardown (one "
-              "whose set-up stores the engine on its class or instance, or in a global it "
-              "declares, built there or by a factory helper, and whose teardown cleans it up, "
-              "is fixed)")
     assert fix_reports(on_module) == [
-        (7, "GPU001", "none", "the engine is stored on `module.llm` by the xunit "
-         "`setup_module()` and lives until `teardown_module()`: the fix hands an engine to the "
-         "runner where a class's set-up stores it on its first parameter (`cls.llm`, "
-         "`self.llm`) or a module's set-up in a global it declares, and the paired teardown "
-         "(if any) cleans it up by hand"),
-        (11, "GPU004", "none", stored), (12, "GPU004", "none", stored)]
+        (7, "GPU001", "safe", ""), (11, "GPU004", "safe", ""), (12, "GPU004", "safe", "")]
+    fixed = fix_source(on_module.encode(), PATH, own_rules()).new_source.decode()
+    assert fixed.split("\n\n\n")[1:] == [
+        "def setup_module(module):\n    module._engine_stack = contextlib.ExitStack()\n"
+        "    module.llm = weakref.proxy(module._engine_stack.enter_context(VllmRunner(\"m\")).llm)",
+        "def teardown_module(module):\n    module._engine_stack.close()\n"]
 
 
 XUNIT_BY_NAME = """\
