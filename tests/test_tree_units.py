@@ -1157,3 +1157,72 @@ def test_a_fixture_storing_a_helpers_engine_on_its_class(tmp_path: Path) -> None
         "    def shared(self, request):\n        with create_llm(\"m\") as engine:\n"
         "            request.cls.llm = engine\n            yield\n\n"
         "    def test_generate(self):\n        assert self.llm.generate([\"a\"])\n")
+
+
+def test_two_xunit_stacks_of_a_module_import_vllms_runner_once(tmp_path: Path) -> None:
+    """Under ``target = "vllm"`` a module whose ``setup_module`` and ``setup_function``
+    each store an engine: two fixes, one ``from tests.conftest import VllmRunner`` (each
+    pass adds the runner's import only where the module does not import the name)."""
+    root = _tree(tmp_path, "vllm")
+    (root / "tests" / "test_stacks.py").write_text(
+        "import gc\n\nfrom vllm import LLM\n\nbig = None\nsmall = None\n\n\n"
+        "def setup_module():\n    global big\n    big = LLM(\"m\")\n\n\n"
+        "def teardown_module():\n    global big\n    del big\n    gc.collect()\n\n\n"
+        "def setup_function():\n    global small\n    small = LLM(\"m\")\n\n\n"
+        "def teardown_function():\n    global small\n    del small\n    gc.collect()\n\n\n"
+        "def test_both():\n    assert big.generate([\"a\"]) and small.generate([\"b\"])\n")
+    _run_vllm(root, fix=True)
+    fixed = (root / "tests" / "test_stacks.py").read_text()
+    assert fixed.count("from tests.conftest import VllmRunner\n") == 1
+    assert fixed.count("_engine_stack = contextlib.ExitStack()") == 1
+    assert fixed.count("_engine_stack2 = contextlib.ExitStack()") == 1
+
+
+def test_a_local_factory_an_xunit_set_up_calls_enters_vllms_runner_class(tmp_path: Path) -> None:
+    """Under ``target = "vllm"`` a factory helper of a test module whose caller is an xunit
+    set-up (which gets no fixtures) enters vLLM's runner class imported from the project's
+    tests/conftest.py, as for callers in other modules (before: no fix, its reason saying a
+    helper cannot import that class)."""
+    root = _tree(tmp_path, "vllm")
+    (root / "tests" / "test_local_factory.py").write_text(
+        "import gc\nimport unittest\n\nfrom vllm import LLM\n\n\ndef make_llm():\n"
+        "    return LLM(\"m\", max_num_seqs=4)\n\n\nclass TestUnit(unittest.TestCase):\n"
+        "    def setUp(self):\n        self.llm = make_llm()\n\n    def tearDown(self):\n"
+        "        del self.llm\n        gc.collect()\n\n    def test_one(self):\n"
+        "        self.assertTrue(self.llm.generate([\"x\"]))\n")
+    safe = Applicability.SAFE
+    assert [r for r in _run_vllm(root) if r[0] == "tests/test_local_factory.py"] == [
+        ("tests/test_local_factory.py", 8, 12, "GPU001", safe, ""),
+        ("tests/test_local_factory.py", 16, 9, "GPU004", safe, ""),
+        ("tests/test_local_factory.py", 17, 9, "GPU004", safe, "")]
+    _run_vllm(root, fix=True)
+    fixed = (root / "tests" / "test_local_factory.py").read_text()
+    assert "from tests.conftest import VllmRunner\n" in fixed
+    assert "        self.llm = self._engine_stack.enter_context(make_llm())\n" in fixed
+
+
+def test_a_cached_result_follows_the_runner_class_of_the_projects_conftest(
+        tmp_path: Path) -> None:
+    """Under ``target = "vllm"`` a file's fixes import the runner class from the project's
+    tests/conftest.py: renaming that class (or defining it again) changes which fixes exist,
+    and a warm run sees it as a cold one does."""
+    root = _tree(tmp_path, "vllm")
+    (root / "tests" / "test_stack.py").write_text(
+        "import gc\n\nfrom vllm import LLM\n\n\nclass TestStack:\n    @classmethod\n"
+        "    def setup_class(cls):\n        cls.llm = LLM(\"m\")\n\n    @classmethod\n"
+        "    def teardown_class(cls):\n        del cls.llm\n        gc.collect()\n\n"
+        "    def test_one(self):\n        assert self.llm.generate([\"x\"])\n")
+    cache = str(tmp_path / "cache")
+
+    def fixable(**changes: object) -> int:
+        return sum(r[4] is Applicability.SAFE for r in _run_vllm(root, **changes)
+                   if r[0] == "tests/test_stack.py")
+
+    conftest = root / "tests" / "conftest.py"
+    assert fixable(cache=True, cache_dir=cache) == 3
+    conftest.write_text(conftest.read_text().replace("class VllmRunner:",
+                                                     "class OtherRunner:"))
+    assert fixable(cache=True, cache_dir=cache) == fixable() == 0
+    conftest.write_text(conftest.read_text().replace("class OtherRunner:",
+                                                     "class VllmRunner:"))
+    assert fixable(cache=True, cache_dir=cache) == 3

@@ -34,6 +34,7 @@ from lint_gpu_tests.codemods._imports import (
     add_third_party_import,
     first_party_packages,
     has_from_import,
+    imports_name,
     keep_import_comments,
     merge_from_imports,
     restore_section_breaks,
@@ -279,7 +280,9 @@ class GpuCodemod(ABC, Generic[PlanT]):
             new = merge_from_imports(new, merge, self.context.filename)
         new = strip_top_blank(tree, restore_section_breaks(tree, new))
         for mod, obj in sorted(self._project_imports):
-            new = add_from_import(new, mod, obj, first_party | {"tests"})
+            # Once: an earlier pass (or the module itself) may import it already.
+            if not imports_name(new, obj):
+                new = add_from_import(new, mod, obj, first_party | {"tests"})
         return new
 
     def python_floor(self) -> tuple[int, int] | None:

@@ -160,6 +160,23 @@ def has_from_import(module: cst.Module, mod: str) -> bool:
     return any(_key(s) == ("from", mod) for s in module.body)
 
 
+def imports_name(module: cst.Module, name: str) -> bool:
+    """True when a top-level ``from ... import`` of the module binds ``name`` (as it is,
+    or as its ``as`` name): ``from tests.conftest import VllmRunner``, ``from .conftest
+    import VllmRunner``."""
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.ImportFrom) and not isinstance(small.names,
+                                                                    cst.ImportStar):
+                for alias in small.names:
+                    bound = alias.asname.name if alias.asname is not None else alias.name
+                    if isinstance(bound, cst.Name) and bound.value == name:
+                        return True
+    return False
+
+
 def add_from_import(module: cst.Module, mod: str, name: str,
                     first_party: frozenset[str] = frozenset()) -> cst.Module:
     """Add ``from mod import name`` in isort order.

@@ -136,10 +136,17 @@ class XunitStackTransformer(cst.CSTTransformer):
                                args=[cst.Arg(value=assign.value)])
             stored = cst.SimpleStatementLine(body=[assign.with_changes(value=entered)],
                                              trailing_whitespace=site.trailing_whitespace)
-            if column + len(statement_code(stored).splitlines()[0]) > line_length():
+
+            def too_long(line: cst.SimpleStatementLine) -> bool:
+                return column + len(statement_code(line).splitlines()[0]) > line_length()
+
+            if too_long(stored) and assign.value.args:  # the factory's arguments first
                 stored = stored.with_changes(body=[assign.with_changes(
                     value=entered.with_changes(args=[cst.Arg(
                         value=explode_args(assign.value))]))])
+            if too_long(stored):  # then the call entered, on a line of its own
+                stored = stored.with_changes(body=[assign.with_changes(
+                    value=explode_args(entered))])
             return [first, stored]
         call, uses_cc = runner_call(assign.value, self.runner, target=self.target,
                                     compilation_config=plan.compilation_config)

@@ -100,7 +100,7 @@ from lint_gpu_tests.fixplan.plan import VLLM_TARGET_DEFAULTS, PlanKind, WrapPlan
 from lint_gpu_tests.fixplan.planner import Planner, planner_for
 from lint_gpu_tests.fixplan.safety import weak_calls
 from lint_gpu_tests.fixplan.stored import stored_target
-from lint_gpu_tests.fixplan.xunit import XunitPlan, xunit_caller_plan
+from lint_gpu_tests.fixplan.xunit import XunitPlan, stores_on_xunit, xunit_caller_plan
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan
 from lint_gpu_tests.parsing.source import walk_breadth
 from lint_gpu_tests.parsing.syntax import last_name, parameter_names
@@ -281,8 +281,12 @@ def _factory_units(module: ModuleAnalysis) -> dict[str, FactoryPlan | FixInfo]:
         if isinstance(calls, str):
             out[name] = FixInfo.none(title, calls)
             continue
+        # An xunit set-up storing the helper's engine gets no fixture: the helper then
+        # enters the runner class (under ``target = "vllm"``, imported from tests/conftest.py).
+        stacked = any(stores_on_xunit(module, c.call) for c in calls)
         out[name] = plan_factory_unit(module, func, sites[0],
-                                      caller_groups(name, calls, tuple_place(module, func)))
+                                      caller_groups(name, calls, tuple_place(module, func)),
+                                      enter_class=stacked)
     if module.method_factories:
         for func in module.functions:
             key = method_unit_key(module, func)
@@ -471,7 +475,8 @@ def module_call_sites(module: ModuleAnalysis, func: FunctionInfo) -> list[Factor
 
 def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite,
                       groups: Iterable[CallerGroup], *, tree: str | None = None,
-                      method_of: str | None = None) -> FactoryPlan | FixInfo:
+                      method_of: str | None = None, enter_class: bool = False
+                      ) -> FactoryPlan | FixInfo:
     """Plan the unit of the factory ``func`` of ``module`` (whose engine ``site`` builds) and
     its call sites, grouped by module (``groups``, from :func:`caller_group`): the factory's
     own block and one with-block per call.
@@ -490,6 +495,9 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
     its calls on ``self``: a class of another module may inherit it (and call it for an
     engine) unless no file of the tree imports the module.
 
+    With ``enter_class`` (a caller is an xunit set-up, which gets no fixtures), the helper
+    enters the runner class as for callers in other modules.
+
     Returns:
         The :class:`FactoryPlan` (safe or unsafe, with every reason), or the
         :class:`FixInfo` of the missing fix, its reason naming the factory's shape or the
@@ -497,7 +505,7 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
     """
     name = func.name
     # A method's callers are not given the runner fixture either: it enters the class.
-    across = tree is not None or method_of is not None
+    across = tree is not None or method_of is not None or enter_class
     title = factory_title(module, name, across=across)
     if module.config.runner:
         return FixInfo.none(title, (

@@ -264,15 +264,20 @@ def stored_target(func: FunctionInfo | None, stmt: ast.stmt, call: ast.Call) -> 
 def _other_store(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stmt,
                  spelled: str) -> int | None:
     """The line of another assignment or ``del`` of the attribute ``spelled`` ends in: in
-    the fixture's class (the module, for a fixture of its own), and for a module's
-    attribute (``request.module.engine``) its global too; the fixture's own ``del`` of it
-    and a module-level ``<name> = <constant>`` aside. ``None`` when there is none."""
+    the fixture's class; for a fixture of the module, another store spelled the same
+    (``request.cls.llm``); for a module's attribute (``request.module.engine``) or global,
+    its global too; the fixture's own ``del`` of it and a module-level ``<name> =
+    <constant>`` aside. ``None`` when there is none."""
     attribute = spelled.rpartition(".")[2]
     scope: ast.AST = func.owner_class if func.owner_class is not None else module.tree
     is_global = _is_global(spelled)
+    # A fixture of the module storing on ``request.cls`` serves the classes that use it:
+    # another class's ``self.llm`` is no store of its attribute; its own spelling is.
+    any_receiver = is_global or func.owner_class is not None
     for node in walk_breadth(module.tree if is_global else scope):
         if isinstance(node, ast.Attribute) and node.attr == attribute and \
                 not isinstance(node.ctx, ast.Load) and \
+                (any_receiver or dotted_name(node) == spelled) and \
                 node is not stmt.targets[0]:  # type: ignore[attr-defined]
             own = module.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef)) is func.node
             if not (own and deletes(module.statement_of(node), spelled)):

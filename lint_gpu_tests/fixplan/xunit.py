@@ -249,6 +249,15 @@ def _stored(module: ModuleAnalysis, setup: FunctionInfo, stmt: ast.stmt, call: a
     return teardown, name, on_module
 
 
+def stores_on_xunit(module: ModuleAnalysis, call: ast.Call) -> bool:
+    """True when ``call``'s statement is an xunit set-up's store of the engine it gives
+    (``cls.llm = build_engine()`` in ``setup_class``; :func:`xunit_caller_plan`'s shape)."""
+    node = module.enclosing(call, (ast.FunctionDef, ast.AsyncFunctionDef))
+    setup = next((f for f in module.functions if f.node is node), None)
+    return setup is not None and \
+        _stored(module, setup, module.statement_of(call), call) is not None
+
+
 def _global_statement(func: FunctionInfo, name: str) -> ast.Global | None:
     """The ``global`` statement directly in ``func``'s body that declares ``name``."""
     return next((s for s in func.node.body if isinstance(s, ast.Global) and name in s.names),

@@ -29,7 +29,13 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from lint_gpu_tests.checking import conftest_index
 from lint_gpu_tests.checking.conftest_index import ConftestIndex, conftest_engine_fixtures
-from lint_gpu_tests.config import Config, ConfigError, ConfigResolver, is_test_module
+from lint_gpu_tests.config import (
+    Config,
+    ConfigError,
+    ConfigResolver,
+    is_test_module,
+    project_module,
+)
 from lint_gpu_tests.ftypes import (
     ENGINE_HELPER,
     FileResult,
@@ -264,6 +270,21 @@ def _joined(fixtures: frozenset[str]) -> str:
         return ",".join(sorted(fixtures))
     rest = ",".join(sorted(n for n in fixtures if not n.startswith(ENGINE_HELPER)))
     return f"{rest}#{content_hash(chr(10).join(helpers).encode('utf-8', 'surrogateescape'))}"
+
+
+def _runner_class_key(path: str, config: Config, memo: dict[str | None, str]) -> str:
+    """With ``target = "vllm"``, what a file's fixes also depend on: whether the project's
+    tests/conftest.py binds vLLM's runner class, which they import from it
+    (:func:`lint_gpu_tests.fixplan.classes.vllm_runner_class_problem`); looked up once per
+    conftest (``memo``)."""
+    from lint_gpu_tests.fixplan.classes import RUNNER_CLASS_MODULES, top_level_names
+
+    where = project_module(path, config, RUNNER_CLASS_MODULES["vllm"])
+    if where not in memo:
+        runner = config.runner_classes[0] if config.runner_classes else "VllmRunner"
+        memo[where] = f"|{RUNNER_CLASS_MODULES['vllm']}:" + (
+            "-" if where is None else "class" if runner in top_level_names(where) else "none")
+    return memo[where]
 
 
 def _digest(source: bytes, fixtures: str) -> str:
@@ -707,12 +728,15 @@ class RunContext:
             if self.caches is not None else {}
         joined: dict[frozenset[str], str] = {}
         fixtures: dict[str, str] = {}  # path -> its conftest engine fixtures, joined
+        runner_classes: dict[str | None, str] = {}
         for path in files:
             names = conftest_engine_fixtures(path, self.configs[path], self.memo,
                                              self.conftests)
             text = joined.get(names)
             fixtures[path] = text if text is not None else joined.setdefault(names,
                                                                              _joined(names))
+            if self.configs[path].target == "vllm":
+                fixtures[path] += _runner_class_key(path, self.configs[path], runner_classes)
         for path in files:
             self._admit(path, stores.get(path), fixtures[path])
         self._collect()

@@ -402,3 +402,24 @@ def test_a_stored_fixture_of_a_dynamic_scope_or_yielding_its_engine_is_unsafe() 
     assert fix_reports(yielding)[0] == (
         10, "GPU001", "unsafe",
         "the fixture yields `request.cls.llm`: its users get the engine's `weakref.proxy`")
+
+
+def test_a_module_fixture_storing_on_the_class_is_not_blocked_by_another_class() -> None:
+    """A fixture of the module storing its engine on ``request.cls.llm`` and an unrelated
+    class storing its own engine on ``self.llm`` in its set-up: both fixed (the other
+    class's store is no store of the fixture's attribute)."""
+    source = STORED.split("\n\n\n@pytest.fixture(scope=\"module\")")[0].replace(
+        "class TestShared:\n    @pytest.fixture(scope=\"class\", autouse=True)\n"
+        "    def engine(self, request):\n",
+        "@pytest.fixture(scope=\"class\")\ndef engine(request):\n").replace(
+        "        request.cls.llm = LLM(\"m\", max_model_len=64)\n        yield\n"
+        "        del request.cls.llm\n        gc.collect()\n",
+        "    request.cls.llm = LLM(\"m\", max_model_len=64)\n    yield\n"
+        "    del request.cls.llm\n    gc.collect()\n\n\n@pytest.mark.usefixtures(\"engine\")\n"
+        "class TestShared:\n") + (
+        "\n\n\nclass TestOther:\n    def setup_method(self):\n        self.llm = LLM(\"n\")\n\n"
+        "    def teardown_method(self):\n        del self.llm\n\n    def test_b(self):\n"
+        "        assert self.llm.generate([\"b\"])\n")
+    assert [r[1:3] for r in fix_reports(source)] == [
+        ("GPU001", "safe"), ("GPU004", "safe"), ("GPU004", "safe"),
+        ("GPU001", "safe"), ("GPU004", "safe")]

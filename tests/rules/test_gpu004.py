@@ -1900,3 +1900,15 @@ class TestGenerate:
     def test_generate(self):
         assert self.llm.generate(["a"])
 """
+
+
+def test_a_long_store_of_a_factorys_engine_puts_the_entered_call_on_its_own_line() -> None:
+    """A set-up storing a factory's engine on a long attribute: past the line length, the
+    call the stack enters goes on a line of its own (the factory has no arguments to lay
+    out)."""
+    source = FACTORY_SETUPS.replace("cls.llm", "cls.reference_engine_shared_by_the_tests_here")
+    source = source.replace("self.llm", "self.reference_engine_shared_by_the_tests_here")
+    source = source.replace("_build(128)", "_build()")
+    fixed = fix_source(source.encode(), PATH, own_rules()).new_source.decode()
+    assert ("        cls.reference_engine_shared_by_the_tests_here = "
+            "cls._engine_stack.enter_context(\n            _build(),\n        )\n") in fixed
