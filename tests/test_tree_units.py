@@ -1226,3 +1226,25 @@ def test_a_cached_result_follows_the_runner_class_of_the_projects_conftest(
     conftest.write_text(conftest.read_text().replace("class OtherRunner:",
                                                      "class VllmRunner:"))
     assert fixable(cache=True, cache_dir=cache) == 3
+
+
+def test_a_project_runner_class_without_kwargs_gets_no_fix(tmp_path: Path) -> None:
+    """Under ``target = "vllm"`` a tests/conftest.py ``VllmRunner`` of the project's own
+    whose ``__init__`` takes no ``**kwargs`` (vLLM's takes them): the keywords a fix passes
+    may not be among its parameters, so no fix imports it, and the reason says so."""
+    root = _tree(tmp_path, "vllm")
+    conftest = root / "tests" / "conftest.py"
+    conftest.write_text(conftest.read_text().replace("def __init__(self, model_name, **kwargs)",
+                                                     "def __init__(self, model_name)"))
+    (root / "tests" / "test_stack.py").write_text(
+        "import gc\n\nfrom vllm import LLM\n\n\nclass TestStack:\n    @classmethod\n"
+        "    def setup_class(cls):\n        cls.llm = LLM(\"m\", enforce_eager=True)\n\n"
+        "    @classmethod\n    def teardown_class(cls):\n        del cls.llm\n"
+        "        gc.collect()\n\n    def test_one(self):\n"
+        "        assert self.llm.generate([\"x\"])\n")
+    why = ("the project's `VllmRunner` (tests/conftest.py) takes no `**kwargs`, unlike vLLM's: "
+           "the engine's keywords and the runner defaults the fix spells out may not be among "
+           "its parameters")
+    assert [r[3:] for r in _run_vllm(root) if r[0] == "tests/test_stack.py"] == [
+        ("GPU001", Applicability.NONE, why), ("GPU004", Applicability.NONE, why),
+        ("GPU004", Applicability.NONE, why)]

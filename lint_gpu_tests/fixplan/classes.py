@@ -192,10 +192,35 @@ def vllm_runner_class_problem(module: ModuleAnalysis) -> str | None:
     if where is None:
         return (f"`target = \"vllm\"` imports `{runner}` from `{dotted}`, and the project "
                 "has no tests/conftest.py")
-    if where == module.path or runner in top_level_names(where):
+    if where == module.path:
         return None
-    return (f"`target = \"vllm\"` imports `{runner}` from `{dotted}`, and the project's "
-            f"tests/conftest.py does not define `{runner}`")
+    state = runner_class_state(where, runner)
+    if state == "absent":
+        return (f"`target = \"vllm\"` imports `{runner}` from `{dotted}`, and the project's "
+                f"tests/conftest.py does not define `{runner}`")
+    if state == "no-kwargs":
+        return (f"the project's `{runner}` (tests/conftest.py) takes no `**kwargs`, unlike "
+                "vLLM's: the engine's keywords and the runner defaults the fix spells out "
+                "may not be among its parameters")
+    return None
+
+
+def runner_class_state(path: str, runner: str) -> str:
+    """What the module at ``path`` (a project's tests/conftest.py) binds as ``runner``:
+    ``"absent"``; ``"no-kwargs"``, a class of its own whose ``__init__`` takes no
+    ``**kwargs`` (vLLM's takes them: the fixes pass the engine's keywords through); else
+    ``"bound"`` (a class taking them, an import, an assignment)."""
+    if runner not in top_level_names(path):
+        return "absent"
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return "bound"
+    cls = next((s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == runner),
+               None)
+    init = _methods(cls).get("__init__") if cls is not None else None
+    return "no-kwargs" if init is not None and init.args.kwarg is None else "bound"
 
 
 def top_level_names(path: str) -> frozenset[str]:

@@ -274,16 +274,16 @@ def _joined(fixtures: frozenset[str]) -> str:
 
 def _runner_class_key(path: str, config: Config, memo: dict[str | None, str]) -> str:
     """With ``target = "vllm"``, what a file's fixes also depend on: whether the project's
-    tests/conftest.py binds vLLM's runner class, which they import from it
-    (:func:`lint_gpu_tests.fixplan.classes.vllm_runner_class_problem`); looked up once per
-    conftest (``memo``)."""
-    from lint_gpu_tests.fixplan.classes import RUNNER_CLASS_MODULES, top_level_names
+    tests/conftest.py binds vLLM's runner class, which they import from it, and how
+    (:func:`lint_gpu_tests.fixplan.classes.runner_class_state`); looked up once per conftest
+    (``memo``)."""
+    from lint_gpu_tests.fixplan.classes import RUNNER_CLASS_MODULES, runner_class_state
 
     where = project_module(path, config, RUNNER_CLASS_MODULES["vllm"])
     if where not in memo:
         runner = config.runner_classes[0] if config.runner_classes else "VllmRunner"
         memo[where] = f"|{RUNNER_CLASS_MODULES['vllm']}:" + (
-            "-" if where is None else "class" if runner in top_level_names(where) else "none")
+            "-" if where is None else runner_class_state(where, runner))
     return memo[where]
 
 
