@@ -835,7 +835,8 @@ def _xunit_engines(module: ModuleAnalysis, setup: FunctionInfo) -> dict[str, tup
     """The engines an xunit setup stores where its teardown reaches them, by the attribute
     or global name: ``{"llm": ("cls.llm", 12)}`` for ``cls.llm = LLM(...)`` on line 12 of
     ``setup_class(cls)``; ``{"llm": ("llm", 10)}`` for ``global llm; llm = LLM(...)`` in
-    ``setup_module()``. An engine is a construction or a factory helper's result."""
+    ``setup_module()``. An engine is a construction or a factory helper's result (or the
+    one at its place in a tuple helper's: ``cls.llm, cls.params = build_pair()``)."""
     # A class's set-up stores on its first parameter; a module's on the module object it
     # may take (``setup_module(module)``: ``module.llm``) or in a global it declares.
     receiver = setup.params[0] if setup.params else None
@@ -843,10 +844,16 @@ def _xunit_engines(module: ModuleAnalysis, setup: FunctionInfo) -> dict[str, tup
                 for name in n.names}
     found: dict[str, tuple[str, int]] = {}
     for node in module.nodes_of(setup):
-        if not isinstance(node, ast.Assign) or not (
-                module.builds_engine(node.value) or module.factory_called(node.value)):
+        if not isinstance(node, ast.Assign):
             continue
-        for target in node.targets:
+        targets: list[ast.expr] = []
+        if module.builds_engine(node.value) or module.factory_called(node.value):
+            targets = node.targets
+        elif (packed := module.tuple_helper_of(node.value)) is not None:
+            # ``cls.llm, cls.params = build_pair()``: the engine at the helper's place
+            targets = [t.elts[packed[1]] for t in node.targets
+                       if isinstance(t, ast.Tuple) and packed[1] < len(t.elts)]
+        for target in targets:
             if receiver is not None and isinstance(target, ast.Attribute) and \
                     isinstance(target.value, ast.Name) and target.value.id == receiver:
                 found.setdefault(target.attr, (f"{receiver}.{target.attr}", node.lineno))

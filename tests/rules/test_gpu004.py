@@ -1912,3 +1912,40 @@ def test_a_long_store_of_a_factorys_engine_puts_the_entered_call_on_its_own_line
     fixed = fix_source(source.encode(), PATH, own_rules()).new_source.decode()
     assert ("        cls.reference_engine_shared_by_the_tests_here = "
             "cls._engine_stack.enter_context(\n            _build(),\n        )\n") in fixed
+
+
+def test_an_xunit_teardown_of_an_engine_a_tuple_helper_returned() -> None:
+    """``cls.llm, cls.params = build_pair()`` in ``setup_class``, the engine first in the
+    helper's tuple: the teardown's cleanup of ``cls.llm`` is reported (it was not), with no
+    fix and the reason saying where the engine is stored."""
+    source = textwrap.dedent("""\
+        import gc
+
+        from vllm import LLM, SamplingParams
+
+
+        def build_pair():
+            llm = LLM("m")
+            return llm, SamplingParams(temperature=0.0)
+
+
+        class TestPair:
+            @classmethod
+            def setup_class(cls):
+                cls.llm, cls.params = build_pair()
+
+            @classmethod
+            def teardown_class(cls):
+                del cls.llm
+                gc.collect()
+                cls.params = None
+
+            def test_a(self):
+                assert self.llm.generate(["a"], self.params)
+        """)
+    stored = ("the engine is stored on `cls.llm` by `setup_class()` (line 14) and lives until "
+              "`teardown_class()`: no fix rewrites this xunit set-up and teardown (one whose "
+              "set-up stores the engine on its class or instance, or in a global it declares, "
+              "built there or by a factory helper, and whose teardown cleans it up, is fixed)")
+    assert [r for r in fix_reports(source) if r[1] == "GPU004"] == [
+        (18, "GPU004", "none", stored), (19, "GPU004", "none", stored)]
