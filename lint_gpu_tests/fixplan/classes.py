@@ -210,13 +210,9 @@ def runner_class_state(path: str, runner: str) -> str:
     ``"absent"``; ``"no-kwargs"``, a class of its own whose ``__init__`` takes no
     ``**kwargs`` (vLLM's takes them: the fixes pass the engine's keywords through); else
     ``"bound"`` (a class taking them, an import, an assignment)."""
-    if runner not in top_level_names(path):
+    tree = _parsed(path)
+    if tree is None or runner not in _bound_names(tree):
         return "absent"
-    try:
-        with open(path, "rb") as f:
-            tree = ast.parse(f.read())
-    except (OSError, SyntaxError, ValueError):
-        return "bound"
     cls = next((s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == runner),
                None)
     init = _methods(cls).get("__init__") if cls is not None else None
@@ -226,11 +222,21 @@ def runner_class_state(path: str, runner: str) -> str:
 def top_level_names(path: str) -> frozenset[str]:
     """Names the module at ``path`` binds at its top level (classes, functions, assignments,
     imports); empty when it cannot be read or parsed."""
+    tree = _parsed(path)
+    return _bound_names(tree) if tree is not None else frozenset()
+
+
+def _parsed(path: str) -> ast.Module | None:
+    """The module at ``path`` parsed, or ``None`` when it cannot be read or parsed."""
     try:
         with open(path, "rb") as f:
-            tree = ast.parse(f.read())
+            return ast.parse(f.read())
     except (OSError, SyntaxError, ValueError):
-        return frozenset()
+        return None
+
+
+def _bound_names(tree: ast.Module) -> frozenset[str]:
+    """The names ``tree`` binds at its top level (:func:`top_level_names`)."""
     names: set[str] = set()
     for stmt in tree.body:
         if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):

@@ -278,19 +278,27 @@ def _hash_reason(node: ast.AST, names: set[str],
     """Why ``node`` hashes one of ``names`` (``hash(x)``, ``s.add(x)``, a dict key or set
     member, a subscript key in one of ``key_contexts``), which a `weakref.proxy` cannot
     be; else ``None``."""
-    if isinstance(node, ast.Call) and any(_is_plain(a, names) for a in node.args):
+    return hash_reason(node, lambda n: _is_plain(n, names), key_contexts)
+
+
+def hash_reason(node: ast.AST, is_engine: Callable[[ast.AST], bool],
+                key_contexts: tuple[type[ast.expr_context], ...]) -> str | None:
+    """Why ``node`` hashes a part ``is_engine`` says holds the engine (``hash(x)``,
+    ``s.add(x)``, a dict key or set member, a subscript key in one of ``key_contexts``),
+    which a `weakref.proxy` cannot be; else ``None``."""
+    if isinstance(node, ast.Call) and any(is_engine(a) for a in node.args):
         callee = last_name(node.func)
         if callee == "hash" or (callee in HASHING_METHODS
                                 and isinstance(node.func, ast.Attribute)):
             return (f"`{callee}()` hashes the engine, and the `weakref.proxy` the fix binds "
                     "is unhashable")
     if isinstance(node, ast.Dict) and any(
-            k is not None and _is_plain(k, names) for k in node.keys) or isinstance(
-            node, ast.Set) and any(_is_plain(e, names) for e in node.elts):
+            k is not None and is_engine(k) for k in node.keys) or isinstance(
+            node, ast.Set) and any(is_engine(e) for e in node.elts):
         return ("the engine is a dict key or set member, and the `weakref.proxy` the fix "
                 "binds is unhashable")
     if isinstance(node, ast.Subscript) and isinstance(node.ctx, key_contexts) \
-            and _is_plain(node.slice, names):
+            and is_engine(node.slice):
         return "the engine is used as a key, and the `weakref.proxy` the fix binds is unhashable"
     return None
 

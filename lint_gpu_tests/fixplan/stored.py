@@ -32,15 +32,17 @@ global's name (``"llm"``).
 from __future__ import annotations
 
 import ast
+import functools
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.analysis.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
 from lint_gpu_tests.fixplan.groups import CLASS_CALLS, IDENTITY_CALLS
-from lint_gpu_tests.fixplan.safety import HASHING_METHODS
+from lint_gpu_tests.fixplan.safety import hash_reason
 from lint_gpu_tests.ftypes import Blocked
 from lint_gpu_tests.parsing.source import walk_breadth
-from lint_gpu_tests.parsing.syntax import dotted_name, last_name
+from lint_gpu_tests.parsing.syntax import dotted_name, last_name, parameter_names
 
 #: The attributes of pytest's ``request`` that a fixture stores an engine on for the tests
 #: of its scope (``request.cls.llm``, ``request.module.engine``, ``request.instance.llm``).
@@ -162,7 +164,8 @@ def proxy_risks(module: ModuleAnalysis, scope: ast.AST, attribute: str, removed:
         parent = module.parent(node)
         if isinstance(parent, ast.Attribute):
             continue  # a read through it (``self.llm.generate``) or a longer chain
-        if _hashes(parent, node):
+        if parent is not None and hash_reason(parent, functools.partial(operator.is_, node),
+                                              (ast.Load, ast.Store, ast.Del)) is not None:
             return Blocked(f"{spelled} is a dict key or set member or is hashed (line "
                            f"{node.lineno}), and the `weakref.proxy` the fix binds is "
                            "unhashable")
@@ -189,20 +192,6 @@ def proxy_risks(module: ModuleAnalysis, scope: ast.AST, attribute: str, removed:
     return out
 
 
-def _hashes(parent: ast.AST | None, node: ast.AST) -> bool:
-    """True when ``parent`` hashes its part ``node``: a set member, a dict key, a
-    subscript's key, the argument of ``hash()`` or of a set's or dict's hashing method."""
-    if isinstance(parent, ast.Set):
-        return True
-    if isinstance(parent, ast.Dict):
-        return any(k is node for k in parent.keys)
-    if isinstance(parent, ast.Subscript):
-        return parent.slice is node
-    return isinstance(parent, ast.Call) and any(a is node for a in parent.args) and (
-        last_name(parent.func) == "hash" or isinstance(parent.func, ast.Attribute)
-        and parent.func.attr in HASHING_METHODS)
-
-
 def _local_in(module: ModuleAnalysis, node: ast.Name) -> bool:
     """True when the function around ``node`` binds its name as a local of its own (a
     name, not the module's global)."""
@@ -210,11 +199,9 @@ def _local_in(module: ModuleAnalysis, node: ast.Name) -> bool:
     if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
         return False
     nodes = list(walk_breadth(func))
-    params = {a.arg for a in (*func.args.posonlyargs, *func.args.args,
-                              *func.args.kwonlyargs)}
     return not any(isinstance(n, ast.Global) and node.id in n.names for n in nodes) and (
         any(isinstance(n, ast.Name) and n.id == node.id and isinstance(n.ctx, ast.Store)
-            for n in nodes) or node.id in params)
+            for n in nodes) or node.id in parameter_names(func.args, variadic=False))
 
 
 @dataclass(frozen=True)
@@ -236,6 +223,14 @@ class StoredShape:
     remove: set[int] = field(default_factory=set)
     risks: tuple[str, ...] = ()
     unwrap: set[int] = field(default_factory=set)
+
+
+def engines_built_in(module: ModuleAnalysis, func: FunctionInfo) -> int:
+    """How many engines ``func`` builds: its constructions and runner calls (a factory
+    helper's calls, where the unit plans its callers on an analysis with the helper among
+    the runner classes)."""
+    return sum(1 for s in module.engines if s.function is func) + sum(
+        1 for r in module.runner_calls if r.function is func)
 
 
 def stored_target(func: FunctionInfo | None, stmt: ast.stmt, call: ast.Call) -> str | None:
@@ -334,9 +329,7 @@ def stored_shape(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stmt,
     index = next((i for i, s in enumerate(body) if s is stmt), None)
     if index is None:
         return Blocked(f"the engine is stored on `{spelled}` inside a compound statement")
-    built = sum(1 for s in module.engines if s.function is func) + sum(
-        1 for r in module.runner_calls if r.function is func)
-    if built != 1:
+    if engines_built_in(module, func) != 1:
         return Blocked(f"`{func.name}()` builds several engines")
     yields = [n for n in module.nodes_of(func) if isinstance(n, (ast.Yield, ast.YieldFrom))]
     at = next((i for i, s in enumerate(body) if i > index and _hands_over(s, yields)), None)

@@ -80,7 +80,13 @@ from lint_gpu_tests.analysis.mappings import hides_model
 from lint_gpu_tests.fixplan.classes import RUNNER_CLASS_MODULES, vllm_runner_class_problem
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.safety import compilation_config_equivalent
-from lint_gpu_tests.fixplan.stored import cleanup_run, holds, proxy_risks, rebinds_global
+from lint_gpu_tests.fixplan.stored import (
+    cleanup_run,
+    engines_built_in,
+    holds,
+    proxy_risks,
+    rebinds_global,
+)
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan
 from lint_gpu_tests.parsing.source import walk_breadth
 
@@ -334,8 +340,7 @@ def _plan(module: ModuleAnalysis, call: ast.Call, setup: FunctionInfo,
         built = f"{factory}(...)" if factory else "LLM(...)"
         return none(f"`{setup.name}()` builds the engine other than as a statement "
                     f"`{spelled} = {built}` of its own, directly in its body")
-    if sum(1 for s in module.engines if s.function is setup) + sum(
-            1 for r in module.runner_calls if r.function is setup) != 1:
+    if engines_built_in(module, setup) != 1:
         return none(f"`{setup.name}()` builds several engines")
     elsewhere = _other_store(module, owner, attribute, stmt.targets[0], teardown, on_module)
     if elsewhere is not None:
