@@ -11,6 +11,7 @@ the ``baseline`` path are anchored at the directory of the file that sets them.
 
 from __future__ import annotations
 
+import configparser
 import dataclasses
 import hashlib
 import json
@@ -665,6 +666,33 @@ def project_module(path: str, config: Config, dotted: str) -> str | None:
             if os.path.isfile(os.path.join(base, candidate)):
                 return os.path.join(base, candidate)
     return None
+
+
+def pytest_pythonpath(root: str) -> list[str]:
+    """The entries of the ``pythonpath`` setting of pytest in ``root``'s pytest.ini,
+    pyproject.toml (``[tool.pytest.ini_options]``), tox.ini or setup.cfg; empty where none
+    is read."""
+    entries: list[str] = []
+    tomllib = _tomllib()
+    try:
+        with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+            options = tomllib.load(f).get("tool", {}).get("pytest", {}).get("ini_options", {})
+        value = options.get("pythonpath", []) if isinstance(options, dict) else []
+        entries.extend([value] if isinstance(value, str) else
+                       [v for v in value if isinstance(v, str)] if isinstance(value, list)
+                       else [])
+    except (OSError, AttributeError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        pass
+    for name, section in (("pytest.ini", "pytest"), ("tox.ini", "pytest"),
+                          ("setup.cfg", "tool:pytest")):
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(os.path.join(root, name), encoding="utf-8")
+        except (configparser.Error, UnicodeDecodeError):
+            continue
+        if parser.has_option(section, "pythonpath"):
+            entries.extend(parser.get(section, "pythonpath").split())
+    return entries
 
 
 def baselines_in_force(paths: Iterable[str], config: ConfigResolver,

@@ -76,6 +76,27 @@ def _gpu001_reason(source: str, config: Config | None = None) -> tuple[str, str]
     return first[2], first[3]
 
 
+def test_a_test_deleting_the_engines_attribute_of_an_instance() -> None:
+    """``del tester.llm`` in a test that builds the instance is its cleanup (GPU004),
+    removed inside the instance's block; read again after it (where it raised
+    ``AttributeError``), no fix."""
+    source = (CLASS.replace("    def close(self):\n        del self.llm\n        gc.collect()\n",
+                            "    def score(self):\n        return 1\n")
+              + "\n\ndef test_x():\n    t = Tester('m')\n    t.run('a')\n    del t.llm\n"
+              "    gc.collect()\n")
+    reason = UNSAFE.format(cls="Tester")
+    assert reports(source) == [(8, "GPU001", "unsafe", reason), (20, "GPU004", "unsafe", reason),
+                               (21, "GPU004", "unsafe", reason)]
+    outcome = fix_source(source.encode(), "tests/test_case.py", Config(), unsafe=True)
+    assert outcome.error is None and outcome.new_source is not None
+    assert outcome.new_source.decode().endswith(
+        "def test_x():\n    with Tester('m') as t:\n        t.run('a')\n")
+    read_again = source.replace("    gc.collect()\n", "    assert not hasattr(t, 'llm')\n")
+    why = ("`t.llm` is read at line 21, after `del t.llm` (line 20) deleted it: the proxy the "
+           "fix leaves there would answer instead of raising `AttributeError`")
+    assert reports(read_again) == [(8, "GPU001", "none", why), (20, "GPU004", "none", why)]
+
+
 NO_FIX = {
     "base class": (CLASS.replace("class Tester:", "class Tester(Base):")
                    + "\n\ndef test_x():\n    t = Tester('m')\n    t.run('a')\n",
@@ -173,6 +194,28 @@ def test_target_vllm_imports_the_runner_class_of_the_projects_conftest(
     assert fixed.startswith(VLLM_FIXED_HEAD)
     assert fixed.endswith("def test_x():\n    with Tester('m') as t:\n        t.run('a')\n")
     assert check_source(outcome.new_source, str(module), config) == []
+
+
+def test_target_vllm_says_when_a_plain_pytest_run_cannot_import_the_runner_class(
+        tmp_path: Path) -> None:
+    """tests/ without ``__init__.py`` (nothing else putting the project root on
+    ``sys.path``): ``from tests.conftest import VllmRunner`` imports only under ``python -m
+    pytest``, and the fix's reasons say so; a package tests/ imports it."""
+    module = _project(tmp_path, "class VllmRunner:\n    pass\n")
+    config = Config(target="vllm", root=str(tmp_path))
+    reason = (UNSAFE.format(cls="Tester") + "; its cleanup-only `close()` is deleted, so a "
+              "caller in another module that still calls it breaks")
+    unimportable = ("; `from tests.conftest import VllmRunner` imports only with the project "
+                    "root on `sys.path`: tests/ has no `__init__.py`, the root no "
+                    "`conftest.py` and pytest's `pythonpath` does not name it, so a plain "
+                    "`pytest` run fails to import the module (`python -m pytest` imports it)")
+    found = check_source(module.read_bytes(), str(module), config)
+    assert [(v.location.row, v.fix.reason if v.fix else None) for v in found] == [
+        (8, reason + unimportable), (14, reason + unimportable), (15, reason + unimportable)]
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    found = check_source(module.read_bytes(), str(module), config)
+    assert [(v.location.row, v.fix.reason if v.fix else None) for v in found] == [
+        (8, reason), (14, reason), (15, reason)]
 
 
 @pytest.mark.parametrize(("conftest", "reason"), [

@@ -490,6 +490,67 @@ def test_a_caller_in_a_module_out_of_the_rules_scope_is_planned_like_any_other(
                           ("tests/test_a.py", 10, 5, "GPU004", unsafe, why)]
 
 
+UNIMPORTABLE = ("`from tests.conftest import VllmRunner` imports only with the project root on "
+                "`sys.path`: tests/ has no `__init__.py`, the root no `conftest.py` and "
+                "pytest's `pythonpath` does not name it, so a plain `pytest` run fails to "
+                "import the module (`python -m pytest` imports it)")
+
+
+@pytest.mark.parametrize(("extra", "applicability"), [
+    ({}, Applicability.UNSAFE),
+    ({"tests/__init__.py": ""}, Applicability.SAFE),
+    ({"conftest.py": ""}, Applicability.SAFE),
+    ({"pytest.ini": "[pytest]\npythonpath = src .\n"}, Applicability.SAFE),
+    ({"pyproject.toml": "[tool.gpu-test-lint]\ntarget = 'vllm'\n\n"
+                        "[tool.pytest.ini_options]\npythonpath = ['.']\n"}, Applicability.SAFE),
+    ({"pyproject.toml": "[tool.gpu-test-lint]\ntarget = 'vllm'\n\n"
+                        "[tool.pytest.ini_options]\npythonpath = ['src']\n"},
+     Applicability.UNSAFE),
+    ({"tests/test_plugin.py": "import gc\n\nfrom engine_utils import setup_engine\n"
+                              "from tests.prompts import PROMPTS\n\n\n"
+                              "def test_helper():\n    llm = setup_engine()\n"
+                              "    assert llm.generate(PROMPTS)\n    del llm\n"},
+     Applicability.SAFE),
+])
+def test_target_vllm_unit_whose_import_of_tests_may_fail_is_unsafe(
+        tmp_path: Path, extra: dict[str, str], applicability: Applicability) -> None:
+    """With ``target = "vllm"`` the helper imports vLLM's runner class from
+    ``tests.conftest``, which a plain ``pytest`` run imports only with the project root on
+    ``sys.path``: tests/ a package, a conftest.py at the root, pytest's ``pythonpath``
+    naming it, or a caller already importing from ``tests``; else the fix is unsafe, and
+    says why. A cached run sees the change of the project's layout."""
+    root = _write_tree(tmp_path / "tree", {
+        "tests/conftest.py": "class VllmRunner:\n    def __init__(self, model_name, **kw):\n"
+                             "        pass\n",
+        "tests/engine_utils.py": "from vllm import LLM\n\n\ndef setup_engine():\n"
+                                 "    return LLM('m', enforce_eager=True)\n",
+        "tests/test_plugin.py": "import gc\n\nfrom engine_utils import setup_engine\n\n\n"
+                                "def test_helper():\n    llm = setup_engine()\n"
+                                "    assert llm.generate(['b'])\n    del llm\n"})
+    (root / "pyproject.toml").write_text("[tool.gpu-test-lint]\ntarget = 'vllm'\n")
+    assert {(r[3], r[4], r[5]) for r in _run_vllm(root, cache=True)} == {
+        ("GPU001", Applicability.UNSAFE, UNIMPORTABLE),
+        ("GPU004", Applicability.UNSAFE, UNIMPORTABLE)}
+    for path, text in extra.items():
+        (root / path).write_text(text)
+    reports = _run_vllm(root, cache=True)
+    assert {r[4] for r in reports} == {applicability}
+    assert {r[5] for r in reports} == {UNIMPORTABLE if applicability is Applicability.UNSAFE
+                                       else ""}
+    if applicability is Applicability.SAFE:
+        assert _run_vllm(root, fix=True) == []
+        assert (root / "tests" / "engine_utils.py").read_text() == (
+            "import contextlib\nimport weakref\n\n"
+            "from vllm.config import CompilationConfig\n\n"
+            "from tests.conftest import VllmRunner\n\n\n"
+            "@contextlib.contextmanager\ndef setup_engine():\n    with VllmRunner(\n"
+            "        'm',\n        enforce_eager=True,\n        trust_remote_code=False,\n"
+            "        max_model_len=None,\n        block_size=None,\n"
+            "        enable_chunked_prefill=None,\n"
+            "        compilation_config=CompilationConfig(),\n"
+            "    ) as runner:\n        yield weakref.proxy(runner.llm)\n")
+
+
 def test_target_vllm_unit_whose_caller_passes_a_spelled_out_default_has_no_fix(
         tmp_path: Path) -> None:
     """With ``target = "vllm"`` the fix spells out the runner's defaults in which it differs

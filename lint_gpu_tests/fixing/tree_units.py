@@ -68,6 +68,9 @@ from lint_gpu_tests.parsing.source import parse_source, walk_breadth
 #: a tuple (``"t"``).
 UNIT_KINDS = ("f", "t")
 
+#: An absolute import from the project's ``tests`` package, at the start of a line.
+IMPORTS_TESTS = re.compile(rb"^[ \t]*(?:from[ \t]+tests[. \t]|import[ \t]+tests\b)", re.M)
+
 
 @dataclass(frozen=True)
 class ModuleUses:
@@ -401,8 +404,11 @@ def _unit(root: str, helper: ImportedHelper, member: MemberOf, read: Reader,
     # unit has no fix where it has none.
     needle = name.encode()
     found: list[tuple[Member, ModuleUses]] = []
+    # A caller importing from ``tests`` already needs the project root on ``sys.path``: the
+    # helper's import of vLLM's runner class from ``tests.conftest`` then adds no failure.
+    tests_imported = False
     for absolute in files:
-        if absolute == home_path or needle not in (read(absolute) or b""):
+        if absolute == home_path or needle not in (source := read(absolute) or b""):
             continue
         other = member(absolute, False)
         if other is None:
@@ -410,6 +416,7 @@ def _unit(root: str, helper: ImportedHelper, member: MemberOf, read: Reader,
         uses = other.uses_of(helper)
         if uses is not None:
             found.append((other, uses))
+            tests_imported = tests_imported or IMPORTS_TESTS.search(source) is not None
             if other.checked:
                 members[other.path] = other
     func = next((f for f in module.functions if f.name == name and f.parent is None and
@@ -443,7 +450,8 @@ def _unit(root: str, helper: ImportedHelper, member: MemberOf, read: Reader,
     if len(members) == 1 and not groups:
         return none(f"`{name}()` is called nowhere in the tree")
     return TreeUnit(helper, plan_factory_unit(module, func, sites[0],
-                                              (group() for group in groups), tree=root),
+                                              (group() for group in groups), tree=root,
+                                              tests_imported=tests_imported),
                     members)
 
 

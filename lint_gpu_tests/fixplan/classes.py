@@ -58,14 +58,16 @@ Decisions (README, "Fix safety": a safe fix keeps behaviour):
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass, field, replace
 
 from lint_gpu_tests.analysis.analysis import EngineSite, FunctionKind, ModuleAnalysis, RunnerCall
 from lint_gpu_tests.analysis.mappings import hides_model
-from lint_gpu_tests.config import project_module
+from lint_gpu_tests.config import project_module, pytest_pythonpath
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.safety import compilation_config_equivalent
+from lint_gpu_tests.fixplan.stored import read_after
 from lint_gpu_tests.ftypes import Applicability, Blocked, FixInfo, FixKind, FixPlan, FixProblem
 from lint_gpu_tests.parsing.source import walk_breadth
 
@@ -154,6 +156,9 @@ class OwnerClass:
         builder: the method holding the construction (``__init__`` or one it calls).
         plan: the class plan, or the missing fix with its reason.
         cleanup: ``(statement, what)`` of each manual cleanup in the class's methods.
+        deletes: ``(statement, what)`` of each ``del tester.llm`` of the engine's attribute
+            of an instance, in a function that builds the instance (``tester =
+            Tester(...)``).
     """
 
     node: ast.ClassDef
@@ -162,6 +167,7 @@ class OwnerClass:
     builder: ast.FunctionDef | ast.AsyncFunctionDef
     plan: ClassPlan | FixInfo
     cleanup: tuple[tuple[ast.stmt, str], ...]
+    deletes: tuple[tuple[ast.stmt, str], ...] = ()
 
 
 def owner_classes(module: ModuleAnalysis) -> list[OwnerClass]:
@@ -203,6 +209,51 @@ def vllm_runner_class_problem(module: ModuleAnalysis) -> str | None:
                 "vLLM's: the engine's keywords and the runner defaults the fix spells out "
                 "may not be among its parameters")
     return None
+
+
+def tests_package_problem(module: ModuleAnalysis) -> str | None:
+    """With ``target = "vllm"``: why ``from tests.conftest import <runner class>``, added to
+    ``module`` by a fix, may fail to import where the module imports today, else ``None``.
+
+    The import needs the project root on ``sys.path``. A plain ``pytest`` run (rootdir
+    import mode ``prepend``) puts it there only when tests/ is a package (an
+    ``__init__.py``: the root is the first directory above it without one), when the root
+    holds a ``conftest.py``, or when pytest's ``pythonpath`` setting names the root; ``python
+    -m pytest`` adds the working directory too, so the import works there alone. A module
+    that already imports from ``tests`` gains no new failure. ``None`` as well where the
+    project has no tests/conftest.py (:func:`vllm_runner_class_problem` says so) or the
+    module is that file, or a check of text alone."""
+    if any(isinstance(n, ast.ImportFrom) and n.level == 0 and n.module is not None and
+           (n.module == "tests" or n.module.startswith("tests.")) or
+           isinstance(n, ast.Import) and any(a.name == "tests" or a.name.startswith("tests.")
+                                             for a in n.names)
+           for n in walk_breadth(module.tree)):
+        return None
+    where = project_module(module.path, module.config, RUNNER_CLASS_MODULES["vllm"])
+    if where is None or where == module.path or tests_package_importable(where):
+        return None
+    runner = module.config.runner_classes[0] if module.config.runner_classes \
+        else "VllmRunner"
+    return (f"`from {RUNNER_CLASS_MODULES['vllm']} import {runner}` imports only with the "
+            "project root on `sys.path`: tests/ has no `__init__.py`, the root no "
+            "`conftest.py` and pytest's `pythonpath` does not name it, so a plain `pytest` "
+            "run fails to import the module (`python -m pytest` imports it)")
+
+
+def tests_package_importable(conftest: str) -> bool:
+    """Whether a plain ``pytest`` run puts the root of the project whose tests/conftest.py
+    is at ``conftest`` (a path on disk) on ``sys.path`` (:func:`tests_package_problem`):
+    tests/ has an ``__init__.py``, the root a ``conftest.py``, or the ``pythonpath`` of the
+    root's pytest settings (pytest.ini, pyproject.toml, tox.ini, setup.cfg) names the root."""
+    tests = os.path.dirname(os.path.abspath(conftest))
+    if os.path.basename(conftest) == "__init__.py":
+        tests = os.path.dirname(tests)
+    root = os.path.dirname(tests)
+    if os.path.isfile(os.path.join(tests, "__init__.py")) or \
+            os.path.isfile(os.path.join(root, "conftest.py")):
+        return True
+    return any(os.path.normpath(os.path.join(root, entry)) == os.path.normpath(root)
+               for entry in pytest_pythonpath(root))
 
 
 def runner_class_state(path: str, runner: str) -> str:
@@ -301,9 +352,10 @@ def _owner_class(module: ModuleAnalysis, site: EngineSite) -> OwnerClass | None:
         return None
     attribute = store.targets[0].attr  # type: ignore[attr-defined]
     cleanup = tuple(_cleanup_statements(module, cls, attribute))
+    deletes = tuple(_instance_deletes(module, cls, attribute))
     plan = _ClassPlanner(module, cls, site, attribute, func.node, init, cleanup,
-                         store).plan()
-    return OwnerClass(cls, site, attribute, func.node, plan, cleanup)
+                         store, deletes).plan()
+    return OwnerClass(cls, site, attribute, func.node, plan, cleanup, deletes)
 
 
 def _cleanup_statements(module: ModuleAnalysis, cls: ast.ClassDef,
@@ -324,6 +376,30 @@ def _cleanup_statements(module: ModuleAnalysis, cls: ast.ClassDef,
     return found
 
 
+def _instance_deletes(module: ModuleAnalysis, cls: ast.ClassDef,
+                      attribute: str) -> list[tuple[ast.stmt, str]]:
+    """``(statement, what)`` for each ``del tester.<attribute>`` in a function that binds
+    ``tester = <cls>(...)`` (every target such an attribute)."""
+    found: list[tuple[ast.stmt, str]] = []
+    for func in module.functions:
+        nodes = module.nodes_of(func)
+        instances = {t.id for n in nodes if isinstance(n, ast.Assign)
+                     and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Name)
+                     and n.value.func.id == cls.name
+                     for t in n.targets if isinstance(t, ast.Name)}
+        if not instances:
+            continue
+        for node in nodes:
+            if isinstance(node, ast.Delete) and node.targets and all(
+                    isinstance(t, ast.Attribute) and t.attr == attribute and
+                    isinstance(t.value, ast.Name) and t.value.id in instances
+                    for t in node.targets):
+                found.append((node, "del " + ", ".join(
+                    f"{t.value.id}.{attribute}" for t in node.targets  # type: ignore[attr-defined]
+                )))
+    return found
+
+
 # ------------------------------------------------------------------------- planning
 
 class _ClassPlanner:
@@ -332,8 +408,10 @@ class _ClassPlanner:
     def __init__(self, module: ModuleAnalysis, cls: ast.ClassDef, site: EngineSite,
                  attribute: str, builder: ast.FunctionDef | ast.AsyncFunctionDef,
                  init: ast.FunctionDef | ast.AsyncFunctionDef,
-                 cleanup: tuple[tuple[ast.stmt, str], ...], store: ast.Assign) -> None:
+                 cleanup: tuple[tuple[ast.stmt, str], ...], store: ast.Assign,
+                 deletes: tuple[tuple[ast.stmt, str], ...] = ()) -> None:
         self.module = module
+        self.deletes = deletes
         self.store = store
         self.cls = cls
         self.site = site
@@ -378,6 +456,11 @@ class _ClassPlanner:
         if isinstance(calls, FixInfo):
             return calls
         remove |= calls
+        deleted = self.instance_delete_lines(uses)
+        if isinstance(deleted, FixInfo):
+            return deleted
+        remove |= deleted
+        cleanup_lines |= deleted
         unwrap = self.finally_only_closes(remove, uses)
         reasons = [UNSAFE_REASON.format(cls=self.cls.name)]
         if cleanup_methods:
@@ -386,6 +469,9 @@ class _ClassPlanner:
             reasons.append(f"its cleanup-only {gone} {verb} deleted, so a caller in another "
                            "module that still calls it breaks")
         reasons.extend(p.reason for p in (arg_problem, cc_problem) if p is not None)
+        if self.module.config.target == "vllm" and \
+                (unimportable := tests_package_problem(self.module)) is not None:
+            reasons.append(unimportable)
         for use in uses:
             if use.reason and use.reason not in reasons:
                 reasons.append(use.reason)
@@ -554,6 +640,37 @@ class _ClassPlanner:
                                      f"{node.lineno} other than on an instance inside its "
                                      "block")
                 lines.add(stmt.lineno)
+        return lines
+
+    def instance_delete_lines(self, uses: list[WrapPlan]) -> set[int] | FixInfo:
+        """Lines of the ``del tester.llm`` statements (:func:`_instance_deletes`), each inside
+        its instance's block with nothing reading ``tester.llm`` after it in the function
+        (where it raised ``AttributeError``, the proxy would answer)."""
+        lines: set[int] = set()
+        for stmt, what in self.deletes:
+            assert isinstance(stmt, ast.Delete)
+            target = stmt.targets[0]
+            assert isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+            name = target.value.id
+            owner = next((u for u in uses if u.bound_name == name and (
+                u.site_line < stmt.lineno <= u.end_line or stmt.lineno in u.remove_lines)),
+                None)
+            if owner is None:
+                return self.none(f"`{what}` (line {stmt.lineno}) deletes the engine other "
+                                 "than inside its instance's block")
+            func = self.module.parent(stmt)
+            while func is not None and not isinstance(
+                    func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                func = self.module.parent(func)
+            later = read_after(sorted((s for s in walk_breadth(func or self.module.tree)
+                                       if isinstance(s, ast.stmt) and s.lineno > stmt.lineno),
+                                      key=lambda s: s.lineno), f"{name}.{self.attribute}")
+            if later is not None:
+                return self.none(f"`{name}.{self.attribute}` is read at line {later}, after "
+                                 f"`{what}` (line {stmt.lineno}) deleted it: the proxy the fix "
+                                 "leaves there would answer instead of raising "
+                                 "`AttributeError`")
+            lines.add(stmt.lineno)
         return lines
 
     def finally_only_closes(self, remove: set[int], uses: list[WrapPlan]) -> set[int]:

@@ -93,6 +93,7 @@ from lint_gpu_tests.fixplan.blocks import loads_of
 from lint_gpu_tests.fixplan.classes import (
     RUNNER_CLASS_MODULES,
     owner_class_of,
+    tests_package_problem,
     top_level_names,
     vllm_runner_class_problem,
 )
@@ -475,8 +476,8 @@ def module_call_sites(module: ModuleAnalysis, func: FunctionInfo) -> list[Factor
 
 def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite,
                       groups: Iterable[CallerGroup], *, tree: str | None = None,
-                      method_of: str | None = None, enter_class: bool = False
-                      ) -> FactoryPlan | FixInfo:
+                      method_of: str | None = None, enter_class: bool = False,
+                      tests_imported: bool = False) -> FactoryPlan | FixInfo:
     """Plan the unit of the factory ``func`` of ``module`` (whose engine ``site`` builds) and
     its call sites, grouped by module (``groups``, from :func:`caller_group`): the factory's
     own block and one with-block per call.
@@ -497,6 +498,10 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
 
     With ``enter_class`` (a caller is an xunit set-up, which gets no fixtures), the helper
     enters the runner class as for callers in other modules.
+
+    With ``tests_imported`` (a caller imports from the project's ``tests`` package), the
+    helper's import of vLLM's runner class from ``tests.conftest`` needs nothing a caller
+    does not already need (:func:`lint_gpu_tests.fixplan.classes.tests_package_problem`).
 
     Returns:
         The :class:`FactoryPlan` (safe or unsafe, with every reason), or the
@@ -524,6 +529,9 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
     if isinstance(body, FixInfo):
         return body
     plan, return_line, reasons = body
+    if import_from is not None and not tests_imported and \
+            (unimportable := tests_package_problem(module)) is not None:
+        reasons.append(unimportable)
     callers: list[FactoryCaller] = []
     spellings: set[str] = set()
     twice = _defaults_through_kwargs(module, func, site)

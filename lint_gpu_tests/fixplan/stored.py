@@ -117,7 +117,7 @@ def cleanup_run(module: ModuleAnalysis, body: Sequence[ast.stmt], spelled: str,
            for j, s in enumerate(body) if j not in found for start, end in spans):
         return (f"a cleanup statement of {where} shares its line with a statement that is "
                 "not cleanup")
-    read = _read_after(body[last + 1:], spelled)
+    read = read_after(body[last + 1:], spelled)
     if read is not None:
         return f"{where} reads `{spelled}` after its cleanup (line {read})"
     nested = [n for s in body for n in walk_breadth(s)
@@ -127,7 +127,7 @@ def cleanup_run(module: ModuleAnalysis, body: Sequence[ast.stmt], spelled: str,
     return [body[i].lineno for i in found]
 
 
-def _read_after(statements: Sequence[ast.stmt], spelled: str) -> int | None:
+def read_after(statements: Sequence[ast.stmt], spelled: str) -> int | None:
     """The line of the first read of the target ``spelled`` in ``statements`` (run after
     its cleanup): through the target itself, or by its name as a string
     (``hasattr(self, "llm")``, ``"llm" not in globals()``), which sees the proxy the fix
@@ -353,7 +353,7 @@ def stored_shape(module: ModuleAnalysis, func: FunctionInfo, stmt: ast.stmt,
             return Blocked(f"the `finally` around the `yield` of `{func.name}()` holds more "
                            f"than the cleanup of `{spelled}`")
         unwrap = {trying.lineno}
-        read = _read_after(body[at + 1:], spelled)
+        read = read_after(body[at + 1:], spelled)
         if read is not None:
             return Blocked(f"{where} reads `{spelled}` after its cleanup (line {read})")
         end = at

@@ -77,7 +77,11 @@ from dataclasses import dataclass, field
 from lint_gpu_tests.analysis.analysis import EngineSite, FunctionInfo, ModuleAnalysis
 from lint_gpu_tests.analysis.env_mutations import TEARDOWN_OF, UNITTEST_CASES
 from lint_gpu_tests.analysis.mappings import hides_model
-from lint_gpu_tests.fixplan.classes import RUNNER_CLASS_MODULES, vllm_runner_class_problem
+from lint_gpu_tests.fixplan.classes import (
+    RUNNER_CLASS_MODULES,
+    tests_package_problem,
+    vllm_runner_class_problem,
+)
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.safety import compilation_config_equivalent
 from lint_gpu_tests.fixplan.stored import (
@@ -363,6 +367,9 @@ def _plan(module: ModuleAnalysis, call: ast.Call, setup: FunctionInfo,
         return none(arg_problem.reason)
     reasons = [arg_problem.reason] if arg_problem is not None else []
     compilation: str | None = None
+    if config.target == "vllm" and not factory and \
+            (unimportable := tests_package_problem(module)) is not None:
+        reasons.append(unimportable)
     if config.target == "vllm" and not factory:
         given = next((k.value for k in call.keywords if k.arg == "compilation_config"),
                      None)

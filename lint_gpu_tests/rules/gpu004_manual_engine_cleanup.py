@@ -573,17 +573,19 @@ class TestTokens:
         for owner in owner_classes(module):
             plan = owner.plan
             if not isinstance(plan, ClassPlan):
-                for stmt, what in owner.cleanup:
+                for stmt, what in (*owner.cleanup, *owner.deletes):
                     yield hit_at(stmt, self.message.format(what=what),
                                  FixInfo.none(self.fix_title, plan.reason))
                 continue
             fix = plan.fix_info(self.fix_title)
-            found = list(owner.cleanup)
+            found = [*owner.cleanup, *owner.deletes]
             for use in plan.uses:
                 for node in walk_breadth(module.tree):
                     if not (isinstance(node, ast.stmt) and node.lineno in use.remove_lines):
                         continue
                     if isinstance(node, ast.Delete):
+                        if any(stmt is node for stmt, _ in owner.deletes):
+                            continue
                         found.append((node, "del " + ", ".join(
                             t.id for t in node.targets if isinstance(t, ast.Name))))
                     elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and \

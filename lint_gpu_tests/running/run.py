@@ -275,15 +275,21 @@ def _joined(fixtures: frozenset[str]) -> str:
 def _runner_class_key(path: str, config: Config, memo: dict[str | None, str]) -> str:
     """With ``target = "vllm"``, what a file's fixes also depend on: whether the project's
     tests/conftest.py binds vLLM's runner class, which they import from it, and how
-    (:func:`lint_gpu_tests.fixplan.classes.runner_class_state`); looked up once per conftest
-    (``memo``)."""
-    from lint_gpu_tests.fixplan.classes import RUNNER_CLASS_MODULES, runner_class_state
+    (:func:`lint_gpu_tests.fixplan.classes.runner_class_state`), and whether a plain
+    ``pytest`` run can import it (:func:`lint_gpu_tests.fixplan.classes.tests_package_importable`);
+    looked up once per conftest (``memo``)."""
+    from lint_gpu_tests.fixplan.classes import (
+        RUNNER_CLASS_MODULES,
+        runner_class_state,
+        tests_package_importable,
+    )
 
     where = project_module(path, config, RUNNER_CLASS_MODULES["vllm"])
     if where not in memo:
         runner = config.runner_classes[0] if config.runner_classes else "VllmRunner"
         memo[where] = f"|{RUNNER_CLASS_MODULES['vllm']}:" + (
-            "-" if where is None else runner_class_state(where, runner))
+            "-" if where is None else runner_class_state(where, runner) +
+            ("" if tests_package_importable(where) else ":m"))
     return memo[where]
 
 

@@ -17,6 +17,7 @@ from rule_testing import PATH, example_tests, fix_reports, own_rules, reports, r
 
 from lint_gpu_tests.api import check_paths
 from lint_gpu_tests.checking.checker import check_source
+from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixing.fixloop import fix_source
 
 RULE = rule_class("GPU004")
@@ -609,6 +610,34 @@ class TestCase(unittest.TestCase):
     def test_identity(self):
         assert type(self.engine) is LLM
 """
+
+
+@pytest.mark.parametrize("package", [False, True])
+def test_an_xunit_set_ups_import_of_vllms_runner_class_a_plain_pytest_run_may_miss(
+        tmp_path: Path, package: bool) -> None:
+    """With ``target = "vllm"`` the set-up's stack enters vLLM's runner class, imported from
+    ``tests.conftest``: where a plain ``pytest`` run cannot import ``tests`` (no
+    ``__init__.py``, nothing else putting the project root on ``sys.path``) the fix is
+    unsafe and says so."""
+    (tmp_path / "pyproject.toml").write_text("[tool.gpu-test-lint]\ntarget = 'vllm'\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text(
+        "class VllmRunner:\n    def __init__(self, model_name, **kwargs):\n        pass\n")
+    if package:
+        (tmp_path / "tests" / "__init__.py").write_text("")
+    module = tmp_path / "tests" / "test_case.py"
+    module.write_text(XUNIT.split("\n\nclass TestCase")[0] + "\n")
+    unimportable = ("`from tests.conftest import VllmRunner` imports only with the project "
+                    "root on `sys.path`: tests/ has no `__init__.py`, the root no "
+                    "`conftest.py` and pytest's `pythonpath` does not name it, so a plain "
+                    "`pytest` run fails to import the module (`python -m pytest` imports it)")
+    found = check_source(module.read_bytes(), str(module),
+                         own_rules(Config(target="vllm", root=str(tmp_path))))
+    expected = ("safe", "") if package else ("unsafe", unimportable)
+    assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else "none",
+             v.fix.reason if v.fix else "") for v in found] == [
+        (11, "GPU001", *expected), (16, "GPU004", *expected), (17, "GPU004", *expected),
+        (18, "GPU004", *expected)]
 
 
 # --------------------------------------------------------------------------- cleanup helpers
