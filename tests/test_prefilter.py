@@ -173,6 +173,22 @@ def test_a_conftest_engine_fixture_name_lets_the_file_through(tmp_path: Path) ->
     assert [(v.code, v.location.row) for v in found] == [("GPU004", 5)]
 
 
+def test_a_conftest_factory_fixture_name_lets_the_file_through(tmp_path: Path) -> None:
+    """A test calling the factory a conftest's fixture hands out owns the engine it gets,
+    though its bytes name no engine: the fixture's name lets it through, in a whole run."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\nfrom vllm import LLM\n\n\n@pytest.fixture\ndef make_llm():\n"
+        "    def _make(**kwargs):\n        return LLM('m', **kwargs)\n    return _make\n")
+    test = tmp_path / "test_gen.py"
+    test.write_text("import gc\n\n\ndef test_gen(make_llm):\n    llm = make_llm()\n"
+                    "    del llm\n    gc.collect()\n")
+    assert api.may_hold_violation(test.read_bytes(), str(test), Config())
+    result = api.check_paths([str(test)], Config(root=str(tmp_path)), jobs=1, cache=False)
+    assert [(v.code, v.location.row) for v in result.violations] == [
+        ("GPU004", 6), ("GPU004", 7)]
+
+
 @pytest.mark.parametrize(("source", "admitted"), [
     (b"def test_x():\n    assert 1\n", False),
     (b"import vllm\nvllm.LLM('m')\n", True),
