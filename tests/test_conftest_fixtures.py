@@ -100,6 +100,47 @@ def test_cached_results_follow_a_conftest_change(tmp_path: Path) -> None:
     assert [v.code for f in second.files for v in f.violations] == []
 
 
+def test_a_conftests_pytest_plugins_hand_on_their_engine_fixtures(tmp_path: Path) -> None:
+    """A conftest naming a module in ``pytest_plugins`` (pytest registers that module's
+    fixtures for the session) hands on its engine fixtures, and those of the modules its own
+    ``pytest_plugins`` names; a cached run follows a change of the plugin module."""
+    test = make_project(tmp_path)
+    (tmp_path / "tests" / "conftest.py").write_text(
+        'pytest_plugins = ["tests.fixtures.engines"]\n')
+    fixtures = tmp_path / "tests" / "fixtures"
+    fixtures.mkdir()
+    (fixtures / "engines.py").write_text('pytest_plugins = ("tests.fixtures.more",)\n')
+    (fixtures / "more.py").write_text(CONFTEST)
+    assert conftest_engine_fixtures(str(test), Config()) == frozenset({
+        "llm", "pytest-plugin:tests.fixtures.engines", "pytest-plugin:tests.fixtures.more",
+        PRIVATE_TEST_MODULE})
+    assert codes(test, Config()) == [(6, 5, "GPU004")]
+    first = check_paths([str(test.parent)], Config(root=str(tmp_path)), jobs=1)
+    assert [(v.path, v.location.row, v.code) for f in first.files for v in f.violations] == [
+        (str(test), 6, "GPU004")]
+    (fixtures / "more.py").write_text(CONFTEST.replace("def llm():", "def other():"))
+    second = check_paths([str(test.parent)], Config(root=str(tmp_path)), jobs=1)
+    assert second.cache_hits == 0
+    assert [v.code for f in second.files for v in f.violations] == []
+
+
+def test_conftests_naming_each_other_in_pytest_plugins(tmp_path: Path) -> None:
+    """tests/conftest.py names tests/sub/conftest.py (which defines the engine fixture) as
+    a plugin, and that one names it back: a test of either directory receives the engine."""
+    (tmp_path / "pyproject.toml").write_text("")
+    sub = tmp_path / "tests" / "sub"
+    sub.mkdir(parents=True)
+    (tmp_path / "tests" / "conftest.py").write_text('pytest_plugins = ["tests.sub.conftest"]\n')
+    (sub / "conftest.py").write_text('pytest_plugins = ["tests.conftest"]\n' + CONFTEST)
+    (tmp_path / "tests" / "test_top.py").write_text(TEST)
+    (sub / "test_sub.py").write_text(TEST)
+    result = check_paths([str(tmp_path / "tests")], Config(root=str(tmp_path)), jobs=1,
+                         cache=False)
+    assert [(Path(v.path).name, v.location.row, v.code) for f in result.files
+            for v in f.violations] == [("conftest.py", 8, "GPU001"), ("conftest.py", 9, "GPU002"),
+                                       ("test_sub.py", 6, "GPU004"), ("test_top.py", 6, "GPU004")]
+
+
 def test_a_conftest_added_or_removed_between_two_checks_in_one_process_counts(
         tmp_path: Path) -> None:
     """An editor or a test suite checks again in the same process: the conftest search

@@ -19,6 +19,7 @@ conftest at all.
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import hashlib
 import os
@@ -35,7 +36,7 @@ from lint_gpu_tests.checking.helper_index import (
     summarise,
     tree_root,
 )
-from lint_gpu_tests.config import ROOT_MARKERS, STDIN_PATH, Config
+from lint_gpu_tests.config import ROOT_MARKERS, STDIN_PATH, Config, project_module
 from lint_gpu_tests.ftypes import IMPORTED_TEST_MODULE, PRIVATE_TEST_MODULE
 
 if TYPE_CHECKING:
@@ -47,6 +48,11 @@ MAX_READ = 256
 """Most conftest versions (path, size, modification time, config) an index keeps read."""
 
 MAX_LEVELS = 32
+
+#: Prefix of the entries of a conftest's index naming a module of its ``pytest_plugins``
+#: (``pytest-plugin:tests.fixtures.engines``), whose entries it hands on as its own.
+PYTEST_PLUGIN = "pytest-plugin:"
+PLUGINS_NAME = b"pytest_plugins"
 
 
 def conftest_files(path: str, chains: dict[str, tuple[str, ...]] | None = None
@@ -170,6 +176,9 @@ class ConftestIndex:
         self._roots: dict[str, str] = {}
         #: (path, size, modification time in ns, config) -> that file's helper summary.
         self._summaries: dict[tuple[str, int, int, Config], Summary] = {}
+        #: Conftests (and ``pytest_plugins`` modules) being parsed now: a plugin module's
+        #: own conftests may name it again.
+        self._parsing: set[str] = set()
 
     def engine_fixtures(self, path: str, config: Config, memo: Memo | None = None
                         ) -> frozenset[str]:
@@ -279,11 +288,36 @@ class ConftestIndex:
                     stat = os.stat(conftest)
                 except OSError:
                     continue
-                found = self._fixtures_of(conftest, stat.st_size, stat.st_mtime_ns, config)
+                found = self._with_plugins(conftest, self._fixtures_of(
+                    conftest, stat.st_size, stat.st_mtime_ns, config), config)
                 if memo is not None:
                     memo[key] = found
             names = names | found if found else names
         return names
+
+    def _with_plugins(self, conftest: str, found: frozenset[str], config: Config
+                      ) -> frozenset[str]:
+        """``found`` (the entries of the conftest at ``conftest``) with those of the modules
+        its ``pytest_plugins`` names (:func:`pytest_plugins`), and of the modules theirs name,
+        each found in the project as an import would (each read as a conftest is, by its
+        own status and content)."""
+        seen: set[str] = set()
+        pending = [e[len(PYTEST_PLUGIN):] for e in found if e.startswith(PYTEST_PLUGIN)]
+        while pending:
+            dotted = pending.pop()
+            path = project_module(conftest, config, dotted)
+            if path is None or path in seen or len(seen) >= MAX_LEVELS:
+                continue
+            seen.add(path)
+            try:
+                stat = os.stat(path)
+            except OSError:
+                continue
+            plugin = self._fixtures_of(path, stat.st_size, stat.st_mtime_ns, config)
+            found = found | plugin
+            pending.extend(e[len(PYTEST_PLUGIN):] for e in plugin
+                           if e.startswith(PYTEST_PLUGIN))
+        return found
 
     def remember(self, config: Config, entries: Mapping[str, Iterable[str]]) -> None:
         """Take ``entries`` (content hash -> fixture names, as :meth:`learned` gave them,
@@ -317,8 +351,14 @@ class ConftestIndex:
         digest = hashlib.blake2b(source, digest_size=16).hexdigest()
         known = self._known.get((config, digest))
         if known is None:
-            known = self._known[(config, digest)] = _parse_fixtures(conftest, source, config,
-                                                                    self)
+            if conftest in self._parsing:
+                return frozenset()  # a plugin naming the conftest that names it, being read
+            self._parsing.add(conftest)
+            try:
+                known = _parse_fixtures(conftest, source, config, self)
+            finally:
+                self._parsing.discard(conftest)
+            self._known[(config, digest)] = known
             if self.learns:
                 self._learned.setdefault(config, {})[digest] = sorted(known)
         return known
@@ -372,8 +412,8 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
     from lint_gpu_tests.parsing.source import parse_source
 
     if not engine_prefilter(config).admits(source) and b"environ" not in source and \
-            b"getenv" not in source:
-        return frozenset()  # no engine, runner nor environment named: nothing to parse
+            b"getenv" not in source and PLUGINS_NAME not in source:
+        return frozenset()  # no engine, runner, environment nor plugin named: nothing to parse
     tree, text, error = parse_source(source, conftest)
     if error is not None or tree is None:
         return frozenset()
@@ -381,7 +421,8 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
         module = ModuleAnalysis.build(tree, text, conftest, config)
     except (RecursionError, MemoryError):
         return frozenset()
-    if not index.engine_fixtures(conftest, config):
+    if os.path.basename(conftest) == "conftest.py" and \
+            not index.engine_fixtures(conftest, config):
         # What its own check would build (no engine fixtures from conftests above it).
         index.keep_analysis(conftest, source, config, module)
     names = set(module.engine_fixtures)
@@ -394,4 +435,22 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
     patterns = config.environment_patterns
     names.update(ENV_READ + name for name in environment_reads(module)
                  if any(fnmatch.fnmatchcase(name, p) for p in patterns))
+    names.update(PYTEST_PLUGIN + dotted for dotted in pytest_plugins(tree))
     return frozenset(names)
+
+
+def pytest_plugins(tree: ast.Module) -> list[str]:
+    """The modules a conftest names in its top-level ``pytest_plugins`` (a string, or a list
+    or tuple of strings, as written), whose fixtures pytest registers for the session;
+    empty where it has none or spells it otherwise."""
+    found: list[str] = []
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if not any(isinstance(t, ast.Name) and t.id == "pytest_plugins" for t in targets):
+                continue
+            value = stmt.value
+            items = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
+            found = [i.value for i in items
+                     if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+    return found
