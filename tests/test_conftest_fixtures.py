@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lint_gpu_tests.analysis.analysis import ENGINE_HELPER
 from lint_gpu_tests.api import check_paths
 from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.checking.conftest_index import conftest_engine_fixtures, conftest_files
@@ -111,9 +112,11 @@ def test_a_conftests_pytest_plugins_hand_on_their_engine_fixtures(tmp_path: Path
     fixtures.mkdir()
     (fixtures / "engines.py").write_text('pytest_plugins = ("tests.fixtures.more",)\n')
     (fixtures / "more.py").write_text(CONFTEST)
-    assert conftest_engine_fixtures(str(test), Config()) == frozenset({
+    # (with the engine-helper entries of the fixture module, which a module may import)
+    assert {n for n in conftest_engine_fixtures(str(test), Config())
+            if not n.startswith(ENGINE_HELPER)} == {
         "llm", "pytest-plugin:tests.fixtures.engines", "pytest-plugin:tests.fixtures.more",
-        PRIVATE_TEST_MODULE})
+        PRIVATE_TEST_MODULE}
     assert codes(test, Config()) == [(6, 5, "GPU004")]
     first = check_paths([str(test.parent)], Config(root=str(tmp_path)), jobs=1)
     assert [(v.path, v.location.row, v.code) for f in first.files for v in f.violations] == [
@@ -139,6 +142,31 @@ def test_conftests_naming_each_other_in_pytest_plugins(tmp_path: Path) -> None:
     assert [(Path(v.path).name, v.location.row, v.code) for f in result.files
             for v in f.violations] == [("conftest.py", 8, "GPU001"), ("conftest.py", 9, "GPU002"),
                                        ("test_sub.py", 6, "GPU004"), ("test_top.py", 6, "GPU004")]
+
+
+def test_an_engine_fixture_imported_by_name_from_another_module(tmp_path: Path) -> None:
+    """``from tests.fixtures.engines import llm`` (absolute or relative) makes the fixture
+    the test module's, as pytest does: a test receiving it owns its engine; a module that
+    defines its own fixture of the name keeps its own."""
+    (tmp_path / "pyproject.toml").write_text("")
+    fixtures = tmp_path / "tests" / "fixtures"
+    fixtures.mkdir(parents=True)
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (fixtures / "__init__.py").write_text("")
+    (fixtures / "engines.py").write_text(CONFTEST)
+    tests = tmp_path / "tests"
+    (tests / "test_abs.py").write_text("from tests.fixtures.engines import llm  # noqa: F401\n"
+                                       + TEST)
+    (tests / "test_rel.py").write_text("from .fixtures.engines import llm  # noqa: F401\n"
+                                       + TEST)
+    (tests / "test_own.py").write_text(
+        "import gc\n\nimport pytest\n\nfrom tests.fixtures.engines import other\n\n\n"
+        "@pytest.fixture\ndef llm():\n    return other\n\n\n" + TEST.split("\n\n\n", 1)[1])
+    result = check_paths([str(tests)], Config(root=str(tmp_path)), jobs=1, cache=False)
+    assert [(Path(v.path).name, v.location.row, v.code) for f in result.files
+            for v in f.violations] == [
+        ("engines.py", 7, "GPU001"), ("engines.py", 8, "GPU002"),
+        ("test_abs.py", 7, "GPU004"), ("test_rel.py", 7, "GPU004")]
 
 
 def test_a_conftest_added_or_removed_between_two_checks_in_one_process_counts(

@@ -115,7 +115,9 @@ class ImportedHelper:
             cache (``@functools.cache``), which keeps it for every caller; ``"x"``, a
             cleanup helper (:attr:`ModuleAnalysis.cleanup_helpers`, or one that shuts down
             an engine it is given and does more: :attr:`ModuleAnalysis.shutdown_helpers`),
-            no engine helper (:meth:`ModuleAnalysis.helper_called` leaves it out).
+            no engine helper (:meth:`ModuleAnalysis.helper_called` leaves it out); ``"e"``, a
+            fixture that provides an engine, which a test of the importing module receives
+            (no helper either).
         name: its name in the module that defines it.
         line: the line of its ``def``/``class``.
         extra: for a function, the engine's ``gpu_memory_utilization`` written in it as a
@@ -503,6 +505,12 @@ class ModuleAnalysis:
         elif marker in self._conftest_fixtures:
             self.own_runner_fixture = "a conftest.py"
         self.engine_fixtures |= self._entries.fixtures - local
+        if self._entries.helpers:
+            # A fixture of another module of the tree imported by name is the module's too.
+            for name, qualified in (*self.imports.items(), *self.relative_imports.items()):
+                helper = self.imported_helpers.get(qualified)
+                if helper is not None and helper.kind == "e" and name not in local:
+                    self.engine_fixtures.add(name)
         for info in self.functions:
             if info.kind is not FunctionKind.FIXTURE:
                 continue
@@ -1135,7 +1143,7 @@ class ModuleAnalysis:
         if not isinstance(node, ast.Call):
             return None
         found = self.imported_helper(node.func)
-        return None if found is None or found.kind in ("m", "x") else found
+        return None if found is None or found.kind in ("m", "x", "e") else found
 
     def imported_helper(self, func: ast.expr) -> ImportedHelper | None:
         """The engine helper of another module of the tree that the expression ``func``
@@ -1899,7 +1907,9 @@ def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
     the engine is the cache's, not its callers'), ``x|name|line|which|scope`` for each
     module-level cleanup helper (which: :data:`WHOLE_CLEANUP` for one whose whole body is
     cleanup, :attr:`ModuleAnalysis.cleanup_helpers`; the index of the parameter whose engine
-    it shuts down for one that does more, :attr:`ModuleAnalysis.shutdown_helpers`); scope:
+    it shuts down for one that does more, :attr:`ModuleAnalysis.shutdown_helpers`),
+    ``e|name|line||scope`` for each module-level fixture that provides an engine (a module
+    importing it by name hands it to its tests, as a conftest's fixture); scope:
     :data:`SCOPED` when the rules look at the module (:func:`is_test_module_path`, or it
     defines tests or fixtures), else empty."""
     scope = SCOPED if is_test_module_path(module.path, module.config) or \
@@ -1946,6 +1956,10 @@ def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
             returns, engine = module._returned_values(func)
             if any(engine(value) for value in returns):
                 out.append(f"k|{func.name}|{func.node.lineno}|{cache}|{scope}")
+        elif func.kind is FunctionKind.FIXTURE and func.parent is None and \
+                func.owner_class is None and func.name in module.engine_fixtures and \
+                os.path.basename(module.path) != "conftest.py":  # pytest hands those on
+            out.append(f"e|{func.name}|{func.node.lineno}||{scope}")
     return tuple(out)
 
 
