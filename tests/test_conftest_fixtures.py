@@ -145,9 +145,9 @@ def test_conftests_naming_each_other_in_pytest_plugins(tmp_path: Path) -> None:
 
 
 def test_an_engine_fixture_imported_by_name_from_another_module(tmp_path: Path) -> None:
-    """``from tests.fixtures.engines import llm`` (absolute or relative) makes the fixture
-    the test module's, as pytest does: a test receiving it owns its engine; a module that
-    defines its own fixture of the name keeps its own."""
+    """``from tests.fixtures.engines import llm`` (absolute or relative, or ``import *``)
+    makes the fixture the test module's, as pytest does: a test receiving it owns its
+    engine; a module that defines its own fixture of the name keeps its own."""
     (tmp_path / "pyproject.toml").write_text("")
     fixtures = tmp_path / "tests" / "fixtures"
     fixtures.mkdir(parents=True)
@@ -159,6 +159,8 @@ def test_an_engine_fixture_imported_by_name_from_another_module(tmp_path: Path) 
                                        + TEST)
     (tests / "test_rel.py").write_text("from .fixtures.engines import llm  # noqa: F401\n"
                                        + TEST)
+    (tests / "test_star.py").write_text("from tests.fixtures.engines import *  # noqa: F403\n"
+                                        + TEST)
     (tests / "test_own.py").write_text(
         "import gc\n\nimport pytest\n\nfrom tests.fixtures.engines import other\n\n\n"
         "@pytest.fixture\ndef llm():\n    return other\n\n\n" + TEST.split("\n\n\n", 1)[1])
@@ -166,7 +168,8 @@ def test_an_engine_fixture_imported_by_name_from_another_module(tmp_path: Path) 
     assert [(Path(v.path).name, v.location.row, v.code) for f in result.files
             for v in f.violations] == [
         ("engines.py", 7, "GPU001"), ("engines.py", 8, "GPU002"),
-        ("test_abs.py", 7, "GPU004"), ("test_rel.py", 7, "GPU004")]
+        ("test_abs.py", 7, "GPU004"), ("test_rel.py", 7, "GPU004"),
+        ("test_star.py", 7, "GPU004")]
 
 
 def test_a_conftest_added_or_removed_between_two_checks_in_one_process_counts(

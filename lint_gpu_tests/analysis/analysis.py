@@ -506,11 +506,22 @@ class ModuleAnalysis:
             self.own_runner_fixture = "a conftest.py"
         self.engine_fixtures |= self._entries.fixtures - local
         if self._entries.helpers:
-            # A fixture of another module of the tree imported by name is the module's too.
+            # A fixture of another module of the tree imported by name, or by a star import
+            # (its public names), is the module's too.
             for name, qualified in (*self.imports.items(), *self.relative_imports.items()):
                 helper = self.imported_helpers.get(qualified)
                 if helper is not None and helper.kind == "e" and name not in local:
                     self.engine_fixtures.add(name)
+            for stmt in self.tree.body:
+                if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
+                    prefix = "." * stmt.level + (f"{stmt.module}." if stmt.module else "")
+                    for key, entry in self._entries.helpers.items():
+                        name = key[len(prefix):]
+                        if key.startswith(prefix) and name.isidentifier() and \
+                                not name.startswith("_") and name not in local and \
+                                (helper := ImportedHelper.parse(entry)) is not None and \
+                                helper.kind == "e":
+                            self.engine_fixtures.add(name)
         for info in self.functions:
             if info.kind is not FunctionKind.FIXTURE:
                 continue
