@@ -669,30 +669,40 @@ def project_module(path: str, config: Config, dotted: str) -> str | None:
 
 
 def pytest_pythonpath(root: str) -> list[str]:
-    """The entries of the ``pythonpath`` setting of pytest in ``root``'s pytest.ini,
-    pyproject.toml (``[tool.pytest.ini_options]``), tox.ini or setup.cfg; empty where none
-    is read."""
-    entries: list[str] = []
+    """The entries of the ``pythonpath`` setting of pytest in ``root``, read from the one
+    settings file pytest takes there, in its order: pytest.ini or .pytest.ini (always),
+    pyproject.toml (with ``[tool.pytest.ini_options]``), tox.ini (with ``[pytest]``),
+    setup.cfg (with ``[tool:pytest]``); empty where none is read or it sets none."""
+    for name in ("pytest.ini", ".pytest.ini"):
+        if os.path.isfile(os.path.join(root, name)):
+            return _ini_pythonpath(os.path.join(root, name), "pytest") or []
     tomllib = _tomllib()
     try:
         with open(os.path.join(root, "pyproject.toml"), "rb") as f:
-            options = tomllib.load(f).get("tool", {}).get("pytest", {}).get("ini_options", {})
-        value = options.get("pythonpath", []) if isinstance(options, dict) else []
-        entries.extend([value] if isinstance(value, str) else
-                       [v for v in value if isinstance(v, str)] if isinstance(value, list)
-                       else [])
+            options = tomllib.load(f).get("tool", {}).get("pytest", {}).get("ini_options")
+        if isinstance(options, dict):
+            value = options.get("pythonpath", [])
+            return [value] if isinstance(value, str) else \
+                [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
     except (OSError, AttributeError, tomllib.TOMLDecodeError, UnicodeDecodeError):
         pass
-    for name, section in (("pytest.ini", "pytest"), ("tox.ini", "pytest"),
-                          ("setup.cfg", "tool:pytest")):
-        parser = configparser.ConfigParser(interpolation=None)
-        try:
-            parser.read(os.path.join(root, name), encoding="utf-8")
-        except (configparser.Error, UnicodeDecodeError):
-            continue
-        if parser.has_option(section, "pythonpath"):
-            entries.extend(parser.get(section, "pythonpath").split())
-    return entries
+    for name, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
+        found = _ini_pythonpath(os.path.join(root, name), section)
+        if found is not None:
+            return found
+    return []
+
+
+def _ini_pythonpath(path: str, section: str) -> list[str] | None:
+    """The ``pythonpath`` entries of ``section`` of the INI file at ``path``; ``None`` where
+    the file or the section is missing (or unreadable)."""
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        if not parser.read(path, encoding="utf-8") or not parser.has_section(section):
+            return None
+    except (configparser.Error, UnicodeDecodeError):
+        return None
+    return parser.get(section, "pythonpath", fallback="").split()
 
 
 def baselines_in_force(paths: Iterable[str], config: ConfigResolver,

@@ -106,8 +106,8 @@ def test_a_conftests_pytest_plugins_hand_on_their_engine_fixtures(tmp_path: Path
     fixtures for the session) hands on its engine fixtures, and those of the modules its own
     ``pytest_plugins`` names; a cached run follows a change of the plugin module."""
     test = make_project(tmp_path)
-    (tmp_path / "tests" / "conftest.py").write_text(
-        'pytest_plugins = ["tests.fixtures.engines"]\n')
+    (tmp_path / "tests" / "conftest.py").write_text(  # a string is split at its commas
+        'pytest_plugins = "tests.fixtures.absent, tests.fixtures.engines"\n')
     fixtures = tmp_path / "tests" / "fixtures"
     fixtures.mkdir()
     (fixtures / "engines.py").write_text('pytest_plugins = ("tests.fixtures.more",)\n')
@@ -115,8 +115,8 @@ def test_a_conftests_pytest_plugins_hand_on_their_engine_fixtures(tmp_path: Path
     # (with the engine-helper entries of the fixture module, which a module may import)
     assert {n for n in conftest_engine_fixtures(str(test), Config())
             if not n.startswith(ENGINE_HELPER)} == {
-        "llm", "pytest-plugin:tests.fixtures.engines", "pytest-plugin:tests.fixtures.more",
-        PRIVATE_TEST_MODULE}
+        "llm", "pytest-plugin:tests.fixtures.absent", "pytest-plugin:tests.fixtures.engines",
+        "pytest-plugin:tests.fixtures.more", PRIVATE_TEST_MODULE}
     assert codes(test, Config()) == [(6, 5, "GPU004")]
     first = check_paths([str(test.parent)], Config(root=str(tmp_path)), jobs=1)
     assert [(v.path, v.location.row, v.code) for f in first.files for v in f.violations] == [

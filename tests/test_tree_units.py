@@ -501,6 +501,13 @@ UNIMPORTABLE = ("`from tests.conftest import VllmRunner` imports only with the p
     ({"tests/__init__.py": ""}, Applicability.SAFE),
     ({"conftest.py": ""}, Applicability.SAFE),
     ({"pytest.ini": "[pytest]\npythonpath = src .\n"}, Applicability.SAFE),
+    ({".pytest.ini": "[pytest]\npythonpath = .\n"}, Applicability.SAFE),
+    # pytest takes pytest.ini before pyproject.toml: the latter's pythonpath is not read.
+    ({"pytest.ini": "[pytest]\naddopts = -q\n",
+      "pyproject.toml": "[tool.gpu-test-lint]\ntarget = 'vllm'\n\n"
+                        "[tool.pytest.ini_options]\npythonpath = ['.']\n"}, Applicability.UNSAFE),
+    ({"tox.ini": "[tox]\n", "setup.cfg": "[tool:pytest]\npythonpath = .\n"},
+     Applicability.SAFE),
     ({"pyproject.toml": "[tool.gpu-test-lint]\ntarget = 'vllm'\n\n"
                         "[tool.pytest.ini_options]\npythonpath = ['.']\n"}, Applicability.SAFE),
     ({"pyproject.toml": "[tool.gpu-test-lint]\ntarget = 'vllm'\n\n"

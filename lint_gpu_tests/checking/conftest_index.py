@@ -440,9 +440,9 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
 
 
 def pytest_plugins(tree: ast.Module) -> list[str]:
-    """The modules a conftest names in its top-level ``pytest_plugins`` (a string, or a list
-    or tuple of strings, as written), whose fixtures pytest registers for the session;
-    empty where it has none or spells it otherwise."""
+    """The modules a conftest names in its top-level ``pytest_plugins`` (a string, split at
+    its commas as pytest does, or a list or tuple of strings), whose fixtures pytest
+    registers for the session; empty where it has none or spells it otherwise."""
     found: list[str] = []
     for stmt in tree.body:
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
@@ -450,7 +450,11 @@ def pytest_plugins(tree: ast.Module) -> list[str]:
             if not any(isinstance(t, ast.Name) and t.id == "pytest_plugins" for t in targets):
                 continue
             value = stmt.value
-            items = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                # pytest splits a string at its commas
+                found = [p.strip() for p in value.value.split(",") if p.strip()]
+                continue
+            items = value.elts if isinstance(value, (ast.List, ast.Tuple)) else []
             found = [i.value for i in items
                      if isinstance(i, ast.Constant) and isinstance(i.value, str)]
     return found

@@ -244,7 +244,8 @@ def tests_package_importable(conftest: str) -> bool:
     """Whether a plain ``pytest`` run puts the root of the project whose tests/conftest.py
     is at ``conftest`` (a path on disk) on ``sys.path`` (:func:`tests_package_problem`):
     tests/ has an ``__init__.py``, the root a ``conftest.py``, or the ``pythonpath`` of the
-    root's pytest settings (pytest.ini, pyproject.toml, tox.ini, setup.cfg) names the root."""
+    root's pytest settings (the file pytest takes: :func:`~lint_gpu_tests.config.pytest_pythonpath`)
+    names the root."""
     tests = os.path.dirname(os.path.abspath(conftest))
     if os.path.basename(conftest) == "__init__.py":
         tests = os.path.dirname(tests)
