@@ -172,6 +172,30 @@ def test_an_engine_fixture_imported_by_name_from_another_module(tmp_path: Path) 
         ("test_star.py", 7, "GPU004")]
 
 
+def test_the_fixture_nearest_the_test_wins(tmp_path: Path) -> None:
+    """pytest hands a test the fixture defined nearest to it: a deeper conftest's fixture
+    that provides no engine hides the engine fixture (or factory fixture) of that name in
+    a conftest above, and a conftest's own fixture hides its ``pytest_plugins`` module's."""
+    test = make_project(tmp_path)
+    factory = ("\n\n@pytest.fixture\ndef make_llm():\n    def _make(**kw):\n"
+               "        return LLM('m', **kw)\n    return _make\n")
+    (tmp_path / "tests" / "conftest.py").write_text(CONFTEST + factory)
+    test.write_text(TEST + "\n\ndef test_made(make_llm):\n    llm = make_llm()\n"
+                    "    del llm\n    gc.collect()\n")
+    assert codes(test, Config()) == [(6, 5, "GPU004"), (15, 5, "GPU004"), (16, 5, "GPU004")]
+    (test.parent / "conftest.py").write_text(
+        "import pytest\n\n\n@pytest.fixture\ndef llm():\n    return 'fake'\n\n\n"
+        "@pytest.fixture\ndef make_llm():\n    return lambda **kw: object()\n")
+    assert codes(test, Config()) == []
+    (test.parent / "conftest.py").unlink()
+    (tmp_path / "tests" / "conftest.py").write_text(
+        'import pytest\n\npytest_plugins = ["tests.engines"]\n\n\n'
+        "@pytest.fixture\ndef llm():\n    return {'name': 'not an engine'}\n")
+    (tmp_path / "tests" / "engines.py").write_text(CONFTEST)
+    test.write_text(TEST)
+    assert codes(test, Config()) == []
+
+
 def test_a_conftest_added_or_removed_between_two_checks_in_one_process_counts(
         tmp_path: Path) -> None:
     """An editor or a test suite checks again in the same process: the conftest search

@@ -53,6 +53,9 @@ MAX_LEVELS = 32
 #: (``pytest-plugin:tests.fixtures.engines``), whose entries it hands on as its own.
 PYTEST_PLUGIN = "pytest-plugin:"
 PLUGINS_NAME = b"pytest_plugins"
+#: Prefix of the entries of a conftest's index naming a fixture it defines that provides no
+#: engine (``fixture:llm``): it hides an engine fixture of that name further from the module.
+DEFINED_FIXTURE = "fixture:"
 
 
 def conftest_files(path: str, chains: dict[str, tuple[str, ...]] | None = None
@@ -280,6 +283,8 @@ class ConftestIndex:
     def _engine_fixtures(self, conftests: list[str], config: Config, memo: Memo | None
                          ) -> frozenset[str]:
         names: frozenset[str] = frozenset()
+        # A fixture of a conftest nearer the module hides one of that name further up.
+        shadowed: set[str] = set()
         for conftest in conftests:
             key = (conftest, id(config))
             found = memo.get(key) if memo is not None else None
@@ -292,7 +297,10 @@ class ConftestIndex:
                     conftest, stat.st_size, stat.st_mtime_ns, config), config)
                 if memo is not None:
                     memo[key] = found
+            if shadowed:
+                found = _unshadowed(found, shadowed)
             names = names | found if found else names
+            shadowed |= _defined(found)
         return names
 
     def _with_plugins(self, conftest: str, found: frozenset[str], config: Config
@@ -314,7 +322,7 @@ class ConftestIndex:
             except OSError:
                 continue
             plugin = self._fixtures_of(path, stat.st_size, stat.st_mtime_ns, config)
-            found = found | plugin
+            found = found | _unshadowed(plugin, _defined(found))
             pending.extend(e[len(PYTEST_PLUGIN):] for e in plugin
                            if e.startswith(PYTEST_PLUGIN))
         return found
@@ -405,6 +413,7 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
         FACTORY_FIXTURE,
         OWN_RUNNER_FIXTURE,
         RUNNER_CLASS,
+        FunctionKind,
         ModuleAnalysis,
         environment_reads,
     )
@@ -412,8 +421,9 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
     from lint_gpu_tests.parsing.source import parse_source
 
     if not engine_prefilter(config).admits(source) and b"environ" not in source and \
-            b"getenv" not in source and PLUGINS_NAME not in source:
-        return frozenset()  # no engine, runner, environment nor plugin named: nothing to parse
+            b"getenv" not in source and PLUGINS_NAME not in source and \
+            b"fixture" not in source:
+        return frozenset()  # no engine, runner, environment, plugin nor fixture: nothing to parse
     tree, text, error = parse_source(source, conftest)
     if error is not None or tree is None:
         return frozenset()
@@ -436,7 +446,26 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
     names.update(ENV_READ + name for name in environment_reads(module)
                  if any(fnmatch.fnmatchcase(name, p) for p in patterns))
     names.update(PYTEST_PLUGIN + dotted for dotted in pytest_plugins(tree))
+    names.update(DEFINED_FIXTURE + f.name for f in module.functions
+                 if f.kind is FunctionKind.FIXTURE and f.parent is None
+                 and f.owner_class is None and f.name not in module.engine_fixtures)
     return frozenset(names)
+
+
+def _defined(entries: Iterable[str]) -> set[str]:
+    """The names of the fixtures that ``entries`` (a conftest's) say it defines: its engine
+    fixtures and the others (:data:`DEFINED_FIXTURE`)."""
+    return {n.removeprefix(DEFINED_FIXTURE) for n in entries
+            if n.isidentifier() or n.startswith(DEFINED_FIXTURE)}
+
+
+def _unshadowed(entries: frozenset[str], shadowed: set[str]) -> frozenset[str]:
+    """``entries`` without the fixtures (engine, factory or other) named in ``shadowed``:
+    pytest hands a test the fixture defined nearest to it."""
+    from lint_gpu_tests.analysis.analysis import FACTORY_FIXTURE
+
+    return frozenset(n for n in entries if n.removeprefix(FACTORY_FIXTURE).removeprefix(
+        DEFINED_FIXTURE) not in shadowed)
 
 
 def pytest_plugins(tree: ast.Module) -> list[str]:
