@@ -490,6 +490,26 @@ def test_a_caller_in_a_module_out_of_the_rules_scope_is_planned_like_any_other(
                           ("tests/test_a.py", 10, 5, "GPU004", unsafe, why)]
 
 
+def test_a_unit_entering_the_bundled_class_ignores_the_projects_runner_fixture(
+        tmp_path: Path) -> None:
+    """The project's own ``vllm_runner`` fixture (a conftest's) plays no part in a unit
+    across modules, whose helper enters the bundled runner class and whose callers enter
+    the helper: its defaults are no reason to call the fix unsafe."""
+    root = _write_tree(tmp_path / "tree", {
+        "tests/conftest.py": "import pytest\n\n\nclass Runner:\n    pass\n\n\n"
+                             "@pytest.fixture\ndef vllm_runner():\n    return Runner\n",
+        "tests/utils.py": "from vllm import LLM\n\n\ndef make_llm(model='m', **kwargs):\n"
+                          "    return LLM(model=model, **kwargs)\n",
+        "tests/test_plugin.py": "import gc\n\nfrom tests.utils import make_llm\n\n\n"
+                                "def test_helper():\n    llm = make_llm(enforce_eager=True)\n"
+                                "    assert llm.generate(['b'])\n    del llm\n"
+                                "    gc.collect()\n"})
+    safe = Applicability.SAFE
+    assert _run(root) == [("tests/test_plugin.py", 7, 11, "GPU001", safe, ""),
+                          ("tests/test_plugin.py", 9, 5, "GPU004", safe, ""),
+                          ("tests/test_plugin.py", 10, 5, "GPU004", safe, "")]
+
+
 UNIMPORTABLE = ("`from tests.conftest import VllmRunner` imports only with the project root on "
                 "`sys.path`: tests/ has no `__init__.py`, the root no `conftest.py` and "
                 "pytest's `pythonpath` does not name it, so a plain `pytest` run fails to "

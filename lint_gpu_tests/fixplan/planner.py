@@ -283,6 +283,9 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 unsafe(risk)
             compilation, mapping_defaults = arguments.compilation, arguments.mapping_defaults
             use_class, helper_calls = arguments.use_class, arguments.helper_calls
+            own = self.own_fixture_risk(use_class)
+            if own is not None:
+                unsafe(own)
         yield_proxy = self._yields_proxy(func, stmt, segment, remove, names, bound, group)
         if is_fixture and not yield_proxy and any(
                 isinstance(n, ast.Return) for s in segment[1:] for n in walk_breadth(s)):
@@ -377,6 +380,9 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return FixInfo.none(title, arguments.reason)
         reasons.extend(r for r in arguments.risks if r not in reasons)
         use_class = arguments.use_class
+        own = self.own_fixture_risk(use_class)
+        if own is not None and own not in reasons:
+            reasons.append(own)
         missing = self.missing_runner_fixture()
         if missing is not None:
             return FixInfo.none(title, missing)
@@ -419,6 +425,19 @@ class Planner(CleanupRecognizer, SafetyChecks):
             return None
         return (f"`target = \"vllm\"` requests vLLM's `{fixture}` fixture, and no "
                 "conftest.py pytest loads for this module defines it")
+
+    def own_fixture_risk(self, use_class: bool) -> str | None:
+        """Why an engine's fix may change behaviour when it hands the engine's arguments to
+        the project's own runner fixture (not the bundled class, ``use_class``: a bare
+        runner's block, or one entering the class, keeps its own defaults), else ``None``."""
+        config, module = self.module.config, self.module
+        if use_class or config.target != "bundled" or config.runner or \
+                module.own_runner_fixture is None:
+            return None
+        return (f"the project defines its own `{config.runner_fixture}` fixture (in "
+                f"{module.own_runner_fixture}), which replaces the bundled one whose defaults "
+                "are `LLM`'s, and its defaults may differ (set `target = \"vllm\"` if it is "
+                "vLLM's `VllmRunner`)")
 
     def runner_arguments(self, call: ast.Call, func: FunctionInfo, use_class: bool, *,
                          through_callers: bool = True) -> RunnerArguments | Blocked:
@@ -834,7 +853,6 @@ class Planner(CleanupRecognizer, SafetyChecks):
         the runner class itself, so a class-, module-, package- or session-scoped fixture is
         no risk (:data:`SCOPES_THE_CLASS_KEEPS`)."""
         module = self.module
-        config = module.config
         use_names = flow.tainted
         is_fixture = func.kind is FunctionKind.FIXTURE
         risks: list[str] = []
@@ -860,12 +878,6 @@ class Planner(CleanupRecognizer, SafetyChecks):
         extra = cleanup_beyond_the_runner(module, func.node, remove)
         if extra is not None:
             risks.append(extra)
-        if config.target == "bundled" and not config.runner and \
-                module.own_runner_fixture is not None:
-            risks.append(f"the project defines its own `{config.runner_fixture}` fixture (in "
-                         f"{module.own_runner_fixture}), which replaces the bundled one whose "
-                         "defaults are `LLM`'s, and its defaults may differ (set `target = "
-                         "\"vllm\"` if it is vLLM's `VllmRunner`)")
         if group is not None:
             identity = identity_problem(segment, use_names)
             if identity is not None:
