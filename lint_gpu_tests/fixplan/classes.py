@@ -61,7 +61,13 @@ import ast
 import os
 from dataclasses import dataclass, field, replace
 
-from lint_gpu_tests.analysis.analysis import EngineSite, FunctionKind, ModuleAnalysis, RunnerCall
+from lint_gpu_tests.analysis.analysis import (
+    FUNCTION_DEFS,
+    EngineSite,
+    FunctionKind,
+    ModuleAnalysis,
+    RunnerCall,
+)
 from lint_gpu_tests.analysis.mappings import hides_model
 from lint_gpu_tests.config import project_module, pytest_pythonpath
 from lint_gpu_tests.fixplan.plan import WrapPlan
@@ -659,10 +665,7 @@ class _ClassPlanner:
             if owner is None:
                 return self.none(f"`{what}` (line {stmt.lineno}) deletes the engine other "
                                  "than inside its instance's block")
-            func = self.module.parent(stmt)
-            while func is not None and not isinstance(
-                    func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                func = self.module.parent(func)
+            func = self.module.enclosing(stmt, FUNCTION_DEFS)
             later = read_after(sorted((s for s in walk_breadth(func or self.module.tree)
                                        if isinstance(s, ast.stmt) and s.lineno > stmt.lineno),
                                       key=lambda s: s.lineno), f"{name}.{self.attribute}")
