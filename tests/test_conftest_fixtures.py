@@ -172,6 +172,42 @@ def test_an_engine_fixture_imported_by_name_from_another_module(tmp_path: Path) 
         ("test_star.py", 7, "GPU004")]
 
 
+NAMED = CONFTEST.replace('@pytest.fixture(scope="module")\ndef llm():',
+                         '@pytest.fixture(scope="module", name="llm")\ndef llm_fixture():')
+
+
+def test_a_fixture_named_by_its_decorator_is_requested_by_that_name(tmp_path: Path) -> None:
+    """``@pytest.fixture(name="llm")`` registers the fixture as ``llm`` whatever its function
+    is called: in a conftest, in the test module, imported from another module of the tree
+    (by its function's name, as pytest reads the decorator's name) and in the conftest's
+    names that hide one above it."""
+    test = make_project(tmp_path)
+    (tmp_path / "tests" / "conftest.py").write_text(NAMED)
+    assert codes(test, Config()) == [(6, 5, "GPU004")]
+    test.write_text('import pytest\nfrom vllm import LLM\n\n\n@pytest.fixture(name="engine")\n'
+                    'def _engine():\n    return LLM("m")\n\n\n' + TEST.replace("llm", "engine"))
+    assert codes(test, Config()) == [(7, 12, "GPU001"), (7, 12, "GPU002"), (15, 5, "GPU004")]
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "conftest.py").write_text("")
+    (tmp_path / "tests" / "engines.py").write_text(NAMED)
+    test.write_text("from tests.engines import llm_fixture  # noqa: F401\n" + TEST)
+    result = check_paths([str(tmp_path / "tests")], Config(root=str(tmp_path)), jobs=1,
+                         cache=False)
+    assert [(Path(v.path).name, v.location.row, v.code) for f in result.files
+            for v in f.violations] == [
+        ("engines.py", 7, "GPU001"), ("engines.py", 8, "GPU002"), ("test_gen.py", 7, "GPU004")]
+    test.write_text("from tests.engines import llm_fixture as llm  # noqa: F401\n"
+                    + TEST.replace("llm", "engine"))
+    result = check_paths([str(test)], Config(root=str(tmp_path)), jobs=1, cache=False)
+    assert [v.code for f in result.files for v in f.violations] == []
+    (tmp_path / "tests" / "engines.py").unlink()
+    (tmp_path / "tests" / "conftest.py").write_text(CONFTEST)
+    (test.parent / "conftest.py").write_text(
+        'import pytest\n\n\n@pytest.fixture(name="llm")\ndef fake():\n    return "fake"\n')
+    test.write_text(TEST)
+    assert codes(test, Config()) == []
+
+
 def test_the_fixture_nearest_the_test_wins(tmp_path: Path) -> None:
     """pytest hands a test the fixture defined nearest to it: a deeper conftest's fixture
     that provides no engine hides the engine fixture (or factory fixture) of that name in

@@ -43,6 +43,7 @@ from lint_gpu_tests.parsing.syntax import (
     caching_decorator,
     dotted_name,
     fixture_decorator,
+    fixture_request_name,
     fixture_scope,
     head_name,
     is_main_guard,
@@ -126,7 +127,8 @@ class ImportedHelper:
             comma-separated; for a class with factory methods, their names, comma-separated;
             for a cached function, its caching decorator as written; for a cleanup helper,
             :data:`WHOLE_CLEANUP`, or the index of the parameter whose engine it shuts
-            down.
+            down; for a fixture, the ``name=`` tests request it by where its decorator
+            gives one, else ``""`` (its name where it is imported).
         module: the defining module's path from the tree's root (``tests/utils.py``).
         in_scope: the defining module is in the rules' scope (a test module, a conftest,
             under ``test-roots``, or defining tests or fixtures: :func:`is_test_module_path`,
@@ -219,6 +221,8 @@ class FunctionInfo:
         parent: the enclosing function, for nested functions.
         owner_class: the class whose body holds the ``def`` directly (its syntactic
             parent), else ``None``.
+        fixture_name: for a fixture, the name tests request it by (its decorator's literal
+            ``name=``, else its own name: :func:`fixture_request_name`), else ``None``.
     """
 
     node: FunctionNode
@@ -230,6 +234,7 @@ class FunctionInfo:
     in_runner_class: bool = False
     in_base_class: bool = False
     owner_class: ast.ClassDef | None = None
+    fixture_name: str | None = None
 
     @property
     def name(self) -> str:
@@ -498,7 +503,8 @@ class ModuleAnalysis:
     def _collect_engine_fixtures(self) -> None:
         """Fixtures that provide an engine (or a runner's engine): this module's, and the
         conftests' ones this module does not override."""
-        local = {info.name for info in self.functions if info.kind is FunctionKind.FIXTURE}
+        local = {info.fixture_name for info in self.functions
+                 if info.fixture_name is not None}
         marker = OWN_RUNNER_FIXTURE + self.config.runner_fixture
         if self.config.runner_fixture in local:
             self.own_runner_fixture = "this module"
@@ -510,18 +516,19 @@ class ModuleAnalysis:
             # (its public names), is the module's too.
             for name, qualified in (*self.imports.items(), *self.relative_imports.items()):
                 helper = self.imported_helpers.get(qualified)
-                if helper is not None and helper.kind == "e" and name not in local:
-                    self.engine_fixtures.add(name)
+                if helper is not None and helper.kind == "e" and \
+                        (helper.extra or name) not in local:
+                    self.engine_fixtures.add(helper.extra or name)
             for stmt in self.tree.body:
                 if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
                     prefix = "." * stmt.level + (f"{stmt.module}." if stmt.module else "")
                     for key, entry in self._entries.helpers.items():
                         name = key[len(prefix):]
                         if key.startswith(prefix) and name.isidentifier() and \
-                                not name.startswith("_") and name not in local and \
+                                not name.startswith("_") and \
                                 (helper := ImportedHelper.parse(entry)) is not None and \
-                                helper.kind == "e":
-                            self.engine_fixtures.add(name)
+                                helper.kind == "e" and (helper.extra or name) not in local:
+                            self.engine_fixtures.add(helper.extra or name)
         for info in self.functions:
             if info.kind is not FunctionKind.FIXTURE:
                 continue
@@ -531,8 +538,8 @@ class ModuleAnalysis:
                     if isinstance(value, ast.Call) and self.qualified(value.func) == \
                             "weakref.proxy" and value.args:
                         value = value.args[0]  # a proxy of the engine is still the engine
-                    if self.provides_engine(value, info):
-                        self.engine_fixtures.add(info.name)
+                    if self.provides_engine(value, info) and info.fixture_name:
+                        self.engine_fixtures.add(info.fixture_name)
 
     def _mark_process_targets(self) -> None:
         """Mark the functions that run as their own process as isolated (see
@@ -878,8 +885,8 @@ class ModuleAnalysis:
         attribute or item, no ``global``/``nonlocal``). A test or fixture that calls the
         factory it receives owns the engine it gets (computed once)."""
         if self._factory_fixtures is None:
-            local = {f.name: f for f in self.functions if f.kind is FunctionKind.FIXTURE
-                     and f.parent is None}
+            local = {f.fixture_name: f for f in self.functions
+                     if f.fixture_name is not None and f.parent is None}
             found = {name: 0 for name in self._entries.factory_fixtures if name not in local}
             for name, func in local.items():
                 if self._hands_out_factory(func):
@@ -1672,6 +1679,7 @@ class _Walker(ast.NodeVisitor):
             node=node,
             kind=kind,
             fixture_scope=fixture_scope(deco) if deco is not None else None,
+            fixture_name=fixture_request_name(node, deco) if deco is not None else None,
             isolated=isolated,
             params=[a.arg for a in (*node.args.posonlyargs, *node.args.args,
                                     *node.args.kwonlyargs)],
@@ -1968,9 +1976,10 @@ def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
             if any(engine(value) for value in returns):
                 out.append(f"k|{func.name}|{func.node.lineno}|{cache}|{scope}")
         elif func.kind is FunctionKind.FIXTURE and func.parent is None and \
-                func.owner_class is None and func.name in module.engine_fixtures and \
-                os.path.basename(module.path) != "conftest.py":  # pytest hands those on
-            out.append(f"e|{func.name}|{func.node.lineno}||{scope}")
+                func.owner_class is None and func.fixture_name in module.engine_fixtures \
+                and os.path.basename(module.path) != "conftest.py":  # pytest hands those on
+            requested = func.fixture_name if func.fixture_name != func.name else ""
+            out.append(f"e|{func.name}|{func.node.lineno}|{requested}|{scope}")
     return tuple(out)
 
 

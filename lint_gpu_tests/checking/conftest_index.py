@@ -413,7 +413,6 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
         FACTORY_FIXTURE,
         OWN_RUNNER_FIXTURE,
         RUNNER_CLASS,
-        FunctionKind,
         ModuleAnalysis,
         environment_reads,
     )
@@ -446,9 +445,9 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
     names.update(ENV_READ + name for name in environment_reads(module)
                  if any(fnmatch.fnmatchcase(name, p) for p in patterns))
     names.update(PYTEST_PLUGIN + dotted for dotted in pytest_plugins(tree))
-    names.update(DEFINED_FIXTURE + f.name for f in module.functions
-                 if f.kind is FunctionKind.FIXTURE and f.parent is None
-                 and f.owner_class is None and f.name not in module.engine_fixtures)
+    names.update(DEFINED_FIXTURE + f.fixture_name for f in module.functions
+                 if f.fixture_name is not None and f.parent is None
+                 and f.owner_class is None and f.fixture_name not in module.engine_fixtures)
     return frozenset(names)
 
 

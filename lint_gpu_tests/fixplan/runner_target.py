@@ -25,7 +25,13 @@ import os
 from lint_gpu_tests.analysis.analysis import FunctionInfo, FunctionKind, ModuleAnalysis
 from lint_gpu_tests.config import FIXTURE_RUNNER_MODULE, ROOT_MARKERS, project_module
 from lint_gpu_tests.ftypes import Blocked
-from lint_gpu_tests.parsing.syntax import fixture_scope, last_name
+from lint_gpu_tests.parsing.syntax import (
+    FunctionNode,
+    fixture_decorator,
+    fixture_request_name,
+    fixture_scope,
+    last_name,
+)
 
 __all__ = ["project_runner_problem"]
 
@@ -228,11 +234,16 @@ def _conftests(path: str, root: str) -> list[str]:
         directory = parent
 
 
-def _fixture_decorator(node: _Definition) -> ast.expr | None:
-    for deco in node.decorator_list:
-        if last_name(deco.func if isinstance(deco, ast.Call) else deco) == "fixture":
-            return deco
-    return None
+def _fixture_def(tree: ast.Module, name: str) -> tuple[FunctionNode, ast.expr] | None:
+    """The last top-level fixture of ``tree`` that tests request as ``name`` (its own name,
+    or its decorator's ``name=``), with its decorator."""
+    found = None
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            deco = fixture_decorator(stmt)
+            if deco is not None and fixture_request_name(stmt, deco) == name:
+                found = stmt, deco
+    return found
 
 
 def _fixture_runner(module: ModuleAnalysis, name: str, func: FunctionInfo | None,
@@ -241,7 +252,7 @@ def _fixture_runner(module: ModuleAnalysis, name: str, func: FunctionInfo | None
     setting = f"`runner = \"{config.runner}\"`"
     if not os.path.isfile(module.path):
         return []
-    if func is not None and func.name == name and func.kind is FunctionKind.FIXTURE and \
+    if func is not None and func.fixture_name == name and \
             os.path.basename(module.path) == "conftest.py":
         return Blocked(f"`{name}` is the project's runner fixture ({setting}): the engine it "
                        "builds is the one the fixes enter")
@@ -251,10 +262,10 @@ def _fixture_runner(module: ModuleAnalysis, name: str, func: FunctionInfo | None
     sources = [(module.path, module.tree)] + [
         (path, _tree(path)) for path in _conftests(module.path, config.root)]
     for path, tree in sources:
-        node = _top_level(tree, name) if tree is not None else None
-        deco = _fixture_decorator(node) if node is not None else None
-        if node is None or deco is None or tree is None:
+        found = _fixture_def(tree, name) if tree is not None else None
+        if found is None or tree is None:
             continue
+        node, deco = found
         where = _shown(path, config.root)
         scope = fixture_scope(deco)
         wanted = func.fixture_scope if func is not None and \

@@ -409,22 +409,11 @@ def _body_problem(module: ModuleAnalysis, func: ast.FunctionDef | ast.AsyncFunct
     return None
 
 
-def fixture_name(fixture: FunctionInfo) -> str:
-    """The name tests request ``fixture`` by (``@pytest.fixture(name=...)`` or its own)."""
-    for decorator in fixture.node.decorator_list:
-        if isinstance(decorator, ast.Call):
-            for kw in decorator.keywords:
-                if kw.arg == "name" and isinstance(kw.value, ast.Constant) and \
-                        isinstance(kw.value.value, str):
-                    return kw.value.value
-    return fixture.name
-
-
 def _consumer_problem(module: ModuleAnalysis, fixture: FunctionInfo,
                       seen: set[str]) -> str | None:
     """:meth:`SafetyChecks.consumer_problem`; ``seen`` holds the fixtures already on the
     way."""
-    name = fixture_name(fixture)
+    name = fixture.fixture_name or fixture.name
     if name in seen or len(seen) >= _FOLLOW_DEPTH:
         return None
     for consumer in module.functions:

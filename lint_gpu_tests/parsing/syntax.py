@@ -118,6 +118,18 @@ def fixture_decorator(func: FunctionNode) -> ast.expr | None:
     return None
 
 
+def fixture_request_name(func: FunctionNode, deco: ast.expr) -> str:
+    """The name tests and fixtures request the fixture ``func`` by: the literal ``name=`` of
+    its decorator ``deco`` (``@pytest.fixture(name="llm")``; pytest's ``FixtureFunctionMarker``
+    registers the fixture under it), else the function's own name."""
+    if isinstance(deco, ast.Call):
+        for kw in deco.keywords:
+            if kw.arg == "name" and isinstance(kw.value, ast.Constant) and \
+                    isinstance(kw.value.value, str) and kw.value.value.isidentifier():
+                return kw.value.value
+    return func.name
+
+
 def fixture_scope(deco: ast.expr) -> str:
     """The literal ``scope=`` of a fixture decorator (``"function"`` when absent)."""
     if isinstance(deco, ast.Call):

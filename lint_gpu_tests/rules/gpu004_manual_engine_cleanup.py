@@ -218,6 +218,26 @@ def test_score():
 ''',
         ),
         Example(
+            title="Cleanup in a test that requests an engine fixture by its decorator's "
+                  "`name=`",
+            source='''\
+import gc
+
+import pytest
+from vllm import LLM
+
+
+@pytest.fixture(scope="module", name="llm")
+def llm_fixture():
+    yield LLM("facebook/opt-125m")  # error: GPU001, GPU002
+
+
+def test_generate(llm):
+    assert llm.generate(["hi"])
+    gc.collect()  # error: GPU004
+''',
+        ),
+        Example(
             title="Cleanup of an engine a factory helper of the module returns",
             source='''\
 import gc

@@ -287,6 +287,35 @@ def test_factory_fixture_keeps_every_engine_it_built() -> None:
                                "`make_llm(...)` line 14: 0.92 (default); sum 1.42 > 1.0")]
 
 
+def test_fixtures_named_by_their_decorator() -> None:
+    """``@pytest.fixture(name=...)``: the test requests the fixture by that name, and its
+    engine's share is the one its function builds (a factory fixture's too)."""
+    source = """\
+        import pytest
+        from vllm import LLM
+
+
+        @pytest.fixture(name="llm")
+        def _llm():
+            engine = LLM("a", gpu_memory_utilization=0.6)
+            yield engine
+
+
+        @pytest.fixture(name="make_llm")
+        def _make_llm():
+            def make(**kwargs):
+                return LLM("a", **kwargs)
+            yield make
+
+
+        def test_two(llm, make_llm):
+            other = make_llm(gpu_memory_utilization=0.5)
+            assert llm and other
+        """
+    assert gpu007(source) == [(19, 13, "2 " + PREFIX + "fixture `llm`: 0.6, "
+                               "`make_llm(...)` line 19: 0.5; sum 1.1 > 1.0")]
+
+
 def test_construction_expected_to_fail_and_main_guard_do_not_count() -> None:
     assert gpu007("""\
         import pytest

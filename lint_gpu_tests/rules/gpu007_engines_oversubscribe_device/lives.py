@@ -80,7 +80,8 @@ class EngineLives:
         self.constants = module_constants(module)
         self.default = module.config.engine_memory_share
         self.cache: dict[int, list[EngineLife]] = {}
-        self.fixtures = {f.name: f for f in module.functions if f.kind is FunctionKind.FIXTURE}
+        self.fixtures = {f.fixture_name: f for f in module.functions
+                         if f.fixture_name is not None}
         self.factories = self._factory_fixtures()
 
     def of(self, func: FunctionInfo, depth: int = 0) -> list[EngineLife]:
@@ -389,7 +390,7 @@ class EngineLives:
             fixture = inner.parent
             if any(isinstance(n, (ast.Yield, ast.Return)) and isinstance(n.value, ast.Name)
                    and n.value.id == inner.name for n in self.module.nodes_of(fixture)):
-                out[fixture.name] = site.call
+                out[fixture.fixture_name or fixture.name] = site.call
         return out
 
     def _factory_end(self, func: FunctionInfo, call: ast.Call) -> Position:
