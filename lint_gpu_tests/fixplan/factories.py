@@ -477,7 +477,8 @@ def module_call_sites(module: ModuleAnalysis, func: FunctionInfo) -> list[Factor
 def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSite,
                       groups: Iterable[CallerGroup], *, tree: str | None = None,
                       method_of: str | None = None, enter_class: bool = False,
-                      tests_imported: bool = False) -> FactoryPlan | FixInfo:
+                      tests_imported: bool = False, fixture: str | None = None
+                      ) -> FactoryPlan | FixInfo:
     """Plan the unit of the factory ``func`` of ``module`` (whose engine ``site`` builds) and
     its call sites, grouped by module (``groups``, from :func:`caller_group`): the factory's
     own block and one with-block per call.
@@ -499,6 +500,11 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
     With ``enter_class`` (a caller is an xunit set-up, which gets no fixtures), the helper
     enters the runner class as for callers in other modules.
 
+    With ``fixture`` (the name tests request it by), ``func`` is the factory a fixture of
+    ``module`` hands out (:mod:`lint_gpu_tests.fixplan.factory_fixtures`) and ``groups`` the
+    calls of that fixture's value; the factory enters the runner class (no caller is given
+    the runner fixture), and a module that may import the fixture makes the unit unsafe.
+
     With ``tests_imported`` (a caller imports from the project's ``tests`` package), the
     helper's import of vLLM's runner class from ``tests.conftest`` needs nothing a caller
     does not already need (:func:`lint_gpu_tests.fixplan.classes.tests_package_problem`).
@@ -510,7 +516,7 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
     """
     name = func.name
     # A method's callers are not given the runner fixture either: it enters the class.
-    across = tree is not None or method_of is not None or enter_class
+    across = tree is not None or method_of is not None or enter_class or fixture is not None
     title = factory_title(module, name, across=across)
     if module.config.runner:
         return FixInfo.none(title, (
@@ -560,7 +566,20 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
                        f"{caller.line}): {caller.plan.reason}"
                        for caller in found if caller.plan.reason)
         callers.extend(found)
-    if method_of is not None:
+    if fixture is not None:
+        spellings.add(fixture)
+        if module.imported_by_tree:
+            return FixInfo.none(title, (
+                "another module of the tree imports this one (or one of its engine "
+                f"helpers) and may import the fixture `{fixture}` too: its calls there would "
+                "get a context manager instead of an engine, and the fix rewrites the "
+                "fixture's callers in this module only"))
+        if not module.private_to_tree:
+            reasons.insert(0, "the module is not known to be private to its tree (a file of "
+                              "the tree imports it, or it was checked without its tree): a "
+                              f"module importing the fixture `{fixture}` would get a context "
+                              "manager from each call instead of an engine")
+    elif method_of is not None:
         if not module.private_to_tree:
             return FixInfo.none(title, (
                 f"a class of another module may inherit `{name}()` from `{method_of}` and "

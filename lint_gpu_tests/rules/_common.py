@@ -6,6 +6,7 @@ import ast
 
 from lint_gpu_tests.analysis.analysis import FunctionInfo, ImportedHelper, ModuleAnalysis
 from lint_gpu_tests.fixplan.factories import FactoryPlan, factory_units
+from lint_gpu_tests.fixplan.factory_fixtures import fixture_units
 from lint_gpu_tests.fixplan.isolate import ISOLATE_CALL, IsolatePlan, strategy_plan
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
@@ -100,14 +101,27 @@ def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: st
             return None, FixInfo.none(title, imported_method_reason(*inherited))
         fixture = module.factory_fixture_called(node)
         if fixture is not None:
+            unit = fixture_units(module).get(fixture)
+            if isinstance(unit, FactoryPlan) and \
+                    (unit.hands_out if hands_out else unit.covers)(module.path,
+                                                                  func.node.lineno, line):
+                return unit, unit.covered_fix(title)
             line_of = module.factory_fixtures[fixture]
             where = f"line {line_of}" if line_of else "a conftest.py"
+            if isinstance(unit, FactoryPlan):
+                return None, FixInfo.none(title, (
+                    f"the engine comes from `{fixture}(...)`, the factory that the fixture "
+                    f"`{fixture}` ({where}) hands out, and its rewrite into a context manager "
+                    "keeps this statement"))
+            why = "" if not isinstance(unit, FixInfo) else (
+                "; the factory and its calls are not made a context manager and with-blocks: "
+                + unit.reason)
             return None, FixInfo.none(title, (
                 f"the engine comes from `{fixture}(...)`, the factory that the fixture "
                 f"`{fixture}` ({where}) hands out and keeps no engine of: no fix removes "
                 "this statement (the fixture's own fix, GPU001, makes the fixture keep "
                 "every engine its factory builds, and leaves this statement acting on a "
-                "proxy)"))
+                f"proxy){why}"))
     units = factory_units(module)
     called = sorted({name for n in module.nodes_of(func)
                      if (name := module.factory_called(n) or module.tuple_factory_called(n))

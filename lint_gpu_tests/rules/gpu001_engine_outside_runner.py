@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from lint_gpu_tests.analysis.analysis import NESTED_SCOPES, ModuleAnalysis, is_isolated
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_class_of
 from lint_gpu_tests.fixplan.factories import FactoryPlan, factory_title, factory_unit_of
+from lint_gpu_tests.fixplan.factory_fixtures import fixture_unit_of
 from lint_gpu_tests.fixplan.isolate import strategy_plan
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.xunit import XunitPlan, xunit_plan_of
@@ -913,6 +914,9 @@ def test_tester():
             unit = factory_unit_of(module, site)  # a factory helper and its callers
             if unit is not None:
                 fix = unit.fix_info() if isinstance(unit, FactoryPlan) else unit
+            handed = fixture_unit_of(module, site)  # a factory fixture's and its callers
+            if handed is not None:
+                fix = handed.fix_info()
             xunit = xunit_plan_of(module, site)  # an xunit set-up's, closed by its teardown
             if xunit is not None:
                 fix = xunit.fix_info() if isinstance(xunit, XunitPlan) else xunit

@@ -1,0 +1,156 @@
+"""Factory fixtures of a test module and their callers as one fix unit
+(:mod:`lint_gpu_tests.fixplan.factory_fixtures`): safe in a run over a tree in which no file
+imports the module, the fixture's own ``ExitStack`` fix where a caller cannot be rewritten
+(the callers' cleanup then says why), nothing for a conftest's fixture.
+
+The rewrite itself is the ``factory_fixture_unit`` fix fixture (byte for byte); the
+differential run of ``tests/e2e/suites/test_factory_fixture_unit.py`` is its proof on vLLM.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from lint_gpu_tests.api import check_paths
+from lint_gpu_tests.config import Config
+from lint_gpu_tests.ftypes import FixKind
+
+MODULE = '''\
+import gc
+
+import pytest
+from vllm import LLM
+
+
+@pytest.fixture
+def make_llm():
+    def _make(**kw):
+        return LLM("m", **kw)
+    return _make
+
+
+@pytest.fixture
+def make_twice():
+    def _make():
+        return LLM("m")
+    return _make
+
+
+@pytest.fixture
+def make_named():
+    def _make():
+        return LLM("m")
+    return _make
+
+
+def test_unit(make_llm):
+    llm = make_llm(seed=0)
+    assert llm.generate(["a"])
+    del llm
+    gc.collect()
+
+
+def test_twice(make_twice):
+    first = make_twice()
+    second = make_twice()
+    assert first.generate(["a"]) == second.generate(["a"])
+    del first, second
+
+
+@pytest.mark.usefixtures("make_named")
+def test_named(make_named):
+    llm = make_named()
+    assert llm
+    del llm
+'''
+
+KEPT = ("the engine comes from `{name}(...)`, the factory that the fixture `{name}` "
+        "({where}) hands out and keeps no engine of: no fix removes this statement (the "
+        "fixture's own fix, GPU001, makes the fixture keep every engine its factory builds, "
+        "and leaves this statement acting on a proxy)")
+STACK = ("the factory hands each engine to the test as a `weakref.proxy` (identity checks "
+         "and references kept past the fixture see the proxy), and the engines are torn "
+         "down when the fixture's `contextlib.ExitStack()` closes at its teardown")
+
+
+def project(tmp_path: Path, files: dict[str, str]) -> Path:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    for name, text in files.items():
+        (tests / name).write_text(textwrap.dedent(text))
+    return tests
+
+
+def reports(tests: Path) -> list[tuple[str, int, str, str, str, str]]:
+    """``(file, row, code, applicability, fix kind, reason)`` of every violation."""
+    result = check_paths([str(tests)], Config(), cache=False)
+    return [(Path(v.path).name, v.location.row, v.code,
+             v.fix.applicability.value if v.fix else "none",
+             v.fix.kind.value if v.fix and v.fix.kind else "", v.fix.reason if v.fix else "")
+            for v in result.violations if v.code != "GPU007"]
+
+
+def test_a_test_modules_factory_fixture_and_its_callers_are_one_safe_unit(
+        tmp_path: Path) -> None:
+    """In a run over the tree, no file importing the module: the unit is safe and covers the
+    caller's cleanup; two engines of one test alive together, or the fixture named in a
+    string, leave the fixture its ``ExitStack`` fix, the callers' cleanup saying why the
+    unit is not written."""
+    tests = project(tmp_path, {"test_units.py": MODULE})
+    unit = FixKind.FACTORY_CONTEXT_MANAGER.value
+    twice = ("the calls of `make_twice()` in `test_twice()` (lines 36 and 37) give engines "
+             "alive together: the fix writes one with-block per call, and the first block "
+             "would have to hold the second call (no fix nests a factory's blocks yet)")
+    named = ("the fixture `make_named` is named in a string (line 42): a test requesting it "
+             "by name (`usefixtures`, `getfixturevalue`) is not followed")
+    not_made = "; the factory and its calls are not made a context manager and with-blocks: "
+    assert reports(tests) == [
+        ("test_units.py", 10, "GPU001", "safe", unit, ""),
+        ("test_units.py", 17, "GPU001", "unsafe", "wrap-engine-in-runner", STACK),
+        ("test_units.py", 24, "GPU001", "unsafe", "wrap-engine-in-runner", STACK),
+        ("test_units.py", 31, "GPU004", "safe", "remove-manual-cleanup", ""),
+        ("test_units.py", 32, "GPU004", "safe", "remove-manual-cleanup", ""),
+        ("test_units.py", 39, "GPU004", "none", "",
+         KEPT.format(name="make_twice", where="line 15") + not_made + twice),
+        ("test_units.py", 46, "GPU004", "none", "",
+         KEPT.format(name="make_named", where="line 22") + not_made + named),
+    ]
+
+
+def test_a_conftests_factory_fixture_gets_no_unit(tmp_path: Path) -> None:
+    """A conftest's factory fixture serves modules the unit does not rewrite: its own
+    ``ExitStack`` fix stays, and the callers' cleanup has none."""
+    conftest = MODULE.split("@pytest.fixture\ndef make_twice", 1)[0]
+    tests = project(tmp_path, {
+        "conftest.py": conftest,
+        "test_caller.py": "import gc\n\n\ndef test_unit(make_llm):\n"
+                          "    llm = make_llm(seed=0)\n    assert llm\n    del llm\n"
+                          "    gc.collect()\n"})
+    assert reports(tests) == [
+        ("conftest.py", 10, "GPU001", "unsafe", "wrap-engine-in-runner", STACK),
+        ("test_caller.py", 7, "GPU004", "none", "",
+         KEPT.format(name="make_llm", where="a conftest.py")),
+        ("test_caller.py", 8, "GPU004", "none", "",
+         KEPT.format(name="make_llm", where="a conftest.py")),
+    ]
+
+
+def test_a_module_a_file_of_the_tree_imports_gets_an_unsafe_unit(tmp_path: Path) -> None:
+    """Another module imports this one: it may import the fixture too, whose calls there
+    would get a context manager, so the unit is unsafe and says why."""
+    tests = project(tmp_path, {
+        "__init__.py": "",
+        "test_units.py": MODULE.split("@pytest.fixture\ndef make_twice", 1)[0]
+        + "def test_unit(make_llm):\n    llm = make_llm(seed=0)\n    assert llm\n    del llm\n",
+        "test_other.py": "from tests import test_units\n\n\ndef test_x():\n"
+                         "    assert test_units\n"})
+    private = ("the module is not known to be private to its tree (a file of the tree imports "
+               "it, or it was checked without its tree): a module importing the fixture "
+               "`make_llm` would get a context manager from each call instead of an engine")
+    assert reports(tests) == [
+        ("test_units.py", 10, "GPU001", "unsafe", FixKind.FACTORY_CONTEXT_MANAGER.value,
+         private),
+        ("test_units.py", 17, "GPU004", "unsafe", "remove-manual-cleanup", private),
+    ]
