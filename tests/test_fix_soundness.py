@@ -38,6 +38,7 @@ CASES: dict[str, list[tuple[str, int, str]]] = {
     "finally_shutting_down_another_engine": [("GPU003", 8, "none"), ("GPU007", 9, "-")],
     "engine_in_a_self_referencing_container": [],
     "helper_class_methods_without_blank_lines": [],
+    "clock_read_after_the_last_use": [],
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from rule_testing import example_tests, rule_class
 
+from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixing.fixloop import fix_source
 
@@ -56,3 +57,43 @@ def test_opt(opt):
     assert opt.llm.generate(["hi"])
 '''
     assert [v.code for v in outcome.fixed] == ["GPU005"]
+
+
+def test_a_runner_entered_by_its_name() -> None:
+    """``runner = vllm_runner(...)`` then ``with runner as m:`` right after enters the
+    runner before anything else runs: nothing to report. Entered later (a statement in
+    between, or ``stack.enter_context(runner)``): reported without a fix, as a with-statement
+    around the construction would enter the runner twice."""
+    source = '''import contextlib
+
+import pytest
+
+
+@pytest.fixture(scope="class")
+def served(vllm_runner):
+    runner = vllm_runner("m", max_model_len=64)
+    with runner as model:
+        yield model
+
+
+def test_checked_first(vllm_runner):
+    runner = vllm_runner("m")
+    assert runner is not None
+    with runner as model:
+        assert model
+
+
+def test_on_a_stack(vllm_runner):
+    runner = vllm_runner("m")
+    with contextlib.ExitStack() as stack:
+        assert stack.enter_context(runner)
+'''
+    found = [(v.location.row, v.code, v.fix.applicability.value if v.fix else "",
+              v.fix.reason if v.fix else "")
+             for v in check_source(source.encode(), "tests/test_x.py", Config())]
+    twice = ("the runner is entered later (line {line}): a with-statement around its "
+             "construction would enter it twice")
+    assert found == [(14, "GPU005", "none", twice.format(line=16)),
+                     (21, "GPU005", "none", twice.format(line=23))]
+    assert fix_source(source.encode(), "tests/test_x.py", Config(),
+                      unsafe=True).new_source is None  # nothing to write
