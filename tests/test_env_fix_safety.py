@@ -77,3 +77,25 @@ def test_a_read_while_the_fixtures_change_holds_is_not_a_reader() -> None:
     assert gpu008(source) == [(8, "unsafe", (
         "`test_without` reads `VLLM_X` (line 17), which today sees what this change leaves "
         "behind for the tests after it; `monkeypatch` undoes the change when its test ends"))]
+
+
+def test_a_saved_value_set_back_without_a_test_for_none_may_not_be_a_string() -> None:
+    """``old = os.environ.get(...)`` is ``None`` when the variable is unset: setting it
+    back raises ``TypeError`` today, where ``monkeypatch.setenv`` would set ``"None"``. A
+    test for ``None`` around the write, a subscript read or a string default make it a
+    string."""
+    may_not = ("`old` may not be a string: the environment takes only strings (anything else "
+               "raises `TypeError`), where `monkeypatch.setenv` converts any value (with a "
+               "warning)")
+    source = ("import os\n\n\ndef test_a(tmp_path):\n"
+              "    old = os.environ.get('HF_HOME', None)\n"
+              "    os.environ['HF_HOME'] = str(tmp_path)\n"
+              "    os.environ['HF_HOME'] = old\n")
+    assert gpu008(source) == [(6, "safe", ""), (7, "unsafe", may_not)]
+    guarded = source.replace("    os.environ['HF_HOME'] = old\n",
+                             "    if old:\n        os.environ['HF_HOME'] = old\n")
+    assert gpu008(guarded) == [(6, "safe", ""), (8, "safe", "")]
+    for read in ("os.environ['HF_HOME']", "os.environ.get('HF_HOME', '')",
+                 "os.getenv('HF_HOME', default='/tmp')"):
+        assert gpu008(source.replace("os.environ.get('HF_HOME', None)", read)) == [
+            (6, "safe", ""), (7, "safe", "")]

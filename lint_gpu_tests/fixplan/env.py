@@ -435,8 +435,9 @@ def _is_str(module: ModuleAnalysis, func: FunctionInfo | None, node: ast.AST,
     """Whether ``node`` (in ``func``) is statically a ``str`` (``True``), statically
     something else (``False``), or known only at run time (``None``). A parameter counts
     by the values ``@pytest.mark.parametrize`` gives it; a local name bound only to reads
-    of the environment (``os.environ.get(...)``) is a string (or ``None``, which the code
-    tests for before it sets it back)."""
+    of the environment is a string where each read is one (:func:`_read_is_str`) or where
+    ``node`` runs only after a test that the name is not ``None``
+    (:func:`_tested_not_none`), else known only at run time (``None`` when unset)."""
     if depth > 4:
         return None
     if isinstance(node, ast.JoinedStr):
@@ -465,7 +466,10 @@ def _is_str(module: ModuleAnalysis, func: FunctionInfo | None, node: ast.AST,
             isinstance(t, ast.Name) and t.id == node.id for t in n.targets)]
         reads = {id(n) for nodes in environment_reads(module).values() for n in nodes}
         if stores and all(id(n.value) in reads for n in stores):
-            return True
+            if all(_read_is_str(n.value) for n in stores) or \
+                    _tested_not_none(module, node, node.id):
+                return True
+            return None
     if isinstance(node, (ast.Constant, ast.Name, ast.List, ast.Tuple, ast.Set, ast.Dict,
                          ast.UnaryOp)):
         value = literal_value(node, module_constants(module), local_names(module, func))
@@ -475,6 +479,43 @@ def _is_str(module: ModuleAnalysis, func: FunctionInfo | None, node: ast.AST,
                                                          ast.Dict)) else None
         return isinstance(value, str)
     return None
+
+
+def _read_is_str(read: ast.expr) -> bool:
+    """Whether the environment read ``read`` gives a ``str`` on every path: a subscript
+    (``os.environ["X"]``, which raises when unset), or ``.get``/``getenv`` with a string
+    default (``os.environ.get("X", "")``); a read with no default gives ``None`` when the
+    variable is unset."""
+    if isinstance(read, ast.Subscript):
+        return True
+    return isinstance(read, ast.Call) and len(read.args) == 2 and \
+        isinstance(read.args[1], ast.Constant) and isinstance(read.args[1].value, str) or \
+        isinstance(read, ast.Call) and any(
+            k.arg == "default" and isinstance(k.value, ast.Constant)
+            and isinstance(k.value.value, str) for k in read.keywords)
+
+
+def _tested_not_none(module: ModuleAnalysis, node: ast.AST, name: str) -> bool:
+    """Whether ``node`` only runs where ``name`` is not ``None``: in the body of ``if name:``
+    or ``if name is not None:``, or in the ``else`` of ``if name is None:``."""
+    child, current = node, module.parent(node)
+    while current is not None and not isinstance(current, (ast.FunctionDef,
+                                                          ast.AsyncFunctionDef)):
+        if isinstance(current, ast.If):
+            test = current.test
+            in_body = any(child is s for s in current.body)
+            in_else = any(child is s for s in current.orelse)
+            if isinstance(test, ast.Name) and test.id == name and in_body:
+                return True
+            if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
+                    isinstance(test.left, ast.Name) and test.left.id == name and \
+                    isinstance(test.comparators[0], ast.Constant) and \
+                    test.comparators[0].value is None:
+                if isinstance(test.ops[0], (ast.IsNot, ast.NotEq)) and in_body or \
+                        isinstance(test.ops[0], (ast.Is, ast.Eq)) and in_else:
+                    return True
+        child, current = current, module.parent(current)
+    return False
 
 
 def _set_values(mutation: EnvMutation) -> list[ast.expr]:
