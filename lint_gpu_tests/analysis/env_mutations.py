@@ -17,6 +17,7 @@ from lint_gpu_tests.analysis.analysis import (
     FunctionInfo,
     FunctionKind,
     ModuleAnalysis,
+    environment_reads,
     is_isolated,
     is_test_module_path,
     literal_value,
@@ -110,7 +111,8 @@ def find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
     order: in tests, fixtures and xunit functions, and at module level of a test module
     other than ``conftest.py``, less what a function-scoped autouse fixture restores
     after each test (:func:`_restored_by_autouse`) and the removals of a fixture that
-    clears leaked variables (:func:`_clears_a_leak`). Found once per analysis (the rule
+    clears leaked variables (:func:`_clears_a_leak`) or puts back what it saved
+    (:func:`_restores_a_saved_value`). Found once per analysis (the rule
     asks, and so does the plan of each change in a fixture or a ``unittest`` method); each
     call returns a new list."""
     return list(module.derived(_find_mutations))
@@ -139,6 +141,7 @@ def _find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
                      if r is not None]
         out = [m for m in out if not _restored_by_autouse(m, restorers)
                and not _clears_a_leak(module, m)]
+        out = [m for m in out if not _restores_a_saved_value(module, m, out)]
     return sorted(out, key=lambda m: (m.node.lineno, m.node.col_offset))  # type: ignore[attr-defined]
 
 
@@ -313,6 +316,44 @@ def _clears_a_leak(module: ModuleAnalysis, mutation: EnvMutation) -> bool:
                         not isinstance(module.parent(node), ast.Expr))):
             return False
     return True
+
+
+def _restores_a_saved_value(module: ModuleAnalysis, mutation: EnvMutation,
+                            found: list[EnvMutation]) -> bool:
+    """True for a change, in a fixture's teardown (after its ``yield``), that puts back
+    what the fixture read before the ``yield``: ``os.environ[X] = saved`` with ``saved =
+    os.environ.get(X)``, or the removal of ``X`` (the value it had: none), when the fixture
+    changes none of these variables before its ``yield`` (of the ``found`` changes). Such a
+    fixture undoes what the code under test leaves behind; ``monkeypatch`` would record the
+    leaked value at the teardown and set it back after."""
+    func = mutation.function
+    if func is None or func.kind is not FunctionKind.FIXTURE or mutation.function_name:
+        return False
+    nodes = module.nodes_of(func)
+    yields = [n for n in nodes if isinstance(n, (ast.Yield, ast.YieldFrom))]
+    if not yields:
+        return False
+    first = (yields[0].lineno, yields[0].col_offset)
+    if (mutation.statement.lineno, mutation.statement.col_offset) < first:
+        return False
+    names = set(mutation.names)
+    if any(m.function is func and names & set(m.names) and
+           (m.statement.lineno, m.statement.col_offset) < first for m in found):
+        return False
+    saved: dict[str, set[str]] = {}  # variable -> the local names holding what it was
+    reads = {id(n): name for name, read in environment_reads(module).items() for n in read}
+    for node in nodes:
+        if isinstance(node, ast.Assign) and id(node.value) in reads and \
+                (node.lineno, node.col_offset) < first and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name):
+            saved.setdefault(reads[id(node.value)], set()).add(node.targets[0].id)
+    if not names <= set(saved):
+        return False
+    if mutation.removes:
+        return True
+    node = mutation.node
+    return isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and \
+        len(names) == 1 and node.value.id in saved[next(iter(names))]
 
 
 def _is_autouse(func: FunctionInfo) -> bool:

@@ -927,3 +927,33 @@ def test_a_module_level_write_in_a_non_ascii_module(extra: str) -> None:
     expected = "_module_environment_2" if not extra.startswith("#") else \
         "_module_environment"
     assert f"def {expected}(" in fixed.new_source.decode()
+
+
+def test_a_fixture_putting_back_what_it_saved_is_not_reported() -> None:
+    """A fixture that reads a variable before its ``yield`` and, after it, sets it back or
+    removes it (the value it had: none) undoes what the code under test left behind: no
+    leak (and ``monkeypatch`` would set the leaked value back after it). A fixture that also
+    changes the variable before its ``yield`` is reported whole, its fix moving all of it to
+    ``monkeypatch``."""
+    restore = """\
+        import os
+
+        import pytest
+
+
+        @pytest.fixture(autouse=True)
+        def _restore_flag():
+            saved = os.environ.get("VLLM_MY_FLAG")
+            yield
+            if saved is None:
+                os.environ.pop("VLLM_MY_FLAG", None)
+            else:
+                os.environ["VLLM_MY_FLAG"] = saved
+        """
+    assert gpu008(restore) == []
+    changed = restore.replace("            yield\n",
+                              '            os.environ["VLLM_MY_FLAG"] = "1"\n            yield\n')
+    assert [found[0] for found in gpu008(changed)] == [9, 12, 14]
+    other = restore.replace('os.environ["VLLM_MY_FLAG"] = saved',
+                            'os.environ["VLLM_MY_FLAG"] = "0"')
+    assert [found[0] for found in gpu008(other)] == [13]
