@@ -36,6 +36,7 @@ LAYERS: list[set[str]] = [
     {"fixplan.isolate", "fixplan.classes", "fixplan.proxy", "fixplan.env"},
     {"fixplan.xunit"},
     {"fixplan.factories"},
+    {"fixplan.factory_fixtures"},
     {"rule", "rules"},
     {"checking.checker", "checking.conftest_index", "checking.helper_index", "checking"},
     {"codemods"},

@@ -99,3 +99,20 @@ def test_the_kept_cleanup_has_the_same_verdict_after_the_fix() -> None:
     fixed = new_source.decode()
     assert "        reset()\n        gc.collect()\n    assert outputs" in fixed
     assert _reasons(fixed) == [(15, "GPU004", AFTER_OTHER_STATEMENT)]
+
+
+def test_a_kept_cleanup_names_the_engine_whose_block_keeps_it() -> None:
+    """The same name bound to two engines in turn: the second engine's ``del`` stays inside
+    that engine's block (on its proxy; a later pass of the fix removes it there), and the
+    reason names the second engine, not the first."""
+    source = ("import gc\n\nfrom vllm import LLM\n\n\ndef test_x():\n"
+              "    kwargs = dict(model='m')\n    llm = LLM(**kwargs)\n    del llm\n"
+              "    gc.collect()\n\n    llm = LLM(**kwargs)\n    del llm\n    gc.collect()\n")
+    found = {v.location.row: v.fix for v in check_source(source.encode(), "tests/test_x.py",
+                                                          Config())}
+    kept = found[13]
+    assert kept is not None and kept.applicability.value == "none"
+    assert kept.reason == ("the rewrite of the engine built on line 12 keeps this statement "
+                           "inside its block, where it acts on the engine's proxy")
+    fixed = fix_source(source.encode(), "tests/test_x.py", Config()).new_source
+    assert fixed is not None and b"del llm" not in fixed

@@ -23,6 +23,10 @@ module, from the bottom up (each imports only the ones above it in this list):
   that puts these together into a plan per construction, and ``planner_for``.
 - :mod:`~lint_gpu_tests.fixplan.isolate`: plans for the ``isolate`` fix strategy.
 - :mod:`~lint_gpu_tests.fixplan.classes`: plans for helper classes that own an engine.
+- :mod:`~lint_gpu_tests.fixplan.xunit`: plans for xunit set-ups that store an engine.
+- :mod:`~lint_gpu_tests.fixplan.factories`: factory helpers and their callers as one unit.
+- :mod:`~lint_gpu_tests.fixplan.factory_fixtures`: a test module's factory fixtures and
+  their callers as one unit, planned as a factory helper's.
 
 Import what you use from its module; this file re-exports nothing.
 """

@@ -62,11 +62,19 @@ def covering_fix(
                 return plan, plan.covered_fix(title)
     reason = next((p.reason for p in plans if isinstance(p, FixInfo)), None)
     if reason is None:
-        wraps = [p for p in plans if isinstance(p, WrapPlan)]
-        reason = (f"the rewrite of the engine built on line {wraps[0].call_line} leaves "
-                  "this statement where it is: it is not part of the teardown that the "
-                  "runner's block takes over") if wraps else \
-            "the engine is not built in this function"
+        wraps = sorted((p for p in plans if isinstance(p, WrapPlan)), key=lambda p: p.call_line)
+        inside = next((p for p in wraps if p.site_line <= line <= p.end_line), None)
+        before = [p for p in wraps if p.call_line <= line]
+        if inside is not None:
+            reason = (f"the rewrite of the engine built on line {inside.call_line} keeps "
+                      "this statement inside its block, where it acts on the engine's proxy")
+        elif wraps:
+            reason = (f"the rewrite of the engine built on line "
+                      f"{(before or wraps)[-1 if before else 0].call_line} leaves this "
+                      "statement where it is: it is not part of the teardown that the "
+                      "runner's block takes over")
+        else:
+            reason = "the engine is not built in this function"
     return None, FixInfo.none(title, reason)
 
 
