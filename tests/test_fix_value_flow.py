@@ -103,7 +103,7 @@ def test_derived_value_passed_to_unknown_call_is_unfollowed() -> None:
     flow = flow_of(source)
     func = ast.parse("def f():\n" + textwrap.indent(source, "    ")).body[0]
     assert flow.unfollowed_call(func.body) == Risky(  # type: ignore[attr-defined]
-        "`registry.keep()` receives `box`, which holds the engine, and may keep it after "
+        "`registry.keep()` receives `box`, which may hold the engine, and may keep it after "
         "the block")
 
 
@@ -119,7 +119,7 @@ def test_unknown_flow_fixture_reasons() -> None:
     assert [(v.code, v.location.row, v.fix.applicability.value, v.fix.reason)
             for v in found if v.fix is not None] == [
         ("GPU001", 8, "unsafe",
-         "`registry.remember()` receives `pair`, which holds the engine, and may keep it "
+         "`registry.remember()` receives `pair`, which may hold the engine, and may keep it "
          "after the block"),
         ("GPU001", 15, "none", "the engine is stored in `request.node`, which outlives the "
                                "block"),
@@ -172,8 +172,9 @@ def test_module_helpers_are_followed() -> None:
     assert sorted(helpers) == ["keep", "lazy", "test_x", "texts", "wrap"]
     assert [(n, summarize_helper(n, helpers).returns, summarize_helper(n, helpers).keeps)
             for n in ("texts", "wrap", "lazy", "keep")] == [
-        ("texts", False, False), ("wrap", True, False), ("lazy", True, False),
-        ("keep", False, True)]
+        ("texts", False, ""), ("wrap", True, ""), ("lazy", True, ""),
+        ("keep", False, "keeps what it is given past the call (in a global, an attribute or "
+                        "a container), the engine included")]
     func = tree.body[-1]
     assert isinstance(func, ast.FunctionDef)
     flow = value_flow(func, func.body, {"llm"}, None, helpers=helpers)
@@ -236,3 +237,18 @@ def test_a_comparison_with_another_object_is_an_identity_check() -> None:
     found = check_source(source.encode(), "tests/test_case.py", Config())
     assert {v.fix.reason for v in found if v.fix} == {
         "identity checks (`is`) on the engine see a `weakref.proxy`"}
+
+
+def test_a_helper_handing_its_arguments_to_a_call_not_followed_says_so() -> None:
+    """A helper of the module that hands a value derived from its arguments to a call the
+    analysis does not follow may keep it: the reason names that call and the value, not a
+    store it does not make."""
+    source = ("from vllm import LLM\nfrom tests.utils import compare\n\n\n"
+              "def check(llm, expected):\n    for out in llm.generate(['hi']):\n"
+              "        compare(out.outputs[0].text, expected[0])\n\n\n"
+              "def test_x():\n    llm = LLM('m')\n    check(llm, ['x'])\n")
+    [found] = [v for v in check_source(source.encode(), "tests/test_x.py", Config())
+               if v.code == "GPU001"]
+    assert found.fix is not None and found.fix.reason == (
+        "`check()` may keep what it is given past the call: it hands `expected[0]`, derived "
+        "from its arguments, to `compare()`, which the analysis does not follow")

@@ -325,9 +325,22 @@ class _FlowState:
                 self.lose(Blocked("the engine is stored with `setattr` and outlives the "
                                   "block"))
 
-    def check_calls(self, nodes: list[ast.AST]) -> str | None:  # noqa: C901
+    def check_calls(self, nodes: list[ast.AST]) -> str | None:
         """A value derived from the engine handed to a call the analysis cannot see into
-        may be kept by it past the block: the fix becomes unsafe."""
+        may be kept by it past the block: the fix becomes unsafe (the reason, else
+        ``None``)."""
+        found = self.handoff(nodes)
+        if isinstance(found, tuple):
+            callee, shown = found
+            return (f"`{callee}()` receives {shown}, which may hold the engine, and may keep "
+                    "it after the block")
+        return found
+
+    def handoff(self, nodes: list[ast.AST]) -> tuple[str, str] | str | None:
+        """The first call among ``nodes`` that may keep a value derived from the seeds past
+        itself: ``(callee, the value as shown)`` for a call the analysis does not follow;
+        the reason, naming the helper, for a helper of the module that keeps what it is
+        given (:class:`HelperSummary`); else ``None``."""
         for node in nodes:
             if not isinstance(node, ast.Call):
                 continue
@@ -341,15 +354,14 @@ class _FlowState:
                 # A helper of this module: followed into, whatever it is given.
                 if summary.keeps and any(self.carries(a) for a in (
                         *node.args, *(k.value for k in node.keywords))):
-                    return (f"`{name}()` keeps what it is given past the call (in a global, "
-                            "an attribute or a container), the engine included")
+                    return f"`{name}()` {summary.keeps}"
                 continue
             for arg in (*node.args, *(k.value for k in node.keywords)):
                 if self.carries(arg) and not self.direct(arg):
-                    shown = dotted_name(arg) or "a value derived from the engine"
-                    callee = dotted_name(func) or "a call"
-                    return (f"`{callee}()` receives `{shown}`, which holds the engine, and "
-                            "may keep it after the block")
+                    spelled = dotted_name(arg) or ast.unparse(arg)
+                    shown = f"`{spelled}`" if len(spelled) <= 40 else \
+                        "a value derived from the engine"
+                    return dotted_name(func) or "a call", shown
         return None
 
 
@@ -394,15 +406,18 @@ class HelperSummary:
 
     Attributes:
         returns: a return value (or, for a generator, the generator) may hold an argument.
-        keeps: an argument may outlive the call (stored in a global, an attribute or a
-            parameter's container, or handed to a call the analysis does not follow).
+        keeps: how an argument may outlive the call, as a reason's clause (``"stores it
+            ..."``: in a global, an attribute or a parameter's container; ``"hands ... to
+            `f()`"``: a call the analysis does not follow, a thread or a finalizer); ``""``
+            when none may.
     """
 
     returns: bool
-    keeps: bool
+    keeps: str
 
 
-_CONSERVATIVE = HelperSummary(returns=True, keeps=True)
+_CONSERVATIVE = HelperSummary(returns=True, keeps="calls itself, so what it does with its "
+                                                  "arguments is not followed")
 
 
 class Helpers(dict[str, "ast.FunctionDef | ast.AsyncFunctionDef"]):
@@ -444,10 +459,25 @@ def summarize_helper(name: str, helpers: Helpers) -> HelperSummary:
     flow = value_flow(node, node.body, params, None, helpers=helpers)
     returns = lazy or any(isinstance(n, ast.Return) and flow.state.carries(n.value)
                           for n in own)
-    keeps = flow.problem is not None or flow.unfollowed_call(node.body) is not None or any(
-        isinstance(n, ast.Call) and last_name(n.func) in THREAD_CALLS | FINALIZER_CALLS
-        and any(flow.state.carries(a) for a in (*n.args, *(k.value for k in n.keywords)))
-        for n in own)
+    keeps = ""
+    unfollowed = flow.state.handoff([n for stmt in node.body for n in walk_breadth(stmt)])
+    handed = next((n for n in own if isinstance(n, ast.Call)
+                   and last_name(n.func) in THREAD_CALLS | FINALIZER_CALLS
+                   and any(flow.state.carries(a)
+                           for a in (*n.args, *(k.value for k in n.keywords)))), None)
+    if flow.problem is not None:
+        keeps = ("keeps what it is given past the call (in a global, an attribute or a "
+                 "container), the engine included")
+    elif isinstance(unfollowed, tuple):
+        keeps = (f"may keep what it is given past the call: it hands {unfollowed[1]}, "
+                 f"derived from its arguments, to `{unfollowed[0]}()`, which the analysis "
+                 "does not follow")
+    elif unfollowed is not None:
+        keeps = f"may keep what it is given past the call: {unfollowed}"
+    elif handed is not None:
+        callee = dotted_name(handed.func) or last_name(handed.func)
+        keeps = (f"hands what it is given to `{callee}()` (line {handed.lineno}), which may "
+                 "run after the block")
     summary = HelperSummary(returns=returns, keeps=keeps)
     helpers.summaries[name] = summary
     return summary
