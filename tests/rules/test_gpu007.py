@@ -287,6 +287,28 @@ def test_factory_fixture_keeps_every_engine_it_built() -> None:
                                "`make_llm(...)` line 14: 0.92 (default); sum 1.42 > 1.0")]
 
 
+def test_a_factory_fixture_returning_a_runner() -> None:
+    """The factory a fixture hands out returns a runner its caller enters: each entered
+    runner is an engine alive for its with-statement."""
+    source = """\
+        import pytest
+
+
+        @pytest.fixture
+        def make_runner(vllm_runner):
+            def _make(**kw):
+                return vllm_runner("m", gpu_memory_utilization=0.6, **kw)
+            return _make
+
+
+        def test_pair(make_runner):
+            with make_runner() as a, make_runner() as b:
+                assert a and b
+        """
+    assert gpu007(source) == [(12, 30, "2 " + PREFIX + "`make_runner(...)` line 12: 0.6, "
+                               "`make_runner(...)` line 12: 0.6; sum 1.2 > 1.0")]
+
+
 def test_fixtures_named_by_their_decorator() -> None:
     """``@pytest.fixture(name=...)``: the test requests the fixture by that name, and its
     engine's share is the one its function builds (a factory fixture's too)."""

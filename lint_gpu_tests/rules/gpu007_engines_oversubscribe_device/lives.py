@@ -379,18 +379,20 @@ class EngineLives:
                 if life.start <= last and point <= life.end]
 
     def _factory_fixtures(self) -> dict[str, ast.Call]:  # name -> the engine call inside
-        """Fixtures that hand out a nested function building an engine, with that
-        function's engine call."""
+        """Fixtures that hand out a nested function building an engine (or returning a
+        runner, which its caller enters), with that function's engine or runner call."""
         out: dict[str, ast.Call] = {}
-        for site in self.module.engines:
-            inner = site.function
+        built = [(site.function, site.call) for site in self.module.engines]
+        built += [(call.function, call.call) for call in self.module.runner_calls
+                  if call.context == "returned"]
+        for inner, call in built:
             if inner is None or inner.parent is None or \
                     inner.parent.kind is not FunctionKind.FIXTURE:
                 continue
             fixture = inner.parent
             if any(isinstance(n, (ast.Yield, ast.Return)) and isinstance(n.value, ast.Name)
                    and n.value.id == inner.name for n in self.module.nodes_of(fixture)):
-                out[fixture.fixture_name or fixture.name] = site.call
+                out[fixture.fixture_name or fixture.name] = call
         return out
 
     def _factory_end(self, func: FunctionInfo, call: ast.Call) -> Position:
