@@ -282,3 +282,13 @@ def test_flake8_reports_the_same(tmp_path: Path) -> None:
                          capture_output=True, text=True, cwd=tmp_path, check=False)
     message = "Manual cleanup `gc.collect()` in a function that owns an engine"
     assert out.stdout.splitlines() == [f"{test}:6:5: GPU004 {message}"]
+
+
+def test_a_fixture_named_by_a_module_constant(tmp_path: Path) -> None:
+    """``@pytest.fixture(name=ENGINE)`` with ``ENGINE = "engine"`` at module level: tests
+    request it as ``engine``."""
+    test = make_project(tmp_path)
+    (tmp_path / "tests" / "conftest.py").write_text(NAMED.replace(
+        'name="llm"', "name=ENGINE").replace("import pytest\n",
+                                             'import pytest\n\nENGINE = "llm"\n'))
+    assert codes(test, Config()) == [(6, 5, "GPU004")]

@@ -75,6 +75,7 @@ STACK = ("the factory hands each engine to the test as a `weakref.proxy` (identi
 
 
 def project(tmp_path: Path, files: dict[str, str]) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     tests = tmp_path / "tests"
     tests.mkdir()
@@ -154,3 +155,67 @@ def test_a_module_a_file_of_the_tree_imports_gets_an_unsafe_unit(tmp_path: Path)
          private),
         ("test_units.py", 17, "GPU004", "unsafe", "remove-manual-cleanup", private),
     ]
+
+
+FACTORY = '''\
+import gc
+
+import pytest
+from vllm import LLM
+
+
+@pytest.fixture
+def make_llm():
+    def _make(**kw):
+        return LLM("m", **kw)
+{extra}    return _make
+
+
+def test_unit(make_llm):
+    llm = make_llm(seed=0)
+    assert llm
+    del llm
+    gc.collect()
+'''
+
+
+def test_no_unit_where_the_factory_may_be_called_by_what_the_fix_does_not_rewrite(
+        tmp_path: Path) -> None:
+    """The fixture calls its factory itself, a class's fixture of the name serves that
+    class's tests, a class of the module derives from another module's (its tests may
+    request the fixture), or the module imports tests: the fixture keeps its ``ExitStack``
+    fix, the callers' cleanup saying why the unit is not written."""
+    cases = {
+        "    probe = _make(max_model_len=8)\n    del probe\n": (
+            "the fixture `make_llm` uses `_make()` itself (line 11), which would get a "
+            "context manager instead of an engine"),
+        "": None,
+    }
+    for extra, why in cases.items():
+        tests = project(tmp_path / str(len(extra)), {"test_units.py": FACTORY.format(
+            extra=extra)})
+        found = reports(tests)
+        if why is None:
+            assert [r[2:4] for r in found] == [("GPU001", "safe"), ("GPU004", "safe"),
+                                             ("GPU004", "safe")]
+        else:
+            assert found[0][2:5] == ("GPU001", "unsafe", "wrap-engine-in-runner")
+            assert found[-1][5].endswith("; the factory and its calls are not made a context "
+                                         "manager and with-blocks: " + why)
+    shadowed = FACTORY.format(extra="") + (
+        "\n\nclass TestOther:\n    @pytest.fixture\n    def make_llm(self):\n"
+        "        return lambda **kw: object()\n\n    def test_other(self, make_llm):\n"
+        "        made = make_llm()\n        del made\n        gc.collect()\n")
+    tests = project(tmp_path / "shadowed", {"test_units.py": shadowed})
+    found = reports(tests)
+    assert [r[1:4] for r in found] == [(10, "GPU001", "unsafe"), (17, "GPU004", "none"),
+                                       (18, "GPU004", "none")]
+    assert found[-1][5].endswith(
+        "`make_llm()` (line 23) is a fixture of the same name, which its tests request "
+        "instead of the module's `make_llm`")
+    derived = "from tests.checks import EngineChecks\n" + FACTORY.format(extra="") + (
+        "\n\nclass TestConcrete(EngineChecks):\n    pass\n")
+    tests = project(tmp_path / "derived", {"test_units.py": derived, "checks.py": ""})
+    assert reports(tests)[-1][5].endswith(
+        "`TestConcrete` (line 22) derives from a class of another module, whose tests may "
+        "request the fixture `make_llm` and would get a context manager from each call")

@@ -885,12 +885,16 @@ class ModuleAnalysis:
         attribute or item, no ``global``/``nonlocal``). A test or fixture that calls the
         factory it receives owns the engine it gets (computed once)."""
         if self._factory_fixtures is None:
-            local = {f.fixture_name: f for f in self.functions
+            # A class's fixture of the name serves that class's tests alone: it hides a
+            # conftest's, and leaves the module's own for the other tests
+            # (:meth:`factory_fixture_called` looks at the class).
+            local = {f.fixture_name for f in self.functions
                      if f.fixture_name is not None and f.parent is None}
             found = {name: 0 for name in self._entries.factory_fixtures if name not in local}
-            for name, func in local.items():
-                if self._hands_out_factory(func):
-                    found[name] = func.node.lineno
+            for func in self.functions:
+                if func.fixture_name is not None and func.parent is None and \
+                        func.owner_class is None and self._hands_out_factory(func):
+                    found[func.fixture_name] = func.node.lineno
             self._factory_fixtures = found
         return self._factory_fixtures
 
@@ -904,6 +908,8 @@ class ModuleAnalysis:
                 handed[0].id not in nested:
             return False
         factory = nested[handed[0].id]
+        if caching_decorator(factory.node) is not None:
+            return False  # its cache keeps the engines
         returns, engine = self._returned_values(factory)
         if not returns or not all(engine(value) for value in returns):
             return False
@@ -929,6 +935,10 @@ class ModuleAnalysis:
         scope = self.enclosing(node, FUNCTION_DEFS)
         if scope is None or node.func.id not in parameter_names(scope.args, variadic=False):
             return None
+        cls = self.enclosing_class(scope)
+        if cls is not None and any(
+                f.owner_class is cls and f.fixture_name == node.func.id for f in self.functions):
+            return None  # the class's own fixture of the name
         return node.func.id
 
     @property
@@ -1679,7 +1689,7 @@ class _Walker(ast.NodeVisitor):
             node=node,
             kind=kind,
             fixture_scope=fixture_scope(deco) if deco is not None else None,
-            fixture_name=fixture_request_name(node, deco) if deco is not None else None,
+            fixture_name=_requested_as(module, node, deco) if deco is not None else None,
             isolated=isolated,
             params=[a.arg for a in (*node.args.posonlyargs, *node.args.args,
                                     *node.args.kwonlyargs)],
@@ -1819,6 +1829,18 @@ def is_isolated(func: FunctionInfo | None) -> bool:
             return True
         func = func.parent
     return False
+
+
+def _requested_as(module: ModuleAnalysis, node: FunctionNode, deco: ast.expr) -> str:
+    """:func:`fixture_request_name`, with a ``name=`` given as a module constant
+    (``name=ENGINE`` after ``ENGINE = "llm"``) read through :func:`module_constants`."""
+    if isinstance(deco, ast.Call):
+        for kw in deco.keywords:
+            if kw.arg == "name" and isinstance(kw.value, ast.Name):
+                value = module_constants(module).get(kw.value.id)
+                if isinstance(value, str) and value.isidentifier():
+                    return value
+    return fixture_request_name(node, deco)
 
 
 def module_constants(module: ModuleAnalysis) -> dict[str, object]:

@@ -442,6 +442,17 @@ def _is_str(module: ModuleAnalysis, func: FunctionInfo | None, node: ast.AST,
         return None
     if isinstance(node, ast.JoinedStr):
         return True
+    reads = {id(n) for nodes in environment_reads(module).values() for n in nodes}
+    if id(node) in reads:
+        return True if isinstance(node, ast.expr) and _read_is_str(node) else None
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and \
+            _is_str(module, func, node.values[-1], depth + 1):
+        # ``old or "0"``: a string unless a value before the last is neither a string nor
+        # ``None``; a read of the environment (or a name bound to one) is one of the two.
+        if all(id(v) in reads or _is_str(module, func, v, depth + 1) or
+               isinstance(v, ast.Name) and _bound_to_reads(module, func, v.id, reads)
+               for v in node.values[:-1]):
+            return True
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
         return True if _is_str(module, func, node.left, depth + 1) else None
     if isinstance(node, ast.IfExp):
@@ -464,12 +475,13 @@ def _is_str(module: ModuleAnalysis, func: FunctionInfo | None, node: ast.AST,
     if isinstance(node, ast.Name) and func is not None:
         stores = [n for n in module.nodes_of(func) if isinstance(n, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == node.id for t in n.targets)]
-        reads = {id(n) for nodes in environment_reads(module).values() for n in nodes}
         if stores and all(id(n.value) in reads for n in stores):
             if all(_read_is_str(n.value) for n in stores) or \
                     _tested_not_none(module, node, node.id):
                 return True
             return None
+        if stores and all(_is_str(module, func, n.value, depth + 1) for n in stores):
+            return True  # ``old = os.environ.get(X) or "0"``
     if isinstance(node, (ast.Constant, ast.Name, ast.List, ast.Tuple, ast.Set, ast.Dict,
                          ast.UnaryOp)):
         value = literal_value(node, module_constants(module), local_names(module, func))
@@ -495,9 +507,21 @@ def _read_is_str(read: ast.expr) -> bool:
             and isinstance(k.value.value, str) for k in read.keywords)
 
 
+def _bound_to_reads(module: ModuleAnalysis, func: FunctionInfo | None, name: str,
+                    reads: set[int]) -> bool:
+    """Whether ``func`` binds ``name`` only to reads of the environment (``reads``: their
+    nodes' ids), which give a string or ``None``."""
+    if func is None:
+        return False
+    stores = [n for n in module.nodes_of(func) if isinstance(n, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+    return bool(stores) and all(id(n.value) in reads for n in stores)
+
+
 def _tested_not_none(module: ModuleAnalysis, node: ast.AST, name: str) -> bool:
     """Whether ``node`` only runs where ``name`` is not ``None``: in the body of ``if name:``
-    or ``if name is not None:``, or in the ``else`` of ``if name is None:``."""
+    or ``if name is not None:``, or in the ``else`` of ``if name is None:`` or ``if not
+    name:``."""
     child, current = node, module.parent(node)
     while current is not None and not isinstance(current, (ast.FunctionDef,
                                                           ast.AsyncFunctionDef)):
@@ -506,6 +530,9 @@ def _tested_not_none(module: ModuleAnalysis, node: ast.AST, name: str) -> bool:
             in_body = any(child is s for s in current.body)
             in_else = any(child is s for s in current.orelse)
             if isinstance(test, ast.Name) and test.id == name and in_body:
+                return True
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and \
+                    isinstance(test.operand, ast.Name) and test.operand.id == name and in_else:
                 return True
             if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
                     isinstance(test.left, ast.Name) and test.left.id == name and \

@@ -34,14 +34,18 @@ Decisions (README, "Fix safety"):
 * Only a fixture of a test module: pytest hands it to that module's tests alone. A conftest's
   (or a plugin module's) fixture serves modules the fix does not rewrite here: no unit, and
   the fixture's own fix (an ``ExitStack`` kept by the fixture) stays. A module that another
-  module of the tree imports has no unit either; one checked without its tree, or imported
-  by a file of it for something else, gets an unsafe one (the reason says a module importing
-  the fixture would get a context manager).
-* No unit (the fixture keeps its own fix): the fixture's value is used other than by calls
-  (handed to a helper, stored, requested by its name as a string: ``usefixtures``,
-  ``getfixturevalue``), a helper takes a parameter of the fixture's name, or a call cannot be
-  rewritten (the factory unit's reasons: two engines of one function alive together, a call
-  returned further, and so on).
+  module of the tree imports whole, or one of whose engine helpers it imports, has no unit
+  either; one checked without its tree, or from which a file of the tree imports something
+  else, gets an unsafe one (the reason says a module importing the fixture would get a
+  context manager).
+* No unit (the fixture keeps its own fix): the fixture uses its factory itself (calls it, or
+  hands it to something other than its tests), another fixture of the module has its name
+  (a class's), a class of the module derives from a class of another module or the module
+  imports tests (their tests may request the fixture), the fixture's value is used other
+  than by calls (handed to a helper, stored, requested by its name as a string:
+  ``usefixtures``, ``getfixturevalue``), a helper takes a parameter of the fixture's name, or
+  a call cannot be rewritten (the factory unit's reasons: two engines of one function alive
+  together, a call returned further, and so on).
 """
 
 from __future__ import annotations
@@ -97,7 +101,8 @@ def _fixture_units(module: ModuleAnalysis) -> dict[str, FactoryPlan | FixInfo]:
         sites = [s for s in module.engines if s.function is factory]
         if len(sites) != 1:
             continue
-        calls = _call_sites(module, fixture, name)
+        calls = _unit_problem(module, fixture, factory, name) or \
+            _call_sites(module, fixture, name)
         if isinstance(calls, str):
             out[name] = FixInfo.none(factory_title(module, factory.name, across=True), calls)
             continue
@@ -115,6 +120,38 @@ def _handed_out_factory(module: ModuleAnalysis, fixture: FunctionInfo) -> Functi
     name = handed[0].id if isinstance(handed[0], ast.Name) else None
     return next((f for f in module.functions if f.parent is fixture and f.name == name
                  and any(s is f.node for s in fixture.node.body)), None)
+
+
+def _unit_problem(module: ModuleAnalysis, fixture: FunctionInfo, factory: FunctionInfo,
+                  name: str) -> str | None:
+    """Why the callers of the fixture ``name`` may not all be this module's own tests and
+    fixtures, or why the fixture itself uses its ``factory`` other than by handing it out;
+    else ``None``."""
+    handed = [n for n in module.nodes_of(fixture)
+              if isinstance(n, (ast.Return, ast.Yield)) and isinstance(n.value, ast.Name)]
+    for node in walk_breadth(fixture.node):
+        if isinstance(node, ast.Name) and node.id == factory.name and \
+                not any(h.value is node for h in handed):
+            return (f"the fixture `{name}` uses `{factory.name}()` itself (line "
+                    f"{node.lineno}), which would get a context manager instead of an engine")
+    for func in module.functions:
+        if func.fixture_name == name and func is not fixture:
+            return (f"`{func.name}()` (line {func.node.lineno}) is a fixture of the same name, "
+                    f"which its tests request instead of the module's `{name}`")
+    local = {c.name for c in module.classes}
+    for cls in module.classes:
+        for base in cls.bases:
+            if not (isinstance(base, ast.Name) and (base.id in local or base.id == "object")):
+                return (f"`{cls.name}` (line {cls.lineno}) derives from a class of another "
+                        f"module, whose tests may request the fixture `{name}` and would get "
+                        "a context manager from each call")
+    for stmt in module.tree.body:
+        if isinstance(stmt, ast.ImportFrom) and any(
+                a.name.startswith(("test", "Test")) or a.name == "*" for a in stmt.names):
+            return (f"the module imports tests from another module (line {stmt.lineno}), which "
+                    f"may request the fixture `{name}` and would get a context manager from "
+                    "each call")
+    return None
 
 
 def _call_sites(module: ModuleAnalysis, fixture: FunctionInfo, name: str

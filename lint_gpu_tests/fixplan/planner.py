@@ -672,12 +672,14 @@ class Planner(CleanupRecognizer, SafetyChecks):
                             if self.is_cleanup_statement(s, names) and not \
                                     self.on_header_line(s) and not self.shares_line(s):
                                 remove.add(s.lineno)
-        # A clock read after the range and before the engine's own cleanup (or with none)
+        # A clock read after the range and before the engine's own cleanup is done (its
+        # last statement: ``del llm`` may free nothing until ``gc.collect()``; or with none)
         # timed what ran before it with the engine alive: the range grows over it, so the
         # runner's teardown stays out of the time measured (``took = time.time() - start``).
-        cleanup = min((j for j in range(end + 1, stop) if block[j].lineno in remove),
-                      default=stop)
-        for j in range(min(cleanup, next_site) - 1, end, -1):
+        limit = min(stop, next_site)
+        cleanup = max((j for j in range(end + 1, limit) if block[j].lineno in remove),
+                      default=limit)
+        for j in range(min(cleanup, limit) - 1, end, -1):
             if self._reads_clock(block[j]):
                 end = j
                 break

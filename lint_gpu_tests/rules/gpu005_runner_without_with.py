@@ -29,7 +29,8 @@ class RunnerWithoutWith(Rule):
         "expression of a `with` (plain, nested, or in a parenthesised group) and not passed "
         "to `ExitStack.enter_context(...)`. A helper that returns the runner for its caller "
         "to enter is allowed, and so is a runner bound to a name that the very next "
-        "statement enters (`runner = vllm_runner(...)`, then `with runner as m:`)."
+        "statement enters (`runner = vllm_runner(...)`, then `with runner as m:` or "
+        "`stack.enter_context(runner)`)."
     )
     why_bad = (
         "The runner frees the GPU in `__exit__`. Assigned to a name, it is torn down only if "
@@ -39,8 +40,10 @@ class RunnerWithoutWith(Rule):
         "Safe: the with-statement covers the runner's live range, and `del runner` or an "
         "explicit `__exit__` call is removed; a fixture that hands the runner out yields the "
         "runner itself. Unsafe or unavailable for the same escapes as GPU001; none when a "
-        "later statement enters the runner by its name (`with runner`, "
-        "`stack.enter_context(runner)`): a with-statement around it would enter it twice."
+        "later statement enters the runner (`with runner`, `stack.enter_context(runner)`, "
+        "`runner.__enter__()`, through an alias, an item of a container holding it, or a "
+        "function of the module entering its parameter), before its name is bound again: "
+        "a with-statement around it would enter it twice."
     )
     INVALID = (
         Example(
@@ -96,36 +99,101 @@ def test_all(vllm_runner):
 
 
 def _entered_later(module: ModuleAnalysis, call: ast.Call) -> int | None:
-    """For ``runner = vllm_runner(...)`` (``call``), whether a later statement of the same
-    function enters ``runner`` itself (``with runner as m:``,
-    ``stack.enter_context(runner)``): ``0`` when it is the statement right after, in the
-    same block (the runner is entered before anything else runs), the line of the first
-    such statement otherwise, ``None`` when none does."""
+    """For a runner ``call`` bound by its statement (``runner = vllm_runner(...)``, or held
+    in what the statement binds: ``runners = (vllm_runner(...),)``), whether a later
+    statement of the same function enters it: a ``with``, ``enter_context`` or
+    ``__enter__()`` of a name holding it (an alias ``r2 = runner`` too, or an item or
+    attribute of it), or a call handing it to a function of the module that enters its
+    parameter; the names' uses end where the statement's own name is bound again. ``0``
+    when the runner is bound by a plain ``runner = ...`` and the statement right after, in
+    the same block, enters it (``with runner as m:``, ``stack.enter_context(runner)``:
+    before anything else runs); else the line of the first such statement, ``None`` when
+    none does."""
     stmt = module.statement_of(call)
-    if not (isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1
-            and isinstance(stmt.targets[0], ast.Name)):
+    if not isinstance(stmt, ast.Assign):
         return None
-    name = stmt.targets[0].id
+    held = {n.id for t in stmt.targets for n in walk_breadth(t)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     scope = module.enclosing(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
-    if scope is None:
+    if scope is None or not held:
         return None
+    start = (stmt.lineno, stmt.col_offset)
+    later = [n for n in walk_breadth(scope) if (getattr(n, "lineno", 0),
+                                               getattr(n, "col_offset", 0)) > start]
+    # Where the statement's own names are bound again (``runner = vllm_runner(...)`` once
+    # more): what is entered after that is another runner.
+    rebound = min(((n.lineno, n.col_offset) for n in later if isinstance(n, ast.Name)
+                   and n.id in held and isinstance(n.ctx, ast.Store)), default=None)
+    if rebound is not None:
+        later = [n for n in later if (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))
+                 < rebound]
+    aliases = set(held)
+    grown = True
+    while grown:
+        grown = False
+        for node in later:
+            if isinstance(node, ast.Assign) and _root(node.value) in aliases:
+                new = {t.id for t in node.targets if isinstance(t, ast.Name)} - aliases
+                if new:
+                    aliases |= new
+                    grown = True
+    entering = _entering_helpers(module)
 
-    def enters(node: ast.AST) -> bool:  # a with or enter_context of ``name`` itself
+    def enters(node: ast.AST) -> bool:
         if isinstance(node, (ast.With, ast.AsyncWith)):
-            return any(isinstance(i.context_expr, ast.Name) and i.context_expr.id == name
-                       for i in node.items)
-        return isinstance(node, ast.Call) and last_name(node.func) == "enter_context" and \
-            any(isinstance(a, ast.Name) and a.id == name for a in node.args)
+            return any(_root(i.context_expr) in aliases for i in node.items
+                       if not isinstance(i.context_expr, ast.Call))
+        if not isinstance(node, ast.Call):
+            return False
+        if last_name(node.func) == "enter_context":
+            return any(_root(a) in aliases for a in node.args)
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "__enter__":
+            return _root(node.func.value) in aliases
+        if isinstance(node.func, ast.Name) and node.func.id in entering:
+            return any(_root(a) in aliases for a in (*node.args,
+                                                     *(k.value for k in node.keywords)))
+        return False
 
+    plain = len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and \
+        stmt.value is call
     parent = module.parent(stmt)
     for field in ("body", "orelse", "finalbody", "handlers"):
         block = getattr(parent, field, None)
-        if isinstance(block, list) and any(s is stmt for s in block):
+        if plain and isinstance(block, list) and any(s is stmt for s in block):
             index = next(i for i, s in enumerate(block) if s is stmt)
             following = block[index + 1] if index + 1 < len(block) else None
-            if isinstance(following, (ast.With, ast.AsyncWith)) and enters(following):
+            if isinstance(following, (ast.With, ast.AsyncWith)) and enters(following) or \
+                    isinstance(following, (ast.Expr, ast.Assign)) and \
+                    isinstance(following.value, ast.Call) and \
+                    last_name(following.value.func) == "enter_context" and \
+                    enters(following.value):
                 return 0
-    lines = [node.lineno for node in walk_breadth(scope)
-             if isinstance(node, (ast.With, ast.AsyncWith, ast.Call)) and enters(node)
-             and (node.lineno, node.col_offset) > (stmt.lineno, stmt.col_offset)]
+    lines = [getattr(node, "lineno", 0) for node in later if enters(node)]
     return min(lines) if lines else None
+
+
+def _root(node: ast.AST) -> str | None:
+    """The name an expression starts from (``r`` of ``r``, ``r[0]``, ``r.inner``)."""
+    while isinstance(node, (ast.Subscript, ast.Attribute, ast.Starred)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _entering_helpers(module: ModuleAnalysis) -> frozenset[str]:
+    """The module-level functions that enter one of their parameters (``with r as m:``,
+    ``stack.enter_context(r)``)."""
+    out: set[str] = set()
+    for stmt in module.tree.body:
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        params = {a.arg for a in (*stmt.args.posonlyargs, *stmt.args.args,
+                                  *stmt.args.kwonlyargs)}
+        for node in walk_breadth(stmt):
+            if isinstance(node, (ast.With, ast.AsyncWith)) and any(
+                    _root(i.context_expr) in params for i in node.items
+                    if not isinstance(i.context_expr, ast.Call)) or \
+                    isinstance(node, ast.Call) and last_name(node.func) == "enter_context" \
+                    and any(_root(a) in params for a in node.args):
+                out.add(stmt.name)
+                break
+    return frozenset(out)

@@ -1978,3 +1978,31 @@ def test_an_xunit_teardown_of_an_engine_a_tuple_helper_returned() -> None:
               "built there or by a factory helper, and whose teardown cleans it up, is fixed)")
     assert [r for r in fix_reports(source) if r[1] == "GPU004"] == [
         (18, "GPU004", "none", stored), (19, "GPU004", "none", stored)]
+
+
+def test_a_cached_factory_a_fixture_hands_out_keeps_its_engines() -> None:
+    """A fixture's factory under ``functools.lru_cache`` keeps every engine it built in its
+    cache: the test does not own what it gets, and its ``gc.collect()`` is not reported."""
+    source = textwrap.dedent("""\
+        import functools
+        import gc
+
+        import pytest
+        from vllm import LLM
+
+
+        @pytest.fixture
+        def make_llm():
+            @functools.lru_cache
+            def _make(seed):
+                return LLM("m", seed=seed)
+            return _make
+
+
+        def test_cached(make_llm):
+            llm = make_llm(0)
+            assert llm
+            gc.collect()
+        """)
+    assert [v.code for v in check_source(source.encode(), "tests/test_x.py", Config())
+            if v.code == "GPU004"] == []

@@ -97,3 +97,71 @@ def test_on_a_stack(vllm_runner):
                      (21, "GPU005", "none", twice.format(line=23))]
     assert fix_source(source.encode(), "tests/test_x.py", Config(),
                       unsafe=True).new_source is None  # nothing to write
+
+
+def test_a_runner_entered_through_an_alias_a_container_or_a_helper() -> None:
+    """Entered later through an alias, an item of a container holding it, a function of the
+    module that enters its parameter, or ``__enter__()``: no fix (a with-statement around
+    the construction would enter it twice). Entered by the next statement on a stack: not
+    reported. Entered only after its name is bound to another runner: the first runner is
+    never entered, and its fix stands."""
+    source = '''import contextlib
+
+
+def _use(r):
+    with r as m:
+        return m.llm.generate(["a"])
+
+
+def test_alias(vllm_runner):
+    runner = vllm_runner("m")
+    r2 = runner
+    with r2 as m:
+        assert m
+
+
+def test_container(vllm_runner):
+    runners = (vllm_runner("m"),)
+    with runners[0] as m:
+        assert m
+
+
+def test_helper(vllm_runner):
+    runner = vllm_runner("m")
+    assert _use(runner)
+
+
+def test_dunder(vllm_runner):
+    runner = vllm_runner("m")
+    runner.__enter__()
+    try:
+        assert runner.llm.generate(["a"])
+    finally:
+        runner.__exit__(None, None, None)
+
+
+def test_stack_next(vllm_runner):
+    with contextlib.ExitStack() as stack:
+        runner = vllm_runner("m")
+        stack.enter_context(runner)
+        assert runner.llm.generate(["a"])
+
+
+def test_rebound(vllm_runner):
+    runner = vllm_runner("m", seed=0)
+    first = runner.llm.generate(["a"])
+    runner = vllm_runner("m", seed=1)
+    with runner as m:
+        assert m and first
+'''
+    found = [(v.location.row, v.fix.applicability.value if v.fix else "",
+              v.fix.reason if v.fix else "")
+             for v in check_source(source.encode(), "tests/test_x.py", Config())
+             if v.code == "GPU005"]
+    twice = ("the runner is entered later (line {line}): a with-statement around its "
+             "construction would enter it twice")
+    assert found == [(10, "none", twice.format(line=12)),
+                     (17, "none", twice.format(line=18)),
+                     (23, "none", twice.format(line=24)),
+                     (28, "none", twice.format(line=29)),
+                     (44, "safe", "")]

@@ -287,6 +287,50 @@ def test_factory_fixture_keeps_every_engine_it_built() -> None:
                                "`make_llm(...)` line 14: 0.92 (default); sum 1.42 > 1.0")]
 
 
+def test_a_factory_fixture_keeping_none_hands_each_engine_to_its_caller() -> None:
+    """A factory fixture that keeps none of its engines: each lives in the name its caller
+    binds it to, until its ``del`` or shutdown, as one the caller built; a factory that
+    registers its engines keeps each until the test ends."""
+    source = """\
+        import pytest
+        from vllm import LLM
+
+
+        @pytest.fixture
+        def make_llm():
+            def _make(**kw):
+                return LLM("m", **kw)
+            return _make
+
+
+        @pytest.fixture
+        def make_kept(request):
+            def _make(**kw):
+                llm = LLM("m", **kw)
+                request.addfinalizer(llm.llm_engine.engine_core.shutdown)
+                return llm
+            return _make
+
+
+        def test_one_after_the_other(make_llm):
+            a = make_llm(seed=0)
+            a.generate(["x"])
+            del a
+            b = make_llm(seed=1)
+            b.generate(["x"])
+
+
+        def test_kept(make_kept):
+            a = make_kept(seed=0)
+            del a
+            b = make_kept(seed=1)
+            assert b
+        """
+    assert gpu007(source) == [(32, 9, "2 " + PREFIX + "`make_kept(...)` line 30: 0.92 "
+                               "(default), `make_kept(...)` line 32: 0.92 (default); sum 1.84 "
+                               "> 1.0")]
+
+
 def test_a_factory_fixture_returning_a_runner() -> None:
     """The factory a fixture hands out returns a runner its caller enters: each entered
     runner is an engine alive for its with-statement."""

@@ -957,3 +957,22 @@ def test_a_fixture_putting_back_what_it_saved_is_not_reported() -> None:
     other = restore.replace('os.environ["VLLM_MY_FLAG"] = saved',
                             'os.environ["VLLM_MY_FLAG"] = "0"')
     assert [found[0] for found in gpu008(other)] == [13]
+
+
+def test_a_saved_name_bound_to_something_else_is_not_what_was_read() -> None:
+    """``saved = os.environ.get(X)`` then ``saved = "1"``: what the teardown sets back is
+    not what was read, and leaks."""
+    source = """\
+        import os
+
+        import pytest
+
+
+        @pytest.fixture
+        def restore_overwritten():
+            saved = os.environ.get("VLLM_C")
+            saved = "1"
+            yield
+            os.environ["VLLM_C"] = saved
+        """
+    assert [found[0] for found in gpu008(source)] == [11]

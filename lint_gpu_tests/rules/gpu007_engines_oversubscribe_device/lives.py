@@ -352,7 +352,16 @@ class EngineLives:
                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                             node.func.id == name:
                         share, defaulted = self._factory_share(node, inner, locals_)
-                        out += self._lives(func, node, self._factory_end(func, node),
+                        statement = module.statement_of(node)
+                        bound = _bound(statement, node)
+                        # A factory that keeps none of its engines hands each to the
+                        # caller, in whose name it lives as one the caller built.
+                        end = self._bound_end(func, bound, statement) \
+                            if bound is not None and module.factory_fixtures.get(name) \
+                            is not None and fixture is not None and \
+                            module.factory_fixtures[name] == fixture.node.lineno \
+                            else self._factory_end(func, node)
+                        out += self._lives(func, node, end,
                                            share, defaulted,
                                            f"`{name}(...)` line {node.lineno}", locals_)
                 continue
