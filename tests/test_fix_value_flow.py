@@ -239,16 +239,22 @@ def test_a_comparison_with_another_object_is_an_identity_check() -> None:
         "identity checks (`is`) on the engine see a `weakref.proxy`"}
 
 
-def test_a_helper_handing_its_arguments_to_a_call_not_followed_says_so() -> None:
-    """A helper of the module that hands a value derived from its arguments to a call the
-    analysis does not follow may keep it: the reason names that call and the value, not a
-    store it does not make."""
-    source = ("from vllm import LLM\nfrom tests.utils import compare\n\n\n"
+def test_a_helper_keeps_only_what_it_hands_on_from_the_parameter_given_the_engine() -> None:
+    """A helper of the module is followed parameter by parameter: handing a value derived
+    from another parameter to a call the analysis does not follow keeps nothing of the
+    engine (safe); handing one derived from the engine's parameter may keep it, and the
+    reason names that value and that call."""
+    source = ("from vllm import LLM\nfrom tests.utils import compare, remember\n\n\n"
               "def check(llm, expected):\n    for out in llm.generate(['hi']):\n"
               "        compare(out.outputs[0].text, expected[0])\n\n\n"
-              "def test_x():\n    llm = LLM('m')\n    check(llm, ['x'])\n")
-    [found] = [v for v in check_source(source.encode(), "tests/test_x.py", Config())
-               if v.code == "GPU001"]
-    assert found.fix is not None and found.fix.reason == (
-        "`check()` may keep what it is given past the call: it hands `expected[0]`, derived "
-        "from its arguments, to `compare()`, which the analysis does not follow")
+              "def stash(name, llm):\n    remember(name, [llm])\n\n\n"
+              "def test_x():\n    llm = LLM('m')\n    check(llm, ['x'])\n\n\n"
+              "def test_y():\n    llm = LLM('m')\n    stash('a', llm)\n")
+    found = [v for v in check_source(source.encode(), "tests/test_x.py", Config())
+             if v.code == "GPU001"]
+    assert [(v.location.row, v.fix.applicability.value if v.fix else "",
+             v.fix.reason if v.fix else "") for v in found] == [
+        (15, "safe", ""),
+        (20, "unsafe", "`stash()` may keep what it is given past the call: it hands "
+                       "`[llm]`, derived from its arguments, to `remember()`, which the "
+                       "analysis does not follow")]

@@ -12,6 +12,7 @@ by (:data:`PURE_CALLS`, :data:`STORE_METHODS`, :data:`THREAD_CALLS` ...) live he
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lint_gpu_tests.fixplan.groups import CLASS_CALLS, IDENTITY_CALLS
@@ -352,9 +353,9 @@ class _FlowState:
             summary = self.helper_summary(func)
             if summary is not None:
                 # A helper of this module: followed into, whatever it is given.
-                if summary.keeps and any(self.carries(a) for a in (
-                        *node.args, *(k.value for k in node.keywords))):
-                    return f"`{name}()` {summary.keeps}"
+                clause = summary.keeps_argument(node, self.carries)
+                if clause:
+                    return f"`{name}()` {clause}"
                 continue
             for arg in (*node.args, *(k.value for k in node.keywords)):
                 if self.carries(arg) and not self.direct(arg):
@@ -410,10 +411,41 @@ class HelperSummary:
             ..."``: in a global, an attribute or a parameter's container; ``"hands ... to
             `f()`"``: a call the analysis does not follow, a thread or a finalizer); ``""``
             when none may.
+        kept: the same clause for each parameter that may outlive the call, followed on its
+            own (a caller's engine handed to another parameter is not kept); ``None`` when
+            not known per parameter (every argument then counts, with :attr:`keeps`).
     """
 
     returns: bool
     keeps: str
+    kept: dict[str, str] | None = None
+    #: The parameters a call fills by position, in order, and those it may name.
+    positional: tuple[str, ...] = ()
+    named: frozenset[str] = frozenset()
+
+    def keeps_argument(self, call: ast.Call, carries: Callable[[ast.AST], bool]
+                       ) -> str:
+        """How the call ``call`` of the helper may keep an argument that ``carries`` says
+        holds the engine (the clause, as :attr:`keeps`), else ``""``."""
+        if not self.keeps:
+            return ""
+        for index, arg in enumerate(call.args):
+            if carries(arg):
+                if self.kept is None or isinstance(arg, ast.Starred) or \
+                        index >= len(self.positional):
+                    return self.keeps
+                found = self.kept.get(self.positional[index], "")
+                if found:
+                    return found
+        for keyword in call.keywords:
+            if carries(keyword.value):
+                if self.kept is None or keyword.arg is None or keyword.arg not in self.kept \
+                        and keyword.arg not in self.named:
+                    return self.keeps
+                found = self.kept.get(keyword.arg, "")
+                if found:
+                    return found
+        return ""
 
 
 _CONSERVATIVE = HelperSummary(returns=True, keeps="calls itself, so what it does with its "
@@ -459,6 +491,28 @@ def summarize_helper(name: str, helpers: Helpers) -> HelperSummary:
     flow = value_flow(node, node.body, params, None, helpers=helpers)
     returns = lazy or any(isinstance(n, ast.Return) and flow.state.carries(n.value)
                           for n in own)
+    keeps = _keep_clause(flow, node, own)
+    kept: dict[str, str] | None = None
+    if keeps and len(params) > 1:
+        # Which parameters may outlive the call, each followed on its own.
+        kept = {}
+        for param in params:
+            alone = value_flow(node, node.body, {param}, None, helpers=helpers)
+            clause = _keep_clause(alone, node, own)
+            if clause:
+                kept[param] = clause
+    summary = HelperSummary(
+        returns=returns, keeps=keeps, kept=kept,
+        positional=tuple(a.arg for a in (*node.args.posonlyargs, *node.args.args)),
+        named=frozenset(a.arg for a in (*node.args.args, *node.args.kwonlyargs)))
+    helpers.summaries[name] = summary
+    return summary
+
+
+def _keep_clause(flow: ValueFlow, node: ast.FunctionDef | ast.AsyncFunctionDef,
+                 own: list[ast.AST]) -> str:
+    """How what ``flow`` follows through the helper ``node`` (``own``: its nodes) may
+    outlive the call, as :attr:`HelperSummary.keeps` says it; ``""`` when it may not."""
     keeps = ""
     unfollowed = flow.state.handoff([n for stmt in node.body for n in walk_breadth(stmt)])
     handed = next((n for n in own if isinstance(n, ast.Call)
@@ -478,9 +532,7 @@ def summarize_helper(name: str, helpers: Helpers) -> HelperSummary:
         callee = dotted_name(handed.func) or last_name(handed.func)
         keeps = (f"hands what it is given to `{callee}()` (line {handed.lineno}), which may "
                  "run after the block")
-    summary = HelperSummary(returns=returns, keeps=keeps)
-    helpers.summaries[name] = summary
-    return summary
+    return keeps
 
 
 def module_helpers(tree: ast.Module) -> Helpers:
