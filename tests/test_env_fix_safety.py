@@ -102,8 +102,9 @@ def test_a_saved_value_set_back_without_a_test_for_none_may_not_be_a_string() ->
 
 
 def test_values_that_are_strings_whatever_the_environment_holds() -> None:
-    """A read with a string default, ``old or "0"`` and a write in the ``else`` of ``if
-    not old:`` always set a string: the fix is safe."""
+    """A read with a string default, ``old or "0"``, a write in the ``else`` of ``if not
+    old:`` and one after ``if old is None: return`` always set a string: the fix is
+    safe."""
     head = "import os\n\n\ndef test_a():\n"
     for body, row in (("    os.environ['VLLM_P'] = os.environ.get('VLLM_Q', 'x')\n", 5),
                       ("    os.environ['VLLM_P'] = os.getenv('VLLM_Q', 'x')\n", 5),
@@ -112,5 +113,7 @@ def test_values_that_are_strings_whatever_the_environment_holds() -> None:
                       ("    old = os.environ.get('VLLM_Q')\n"
                        "    os.environ['VLLM_P'] = old or '0'\n", 6),
                       ("    old = os.environ.get('VLLM_Q')\n    if not old:\n        pass\n"
-                       "    else:\n        os.environ['VLLM_P'] = old\n", 9)):
+                       "    else:\n        os.environ['VLLM_P'] = old\n", 9),
+                      ("    old = os.environ.get('VLLM_Q')\n    if old is None:\n"
+                       "        return\n    os.environ['VLLM_P'] = old\n", 8)):
         assert gpu008(head + body) == [(row, "safe", "")], body
