@@ -138,15 +138,18 @@ def test_a_conftests_factory_fixture_gets_no_unit(tmp_path: Path) -> None:
     ]
 
 
-def test_a_module_a_file_of_the_tree_imports_gets_an_unsafe_unit(tmp_path: Path) -> None:
-    """Another module imports this one: it may import the fixture too, whose calls there
-    would get a context manager, so the unit is unsafe and says why."""
-    tests = project(tmp_path, {
-        "__init__.py": "",
-        "test_units.py": MODULE.split("@pytest.fixture\ndef make_twice", 1)[0]
-        + "def test_unit(make_llm):\n    llm = make_llm(seed=0)\n    assert llm\n    del llm\n",
-        "test_other.py": "from tests import test_units\n\n\ndef test_x():\n"
-                         "    assert test_units\n"})
+def test_a_module_a_file_of_the_tree_imports_gets_an_unsafe_unit_or_none(
+        tmp_path: Path) -> None:
+    """Another module imports something else of this one: it may import the fixture too,
+    whose calls there would get a context manager, so the unit is unsafe and says why.
+    Imported whole, the module gets no unit (the fixture keeps its own fix)."""
+    module = MODULE.split("@pytest.fixture\ndef make_twice", 1)[0] + (
+        "def test_unit(make_llm):\n    llm = make_llm(seed=0)\n    assert llm\n    del llm\n"
+        "\n\nMARK = 1\n")
+    tests = project(tmp_path / "other", {
+        "__init__.py": "", "test_units.py": module,
+        "test_other.py": "from tests.test_units import MARK\n\n\ndef test_x():\n"
+                         "    assert MARK\n"})
     private = ("the module is not known to be private to its tree (a file of the tree imports "
                "it, or it was checked without its tree): a module importing the fixture "
                "`make_llm` would get a context manager from each call instead of an engine")
@@ -154,6 +157,14 @@ def test_a_module_a_file_of_the_tree_imports_gets_an_unsafe_unit(tmp_path: Path)
         ("test_units.py", 10, "GPU001", "unsafe", FixKind.FACTORY_CONTEXT_MANAGER.value,
          private),
         ("test_units.py", 17, "GPU004", "unsafe", "remove-manual-cleanup", private),
+    ]
+    tests = project(tmp_path / "whole", {
+        "__init__.py": "", "test_units.py": module,
+        "test_other.py": "from tests import test_units\n\n\ndef test_x():\n"
+                         "    assert test_units\n"})
+    assert [r[:5] for r in reports(tests)] == [
+        ("test_units.py", 10, "GPU001", "unsafe", "wrap-engine-in-runner"),
+        ("test_units.py", 17, "GPU004", "none", ""),
     ]
 
 
@@ -219,3 +230,32 @@ def test_no_unit_where_the_factory_may_be_called_by_what_the_fix_does_not_rewrit
     assert reports(tests)[-1][5].endswith(
         "`TestConcrete` (line 22) derives from a class of another module, whose tests may "
         "request the fixture `make_llm` and would get a context manager from each call")
+
+
+def test_a_factory_fixture_imported_by_another_test_module(tmp_path: Path) -> None:
+    """``from tests.test_base import make_llm``: pytest makes the fixture the importing
+    module's, whose tests own what its factory builds (GPU004, without a fix: the reason
+    names the module). The fixture's own module is imported, so it gets no unit: its calls
+    in the importing module would get a context manager."""
+    base = FACTORY.format(extra="")
+    tests = project(tmp_path, {
+        "__init__.py": "", "test_base.py": base,
+        "test_user.py": "import gc\n\nfrom tests.test_base import make_llm  # noqa: F401\n\n\n"
+                        "def test_user(make_llm):\n    llm = make_llm(seed=1)\n    assert llm\n"
+                        "    del llm\n    gc.collect()\n"})
+    imported = ("another module of the tree imports this one (or one of its engine helpers) "
+                "and may import the fixture `make_llm` too: its calls there would get a "
+                "context manager instead of an engine, and the fix rewrites the fixture's "
+                "callers in this module only")
+    found = reports(tests)
+    assert [r[:5] for r in found] == [
+        ("test_base.py", 10, "GPU001", "unsafe", "wrap-engine-in-runner"),
+        ("test_base.py", 17, "GPU004", "none", ""),
+        ("test_base.py", 18, "GPU004", "none", ""),
+        ("test_user.py", 9, "GPU004", "none", ""),
+        ("test_user.py", 10, "GPU004", "none", ""),
+    ]
+    assert found[1][5] == KEPT.format(name="make_llm", where="line 8") + (
+        "; the factory and its calls are not made a context manager and with-blocks: "
+        + imported)
+    assert found[3][5] == KEPT.format(name="make_llm", where="`tests/test_base.py`")

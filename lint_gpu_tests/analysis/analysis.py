@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import enum
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -118,7 +118,8 @@ class ImportedHelper:
             an engine it is given and does more: :attr:`ModuleAnalysis.shutdown_helpers`),
             no engine helper (:meth:`ModuleAnalysis.helper_called` leaves it out); ``"e"``, a
             fixture that provides an engine, which a test of the importing module receives
-            (no helper either).
+            (no helper either); ``"g"``, a fixture that hands out a factory of engines and
+            keeps none of them (:attr:`ModuleAnalysis.factory_fixtures`; no helper either).
         name: its name in the module that defines it.
         line: the line of its ``def``/``class``.
         extra: for a function, the engine's ``gpu_memory_utilization`` written in it as a
@@ -302,6 +303,10 @@ class ModuleAnalysis:
     engines: list[EngineSite] = field(default_factory=list)
     runner_calls: list[RunnerCall] = field(default_factory=list)
     engine_fixtures: set[str] = field(default_factory=set)
+    #: The factory fixtures (:attr:`factory_fixtures`) this module imports from another
+    #: module of the tree, by the name tests request them by, with that module's path from
+    #: the tree's root (filled with :attr:`factory_fixtures`).
+    imported_factory_fixtures: dict[str, str] = field(default_factory=dict)
     #: Where a fixture named like the configured ``runner-fixture`` is defined by the project
     #: itself (this module, or a conftest pytest loads for it), which then shadows the
     #: bundled plugin's: ``"this module"``, ``"a conftest.py"``, or ``None``.
@@ -511,24 +516,7 @@ class ModuleAnalysis:
         elif marker in self._conftest_fixtures:
             self.own_runner_fixture = "a conftest.py"
         self.engine_fixtures |= self._entries.fixtures - local
-        if self._entries.helpers:
-            # A fixture of another module of the tree imported by name, or by a star import
-            # (its public names), is the module's too.
-            for name, qualified in (*self.imports.items(), *self.relative_imports.items()):
-                helper = self.imported_helpers.get(qualified)
-                if helper is not None and helper.kind == "e" and \
-                        (helper.extra or name) not in local:
-                    self.engine_fixtures.add(helper.extra or name)
-            for stmt in self.tree.body:
-                if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
-                    prefix = "." * stmt.level + (f"{stmt.module}." if stmt.module else "")
-                    for key, entry in self._entries.helpers.items():
-                        name = key[len(prefix):]
-                        if key.startswith(prefix) and name.isidentifier() and \
-                                not name.startswith("_") and \
-                                (helper := ImportedHelper.parse(entry)) is not None and \
-                                helper.kind == "e" and (helper.extra or name) not in local:
-                            self.engine_fixtures.add(helper.extra or name)
+        self.engine_fixtures.update(name for name, _ in self._imported_fixtures("e", local))
         for info in self.functions:
             if info.kind is not FunctionKind.FIXTURE:
                 continue
@@ -540,6 +528,30 @@ class ModuleAnalysis:
                         value = value.args[0]  # a proxy of the engine is still the engine
                     if self.provides_engine(value, info) and info.fixture_name:
                         self.engine_fixtures.add(info.fixture_name)
+
+    def _imported_fixtures(self, kind: str, local: set[str]
+                           ) -> Iterator[tuple[str, ImportedHelper]]:
+        """The fixtures of another module of the tree, of the summary ``kind`` (``"e"``, an
+        engine fixture; ``"g"``, a factory fixture), that this module imports by name or by
+        a star import (its public names), which pytest makes this module's: each with the
+        name tests request it by, less those ``local`` (the module's own) hides."""
+        if not self._entries.helpers:
+            return
+        for name, qualified in (*self.imports.items(), *self.relative_imports.items()):
+            helper = self.imported_helpers.get(qualified)
+            if helper is not None and helper.kind == kind and \
+                    (helper.extra or name) not in local:
+                yield helper.extra or name, helper
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.ImportFrom) and any(a.name == "*" for a in stmt.names):
+                prefix = "." * stmt.level + (f"{stmt.module}." if stmt.module else "")
+                for key, entry in self._entries.helpers.items():
+                    name = key[len(prefix):]
+                    if key.startswith(prefix) and name.isidentifier() and \
+                            not name.startswith("_") and \
+                            (helper := ImportedHelper.parse(entry)) is not None and \
+                            helper.kind == kind and (helper.extra or name) not in local:
+                        yield helper.extra or name, helper
 
     def _mark_process_targets(self) -> None:
         """Mark the functions that run as their own process as isolated (see
@@ -891,6 +903,9 @@ class ModuleAnalysis:
             local = {f.fixture_name for f in self.functions
                      if f.fixture_name is not None and f.parent is None}
             found = {name: 0 for name in self._entries.factory_fixtures if name not in local}
+            for name, helper in self._imported_fixtures("g", local):
+                found[name] = 0
+                self.imported_factory_fixtures[name] = helper.module
             for func in self.functions:
                 if func.fixture_name is not None and func.parent is None and \
                         func.owner_class is None and self._hands_out_factory(func):
@@ -1171,7 +1186,7 @@ class ModuleAnalysis:
         if not isinstance(node, ast.Call):
             return None
         found = self.imported_helper(node.func)
-        return None if found is None or found.kind in ("m", "x", "e") else found
+        return None if found is None or found.kind in ("m", "x", "e", "g") else found
 
     def imported_helper(self, func: ast.expr) -> ImportedHelper | None:
         """The engine helper of another module of the tree that the expression ``func``
@@ -1998,10 +2013,14 @@ def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
             if any(engine(value) for value in returns):
                 out.append(f"k|{func.name}|{func.node.lineno}|{cache}|{scope}")
         elif func.kind is FunctionKind.FIXTURE and func.parent is None and \
-                func.owner_class is None and func.fixture_name in module.engine_fixtures \
-                and os.path.basename(module.path) != "conftest.py":  # pytest hands those on
+                func.owner_class is None and os.path.basename(module.path) != "conftest.py":
+            # (pytest hands a conftest's fixtures on by itself)
             requested = func.fixture_name if func.fixture_name != func.name else ""
-            out.append(f"e|{func.name}|{func.node.lineno}|{requested}|{scope}")
+            if func.fixture_name in module.engine_fixtures:
+                out.append(f"e|{func.name}|{func.node.lineno}|{requested}|{scope}")
+            elif func.fixture_name is not None and \
+                    module.factory_fixtures.get(func.fixture_name) == func.node.lineno:
+                out.append(f"g|{func.name}|{func.node.lineno}|{requested}|{scope}")
     return tuple(out)
 
 

@@ -115,7 +115,9 @@ def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: st
                                                                   func.node.lineno, line):
                 return unit, unit.covered_fix(title)
             line_of = module.factory_fixtures[fixture]
-            where = f"line {line_of}" if line_of else "a conftest.py"
+            imported = module.imported_factory_fixtures.get(fixture)
+            where = f"line {line_of}" if line_of else \
+                f"`{imported}`" if imported is not None else "a conftest.py"
             if isinstance(unit, FactoryPlan):
                 return None, FixInfo.none(title, (
                     f"the engine comes from `{fixture}(...)`, the factory that the fixture "
