@@ -348,9 +348,10 @@ def _restores_a_saved_value(module: ModuleAnalysis, mutation: EnvMutation,
                 isinstance(node.targets[0], ast.Name):
             saved.setdefault(reads[id(node.value)], set()).add(node.targets[0].id)
     # A name bound to anything else too (``saved = "1"``) no longer holds what was read.
+    read_into = {id(t) for n in nodes if isinstance(n, ast.Assign) and id(n.value) in reads
+                 for t in n.targets}
     other = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-             and not (isinstance(module.parent(n), ast.Assign)
-                      and id(module.parent(n).value) in reads)}  # type: ignore[union-attr]
+             and id(n) not in read_into}
     saved = {var: names - other for var, names in saved.items() if names - other}
     if not names <= set(saved):
         return False

@@ -442,7 +442,7 @@ def _is_str(module: ModuleAnalysis, func: FunctionInfo | None, node: ast.AST,
         return None
     if isinstance(node, ast.JoinedStr):
         return True
-    reads = {id(n) for nodes in environment_reads(module).values() for n in nodes}
+    reads = module.derived(_read_ids)
     if id(node) in reads:
         return True if isinstance(node, ast.expr) and _read_is_str(node) else None
     if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and \
@@ -473,8 +473,7 @@ def _is_str(module: ModuleAnalysis, func: FunctionInfo | None, node: ast.AST,
         verdicts = {_is_str(module, func, v, depth + 1) for v in values}
         return False if False in verdicts else (None if None in verdicts else True)
     if isinstance(node, ast.Name) and func is not None:
-        stores = [n for n in module.nodes_of(func) if isinstance(n, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == node.id for t in n.targets)]
+        stores = _stores_of(module, func, node.id)
         if stores and all(id(n.value) in reads for n in stores):
             if all(_read_is_str(n.value) for n in stores) or \
                     _tested_not_none(module, node, node.id):
@@ -507,14 +506,25 @@ def _read_is_str(read: ast.expr) -> bool:
             and isinstance(k.value.value, str) for k in read.keywords)
 
 
+def _read_ids(module: ModuleAnalysis) -> frozenset[int]:
+    """The ids of the nodes that read the environment (:func:`environment_reads`), once per
+    analysis: :func:`_is_str` asks at every level of its recursion."""
+    return frozenset(id(n) for nodes in environment_reads(module).values() for n in nodes)
+
+
+def _stores_of(module: ModuleAnalysis, func: FunctionInfo, name: str) -> list[ast.Assign]:
+    """The assignments of ``func`` that bind ``name`` (as one of their targets)."""
+    return [n for n in module.nodes_of(func) if isinstance(n, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+
+
 def _bound_to_reads(module: ModuleAnalysis, func: FunctionInfo | None, name: str,
-                    reads: set[int]) -> bool:
+                    reads: frozenset[int]) -> bool:
     """Whether ``func`` binds ``name`` only to reads of the environment (``reads``: their
     nodes' ids), which give a string or ``None``."""
     if func is None:
         return False
-    stores = [n for n in module.nodes_of(func) if isinstance(n, ast.Assign) and any(
-        isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+    stores = _stores_of(module, func, name)
     return bool(stores) and all(id(n.value) in reads for n in stores)
 
 

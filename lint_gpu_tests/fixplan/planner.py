@@ -679,7 +679,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         limit = min(stop, next_site)
         cleanup = max((j for j in range(end + 1, limit) if block[j].lineno in remove),
                       default=limit)
-        for j in range(min(cleanup, limit) - 1, end, -1):
+        for j in range(cleanup - 1, end, -1):
             if self._reads_clock(block[j]):
                 end = j
                 break

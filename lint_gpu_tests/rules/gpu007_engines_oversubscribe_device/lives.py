@@ -357,9 +357,8 @@ class EngineLives:
                         # A factory that keeps none of its engines hands each to the
                         # caller, in whose name it lives as one the caller built.
                         end = self._bound_end(func, bound, statement) \
-                            if bound is not None and module.factory_fixtures.get(name) \
-                            is not None and fixture is not None and \
-                            module.factory_fixtures[name] == fixture.node.lineno \
+                            if bound is not None and fixture is not None and \
+                            module.factory_fixtures.get(name) == fixture.node.lineno \
                             else self._factory_end(func, node)
                         out += self._lives(func, node, end,
                                            share, defaulted,
