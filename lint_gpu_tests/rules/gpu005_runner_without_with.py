@@ -10,7 +10,7 @@ from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import FixInfo, FixKind
 from lint_gpu_tests.parsing.source import walk_breadth
-from lint_gpu_tests.parsing.syntax import last_name
+from lint_gpu_tests.parsing.syntax import last_name, parameter_names
 from lint_gpu_tests.rule import Example, Hit, Rule
 from lint_gpu_tests.rules._common import hit_at
 
@@ -137,16 +137,13 @@ def _entered_later(module: ModuleAnalysis, call: ast.Call) -> int | None:
                 if new:
                     aliases |= new
                     grown = True
-    entering = _entering_helpers(module)
+    entering = module.derived(_entering_helpers)
 
     def enters(node: ast.AST) -> bool:
-        if isinstance(node, (ast.With, ast.AsyncWith)):
-            return any(_root(i.context_expr) in aliases for i in node.items
-                       if not isinstance(i.context_expr, ast.Call))
+        if _enters_one_of(node, aliases):
+            return True
         if not isinstance(node, ast.Call):
             return False
-        if last_name(node.func) == "enter_context":
-            return any(_root(a) in aliases for a in node.args)
         if isinstance(node.func, ast.Attribute) and node.func.attr == "__enter__":
             return _root(node.func.value) in aliases
         if isinstance(node.func, ast.Name) and node.func.id in entering:
@@ -179,21 +176,23 @@ def _root(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def _enters_one_of(node: ast.AST, names: set[str]) -> bool:
+    """Whether ``node`` is a ``with`` or an ``enter_context(...)`` call entering what one
+    of ``names`` holds (the name itself, an item or an attribute of it)."""
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return any(_root(i.context_expr) in names for i in node.items
+                   if not isinstance(i.context_expr, ast.Call))
+    return isinstance(node, ast.Call) and last_name(node.func) == "enter_context" and \
+        any(_root(a) in names for a in node.args)
+
+
 def _entering_helpers(module: ModuleAnalysis) -> frozenset[str]:
     """The module-level functions that enter one of their parameters (``with r as m:``,
-    ``stack.enter_context(r)``)."""
+    ``stack.enter_context(r)``), once per analysis."""
     out: set[str] = set()
     for stmt in module.tree.body:
-        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        params = {a.arg for a in (*stmt.args.posonlyargs, *stmt.args.args,
-                                  *stmt.args.kwonlyargs)}
-        for node in walk_breadth(stmt):
-            if isinstance(node, (ast.With, ast.AsyncWith)) and any(
-                    _root(i.context_expr) in params for i in node.items
-                    if not isinstance(i.context_expr, ast.Call)) or \
-                    isinstance(node, ast.Call) and last_name(node.func) == "enter_context" \
-                    and any(_root(a) in params for a in node.args):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            params = parameter_names(stmt.args, variadic=False)
+            if any(_enters_one_of(node, params) for node in walk_breadth(stmt)):
                 out.add(stmt.name)
-                break
     return frozenset(out)
