@@ -8,11 +8,12 @@ in its own block; GPU003's one report for a try/finally; GPU008's shadowed ``os`
 
 from __future__ import annotations
 
+import ast
 import textwrap
 
 import pytest
 
-from lint_gpu_tests.analysis.analysis import is_test_module_path
+from lint_gpu_tests.analysis.analysis import FunctionKind, ModuleAnalysis, is_test_module_path
 from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config, ConfigError, config_from_table, is_test_module
 
@@ -285,3 +286,66 @@ def test_a_test_module_is_what_pytest_collects_by_default(path: str, expected: b
     process targets), GPU008's module level and ``prove`` read."""
     assert is_test_module(path) is expected
     assert is_test_module_path(path, Config()) is (expected or path.endswith("conftest.py"))
+
+
+# --------------------------------------------------------------------------- tests
+
+BASE_CLASS_TESTS = """\
+    import pytest
+
+
+    class _Base:
+        def test_inherited(self, make_runner):
+            with make_runner() as a, make_runner() as b:
+                assert a and b
+
+        def helper(self):
+            return 1
+
+
+    class _Mixin(_Base):
+        def test_mixed(self):
+            pass
+
+
+    def _shared_test(self, make_runner):
+        with make_runner() as a, make_runner() as b:
+            assert a and b
+
+
+    def _not_a_test(self, make_runner):
+        with make_runner() as a, make_runner() as b:
+            assert a and b
+
+
+    class TestOne(_Mixin):
+        test_shared = _shared_test
+        helper_alias = _not_a_test
+
+
+    class Unrelated:
+        def test_not_run(self, make_runner):
+            with make_runner() as a, make_runner() as b:
+                assert a and b
+
+
+    @pytest.fixture
+    def make_runner(vllm_runner):
+        def _make():
+            return vllm_runner("m")
+
+        return _make
+    """
+
+
+def test_tests_of_a_base_class_and_functions_a_test_class_binds() -> None:
+    """pytest runs the ``test*`` methods a ``Test*`` class inherits from the module's classes
+    (at any depth) and a module function the class binds to a ``test*`` name: those are
+    tests (GPU007 counts the engines of the factory fixture they request); a base class no
+    test class derives from, and a function bound to another name, are not."""
+    text = textwrap.dedent(BASE_CLASS_TESTS)
+    module = ModuleAnalysis.build(ast.parse(text), text, PATH, Config())
+    assert sorted(f.name for f in module.functions if f.kind is FunctionKind.TEST) == [
+        "_shared_test", "test_inherited", "test_mixed"]
+    assert [(row, code) for row, _, code in found(BASE_CLASS_TESTS)] == [
+        (6, "GPU007"), (19, "GPU007")]

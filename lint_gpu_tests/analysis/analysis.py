@@ -77,6 +77,10 @@ LEGACY_VLLM_CLEANUP = "cleanup"
 #: in the function's scope of references).
 NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
+#: Module-level xunit functions (pytest's and unittest's): pytest runs the one it finds in a
+#: test module's namespace, defined there or imported, around the module or each test.
+MODULE_XUNIT_FUNCTIONS = frozenset({"setup_module", "teardown_module", "setup_function",
+                                    "teardown_function", "setUpModule", "tearDownModule"})
 #: Prefix of the entry a conftest's fixture index holds when the conftest defines a fixture
 #: named like the runner fixture (``own-runner-fixture:vllm_runner``; not an identifier, so
 #: never an engine fixture's name).
@@ -93,6 +97,12 @@ ENV_READ = "env-read:"
 #: Prefix of the entries of a conftest's index naming its factory fixtures
 #: (``factory-fixture:make_llm``; :attr:`ModuleAnalysis.factory_fixtures`).
 FACTORY_FIXTURE = "factory-fixture:"
+#: Prefix of the entries of a conftest's index naming each fixture that hands out a factory
+#: whose calls each build an engine or a runner (:meth:`ModuleAnalysis.handed_out_factories`),
+#: with the ``gpu_memory_utilization`` its engine or runner call writes
+#: (``factory-share:make_runner|0.5``; ``default`` where it writes none, empty where not a
+#: literal): GPU007 counts each engine a test builds through it.
+FACTORY_SHARE = "factory-share:"
 #: The scope field of an engine helper's summary (:func:`engine_helpers`) when the rules look
 #: at its module.
 SCOPED = "t"
@@ -447,11 +457,15 @@ class ModuleAnalysis:
                 self.relative_imports.pop(name, None)
 
     def defines_pytest_items(self) -> bool:
-        """True when a top-level function of the module is a test or a fixture (pytest
-        collects it as a test module, or it serves fixtures: the rules look at it)."""
+        """True when a top-level function of the module is a test, a fixture or a
+        module-level xunit function (:data:`MODULE_XUNIT_FUNCTIONS`): pytest collects it
+        as a test module, or it serves fixtures or set-ups to the test modules that import
+        them (``from tests.utils import setup_function``: pytest runs the set-up it finds
+        in a test module's namespace around each of its tests); the rules look at it."""
         for stmt in self.tree.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if stmt.name.startswith("test") or fixture_decorator(stmt) is not None:
+                if stmt.name.startswith("test") or stmt.name in MODULE_XUNIT_FUNCTIONS or \
+                        fixture_decorator(stmt) is not None:
                     return True
         return False
 
@@ -939,6 +953,19 @@ class ModuleAnalysis:
                     return False
         return True
 
+    @property
+    def conftest_factory_shares(self) -> Mapping[str, str]:
+        """The conftests' fixtures that hand out a factory of engines or runners, by name,
+        with the share their engine or runner call writes (:data:`FACTORY_SHARE`)."""
+        return self._entries.factory_shares
+
+    def handed_out_factories(self) -> dict[str, ast.Call]:
+        """The fixtures of the module that hand out a nested function building an engine
+        or returning a runner (which its caller enters), by the name tests request them
+        by, with that function's engine or runner call: each call of the factory builds
+        one engine (computed once)."""
+        return self.derived(_handed_out_factories)
+
     def factory_fixture_called(self, node: ast.AST) -> str | None:
         """The name of the factory fixture (:attr:`factory_fixtures`) whose factory ``node``
         calls: ``make_llm(...)`` in a test or fixture that takes ``make_llm`` as a
@@ -955,6 +982,39 @@ class ModuleAnalysis:
                 f.owner_class is cls and f.fixture_name == node.func.id for f in self.functions):
             return None  # the class's own fixture of the name
         return node.func.id
+
+    @property
+    def test_classes(self) -> frozenset[str]:
+        """The classes of the module whose ``test*`` methods pytest runs: those named
+        ``Test*``, and the classes of the module they derive from (named by a plain name,
+        at any depth: ``class TestQwen(_DualBase)`` runs ``_DualBase``'s tests; computed
+        once)."""
+        if self._test_classes is None:
+            found = {c.name for c in self._classes if c.name.startswith("Test")}
+            bases = self.local_bases
+            todo = list(found)
+            while todo:
+                for base in bases.get(todo.pop(), ()):
+                    if base not in found:
+                        found.add(base)
+                        todo.append(base)
+            self._test_classes = frozenset(found)
+        return self._test_classes
+
+    @property
+    def test_aliases(self) -> frozenset[str]:
+        """The names a test class's body binds to a ``test*`` attribute
+        (``test_multi_image = _multi_image_test``): the module-level functions of those
+        names are tests of the class (computed once)."""
+        if self._test_aliases is None:
+            tests = self.test_classes
+            self._test_aliases = frozenset(
+                stmt.value.id for cls in self._classes if cls.name in tests
+                for stmt in cls.body if isinstance(stmt, ast.Assign)
+                and isinstance(stmt.value, ast.Name)
+                and any(isinstance(t, ast.Name) and t.id.startswith("test")
+                        for t in stmt.targets))
+        return self._test_aliases
 
     @property
     def local_bases(self) -> dict[str, tuple[str, ...]]:
@@ -1253,6 +1313,8 @@ class ModuleAnalysis:
     _method_factories: dict[str, dict[str, int]] | None = None
     _imported_methods: dict[str, dict[str, ImportedHelper]] | None = None
     _local_bases: dict[str, tuple[str, ...]] | None = None
+    _test_classes: frozenset[str] | None = None
+    _test_aliases: frozenset[str] | None = None
     _imported_method_names: frozenset[str] | None = None
     _factory_fixtures: dict[str, int] | None = None
     _cleanup_helpers: frozenset[str] | None = None
@@ -1275,6 +1337,8 @@ class EntriesView:
         fixtures: the engine fixtures' names (the entries that are identifiers).
         runner_classes: the runner classes (:data:`RUNNER_CLASS`).
         factory_fixtures: the factory fixtures (:data:`FACTORY_FIXTURE`).
+        factory_shares: name -> share, of the fixtures handing out a factory of engines or
+            runners (:data:`FACTORY_SHARE`).
         helpers: qualified name -> entry, of the engine helpers (:data:`ENGINE_HELPER`).
         under: a module's or a helper's qualified name, as an import binds it
             (``tests.utils``, ``tests``, ``tests.utils.setup_engine``) -> the helpers'
@@ -1286,6 +1350,7 @@ class EntriesView:
     helpers: dict[str, str]
     under: dict[str, tuple[str, ...]]
     factory_fixtures: frozenset[str] = frozenset()
+    factory_shares: Mapping[str, str] = field(default_factory=dict)
 
 
 _VIEWS: dict[frozenset[str], EntriesView] = {}
@@ -1311,7 +1376,9 @@ def _entries_view(entries: frozenset[str]) -> EntriesView:
         frozenset(n for n in entries if n.isidentifier()),
         frozenset(n[len(RUNNER_CLASS):] for n in entries if n.startswith(RUNNER_CLASS)),
         helpers, {k: tuple(v) for k, v in under.items()},
-        frozenset(n[len(FACTORY_FIXTURE):] for n in entries if n.startswith(FACTORY_FIXTURE)))
+        frozenset(n[len(FACTORY_FIXTURE):] for n in entries if n.startswith(FACTORY_FIXTURE)),
+        dict(n[len(FACTORY_SHARE):].split("|", 1) for n in entries
+             if n.startswith(FACTORY_SHARE) and "|" in n))
     if len(_VIEWS) >= MAX_VIEWS:
         _VIEWS.clear()
     _VIEWS[entries] = view
@@ -1688,8 +1755,9 @@ class _Walker(ast.NodeVisitor):
         direct_in_class = cls is not None and node in cls.body
         if deco is not None:
             kind = FunctionKind.FIXTURE
-        elif node.name.startswith("test") and (
-            not self.func_stack and (cls is None or cls.name.startswith("Test"))
+        elif not self.func_stack and (
+            node.name.startswith("test") and (cls is None or cls.name in module.test_classes)
+            or cls is None and node.name in module.test_aliases
         ):
             kind = FunctionKind.TEST
         elif direct_in_class:
@@ -2022,6 +2090,34 @@ def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
                     module.factory_fixtures.get(func.fixture_name) == func.node.lineno:
                 out.append(f"g|{func.name}|{func.node.lineno}|{requested}|{scope}")
     return tuple(out)
+
+
+def _handed_out_factories(module: ModuleAnalysis) -> dict[str, ast.Call]:
+    out: dict[str, ast.Call] = {}
+    built = [(site.function, site.call) for site in module.engines]
+    built += [(call.function, call.call) for call in module.runner_calls
+              if call.context == "returned"]
+    for inner, call in built:
+        if inner is None or inner.parent is None or \
+                inner.parent.kind is not FunctionKind.FIXTURE:
+            continue
+        fixture = inner.parent
+        if any(isinstance(n, (ast.Yield, ast.Return)) and isinstance(n.value, ast.Name)
+               and n.value.id == inner.name for n in module.nodes_of(fixture)):
+            out[fixture.fixture_name or fixture.name] = call
+    return out
+
+
+def written_share(module: ModuleAnalysis, call: ast.Call) -> str:
+    """The ``gpu_memory_utilization`` keyword ``call`` writes, as :data:`FACTORY_SHARE`
+    entries carry it: the value of a literal (or a module constant's), ``default`` where
+    the call writes none, empty where it is not a literal."""
+    for kw in call.keywords:
+        if kw.arg == "gpu_memory_utilization":
+            value = literal_value(kw.value, module_constants(module))
+            return repr(float(value)) if isinstance(value, (int, float)) and \
+                not isinstance(value, bool) else ""
+    return "default"
 
 
 def _helper_share(module: ModuleAnalysis, func: FunctionInfo) -> str:

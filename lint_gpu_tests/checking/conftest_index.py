@@ -411,10 +411,12 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
     from lint_gpu_tests.analysis.analysis import (
         ENV_READ,
         FACTORY_FIXTURE,
+        FACTORY_SHARE,
         OWN_RUNNER_FIXTURE,
         RUNNER_CLASS,
         ModuleAnalysis,
         environment_reads,
+        written_share,
     )
     from lint_gpu_tests.parsing.prefilter import engine_prefilter
     from lint_gpu_tests.parsing.source import parse_source
@@ -441,6 +443,8 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
                  if name not in config.runner_classes)
     names.update(FACTORY_FIXTURE + name for name, line in module.factory_fixtures.items()
                  if line)
+    names.update(f"{FACTORY_SHARE}{name}|{written_share(module, call)}"
+                 for name, call in module.handed_out_factories().items())
     patterns = config.environment_patterns
     names.update(ENV_READ + name for name in environment_reads(module)
                  if any(fnmatch.fnmatchcase(name, p) for p in patterns))
@@ -461,10 +465,10 @@ def _defined(entries: Iterable[str]) -> set[str]:
 def _unshadowed(entries: frozenset[str], shadowed: set[str]) -> frozenset[str]:
     """``entries`` without the fixtures (engine, factory or other) named in ``shadowed``:
     pytest hands a test the fixture defined nearest to it."""
-    from lint_gpu_tests.analysis.analysis import FACTORY_FIXTURE
+    from lint_gpu_tests.analysis.analysis import FACTORY_FIXTURE, FACTORY_SHARE
 
     return frozenset(n for n in entries if n.removeprefix(FACTORY_FIXTURE).removeprefix(
-        DEFINED_FIXTURE) not in shadowed)
+        DEFINED_FIXTURE).removeprefix(FACTORY_SHARE).split("|", 1)[0] not in shadowed)
 
 
 def pytest_plugins(tree: ast.Module) -> list[str]:

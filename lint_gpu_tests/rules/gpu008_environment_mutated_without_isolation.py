@@ -27,8 +27,10 @@ class EnvironmentMutatedWithoutIsolation(Rule):
     fix_kinds = (FixKind.USE_MONKEYPATCH_ENV,)
     triggers = (Trigger.ENVIRONMENT,)
     what_it_does = (
-        "Checks for tests, fixtures, xunit-style setup functions and module-level code of "
-        "test modules that change the configured environment variables by hand (by "
+        "Checks for tests, fixtures, xunit-style setup functions (a helper module's "
+        "`setup_function`, `setup_module` and their teardowns too: pytest runs the ones a "
+        "test module imports) and module-level code of test modules that change the "
+        "configured environment variables by hand (by "
         "default the families an engine, torch, Hugging Face or a collective library reads: "
         "`VLLM_*`, `CUDA_*`, `HF_*`, `TRANSFORMERS_*`, `TOKENIZERS_*`, `TORCH_*`, "
         "`PYTORCH_*`, `NCCL_*`, `OMP_*`, and the device visibility variables of every "
@@ -212,6 +214,21 @@ os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # error: GPU008
 
 def test_generate():
     assert True
+''',
+        ),
+        Example(
+            title="A set-up a helper module defines for the test modules that import it",
+            path="tests/utils.py",
+            source='''\
+import os
+
+
+def setup_function():
+    os.environ["CUDA_VISIBLE_DEVICES"] = "1"  # error: GPU008
+
+
+def teardown_function():
+    os.environ.pop("HF_HUB_OFFLINE", None)  # error: GPU008
 ''',
         ),
     )

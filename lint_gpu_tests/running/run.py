@@ -220,15 +220,16 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
     kept = filters if not config.per_file_ignores else None
     if kept is not None and (known := kept.get(key)) is not None:
         return known
-    from lint_gpu_tests.analysis.analysis import FACTORY_FIXTURE, RUNNER_CLASS
+    from lint_gpu_tests.analysis.analysis import FACTORY_FIXTURE, FACTORY_SHARE, RUNNER_CLASS
     from lint_gpu_tests.checking.checker import per_file_ignored_codes
     from lint_gpu_tests.ftypes import Trigger
     from lint_gpu_tests.parsing.prefilter import enabled_rule_codes, prefilter_for
     from lint_gpu_tests.rules import triggers_of
 
     triggers = triggers_of(enabled_rule_codes(config, per_file_ignored_codes(path, config)))
-    # An engine fixture, runner class or factory fixture of a conftest; the name of an
-    # engine helper of another module of the tree (``engine-helper:tests.utils.setup_engine|...``).
+    # An engine fixture, runner class or factory fixture (of engines or runners) of a
+    # conftest; the name of an engine helper of another module of the tree
+    # (``engine-helper:tests.utils.setup_engine|...``).
     fixtures: set[str] = set()
     helpers: set[str] = set()
     defines = False
@@ -238,8 +239,8 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
                 spelled, kind = n[len(ENGINE_HELPER):].split("|", 2)[:2]
                 if kind != "x":  # a cleanup helper matters only where an engine is owned
                     helpers.add(spelled.rpartition(".")[2])
-            elif (word := n.removeprefix(RUNNER_CLASS).removeprefix(
-                    FACTORY_FIXTURE)).isidentifier():
+            elif (word := n.removeprefix(RUNNER_CLASS).removeprefix(FACTORY_FIXTURE)
+                    .removeprefix(FACTORY_SHARE).split("|", 1)[0]).isidentifier():
                 fixtures.add(word)
         # A test module that another module imports a helper from leaves that helper out
         # of its own entries: its prefilter is not its directory's.

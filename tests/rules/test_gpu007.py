@@ -8,10 +8,12 @@ what it says."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
-from rule_testing import example_tests, rule_class
+from rule_testing import example_tests, own_rules, rule_class
 
+from lint_gpu_tests.api import check_paths
 from lint_gpu_tests.checking.checker import check_source
 from lint_gpu_tests.config import Config, ConfigError, config_from_table
 
@@ -573,3 +575,139 @@ def test_an_engine_built_in_the_return_or_yield_is_the_fixtures() -> None:
         """
     assert gpu007(source) == [(22, 34, "3 " + PREFIX + "fixture `returned`: 0.3, fixture "
                                "`yielded`: 0.3, fixture `freed_first`: 0.5; sum 1.1 > 1.0")]
+
+
+CONFTEST_FACTORIES = """\
+import pytest
+from vllm import LLM
+
+
+@pytest.fixture
+def make_llm():
+    def _make(**kwargs):
+        return LLM("m", **kwargs)
+
+    return _make
+
+
+@pytest.fixture
+def make_runner(vllm_runner):
+    def _make(eager, **kwargs):
+        return vllm_runner("m", enforce_eager=eager, **kwargs)
+
+    return _make
+
+
+@pytest.fixture
+def make_small(vllm_runner):
+    def _make():
+        return vllm_runner("m", gpu_memory_utilization=0.4)
+
+    return _make
+"""
+
+
+def test_factory_fixtures_of_a_conftest(tmp_path: Path) -> None:
+    """A conftest's fixture handing out a function that builds an engine or returns a
+    runner: each call in a test is one more engine, with the call's share, else the one the
+    factory's engine or runner call writes, else the default. An engine the factory keeps
+    none of lives in the caller's name; a runner for its with-statement. A fixture of the
+    module of the same name hides the conftest's."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "conftest.py").write_text(CONFTEST_FACTORIES)
+    test = tmp_path / "tests" / "test_x.py"
+    test.write_text(textwrap.dedent("""\
+        def test_engines(make_llm):
+            a = make_llm()
+            b = make_llm()
+            assert a is not b
+
+
+        def test_one_after_the_other(make_llm):
+            a = make_llm()
+            del a
+            b = make_llm(gpu_memory_utilization=0.5)
+            assert b
+
+
+        def test_runners(make_runner):
+            with make_runner(False) as a:
+                with make_runner(True, gpu_memory_utilization=0.3) as b:
+                    assert a and b
+
+
+        def test_small_ones_fit(make_small):
+            with make_small() as a, make_small() as b:
+                assert a and b
+
+
+        def test_small_ones_and_a_third(make_small, make_runner):
+            with make_small() as a, make_small() as b, make_runner(True) as c:
+                assert a and b and c
+        """))
+    found = check_paths([str(test)], own_rules(), cache=False).violations
+    assert [(v.location.row, v.location.column, v.message) for v in found
+            if v.code == "GPU007"] == [
+        (3, 9, "2 " + PREFIX + "`make_llm(...)` line 2: 0.92 (default), `make_llm(...)` "
+         "line 3: 0.92 (default); sum 1.84 > 1.0"),
+        (16, 14, "2 " + PREFIX + "`make_runner(...)` line 15: 0.92 (default), "
+         "`make_runner(...)` line 16: 0.3; sum 1.22 > 1.0"),
+        (26, 48, "3 " + PREFIX + "`make_small(...)` line 26: 0.4, `make_small(...)` line 26: "
+         "0.4, `make_runner(...)` line 26: 0.92 (default); sum 1.72 > 1.0")]
+    test.write_text(textwrap.dedent("""\
+        import pytest
+
+
+        @pytest.fixture
+        def make_llm():
+            return lambda: None
+
+
+        def test_engines(make_llm):
+            a = make_llm()
+            b = make_llm()
+            assert a is not b
+        """))
+    assert [v.code for v in check_paths([str(test)], own_rules(), cache=False).violations
+            if v.code == "GPU007"] == []
+
+
+def test_spread_keywords_whose_keys_are_known() -> None:
+    """``**kwargs`` hides the share unless every key it can hold is known and none is the
+    share: a dict display, a name bound only to displays and not changed in place, a call
+    of a module function returning only displays."""
+    source = """\
+        EXTRA = {"enforce_eager": True}
+
+
+        def _processor_kwargs(model):
+            if model == "a":
+                return {"mm_processor_kwargs": {"size": 1}}
+            return {}
+
+
+        def test_display(vllm_runner):
+            with vllm_runner("a", **{"seed": 1}) as a, vllm_runner("b", **EXTRA) as b:
+                assert a and b
+
+
+        def test_helper(vllm_runner, model):
+            kwargs = _processor_kwargs(model)
+            with vllm_runner("a", **kwargs) as a, vllm_runner("b", **kwargs) as b:
+                assert a and b
+
+
+        def test_changed_in_place(vllm_runner):
+            kwargs = {"seed": 1}
+            kwargs["gpu_memory_utilization"] = 0.3
+            with vllm_runner("a", **kwargs) as a, vllm_runner("b", **kwargs) as b:
+                assert a and b
+
+
+        def test_share_among_the_keys(vllm_runner, kwargs):
+            opts = {"gpu_memory_utilization": 0.3}
+            with vllm_runner("a", **opts) as a, vllm_runner("b", **kwargs) as b:
+                assert a and b
+        """
+    assert [(row, col) for row, col, _ in gpu007(source)] == [(11, 48), (17, 43)]

@@ -976,3 +976,26 @@ def test_a_saved_name_bound_to_something_else_is_not_what_was_read() -> None:
             os.environ["VLLM_C"] = saved
         """
     assert [found[0] for found in gpu008(source)] == [11]
+
+
+def test_xunit_functions_of_a_helper_module() -> None:
+    """A module that is not a test module is looked at when it defines a module-level xunit
+    function (a test module that imports it runs it around its tests): its set-up's leak
+    is reported, with no fix; a helper module with none is not looked at."""
+    source = """\
+        import os
+
+
+        def setup_module():
+            os.environ["VLLM_USE_V1"] = "1"
+
+
+        def prepare():
+            os.environ["VLLM_USE_V1"] = "0"
+        """
+    assert gpu008(source, path="tests/utils.py") == [
+        (5, 5, "none", "pytest passes no fixtures to `setup_module`: restore the variable "
+                       "in `teardown_module`, or set it with `monkeypatch` in an autouse "
+                       "fixture")]
+    plain = source.replace("def setup_module", "def set_up")
+    assert check_source(textwrap.dedent(plain).encode(), "tests/utils.py", Config()) == []

@@ -37,7 +37,9 @@ class EnginesOversubscribeDevice(Rule):
         "`runner.llm.shutdown()` inside its own block and `stack.close()` of the "
         "`ExitStack` it was entered in), engine fixtures the test "
         "requests together with engines it builds, engines built through a factory "
-        "fixture (the bundled `vllm_runner_factory` included), and engines it gets from a "
+        "fixture of the module or of a conftest (one that hands out a function building "
+        "an engine or returning a runner; the bundled `vllm_runner_factory` included), "
+        "and engines it gets from a "
         "helper of another module of the tree that builds and returns one (the call's "
         "share, else the one the helper writes, else the default). Each engine asks for its "
         "`gpu_memory_utilization` share of the device (`engine-memory-share`, vLLM's "
@@ -45,7 +47,13 @@ class EnginesOversubscribeDevice(Rule):
         "reports the engine that tips the sum over. "
         "Literal values and module constants are read; a share known only at run time "
         "(a variable, `**kwargs`, `kv_cache_memory_bytes`, a fixture from a conftest) "
-        "counts for nothing, so it is reported only when the known shares alone pass 1.0. "
+        "counts for nothing, so it is reported only when the known shares alone pass 1.0; "
+        "`**kwargs` whose keys are all known and leave the share out does not hide it (a "
+        "dict display, a name bound only to one and never changed in place, a call of a "
+        "module function returning only such displays). "
+        "Tests are those pytest runs: `test*` functions, and `test*` methods of `Test*` "
+        "classes and of the module's classes they derive from, and module functions a "
+        "test class binds to a `test*` name (`test_multi = _multi_image_test`). "
         "Engines in different branches of an `if` never count together. An engine built "
         "as the element of a comprehension counts once per element when the comprehension "
         "runs over a literal, a module constant or `range()` of literals with no `if` "
@@ -133,6 +141,25 @@ def setup_engine(model):
     return LLM(model, gpu_memory_utilization=0.6)
 ''')),
         ),
+        Example(
+            title="Runners from a conftest's factory fixture, entered together",
+            source='''\
+def test_compare(make_runner):
+    with make_runner(eager=False) as graph, make_runner(eager=True) as eager:  # error: GPU007
+        assert graph.generate_greedy(["a"], 4) == eager.generate_greedy(["a"], 4)
+''',
+            modules=(("tests/conftest.py", '''\
+import pytest
+
+
+@pytest.fixture
+def make_runner(vllm_runner):
+    def _make(eager, **kwargs):
+        return vllm_runner("facebook/opt-125m", enforce_eager=eager, **kwargs)
+
+    return _make
+'''),),
+        ),
     )
     VALID = (
         Example(
@@ -189,7 +216,7 @@ def test_unknown(vllm_runner, share, use_fp8):
 
     def check(self, module: ModuleAnalysis) -> Iterator[Hit]:
         if not (module.engines or module.runner_calls or RUNNER_FACTORY_FIXTURE in module.text
-                or module.imported_helpers):
+                or module.imported_helpers or module.conftest_factory_shares):
             return
         lives = EngineLives(module)
         for func in module.functions:

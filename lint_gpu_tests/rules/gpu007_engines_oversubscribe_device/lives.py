@@ -82,7 +82,7 @@ class EngineLives:
         self.cache: dict[int, list[EngineLife]] = {}
         self.fixtures = {f.fixture_name: f for f in module.functions
                          if f.fixture_name is not None}
-        self.factories = self._factory_fixtures()
+        self.factories = module.handed_out_factories()
 
     def of(self, func: FunctionInfo, depth: int = 0) -> list[EngineLife]:
         """Every engine ``func`` holds: built in it, entered in it, or requested."""
@@ -149,9 +149,68 @@ class EngineLives:
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     return float(value), False
                 return None, False
-        if any(kw.arg is None for kw in call.keywords):
-            return None, False
+        for kw in call.keywords:
+            if kw.arg is None:
+                keys = self._spread_keys(kw.value, call, 0)
+                if keys is None or SHARE_KEYWORD in keys or keys & BYTES_KEYWORDS:
+                    return None, False
         return None
+
+    def _spread_keys(self, value: ast.expr, at: ast.AST, depth: int
+                     ) -> frozenset[str] | None:
+        """The keys a ``**value`` spread into a call at ``at`` can hold, where every one is
+        known: a dict display with string keys, a name the function (or the module)
+        binds only to such values and never changes in place, or a call of a module-level
+        function whose every ``return`` is one (``**_processor_kwargs(model)``); else
+        ``None``."""
+        if depth > 4:
+            return None
+        if isinstance(value, ast.Dict):
+            keys = [k.value for k in value.keys
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+            return frozenset(keys) if len(keys) == len(value.keys) else None
+        module = self.module
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            helper = next((f for f in module.functions if f.name == value.func.id
+                           and f.parent is None and f.owner_class is None), None)
+            if helper is None or isinstance(helper.node, ast.AsyncFunctionDef) or any(
+                    isinstance(n, (ast.Yield, ast.YieldFrom)) for n in module.nodes_of(helper)):
+                return None
+            returns = [n.value for n in module.nodes_of(helper) if isinstance(n, ast.Return)]
+            return self._union([self._spread_keys(r, r, depth + 1) if r is not None
+                                else None for r in returns])
+        if not isinstance(value, ast.Name):
+            return None
+        scope = module.enclosing(at, (ast.FunctionDef, ast.AsyncFunctionDef))
+        if scope is not None and value.id in local_names(
+                module, next(f for f in module.functions if f.node is scope)):
+            nodes: list[ast.AST] = list(walk_breadth(scope))
+        else:
+            nodes = list(module.tree.body)
+            nodes += [n for s in module.tree.body for n in walk_breadth(s)
+                      if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                            ast.ClassDef))]
+        bound: list[ast.expr] = []
+        for node in nodes:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                    isinstance(node.targets[0], ast.Name) and node.targets[0].id == value.id:
+                bound.append(node.value)
+            elif isinstance(node, ast.Name) and node.id == value.id and \
+                    not isinstance(node.ctx, ast.Load) and \
+                    not isinstance(module.parent(node), ast.Assign):
+                return None  # bound otherwise (a loop, a with, an augmented assignment)
+            elif isinstance(node, (ast.Subscript, ast.Attribute)) and \
+                    isinstance(node.value, ast.Name) and node.value.id == value.id and \
+                    (not isinstance(node.ctx, ast.Load) or isinstance(node, ast.Attribute)):
+                return None  # changed in place (``kw["x"] = ...``, ``kw.update(...)``)
+        return self._union([self._spread_keys(b, b, depth + 1) for b in bound])
+
+    @staticmethod
+    def _union(found: list[frozenset[str] | None]) -> frozenset[str] | None:
+        """The union of ``found``; ``None`` when it is empty or any is unknown."""
+        if not found or any(keys is None for keys in found):
+            return None
+        return frozenset().union(*found)  # type: ignore[arg-type]
 
     def _life(self, func: FunctionInfo, node: ast.AST, end: Position, share: float | None,
               defaulted: bool, label: str) -> EngineLife:
@@ -346,19 +405,25 @@ class EngineLives:
         for name, arg in args.items():
             fixture = self.fixtures.get(name)
             inner = self.factories.get(name)
-            if inner is not None or (name == RUNNER_FACTORY_FIXTURE and fixture is None):
+            # A conftest's factory fixture: the share its engine or runner call writes.
+            written = module.conftest_factory_shares.get(name) if fixture is None else None
+            if inner is not None or written is not None or \
+                    (name == RUNNER_FACTORY_FIXTURE and fixture is None):
                 locals_ = local_names(module, func)
+                # A factory that keeps none of its engines hands each to the caller, in
+                # whose name it lives as one the caller built.
+                keeps_none = module.factory_fixtures.get(name) == (
+                    fixture.node.lineno if fixture is not None else 0)
                 for node in module.nodes_of(func):
                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
                             node.func.id == name:
-                        share, defaulted = self._factory_share(node, inner, locals_)
+                        share, defaulted = self._factory_share(node, inner, locals_) \
+                            if written is None else self._written_share(node, written,
+                                                                        locals_)
                         statement = module.statement_of(node)
                         bound = _bound(statement, node)
-                        # A factory that keeps none of its engines hands each to the
-                        # caller, in whose name it lives as one the caller built.
                         end = self._bound_end(func, bound, statement) \
-                            if bound is not None and fixture is not None and \
-                            module.factory_fixtures.get(name) == fixture.node.lineno \
+                            if bound is not None and keeps_none \
                             else self._factory_end(func, node)
                         out += self._lives(func, node, end,
                                            share, defaulted,
@@ -386,23 +451,6 @@ class EngineLives:
         return [life for life in self.of(fixture, depth + 1)
                 if life.start <= last and point <= life.end]
 
-    def _factory_fixtures(self) -> dict[str, ast.Call]:  # name -> the engine call inside
-        """Fixtures that hand out a nested function building an engine (or returning a
-        runner, which its caller enters), with that function's engine or runner call."""
-        out: dict[str, ast.Call] = {}
-        built = [(site.function, site.call) for site in self.module.engines]
-        built += [(call.function, call.call) for call in self.module.runner_calls
-                  if call.context == "returned"]
-        for inner, call in built:
-            if inner is None or inner.parent is None or \
-                    inner.parent.kind is not FunctionKind.FIXTURE:
-                continue
-            fixture = inner.parent
-            if any(isinstance(n, (ast.Yield, ast.Return)) and isinstance(n.value, ast.Name)
-                   and n.value.id == inner.name for n in self.module.nodes_of(fixture)):
-                out[fixture.fixture_name or fixture.name] = call
-        return out
-
     def _factory_end(self, func: FunctionInfo, call: ast.Call) -> Position:
         """A factory's engine lives until the test ends (the factory holds it), or to the
         end of the with-statement it is entered in, itself or through an ``ExitStack``'s
@@ -426,6 +474,20 @@ class EngineLives:
             return self._keyword_share(ast.Call(func=inner.func, args=[], keywords=explicit),
                                        frozenset()) or (None, False)
         return self.default, True
+
+    def _written_share(self, call: ast.Call, written: str, locals_: frozenset[str]
+                       ) -> tuple[float | None, bool]:
+        """The share of a call of a conftest's factory fixture: its own
+        ``gpu_memory_utilization`` keyword, else the one the factory's engine call writes
+        (``written``, as :data:`~lint_gpu_tests.analysis.analysis.FACTORY_SHARE` entries
+        carry it)."""
+        given = self._keyword_share(call, locals_)
+        if given is not None:
+            return given
+        if written == "default":
+            return self.default, True
+        return (float(written), False) if written else (None, False)
+
 
 def _bound(statement: ast.stmt, call: ast.Call) -> str | None:
     """``x`` for ``x = call`` (a single plain name), else ``None``."""
