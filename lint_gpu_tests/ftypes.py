@@ -298,6 +298,11 @@ PRIVATE_TEST_MODULE = "private-test-module:"
 #: :mod:`lint_gpu_tests.fixing.tree_units` plans the unit of the helper and its callers
 #: across the tree for the violations whose reason says it.
 IMPORTED_FACTORY = "a helper of another module that builds and returns it"
+#: What the reason of a fix withheld for an engine from the factory a conftest's fixture
+#: hands out says, in the conftest (GPU001) and in the tests and fixtures that call it:
+#: :mod:`lint_gpu_tests.fixing.tree_units` plans the unit of the fixture and its callers
+#: across the tree for them.
+CONFTEST_FACTORY = "with every call of it in the tree as one unit"
 
 #: Cleanup helpers from vLLM and its plugins, matched by their last name segment
 #: (vllm/distributed/parallel_state.py, tests/utils.py of vLLM): manual cleanup for GPU004,
@@ -314,7 +319,9 @@ CLEANUP_FUNCTIONS = frozenset(
 
 def withholds_for_imported_factory(violations: Iterable[Violation]) -> bool:
     """True when one of ``violations`` has its fix withheld for an engine from another
-    module's factory helper (its reason says :data:`IMPORTED_FACTORY`): the file seeds
+    module's factory helper (its reason says :data:`IMPORTED_FACTORY`) or from a conftest's
+    factory fixture (:data:`CONFTEST_FACTORY`): the file seeds
     :func:`lint_gpu_tests.fixing.tree_units.plan_tree_units`."""
     return any(v.fix is not None and v.fix.applicability is Applicability.NONE
-               and IMPORTED_FACTORY in v.fix.reason for v in violations)
+               and (IMPORTED_FACTORY in v.fix.reason or CONFTEST_FACTORY in v.fix.reason)
+               for v in violations)

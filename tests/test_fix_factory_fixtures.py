@@ -1,7 +1,8 @@
 """Factory fixtures of a test module and their callers as one fix unit
 (:mod:`lint_gpu_tests.fixplan.factory_fixtures`): safe in a run over a tree in which no file
 imports the module, the fixture's own ``ExitStack`` fix where a caller cannot be rewritten
-(the callers' cleanup then says why), nothing for a conftest's fixture.
+(the callers' cleanup then says why); a conftest's factory fixture and its callers in the
+modules pytest hands it to, as one unit over the tree (:mod:`lint_gpu_tests.fixing.tree_units`).
 
 The rewrite itself is the ``factory_fixture_unit`` fix fixture (byte for byte); the
 differential run of ``tests/e2e/suites/test_factory_fixture_unit.py`` is its proof on vLLM.
@@ -120,22 +121,181 @@ def test_a_test_modules_factory_fixture_and_its_callers_are_one_safe_unit(
     ]
 
 
-def test_a_conftests_factory_fixture_gets_no_unit(tmp_path: Path) -> None:
-    """A conftest's factory fixture serves modules the unit does not rewrite: its own
-    ``ExitStack`` fix stays, and the callers' cleanup has none."""
-    conftest = MODULE.split("@pytest.fixture\ndef make_twice", 1)[0]
-    tests = project(tmp_path, {
-        "conftest.py": conftest,
-        "test_caller.py": "import gc\n\n\ndef test_unit(make_llm):\n"
-                          "    llm = make_llm(seed=0)\n    assert llm\n    del llm\n"
-                          "    gc.collect()\n"})
-    assert reports(tests) == [
-        ("conftest.py", 10, "GPU001", "unsafe", "wrap-engine-in-runner", STACK),
-        ("test_caller.py", 7, "GPU004", "none", "",
-         KEPT.format(name="make_llm", where="a conftest.py")),
-        ("test_caller.py", 8, "GPU004", "none", "",
-         KEPT.format(name="make_llm", where="a conftest.py")),
+CONFTEST = '''\
+import pytest
+from vllm import LLM
+
+
+@pytest.fixture
+def make_llm():
+    def _make(**kw):
+        return LLM("m", **kw)
+    return _make
+
+
+@pytest.fixture
+def small_llm(make_llm):
+    return make_llm(max_num_seqs=2)
+'''
+
+CALLER = '''\
+import gc
+
+
+def test_unit(make_llm):
+    llm = make_llm(seed=0)
+    assert llm
+    del llm
+    gc.collect()
+
+
+def test_small(small_llm):
+    assert small_llm
+'''
+
+SUB_CALLER = '''\
+class TestSub:
+    def test_finally(self, make_llm):
+        llm = make_llm(seed=1)
+        try:
+            assert llm
+        finally:
+            llm.llm_engine.engine_core.shutdown()
+'''
+
+SHADOWING = '''\
+import pytest
+
+
+@pytest.fixture
+def make_llm():
+    return lambda **kw: None
+'''
+
+
+def conftest_project(tmp_path: Path, **more: str) -> Path:
+    """A tree whose ``tests/conftest.py`` hands out a factory fixture, called in
+    ``tests/test_caller.py`` and ``tests/sub/test_sub.py``; ``tests/other`` has a conftest
+    of its own defining a fixture of the name; ``more`` adds files (path under ``tests``)."""
+    tests = project(tmp_path, {"conftest.py": CONFTEST, "test_caller.py": CALLER})
+    for relative, text in {"sub/test_sub.py": SUB_CALLER, "other/conftest.py": SHADOWING,
+                           "other/test_other.py": CALLER, **more}.items():
+        (tests / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tests / relative).write_text(textwrap.dedent(text))
+    return tests
+
+
+def test_a_conftests_factory_fixture_and_its_callers_are_one_unit_over_the_tree(
+        tmp_path: Path) -> None:
+    """The factory a conftest's fixture hands out and every call of it in the modules pytest
+    hands that fixture to (the conftest's own fixture too) are one safe unit, written
+    together; a module under a conftest of its own defining a fixture of the name is not
+    one of them."""
+    tests = conftest_project(tmp_path)
+    unit = FixKind.FACTORY_CONTEXT_MANAGER.value
+    assert [r for r in reports(tests) if r[0] != "test_other.py"] == [
+        ("conftest.py", 8, "GPU001", "safe", unit, ""),
+        ("conftest.py", 14, "GPU002", "safe", "with-another-fix", ""),
+        ("test_sub.py", 4, "GPU003", "safe", "with-another-fix", ""),
+        ("test_caller.py", 7, "GPU004", "safe", "with-another-fix", ""),
+        ("test_caller.py", 8, "GPU004", "safe", "with-another-fix", ""),
     ]
+    assert [r[:4] for r in reports(tests) if r[0] == "test_other.py"] == []
+    result = check_paths([str(tests)], Config(), cache=False, fix=True)
+    assert [(Path(v.path).name, v.code) for v in result.violations] == []
+    assert (tests / "conftest.py").read_text() == textwrap.dedent('''\
+        import contextlib
+        import weakref
+
+        import pytest
+        from lint_gpu_tests.runtime import VllmRunner
+
+
+        @pytest.fixture
+        def make_llm():
+            @contextlib.contextmanager
+            def _make(**kw):
+                with VllmRunner("m", **kw) as runner:
+                    yield weakref.proxy(runner.llm)
+            return _make
+
+
+        @pytest.fixture
+        def small_llm(make_llm):
+            with make_llm(max_num_seqs=2) as runner:
+                yield runner
+        ''')
+    assert (tests / "test_caller.py").read_text() == textwrap.dedent('''\
+        def test_unit(make_llm):
+            with make_llm(seed=0) as llm:
+                assert llm
+
+
+        def test_small(small_llm):
+            assert small_llm
+        ''')
+    assert (tests / "sub" / "test_sub.py").read_text() == textwrap.dedent('''\
+        class TestSub:
+            def test_finally(self, make_llm):
+                with make_llm(seed=1) as llm:
+                    assert llm
+        ''')
+    assert (tests / "other" / "test_other.py").read_text() == CALLER
+
+
+def test_no_conftest_unit_where_a_module_may_get_the_fixture_otherwise(
+        tmp_path: Path) -> None:
+    """No unit where a module pytest hands the fixture to names it in a string, where a
+    module calling it is not checked by the run, or where a module outside the conftest's
+    directory that another module imports requests a fixture of the name (one that no
+    module imports is handed its own directory's): the callers' cleanup says why, and the
+    conftest keeps its own ``ExitStack`` fix, which ``--unsafe-fixes`` writes alone."""
+    named = "import pytest\n\n\n@pytest.mark.usefixtures(\"make_llm\")\ndef test_named():\n" \
+            "    pass\n"
+    why = ("in `tests/test_named.py`, the fixture `make_llm` is named in a string (line 4): a "
+           "test requesting it by name (`usefixtures`, `getfixturevalue`) is not followed")
+    none = ("the engine comes from `make_llm(...)`, the factory that the fixture `make_llm` "
+            "(`tests/conftest.py`) hands out and keeps no engine of, and its fix with every "
+            "call of it in the tree has none: ")
+    fallback = STACK + "; `_make()` is not made a context manager with every call of it in " \
+        "the tree: "
+    tests = conftest_project(tmp_path / "named", **{"test_named.py": named})
+    assert [r for r in reports(tests) if r[0] in ("conftest.py", "test_caller.py")] == [
+        ("conftest.py", 8, "GPU001", "unsafe", "wrap-engine-in-runner", fallback + why),
+        ("conftest.py", 14, "GPU002", "none", "", none + why),
+        ("test_caller.py", 7, "GPU004", "none", "", none + why),
+        ("test_caller.py", 8, "GPU004", "none", "", none + why),
+    ]
+    result = check_paths([str(tests)], Config(), cache=False, fix=True, unsafe_fixes=True)
+    assert "contextlib.ExitStack() as stack" in (tests / "conftest.py").read_text()
+    assert (tests / "test_caller.py").read_text() == CALLER
+    assert ("conftest.py", "GPU001") not in [(Path(v.path).name, v.code)
+                                             for v in result.violations]
+    alone = conftest_project(tmp_path / "alone")
+    result = check_paths([str(alone / "conftest.py")], Config(), cache=False)
+    assert [(v.code, v.fix.applicability.value, v.fix.reason) for v in result.violations
+            if v.fix is not None] == [
+        ("GPU001", "unsafe", fallback + "`make_llm` is also called in `tests/test_caller.py`, "
+         "a module this run does not check: the fixture and every call of it are fixed "
+         "together or not at all"),
+        ("GPU002", "none", none + "`make_llm` is also called in `tests/test_caller.py`, a "
+         "module this run does not check: the fixture and every call of it are fixed "
+         "together or not at all")]
+    outside = project(tmp_path / "outside", {
+        "test_outside.py": "class TestAsks:\n    def test_asks(self, make_llm):\n"
+                           "        assert make_llm\n"})
+    (outside / "inner").mkdir()
+    (outside / "inner" / "conftest.py").write_text(CONFTEST)
+    (outside / "inner" / "test_caller.py").write_text(CALLER)
+    assert [r[3] for r in reports(outside) if r[0] == "test_caller.py"] == ["safe", "safe"]
+    (outside / "inner" / "test_inherits.py").write_text(
+        "from tests.test_outside import TestAsks\n\n\nclass TestHere(TestAsks):\n    pass\n")
+    assert [r[2:] for r in reports(outside) if r[0] == "test_caller.py"][0] == (
+        "GPU004", "none", "", none.replace("tests/conftest.py", "tests/inner/conftest.py") +
+        "`test_asks()` in `tests/test_outside.py` (line 2), outside the conftest's directory, "
+        "takes a parameter `make_llm`: a module under it that inherits or imports that test "
+        "would be handed the fixture, and its calls there would get a context manager "
+        "instead of an engine")
 
 
 def test_a_module_a_file_of_the_tree_imports_gets_an_unsafe_unit_or_none(

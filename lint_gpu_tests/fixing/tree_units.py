@@ -1,6 +1,9 @@
 """Fix units across modules: a factory helper of one module of the tree (``tests/utils.py``:
 ``def setup_engine(...): return LLM(...)``) and every call of it in the tree's other modules,
-planned, reported and applied as one fix.
+planned, reported and applied as one fix; and a conftest's factory fixture (``make_llm``
+handing out ``def _make(**kw): return LLM(...)``) with every call of what it hands out in the
+modules pytest gives it to (:func:`_fixture_unit`; the per-file check withholds those fixes
+too, saying :data:`~lint_gpu_tests.ftypes.CONFTEST_FACTORY`).
 
 The per-file check withholds the fix of a violation about an engine from another module's
 factory helper (its reason says :data:`~lint_gpu_tests.ftypes.IMPORTED_FACTORY`).
@@ -47,7 +50,11 @@ from dataclasses import dataclass, field, replace
 
 from lint_gpu_tests.analysis.analysis import FunctionKind, ImportedHelper, ModuleAnalysis
 from lint_gpu_tests.checking.checker import check_module
-from lint_gpu_tests.checking.conftest_index import ConftestIndex, conftest_engine_fixtures
+from lint_gpu_tests.checking.conftest_index import (
+    ConftestIndex,
+    conftest_engine_fixtures,
+    conftest_files,
+)
 from lint_gpu_tests.checking.helper_index import tree_files, tree_root
 from lint_gpu_tests.config import Config
 from lint_gpu_tests.fixplan.factories import (
@@ -60,8 +67,22 @@ from lint_gpu_tests.fixplan.factories import (
     plan_factory_unit,
     tree_path,
 )
-from lint_gpu_tests.ftypes import IMPORTED_FACTORY, Applicability, FixInfo, Location, Violation
+from lint_gpu_tests.fixplan.factory_fixtures import (
+    call_sites,
+    conftest_fixture_of,
+    handed_out_factory,
+    self_use,
+)
+from lint_gpu_tests.ftypes import (
+    CONFTEST_FACTORY,
+    IMPORTED_FACTORY,
+    Applicability,
+    FixInfo,
+    Location,
+    Violation,
+)
 from lint_gpu_tests.parsing.source import parse_source, walk_breadth
+from lint_gpu_tests.rules.gpu001_engine_outside_runner import own_fix
 
 #: The kinds of helper summary (:data:`~lint_gpu_tests.analysis.analysis.ENGINE_HELPER`)
 #: that a unit across modules rewrites: a factory (``"f"``) and one returning the engine in
@@ -200,12 +221,20 @@ class TreeUnit:
     helper: ImportedHelper
     fix: FactoryPlan | FixInfo
     members: dict[str, Member]
+    fixture: bool = False
+    fallback: FixInfo | None = None
+    fallback_line: int = 0
 
     def marks(self, violation: Violation) -> bool:
-        """True when the per-file check withheld ``violation``'s fix for this helper."""
+        """True when the per-file check withheld ``violation``'s fix for this helper (for
+        this conftest's factory fixture)."""
         fix = violation.fix
-        return fix is not None and fix.applicability is Applicability.NONE and \
-            IMPORTED_FACTORY in fix.reason and f"defined in `{self.helper.module}`" in \
+        if fix is None or fix.applicability is not Applicability.NONE:
+            return False
+        if self.fixture:
+            return CONFTEST_FACTORY in fix.reason and \
+                f"fixture `{self.helper.name}`" in fix.reason
+        return IMPORTED_FACTORY in fix.reason and f"defined in `{self.helper.module}`" in \
             fix.reason and re.search(rf"`(?:[\w.]*\.)?{self.helper.name}\(\)`",
                                      fix.reason) is not None
 
@@ -218,7 +247,9 @@ class TreeUnit:
         (GPU002)."""
         plan = self.fix
         if not isinstance(plan, FactoryPlan):
-            return False
+            return self.fallback is not None and violation.code == "GPU001" and \
+                path == next(iter(self.members)) and \
+                violation.location.row == self.fallback_line
         row = violation.location.row
         if path == plan.path and violation.code == "GPU001" and row == plan.call_line:
             return True
@@ -235,6 +266,8 @@ class TreeUnit:
         """``violations`` of the member ``path`` with the unit's fix on each it removes, and
         the reason of the missing fix on each it leaves."""
         helper, plan = self.helper, self.fix
+        if self.fixture:
+            return [self._relabelled(path, v) for v in violations]
         out: list[Violation] = []
         for v in violations:
             fix = v.fix
@@ -263,6 +296,30 @@ class TreeUnit:
                 out.append(v)
         return out
 
+    def _relabelled(self, path: str, violation: Violation) -> Violation:
+        """:meth:`relabel` of one violation of a conftest's factory fixture unit."""
+        fix, plan, name = violation.fix, self.fix, self.helper.name
+        if not self.marks(violation) or fix is None:
+            return violation
+        home = path == next(iter(self.members))
+        if isinstance(plan, FactoryPlan):
+            if self.covered(path, violation):
+                return replace(violation, fix=plan.fix_info() if home and
+                               violation.code == "GPU001" else plan.covered_fix(fix.title))
+            return replace(violation, fix=FixInfo.none(fix.title, (
+                f"the engine comes from `{name}(...)`, the factory that the fixture `{name}` "
+                f"(`{self.helper.module}`) hands out, and its rewrite into a context manager "
+                "keeps this statement")))
+        if self.covered(path, violation):
+            assert self.fallback is not None
+            return replace(violation, fix=self.fallback)
+        if home and violation.code == "GPU001":
+            return replace(violation, fix=FixInfo.none(fix.title, plan.reason))
+        return replace(violation, fix=FixInfo.none(fix.title, (
+            f"the engine comes from `{name}(...)`, the factory that the fixture `{name}` "
+            f"(`{self.helper.module}`) hands out and keeps no engine of, and its fix with "
+            f"every call of it in the tree has none: {plan.reason}")))
+
     def _own_engine(self, violation: Violation) -> bool:
         """True when ``violation`` (a GPU001 of the helper's module) is the helper's engine."""
         home = next(iter(self.members.values())).analysis
@@ -274,8 +331,8 @@ class TreeUnit:
         """Whether ``--fix`` applies the unit: safe (or unsafe with ``unsafe``), and the fix
         of a violation the run reports (a selected one: a module calling two helpers seeds
         both units, though its selected violations may all be about one)."""
-        fix = self.fix
-        return isinstance(fix, FactoryPlan) and (
+        fix = self.fix if isinstance(self.fix, FactoryPlan) else self.fallback
+        return fix is not None and (
             fix.applicability is Applicability.SAFE or
             unsafe and fix.applicability is Applicability.UNSAFE) and any(
             self.covered(path, v) for path, member in self.members.items()
@@ -338,6 +395,7 @@ def plan_tree_units(seeds: Iterable[str], checked: dict[str, str], read: Reader,
         return analyses[absolute]
 
     helpers: dict[tuple[str, str, str], ImportedHelper] = {}
+    fixtures: dict[tuple[str, str], str] = {}  # (conftest, fixture) -> the tree's root
     for seed in seeds:
         absolute = os.path.abspath(seed)
         found = member(absolute)
@@ -346,8 +404,183 @@ def plan_tree_units(seeds: Iterable[str], checked: dict[str, str], read: Reader,
         root = tree_root(os.path.dirname(absolute))
         for helper in found.called():
             helpers.setdefault((root, helper.module, helper.name), helper)
+        if any(v.fix is not None and CONFTEST_FACTORY in v.fix.reason
+               for v in found.violations):
+            analysed = member(absolute, True)
+            for name in _conftest_fixtures_called(analysed) if analysed is not None else ():
+                home = _fixture_home(absolute, name, member)
+                if home is not None:
+                    fixtures.setdefault((home, name), root)
     return [_unit(root, helper, member, read_once, files_of(root))
-            for (root, _, _), helper in sorted(helpers.items())]
+            for (root, _, _), helper in sorted(helpers.items())] + \
+        [_fixture_unit(root, home, name, member, read_once, files_of(root))
+         for (home, name), root in sorted(fixtures.items())]
+
+
+def _conftest_fixtures_called(member: Member) -> set[str]:
+    """The factory fixtures of conftests whose factories ``member`` calls (or, for a
+    conftest, hands out: :func:`~lint_gpu_tests.fixplan.factory_fixtures.conftest_fixture_of`)."""
+    module = member.analysis
+    assert module is not None
+    out = {name for name, line in module.factory_fixtures.items()
+           if not line and name not in module.imported_factory_fixtures}
+    out.update(name for site in module.engines
+               if (name := conftest_fixture_of(module, site)) is not None)
+    return out
+
+
+def _fixture_home(absolute: str, name: str, member: MemberOf) -> str | None:
+    """The conftest (an absolute path) that defines the fixture ``name`` the module at
+    ``absolute`` is handed (the nearest one defining a fixture of that name: the module
+    itself, for a conftest), when that fixture hands out a factory of engines; else
+    ``None``."""
+    own = [absolute] if os.path.basename(absolute) == "conftest.py" else []
+    for conftest in own + conftest_files(absolute):
+        found = member(conftest, True)
+        module = found.analysis if found is not None else None
+        fixture = next((f for f in module.functions if f.fixture_name == name and
+                        f.parent is None and f.owner_class is None), None) \
+            if module is not None else None
+        if fixture is not None:
+            assert module is not None
+            return conftest if module.factory_fixtures.get(name) == fixture.node.lineno \
+                else None
+    return None
+
+
+def _defines_fixture(member: Member | None, name: str) -> bool:
+    """True when ``member``'s module defines a fixture requested as ``name`` at its top
+    level."""
+    module = member.analysis if member is not None else None
+    return module is not None and any(f.fixture_name == name and f.parent is None and
+                                      f.owner_class is None for f in module.functions)
+
+
+def _fixture_unit(root: str, conftest: str, name: str, member: MemberOf, read: Reader,
+                  files: list[str]) -> TreeUnit:
+    """The unit of the factory fixture ``name`` of the conftest at ``conftest`` (absolute)
+    in the tree at ``root`` whose ``.py`` files are ``files``: the factory the fixture
+    hands out and every call of it in the tests and fixtures under the conftest's
+    directory that pytest hands that fixture (no nearer conftest, nor the module, defines
+    one of the name). No fix, the reason naming the module and line, where a module that
+    may be handed the fixture uses it other than by calls (a string request, a helper's
+    parameter, a value handed on), where such a module is not checked by the run, or where
+    a module outside the conftest's directory that a file of the tree imports (or that is
+    not known to be private to the tree) requests a fixture of the name (one of its tests
+    may be inherited or imported under it); the conftest's own fix of the factory's
+    engine (:func:`~lint_gpu_tests.rules.gpu001_engine_outside_runner.own_fix`) is then the
+    unit's fallback."""
+    shown = tree_path(conftest, root)
+    helper = ImportedHelper(f"conftest-fixture:{shown}:{name}", "g", name, 0, "", shown)
+    home = member(conftest, True)
+    if home is None or home.analysis is None:
+        return TreeUnit(helper, FixInfo.none(f"Make `{name}` hand out a context manager",
+                                             f"`{shown}` cannot be read or parsed"), {},
+                        fixture=True)
+    module = home.analysis
+    fixture = next((f for f in module.functions if f.fixture_name == name and
+                    f.parent is None and f.owner_class is None), None)
+    factory = handed_out_factory(module, fixture) if fixture is not None else None
+    sites = [s for s in module.engines if factory is not None and s.function is factory]
+    if fixture is None or factory is None or len(sites) != 1 or \
+            conftest_fixture_of(module, sites[0]) != name:
+        return TreeUnit(helper, FixInfo.none(f"Make `{name}` hand out a context manager",
+                                             f"`{name}` hands out no factory of one engine"),
+                        {}, fixture=True)
+    site = sites[0]
+    helper = replace(helper, line=fixture.node.lineno)
+    title = factory_title(module, factory.name, across=True)
+    members = {home.path: home}
+    fallback = own_fix(module, site)
+    problem = self_use(module, fixture, factory, name)
+    groups: list[Callable[[], CallerGroup]] = []
+    own_calls = call_sites(module, fixture, name)
+    if isinstance(own_calls, str):
+        problem = problem or f"in `{shown}`, {own_calls}"
+    elif own_calls:
+        groups.append(_fixture_planner(home, name, own_calls))
+    directory = os.path.join(os.path.dirname(conftest), "")
+    needle = name.encode()
+    tests_imported = False
+    for absolute in files:
+        if absolute == conftest or needle not in (source := read(absolute) or b""):
+            continue
+        other = member(absolute, True)
+        if other is None or other.analysis is None:
+            continue
+        theirs = other.analysis
+        where = f"`{tree_path(other.path, root)}`"
+        if not absolute.startswith(directory):
+            # Pytest hands it a fixture of its own directory: only a test another module
+            # imports or inherits may be run under the conftest, where no file imports it.
+            asks = next((f for f in theirs.functions if name in f.params), None) \
+                if not theirs.private_to_tree else None
+            if asks is not None:
+                problem = problem or (
+                    f"`{asks.name}()` in {where} (line {asks.node.lineno}), outside the "
+                    f"conftest's directory, takes a parameter `{name}`: a module under it that "
+                    "inherits or imports that test would be handed the fixture, and its calls "
+                    "there would get a context manager instead of an engine")
+            continue
+        if any(_defines_fixture(member(c, True), name)
+               for c in _between(absolute, conftest)):
+            continue  # a nearer conftest's fixture of the name is the one its tests get
+        own = [f for f in theirs.functions if f.fixture_name == name]
+        if own and all(f.parent is None and f.owner_class is None and name not in f.params
+                       for f in own):
+            continue  # the module's own fixture of the name
+        if other.checked:
+            members[other.path] = other
+        if own:
+            problem = problem or (
+                f"{where} defines a fixture `{name}` (line {own[0].node.lineno}) in a class "
+                "or over the conftest's: which one a test gets is not followed")
+            continue
+        calls = call_sites(theirs, None, name)
+        if isinstance(calls, str):
+            problem = problem or f"in {where}, {calls}"
+        elif calls and not other.checked:
+            problem = problem or (
+                f"`{name}` is also called in {where}, a module this run does not check: the "
+                "fixture and every call of it are fixed together or not at all")
+        elif calls:
+            groups.append(_fixture_planner(other, name, calls))
+            tests_imported = tests_imported or IMPORTS_TESTS.search(source) is not None
+
+    def unit(fix: FactoryPlan | FixInfo) -> TreeUnit:
+        alone = fallback
+        if isinstance(fix, FixInfo) and alone is not None and \
+                alone.applicability is not Applicability.NONE:
+            alone = replace(alone, reason="; ".join(r for r in (alone.reason, (
+                f"`{factory.name}()` is not made a context manager with every call of it in "
+                f"the tree: {fix.reason}")) if r))
+        return TreeUnit(helper, fix, members, True, alone, site.call.lineno)
+
+    if problem is not None:
+        return unit(FixInfo.none(title, problem))
+    if not groups:
+        return unit(FixInfo.none(title, f"no test or fixture calls what `{name}` hands out"))
+    return unit(plan_factory_unit(module, factory, site, (group() for group in groups),
+                                  tree=root, tests_imported=tests_imported, fixture=name))
+
+
+def _between(absolute: str, conftest: str) -> list[str]:
+    """The conftests pytest loads for the module at ``absolute`` that are nearer to it than
+    ``conftest`` (innermost first)."""
+    out: list[str] = []
+    for found in conftest_files(absolute):
+        if found == conftest:
+            break
+        out.append(found)
+    return out
+
+
+def _fixture_planner(member: Member, name: str, calls: list[ast.Call]
+                     ) -> Callable[[], CallerGroup]:
+    """Plans the calls ``calls`` of the factory fixture ``name`` in ``member`` when called."""
+    assert member.analysis is not None
+    analysis = member.analysis
+    return lambda: caller_group(analysis, name, calls)
 
 
 def _analyse(absolute: str, checked: dict[str, str], read: Reader,
@@ -502,12 +735,17 @@ def unit_sources(unit: TreeUnit) -> dict[str, bytes] | str:
     from lint_gpu_tests.codemods.driver import apply_fixes  # imports libcst
 
     plan = unit.fix
-    assert isinstance(plan, FactoryPlan)
+    # A conftest's factory fixture whose unit has no fix: the fixture's own fix, alone.
+    carried = plan.fix_info() if isinstance(plan, FactoryPlan) else unit.fallback
+    assert carried is not None
+    members = unit.members if isinstance(plan, FactoryPlan) else \
+        dict(list(unit.members.items())[:1])
     out: dict[str, bytes] = {}
-    for path, member in unit.members.items():
+    for path, member in members.items():
         assert member.analysis is not None, "a unit is rewritten from its modules' analyses"
-        carrier = Violation("GPU001", "engine-outside-runner", "", path, Location(1, 1),
-                            Location(1, 1), plan.fix_info())
+        carrier = Violation("GPU001", "engine-outside-runner", "", path,
+                            Location(unit.fallback_line or 1, 1),
+                            Location(unit.fallback_line or 1, 1), carried)
         try:
             applied = apply_fixes(member.source, path, member.config, [carrier],
                                   member.analysis)

@@ -568,6 +568,7 @@ def plan_factory_unit(module: ModuleAnalysis, func: FunctionInfo, site: EngineSi
         callers.extend(found)
     if fixture is not None:
         spellings.add(fixture)
+    if fixture is not None and tree is None:
         if module.imported_by_tree:
             return FixInfo.none(title, (
                 "another module of the tree imports this one (or one of its engine "

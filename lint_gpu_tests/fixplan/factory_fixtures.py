@@ -31,9 +31,11 @@ Decisions (README, "Fix safety"):
 * The engine lives from the call to its last use, as one the test builds itself (GPU001),
   and is torn down where the hand cleanup ran or earlier; the fixture kept none of them, so
   nothing else held it.
-* Only a fixture of a test module: pytest hands it to that module's tests alone. A conftest's
-  (or a plugin module's) fixture serves modules the fix does not rewrite here: no unit, and
-  the fixture's own fix (an ``ExitStack`` kept by the fixture) stays. A module that another
+* Here only a fixture of a test module: pytest hands it to that module's tests alone. A
+  conftest's fixture serves other modules: its unit is planned over the tree
+  (:mod:`lint_gpu_tests.fixing.tree_units`, from :func:`conftest_fixture_of`), the
+  fixture's own fix (an ``ExitStack`` kept by the fixture) its fallback; a plugin module's
+  keeps that fix. A module that another
   module of the tree imports whole, or one of whose engine helpers it imports, has no unit
   either; one checked without its tree, or from which a file of the tree imports something
   else, gets an unsafe one (the reason says a module importing the fixture would get a
@@ -51,6 +53,7 @@ Decisions (README, "Fix safety"):
 from __future__ import annotations
 
 import ast
+import os
 
 from lint_gpu_tests.analysis.analysis import (
     EngineSite,
@@ -95,14 +98,15 @@ def _fixture_units(module: ModuleAnalysis) -> dict[str, FactoryPlan | FixInfo]:
     for name, line in module.factory_fixtures.items():
         fixture = next((f for f in module.functions if f.fixture_name == name
                         and f.node.lineno == line and f.parent is None), None)
-        factory = _handed_out_factory(module, fixture) if fixture is not None else None
+        factory = handed_out_factory(module, fixture) if fixture is not None else None
         if fixture is None or factory is None:
             continue
         sites = [s for s in module.engines if s.function is factory]
         if len(sites) != 1:
             continue
         calls = _unit_problem(module, fixture, factory, name) or \
-            _call_sites(module, fixture, name)
+            call_sites(module, fixture, name) or \
+            f"no test or fixture of the module calls what the fixture `{name}` hands out"
         if isinstance(calls, str):
             out[name] = FixInfo.none(factory_title(module, factory.name, across=True), calls)
             continue
@@ -111,7 +115,7 @@ def _fixture_units(module: ModuleAnalysis) -> dict[str, FactoryPlan | FixInfo]:
     return out
 
 
-def _handed_out_factory(module: ModuleAnalysis, fixture: FunctionInfo) -> FunctionInfo | None:
+def handed_out_factory(module: ModuleAnalysis, fixture: FunctionInfo) -> FunctionInfo | None:
     """The function defined directly in ``fixture``'s body that it returns or yields."""
     handed = [n.value for n in module.nodes_of(fixture)
               if isinstance(n, (ast.Return, ast.Yield)) and isinstance(n.value, ast.Name)]
@@ -122,11 +126,29 @@ def _handed_out_factory(module: ModuleAnalysis, fixture: FunctionInfo) -> Functi
                  and any(s is f.node for s in fixture.node.body)), None)
 
 
-def _unit_problem(module: ModuleAnalysis, fixture: FunctionInfo, factory: FunctionInfo,
-                  name: str) -> str | None:
-    """Why the callers of the fixture ``name`` may not all be this module's own tests and
-    fixtures, or why the fixture itself uses its ``factory`` other than by handing it out;
-    else ``None``."""
+def conftest_fixture_of(module: ModuleAnalysis, site: EngineSite) -> str | None:
+    """The name of the fixture of ``module``, a ``conftest.py``, that hands out the factory
+    building the engine at ``site`` (its one engine) and keeps none of its engines: the
+    fixture and every call of its value in the tree are fixed as one unit
+    (:mod:`lint_gpu_tests.fixing.tree_units`); else ``None``."""
+    func = site.function
+    if os.path.basename(module.path) != "conftest.py" or func is None or \
+            func.parent is None or func.parent.fixture_name is None:
+        return None
+    fixture = func.parent
+    name = fixture.fixture_name
+    if name is None or fixture.parent is not None or fixture.owner_class is not None or \
+            module.factory_fixtures.get(name) != fixture.node.lineno or \
+            handed_out_factory(module, fixture) is not func or \
+            sum(1 for s in module.engines if s.function is func) != 1:
+        return None
+    return name
+
+
+def self_use(module: ModuleAnalysis, fixture: FunctionInfo, factory: FunctionInfo,
+             name: str) -> str | None:
+    """Why the fixture ``name`` uses its ``factory`` other than by handing it out (which
+    would get a context manager instead of an engine), else ``None``."""
     handed = [n for n in module.nodes_of(fixture)
               if isinstance(n, (ast.Return, ast.Yield)) and isinstance(n.value, ast.Name)]
     for node in walk_breadth(fixture.node):
@@ -134,6 +156,17 @@ def _unit_problem(module: ModuleAnalysis, fixture: FunctionInfo, factory: Functi
                 not any(h.value is node for h in handed):
             return (f"the fixture `{name}` uses `{factory.name}()` itself (line "
                     f"{node.lineno}), which would get a context manager instead of an engine")
+    return None
+
+
+def _unit_problem(module: ModuleAnalysis, fixture: FunctionInfo, factory: FunctionInfo,
+                  name: str) -> str | None:
+    """Why the callers of the fixture ``name`` may not all be this module's own tests and
+    fixtures, or why the fixture itself uses its ``factory`` other than by handing it out;
+    else ``None``."""
+    problem = self_use(module, fixture, factory, name)
+    if problem is not None:
+        return problem
     for func in module.functions:
         if func.fixture_name == name and func is not fixture:
             return (f"`{func.name}()` (line {func.node.lineno}) is a fixture of the same name, "
@@ -154,11 +187,13 @@ def _unit_problem(module: ModuleAnalysis, fixture: FunctionInfo, factory: Functi
     return None
 
 
-def _call_sites(module: ModuleAnalysis, fixture: FunctionInfo, name: str
-                ) -> list[ast.Call] | str:
-    """Every call of the value of the fixture ``name`` in the tests and fixtures of
-    ``module`` that request it, or why not every use is such a call."""
-    own = {id(n) for d in fixture.node.decorator_list for n in walk_breadth(d)}
+def call_sites(module: ModuleAnalysis, fixture: FunctionInfo | None, name: str
+               ) -> list[ast.Call] | str:
+    """Every call of the value of the fixture ``name`` (``fixture``, where ``module``
+    defines it) in the tests and fixtures of ``module`` that request it (none, where none
+    does), or why not every use is such a call."""
+    own = {id(n) for d in fixture.node.decorator_list for n in walk_breadth(d)} \
+        if fixture is not None else set()
     for node in walk_breadth(module.tree):
         if isinstance(node, ast.Constant) and node.value == name and id(node) not in own:
             return (f"the fixture `{name}` is named in a string (line {node.lineno}): a "
@@ -183,6 +218,4 @@ def _call_sites(module: ModuleAnalysis, fixture: FunctionInfo, name: str
                         f"it (line {node.lineno}): what receives it would get a context "
                         "manager factory")
             calls.append(parent)
-    if not calls:
-        return f"no test or fixture of the module calls what the fixture `{name}` hands out"
     return calls

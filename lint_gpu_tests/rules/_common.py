@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 
 from lint_gpu_tests.analysis.analysis import FunctionInfo, ImportedHelper, ModuleAnalysis
 from lint_gpu_tests.fixplan.factories import FactoryPlan, factory_units
@@ -11,7 +12,7 @@ from lint_gpu_tests.fixplan.isolate import ISOLATE_CALL, IsolatePlan, strategy_p
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.xunit import XunitPlan
-from lint_gpu_tests.ftypes import IMPORTED_FACTORY, FixInfo
+from lint_gpu_tests.ftypes import CONFTEST_FACTORY, IMPORTED_FACTORY, FixInfo
 from lint_gpu_tests.parsing.syntax import dotted_name, names_in
 from lint_gpu_tests.rule import Hit
 
@@ -123,6 +124,12 @@ def factory_fix(module: ModuleAnalysis, func: FunctionInfo, line: int, title: st
                     f"the engine comes from `{fixture}(...)`, the factory that the fixture "
                     f"`{fixture}` ({where}) hands out, and its rewrite into a context manager "
                     "keeps this statement"))
+            if imported is None and (not line_of or os.path.basename(module.path) ==
+                                     "conftest.py"):
+                return None, FixInfo.none(title, (
+                    f"the engine comes from `{fixture}(...)`, the factory that the fixture "
+                    f"`{fixture}` ({where}) hands out and keeps no engine of: a fix of the "
+                    f"fixture {CONFTEST_FACTORY} removes this statement"))
             why = "" if not isinstance(unit, FixInfo) else (
                 "; the factory and its calls are not made a context manager and with-blocks: "
                 + unit.reason)

@@ -5,14 +5,19 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from lint_gpu_tests.analysis.analysis import NESTED_SCOPES, ModuleAnalysis, is_isolated
+from lint_gpu_tests.analysis.analysis import (
+    NESTED_SCOPES,
+    EngineSite,
+    ModuleAnalysis,
+    is_isolated,
+)
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_class_of
 from lint_gpu_tests.fixplan.factories import FactoryPlan, factory_title, factory_unit_of
-from lint_gpu_tests.fixplan.factory_fixtures import fixture_unit_of
+from lint_gpu_tests.fixplan.factory_fixtures import conftest_fixture_of, fixture_unit_of
 from lint_gpu_tests.fixplan.isolate import strategy_plan
 from lint_gpu_tests.fixplan.plan import WrapPlan
 from lint_gpu_tests.fixplan.xunit import XunitPlan, xunit_plan_of
-from lint_gpu_tests.ftypes import FixInfo, FixKind
+from lint_gpu_tests.ftypes import CONFTEST_FACTORY, FixInfo, FixKind
 from lint_gpu_tests.parsing.source import walk_nodes
 from lint_gpu_tests.parsing.syntax import dotted_name, is_main_guard, is_raises_with, last_name
 from lint_gpu_tests.rule import Example, Hit, Rule
@@ -210,7 +215,15 @@ class EngineOutsideRunner(Rule):
         "factory becomes a context manager over the runner class and each call "
         "(`llm = make_llm(...)`) a `with` block, the callers' cleanup removed; safe in a run "
         "over a tree in which no file imports the module, else unsafe; where a call cannot "
-        "be rewritten the fixture keeps the `ExitStack` fix.\n\n"
+        "be rewritten the fixture keeps the `ExitStack` fix. A `conftest.py`'s such fixture "
+        "is fixed with every call of it in the tree as one unit (a run's `--fix` or "
+        "`--diff` rewrites the conftest and the modules it serves together): the calls in "
+        "the tests and fixtures under the conftest's directory that pytest hands that "
+        "fixture (no nearer conftest, nor the module, defines one of the name); no unit, "
+        "and the `ExitStack` fix, where such a module uses the fixture other than by calls "
+        "(a string request, a value handed on), is not checked by the run, or where a "
+        "module outside the directory that a file of the tree imports requests a fixture "
+        "of the name.\n\n"
         "A factory helper (a module-level function that builds an engine and returns it: "
         "`return LLM(...)`, or `llm = LLM(...)`, uses of its attributes, `return llm`) is "
         "fixed together with every call of it in the module, as one fix reported on the "
@@ -916,20 +929,14 @@ def test_tester():
                 site.statement, ast.Expr
             ):
                 continue
-            plan = strategy_plan(module, site)
-            fix = plan.fix_info() if isinstance(plan, WrapPlan) else plan
-            owner = owner_class_of(module, site)  # a helper class owning it (fixplan.classes)
-            if owner is not None:
-                fix = owner.plan.fix_info() if isinstance(owner.plan, ClassPlan) else owner.plan
-            unit = factory_unit_of(module, site)  # a factory helper and its callers
-            if unit is not None:
-                fix = unit.fix_info() if isinstance(unit, FactoryPlan) else unit
-            handed = fixture_unit_of(module, site)  # a factory fixture's and its callers
-            if handed is not None:
-                fix = handed.fix_info()
-            xunit = xunit_plan_of(module, site)  # an xunit set-up's, closed by its teardown
-            if xunit is not None:
-                fix = xunit.fix_info() if isinstance(xunit, XunitPlan) else xunit
+            fix = own_fix(module, site)
+            fixture = conftest_fixture_of(module, site)  # a conftest's factory fixture's
+            if fixture is not None:
+                factory = site.function.name if site.function is not None else ""
+                fix = FixInfo.none(self.fix_title if fix is None else fix.title, (
+                    f"`{factory}()`, the factory that the fixture `{fixture}` hands out and "
+                    f"keeps no engine of, is fixed {CONFTEST_FACTORY} (the fixture's tests "
+                    "call it in other modules)"))
             engine = dotted_name(site.call.func) or "LLM"
             yield hit_at(site.call, self.message.format(engine=engine, runner=runner), fix)
         if module.imported_helpers:
@@ -962,6 +969,30 @@ def test_tester():
                     if helper.kind in ("f", "t") else self.fix_title
                 fix = FixInfo.none(title, imported_helper_reason(helper, spelled))
                 yield hit_at(node, self.message.format(engine=spelled, runner=runner), fix)
+
+
+def own_fix(module: ModuleAnalysis, site: EngineSite) -> FixInfo | None:
+    """The fix of GPU001 at ``site`` planned on ``module`` alone: the with-block (or the
+    isolation, or the group's ``ExitStack``), else the unit it belongs to in the module (a
+    helper class owning it, a factory helper or factory fixture with its callers, an xunit
+    set-up closed by its teardown). A conftest's factory fixture's engine gets it only
+    where the fixture's unit across the tree has no fix
+    (:mod:`lint_gpu_tests.fixing.tree_units`)."""
+    plan = strategy_plan(module, site)
+    fix = plan.fix_info() if isinstance(plan, WrapPlan) else plan
+    owner = owner_class_of(module, site)  # a helper class owning it (fixplan.classes)
+    if owner is not None:
+        fix = owner.plan.fix_info() if isinstance(owner.plan, ClassPlan) else owner.plan
+    unit = factory_unit_of(module, site)  # a factory helper and its callers
+    if unit is not None:
+        fix = unit.fix_info() if isinstance(unit, FactoryPlan) else unit
+    handed = fixture_unit_of(module, site)  # a factory fixture's and its callers
+    if handed is not None:
+        fix = handed.fix_info()
+    xunit = xunit_plan_of(module, site)  # an xunit set-up's, closed by its teardown
+    if xunit is not None:
+        fix = xunit.fix_info() if isinstance(xunit, XunitPlan) else xunit
+    return fix
 
 
 def _under_main_guard(module: ModuleAnalysis, node: ast.AST) -> bool:

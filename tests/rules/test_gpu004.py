@@ -1380,13 +1380,10 @@ def test_an_engine_from_a_factory_fixture_belongs_to_the_test_that_calls_it(
     _make(**kw): return LLM(...)``, ``return _make``), in the module or in a conftest: the
     test that calls the factory owns the engine, so its ``del``/``gc.collect()`` is GPU004:
     removed by the unit of a test module's fixture and its callers
-    (:mod:`lint_gpu_tests.fixplan.factory_fixtures`), without a fix for a conftest's (the
-    reason names the fixture). A factory that registers its engines (a finalizer, a list the
+    (:mod:`lint_gpu_tests.fixplan.factory_fixtures`), and by the unit of a conftest's and
+    its callers over the tree (:mod:`lint_gpu_tests.fixing.tree_units`). A factory that
+    registers its engines (a finalizer, a list the
     fixture tears down) keeps them: nothing is reported there."""
-    why = ("the engine comes from `{name}(...)`, the factory that the fixture `{name}` "
-           "({where}) hands out and keeps no engine of: no fix removes this statement (the "
-           "fixture's own fix, GPU001, makes the fixture keep every engine its factory "
-           "builds, and leaves this statement acting on a proxy)")
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
     tests = tmp_path / "tests"
     tests.mkdir()
@@ -1452,8 +1449,7 @@ def test_an_engine_from_a_factory_fixture_belongs_to_the_test_that_calls_it(
             for v in result.violations if v.code == "GPU004"] == [
         ("test_factories.py", 28, "GPU004", "safe", ""),
         ("test_factories.py", 29, "GPU004", "safe", ""),
-        ("test_factories.py", 35, "GPU004", "none",
-         why.format(name="llm_factory", where="a conftest.py")),
+        ("test_factories.py", 35, "GPU004", "safe", ""),
     ]
 
 
