@@ -12,7 +12,7 @@ after its parent when it ends in ``tests``). The tool runs through the library
 ``cd ROOT && gpu-test-lint check .`` anchors them) and checks only: what a violation's
 :class:`~lint_gpu_tests.ftypes.FixInfo` says is what ``--show-fixes`` and the JSON output
 say. A violation whose rule offers no fix at all (``fix`` is ``None``) counts as "no fix"
-with the reason ``(the rule has no fix)``.
+with the reason ``(the rule has no fix)``; the shares are given again without them.
 
 Reasons are grouped after normalising them (:func:`normalise`): every backquoted span
 becomes ```…``` and every number ``N``, so that the names and lines a reason quotes do not
@@ -54,6 +54,8 @@ class Coverage:
         violations: how many violations were reported.
         fixed: how many have a fix, safe or unsafe.
         safe: how many have a safe fix.
+        fixless: how many are of a rule that offers no fix at all (GPU007: the
+            specification gives it none).
         reasons: (kind, rule code, normalised reason) -> count, kind ``"none"`` or
             ``"unsafe"``.
         wordings: normalised reason -> the reasons as written -> count.
@@ -62,6 +64,7 @@ class Coverage:
     violations: int = 0
     fixed: int = 0
     safe: int = 0
+    fixless: int = 0
     reasons: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     wordings: dict[str, Counter[str]] = field(default_factory=dict)
 
@@ -76,6 +79,8 @@ class Coverage:
             return
         if applicability is Applicability.UNSAFE:
             self.fixed += 1
+        if fix is None:
+            self.fixless += 1
         reason = fix.reason if fix is not None and fix.reason else NO_FIX_AT_ALL
         group = normalise(reason)
         self.reasons[(applicability.value, violation.code, group)] += 1
@@ -86,6 +91,7 @@ class Coverage:
         self.violations += other.violations
         self.fixed += other.fixed
         self.safe += other.safe
+        self.fixless += other.fixless
         self.reasons.update(other.reasons)
         for group, wordings in other.wordings.items():
             self.wordings.setdefault(group, Counter()).update(wordings)
@@ -182,7 +188,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = table([*suites.items(), ("total", total)])
     out += ["", f"goals: a fix for >= {GOAL_FIX:.0%} ({share(total.fixed, total.violations)} "
                 f"now), a safe fix for >= {GOAL_SAFE:.0%} "
-                f"({share(total.safe, total.violations)} now)", ""]
+                f"({share(total.safe, total.violations)} now)",
+            f"of the {total.violations - total.fixless} violations of rules that offer a "
+            f"fix: {share(total.fixed, total.violations - total.fixless)} with a fix, "
+            f"{share(total.safe, total.violations - total.fixless)} safe", ""]
     out += reason_lines(names, suites, total)
     sys.stdout.write("\n".join(out) + "\n")
     return 0
