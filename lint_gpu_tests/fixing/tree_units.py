@@ -48,7 +48,12 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
-from lint_gpu_tests.analysis.analysis import FunctionKind, ImportedHelper, ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import (
+    FunctionInfo,
+    FunctionKind,
+    ImportedHelper,
+    ModuleAnalysis,
+)
 from lint_gpu_tests.checking.checker import check_module
 from lint_gpu_tests.checking.conftest_index import (
     ConftestIndex,
@@ -210,12 +215,18 @@ def caller_record(module: ModuleAnalysis, source: bytes) -> CallerRecord | None:
 
 @dataclass
 class TreeUnit:
-    """A factory helper of the tree and every call of it: one fix, or none with the reason.
+    """A factory helper of the tree (or a conftest's factory fixture) and every call of it:
+    one fix, or none with the reason.
 
     Attributes:
-        helper: the helper as the callers import it.
+        helper: the helper as the callers import it (for a fixture: kind ``"g"``, its name
+            and the conftest's path from the tree's root).
         fix: the unit's plan, or the missing fix with its reason.
-        members: the unit's modules by path, the helper's first.
+        members: the unit's modules by path, the helper's (the conftest's) first.
+        fixture: the unit is a conftest's factory fixture's (:func:`_fixture_unit`).
+        fallback: for a fixture's unit, the conftest's own fix of the factory's engine
+            (GPU001 at ``fallback_line``), applied alone where the unit has no fix.
+        fallback_line: the line of that engine.
     """
 
     helper: ImportedHelper
@@ -438,9 +449,7 @@ def _fixture_home(absolute: str, name: str, member: MemberOf) -> str | None:
     for conftest in own + conftest_files(absolute):
         found = member(conftest, True)
         module = found.analysis if found is not None else None
-        fixture = next((f for f in module.functions if f.fixture_name == name and
-                        f.parent is None and f.owner_class is None), None) \
-            if module is not None else None
+        fixture = _top_fixture(module, name)
         if fixture is not None:
             assert module is not None
             return conftest if module.factory_fixtures.get(name) == fixture.node.lineno \
@@ -448,12 +457,10 @@ def _fixture_home(absolute: str, name: str, member: MemberOf) -> str | None:
     return None
 
 
-def _defines_fixture(member: Member | None, name: str) -> bool:
-    """True when ``member``'s module defines a fixture requested as ``name`` at its top
-    level."""
-    module = member.analysis if member is not None else None
-    return module is not None and any(f.fixture_name == name and f.parent is None and
-                                      f.owner_class is None for f in module.functions)
+def _top_fixture(module: ModuleAnalysis | None, name: str) -> FunctionInfo | None:
+    """The fixture ``module`` defines at its top level that tests request as ``name``."""
+    return next((f for f in module.functions if f.fixture_name == name and f.parent is None
+                 and f.owner_class is None), None) if module is not None else None
 
 
 def _fixture_unit(root: str, conftest: str, name: str, member: MemberOf, read: Reader,
@@ -478,8 +485,7 @@ def _fixture_unit(root: str, conftest: str, name: str, member: MemberOf, read: R
                                              f"`{shown}` cannot be read or parsed"), {},
                         fixture=True)
     module = home.analysis
-    fixture = next((f for f in module.functions if f.fixture_name == name and
-                    f.parent is None and f.owner_class is None), None)
+    fixture = _top_fixture(module, name)
     factory = handed_out_factory(module, fixture) if fixture is not None else None
     sites = [s for s in module.engines if factory is not None and s.function is factory]
     if fixture is None or factory is None or len(sites) != 1 or \
@@ -522,7 +528,7 @@ def _fixture_unit(root: str, conftest: str, name: str, member: MemberOf, read: R
                     "inherits or imports that test would be handed the fixture, and its calls "
                     "there would get a context manager instead of an engine")
             continue
-        if any(_defines_fixture(member(c, True), name)
+        if any(_top_fixture(found.analysis if (found := member(c, True)) else None, name)
                for c in _between(absolute, conftest)):
             continue  # a nearer conftest's fixture of the name is the one its tests get
         own = [f for f in theirs.functions if f.fixture_name == name]

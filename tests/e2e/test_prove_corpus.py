@@ -58,8 +58,9 @@ def test_prove_on_the_corpus_then_apply(tmp_path: Path, tiny_model: str, unsafe:
                 for m in result.modules}
     assert {m: v for m, v in verdicts.items() if not v[0].proven} == {}
     changed = [m for m in modules if (fixed / m).read_bytes() != (CORPUS / m).read_bytes()]
-    # a helper module the fix rewrote with its callers (a fix unit across modules) is
-    # written too; its callers are the modules proven for it, and no other module imports it
+    # a helper module or a conftest the fix rewrote with its callers (a fix unit across
+    # modules) is written too; its callers are the modules proven for it, and no other
+    # module imports it
     helpers = [h for h in _helper_modules(fixed)
                if (fixed / h).read_bytes() != (CORPUS / h).read_bytes()]
     assert sorted(verdicts) == sorted(changed)
@@ -89,9 +90,10 @@ def test_prove_on_the_corpus_then_apply(tmp_path: Path, tiny_model: str, unsafe:
 
 
 def _helper_modules(tree: Path) -> list[str]:
-    """The corpus copy's Python files other than test modules and conftests, ``/``-separated."""
+    """The corpus copy's Python files other than test modules (helper modules and
+    conftests), ``/``-separated."""
     return sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*.py")
-                  if not p.name.startswith("test_") and p.name != "conftest.py")
+                  if not p.name.startswith("test_"))
 
 
 def _verdict(result: ProveResult) -> list[object]:
