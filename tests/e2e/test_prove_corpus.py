@@ -3,11 +3,14 @@
 writes exactly what ``check --fix`` writes.
 
 ``prove`` here keys its sessions as the differential runs do (this harness's digest, the
-pinned environment, no pytest arguments) and keeps them in ``tests/e2e/recordings/``: after
-``test_differential.py`` has run (it runs first, and records what had no recording) every
-session is taken from a recording, and this costs no engine time; run alone, it runs the
-sessions it finds no recording for, one at a time. ``GPU_TEST_LINT_E2E_MODULES`` limits it as
-it limits the differential runs.
+pinned environment, no pytest arguments) and reads them from a copy of
+``tests/e2e/recordings/``: after ``test_differential.py`` has run (it runs first, and records
+what had no recording) every session of the unsharded run is taken from a recording, and
+this costs no engine time; run alone, it runs the sessions it finds no recording for, one at
+a time. What it records is left in its temporary folder, never in the checkout, where a key
+the differential runs do not make would be an orphan (``make test`` fails on one, and may be
+running beside it). ``GPU_TEST_LINT_E2E_MODULES`` limits it as it limits the differential
+runs.
 
 The unsharded run is then proven again as two shards (``--shard 1/2`` and ``2/2``, one after
 the other, so no more engines are alive than in the unsharded run), and their JSON reports
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -44,8 +48,10 @@ def test_prove_on_the_corpus_then_apply(tmp_path: Path, tiny_model: str, unsafe:
     copy_corpus(tree)
     copy_corpus(fixed)
     apply_fix(fixed, unsafe=unsafe)
+    recordings = tmp_path / "recordings"
+    shutil.copytree(RECORDINGS, recordings)
     options = ProveOptions(unsafe_fixes=unsafe, apply=True, texts="exact", strict_leaks=True,
-                           recordings=str(RECORDINGS), harness=harness_digest(),
+                           recordings=str(recordings), harness=harness_digest(),
                            environment=environment_id(), python_path=(str(E2E_DIR),))
     lines: list[str] = []
     start = time.monotonic()
