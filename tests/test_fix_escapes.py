@@ -57,6 +57,27 @@ def test_cleanup_with_arguments_the_runner_does_not_pass_makes_the_fix_unsafe() 
                   "arguments")
 
 
+@pytest.mark.parametrize(("handler", "expected"), [
+    ("                if 'no device' not in str(e):\n                    raise\n",
+     ("unsafe", "`cleanup_dist_env_and_memory()` fails into the `except` of line 18, which "
+                "may raise; the runner's teardown reports a failing step as a warning, so "
+                "what that handler raises no longer fails the test")),
+    ("                pass\n", ("safe", "")),
+    ("                print('cleanup failed', e)\n", ("safe", "")),
+], ids=["re-raising", "passing", "printing"])
+def test_cleanup_whose_failure_a_handler_judges_makes_the_fix_unsafe(
+        handler: str, expected: tuple[str, str]) -> None:
+    """A cleanup in a ``try`` whose ``except`` re-raises what it does not expect: the runner
+    only warns when its cleanup fails, so those errors no longer fail the test; one whose
+    handler swallows every failure (passes, or prints it) stays safe."""
+    body = ("from vllm.distributed import cleanup_dist_env_and_memory\n\n\n"
+            "def test_guarded():\n    llm = LLM('m')\n    try:\n"
+            "        assert llm.generate(['hi'])\n    finally:\n        del llm\n"
+            "        try:\n            cleanup_dist_env_and_memory()\n"
+            "        except RuntimeError as e:\n" + handler)
+    assert gpu001(body) == expected
+
+
 def test_plain_use_and_plain_cleanup_stay_safe() -> None:
     body = ("from vllm.distributed import cleanup_dist_env_and_memory\n\n\n"
             "def test_plain():\n    llm = LLM('m')\n    assert llm.generate(['hi'])\n"

@@ -39,6 +39,7 @@ CASES: dict[str, list[tuple[str, int, str]]] = {
     "engine_in_a_self_referencing_container": [],
     "helper_class_methods_without_blank_lines": [],
     "clock_read_after_the_last_use": [],
+    "clock_read_after_a_finally_shutdown": [],
 }
 
 

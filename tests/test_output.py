@@ -230,6 +230,15 @@ def test_statistics_and_show_fixes() -> None:
         "- tests/test_a.py:",
         "    2 × GPU091 (fake-safe)",
     ]
+    # a file a fix across modules rewrote with no violation of its own fixed there
+    assert output.show_fixes_lines([make()], [("setup_engine", ("tests/utils.py",
+                                                                 "tests/test_a.py"))]) == [
+        "Fixed 1 violation:",
+        "- tests/test_a.py:",
+        "    1 × GPU091 (fake-safe)",
+        "- tests/utils.py:",
+        "    rewritten with every call of `setup_engine`",
+    ]
 
 
 def test_full_help_says_why_a_fix_is_unsafe_or_missing() -> None:

@@ -677,8 +677,14 @@ class Planner(CleanupRecognizer, SafetyChecks):
         # timed what ran before it with the engine alive: the range grows over it, so the
         # runner's teardown stays out of the time measured (``took = time.time() - start``).
         limit = min(stop, next_site)
-        cleanup = max((j for j in range(end + 1, limit) if block[j].lineno in remove),
-                      default=limit)
+        marks = [j for j in range(index + 1, limit) if block[j].lineno in remove | unwrap]
+        if unwrap_parent is not None:
+            # The ``try`` around the construction, unwrapped into ``block``: its ``finally``
+            # ran right after the last statement of its body.
+            marks += [j + 1 for j, s in enumerate(block)
+                      if isinstance(held := module.parent(s), ast.Try)
+                      and held.lineno == unwrap_parent and any(b is s for b in held.body)][-1:]
+        cleanup = max(marks, default=limit)
         for j in range(cleanup - 1, end, -1):
             if self._reads_clock(block[j]):
                 end = j

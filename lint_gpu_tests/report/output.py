@@ -638,8 +638,12 @@ def statistics_json(violations: Sequence[Violation], unsafe_fixes: bool) -> str:
     return json.dumps(rows, indent=2) + "\n"
 
 
-def show_fixes_lines(fixed: Sequence[Violation]) -> list[str]:
-    """``--show-fixes``: the fixed violations per file, as ruff prints them."""
+def show_fixes_lines(fixed: Sequence[Violation],
+                     units: Sequence[tuple[str, Sequence[str]]] = ()) -> list[str]:
+    """``--show-fixes``: the fixed violations per file, as ruff prints them; and each file a
+    fix across modules rewrote without a violation of its own fixed there (``units``:
+    ``(helper or fixture name, the paths it rewrote)``; a helper module the rules do not
+    look at)."""
     if not fixed:
         return []
     by_file: dict[str, Counter[tuple[str, str]]] = {}
@@ -652,4 +656,8 @@ def show_fixes_lines(fixed: Sequence[Violation]) -> list[str]:
         width = max(len(str(n)) for n in counter.values())
         for (code, name), count in sorted(counter.items()):
             lines.append(f"    {count:>{width}} × {code} ({name})")
+    for helper, paths in units:
+        for path in paths:
+            if path not in by_file:
+                lines += [f"- {path}:", f"    rewritten with every call of `{helper}`"]
     return lines

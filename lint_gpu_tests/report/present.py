@@ -300,7 +300,7 @@ def _present_report(result: RunResult, remaining: list[Violation], left_out: int
     if not fmt.is_text:
         return
     if options.show_fixes and options.stdin is None:
-        lines = show_fixes_lines(result.fixed)
+        lines = show_fixes_lines(result.fixed, [(u.helper, u.paths) for u in result.units])
         if lines:
             out.write(("\n" if remaining else "") + "\n".join(lines) + "\n", err)
     if not options.quiet:

@@ -711,3 +711,40 @@ def test_spread_keywords_whose_keys_are_known() -> None:
                 assert a and b
         """
     assert [(row, col) for row, col, _ in gpu007(source)] == [(11, 48), (17, 43)]
+
+
+def test_fixtures_requested_through_usefixtures() -> None:
+    """A fixture named in ``@pytest.mark.usefixtures(...)`` on the test or its class is alive
+    throughout the test, as one it takes as a parameter."""
+    source = """\
+        import pytest
+        from vllm import LLM
+
+
+        @pytest.fixture
+        def big():
+            engine = LLM("m", gpu_memory_utilization=0.9)
+            yield engine
+
+
+        @pytest.mark.usefixtures("big")
+        def test_marked(vllm_runner):
+            with vllm_runner("m", gpu_memory_utilization=0.3) as runner:
+                assert runner
+
+
+        @pytest.mark.usefixtures("big", "other")
+        class TestMarked:
+            def test_method(self, vllm_runner):
+                with vllm_runner("m", gpu_memory_utilization=0.3) as runner:
+                    assert runner
+
+            def test_small(self, vllm_runner):
+                with vllm_runner("m", gpu_memory_utilization=0.1) as runner:
+                    assert runner
+        """
+    assert gpu007(source) == [
+        (13, 10, "2 " + PREFIX + "fixture `big`: 0.9, `vllm_runner(...)` line 13: 0.3; "
+         "sum 1.2 > 1.0"),
+        (20, 14, "2 " + PREFIX + "fixture `big`: 0.9, `vllm_runner(...)` line 20: 0.3; "
+         "sum 1.2 > 1.0")]

@@ -422,21 +422,33 @@ class EngineLives:
                                                                         locals_)
                         statement = module.statement_of(node)
                         bound = _bound(statement, node)
-                        end = self._bound_end(func, bound, statement) \
+                        until = self._bound_end(func, bound, statement) \
                             if bound is not None and keeps_none \
                             else self._factory_end(func, node)
-                        out += self._lives(func, node, end,
+                        out += self._lives(func, node, until,
                                            share, defaulted,
                                            f"`{name}(...)` line {node.lineno}", locals_)
                 continue
-            if name not in module.engine_fixtures:
-                continue
-            held = self._held_at_handout(fixture, depth) if fixture is not None else []
-            if not held:
-                held = [EngineLife(arg, start, end, None, False, f"fixture `{name}`")]
-            out += [EngineLife(arg, start, end, life.share, life.defaulted,
-                               f"fixture `{name}`") for life in held]
+            out += self._fixture_lives(name, arg, start, end, depth)
+        # ``@pytest.mark.usefixtures("llm")`` on the function or its class: alive throughout.
+        for constant in _used_fixtures(module, func):
+            if str(constant.value) not in args:
+                out += self._fixture_lives(str(constant.value), constant, start, end, depth)
         return out
+
+    def _fixture_lives(self, name: str, node: ast.AST, start: Position, end: Position,
+                       depth: int) -> list[EngineLife]:
+        """The engines of the engine fixture ``name`` a function requests (at ``node``), alive
+        from ``start`` to ``end``: those its definition in the module holds where it hands
+        out its value, else one of a share known only at run time."""
+        if name not in self.module.engine_fixtures:
+            return []
+        fixture = self.fixtures.get(name)
+        held = self._held_at_handout(fixture, depth) if fixture is not None else []
+        if not held:
+            held = [EngineLife(node, start, end, None, False, f"fixture `{name}`")]
+        return [EngineLife(node, start, end, life.share, life.defaulted, f"fixture `{name}`")
+                for life in held]
 
     def _held_at_handout(self, fixture: FunctionInfo, depth: int) -> list[EngineLife]:
         """The fixture's engines alive where it yields or returns its value (also one
@@ -487,6 +499,17 @@ class EngineLives:
         if written == "default":
             return self.default, True
         return (float(written), False) if written else (None, False)
+
+
+def _used_fixtures(module: ModuleAnalysis, func: FunctionInfo) -> list[ast.Constant]:
+    """The fixture names (string constants) of the ``pytest.mark.usefixtures(...)``
+    decorators of ``func`` and of the class it is a method of."""
+    decorators = list(func.node.decorator_list)
+    if func.owner_class is not None:
+        decorators += func.owner_class.decorator_list
+    return [arg for deco in decorators if isinstance(deco, ast.Call)
+            and module.qualified(deco.func) == "pytest.mark.usefixtures"
+            for arg in deco.args if isinstance(arg, ast.Constant) and isinstance(arg.value, str)]
 
 
 def _bound(statement: ast.stmt, call: ast.Call) -> str | None:
