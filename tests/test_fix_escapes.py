@@ -121,6 +121,31 @@ def test_a_project_runner_fixture_makes_the_bundled_fix_unsafe(
     assert _gpu001_fixes(tmp_path) == [("safe", wrap)]
 
 
+def test_a_project_runner_taking_the_model_under_another_name(tmp_path: Path) -> None:
+    """The project's own runner fixture hands out a class whose ``__init__`` takes the model
+    first as ``model_name``: a call giving the model by keyword (or in a ``**mapping``) has
+    no fix, the runner's call would raise ``TypeError``; one giving it positionally keeps
+    the unsafe fix."""
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "conftest.py").write_text(OWN_RUNNER)
+    (tests / "test_a.py").write_text(
+        'from vllm import LLM\n\n\ndef test_keyword():\n    llm = LLM(model="m")\n'
+        '    assert llm.generate(["hi"])\n\n\ndef test_mapping():\n'
+        '    kwargs = dict(model="m")\n    llm = LLM(**kwargs)\n'
+        '    assert llm.generate(["hi"])\n\n\ndef test_positional():\n'
+        '    llm = LLM("m")\n    assert llm.generate(["hi"])\n')
+    result = CliRunner().invoke(cli.cli, ["check", "--output-format", "json", str(tmp_path)],
+                                catch_exceptions=False)
+    blocked = ("the project's own `vllm_runner` fixture (in a conftest.py) hands out a runner "
+               "whose `__init__` takes the model as `model_name`, and this call gives no "
+               "positional argument: the runner's call would raise `TypeError`")
+    assert [(v["location"]["row"], v["fix"]["applicability"] if v["fix"] else "none",
+             (v.get("no_fix_reason") or "").split(";")[0])
+            for v in json.loads(result.output) if v["code"] == "GPU001"] == [
+        (5, "none", blocked), (11, "none", blocked), (16, "unsafe", "")]
+
+
 @pytest.mark.parametrize(("body", "expected"), [
     ("import functools\n\n\n@functools.cache\ndef tok(engine):\n    return 1\n\n\n"
      "def test_t():\n    llm = LLM('m')\n    assert tok(engine=llm)\n",

@@ -85,6 +85,11 @@ MODULE_XUNIT_FUNCTIONS = frozenset({"setup_module", "teardown_module", "setup_fu
 #: named like the runner fixture (``own-runner-fixture:vllm_runner``; not an identifier, so
 #: never an engine fixture's name).
 OWN_RUNNER_FIXTURE = "own-runner-fixture:"
+#: Prefix of the entry a conftest's fixture index holds when its runner fixture (one named
+#: like ``runner-fixture``) hands out a class of the conftest whose ``__init__`` takes the
+#: model first under another name, with no default (``own-runner-model:model_name``): a
+#: runner call passing ``model=`` would raise ``TypeError``.
+OWN_RUNNER_MODEL = "own-runner-model:"
 #: Prefix of the entries of a conftest's index naming the classes it defines that derive from
 #: a runner class (``runner-class:DPVllmRunner``: vllm-ascend's data-parallel
 #: ``DPVllmRunner(VllmRunner)``): a test module that imports one calls a runner. (A class
@@ -958,6 +963,18 @@ class ModuleAnalysis:
         """The conftests' fixtures that hand out a factory of engines or runners, by name,
         with the share their engine or runner call writes (:data:`FACTORY_SHARE`)."""
         return self._entries.factory_shares
+
+    @property
+    def own_runner_model(self) -> str | None:
+        """The name the project's own runner fixture (:attr:`own_runner_fixture`) takes the
+        model under, where it hands out a class of its module whose ``__init__`` takes it
+        first, with no default, under another name than ``model``
+        (:data:`OWN_RUNNER_MODEL`); else ``None``."""
+        if self.own_runner_fixture == "this module":
+            return runner_model_parameter(self)
+        return next((n[len(OWN_RUNNER_MODEL):] for n in self._conftest_fixtures
+                     if n.startswith(OWN_RUNNER_MODEL)), None) \
+            if self.own_runner_fixture is not None else None
 
     def handed_out_factories(self) -> dict[str, ast.Call]:
         """The fixtures of the module that hand out a nested function building an engine
@@ -2106,6 +2123,31 @@ def _handed_out_factories(module: ModuleAnalysis) -> dict[str, ast.Call]:
                and n.value.id == inner.name for n in module.nodes_of(fixture)):
             out[fixture.fixture_name or fixture.name] = call
     return out
+
+
+def runner_model_parameter(module: ModuleAnalysis) -> str | None:
+    """The first parameter after ``self`` of the ``__init__`` of the class of ``module`` that
+    its runner fixture (named like ``runner-fixture``) returns or yields, when it has no
+    default and is not named ``model`` (:attr:`ModuleAnalysis.own_runner_model`); else
+    ``None``."""
+    name = module.config.runner_fixture
+    fixture = next((f for f in module.functions if f.fixture_name == name
+                    and f.parent is None and f.owner_class is None), None)
+    if fixture is None:
+        return None
+    handed = [n.value for n in module.nodes_of(fixture)
+              if isinstance(n, (ast.Return, ast.Yield)) and isinstance(n.value, ast.Name)]
+    cls = next((c for c in module.tree.body if isinstance(c, ast.ClassDef) and handed
+                and c.name == handed[0].id), None)
+    init = next((f for f in cls.body if isinstance(f, ast.FunctionDef)
+                 and f.name == "__init__"), None) if cls is not None else None
+    if init is None:
+        return None
+    positional = [*init.args.posonlyargs, *init.args.args][1:]
+    required = len(positional) - len(init.args.defaults)
+    if not positional or required < 1 or positional[0].arg == "model":
+        return None
+    return positional[0].arg
 
 
 def written_share(module: ModuleAnalysis, call: ast.Call) -> str:

@@ -413,9 +413,11 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
         FACTORY_FIXTURE,
         FACTORY_SHARE,
         OWN_RUNNER_FIXTURE,
+        OWN_RUNNER_MODEL,
         RUNNER_CLASS,
         ModuleAnalysis,
         environment_reads,
+        runner_model_parameter,
         written_share,
     )
     from lint_gpu_tests.parsing.prefilter import engine_prefilter
@@ -439,6 +441,9 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
     names = set(module.engine_fixtures)
     if module.own_runner_fixture == "this module":
         names.add(OWN_RUNNER_FIXTURE + config.runner_fixture)
+        model = runner_model_parameter(module)
+        if model is not None:
+            names.add(OWN_RUNNER_MODEL + model)
     names.update(RUNNER_CLASS + name for name in module.runner_subclasses
                  if name not in config.runner_classes)
     names.update(FACTORY_FIXTURE + name for name, line in module.factory_fixtures.items()

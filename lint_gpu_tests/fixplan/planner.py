@@ -496,6 +496,15 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 risks.append(f"`{passed.name}()` is public: a module that imports it must now "
                              f"pass `{config.runner_fixture}` too ({ONE_MODULE} and does not "
                              "change callers in other modules)")
+        model = module.own_runner_model
+        if model is not None and not use_class and config.target == "bundled" and \
+                not config.runner and not call.args:
+            # The engine call passes its model by keyword (or in a ``**mapping``).
+            return Blocked(
+                f"the project's own `{config.runner_fixture}` fixture (in "
+                f"{module.own_runner_fixture}) hands out a runner whose `__init__` takes the "
+                f"model as `{model}`, and this call gives no positional argument: the "
+                "runner's call would raise `TypeError`")
         return RunnerArguments(tuple(risks), compilation, mapping_defaults, use_class,
                                helper_calls)
 
