@@ -123,13 +123,15 @@ def test_a_project_runner_fixture_makes_the_bundled_fix_unsafe(
 
 def test_a_project_runner_taking_the_model_under_another_name(tmp_path: Path) -> None:
     """The project's own runner fixture hands out a class whose ``__init__`` takes the model
-    first as ``model_name``: a call giving the model by keyword (or in a ``**mapping``) has
-    no fix, the runner's call would raise ``TypeError``; one giving it positionally keeps
-    the unsafe fix."""
+    first as ``model_name``: a call giving the model by keyword (or in a ``**mapping``)
+    would make the runner's call raise ``TypeError``, so its unsafe fix enters the bundled
+    ``VllmRunner`` (which takes ``LLM``'s arguments); one giving it positionally keeps the
+    project's fixture."""
     tests = tmp_path / "tests"
     tests.mkdir()
     (tests / "conftest.py").write_text(OWN_RUNNER)
-    (tests / "test_a.py").write_text(
+    test = tests / "test_a.py"
+    test.write_text(
         'from vllm import LLM\n\n\ndef test_keyword():\n    llm = LLM(model="m")\n'
         '    assert llm.generate(["hi"])\n\n\ndef test_mapping():\n'
         '    kwargs = dict(model="m")\n    llm = LLM(**kwargs)\n'
@@ -137,13 +139,30 @@ def test_a_project_runner_taking_the_model_under_another_name(tmp_path: Path) ->
         '    llm = LLM("m")\n    assert llm.generate(["hi"])\n')
     result = CliRunner().invoke(cli.cli, ["check", "--output-format", "json", str(tmp_path)],
                                 catch_exceptions=False)
-    blocked = ("the project's own `vllm_runner` fixture (in a conftest.py) hands out a runner "
-               "whose `__init__` takes the model as `model_name`, and this call gives no "
-               "positional argument: the runner's call would raise `TypeError`")
-    assert [(v["location"]["row"], v["fix"]["applicability"] if v["fix"] else "none",
-             (v.get("no_fix_reason") or "").split(";")[0])
-            for v in json.loads(result.output) if v["code"] == "GPU001"] == [
-        (5, "none", blocked), (11, "none", blocked), (16, "unsafe", "")]
+    bundled = ("the project's own `vllm_runner` fixture (in a conftest.py) hands out a runner "
+               "whose `__init__` takes the model as `model_name`, and this call gives it by "
+               "keyword (the runner's call would raise `TypeError`): the fix enters the bundled "
+               "`VllmRunner` (`lint_gpu_tests.runtime`), whose teardown is not the project's "
+               "runner's")
+    own = ("the project defines its own `vllm_runner` fixture (in a conftest.py), which "
+           "replaces the bundled one whose defaults are `LLM`'s, and its defaults may differ "
+           "(set `target = \"vllm\"` if it is vLLM's `VllmRunner`)")
+    assert [(v["location"]["row"], v["fix"]["applicability"], v["fix"]["message"],
+             v["fix"]["reason"]) for v in json.loads(result.output) if v["code"] == "GPU001"] \
+        == [(5, "unsafe", "Wrap in `with VllmRunner(...)`", bundled),
+            (11, "unsafe", "Wrap in `with VllmRunner(...)`", bundled),
+            (16, "unsafe", "Wrap in `with vllm_runner(...)`", own)]
+    CliRunner().invoke(cli.cli, ["check", "--fix", "--unsafe-fixes", str(tmp_path)],
+                       catch_exceptions=False)
+    assert test.read_text() == (
+        'import weakref\n\nfrom lint_gpu_tests.runtime import VllmRunner\n\n\n'
+        'def test_keyword():\n    with VllmRunner(model="m") as runner:\n'
+        '        llm = weakref.proxy(runner.llm)\n        assert llm.generate(["hi"])\n\n\n'
+        'def test_mapping():\n    kwargs = dict(model="m")\n'
+        '    with VllmRunner(**kwargs) as runner:\n        llm = weakref.proxy(runner.llm)\n'
+        '        assert llm.generate(["hi"])\n\n\n'
+        'def test_positional(vllm_runner):\n    with vllm_runner("m") as runner:\n'
+        '        llm = weakref.proxy(runner.llm)\n        assert llm.generate(["hi"])\n')
 
 
 @pytest.mark.parametrize(("body", "expected"), [

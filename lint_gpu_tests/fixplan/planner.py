@@ -499,12 +499,15 @@ class Planner(CleanupRecognizer, SafetyChecks):
         model = module.own_runner_model
         if model is not None and not use_class and config.target == "bundled" and \
                 not config.runner and not call.args:
-            # The engine call passes its model by keyword (or in a ``**mapping``).
-            return Blocked(
+            # The engine call passes its model by keyword (or in a ``**mapping``), which the
+            # project's runner would not take: the bundled class takes ``LLM``'s arguments.
+            use_class = True
+            risks.append(
                 f"the project's own `{config.runner_fixture}` fixture (in "
                 f"{module.own_runner_fixture}) hands out a runner whose `__init__` takes the "
-                f"model as `{model}`, and this call gives no positional argument: the "
-                "runner's call would raise `TypeError`")
+                f"model as `{model}`, and this call gives it by keyword (the runner's call "
+                f"would raise `TypeError`): the fix enters the bundled `VllmRunner` "
+                "(`lint_gpu_tests.runtime`), whose teardown is not the project's runner's")
         return RunnerArguments(tuple(risks), compilation, mapping_defaults, use_class,
                                helper_calls)
 
