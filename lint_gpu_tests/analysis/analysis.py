@@ -972,9 +972,14 @@ class ModuleAnalysis:
         (:data:`OWN_RUNNER_MODEL`); else ``None``."""
         if self.own_runner_fixture == "this module":
             return runner_model_parameter(self)
-        return next((n[len(OWN_RUNNER_MODEL):] for n in self._conftest_fixtures
-                     if n.startswith(OWN_RUNNER_MODEL)), None) \
-            if self.own_runner_fixture is not None else None
+        return self._entries.own_runner_model if self.own_runner_fixture is not None \
+            else None
+
+    def top_fixture(self, name: str) -> FunctionInfo | None:
+        """The fixture the module defines at its top level that tests request as
+        ``name``, else ``None``."""
+        return next((f for f in self.functions if f.fixture_name == name and f.parent is None
+                     and f.owner_class is None), None)
 
     def handed_out_factories(self) -> dict[str, ast.Call]:
         """The fixtures of the module that hand out a nested function building an engine
@@ -1356,6 +1361,8 @@ class EntriesView:
         factory_fixtures: the factory fixtures (:data:`FACTORY_FIXTURE`).
         factory_shares: name -> share, of the fixtures handing out a factory of engines or
             runners (:data:`FACTORY_SHARE`).
+        own_runner_model: the name the project's runner fixture takes the model under
+            (:data:`OWN_RUNNER_MODEL`), or ``None``.
         helpers: qualified name -> entry, of the engine helpers (:data:`ENGINE_HELPER`).
         under: a module's or a helper's qualified name, as an import binds it
             (``tests.utils``, ``tests``, ``tests.utils.setup_engine``) -> the helpers'
@@ -1368,6 +1375,7 @@ class EntriesView:
     under: dict[str, tuple[str, ...]]
     factory_fixtures: frozenset[str] = frozenset()
     factory_shares: Mapping[str, str] = field(default_factory=dict)
+    own_runner_model: str | None = None
 
 
 _VIEWS: dict[frozenset[str], EntriesView] = {}
@@ -1395,7 +1403,9 @@ def _entries_view(entries: frozenset[str]) -> EntriesView:
         helpers, {k: tuple(v) for k, v in under.items()},
         frozenset(n[len(FACTORY_FIXTURE):] for n in entries if n.startswith(FACTORY_FIXTURE)),
         dict(n[len(FACTORY_SHARE):].split("|", 1) for n in entries
-             if n.startswith(FACTORY_SHARE) and "|" in n))
+             if n.startswith(FACTORY_SHARE) and "|" in n),
+        next((n[len(OWN_RUNNER_MODEL):] for n in entries if n.startswith(OWN_RUNNER_MODEL)),
+             None))
     if len(_VIEWS) >= MAX_VIEWS:
         _VIEWS.clear()
     _VIEWS[entries] = view
@@ -2130,9 +2140,7 @@ def runner_model_parameter(module: ModuleAnalysis) -> str | None:
     its runner fixture (named like ``runner-fixture``) returns or yields, when it has no
     default and is not named ``model`` (:attr:`ModuleAnalysis.own_runner_model`); else
     ``None``."""
-    name = module.config.runner_fixture
-    fixture = next((f for f in module.functions if f.fixture_name == name
-                    and f.parent is None and f.owner_class is None), None)
+    fixture = module.top_fixture(module.config.runner_fixture)
     if fixture is None:
         return None
     handed = [n.value for n in module.nodes_of(fixture)
@@ -2156,10 +2164,16 @@ def written_share(module: ModuleAnalysis, call: ast.Call) -> str:
     the call writes none, empty where it is not a literal."""
     for kw in call.keywords:
         if kw.arg == "gpu_memory_utilization":
-            value = literal_value(kw.value, module_constants(module))
-            return repr(float(value)) if isinstance(value, (int, float)) and \
-                not isinstance(value, bool) else ""
+            return _literal_share(module, kw.value)
     return "default"
+
+
+def _literal_share(module: ModuleAnalysis, value: ast.expr) -> str:
+    """A ``gpu_memory_utilization`` value as summaries and entries write it: the number a
+    literal (or a module constant) gives, else empty."""
+    found = literal_value(value, module_constants(module))
+    return repr(float(found)) if isinstance(found, (int, float)) and \
+        not isinstance(found, bool) else ""
 
 
 def _helper_share(module: ModuleAnalysis, func: FunctionInfo) -> str:
@@ -2174,9 +2188,7 @@ def _helper_share(module: ModuleAnalysis, func: FunctionInfo) -> str:
         if kw.arg is None:
             return ""
         if kw.arg == "gpu_memory_utilization":
-            value = literal_value(kw.value, module_constants(module))
-            return repr(float(value)) if isinstance(value, (int, float)) and \
-                not isinstance(value, bool) else ""
+            return _literal_share(module, kw.value)
     if any(isinstance(a, ast.Starred) for a in call.args):
         return ""
     return "default"

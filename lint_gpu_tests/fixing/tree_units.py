@@ -48,12 +48,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
-from lint_gpu_tests.analysis.analysis import (
-    FunctionInfo,
-    FunctionKind,
-    ImportedHelper,
-    ModuleAnalysis,
-)
+from lint_gpu_tests.analysis.analysis import FunctionKind, ImportedHelper, ModuleAnalysis
 from lint_gpu_tests.checking.checker import check_module
 from lint_gpu_tests.checking.conftest_index import (
     ConftestIndex,
@@ -449,18 +444,12 @@ def _fixture_home(absolute: str, name: str, member: MemberOf) -> str | None:
     for conftest in own + conftest_files(absolute):
         found = member(conftest, True)
         module = found.analysis if found is not None else None
-        fixture = _top_fixture(module, name)
+        fixture = module.top_fixture(name) if module is not None else None
         if fixture is not None:
             assert module is not None
             return conftest if module.factory_fixtures.get(name) == fixture.node.lineno \
                 else None
     return None
-
-
-def _top_fixture(module: ModuleAnalysis | None, name: str) -> FunctionInfo | None:
-    """The fixture ``module`` defines at its top level that tests request as ``name``."""
-    return next((f for f in module.functions if f.fixture_name == name and f.parent is None
-                 and f.owner_class is None), None) if module is not None else None
 
 
 def _fixture_unit(root: str, conftest: str, name: str, member: MemberOf, read: Reader,
@@ -485,7 +474,7 @@ def _fixture_unit(root: str, conftest: str, name: str, member: MemberOf, read: R
                                              f"`{shown}` cannot be read or parsed"), {},
                         fixture=True)
     module = home.analysis
-    fixture = _top_fixture(module, name)
+    fixture = module.top_fixture(name)
     factory = handed_out_factory(module, fixture) if fixture is not None else None
     sites = [s for s in module.engines if factory is not None and s.function is factory]
     if fixture is None or factory is None or len(sites) != 1 or \
@@ -528,7 +517,8 @@ def _fixture_unit(root: str, conftest: str, name: str, member: MemberOf, read: R
                     "inherits or imports that test would be handed the fixture, and its calls "
                     "there would get a context manager instead of an engine")
             continue
-        if any(_top_fixture(found.analysis if (found := member(c, True)) else None, name)
+        if any((found := member(c, True)) is not None and found.analysis is not None and
+               found.analysis.top_fixture(name) is not None
                for c in _between(absolute, conftest)):
             continue  # a nearer conftest's fixture of the name is the one its tests get
         own = [f for f in theirs.functions if f.fixture_name == name]

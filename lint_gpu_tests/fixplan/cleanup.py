@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from lint_gpu_tests.analysis.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import FUNCTION_SCOPES, ModuleAnalysis
 from lint_gpu_tests.fixplan.blocks import (
     StatementLayout,
     loads_of,
@@ -242,9 +242,8 @@ def _raising_handler(module: ModuleAnalysis, stmt: ast.stmt, func: ast.AST
     while parent is not None and parent is not func:
         if isinstance(parent, ast.Try) and any(b is child for b in parent.body):
             for handler in parent.handlers:
-                if any(isinstance(n, ast.Raise) for s in handler.body
-                       for n in walk_nodes([s], (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                 ast.Lambda, ast.ClassDef))):
+                if any(isinstance(n, ast.Raise)
+                       for n in walk_nodes(handler.body, (*FUNCTION_SCOPES, ast.ClassDef))):
                     return handler
         child, parent = parent, module.parent(parent)
     return None

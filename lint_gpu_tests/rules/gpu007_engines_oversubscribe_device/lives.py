@@ -10,6 +10,8 @@ import ast
 from dataclasses import dataclass
 
 from lint_gpu_tests.analysis.analysis import (
+    FUNCTION_DEFS,
+    NESTED_SCOPES,
     FunctionInfo,
     FunctionKind,
     ModuleAnalysis,
@@ -181,15 +183,14 @@ class EngineLives:
                                 else None for r in returns])
         if not isinstance(value, ast.Name):
             return None
-        scope = module.enclosing(at, (ast.FunctionDef, ast.AsyncFunctionDef))
+        scope = module.enclosing(at, FUNCTION_DEFS)
         if scope is not None and value.id in local_names(
                 module, next(f for f in module.functions if f.node is scope)):
             nodes: list[ast.AST] = list(walk_breadth(scope))
         else:
             nodes = list(module.tree.body)
             nodes += [n for s in module.tree.body for n in walk_breadth(s)
-                      if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                            ast.ClassDef))]
+                      if not isinstance(s, NESTED_SCOPES)]
         bound: list[ast.expr] = []
         for node in nodes:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
