@@ -175,15 +175,21 @@ class CleanupRecognizer(StatementLayout):
                         and n.id in use_names and id(n) not in inside), default=0)
         return {c.lineno for c in candidates if c.lineno > last_use}
 
-    def _del_uses_earlier_binding(self, func: ast.AST, site: ast.stmt, rest: list[ast.stmt],
-                                  names: set[str]) -> bool:
+    def _del_uses_earlier_binding(self, func: ast.AST, site: ast.stmt, before: list[ast.stmt],
+                                  rest: list[ast.stmt], names: set[str]) -> bool:
         """True when the engine's name was bound before ``site`` and nothing after the site
-        but cleanup reads it: the cleanup is then what uses that earlier binding."""
-        earlier = any(isinstance(n, ast.Name) and n.id in names
-                      and isinstance(n.ctx, ast.Store) and n.lineno < site.lineno
-                      for n in walk_breadth(func))
-        return earlier and not any(loads_of(s, n) for s in rest for n in names
-                                   if not self.is_cleanup_statement(s, names))
+        but cleanup reads it: the cleanup is then what uses that earlier binding. A binding
+        that a ``del`` of the site's own block (``before``: its statements ahead of the
+        site) ends first reaches no statement after the site (two engines in turn: ``llm =
+        LLM(); ...; del llm; llm = LLM(); ...; del llm``)."""
+        last = max((n.lineno for n in walk_breadth(func) if isinstance(n, ast.Name)
+                    and n.id in names and isinstance(n.ctx, ast.Store)
+                    and n.lineno < site.lineno), default=None)
+        if last is None or any(isinstance(s, ast.Delete) and s.lineno > last and any(
+                isinstance(t, ast.Name) and t.id in names for t in s.targets) for s in before):
+            return False
+        return not any(loads_of(s, n) for s in rest for n in names
+                       if not self.is_cleanup_statement(s, names))
 
 
 def _tests_presence(test: ast.expr, names: set[str]) -> bool:

@@ -655,7 +655,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 mine = bool(names_in(later) & names)
                 generic = not (names_in(later) & all_engines)
                 if mine and self._del_uses_earlier_binding(
-                        func.node, stmt, block[index + 1:stop], names):
+                        func.node, stmt, block[:index], block[index + 1:stop], names):
                     # ``x = ...; ...; x = LLM(); del x``: the cleanup is the only use of
                     # the name, and what uses its earlier binding as pyflakes sees it: it
                     # stays, inside the block, on the engine's proxy.
@@ -867,10 +867,14 @@ class Planner(CleanupRecognizer, SafetyChecks):
             inside |= {id(n) for s in other_branch_statements(module, stmt, bound)
                        for n in walk_breadth(s)}
         top_rebindings = {id(n) for s in block for n in stores_at_top(s)}
+        rebound_after = self._rebound_after(func, stmt, use_names)
+        top_rebindings |= {id(n) for n, _ in rebound_after.values()}
         region_index = {id(n): k for k, s in enumerate(block[index:stop])
                         for n in walk_breadth(s)}
         for node in walk_breadth(func_node):
             if not (isinstance(node, ast.Name) and node.id in use_names) or id(node) in inside:
+                continue
+            if node.id in rebound_after and id(node) in rebound_after[node.id][1]:
                 continue
             if isinstance(node.ctx, (ast.Load, ast.Del)):
                 if not flow.live(node.id, region_index.get(id(node))):
@@ -885,6 +889,36 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 if isinstance(node, (ast.Global, ast.Nonlocal)) and set(node.names) & names:
                     return "the engine's name is global or nonlocal"
         return None
+
+    def _rebound_after(self, func: FunctionInfo, stmt: ast.stmt, names: set[str]
+                       ) -> dict[str, tuple[ast.Name, set[int]]]:
+        """For each name of ``names`` that a plain assignment rebinds in a block enclosing
+        the block of ``stmt``, after the statement of that block that holds ``stmt`` (``with
+        pytest.raises(ValueError): llm = LLM(...)`` then ``llm = LLM(...)`` at the function's
+        level): the name stored there, and the ids of the nodes that see only that binding
+        (the statements after it in its block). The first such rebinding counts."""
+        module = self.module
+        found: dict[str, tuple[ast.Name, set[int]]] = {}
+        current: ast.AST = stmt
+        while True:
+            holder = module.parent(current)
+            if not isinstance(holder, ast.stmt) or holder is func.node:
+                break
+            outer = statement_block(module, holder)
+            if outer is None:
+                break
+            position = next(i for i, s in enumerate(outer) if s is holder)
+            for j in range(position + 1, len(outer)):
+                later = outer[j]
+                if not isinstance(later, ast.Assign) and not (
+                        isinstance(later, ast.AnnAssign) and later.value is not None):
+                    continue
+                for target in stores_at_top(later):
+                    if target.id in names and target.id not in found:
+                        found[target.id] = (target, {id(n) for s in outer[j + 1:]
+                                                     for n in walk_breadth(s)})
+            current = holder
+        return found
 
     def _risks(self, func: FunctionInfo, block: list[ast.stmt], index: int, end: int,
                segment: list[ast.stmt], remove: set[int], names: set[str],

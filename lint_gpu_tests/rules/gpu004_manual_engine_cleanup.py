@@ -19,7 +19,7 @@ from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
 from lint_gpu_tests.fixplan.cleanup import ends_engine
 from lint_gpu_tests.fixplan.factories import FactoryPlan
 from lint_gpu_tests.fixplan.isolate import IsolatePlan
-from lint_gpu_tests.fixplan.plan import CleanupPlan, WrapPlan
+from lint_gpu_tests.fixplan.plan import CleanupPlan, PlanKind, WrapPlan
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.fixplan.stored import cleans, stored_targets
 from lint_gpu_tests.fixplan.xunit import XunitPlan, xunit_plan_for_teardown
@@ -148,7 +148,11 @@ class ManualEngineCleanup(Rule):
         "its least safe call's block; none when a call cannot be rewritten, the helper is "
         "used other than by calls or a module using it is not checked (the reason names "
         "the module and line). An engine held by a helper class of another module has no "
-        "fix: its reason names the class and its module."
+        "fix: its reason names the class and its module. Cleanup the rewrite keeps inside "
+        "the new block (before a later use of what the engine handed on, a future of a "
+        "thread) goes in the next pass, and is reported with that pass's fix: a cleanup "
+        "call as an unsafe fix, `del` of a bare runner as its own block allows (no safer "
+        "than the rewrite), `del` of an engine's name none (it deletes the block's proxy)."
     )
     options = ("cleanup-functions", "isolation-decorators", "process-launchers",
                "fix-strategy")
@@ -716,6 +720,10 @@ class TestTokens:
                         fix = FixInfo(Applicability.UNSAFE, self.fix_title,
                                       "removing it changes when memory is freed within the "
                                       "test")
+                    elif plan is None and fix.applicability is Applicability.NONE and (
+                            keeping := _kept_in_block(plans, node)) is not None:
+                        fix = _next_pass_fix(module, func, node, keeping, deletable,
+                                             self.fix_title) or fix
                 elif after_other is not None:
                     fix = FixInfo.none(self.fix_title, after_other)
                 elif _removable_alone(module, node, deletable):
@@ -758,6 +766,47 @@ def _left_after_block(plans: list[WrapPlan | FixInfo], node: ast.stmt) -> bool:
     return isinstance(node, ast.Expr) and any(
         isinstance(p, WrapPlan) and not isinstance(p, IsolatePlan) and p.end_line < node.lineno
         and node.lineno not in p.remove_lines for p in plans)
+
+
+def _kept_in_block(plans: list[WrapPlan | FixInfo], node: ast.stmt) -> WrapPlan | None:
+    """The plan among ``plans`` (an engine's or a bare runner's block, not a process
+    isolation's) whose with-block holds ``node``, a cleanup statement it keeps, or
+    ``None``."""
+    return next((p for p in plans if isinstance(p, WrapPlan) and not isinstance(
+        p, IsolatePlan) and p.site_line < node.lineno <= p.end_line
+        and node.lineno not in p.remove_lines), None)
+
+
+def _next_pass_fix(module: ModuleAnalysis, func: FunctionInfo, node: ast.stmt,
+                   keeping: WrapPlan, deletable: set[str], title: str) -> FixInfo | None:
+    """The fix the next pass offers for ``node``, a cleanup statement that the rewrite of
+    ``keeping`` keeps inside its block, once that block is written (reported now, so that
+    the fix of every pass is on the violation it removes), or ``None`` where it offers
+    none: a cleanup call in a function that then uses the runner goes as an unsafe fix
+    (:func:`_removable_alone`); ``del m`` of a bare runner the block then binds to ``m``
+    goes as the runner's own block allows (:func:`_del_in_own_block_fix`), as safe as the
+    rewrite that must come first. A ``del`` of an engine's name stays (the block binds
+    that name to a proxy)."""
+    if isinstance(node, ast.Expr):
+        if not _removable_alone(module, node, deletable):
+            return None
+        return FixInfo(Applicability.UNSAFE, title,
+                       "removing it changes when memory is freed within the test")
+    if not (isinstance(node, ast.Delete) and keeping.kind is PlanKind.RUNNER
+            and keeping.bound_name is not None and all(
+                isinstance(t, ast.Name) and t.id == keeping.bound_name
+                for t in node.targets)):
+        return None
+    site = next((s for s in module.nodes_of(func) if isinstance(s, ast.stmt)
+                 and s.lineno == keeping.site_line and statement_block(module, s)
+                 is not None), None)
+    if site is None:
+        return None
+    own = _del_in_own_block_fix(module, func, node, module.parent(site), title)
+    if own.applicability is not Applicability.SAFE:
+        return None
+    return own if keeping.applicability is Applicability.SAFE else FixInfo(
+        Applicability.UNSAFE, title, keeping.reason)
 
 
 def _shutdown_call_kept(module: ModuleAnalysis, node: ast.stmt, deletable: set[str],
@@ -1050,11 +1099,12 @@ def _own_with_targets(module: ModuleAnalysis, func: FunctionInfo,
 
 
 def _del_in_own_block_fix(module: ModuleAnalysis, func: FunctionInfo, node: ast.stmt,
-                          block: ast.With | ast.AsyncWith, title: str) -> FixInfo:
-    """The fix of ``del m`` inside the runner's own with-block: removing it is safe (the
-    with-statement keeps the runner alive until its ``__exit__`` anyway) when nothing
-    reads, binds or deletes ``m`` after it, no closure captures ``m``, and the ``del`` is a
-    statement of its own, not in a loop inside the block; otherwise there is no fix."""
+                          block: ast.AST | None, title: str) -> FixInfo:
+    """The fix of ``del m`` inside the runner's own with-block (``block``; or the statement
+    whose body the block is to be written in): removing it is safe (the with-statement
+    keeps the runner alive until its ``__exit__`` anyway) when nothing reads, binds or
+    deletes ``m`` after it, no closure captures ``m``, and the ``del`` is a statement of
+    its own, not in a loop inside the block; otherwise there is no fix."""
     targets = {t.id for t in node.targets}  # type: ignore[attr-defined]
     end: Position = (node.end_lineno or node.lineno, node.end_col_offset or 0)
     current = module.parent(node)

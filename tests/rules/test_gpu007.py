@@ -355,6 +355,46 @@ def test_a_factory_fixture_returning_a_runner() -> None:
                                "`make_runner(...)` line 12: 0.6; sum 1.2 > 1.0")]
 
 
+def test_a_helper_returning_the_call_of_the_factory_it_is_given() -> None:
+    """A module function that returns the call of the factory it is handed builds one
+    engine a call, as the factory does; one whose returned call sets its own share is not
+    read (its share is the function's, not the call's)."""
+    source = """\
+        import pytest
+
+
+        @pytest.fixture
+        def make_runner(vllm_runner):
+            def _make(chunked, **kw):
+                return vllm_runner("m", enable_chunked_prefill=chunked, **kw)
+            return _make
+
+
+        def _chunked(make, chunked, tokens):
+            if chunked:
+                return make(chunked, max_num_batched_tokens=tokens)
+            return make(chunked)
+
+
+        def _small(make):
+            return make(False, gpu_memory_utilization=0.3)
+
+
+        def test_pair(make_runner):
+            with _chunked(make_runner, False, 64) as a, _chunked(
+                    make=make_runner, chunked=True, tokens=64) as b:
+                assert a and b
+
+
+        def test_small_pair(make_runner):
+            with _small(make_runner) as a, _small(make_runner) as b:
+                assert a and b
+        """
+    assert gpu007(source) == [(22, 49, "2 " + PREFIX + "`_chunked(...)` line 22: 0.92 "
+                               "(default), `_chunked(...)` line 22: 0.92 (default); sum 1.84 "
+                               "> 1.0")]
+
+
 def test_fixtures_named_by_their_decorator() -> None:
     """``@pytest.fixture(name=...)``: the test requests the fixture by that name, and its
     engine's share is the one its function builds (a factory fixture's too)."""

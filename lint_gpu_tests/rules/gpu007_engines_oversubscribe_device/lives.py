@@ -85,6 +85,7 @@ class EngineLives:
         self.fixtures = {f.fixture_name: f for f in module.functions
                          if f.fixture_name is not None}
         self.factories = module.handed_out_factories()
+        self.forwarders = factory_forwarders(module)
 
     def of(self, func: FunctionInfo, depth: int = 0) -> list[EngineLife]:
         """Every engine ``func`` holds: built in it, entered in it, or requested."""
@@ -416,8 +417,8 @@ class EngineLives:
                 keeps_none = module.factory_fixtures.get(name) == (
                     fixture.node.lineno if fixture is not None else 0)
                 for node in module.nodes_of(func):
-                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-                            node.func.id == name:
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and (
+                            node.func.id == name or self._forwards(node, name)):
                         share, defaulted = self._factory_share(node, inner, locals_) \
                             if written is None else self._written_share(node, written,
                                                                         locals_)
@@ -428,7 +429,8 @@ class EngineLives:
                             else self._factory_end(func, node)
                         out += self._lives(func, node, until,
                                            share, defaulted,
-                                           f"`{name}(...)` line {node.lineno}", locals_)
+                                           f"`{node.func.id}(...)` line {node.lineno}",
+                                           locals_)
                 continue
             out += self._fixture_lives(name, arg, start, end, depth)
         # ``@pytest.mark.usefixtures("llm")`` on the function or its class: alive throughout.
@@ -436,6 +438,20 @@ class EngineLives:
             if str(constant.value) not in args:
                 out += self._fixture_lives(str(constant.value), constant, start, end, depth)
         return out
+
+    def _forwards(self, call: ast.Call, factory: str) -> bool:
+        """True for ``call``, a call of a module function that returns what its parameter
+        returns when called (:func:`factory_forwarders`), given the factory fixture
+        ``factory`` for that parameter."""
+        assert isinstance(call.func, ast.Name)
+        forwarded = self.forwarders.get(call.func.id)
+        if forwarded is None:
+            return False
+        index, parameter = forwarded
+        given = call.args[index] if index < len(call.args) and not any(
+            isinstance(a, ast.Starred) for a in call.args[:index + 1]) else next(
+            (kw.value for kw in call.keywords if kw.arg == parameter), None)
+        return isinstance(given, ast.Name) and given.id == factory
 
     def _fixture_lives(self, name: str, node: ast.AST, start: Position, end: Position,
                        depth: int) -> list[EngineLife]:
@@ -519,3 +535,24 @@ def _bound(statement: ast.stmt, call: ast.Call) -> str | None:
             len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
         return statement.targets[0].id
     return None
+
+
+def factory_forwarders(module: ModuleAnalysis) -> dict[str, tuple[int, str]]:
+    """The module's functions whose every ``return`` gives the call of one parameter
+    (``def make_chunked(make_runner, ...): return make_runner(..., chunked=True)``), by
+    name: the parameter's position and name. Given a factory fixture for that parameter,
+    a call of such a function builds one engine as the factory's own call does, with the
+    share the call gives (none of the returned calls sets one)."""
+    out: dict[str, tuple[int, str]] = {}
+    for node in module.tree.body:
+        if not isinstance(node, FUNCTION_DEFS):
+            continue
+        params = [a.arg for a in (*node.args.posonlyargs, *node.args.args)]
+        returns = [n for n in walk_breadth(node) if isinstance(n, ast.Return)]
+        called = {n.value.func.id if isinstance(n.value, ast.Call) and isinstance(
+            n.value.func, ast.Name) and not any(
+            kw.arg == SHARE_KEYWORD for kw in n.value.keywords) else None for n in returns}
+        if len(called) == 1 and (name := called.pop()) in params and not any(
+                isinstance(n, NESTED_SCOPES) and n is not node for n in walk_breadth(node)):
+            out[node.name] = (params.index(name), name)
+    return out
