@@ -288,7 +288,9 @@ class RunnerCall:
 
     ``context`` is ``"with"`` (a with-item's context expression), ``"enter_context"``
     (argument of ``ExitStack.enter_context``), ``"returned"`` (returned from a helper:
-    a factory whose caller manages it) or ``"bare"`` (anything else).
+    a factory whose caller manages it), ``"guarded"`` (bound to a name in a ``try`` that
+    guards its build, the name entered by the with-statement right after it:
+    :func:`guarded_with`) or ``"bare"`` (anything else).
     """
 
     call: ast.Call
@@ -1883,7 +1885,8 @@ class _Walker(ast.NodeVisitor):
                 and func is not None
                 and func.kind is not FunctionKind.FIXTURE
             )
-            self._record_runner(node, "returned" if returned else "bare")
+            self._record_runner(node, "returned" if returned else "guarded" if isinstance(
+                parent, ast.Assign) and guarded_with(module, node) is not None else "bare")
         self.generic_visit(node)
 
     def _record_runner(self, node: ast.Call, context: str) -> None:
@@ -1932,6 +1935,68 @@ _SPECIAL_VISITS = frozenset(getattr(ast, name[len("visit_"):]) for name in vars(
 
 
 # ------------------------------------------------------------------ semantic queries
+#: Calls that never return: they raise (pytest's outcomes, ``sys.exit``) or end the process.
+NO_RETURN_CALLS = frozenset({"pytest.skip", "pytest.fail", "pytest.xfail", "pytest.exit",
+                             "sys.exit", "os._exit"})
+
+
+def leaves(module: ModuleAnalysis, body: list[ast.stmt]) -> bool:
+    """True when ``body`` (a handler's statements) never falls through to the statement
+    after its ``try``: it ends in ``raise``, ``return``, ``break``, ``continue`` or a call
+    of :data:`NO_RETURN_CALLS`."""
+    last = body[-1] if body else None
+    if isinstance(last, (ast.Raise, ast.Return, ast.Break, ast.Continue)):
+        return True
+    return isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) and \
+        module.qualified(last.value.func) in NO_RETURN_CALLS
+
+
+def guarding_try(module: ModuleAnalysis, stmt: ast.stmt, bound: str) -> ast.Try | None:
+    """The ``try`` whose whole body is ``stmt`` (binding ``bound``), with neither ``else``
+    nor ``finally``, whose every handler leaves (:func:`leaves`) without naming
+    ``bound``: the build it guards either binds the name or ends the function's run
+    there (``except Exception as e: pytest.skip(...)``). ``None`` otherwise."""
+    parent = module.parent(stmt)
+    if not isinstance(parent, ast.Try) or len(parent.body) != 1 or parent.body[0] is not \
+            stmt or parent.orelse or parent.finalbody:
+        return None
+    for handler in parent.handlers:
+        if not leaves(module, handler.body) or any(
+                isinstance(n, ast.Name) and n.id == bound for n in ast.walk(handler)):
+            return None
+    return parent
+
+
+def guarded_with(module: ModuleAnalysis, call: ast.Call) -> ast.With | None:
+    """For a runner's call bound to a name in a guarding ``try`` (:func:`guarding_try`),
+    the with-statement right after that ``try`` that enters the name alone (``with
+    runner:``, ``with runner as model:``), which holds the runner until its end; ``None``
+    for any other call."""
+    stmt = module.parent(call)
+    if not (isinstance(stmt, ast.Assign) and stmt.value is call and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)):
+        return None
+    trying = guarding_try(module, stmt, stmt.targets[0].id)
+    holder = module.parent(trying) if trying is not None else None
+    if trying is None or holder is None:
+        return None
+    for attr in ("body", "orelse", "finalbody"):
+        block = getattr(holder, attr, None)
+        if isinstance(block, list) and any(s is trying for s in block):
+            break
+    else:
+        block = next((h.body for h in getattr(holder, "handlers", []) or []
+                      if any(s is trying for s in h.body)), None)
+    if not block:
+        return None
+    after = next((block[i + 1] for i, s in enumerate(block[:-1]) if s is trying), None)
+    if isinstance(after, ast.With) and len(after.items) == 1 and \
+            isinstance(after.items[0].context_expr, ast.Name) and \
+            after.items[0].context_expr.id == stmt.targets[0].id:
+        return after
+    return None
+
+
 def is_isolated(func: FunctionInfo | None) -> bool:
     """True when ``func`` or a function around it runs in its own process."""
     while func is not None:

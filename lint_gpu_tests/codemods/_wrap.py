@@ -239,7 +239,13 @@ class WrapTransformer(cst.CSTTransformer):
             j = i
             while j + 1 < len(kept) and kept[j + 1][0] <= plan.end_line:
                 j += 1
-            built = self._build_with(plan, stmt, [s for _, s in kept[i + 1: j + 1]])
+            if plan.guarded:
+                assert isinstance(stmt, cst.Try)
+                guarded, built = self._build_guarded(plan, stmt,
+                                                     [s for _, s in kept[i + 1: j + 1]])
+                out.append(guarded)
+            else:
+                built = self._build_with(plan, stmt, [s for _, s in kept[i + 1: j + 1]])
             self.built[id(built)] = built
             out.append(built)
             self.changed = True
@@ -251,9 +257,12 @@ class WrapTransformer(cst.CSTTransformer):
         ``None`` to keep it: nothing for a body emptied, without a ``finally`` (its
         handlers ran only on the removed statements' exceptions); its body for a ``finally``
         emptied, without handlers (the first statement takes the ``try``'s leading
-        lines)."""
+        lines); the ``try`` less its ``finally`` for a ``finally`` emptied, with handlers."""
         if id(stmt.body) in self.emptied and stmt.finalbody is None:
             return []
+        if stmt.finalbody is not None and id(stmt.finalbody.body) in self.emptied and \
+                stmt.handlers:
+            return [stmt.with_changes(finalbody=None)]  # its handlers still guard its body
         if stmt.finalbody is not None and id(stmt.finalbody.body) in self.emptied and \
                 not stmt.handlers and isinstance(stmt.body, cst.IndentedBlock):
             body = list(stmt.body.body)
@@ -440,6 +449,66 @@ class WrapTransformer(cst.CSTTransformer):
         if id(node) in self.flat_calls:
             self.flat_calls[id(new_node)] = self.flat_calls.pop(id(node))
         return new_node
+
+    def _build_guarded(self, plan: WrapPlan, site: cst.Try, rest: list[cst.BaseStatement]
+                       ) -> tuple[cst.Try, cst.With]:
+        """The ``try`` of a guarded construction (:attr:`WrapPlan.guarded`) with the runner
+        built in it and bound to a name (an engine's construction becomes ``runner =
+        vllm_runner(...)``; a runner's stays as it is), and the with-statement after it that
+        enters that name over ``rest``."""
+        body = site.body
+        assert isinstance(body, cst.IndentedBlock) and len(body.body) == 1
+        line = body.body[0]
+        assert isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1
+        small = line.body[0]
+        assert isinstance(small, cst.Assign)
+        column = self.columns.get(plan.site_line, 0)
+        inner: list[cst.BaseStatement] = []
+        entered = plan.bound_name or ""
+        if plan.kind is PlanKind.ENGINE:
+            finder = _CallFinder(self.config, self.engine_locals)
+            small.visit(finder)
+            call = finder.found
+            assert call is not None, "planned statement holds no engine call"
+            func_name = (self.config.runner_classes[0] if self.config.runner_classes
+                         else "VllmRunner") if plan.use_class else self.config.runner_fixture
+            if plan.use_class and self.config.target == "bundled":
+                self.needs.add("VllmRunner")
+            new_call, uses_cc = runner_call(call, func_name, target=self.config.target,
+                                            compilation_config=plan.compilation_config,
+                                            add_defaults=plan.mapping_defaults is None)
+            if plan.mapping_defaults is not None:
+                new_call = through_helper(new_call, plan.mapping_defaults)
+                self.needs.add(RUNNER_KWARGS_NAME)
+                uses_cc |= any("CompilationConfig" in d for d in plan.mapping_defaults)
+            if uses_cc:
+                self.needs.add("CompilationConfig")
+            entered = self._runner_name(plan)
+            if "\n" in statement_code(call) and not isinstance(
+                    call.whitespace_before_args, cst.ParenthesizedWhitespace):
+                # continuation lines aligned with the old parenthesis: one argument a line
+                new_call = explode_args(new_call)
+            assign = fit_last_call(cst.Assign(
+                targets=[cst.AssignTarget(target=cst.Name(entered))], value=new_call),
+                new_call, column + 4)
+            site = site.with_changes(body=body.with_changes(body=[line.with_changes(
+                body=[assign])]))
+            if plan.bound_name is not None and not plan.yield_proxy and \
+                    plan.bound_name in self._names_in(rest, {plan.bound_name}):
+                self.needs.add("weakref")
+                proxy = proxy_of(self._engine_ref(plan))
+                inner.append(cst.SimpleStatementLine(body=[fit_last_call(cst.Assign(
+                    targets=[cst.AssignTarget(target=cst.Name(plan.bound_name))],
+                    value=proxy), proxy, column + 4)]))
+        for stmt in rest:
+            if plan.yield_proxy and plan.bound_name is not None:
+                stmt = self._proxy_handout(plan, stmt, column + 4)
+            inner.append(stmt)
+        if not inner:
+            inner.append(cst.SimpleStatementLine(body=[cst.Pass()]))
+        node = cst.With(items=[cst.WithItem(item=cst.Name(entered))],
+                        body=cst.IndentedBlock(body=inner))
+        return site, node
 
     def _proxy_handout(self, plan: WrapPlan, stmt: cst.BaseStatement,
                        column: int) -> cst.BaseStatement:

@@ -92,6 +92,12 @@ class WrapPlan(FixPlan):
         group: engines kept in a container or made by a factory fixture
             (:mod:`lint_gpu_tests.fixplan.groups`): the block is a
             ``contextlib.ExitStack()`` entering one runner per engine.
+        guarded: the construction is the whole body of a ``try`` whose handlers all leave
+            (``except Exception as e: pytest.skip(...)``), at ``site_line``: the runner is
+            built there, bound to a name, and the with-statement after the ``try`` enters
+            it (``with runner:``); the runner builds its engine when called and its
+            ``__enter__`` returns it (``lint_gpu_tests/runtime/runner.py``, vLLM's
+            ``tests/conftest.py``), so the ``try`` guards the same build.
     """
 
     kind: PlanKind
@@ -116,6 +122,7 @@ class WrapPlan(FixPlan):
     mapping_defaults: tuple[str, ...] | None = None
     helper_calls: HelperCallers | None = None
     group: GroupShape | None = None
+    guarded: bool = False
 
     @property
     def anchor(self) -> tuple[str, int]:

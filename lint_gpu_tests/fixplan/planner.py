@@ -23,6 +23,7 @@ from lint_gpu_tests.analysis.analysis import (
     FunctionKind,
     ModuleAnalysis,
     RunnerCall,
+    guarding_try,
 )
 from lint_gpu_tests.analysis.env_mutations import TEARDOWN_OF
 from lint_gpu_tests.analysis.helper_calls import ONE_MODULE, HelperCallers, runner_through_callers
@@ -229,6 +230,10 @@ class Planner(CleanupRecognizer, SafetyChecks):
         if unwrapped is None:
             return FixInfo.none(title, "built inside an expression the fix cannot restructure")
         block, unwrap_parent, remove_finally = unwrapped
+        guard = self._guarding_try(stmt, bound, group)
+        if guard is not None:
+            # The ``try`` stands for the construction in its own block: the block follows it.
+            stmt, block = guard
         index = next(i for i, s in enumerate(block) if s is stmt)
         # Aliases bound later in the block (``engine = llm``) count as the same engine.
         for later in block[index + 1:]:
@@ -338,6 +343,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
             title=title if group is not None else self._title(kind, func, use_class),
             call_line=call.lineno,
             group=group,
+            guarded=guard is not None,
         )
 
     def _use_class(self, func: FunctionInfo, *, engine: bool = True) -> bool:
@@ -602,6 +608,23 @@ class Planner(CleanupRecognizer, SafetyChecks):
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.YieldFrom):
             return "built in a `yield from`"
         return None
+
+    def _guarding_try(self, stmt: ast.stmt, bound: str | None, group: GroupShape | None
+                      ) -> tuple[ast.Try, list[ast.stmt]] | None:
+        """The ``try`` whose whole body is ``stmt`` (``name = LLM(...)``, or a runner's
+        call) and guards its build (:func:`~lint_gpu_tests.analysis.analysis.guarding_try`),
+        and the block that holds it; ``None`` for any other construction. The build it
+        guards stays in it (``except Exception: pytest.skip(...)`` when the engine cannot be
+        built), and the block starts after it (:attr:`WrapPlan.guarded`)."""
+        module = self.module
+        if bound is None or group is not None or not isinstance(stmt, ast.Assign) or \
+                self.shares_line(stmt):
+            return None
+        parent = guarding_try(module, stmt, bound)
+        if parent is None:
+            return None
+        outer = statement_block(module, parent)
+        return None if outer is None else (parent, outer)
 
     def _enclosing_try(self, stmt: ast.stmt, block: list[ast.stmt], names: set[str],
                        all_engines: set[str]

@@ -408,6 +408,41 @@ def shape_try_except_skip(rng: random.Random, n: int, s: Style) -> Part:
     return Part(tests=_header(f"test_try_except_skip_{n}") + body)
 
 
+def shape_raises_rebound(rng: random.Random, n: int, s: Style) -> Part:
+    """A construction bound to a name inside ``pytest.raises`` (it fails), the name then
+    bound to a good engine."""
+    bad = rng.choice([("TypeError", "MODEL, not_an_engine_arg=1"),
+                      ("ValueError", "MODEL, max_model_len=4")])
+    body = (f"    with pytest.raises({bad[0]}):\n        llm = {s.llm}({bad[1]})\n"
+            f"    llm = {s.llm}({_kwargs(rng)})\n" + _use(rng, "llm", s) + _cleanup(rng, "llm"))
+    return Part(tests=_header(f"test_raises_rebound_{n}") + body)
+
+
+def shape_one_name_in_turn(rng: random.Random, n: int, s: Style) -> Part:
+    """One name bound to two engines in turn, each cleaned up before the next."""
+    body = (f"    llm = {s.llm}({_kwargs(rng)})\n" + _use(rng, "llm", s) + _cleanup(rng, "llm")
+            + f"    llm = {s.llm}({_kwargs(rng)})\n" + _use(rng, "llm", s)
+            + _cleanup(rng, "llm"))
+    return Part(tests=_header(f"test_one_name_in_turn_{n}") + body)
+
+
+def shape_thread_after_del(rng: random.Random, n: int, s: Style) -> Part:
+    """The engine (or a bare runner) deleted while a thread still generates with it."""
+    if rng.random() < 0.5:
+        build, params, held = f"{s.llm}({_kwargs(rng)})", "", "llm"
+    else:
+        build, params, held = f"vllm_runner({_kwargs(rng)})", "vllm_runner", "llm"
+    generate = f"{held}.generate" if params == "" else f"{held}.llm.generate"
+    body = (f"    {held} = {build}\n"
+            "    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as executor:\n"
+            f"        future = executor.submit({generate}, PROMPTS, {_sp(rng, s)})\n"
+            f"        del {held}\n        gc.collect()\n"
+            "        outputs = future.result()\n"
+            "    assert len(outputs) == len(PROMPTS)\n")
+    return Part(tests=_header(f"test_thread_after_del_{n}", params) + body,
+                imports={"import concurrent.futures"})
+
+
 def shape_fixture_chain(rng: random.Random, n: int, s: Style) -> Part:
     """A fixture built on an engine fixture (the tokenizer of the engine)."""
     defs = (f"@pytest.fixture\ndef chained_engine_{n}():\n    llm = {s.llm}({_kwargs(rng)})\n"
@@ -826,6 +861,9 @@ SHAPES: dict[str, ShapeFn] = {
     "module_xunit": shape_module_xunit,
     "xunit_factory": shape_xunit_factory,
     "stored_fixture": shape_stored_fixture,
+    "raises_rebound": shape_raises_rebound,
+    "one_name_in_turn": shape_one_name_in_turn,
+    "thread_after_del": shape_thread_after_del,
 }
 
 #: Shapes a module holds once at most: they define module-level functions of fixed names

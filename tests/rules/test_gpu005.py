@@ -99,6 +99,46 @@ def test_on_a_stack(vllm_runner):
                       unsafe=True).new_source is None  # nothing to write
 
 
+def test_a_runner_built_in_a_guarding_try_and_entered_after_it() -> None:
+    """A runner built as the whole body of a ``try`` whose handlers all leave, entered by
+    its name right after that ``try``, is entered before anything else runs: nothing to
+    report. A handler that falls through (the name may be unbound), or a statement
+    before the with-statement, and it is reported."""
+    source = '''import pytest
+
+
+def test_skipped(vllm_runner):
+    try:
+        runner = vllm_runner("m")
+    except Exception as e:
+        pytest.skip(str(e))
+    with runner as model:
+        assert model
+
+
+def test_falls_through(vllm_runner):
+    try:
+        runner = vllm_runner("m")
+    except Exception as e:
+        print(e)
+    with runner:
+        assert runner
+
+
+def test_checked_first(vllm_runner):
+    try:
+        runner = vllm_runner("m")
+    except ValueError:
+        raise
+    assert runner is not None
+    with runner:
+        assert runner
+'''
+    found = [(v.location.row, v.code)
+             for v in check_source(source.encode(), "tests/test_x.py", Config())]
+    assert found == [(15, "GPU005"), (24, "GPU005")]
+
+
 def test_a_runner_entered_through_an_alias_a_container_or_a_helper() -> None:
     """Entered later through an alias, an item of a container holding it, a function of the
     module that enters its parameter, or ``__enter__()``: no fix (a with-statement around

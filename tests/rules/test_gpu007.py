@@ -395,6 +395,38 @@ def test_a_helper_returning_the_call_of_the_factory_it_is_given() -> None:
                                "> 1.0")]
 
 
+def test_a_runner_built_in_a_guarding_try_lives_for_the_with_after_it() -> None:
+    """``try: first = vllm_runner(...)`` (its handlers skip) then ``with first:``: the
+    runner lives until that with-statement ends, so a runner entered after it is not
+    alive with it, and one entered inside it is."""
+    source = """\
+        import pytest
+
+
+        def test_after(vllm_runner):
+            try:
+                first = vllm_runner("m", gpu_memory_utilization=0.6)
+            except Exception as e:
+                pytest.skip(str(e))
+            with first:
+                first.llm.generate("a")
+            with vllm_runner("m", gpu_memory_utilization=0.6) as second:
+                second.llm.generate("a")
+
+
+        def test_inside(vllm_runner):
+            try:
+                first = vllm_runner("m", gpu_memory_utilization=0.6)
+            except Exception as e:
+                pytest.skip(str(e))
+            with first:
+                with vllm_runner("m", gpu_memory_utilization=0.6) as second:
+                    second.llm.generate("a")
+        """
+    assert gpu007(source) == [(21, 14, "2 " + PREFIX + "`vllm_runner(...)` line 17: 0.6, "
+                               "`vllm_runner(...)` line 21: 0.6; sum 1.2 > 1.0")]
+
+
 def test_fixtures_named_by_their_decorator() -> None:
     """``@pytest.fixture(name=...)``: the test requests the fixture by that name, and its
     engine's share is the one its function builds (a factory fixture's too)."""

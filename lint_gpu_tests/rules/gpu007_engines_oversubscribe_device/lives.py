@@ -15,6 +15,7 @@ from lint_gpu_tests.analysis.analysis import (
     FunctionInfo,
     FunctionKind,
     ModuleAnalysis,
+    guarded_with,
     literal_value,
     local_names,
     module_constants,
@@ -115,9 +116,12 @@ class EngineLives:
                 continue
             locals_ = local_names(module, func)
             share, defaulted = self.share(call.call, locals_)
+            held = guarded_with(module, call.call) if call.context == "guarded" else None
             if call.context == "bare":
                 statement = module.statement_of(call.call)
                 end = self._bound_end(func, _bound(statement, call.call), statement)
+            elif held is not None:  # ``try: runner = vllm_runner(...)`` then ``with runner:``
+                end = (held.end_lineno or held.lineno, held.end_col_offset or 0)
             else:
                 end = self._block_end(func, call.call)
             out += self._lives(func, call.call, end, share, defaulted,
