@@ -69,6 +69,11 @@ EXPECTED: dict[str, list[tuple[str, int, int, str, str | None]]] = {
         ("tests/test_spec.py", 12, 5, "GPU004", None),
         ("tests/test_spec.py", 13, 5, "GPU004", None),
     ],
+    "bare": [
+        ("tests/e2e/test_deep.py", 7, 11, "GPU001", None),
+        ("tests/e2e/test_deep.py", 9, 5, "GPU004", None),
+        ("tests/e2e/test_deep.py", 10, 5, "GPU004", None),
+    ],
     "reexport": [
         ("tests/test_reexport.py", 7, 11, "GPU001", None),
         ("tests/test_reexport.py", 9, 5, "GPU004", None),

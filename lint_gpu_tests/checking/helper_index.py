@@ -107,8 +107,10 @@ def tree_root(directory: str) -> str:
     """The directory whose ``.py`` files make the tree of a module in ``directory``: the
     first directory up from it holding a root marker (``pyproject.toml``, ``.git``, ...: the
     project's root, as for the conftests), else the parent of the outermost directory of
-    the packages and conftest directories around the module (``directory`` itself when it
-    is neither)."""
+    the packages and conftest directories around the module, the first of them the nearest
+    above it where ``directory`` is neither (pytest puts a conftest's directory on
+    ``sys.path``, so ``tests/e2e/test_x.py`` imports ``tests/util.py`` as ``util`` beside
+    ``tests/conftest.py``); ``directory`` itself where none is around it."""
     current = os.path.abspath(directory)
     for _ in range(MAX_LEVELS):
         if any(os.path.exists(os.path.join(current, m)) for m in ROOT_MARKERS):
@@ -117,9 +119,22 @@ def tree_root(directory: str) -> str:
         if parent == current:
             break
         current = parent
-    current = os.path.abspath(directory)
-    while os.path.isfile(os.path.join(current, "__init__.py")) or \
-            os.path.isfile(os.path.join(current, "conftest.py")):
+    def holds(path: str) -> bool:
+        return os.path.isfile(os.path.join(path, "__init__.py")) or \
+            os.path.isfile(os.path.join(path, "conftest.py"))
+
+    start = os.path.abspath(directory)
+    current = start
+    for _ in range(MAX_LEVELS):
+        if holds(current):
+            break
+        parent = os.path.dirname(current)
+        if parent == current:
+            return start
+        current = parent
+    else:
+        return start
+    while holds(current):
         parent = os.path.dirname(current)
         if parent == current:
             break
