@@ -919,13 +919,16 @@ class Planner(CleanupRecognizer, SafetyChecks):
         the block of ``stmt``, after the statement of that block that holds ``stmt`` (``with
         pytest.raises(ValueError): llm = LLM(...)`` then ``llm = LLM(...)`` at the function's
         level): the name stored there, and the ids of the nodes that see only that binding
-        (the statements after it in its block). The first such rebinding counts."""
+        (the statements after it in its block). The first such rebinding counts; none past
+        a loop around ``stmt`` (its next iteration sees this binding before any rebinding
+        after the loop)."""
         module = self.module
         found: dict[str, tuple[ast.Name, set[int]]] = {}
         current: ast.AST = stmt
         while True:
             holder = module.parent(current)
-            if not isinstance(holder, ast.stmt) or holder is func.node:
+            if not isinstance(holder, ast.stmt) or holder is func.node or \
+                    isinstance(holder, (ast.For, ast.AsyncFor, ast.While)):
                 break
             outer = statement_block(module, holder)
             if outer is None:

@@ -12,6 +12,7 @@ from lint_gpu_tests.analysis.analysis import (
     ImportedHelper,
     ModuleAnalysis,
     is_isolated,
+    local_names,
 )
 from lint_gpu_tests.analysis.env_mutations import TEARDOWN_OF
 from lint_gpu_tests.fixplan.blocks import statement_block
@@ -782,14 +783,19 @@ def _next_pass_fix(module: ModuleAnalysis, func: FunctionInfo, node: ast.stmt,
     """The fix the next pass offers for ``node``, a cleanup statement that the rewrite of
     ``keeping`` keeps inside its block, once that block is written (reported now, so that
     the fix of every pass is on the violation it removes), or ``None`` where it offers
-    none: a cleanup call in a function that then uses the runner goes as an unsafe fix
+    none: a process-wide cleanup call (``gc.collect()``, ``torch.cuda.empty_cache()``: no
+    argument, no local name) in a function that then uses the runner goes as an unsafe fix
     (:func:`_removable_alone`); ``del m`` of a bare runner the block then binds to ``m``
     goes as the runner's own block allows (:func:`_del_in_own_block_fix`), as safe as the
     rewrite that must come first. A ``del`` of an engine's name stays (the block binds
     that name to a proxy)."""
     if isinstance(node, ast.Expr):
-        if not _removable_alone(module, node, deletable):
-            return None
+        call = node.value
+        if not (isinstance(call, ast.Call) and not call.args and not call.keywords
+                and module.cleanup_call_kind(call) not in (None, "engine_core.shutdown()")
+                and not names_in(call.func) & local_names(module, func)) or \
+                not _removable_alone(module, node, deletable):
+            return None  # an engine's own shutdown stays in the block, on its proxy
         return FixInfo(Applicability.UNSAFE, title,
                        "removing it changes when memory is freed within the test")
     if not (isinstance(node, ast.Delete) and keeping.kind is PlanKind.RUNNER
