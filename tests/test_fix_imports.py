@@ -98,3 +98,71 @@ def test_a_new_import_takes_the_place_of_the_one_removed_above_its_section(head:
     outcome = fix_source((head + "import gc\n" + BODY).encode(), "tests/test_x.py", Config())
     assert outcome.error is None and outcome.new_source is not None
     assert outcome.new_source.decode() == head + FIXED_BODY
+
+
+SPLIT_BY_ENVIRONMENT = '''\
+import json
+import os
+
+os.environ["VLLM_USE_V1"] = "1"
+
+import pytest
+from vllm import LLM
+
+
+@pytest.fixture(scope="module")
+def llm():
+    engine = LLM("m")
+    yield engine
+
+
+def test_one(llm):
+    assert llm.generate([json.dumps({})])
+'''
+
+
+def test_a_new_import_joins_the_block_after_the_code_it_follows() -> None:
+    """A top block of the standard library only, then a module-level environment write and
+    the third-party imports it must precede: the bundled runner the module-scoped fixture
+    enters (the first pass) joins the third-party block, in ruff's order, not a section of
+    its own that the next pass, moving the write into a fixture, would leave split from
+    it."""
+    outcome = fix_source(SPLIT_BY_ENVIRONMENT.encode(), "tests/test_x.py", Config(),
+                         unsafe=True)
+    assert outcome.error is None and outcome.new_source is not None
+    assert outcome.new_source.decode().startswith(
+        "import json\nimport weakref\n\nimport pytest\n"
+        "from lint_gpu_tests.runtime import VllmRunner\n\n\n")
+
+
+def test_a_plain_import_opens_the_first_third_party_section() -> None:
+    """The third-party section ends at a blank line (the next one is another section to the
+    module's author, first-party to ruff): ``import pytest`` goes before its ``from``
+    imports, not at the end of the section before that blank line."""
+    source = ('import os\n\nos.environ.setdefault("VLLM_X", "0")\n\n'
+              'from vllm import SamplingParams  # noqa: E402\n\n'
+              'import vllm_plugin.envs as envs  # noqa: E402\n\n\n'
+              'def test_x():\n    assert envs and SamplingParams\n')
+    outcome = fix_source(source.encode(), "tests/test_x.py", Config(), unsafe=True)
+    assert outcome.new_source is not None
+    assert outcome.new_source.decode().startswith(
+        'import os\n\nimport pytest\nfrom vllm import SamplingParams  # noqa: E402\n\n'
+        'import vllm_plugin.envs as envs  # noqa: E402\n')
+
+
+def test_the_blank_line_after_a_functions_imports_stays() -> None:
+    """``llm = None`` removed right after a function's imports, with the blank line above
+    it: the next statement takes that blank line (ruff format keeps one after imports)."""
+    source = ('import gc\n\nimport pytest\n\n\ndef test_x():\n'
+              '    from vllm import LLM, SamplingParams\n\n    llm = None\n'
+              '    context = pytest.MonkeyPatch.context()\n    try:\n'
+              '        with context as mp:\n            mp.setenv("VLLM_X", "0")\n'
+              '            llm = LLM("m")\n'
+              '            outputs = llm.generate(["a"], SamplingParams())\n'
+              '            assert outputs\n    finally:\n        del llm\n'
+              '        gc.collect()\n        reset()\n')
+    outcome = fix_source(source.encode(), "tests/test_x.py", Config())
+    assert outcome.new_source is not None
+    fixed = outcome.new_source.decode()
+    assert "    from vllm import SamplingParams\n\n    context = pytest" in fixed
+    assert "llm = None" not in fixed

@@ -28,12 +28,14 @@ from lint_gpu_tests.parsing.source import walk_breadth
 #: Name of the helper the fix adds (one per module).
 RUNNER_KWARGS_NAME = "_runner_kwargs"
 
-#: Source of that helper. ``defaults`` fill only the keys the mapping lacks (``{**defaults,
-#: **llm_kwargs}``), so passing one the mapping may hold changes nothing.
+#: Source of that helper (no line longer than 79 characters, pycodestyle's limit, so it
+#: passes any project's line length). ``defaults`` fill only the keys the mapping lacks
+#: (``{**defaults, **llm_kwargs}``), so passing one the mapping may hold changes nothing.
 RUNNER_KWARGS_HELPER = f'''def {RUNNER_KWARGS_NAME}(llm_kwargs, **defaults):
-    """`LLM(**llm_kwargs)` as the arguments of vLLM's `VllmRunner` (tests/conftest.py): the
-    model goes to `model_name`, the tokenizer to `tokenizer_name`, and `defaults` fill the
-    keys `llm_kwargs` lacks where the runner's own defaults differ from `LLM`'s."""
+    """`LLM(**llm_kwargs)` as the arguments of vLLM's `VllmRunner`
+    (tests/conftest.py): the model goes to `model_name`, the tokenizer to
+    `tokenizer_name`, and `defaults` fill the keys `llm_kwargs` lacks where the
+    runner's own defaults differ from `LLM`'s."""
     kwargs = {{**defaults, **llm_kwargs}}
     kwargs["model_name"] = kwargs.pop("model")
     if "tokenizer" in kwargs:

@@ -181,6 +181,17 @@ def statement_code(node: cst.CSTNode) -> str:
 
 
 
+def opening_block(stmt: cst.BaseStatement) -> cst.BaseStatement:
+    """``stmt`` as the first statement of a block: without the blank lines above it (and
+    above its first comment), as ruff format leaves none at a block's start."""
+    lines = list(leading_lines(stmt))
+    while lines and lines[0].comment is None:
+        lines.pop(0)
+    if len(lines) == len(leading_lines(stmt)):
+        return stmt
+    return stmt.with_changes(leading_lines=lines)
+
+
 def leading_lines(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:
     """The blank and comment lines above a statement of a module or block body.
 

@@ -59,6 +59,30 @@ def _import_block(body: Sequence[cst.BaseStatement]) -> tuple[int, int]:
     return start, end
 
 
+def _block_with(body: Sequence[cst.BaseStatement], start: int, end: int,
+                section: Callable[[str], bool]) -> tuple[int, int]:
+    """The import block a new import of ``section`` (a test of its top-level module) goes
+    into: the top block ``body[start:end]`` when it holds one of the section, else the
+    first later block of module-level imports that does (imports placed after code, as
+    after ``os.environ[...] = ...`` lines that must run first), else the top block."""
+    if any((info := _top_module(body[i])) is not None and section(info[0])
+           for i in range(start, end)):
+        return start, end
+    i = end
+    while i < len(body):
+        if _top_module(body[i]) is None:
+            i += 1
+            continue
+        j = i
+        while j < len(body) and _top_module(body[j]) is not None:
+            j += 1
+        if any(section(info[0]) for k in range(i, j)
+               if (info := _top_module(body[k])) is not None):
+            return i, j
+        i = j
+    return start, end
+
+
 def _blank() -> cst.EmptyLine:
     return cst.EmptyLine()
 
@@ -182,7 +206,8 @@ def add_from_import(module: cst.Module, mod: str, name: str,
     """Add ``from mod import name`` in isort order.
 
     A third-party module goes among the third-party ``from`` imports of the top block,
-    sorted by module; after the whole block, as a new section, when there is no
+    sorted by module (of the first later block holding one, where the top block holds
+    none: :func:`_block_with`); after the whole block, as a new section, when there is no
     third-party import. A module of a package in ``first_party`` (``vllm`` inside vLLM's
     own tree) goes among that package's imports, or opens a section of its own after the
     third-party one.
@@ -193,6 +218,7 @@ def add_from_import(module: cst.Module, mod: str, name: str,
     section: Callable[[str], bool] = (
         (lambda top: top in first_party) if mod.split(".")[0] in first_party else
         (lambda top: top not in STDLIB and top not in first_party))
+    start, end = _block_with(body, start, end, section)
     third = [i for i in range(start, end)
              if (info := _top_module(body[i])) is not None and section(info[0])]
     if not third and mod.split(".")[0] in first_party:
@@ -223,16 +249,22 @@ def add_from_import(module: cst.Module, mod: str, name: str,
 def add_third_party_import(module: cst.Module, name: str,
                            first_party: frozenset[str] = frozenset()) -> cst.Module:
     """Add ``import name`` (a third-party module such as ``pytest``) in isort order: among
-    the plain imports of the third-party section of the top block, which come before its
-    ``from`` imports; as a new section after the standard library's (before a first-party
+    the plain imports of the third-party section of the top block (or of the first later
+    block holding one: :func:`_block_with`), which come before its ``from`` imports; as a new section after the standard library's (before a first-party
     one) when there is none. Nothing is added when ``import name`` is already there."""
     body = list(module.body)
     if any(_key(s) == ("import", name) for s in body):
         return module
     new_stmt = cst.parse_statement(f"import {name}")
-    start, end = _import_block(body)
+    start, end = _block_with(*((body,) + _import_block(body)),
+                             lambda top: top not in STDLIB and top not in first_party)
     third = [i for i in range(start, end) if (info := _top_module(body[i])) is not None
              and info[0] not in STDLIB and info[0] not in first_party]
+    # The first of them and those after it up to a blank line: the block's own section
+    # (what a blank line sets apart is another section to the module's author, as a
+    # first-party one this module's path does not show).
+    third = [i for i in third if i == third[0] or not any(
+        has_blank(body[k]) for k in range(third[0] + 1, i + 1))]
     if third:
         plain = [i for i in third if _key(body[i])[0] == "import"]  # type: ignore[index]
         later = [i for i in plain if _key(body[i])[1] > name]  # type: ignore[index]

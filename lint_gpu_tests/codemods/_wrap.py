@@ -27,6 +27,7 @@ from lint_gpu_tests.codemods._cst import (
     leading_lines,
     line_length,
     merge_with,
+    opening_block,
     proxy_of,
     runner_call,
     statement_code,
@@ -216,10 +217,18 @@ class WrapTransformer(cst.CSTTransformer):
     ) -> list[cst.BaseStatement]:
         pairs = self._flatten(originals, updated)
         kept: list[tuple[int, cst.BaseStatement]] = []
+        # The blank lines above a removed statement right after an import, for the next
+        # statement kept (ruff format keeps a blank line after a block's imports).
+        carried: list[cst.EmptyLine] = []
         for line, stmt in pairs:
             if line in self.remove:
                 self.changed = True
+                if kept and _imports_only(kept[-1][1]) and not carried:
+                    carried = [e for e in leading_lines(stmt) if e.comment is None][:1]
                 continue
+            if carried and not leading_lines(stmt):
+                stmt = stmt.with_changes(leading_lines=carried)
+            carried = []
             if isinstance(stmt, cst.Try) and not stmt.orelse:
                 left = self._emptied_try(stmt)
                 if left is not None:
@@ -246,6 +255,12 @@ class WrapTransformer(cst.CSTTransformer):
                 out.append(guarded)
             else:
                 built = self._build_with(plan, stmt, [s for _, s in kept[i + 1: j + 1]])
+            only = built.body.body[0] if isinstance(built.body, cst.IndentedBlock) and \
+                len(built.body.body) == 1 else None
+            if isinstance(only, cst.With):
+                # ``with vllm_runner(...):`` over nothing but ``with b:`` is ``with
+                # vllm_runner(...), b:`` (ruff's SIM117), where it can be written so.
+                built = merge_with(built, only, self.columns.get(plan.site_line, 0)) or built
             self.built[id(built)] = built
             out.append(built)
             self.changed = True
@@ -404,6 +419,7 @@ class WrapTransformer(cst.CSTTransformer):
             body.append(stmt)
         if not body:
             body.append(cst.SimpleStatementLine(body=[cst.Pass()]))
+        body[0] = opening_block(body[0])
         node = cst.With(
             items=[cst.WithItem(item=new_call, asname=cst.AsName(
                 name=as_target if as_target is not None else cst.Name(as_name))
@@ -506,6 +522,7 @@ class WrapTransformer(cst.CSTTransformer):
             inner.append(stmt)
         if not inner:
             inner.append(cst.SimpleStatementLine(body=[cst.Pass()]))
+        inner[0] = opening_block(inner[0])
         node = cst.With(items=[cst.WithItem(item=cst.Name(entered))],
                         body=cst.IndentedBlock(body=inner))
         return site, node
@@ -722,6 +739,12 @@ class _FreeNameCollector(cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         node.value.visit(self)
         return False
+
+
+def _imports_only(stmt: cst.BaseStatement) -> bool:
+    """True for a line of ``import``/``from ... import`` statements only."""
+    return isinstance(stmt, cst.SimpleStatementLine) and all(
+        isinstance(small, (cst.Import, cst.ImportFrom)) for small in stmt.body)
 
 
 def _moved_comment(site: cst.SimpleStatementLine) -> cst.TrailingWhitespace:
