@@ -250,8 +250,10 @@ def add_third_party_import(module: cst.Module, name: str,
                            first_party: frozenset[str] = frozenset()) -> cst.Module:
     """Add ``import name`` (a third-party module such as ``pytest``) in isort order: among
     the plain imports of the third-party section of the top block (or of the first later
-    block holding one: :func:`_block_with`), which come before its ``from`` imports; as a new section after the standard library's (before a first-party
-    one) when there is none. Nothing is added when ``import name`` is already there."""
+    block holding one: :func:`_block_with`; up to its first blank line), which come before
+    its ``from`` imports; as a new section after the standard library's (before a
+    first-party one) when there is none. Nothing is added when ``import name`` is already
+    there."""
     body = list(module.body)
     if any(_key(s) == ("import", name) for s in body):
         return module
