@@ -112,7 +112,9 @@ def find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
     other than ``conftest.py``, less what a function-scoped autouse fixture restores
     after each test (:func:`_restored_by_autouse`) and the removals of a fixture that
     clears leaked variables (:func:`_clears_a_leak`) or puts back what it saved
-    (:func:`_restores_a_saved_value`). Found once per analysis (the rule
+    (:func:`_restores_a_saved_value`), and the changes inside a ``try`` whose ``finally``
+    puts back what the function saved before it (:func:`_restored_in_finally`). Found
+    once per analysis (the rule
     asks, and so does the plan of each change in a fixture or a ``unittest`` method); each
     call returns a new list."""
     return list(module.derived(_find_mutations))
@@ -142,6 +144,7 @@ def _find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
         out = [m for m in out if not _restored_by_autouse(m, restorers)
                and not _clears_a_leak(module, m)]
         out = [m for m in out if not _restores_a_saved_value(module, m, out)]
+        out = [m for m in out if not _restored_in_finally(module, m, out)]
     return sorted(out, key=lambda m: (m.node.lineno, m.node.col_offset))  # type: ignore[attr-defined]
 
 
@@ -360,6 +363,60 @@ def _restores_a_saved_value(module: ModuleAnalysis, mutation: EnvMutation,
     node = mutation.node
     return isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and \
         len(names) == 1 and node.value.id in saved[next(iter(names))]
+
+
+def _restored_in_finally(module: ModuleAnalysis, mutation: EnvMutation,
+                         found: list[EnvMutation]) -> bool:
+    """True for a change inside a ``try`` (its body, handlers or ``finally``), or in the
+    changes right before it, whose ``finally`` puts back each variable the change names
+    as the function read it before that ``try`` (``saved = os.environ.get(X)``): every
+    change of the variable in that ``finally`` (of the ``found`` changes) sets it to a name
+    holding what was read, or removes it (``if saved is None: del os.environ[X]``). The
+    test leaves the variable as it found it, whatever it raised; ``monkeypatch`` would do
+    the same."""
+    func = mutation.function
+    if func is None or mutation.function_name:
+        return False
+    names = set(mutation.names)
+    nodes = module.nodes_of(func)
+    mine = {id(m.statement) for m in found if m.function is func}
+
+    def puts_back(trying: ast.Try) -> bool:
+        reads = {id(n): name for name, read in environment_reads(module).items()
+                 for n in read}
+        start = (trying.lineno, trying.col_offset)
+        saved: dict[str, set[str]] = {}  # variable -> the names holding what it was
+        for node in nodes:
+            if isinstance(node, ast.Assign) and id(node.value) in reads and \
+                    (node.lineno, node.col_offset) < start and len(node.targets) == 1 and \
+                    isinstance(node.targets[0], ast.Name):
+                saved.setdefault(reads[id(node.value)], set()).add(node.targets[0].id)
+        final = {id(n) for stmt in trying.finalbody for n in walk_breadth(stmt)}
+        back = [m for m in found if m.function is func and id(m.statement) in final
+                and set(m.names) & names]
+        return names <= set(saved) and all(
+            any(var in m.names for m in back) for var in names) and all(
+            m.removes or (isinstance(m.node, ast.Assign)
+                          and isinstance(m.node.value, ast.Name)
+                          and all(m.node.value.id in saved.get(var, ()) for var in m.names))
+            for m in back)
+
+    current = module.parent(mutation.statement)
+    while current is not None and current is not func.node:
+        if isinstance(current, ast.Try) and current.finalbody and puts_back(current):
+            return True
+        current = module.parent(current)
+    holder = module.parent(mutation.statement)
+    block = next((b for b in (getattr(holder, a, None) for a in ("body", "orelse",
+                                                                  "finalbody"))
+                  if isinstance(b, list) and any(s is mutation.statement for s in b)), None)
+    if block is None:
+        return False
+    after = next(i for i, s in enumerate(block) if s is mutation.statement) + 1
+    while after < len(block) and id(block[after]) in mine:
+        after += 1  # other changes, then the ``try`` that puts them all back
+    return after < len(block) and isinstance(block[after], ast.Try) and \
+        bool(block[after].finalbody) and puts_back(block[after])
 
 
 def _is_autouse(func: FunctionInfo) -> bool:

@@ -339,12 +339,57 @@ def explode_args(call: cst.Call, indent: str = "    ", close: str = "") -> cst.C
             first_line=cst.TrailingWhitespace(), empty_lines=[], indent=True,
             last_line=cst.SimpleWhitespace(extra))
 
+    columns = _argument_columns(call)
     args = []
     for i, arg in enumerate(call.args):
         last = i == len(call.args) - 1
         comma = cst.Comma(whitespace_after=break_(close if last else indent))
-        args.append(arg.with_changes(comma=comma))
+        moved = arg
+        if columns[i] is not None and columns[i] != len(indent):
+            # its own continuation lines move with it (``2 *\n 4``, a dict over lines)
+            shifted = arg.value.visit(_Shift(len(indent) - columns[i]))  # type: ignore[operator]
+            assert isinstance(shifted, cst.BaseExpression)
+            moved = arg.with_changes(value=shifted)
+        args.append(moved.with_changes(comma=comma))
     return call.with_changes(whitespace_before_args=break_(indent), args=args)
+
+
+def _argument_columns(call: cst.Call) -> list[int | None]:
+    """Where each argument of ``call`` starts, as spaces past the block's indentation, when
+    a line break puts it at the start of a line (``None`` otherwise); the first argument,
+    on the line of the parenthesis, at the column of the next one (continuation lines
+    aligned with the parenthesis put every argument there)."""
+    def after(ws: cst.BaseParenthesizableWhitespace) -> int | None:
+        if isinstance(ws, cst.ParenthesizedWhitespace) and ws.indent and \
+                not ws.last_line.value.strip(" "):
+            return len(ws.last_line.value)
+        return None
+
+    columns = [after(call.whitespace_before_args)] + [
+        after(arg.comma.whitespace_after) if isinstance(arg.comma, cst.Comma) else None
+        for arg in call.args[:-1]]
+    if columns[0] is None and len(columns) > 1:
+        columns[0] = columns[1]
+    return columns
+
+
+class _Shift(cst.CSTTransformer):
+    """Moves every line break's continuation line inside an expression by ``by`` spaces
+    (not before the block's indentation)."""
+
+    def __init__(self, by: int) -> None:
+        super().__init__()
+        self.by = by
+
+    def leave_ParenthesizedWhitespace(
+        self, original_node: cst.ParenthesizedWhitespace,
+        updated_node: cst.ParenthesizedWhitespace,
+    ) -> cst.ParenthesizedWhitespace:
+        value = updated_node.last_line.value
+        if not updated_node.indent or value.strip(" "):
+            return updated_node
+        return updated_node.with_changes(
+            last_line=cst.SimpleWhitespace(" " * max(0, len(value) + self.by)))
 
 
 def _line_break(extra: str) -> cst.ParenthesizedWhitespace:

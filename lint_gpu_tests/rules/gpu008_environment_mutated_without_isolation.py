@@ -71,7 +71,10 @@ class EnvironmentMutatedWithoutIsolation(Rule):
         "`unittest` cleanup naming `os.environ` or the variable "
         "(`self.addCleanup(os.environ.pop, \"VLLM_X\")`) or that follows a started "
         "`mock.patch.dict(os.environ)` patcher (in the function or in the test's setup), "
-        "and the teardown's own restoring change. A setup with no teardown restoring its "
+        "and the teardown's own restoring change; a change inside a `try` (or right before "
+        "it) whose `finally` puts back each variable as the function read it before the "
+        "`try` (`saved = os.environ.get(X)`, then `os.environ[X] = saved` or its removal "
+        "when it was unset), and those restoring changes. A setup with no teardown restoring its "
         "variable leaks it into every later test and is reported; so is a teardown change "
         "of a variable nothing in its class sets, and a test module's top-level change "
         "whatever its autouse fixtures restore (it runs at collection, before any test of "
@@ -269,6 +272,24 @@ def test_decorated():
 def test_other(name):
     os.environ["MY_APP_DEBUG"] = "1"
     os.environ[name] = "1"
+''',
+        ),
+        Example(
+            title="A test puts back in its `finally` what it read before its `try`",
+            source='''\
+import os
+
+
+def test_visible_cores():
+    saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+    try:
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+        assert os.environ["CUDA_VISIBLE_DEVICES"] == "0"
+    finally:
+        if saved is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = saved
 ''',
         ),
         Example(

@@ -999,3 +999,66 @@ def test_xunit_functions_of_a_helper_module() -> None:
                        "fixture")]
     plain = source.replace("def setup_module", "def set_up")
     assert check_source(textwrap.dedent(plain).encode(), "tests/utils.py", Config()) == []
+
+
+RESTORED_IN_FINALLY = '''\
+import os
+
+
+def test_restored_by_finally():
+    saved = os.environ.get("VLLM_USE_V1")
+    try:
+        os.environ["VLLM_USE_V1"] = "1"
+        assert os.environ["VLLM_USE_V1"] == "1"
+    finally:
+        if saved is None:
+            del os.environ["VLLM_USE_V1"]
+        else:
+            os.environ["VLLM_USE_V1"] = saved
+
+
+def test_written_right_before_the_try():
+    saved = os.environ.get("VLLM_USE_V1")
+    os.environ["VLLM_USE_V1"] = "1"
+    try:
+        assert os.environ["VLLM_USE_V1"] == "1"
+    finally:
+        os.environ.pop("VLLM_USE_V1", None)
+        if saved is not None:
+            os.environ["VLLM_USE_V1"] = saved
+
+
+def test_not_saved():
+    try:
+        os.environ["VLLM_USE_V1"] = "1"
+    finally:
+        del os.environ["VLLM_USE_V1"]
+
+
+def test_restored_to_another_value():
+    saved = os.environ.get("VLLM_USE_V1")
+    try:
+        os.environ["VLLM_USE_V1"] = "1"
+    finally:
+        os.environ["VLLM_USE_V1"] = "0"
+        assert saved
+
+
+def test_a_statement_between():
+    saved = os.environ.get("VLLM_USE_V1")
+    os.environ["VLLM_USE_V1"] = "1"
+    prepare()
+    try:
+        assert os.environ["VLLM_USE_V1"] == "1"
+    finally:
+        os.environ["VLLM_USE_V1"] = saved
+'''
+
+
+def test_a_try_whose_finally_puts_back_what_was_read_before_it() -> None:
+    """A change inside a ``try``, or among the changes right before it, that its ``finally``
+    puts back as the test read it (a name holding ``os.environ.get(X)``, or its removal) is
+    no leak, nor are those restoring changes; a ``finally`` that removes a value nobody
+    saved, sets another one, or a statement between the change and the ``try`` (which may
+    raise before it) leave it reported."""
+    assert [row for row, *_ in gpu008(RESTORED_IN_FINALLY)] == [29, 31, 37, 39, 45]
