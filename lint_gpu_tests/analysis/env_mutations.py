@@ -109,11 +109,12 @@ def configured(name: str, patterns: tuple[str, ...]) -> bool:
 def find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
     """Every hand-made change of a configured variable that is not isolated, in source
     order: in tests, fixtures and xunit functions, and at module level of a test module
-    other than ``conftest.py``, less what a function-scoped autouse fixture restores
-    after each test (:func:`_restored_by_autouse`) and the removals of a fixture that
-    clears leaked variables (:func:`_clears_a_leak`) or puts back what it saved
-    (:func:`_restores_a_saved_value`), and the changes inside a ``try`` whose ``finally``
-    puts back what the function saved before it (:func:`_restored_in_finally`). Found
+    other than ``conftest.py``, less what a function-scoped autouse fixture, or one the
+    function requests, restores after each test (:func:`_restored_by_a_fixture`) and the
+    removals of a fixture that clears leaked variables (:func:`_clears_a_leak`) or puts
+    back what it saved (:func:`_restores_a_saved_value`), and the changes inside a ``try``
+    whose ``finally`` puts back what the function saved before it
+    (:func:`_restored_in_finally`). Found
     once per analysis (the rule
     asks, and so does the plan of each change in a fixture or a ``unittest`` method); each
     call returns a new list."""
@@ -141,7 +142,7 @@ def _find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
     if any(m.function is not None for m in out):
         restorers = [r for r in (_restorer(module, finder, f) for f in module.functions)
                      if r is not None]
-        out = [m for m in out if not _restored_by_autouse(m, restorers)
+        out = [m for m in out if not _restored_by_a_fixture(m, restorers)
                and not _clears_a_leak(module, m)]
         out = [m for m in out if not _restores_a_saved_value(module, m, out)]
         out = [m for m in out if not _restored_in_finally(module, m, out)]
@@ -150,21 +151,23 @@ def _find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
 
 @dataclass(frozen=True)
 class _Restorer:
-    """A function-scoped autouse fixture that restores environment variables after each
-    test it reaches.
+    """A function-scoped fixture that restores environment variables after each test it
+    reaches: every test of its scope when it is autouse, else those that request it.
 
     Attributes:
         fixture: the fixture.
         names: the variables it restores; ``None``: the whole environment.
+        autouse: the fixture is declared ``autouse=True``.
     """
 
     fixture: FunctionInfo
     names: frozenset[str] | None
+    autouse: bool = True
 
 
 def _restorer(module: ModuleAnalysis, finder: _Finder, func: FunctionInfo
               ) -> _Restorer | None:
-    """What the function-scoped autouse fixture ``func`` restores after each test: the
+    """What the function-scoped fixture ``func`` restores after each test: the
     whole environment when it yields inside ``with mock.patch.dict(os.environ)`` or calls
     ``os.environ.clear()`` and ``os.environ.update(...)`` after its yield; else the
     variables its ``monkeypatch`` parameter (or a ``with MonkeyPatch.context() as mp``
@@ -173,19 +176,20 @@ def _restorer(module: ModuleAnalysis, finder: _Finder, func: FunctionInfo
     changes a variable whose name is known only at run time: ``for k, v in saved.items():
     os.environ[k] = v``); a fixture without a yield restores through ``monkeypatch`` only.
     ``None`` for any other function, or when it restores nothing."""
-    if not _is_autouse(func) or func.fixture_scope != "function":
+    if func.kind is not FunctionKind.FIXTURE or func.fixture_scope != "function":
         return None
+    autouse = _is_autouse(func)
     nodes = module.nodes_of(func)
     yields = [n for n in nodes if isinstance(n, (ast.Yield, ast.YieldFrom))]
     if yields and _autouse_patches_environ(module, func):
-        return _Restorer(func, None)
+        return _Restorer(func, None, autouse)
     first = (yields[0].lineno, yields[0].col_offset) if yields else None
     after = [n for n in nodes if first is not None and isinstance(n, (ast.expr, ast.stmt))
              and (n.lineno, n.col_offset) > first]
     if {"clear", "update"} <= {n.func.attr for n in after if isinstance(n, ast.Call) and
                                isinstance(n.func, ast.Attribute) and
                                finder.is_environ(n.func.value)}:
-        return _Restorer(func, None)
+        return _Restorer(func, None, autouse)
     names: set[str] = set()
     unknown = False
     patchers = _monkeypatches(module, func, yields[0] if yields else None)
@@ -205,7 +209,7 @@ def _restorer(module: ModuleAnalysis, finder: _Finder, func: FunctionInfo
             names.update(n for n in known if n is not None)
     if unknown:
         names |= _named_strings(module, func, finder.constants)
-    return _Restorer(func, frozenset(names)) if names else None
+    return _Restorer(func, frozenset(names), autouse) if names else None
 
 
 def _monkeypatches(module: ModuleAnalysis, func: FunctionInfo,
@@ -256,11 +260,12 @@ def _named_strings(module: ModuleAnalysis, func: FunctionInfo,
     return frozenset(out)
 
 
-def _restored_by_autouse(mutation: EnvMutation, restorers: list[_Restorer]) -> bool:
-    """True when an autouse fixture of ``restorers`` restores ``mutation``'s variables
-    after each test and reaches its function: a test or a function-scoped fixture of the
-    module (of the class, for a fixture defined in a class), other than the restoring
-    fixture itself (unless it restores the whole environment)."""
+def _restored_by_a_fixture(mutation: EnvMutation, restorers: list[_Restorer]) -> bool:
+    """True when a fixture of ``restorers`` restores ``mutation``'s variables after each
+    test and reaches its function: a test or a function-scoped fixture of the module (of
+    the class, for a fixture defined in a class), other than the restoring fixture itself
+    (unless it restores the whole environment), that the fixture reaches as an autouse
+    one or that requests it by name (its teardown runs after the requester's)."""
     func = mutation.function
     if func is None or not (func.kind is FunctionKind.TEST or
                             func.fixture_scope == "function"):
@@ -268,6 +273,9 @@ def _restored_by_autouse(mutation: EnvMutation, restorers: list[_Restorer]) -> b
     for restorer in restorers:
         fixture = restorer.fixture
         if fixture.parent is not None or (restorer.names is not None and fixture is func):
+            continue
+        if not restorer.autouse and (fixture is func or fixture.fixture_name is None or
+                                     fixture.fixture_name not in func.params):
             continue
         if fixture.owner_class is not None and not _within(func, fixture.owner_class):
             continue

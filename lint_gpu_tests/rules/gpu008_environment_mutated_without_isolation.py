@@ -47,8 +47,9 @@ class EnvironmentMutatedWithoutIsolation(Rule):
         "fixture that runs in its own process (the isolation decorators), code inside "
         "`with mock.patch.dict(os.environ, ...)` or under such a decorator, "
         "`monkeypatch.setenv`/`delenv`, a change in a test or function-scoped fixture that "
-        "a function-scoped autouse fixture of its module (of its class, for one defined in "
-        "a class) restores after each test: one that yields inside "
+        "a function-scoped fixture of its module (of its class, for one defined in a class) "
+        "restores after each test, autouse or requested by the function: one that yields "
+        "inside "
         "`mock.patch.dict(os.environ)`, calls `os.environ.clear()` and "
         "`os.environ.update(...)` after its yield, sets or deletes the variable with its "
         "`monkeypatch` (or with `mp` of a `MonkeyPatch.context()` around its yield), or "
@@ -272,6 +273,28 @@ def test_decorated():
 def test_other(name):
     os.environ["MY_APP_DEBUG"] = "1"
     os.environ[name] = "1"
+''',
+        ),
+        Example(
+            title="A fixture the test requests puts back what it saved",
+            source='''\
+import os
+
+import pytest
+
+
+@pytest.fixture
+def visible_cores():
+    saved = os.environ.get("CUDA_VISIBLE_DEVICES")
+    yield
+    if saved is None:
+        os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+    else:
+        os.environ["CUDA_VISIBLE_DEVICES"] = saved
+
+
+def test_first_core(visible_cores):
+    os.environ["CUDA_VISIBLE_DEVICES"] = "0"
 ''',
         ),
         Example(

@@ -1062,3 +1062,33 @@ def test_a_try_whose_finally_puts_back_what_was_read_before_it() -> None:
     saved, sets another one, or a statement between the change and the ``try`` (which may
     raise before it) leave it reported."""
     assert [row for row, *_ in gpu008(RESTORED_IN_FINALLY)] == [29, 31, 37, 39, 45]
+
+
+def test_a_requested_fixture_that_restores_covers_only_its_requesters() -> None:
+    """A function-scoped fixture, not autouse, that puts the variable back after its
+    ``yield`` restores it for the tests that request it; a test that does not request it
+    still leaks its change."""
+    source = '''\
+        import os
+
+        import pytest
+
+
+        @pytest.fixture
+        def cores():
+            saved = os.environ.get("VLLM_X_CORES")
+            yield
+            if saved is None:
+                os.environ.pop("VLLM_X_CORES", None)
+            else:
+                os.environ["VLLM_X_CORES"] = saved
+
+
+        def test_requests(cores):
+            os.environ["VLLM_X_CORES"] = "0-15"
+
+
+        def test_does_not(other):
+            os.environ["VLLM_X_CORES"] = "16-31"
+        '''
+    assert [row for row, *_ in gpu008(source)] == [21]
