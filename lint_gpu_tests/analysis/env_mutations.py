@@ -114,10 +114,9 @@ def find_mutations(module: ModuleAnalysis) -> list[EnvMutation]:
     removals of a fixture that clears leaked variables (:func:`_clears_a_leak`) or puts
     back what it saved (:func:`_restores_a_saved_value`), and the changes inside a ``try``
     whose ``finally`` puts back what the function saved before it
-    (:func:`_restored_in_finally`). Found
-    once per analysis (the rule
-    asks, and so does the plan of each change in a fixture or a ``unittest`` method); each
-    call returns a new list."""
+    (:func:`_restored_in_finally`). Found once per analysis (the rule asks, and so does
+    the plan of each change in a fixture or a ``unittest`` method); each call returns a
+    new list."""
     return list(module.derived(_find_mutations))
 
 
