@@ -61,7 +61,13 @@ class EnginesOversubscribeDevice(Rule):
         "(`[LLM(m, gpu_memory_utilization=0.4) for m in (\"a\", \"b\", \"c\")]` is "
         "three engines, alive until the list is deleted, rebound or shut down in a loop); "
         "over a value known only at run time it counts as one engine, as an engine built "
-        "in a loop does."
+        "in a loop does. A module function that returns the call of the factory fixture "
+        "it is handed (`_chunked(make_runner, ...)`) builds one engine a call, as the "
+        "factory does; a runner built in a `try` that skips the test when the build fails "
+        "and entered by `with runner:` right after it lives until that block ends. The "
+        "rule adds shares of one device: engines pinned to different devices "
+        "(`CUDA_VISIBLE_DEVICES`, a plugin's device group) are reported all the same; "
+        "`# noqa: GPU007` keeps such a test."
     )
     why_bad = (
         "`gpu_memory_utilization` is the fraction of the whole device one engine reserves "
