@@ -337,25 +337,8 @@ class WrapTransformer(cst.CSTTransformer):
         call = finder.found
         assert call is not None, "planned statement holds no engine or runner call"
         runner = self._runner_name(plan)
-        if plan.kind is PlanKind.ENGINE:
-            if plan.use_class:
-                func_name = self.config.runner_classes[0] if self.config.runner_classes \
-                    else "VllmRunner"
-                if self.config.target == "bundled":
-                    self.needs.add("VllmRunner")
-            else:
-                func_name = self.config.runner_fixture
-            new_call, uses_cc = runner_call(call, func_name, target=self.config.target,
-                                            compilation_config=plan.compilation_config,
-                                            add_defaults=plan.mapping_defaults is None)
-            if plan.mapping_defaults is not None:
-                new_call = through_helper(new_call, plan.mapping_defaults)
-                self.needs.add(RUNNER_KWARGS_NAME)
-                uses_cc |= any("CompilationConfig" in d for d in plan.mapping_defaults)
-            if uses_cc:
-                self.needs.add("CompilationConfig")
-        else:
-            new_call = call
+        new_call = self._engine_runner_call(plan, call) if plan.kind is PlanKind.ENGINE \
+            else call
         body: list[cst.BaseStatement] = []
         as_name = runner
         as_target: cst.Tuple | None = None
@@ -466,6 +449,28 @@ class WrapTransformer(cst.CSTTransformer):
             self.flat_calls[id(new_node)] = self.flat_calls.pop(id(node))
         return new_node
 
+    def _engine_runner_call(self, plan: WrapPlan, call: cst.Call) -> cst.Call:
+        """The runner's call that builds the engine of ``call`` (an ``LLM(...)`` call) for
+        ``plan``: the runner class's (helpers, wide-scoped fixtures) or the runner fixture's,
+        with the target's arguments; notes the imports it needs."""
+        if plan.use_class:
+            func_name = self.config.runner_classes[0] if self.config.runner_classes \
+                else "VllmRunner"
+            if self.config.target == "bundled":
+                self.needs.add("VllmRunner")
+        else:
+            func_name = self.config.runner_fixture
+        new_call, uses_cc = runner_call(call, func_name, target=self.config.target,
+                                        compilation_config=plan.compilation_config,
+                                        add_defaults=plan.mapping_defaults is None)
+        if plan.mapping_defaults is not None:
+            new_call = through_helper(new_call, plan.mapping_defaults)
+            self.needs.add(RUNNER_KWARGS_NAME)
+            uses_cc |= any("CompilationConfig" in d for d in plan.mapping_defaults)
+        if uses_cc:
+            self.needs.add("CompilationConfig")
+        return new_call
+
     def _build_guarded(self, plan: WrapPlan, site: cst.Try, rest: list[cst.BaseStatement]
                        ) -> tuple[cst.Try, cst.With]:
         """The ``try`` of a guarded construction (:attr:`WrapPlan.guarded`) with the runner
@@ -486,19 +491,7 @@ class WrapTransformer(cst.CSTTransformer):
             small.visit(finder)
             call = finder.found
             assert call is not None, "planned statement holds no engine call"
-            func_name = (self.config.runner_classes[0] if self.config.runner_classes
-                         else "VllmRunner") if plan.use_class else self.config.runner_fixture
-            if plan.use_class and self.config.target == "bundled":
-                self.needs.add("VllmRunner")
-            new_call, uses_cc = runner_call(call, func_name, target=self.config.target,
-                                            compilation_config=plan.compilation_config,
-                                            add_defaults=plan.mapping_defaults is None)
-            if plan.mapping_defaults is not None:
-                new_call = through_helper(new_call, plan.mapping_defaults)
-                self.needs.add(RUNNER_KWARGS_NAME)
-                uses_cc |= any("CompilationConfig" in d for d in plan.mapping_defaults)
-            if uses_cc:
-                self.needs.add("CompilationConfig")
+            new_call = self._engine_runner_call(plan, call)
             entered = self._runner_name(plan)
             if "\n" in statement_code(call) and not isinstance(
                     call.whitespace_before_args, cst.ParenthesizedWhitespace):
