@@ -166,3 +166,15 @@ def test_the_blank_line_after_a_functions_imports_stays() -> None:
     fixed = outcome.new_source.decode()
     assert "    from vllm import SamplingParams\n\n    context = pytest" in fixed
     assert "llm = None" not in fixed
+
+
+def test_a_removed_imports_comment_keeps_one_blank_line_below_it() -> None:
+    """``import os`` removed from under a file-wide comment, a blank line on each side of
+    it: the comment moves onto the next import with one blank line between them, not two
+    (ruff format leaves one)."""
+    source = ('"""Doc."""\n\n# ruff: noqa: E501\n\nimport os\n\nimport pytest\n\n'
+              'os.environ["VLLM_X"] = "2"\n\n\ndef test_x():\n    assert pytest\n')
+    outcome = fix_source(source.encode(), "tests/test_x.py", Config(), unsafe=True)
+    assert outcome.new_source is not None
+    assert outcome.new_source.decode().startswith(
+        '"""Doc."""\n\n# ruff: noqa: E501\n\nimport pytest\n\n\n@pytest.fixture(')

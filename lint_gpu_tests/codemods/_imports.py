@@ -340,6 +340,8 @@ def keep_import_comments(before: cst.Module, after: cst.Module) -> cst.Module:
             if j == 0 and before.body and stmt is not before.body[0]:
                 while pending and pending[0].comment is None and not lines:
                     pending.pop(0)
+            if pending and pending[-1].comment is None and lines and lines[0].comment is None:
+                pending.pop()  # one blank line below the comments, as above the import
             body[j] = target.with_changes(leading_lines=[*pending, *lines])
             pending = []
             changed = True
