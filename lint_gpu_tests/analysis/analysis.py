@@ -1967,6 +1967,24 @@ def guarding_try(module: ModuleAnalysis, stmt: ast.stmt, bound: str) -> ast.Try 
     return parent
 
 
+def statement_block(module: ModuleAnalysis, stmt: ast.stmt) -> list[ast.stmt] | None:
+    """The statement list that directly holds ``stmt`` (a body, an ``else``, a
+    ``finally``, a handler's or a ``case``'s body); ``None`` for a statement of no block."""
+    parent = module.parent(stmt)
+    if parent is None:
+        return None
+    for attr in ("body", "orelse", "finalbody"):
+        block = getattr(parent, attr, None)
+        if isinstance(block, list) and any(s is stmt for s in block):
+            return block
+    for handler in getattr(parent, "handlers", []) or []:
+        if any(s is stmt for s in handler.body):
+            return handler.body  # type: ignore[no-any-return]
+    if isinstance(parent, ast.match_case) and any(s is stmt for s in parent.body):
+        return parent.body
+    return None
+
+
 def guarded_with(module: ModuleAnalysis, call: ast.Call) -> ast.With | None:
     """For a runner's call bound to a name in a guarding ``try`` (:func:`guarding_try`),
     the with-statement right after that ``try`` that enters the name alone (``with
@@ -1977,16 +1995,7 @@ def guarded_with(module: ModuleAnalysis, call: ast.Call) -> ast.With | None:
             and isinstance(stmt.targets[0], ast.Name)):
         return None
     trying = guarding_try(module, stmt, stmt.targets[0].id)
-    holder = module.parent(trying) if trying is not None else None
-    if trying is None or holder is None:
-        return None
-    for attr in ("body", "orelse", "finalbody"):
-        block = getattr(holder, attr, None)
-        if isinstance(block, list) and any(s is trying for s in block):
-            break
-    else:
-        block = next((h.body for h in getattr(holder, "handlers", []) or []
-                      if any(s is trying for s in h.body)), None)
+    block = statement_block(module, trying) if trying is not None else None
     if not block:
         return None
     after = next((block[i + 1] for i, s in enumerate(block[:-1]) if s is trying), None)

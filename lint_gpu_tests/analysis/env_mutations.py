@@ -23,6 +23,7 @@ from lint_gpu_tests.analysis.analysis import (
     literal_value,
     local_names,
     module_constants,
+    statement_block,
 )
 from lint_gpu_tests.parsing.prefilter import ENVIRONMENT_CHANGE, changes_environment, names_variable
 from lint_gpu_tests.parsing.source import walk_breadth
@@ -350,19 +351,7 @@ def _restores_a_saved_value(module: ModuleAnalysis, mutation: EnvMutation,
     if any(m.function is func and names & set(m.names) and
            (m.statement.lineno, m.statement.col_offset) < first for m in found):
         return False
-    saved: dict[str, set[str]] = {}  # variable -> the local names holding what it was
-    reads = {id(n): name for name, read in environment_reads(module).items() for n in read}
-    for node in nodes:
-        if isinstance(node, ast.Assign) and id(node.value) in reads and \
-                (node.lineno, node.col_offset) < first and len(node.targets) == 1 and \
-                isinstance(node.targets[0], ast.Name):
-            saved.setdefault(reads[id(node.value)], set()).add(node.targets[0].id)
-    # A name bound to anything else too (``saved = "1"``) no longer holds what was read.
-    read_into = {id(t) for n in nodes if isinstance(n, ast.Assign) and id(n.value) in reads
-                 for t in n.targets}
-    other = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-             and id(n) not in read_into}
-    saved = {var: names - other for var, names in saved.items() if names - other}
+    saved = _saved_reads(module, nodes, first)
     if not names <= set(saved):
         return False
     if mutation.removes:
@@ -370,6 +359,25 @@ def _restores_a_saved_value(module: ModuleAnalysis, mutation: EnvMutation,
     node = mutation.node
     return isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and \
         len(names) == 1 and node.value.id in saved[next(iter(names))]
+
+
+def _saved_reads(module: ModuleAnalysis, nodes: list[ast.AST], before: tuple[int, int]
+                 ) -> dict[str, set[str]]:
+    """Variable -> the local names that hold what the function read of it before the
+    position ``before`` (``saved = os.environ.get(X)``), of ``nodes`` (a function's); a
+    name bound to anything else too (``saved = "1"``) holds no such value."""
+    saved: dict[str, set[str]] = {}
+    reads = {id(n): name for name, read in environment_reads(module).items() for n in read}
+    for node in nodes:
+        if isinstance(node, ast.Assign) and id(node.value) in reads and \
+                (node.lineno, node.col_offset) < before and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name):
+            saved.setdefault(reads[id(node.value)], set()).add(node.targets[0].id)
+    read_into = {id(t) for n in nodes if isinstance(n, ast.Assign) and id(n.value) in reads
+                 for t in n.targets}
+    other = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+             and id(n) not in read_into}
+    return {var: names - other for var, names in saved.items() if names - other}
 
 
 def _restored_in_finally(module: ModuleAnalysis, mutation: EnvMutation,
@@ -389,15 +397,7 @@ def _restored_in_finally(module: ModuleAnalysis, mutation: EnvMutation,
     mine = {id(m.statement) for m in found if m.function is func}
 
     def puts_back(trying: ast.Try) -> bool:
-        reads = {id(n): name for name, read in environment_reads(module).items()
-                 for n in read}
-        start = (trying.lineno, trying.col_offset)
-        saved: dict[str, set[str]] = {}  # variable -> the names holding what it was
-        for node in nodes:
-            if isinstance(node, ast.Assign) and id(node.value) in reads and \
-                    (node.lineno, node.col_offset) < start and len(node.targets) == 1 and \
-                    isinstance(node.targets[0], ast.Name):
-                saved.setdefault(reads[id(node.value)], set()).add(node.targets[0].id)
+        saved = _saved_reads(module, nodes, (trying.lineno, trying.col_offset))
         final = {id(n) for stmt in trying.finalbody for n in walk_breadth(stmt)}
         back = [m for m in found if m.function is func and id(m.statement) in final
                 and set(m.names) & names]
@@ -413,17 +413,14 @@ def _restored_in_finally(module: ModuleAnalysis, mutation: EnvMutation,
         if isinstance(current, ast.Try) and current.finalbody and puts_back(current):
             return True
         current = module.parent(current)
-    holder = module.parent(mutation.statement)
-    block = next((b for b in (getattr(holder, a, None) for a in ("body", "orelse",
-                                                                  "finalbody"))
-                  if isinstance(b, list) and any(s is mutation.statement for s in b)), None)
+    block = statement_block(module, mutation.statement)
     if block is None:
         return False
     after = next(i for i, s in enumerate(block) if s is mutation.statement) + 1
     while after < len(block) and id(block[after]) in mine:
         after += 1  # other changes, then the ``try`` that puts them all back
-    return after < len(block) and isinstance(block[after], ast.Try) and \
-        bool(block[after].finalbody) and puts_back(block[after])
+    trying = block[after] if after < len(block) else None
+    return isinstance(trying, ast.Try) and bool(trying.finalbody) and puts_back(trying)
 
 
 def _is_autouse(func: FunctionInfo) -> bool:

@@ -2,34 +2,18 @@
 
 The fix rewrites whole statements of one block, located by their line numbers, so every
 planning step asks these questions first: which statement list holds this statement
-(:func:`statement_block`), what is nested in it (:func:`walk_statements`), which names it
-reads or binds at its own level, and whether it shares its line with another statement
-(:class:`StatementLayout`, a base of :class:`~lint_gpu_tests.fixplan.planner.Planner`).
+(:func:`~lint_gpu_tests.analysis.analysis.statement_block`, which the analysis asks too),
+what is nested in it (:func:`walk_statements`), which names it reads or binds at its own
+level, and whether it shares its line with another statement (:class:`StatementLayout`, a
+base of :class:`~lint_gpu_tests.fixplan.planner.Planner`).
 """
 
 from __future__ import annotations
 
 import ast
 
-from lint_gpu_tests.analysis.analysis import ModuleAnalysis
+from lint_gpu_tests.analysis.analysis import ModuleAnalysis, statement_block
 from lint_gpu_tests.parsing.source import walk_breadth
-
-
-def statement_block(module: ModuleAnalysis, stmt: ast.stmt) -> list[ast.stmt] | None:
-    """The statement list that directly holds ``stmt``."""
-    parent = module.parent(stmt)
-    if parent is None:
-        return None
-    for attr in ("body", "orelse", "finalbody"):
-        block = getattr(parent, attr, None)
-        if isinstance(block, list) and any(s is stmt for s in block):
-            return block
-    for handler in getattr(parent, "handlers", []) or []:
-        if any(s is stmt for s in handler.body):
-            return handler.body  # type: ignore[no-any-return]
-    if isinstance(parent, ast.match_case) and any(s is stmt for s in parent.body):
-        return parent.body
-    return None
 
 
 def loads_of(node: ast.AST, name: str) -> list[ast.Name]:

@@ -12,13 +12,8 @@ from __future__ import annotations
 
 import ast
 
-from lint_gpu_tests.analysis.analysis import FUNCTION_SCOPES, ModuleAnalysis
-from lint_gpu_tests.fixplan.blocks import (
-    StatementLayout,
-    loads_of,
-    statement_block,
-    walk_statements,
-)
+from lint_gpu_tests.analysis.analysis import FUNCTION_SCOPES, ModuleAnalysis, statement_block
+from lint_gpu_tests.fixplan.blocks import StatementLayout, loads_of, walk_statements
 from lint_gpu_tests.fixplan.flow import FINALIZER_CALLS
 from lint_gpu_tests.parsing.source import walk_breadth, walk_nodes
 from lint_gpu_tests.parsing.syntax import last_name, names_in

@@ -24,6 +24,7 @@ from lint_gpu_tests.analysis.analysis import (
     ModuleAnalysis,
     RunnerCall,
     guarding_try,
+    statement_block,
 )
 from lint_gpu_tests.analysis.env_mutations import TEARDOWN_OF
 from lint_gpu_tests.analysis.helper_calls import ONE_MODULE, HelperCallers, runner_through_callers
@@ -33,7 +34,6 @@ from lint_gpu_tests.fixplan.blocks import (
     loads_of,
     node_contains,
     reads_or_deletes,
-    statement_block,
     stores_at_top,
 )
 from lint_gpu_tests.fixplan.cleanup import CleanupRecognizer, cleanup_beyond_the_runner

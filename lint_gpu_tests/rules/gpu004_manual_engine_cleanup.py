@@ -13,9 +13,9 @@ from lint_gpu_tests.analysis.analysis import (
     ModuleAnalysis,
     is_isolated,
     local_names,
+    statement_block,
 )
 from lint_gpu_tests.analysis.env_mutations import TEARDOWN_OF
-from lint_gpu_tests.fixplan.blocks import statement_block
 from lint_gpu_tests.fixplan.classes import ClassPlan, owner_classes
 from lint_gpu_tests.fixplan.cleanup import ends_engine
 from lint_gpu_tests.fixplan.factories import FactoryPlan
