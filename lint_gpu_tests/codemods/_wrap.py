@@ -356,12 +356,7 @@ class WrapTransformer(cst.CSTTransformer):
                 # Only cleanup used the name (``llm = LLM(...); del llm``): build, tear down.
                 as_name = ""
             elif not plan.yield_proxy and plan.bound_name in used:
-                self.needs.add("weakref")
-                proxy = proxy_of(self._engine_ref(plan))
-                body.append(cst.SimpleStatementLine(body=[fit_last_call(cst.Assign(
-                    targets=[cst.AssignTarget(target=cst.Name(plan.bound_name))],
-                    value=proxy,
-                ), proxy, self.columns.get(plan.site_line, 0) + 4)]))
+                body.append(self._proxy_line(plan, plan.bound_name))
         elif isinstance(small, cst.Expr) and small.value is call:
             # A construction whose result is dropped: build it, tear it down.
             body.append(cst.SimpleStatementLine(body=[cst.Pass()]))
@@ -396,13 +391,7 @@ class WrapTransformer(cst.CSTTransformer):
                 new_small = cst.Expr(cst.Yield(value=value))
             body.append(site.with_changes(body=[new_small], leading_lines=[],
                                           trailing_whitespace=_moved_comment(site)))
-        for stmt in rest:
-            if plan.yield_proxy and plan.bound_name is not None:
-                stmt = self._proxy_handout(plan, stmt, self.columns.get(plan.site_line, 0) + 4)
-            body.append(stmt)
-        if not body:
-            body.append(cst.SimpleStatementLine(body=[cst.Pass()]))
-        body[0] = opening_block(body[0])
+        body = self._block_body(plan, body, rest)
         node = cst.With(
             items=[cst.WithItem(item=new_call, asname=cst.AsName(
                 name=as_target if as_target is not None else cst.Name(as_name))
@@ -504,21 +493,34 @@ class WrapTransformer(cst.CSTTransformer):
                 body=[assign])]))
             if plan.bound_name is not None and not plan.yield_proxy and \
                     plan.bound_name in self._names_in(rest, {plan.bound_name}):
-                self.needs.add("weakref")
-                proxy = proxy_of(self._engine_ref(plan))
-                inner.append(cst.SimpleStatementLine(body=[fit_last_call(cst.Assign(
-                    targets=[cst.AssignTarget(target=cst.Name(plan.bound_name))],
-                    value=proxy), proxy, column + 4)]))
+                inner.append(self._proxy_line(plan, plan.bound_name))
+        node = cst.With(items=[cst.WithItem(item=cst.Name(entered))],
+                        body=cst.IndentedBlock(body=self._block_body(plan, inner, rest)))
+        return site, node
+
+    def _proxy_line(self, plan: WrapPlan, name: str) -> cst.SimpleStatementLine:
+        """``name = weakref.proxy(runner.llm)``, the first line of ``plan``'s block (laid out
+        to fit the line at the block's indentation)."""
+        self.needs.add("weakref")
+        proxy = proxy_of(self._engine_ref(plan))
+        return cst.SimpleStatementLine(body=[fit_last_call(cst.Assign(
+            targets=[cst.AssignTarget(target=cst.Name(name))], value=proxy,
+        ), proxy, self.columns.get(plan.site_line, 0) + 4)])
+
+    def _block_body(self, plan: WrapPlan, head: list[cst.BaseStatement],
+                    rest: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        """The statements of ``plan``'s with-block: ``head`` (what the rewrite puts first),
+        then ``rest`` with a fixture's ``yield``/``return`` of the engine handing out its
+        proxy; ``pass`` for none; no blank line above the first."""
+        body = list(head)
         for stmt in rest:
             if plan.yield_proxy and plan.bound_name is not None:
-                stmt = self._proxy_handout(plan, stmt, column + 4)
-            inner.append(stmt)
-        if not inner:
-            inner.append(cst.SimpleStatementLine(body=[cst.Pass()]))
-        inner[0] = opening_block(inner[0])
-        node = cst.With(items=[cst.WithItem(item=cst.Name(entered))],
-                        body=cst.IndentedBlock(body=inner))
-        return site, node
+                stmt = self._proxy_handout(plan, stmt, self.columns.get(plan.site_line, 0) + 4)
+            body.append(stmt)
+        if not body:
+            body.append(cst.SimpleStatementLine(body=[cst.Pass()]))
+        body[0] = opening_block(body[0])
+        return body
 
     def _proxy_handout(self, plan: WrapPlan, stmt: cst.BaseStatement,
                        column: int) -> cst.BaseStatement:
