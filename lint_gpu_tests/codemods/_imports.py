@@ -83,6 +83,12 @@ def _block_with(body: Sequence[cst.BaseStatement], start: int, end: int,
     return start, end
 
 
+def _third_party(first_party: frozenset[str]) -> Callable[[str], bool]:
+    """The test of a top-level module name for the third-party section: neither the
+    standard library's nor one of ``first_party``."""
+    return lambda top: top not in STDLIB and top not in first_party
+
+
 def _blank() -> cst.EmptyLine:
     return cst.EmptyLine()
 
@@ -217,7 +223,7 @@ def add_from_import(module: cst.Module, mod: str, name: str,
     start, end = _import_block(body)
     section: Callable[[str], bool] = (
         (lambda top: top in first_party) if mod.split(".")[0] in first_party else
-        (lambda top: top not in STDLIB and top not in first_party))
+        _third_party(first_party))
     start, end = _block_with(body, start, end, section)
     third = [i for i in range(start, end)
              if (info := _top_module(body[i])) is not None and section(info[0])]
@@ -258,10 +264,10 @@ def add_third_party_import(module: cst.Module, name: str,
     if any(_key(s) == ("import", name) for s in body):
         return module
     new_stmt = cst.parse_statement(f"import {name}")
-    start, end = _block_with(*((body,) + _import_block(body)),
-                             lambda top: top not in STDLIB and top not in first_party)
+    third_party = _third_party(first_party)
+    start, end = _block_with(body, *_import_block(body), third_party)
     third = [i for i in range(start, end) if (info := _top_module(body[i])) is not None
-             and info[0] not in STDLIB and info[0] not in first_party]
+             and third_party(info[0])]
     # The first of them and those after it up to a blank line: the block's own section
     # (what a blank line sets apart is another section to the module's author, as a
     # first-party one this module's path does not show).
