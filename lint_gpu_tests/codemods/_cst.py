@@ -249,11 +249,18 @@ def wrapping_at(width: int, parenthesized_with: bool = True) -> Iterator[None]:
 
 
 class _Reindent(cst.CSTTransformer):
-    """Adds ``extra`` to the indentation of every continuation line inside a node."""
+    """Moves the indentation of every continuation line inside a node, and of its comment
+    lines, by ``by`` spaces: to the right, or to the left by at most the spaces there
+    are."""
 
-    def __init__(self, extra: str) -> None:
+    def __init__(self, by: int) -> None:
         super().__init__()
-        self.extra = extra
+        self.by = by
+
+    def _moved(self, value: str) -> str:
+        if self.by >= 0:
+            return " " * self.by + value
+        return value[min(len(value) - len(value.lstrip(" ")), -self.by):]
 
     def leave_ParenthesizedWhitespace(
         self, original_node: cst.ParenthesizedWhitespace,
@@ -262,14 +269,14 @@ class _Reindent(cst.CSTTransformer):
         if not updated_node.indent:
             return updated_node
         return updated_node.with_changes(
-            last_line=cst.SimpleWhitespace(self.extra + updated_node.last_line.value))
+            last_line=cst.SimpleWhitespace(self._moved(updated_node.last_line.value)))
 
     def leave_EmptyLine(self, original_node: cst.EmptyLine,
                         updated_node: cst.EmptyLine) -> cst.EmptyLine:
         if not updated_node.indent or updated_node.comment is None:
             return updated_node
         return updated_node.with_changes(
-            whitespace=cst.SimpleWhitespace(self.extra + updated_node.whitespace.value))
+            whitespace=cst.SimpleWhitespace(self._moved(updated_node.whitespace.value)))
 
 
 def merge_with(outer: cst.With, inner: cst.With, column: int,
@@ -317,7 +324,7 @@ def merge_with(outer: cst.With, inner: cst.With, column: int,
         if width > line_length():
             call = hug_args(flat_call, column + 4) or explode_args(flat_call)
             items[-1] = last.with_changes(item=call)
-    stacked = [cst.ensure_type(item.visit(_Reindent("    ")), cst.WithItem).with_changes(
+    stacked = [cst.ensure_type(item.visit(_Reindent(4)), cst.WithItem).with_changes(
         comma=cst.Comma(whitespace_after=_line_break("" if i == len(items) - 1 else "    ")))
         for i, item in enumerate(items)]
     return outer.with_changes(
@@ -347,7 +354,7 @@ def explode_args(call: cst.Call, indent: str = "    ", close: str = "") -> cst.C
         moved = arg
         if columns[i] is not None and columns[i] != len(indent):
             # its own continuation lines move with it (``2 *\n 4``, a dict over lines)
-            shifted = arg.value.visit(_Shift(len(indent) - columns[i]))  # type: ignore[operator]
+            shifted = arg.value.visit(_Reindent(len(indent) - columns[i]))  # type: ignore[operator]
             assert isinstance(shifted, cst.BaseExpression)
             moved = arg.with_changes(value=shifted)
         args.append(moved.with_changes(comma=comma))
@@ -371,25 +378,6 @@ def _argument_columns(call: cst.Call) -> list[int | None]:
     if columns[0] is None and len(columns) > 1:
         columns[0] = columns[1]
     return columns
-
-
-class _Shift(cst.CSTTransformer):
-    """Moves every line break's continuation line inside an expression by ``by`` spaces
-    (not before the block's indentation)."""
-
-    def __init__(self, by: int) -> None:
-        super().__init__()
-        self.by = by
-
-    def leave_ParenthesizedWhitespace(
-        self, original_node: cst.ParenthesizedWhitespace,
-        updated_node: cst.ParenthesizedWhitespace,
-    ) -> cst.ParenthesizedWhitespace:
-        value = updated_node.last_line.value
-        if not updated_node.indent or value.strip(" "):
-            return updated_node
-        return updated_node.with_changes(
-            last_line=cst.SimpleWhitespace(" " * max(0, len(value) + self.by)))
 
 
 def _line_break(extra: str) -> cst.ParenthesizedWhitespace:
