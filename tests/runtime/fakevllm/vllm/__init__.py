@@ -14,7 +14,9 @@ stopping the child (the finalizer still does, at collection).
 as vLLM's CPU EngineCore has done for longer than vLLM's shutdown grace (it had to be killed).
 ``workers`` (stand-in only): the engine core starts that many ``VLLM::Worker`` children,
 which end when their parent does (vLLM's workers watch their parent the same way),
-``worker_linger_s`` seconds later (an orphaned vLLM worker lingers a while).
+``worker_linger_s`` seconds later (an orphaned vLLM worker lingers a while). The engine
+core reports ready only once each worker has titled itself, so a client that sees the
+engine built sees every process under its title.
 
 Like vLLM's, the processes title themselves ``VLLM::EngineCore`` and ``VLLM::Worker``
 (written to ``/proc/self/comm``, which keeps 15 characters), and ``shutdown(timeout)``
@@ -46,10 +48,14 @@ def _set_title(title: str) -> None:
         pass
 
 
-def _worker_main(parent: int, ignore_sigterm: bool, linger_s: float) -> None:
+def _worker_main(
+    parent: int, ignore_sigterm: bool, linger_s: float, titled: Connection
+) -> None:
     _set_title("VLLM::Worker")
     if ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    titled.send(os.getpid())  # the engine core reports ready only after its workers did
+    titled.close()
     while os.getppid() == parent:
         time.sleep(0.02)
     time.sleep(linger_s)
@@ -62,12 +68,19 @@ def _engine_core_main(
     if ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     ctx = multiprocessing.get_context("fork")
+    titled_r, titled_w = ctx.Pipe(duplex=False)
     children = [
-        ctx.Process(target=_worker_main, args=(os.getpid(), ignore_sigterm, linger_s))
+        ctx.Process(
+            target=_worker_main, args=(os.getpid(), ignore_sigterm, linger_s, titled_w)
+        )
         for _ in range(workers)
     ]
     for child in children:
         child.start()
+    for _ in children:
+        titled_r.recv()  # a worker's title is written before the client sees "ready"
+    titled_r.close()
+    titled_w.close()
     held: Any = None
     if hold_gib > 0:
         import torch
