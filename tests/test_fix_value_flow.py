@@ -212,18 +212,21 @@ def test_guarded():
         assert llm is not None
         assert llm.generate(["a"])
     finally:
-        if llm is not None:
+        if {guard}:
             llm.llm_engine.engine_core.shutdown()
 '''
 
 
-def test_a_comparison_with_none_is_no_identity_check() -> None:
+@pytest.mark.parametrize("guard", ["llm is not None", "llm != None", "llm"])
+def test_a_comparison_with_none_is_no_identity_check(guard: str) -> None:
     """``llm is None`` and ``llm is not None`` answer the same for a ``weakref.proxy`` as for
-    the engine (a proxy is never ``None``): the wrap is safe, the guarded shutdown goes."""
-    found = check_source(GUARDED.encode(), "tests/test_case.py", Config())
+    the engine (a proxy is never ``None``): the wrap is safe, the guarded shutdown goes,
+    however the guard tests the engine's presence."""
+    source = GUARDED.format(guard=guard).encode()
+    found = check_source(source, "tests/test_case.py", Config())
     assert [(v.location.row, v.code, v.fix.applicability.value if v.fix else None)
             for v in found] == [(5, "GPU001", "safe"), (6, "GPU003", "safe")]
-    assert fix_source(GUARDED.encode(), "tests/test_case.py", Config()).new_source == (
+    assert fix_source(source, "tests/test_case.py", Config()).new_source == (
         b"import weakref\n\n\n"
         b"def test_guarded(vllm_runner):\n"
         b"    with vllm_runner(\"m\") as runner:\n"

@@ -16,7 +16,7 @@ from lint_gpu_tests.analysis.analysis import FUNCTION_SCOPES, ModuleAnalysis, st
 from lint_gpu_tests.fixplan.blocks import StatementLayout, loads_of, walk_statements
 from lint_gpu_tests.fixplan.flow import FINALIZER_CALLS
 from lint_gpu_tests.parsing.source import walk_breadth, walk_nodes
-from lint_gpu_tests.parsing.syntax import last_name, names_in
+from lint_gpu_tests.parsing.syntax import last_name, names_in, none_test
 
 #: Methods whose call on an engine (or on its runner) ends its life as ``del`` of its last
 #: reference does: ``shutdown()`` (``LLM``, the engine core), ``close()`` (the engine
@@ -56,7 +56,8 @@ class CleanupRecognizer(StatementLayout):
             return self.release_idiom(stmt, names) is not None
         if isinstance(stmt, ast.If):
             # ``if llm is not None: llm.shutdown()``: cleanup guarded by the engine's presence.
-            return not stmt.orelse and _tests_presence(stmt.test, names) and all(
+            return not stmt.orelse and any(none_test(stmt.test, name) == "some"
+                                           for name in names) and all(
                 self.is_cleanup_statement(s, names) for s in stmt.body)
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             call = stmt.value
@@ -185,15 +186,6 @@ class CleanupRecognizer(StatementLayout):
             return False
         return not any(loads_of(s, n) for s in rest for n in names
                        if not self.is_cleanup_statement(s, names))
-
-
-def _tests_presence(test: ast.expr, names: set[str]) -> bool:
-    """True for ``name`` or ``name is not None`` with ``name`` in ``names``."""
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(
-            test.ops[0], ast.IsNot) and isinstance(test.comparators[0], ast.Constant) and \
-            test.comparators[0].value is None:
-        test = test.left
-    return isinstance(test, ast.Name) and test.id in names
 
 
 _UNBOUND_ERRORS = frozenset({"UnboundLocalError", "NameError"})

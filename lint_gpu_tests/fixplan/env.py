@@ -35,6 +35,7 @@ from lint_gpu_tests.parsing.syntax import (
     is_main_guard,
     last_name,
     names_in,
+    none_test,
 )
 
 #: Calls that open a ``MonkeyPatch`` context (``pytest.MonkeyPatch.context()``,
@@ -536,7 +537,7 @@ def _tested_not_none(module: ModuleAnalysis, node: ast.AST, name: str) -> bool:
     child, current = node, module.parent(node)
     while current is not None:
         if isinstance(current, ast.If):
-            kind = _none_test(current.test, name)
+            kind = none_test(current.test, name)
             if kind == "some" and any(child is s for s in current.body) or \
                     kind == "none" and any(child is s for s in current.orelse):
                 return True
@@ -545,7 +546,7 @@ def _tested_not_none(module: ModuleAnalysis, node: ast.AST, name: str) -> bool:
             if isinstance(block, list) and any(child is s for s in block):
                 index = next(i for i, s in enumerate(block) if s is child)
                 if any(isinstance(s, ast.If) and not s.orelse and s.body and
-                       _none_test(s.test, name) == "none" and
+                       none_test(s.test, name) == "none" and
                        isinstance(s.body[-1], (ast.Return, ast.Raise, ast.Continue, ast.Break))
                        for s in block[:index]):
                     return True
@@ -553,26 +554,6 @@ def _tested_not_none(module: ModuleAnalysis, node: ast.AST, name: str) -> bool:
             break
         child, current = current, module.parent(current)
     return False
-
-
-def _none_test(test: ast.expr, name: str) -> str | None:
-    """``"some"`` for a test true exactly when ``name`` holds a value (``name``, ``name is
-    not None``), ``"none"`` for one true when it may be ``None`` (``not name``, ``name is
-    None``), else ``None``."""
-    if isinstance(test, ast.Name) and test.id == name:
-        return "some"
-    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and \
-            isinstance(test.operand, ast.Name) and test.operand.id == name:
-        return "none"
-    if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
-            isinstance(test.left, ast.Name) and test.left.id == name and \
-            isinstance(test.comparators[0], ast.Constant) and \
-            test.comparators[0].value is None:
-        if isinstance(test.ops[0], (ast.IsNot, ast.NotEq)):
-            return "some"
-        if isinstance(test.ops[0], (ast.Is, ast.Eq)):
-            return "none"
-    return None
 
 
 def _set_values(mutation: EnvMutation) -> list[ast.expr]:

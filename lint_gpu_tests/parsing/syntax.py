@@ -99,6 +99,27 @@ CACHING_DECORATORS = frozenset({"cache", "lru_cache", "cached", "memoize", "cach
 an engine such a function returns belongs to the cache, not to the caller."""
 
 
+def none_test(test: ast.expr, name: str) -> str | None:
+    """``"some"`` for a test true exactly when ``name`` holds a value (``name``, ``name is
+    not None``, ``name != None``), ``"none"`` for one true when it may be ``None`` (``not
+    name``, ``name is None``, ``name == None``), else ``None``. ``==`` counts as ``is`` for
+    the values these tests guard (strings, engines: no ``__eq__`` that matches ``None``)."""
+    if isinstance(test, ast.Name) and test.id == name:
+        return "some"
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and \
+            isinstance(test.operand, ast.Name) and test.operand.id == name:
+        return "none"
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and \
+            isinstance(test.left, ast.Name) and test.left.id == name and \
+            isinstance(test.comparators[0], ast.Constant) and \
+            test.comparators[0].value is None:
+        if isinstance(test.ops[0], (ast.IsNot, ast.NotEq)):
+            return "some"
+        if isinstance(test.ops[0], (ast.Is, ast.Eq)):
+            return "none"
+    return None
+
+
 def caching_decorator(func: FunctionNode) -> str | None:
     """The decorator of ``func`` that caches what it returns (:data:`CACHING_DECORATORS`),
     as written without its arguments (``functools.lru_cache``), else ``None``."""
