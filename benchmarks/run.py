@@ -121,6 +121,8 @@ def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
         Command(f"{label}: floor cold + importers", [*floor_cold[:2], "--environ",
                                                      "--importers", *paths], cwd),
         Command(f"{label}: floor cold + one walk", [*floor_cold[:2], "--walk", *paths], cwd),
+        Command(f"{label}: floor cold + importers + one walk",
+                [*floor_cold[:2], "--environ", "--importers", "--walk", *paths], cwd),
         Command(f"{label}: python start", [sys.executable, "-c", "pass"], cwd),
         Command(f"{label}: gpu-test-lint imports", [sys.executable, "-c", STARTUP_IMPORTS],
                 cwd),
@@ -160,10 +162,12 @@ def commands_for(label: str, paths: Sequence[str], cwd: Path, scratch: Path,
                     where),
             Command(f"{label}: floor cold + importers x5",
                     [*floor_cold[:2], "--environ", "--importers", *five], where),
+            Command(f"{label}: floor cold + importers + one walk x5",
+                    [*floor_cold[:2], "--environ", "--importers", "--walk", *five], where),
         ]
         if jobs1:
             out.append(Command(f"{label}: gpu-test-lint cold --jobs 1 x5",
-                               [*out[-4].argv[:3], "--jobs", "1", *out[-4].argv[3:]], where))
+                               [*out[-5].argv[:3], "--jobs", "1", *out[-5].argv[3:]], where))
         if baseline is not None:
             out.append(Command(f"{label}: baseline cold x5",
                                [*base[:4], "--no-cache", *base[4:7],
@@ -248,6 +252,17 @@ def slope(by: dict[str, Command], files: int) -> list[str]:
                              f"{statistics.median(ratios):.2f}x / {ratios[-1]:.2f}x; CPU "
                              f"{1000 * per_file_cpu(name):.3f} ms, "
                              f"{per_file_cpu(name) / floor_cpu:.2f}x)")
+    walked = "floor cold + importers + one walk"
+    if f"{walked} x5" in by and "floor cold + importers x5" in by:
+        # The least any analysis of the parsed files adds: one visit of each node, in Python.
+        walk, walk_rounds = per_file(walked)
+        floor, floor_rounds = per_file("floor cold + importers")
+        ratios = sorted(w / f for w, f in zip(walk_rounds, floor_rounds, strict=True) if f > 0)
+        lines.append(f"- cold slope, floor + importers + one bare walk of each parsed tree: "
+                     f"{1000 * walk:.3f} ms per file = **{walk / floor:.2f}x** the floor + "
+                     f"importers' (per round median {statistics.median(ratios):.2f}x; CPU "
+                     f"{per_file_cpu(walked) / per_file_cpu('floor cold + importers'):.2f}x):"
+                     " the least a Python analysis of those files adds")
     return lines
 
 

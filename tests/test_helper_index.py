@@ -95,6 +95,11 @@ EXPECTED: dict[str, list[tuple[str, int, int, str, str | None]]] = {
             name="new_llm", where="tests/conftest.py", why=CONFTEST_WHY)),
     ],
     "reads_only": [],
+    # ``_embed`` and ``_score`` run as their own processes through a launcher helper of
+    # another module (imported relatively, and as a module); ``_in_this_process`` does not.
+    "launcher": [
+        ("tests/models/test_embed.py", 22, 11, "GPU001", None),
+    ],
 }
 
 

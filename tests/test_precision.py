@@ -249,6 +249,56 @@ def test_process_launchers_configurable() -> None:
         """, config) == []
 
 
+def test_a_function_handed_to_a_launcher_helper_is_isolated() -> None:
+    # A module-level function that hands a parameter (positional or keyword-only, never
+    # rebound) to a launcher is a launcher helper: what a call passes there, directly or
+    # through ``partial``, runs as its own process; other arguments and helpers do not.
+    source = """\
+        import functools
+        import multiprocessing
+
+        from vllm import LLM
+
+
+        def in_child(label, fn, *args):
+            multiprocessing.Process(target=fn, args=args).start()
+
+
+        def in_pool(*, job):
+            with multiprocessing.Pool(1) as pool:
+                pool.apply(job)
+
+
+        def rebound(fn):
+            fn = functools.partial(fn, 1)
+            multiprocessing.Process(target=fn).start()
+
+
+        def run_a():
+            LLM("a").generate(["x"])
+
+
+        def run_b(n):
+            LLM("b").generate(["x"])
+
+
+        def run_c():
+            LLM("c").generate(["x"])
+
+
+        def run_d(n):
+            LLM("d").generate(["x"])
+
+
+        def test_launch():
+            in_child("a", run_a)
+            in_pool(job=functools.partial(run_b, 1))
+            rebound(run_d)
+            in_child(run_c, "c")
+        """
+    assert [line for line, _, _ in found(source)] == [30, 34]  # run_c, run_d
+
+
 def test_process_launchers_must_be_qualified_names() -> None:
     with pytest.raises(ConfigError, match=r"t: `process-launchers`: `Process` is not a "
                                           r"qualified name"):

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from lint_gpu_tests.analysis.process_targets import process_targets
+from lint_gpu_tests.analysis.process_targets import Launch, process_targets
 from lint_gpu_tests.analysis.scopes import ScopeIndex
 from lint_gpu_tests.config import REEXPORTS, Config, is_test_module
 from lint_gpu_tests.ftypes import (
@@ -134,7 +134,9 @@ class ImportedHelper:
             no engine helper (:meth:`ModuleAnalysis.helper_called` leaves it out); ``"e"``, a
             fixture that provides an engine, which a test of the importing module receives
             (no helper either); ``"g"``, a fixture that hands out a factory of engines and
-            keeps none of them (:attr:`ModuleAnalysis.factory_fixtures`; no helper either).
+            keeps none of them (:attr:`ModuleAnalysis.factory_fixtures`; no helper either);
+            ``"p"``, a launcher helper, which runs a function it is given as its own process
+            (:attr:`ModuleAnalysis.launcher_helpers`; no helper either).
         name: its name in the module that defines it.
         line: the line of its ``def``/``class``.
         extra: for a function, the engine's ``gpu_memory_utilization`` written in it as a
@@ -144,7 +146,8 @@ class ImportedHelper:
             for a cached function, its caching decorator as written; for a cleanup helper,
             :data:`WHOLE_CLEANUP`, or the index of the parameter whose engine it shuts
             down; for a fixture, the ``name=`` tests request it by where its decorator
-            gives one, else ``""`` (its name where it is imported).
+            gives one, else ``""`` (its name where it is imported); for a launcher helper,
+            ``index,name`` of the parameter it runs (:data:`Launch`).
         module: the defining module's path from the tree's root (``tests/utils.py``).
         in_scope: the defining module is in the rules' scope (a test module, a conftest,
             under ``test-roots``, or defining tests or fixtures: :func:`is_test_module_path`,
@@ -171,6 +174,14 @@ class ImportedHelper:
             return None
         return cls(parts[0], parts[1], parts[2], int(parts[3]), parts[4], parts[6], parts[7],
                    parts[5] == SCOPED)
+
+    @property
+    def launch(self) -> Launch | None:
+        """For a launcher helper (kind ``"p"``), the parameter it runs as its own process."""
+        index, _, name = self.extra.partition(",")
+        if self.kind != "p" or not name.isidentifier() or not index.lstrip("-").isdigit():
+            return None
+        return int(index), name
 
     @property
     def attributes(self) -> frozenset[str]:
@@ -312,6 +323,9 @@ class ModuleAnalysis:
     config: Config
     in_scope: bool = True
     imports: dict[str, str] = field(default_factory=dict)
+    #: Module-level functions that run one of their parameters as its own process, by name,
+    #: with that parameter (:func:`~lint_gpu_tests.analysis.process_targets.process_targets`).
+    launcher_helpers: dict[str, Launch] = field(default_factory=dict)
     #: Names the module's top-level relative imports bind, with what they name
     #: (``from .utils import x``: ``x`` -> ``.utils.x``); kept apart from :attr:`imports`,
     #: which name modules outside the package.
@@ -576,10 +590,26 @@ class ModuleAnalysis:
 
     def _mark_process_targets(self) -> None:
         """Mark the functions that run as their own process as isolated (see
-        :func:`lint_gpu_tests.analysis.process_targets.process_targets`). A test that pytest
-        collects from a test file also runs in pytest's own process, so it is left as it is."""
-        targets = process_targets(self.tree, self.text, self.imports, self.qualified,
-                                  frozenset(self.config.process_launchers))
+        :func:`lint_gpu_tests.analysis.process_targets.process_targets`), and find the
+        module's launcher helpers (:attr:`launcher_helpers`). A test that pytest collects
+        from a test file also runs in pytest's own process, so it is left as it is."""
+        imported: dict[str, Launch] = {}
+        if self._entries.helpers:
+            named = {h.key: h for h in self.imported_helpers.values() if h.kind == "p"}
+            for name, key in (*self.imports.items(), *self.relative_imports.items()):
+                if key in named and (launch := named[key].launch) is not None:
+                    imported[name] = launch
+            for helper in named.values():
+                if (launch := helper.launch) is not None:
+                    imported[helper.name] = launch
+
+        def imported_launch(func: ast.expr) -> Launch | None:
+            helper = self.imported_helper(func)
+            return helper.launch if helper is not None else None
+
+        targets, self.launcher_helpers = process_targets(
+            self.tree, self.text, self.imports, self.qualified,
+            frozenset(self.config.process_launchers), imported, imported_launch)
         if not targets:
             return
         collected = is_test_module(self.path)
@@ -1270,7 +1300,7 @@ class ModuleAnalysis:
         if not isinstance(node, ast.Call):
             return None
         found = self.imported_helper(node.func)
-        return None if found is None or found.kind in ("m", "x", "e", "g") else found
+        return None if found is None or found.kind in ("m", "x", "e", "g", "p") else found
 
     def imported_helper(self, func: ast.expr) -> ImportedHelper | None:
         """The engine helper of another module of the tree that the expression ``func``
@@ -2134,7 +2164,10 @@ def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
     cleanup, :attr:`ModuleAnalysis.cleanup_helpers`; the index of the parameter whose engine
     it shuts down for one that does more, :attr:`ModuleAnalysis.shutdown_helpers`),
     ``e|name|line||scope`` for each module-level fixture that provides an engine (a module
-    importing it by name hands it to its tests, as a conftest's fixture); scope:
+    importing it by name hands it to its tests, as a conftest's fixture),
+    ``p|name|line|index,param|scope`` for each launcher helper
+    (:attr:`ModuleAnalysis.launcher_helpers`: a function given to it runs as its own
+    process); scope:
     :data:`SCOPED` when the rules look at the module (:func:`is_test_module_path`, or it
     defines tests or fixtures), else empty."""
     scope = SCOPED if is_test_module_path(module.path, module.config) or \
@@ -2146,6 +2179,10 @@ def engine_helpers(module: ModuleAnalysis) -> tuple[str, ...]:
         out.append(f"f|{name}|{line}|{_helper_share(module, func)}|{scope}")
     for name, (line, place) in module.tuple_factories.items():
         out.append(f"t|{name}|{line}|{place}|{scope}")
+    for name, (index, param) in module.launcher_helpers.items():
+        line = max(s.lineno for s in module.tree.body
+                   if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name)
+        out.append(f"p|{name}|{line}|{index},{param}|{scope}")
     if module.cleanup_helpers or module.shutdown_helpers:
         for func in module.functions:
             if func.parent is not None or func.owner_class is not None:

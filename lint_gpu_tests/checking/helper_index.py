@@ -11,7 +11,10 @@ the other module is a summary, computed once per tree and kept by content:
   (:attr:`~lint_gpu_tests.analysis.analysis.ModuleAnalysis.engine_factories`), with the engine's
   ``gpu_memory_utilization`` where the helper writes it as a literal;
 * ``c``: a class whose methods store an engine on an attribute of ``self``
-  (``self.llm = LLM(...)``), with those attributes.
+  (``self.llm = LLM(...)``), with those attributes;
+* ``p``: a function that runs a function it is given as its own process
+  (``multiprocessing.Process(target=target)``), with that parameter: what a test module
+  hands it is isolated (and more kinds: :func:`~lint_gpu_tests.analysis.analysis.engine_helpers`).
 
 The tree is the directory of the project root (the first directory up from a module holding
 a root marker, as for the conftests), or, where none is found, the parent of the outermost
@@ -358,12 +361,14 @@ def resolve_import(module: str, importer: str, root: str) -> str | None:
 
 def may_define_helpers(source: bytes, config: Config) -> bool:
     """Whether the module with the bytes ``source`` may define an engine helper: it names
-    an engine class, or a cleanup call a cleanup helper is made of (:data:`CLEANUP_WORDS`,
-    the configured ``cleanup-functions``), and defines a class or a function not named
-    ``test...`` at its top level."""
+    an engine class, a cleanup call a cleanup helper is made of (:data:`CLEANUP_WORDS`,
+    the configured ``cleanup-functions``) or a process launcher a launcher helper calls
+    (``process-launchers``), and defines a class or a function not named ``test...`` at
+    its top level."""
     from lint_gpu_tests.parsing.prefilter import Prefilter
 
-    names = (*config.engine_classes, *CLEANUP_FUNCTIONS, *config.cleanup_functions)
+    names = (*config.engine_classes, *CLEANUP_FUNCTIONS, *config.cleanup_functions,
+             *config.process_launchers)
     words = tuple(sorted({c.rsplit(".", 1)[-1].encode() for c in names} | CLEANUP_WORDS))
     return DEFINITION.search(source) is not None and Prefilter(words, False).admits(source)
 

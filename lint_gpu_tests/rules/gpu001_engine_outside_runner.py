@@ -52,7 +52,11 @@ class EngineOutsideRunner(Rule):
         "alias (`Engine = LLM`) is. A function that runs as its own process is skipped: "
         "decorated with one of `isolation-decorators`, or the target of one of "
         "`process-launchers` (`multiprocessing.Process(target=f)`, `ctx.Process(target=f)`, "
-        "`torch.multiprocessing.spawn(f, ...)`, `ProcessPoolExecutor().submit(f, ...)`)."
+        "`torch.multiprocessing.spawn(f, ...)`, `ProcessPoolExecutor().submit(f, ...)`), "
+        "or handed to a launcher helper, a module-level function of the module or of "
+        "another module of the tree that hands one of its parameters to such a call "
+        "(`run_in_child(target, ...)`, found by itself: `process-launchers` need not name "
+        "it)."
     )
     why_bad = (
         "An engine owns a child process (EngineCore) holding the weights and KV cache on the "
@@ -860,6 +864,30 @@ def test_in_children():
     mp.spawn(worker, args=("facebook/opt-125m",), nprocs=2)
     with ProcessPoolExecutor(1) as pool:
         pool.submit(generate, "facebook/opt-125m").result()
+''',
+        ),
+        Example(
+            title="A function handed to a launcher helper, which runs it as its own process",
+            source='''\
+import multiprocessing
+
+from vllm import LLM
+
+
+def run_in_child(target, *args):
+    child = multiprocessing.Process(target=target, args=args)
+    child.start()
+    child.join()
+    assert not child.exitcode
+
+
+def generate(model):
+    llm = LLM(model)
+    assert llm.generate(["x"])
+
+
+def test_in_a_child():
+    run_in_child(generate, "facebook/opt-125m")
 ''',
         ),
         Example(

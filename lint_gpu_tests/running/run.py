@@ -237,7 +237,8 @@ def _prefilter(path: str, config: Config, memo: conftest_index.Memo | None,
         for n in conftest_engine_fixtures(path, config, memo, conftests):
             if n.startswith(ENGINE_HELPER):
                 spelled, kind = n[len(ENGINE_HELPER):].split("|", 2)[:2]
-                if kind != "x":  # a cleanup helper matters only where an engine is owned
+                if kind not in ("x", "p"):
+                    # a cleanup or launcher helper matters only where an engine is built
                     helpers.add(spelled.rpartition(".")[2])
             elif (word := n.removeprefix(RUNNER_CLASS).removeprefix(FACTORY_FIXTURE)
                     .removeprefix(FACTORY_SHARE).split("|", 1)[0]).isidentifier():
