@@ -68,6 +68,8 @@ OS_FUNCTIONS = {"os.putenv": False, "os.unsetenv": True}
 _ALIASED = re.compile(rb"(?:[\s\\)]|#[^\n]*)*as(?![A-Za-z0-9_])")
 #: :data:`~lint_gpu_tests.parsing.prefilter.ENVIRONMENT_CHANGE` for the module's text.
 _CHANGE = re.compile(ENVIRONMENT_CHANGE.pattern.decode("ascii"))
+#: ``pytest``'s ``MonkeyPatch`` class, as its qualified names spell it.
+MONKEYPATCH_CLASSES = frozenset({"pytest.MonkeyPatch", "_pytest.monkeypatch.MonkeyPatch"})
 C_ENV_ONLY = ("`os.putenv`/`os.unsetenv` change only the environment of child processes, "
               "not `os.environ`; `monkeypatch` changes both")
 
@@ -88,6 +90,8 @@ class EnvMutation:
             (or ``""``).
         function_name: ``os.putenv``/``os.unsetenv`` when the change is a call of one (it
             changes the process environment only, not ``os.environ``); else ``""``.
+        patcher: for a ``setenv``/``delenv`` of a ``pytest.MonkeyPatch()`` that nothing
+            undoes, the instance as written (``mp``, ``pytest.MonkeyPatch()``); else ``""``.
     """
 
     node: ast.AST
@@ -98,6 +102,7 @@ class EnvMutation:
     rewritable: bool
     reason: str = ""
     function_name: str = ""
+    patcher: str = ""
 
 
 
@@ -633,6 +638,7 @@ class _Finder:
         self.module = module
         self.constants = module_constants(module)
         self.patterns = module.config.environment_patterns
+        self._patchers: dict[int, frozenset[str]] = {}
 
     def scan(self, nodes: list[ast.AST], func: FunctionInfo | None) -> list[EnvMutation]:
         locals_ = local_names(self.module, func)
@@ -665,14 +671,74 @@ class _Finder:
         return value if isinstance(value, str) else None
 
     def _make(self, node: ast.AST, func: FunctionInfo | None, removes: bool,
-              names: list[str], rewritable: bool, reason: str = "", function_name: str = ""
-              ) -> EnvMutation | None:
+              names: list[str], rewritable: bool, reason: str = "", function_name: str = "",
+              patcher: str = "") -> EnvMutation | None:
         wanted = tuple(n for n in names if configured(n, self.patterns))
         if not wanted:
             return None
         statement = self.module.statement_of(node)
         return EnvMutation(node, statement, func, removes, wanted, rewritable, reason,
-                           function_name)
+                           function_name, patcher)
+
+    def _new_patcher(self, node: ast.AST) -> bool:
+        """True for ``pytest.MonkeyPatch()`` (however ``MonkeyPatch`` is imported)."""
+        return isinstance(node, ast.Call) and not node.args and not node.keywords and \
+            self.module.qualified(node.func) in MONKEYPATCH_CLASSES
+
+    def unreverted_patchers(self, func: FunctionInfo | None) -> frozenset[str]:
+        """The local names of ``func`` bound only to a new ``pytest.MonkeyPatch()`` and
+        used only as the receiver of method calls other than ``undo`` (in the function and
+        the functions nested in it): nothing undoes what they set. A name used in any
+        other way (returned, yielded, passed on, ``mp.undo`` named) may be undone
+        elsewhere and is left out."""
+        if func is None:
+            return frozenset()
+        known = self._patchers.get(id(func.node))
+        if known is not None:
+            return known
+        nodes = walk_breadth(func.node)
+        bound = {n.targets[0].id for n in nodes if isinstance(n, ast.Assign)
+                 and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+                 and self._new_patcher(n.value)}
+        parent = self.module.parent
+        for node in nodes if bound else ():
+            if not isinstance(node, ast.Name) or node.id not in bound:
+                continue
+            above = parent(node)
+            if isinstance(node.ctx, ast.Store):
+                kept = isinstance(above, ast.Assign) and self._new_patcher(above.value)
+            else:
+                call = parent(above) if isinstance(above, ast.Attribute) else None
+                kept = isinstance(node.ctx, ast.Load) and isinstance(call, ast.Call) and \
+                    call.func is above and above.attr != "undo"  # type: ignore[union-attr]
+            if not kept:
+                bound.discard(node.id)
+        found = self._patchers[id(func.node)] = frozenset(bound)
+        return found
+
+    def _classify_patcher(self, node: ast.Call, func: FunctionInfo | None,
+                          locals_: frozenset[str]) -> EnvMutation | None:
+        """``mp.setenv(name, value)``/``mp.delenv(name)`` of a ``pytest.MonkeyPatch()`` that
+        nothing undoes (:meth:`unreverted_patchers`), or called on ``pytest.MonkeyPatch()``
+        itself."""
+        receiver = node.func.value  # type: ignore[attr-defined]
+        if self._new_patcher(receiver):
+            spelled = f"{ast.unparse(receiver)}"
+            advice = "use the `monkeypatch` fixture"
+        elif isinstance(receiver, ast.Name) and receiver.id in self.unreverted_patchers(func):
+            spelled = receiver.id
+            advice = (f"call `{spelled}.undo()` where the test (the fixture's teardown) ends, "
+                      "or use the `monkeypatch` fixture")
+        else:
+            return None
+        key = node.args[0] if node.args else next(
+            (kw.value for kw in node.keywords if kw.arg == "name"), None)
+        name = self.name(key, locals_) if key is not None else None
+        if name is None:
+            return None
+        removes = node.func.attr == "delenv"  # type: ignore[attr-defined]
+        reason = f"`{spelled}` is a `pytest.MonkeyPatch()` that nothing undoes: {advice}"
+        return self._make(node, func, removes, [name], False, reason, patcher=spelled)
 
     def _classify(self, node: ast.AST, func: FunctionInfo | None,
                   locals_: frozenset[str]) -> EnvMutation | None:
@@ -704,6 +770,8 @@ class _Finder:
 
     def _classify_call(self, node: ast.Call, func: FunctionInfo | None,
                        locals_: frozenset[str]) -> EnvMutation | None:
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("setenv", "delenv"):
+            return self._classify_patcher(node, func, locals_)
         if self.module.qualified(node.func) not in OS_FUNCTIONS and not (
                 isinstance(node.func, ast.Attribute) and node.func.attr in ENVIRON_METHODS
                 and self.is_environ(node.func.value)):

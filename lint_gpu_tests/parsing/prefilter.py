@@ -32,7 +32,8 @@ of the enabled rules. What the two kinds of trigger mean, from the rules in
   the name an ``import`` gives it (``from os import environ as env``). So a file passes when
   ``environ`` is followed (past spaces, line continuations, closing parentheses and
   comments) by ``[``, by one of those methods or by ``as``, or when it names
-  ``putenv``/``unsetenv``. A file that only reads ``os.environ.get(...)`` is not parsed. The
+  ``putenv``/``unsetenv``, or calls ``MonkeyPatch(...)`` (an instance whose ``setenv``/``delenv``
+  nothing undoes leaks as a hand-made change does). A file that only reads ``os.environ.get(...)`` is not parsed. The
   rule reports only variables the file names with a literal (or a module constant's), so the
   file must also write the literal part of one ``environment-variables`` pattern (``VLLM_``
   of ``VLLM_*``, :func:`names_variable`); the rule's first test asks the same, so a name
@@ -76,15 +77,15 @@ __all__ = [
 _GAP = rb"(?:[\s\\)]|#[^\n]*)*"
 ENVIRONMENT_CHANGE = re.compile(
     rb"environ" + _GAP + rb"(?:\[|\." + _GAP + rb"(?:update|setdefault|pop)(?![A-Za-z0-9_])"
-    rb"|as(?![A-Za-z0-9_]))|putenv|unsetenv")
+    rb"|as(?![A-Za-z0-9_]))|putenv|unsetenv|MonkeyPatch" + _GAP + rb"\(")
 """What GPU008 needs (see the module docstring), searched in the bytes as Python reads them."""
 
 
 def changes_environment(source: bytes) -> bool:
     """True when ``source`` may change the environment as GPU008 finds it
     (:data:`ENVIRONMENT_CHANGE`; the rule's own first test of a module, too)."""
-    return (b"environ" in source or b"putenv" in source or b"unsetenv" in source) and \
-        ENVIRONMENT_CHANGE.search(source) is not None
+    return (b"environ" in source or b"putenv" in source or b"unsetenv" in source or
+            b"MonkeyPatch" in source) and ENVIRONMENT_CHANGE.search(source) is not None
 
 
 def literal_run(pattern: str) -> str:

@@ -40,7 +40,12 @@ class EnvironmentMutatedWithoutIsolation(Rule):
         "`HCCL_*`, `ASCEND_RT_VISIBLE_DEVICES`; `environment-variables` replaces them, "
         "`extend-environment-variables` adds to them): "
         "`os.environ[name] = value`, `del os.environ[name]`, `os.environ.update(...)`, "
-        "`.setdefault(...)`, `.pop(...)`, `os.putenv(...)`, `os.unsetenv(...)`. A variable "
+        "`.setdefault(...)`, `.pop(...)`, `os.putenv(...)`, `os.unsetenv(...)`, and "
+        "`mp.setenv(...)`/`mp.delenv(...)` of a `mp = pytest.MonkeyPatch()` of the "
+        "function that nothing undoes (no `mp.undo` named anywhere in it, `mp` never "
+        "returned, yielded or passed on), or of `pytest.MonkeyPatch()` itself: unlike the "
+        "`monkeypatch` fixture and `MonkeyPatch.context()`, such an instance restores "
+        "nothing when it is dropped. A variable "
         "whose name is known only at run time is not reported, nor one whose name the "
         "file does not write with its literal part whole (`VLLM_` of `VLLM_*`: not in "
         "escape sequences, not split across adjacent strings). Not violations: a test or "
@@ -128,7 +133,9 @@ class EnvironmentMutatedWithoutIsolation(Rule):
         "with its calls, or above the fixture when too long there. No fix for a "
         "module-level change "
         "inside an `if`, `try`, loop or class body, nor for a plain one whose variable "
-        "such a change changes too (moving one would reorder them), in pytest's "
+        "such a change changes too (moving one would reorder them), for a change through "
+        "a `pytest.MonkeyPatch()` never undone (call its `undo()` where the test or the "
+        "fixture's teardown ends, or use the `monkeypatch` fixture), in pytest's "
         "xunit-style setup (no fixtures reach "
         "it: restore the variable in its teardown, or set it in an autouse fixture with "
         "`monkeypatch`), in a class whose bases are not known to be `unittest.TestCase`, "
@@ -218,6 +225,19 @@ os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # error: GPU008
 
 def test_generate():
     assert True
+''',
+        ),
+        Example(
+            title="A `pytest.MonkeyPatch()` that nothing undoes restores nothing",
+            path="tests/conftest.py",
+            source='''\
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def v1_everywhere():
+    mp = pytest.MonkeyPatch()
+    mp.setenv("VLLM_USE_V1", "1")  # error: GPU008
 ''',
         ),
         Example(
@@ -316,6 +336,20 @@ def test_visible_cores():
 ''',
         ),
         Example(
+            title="A `pytest.MonkeyPatch()` undone when the fixture ends",
+            source='''\
+import pytest
+
+
+@pytest.fixture(scope="module")
+def v1_module():
+    mp = pytest.MonkeyPatch()
+    mp.setenv("VLLM_USE_V1", "1")
+    yield
+    mp.undo()
+''',
+        ),
+        Example(
             title="An xunit teardown restores what its setup set",
             source='''\
 import os
@@ -395,5 +429,9 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
             where = f"the environment (`{mutation.function_name}`)" \
                 if mutation.function_name else "`os.environ`"
             fix = env_fix(module, mutation, self.fix_title)
-            yield hit_at(mutation.node, self.message.format(names=names, verb=verb,
-                                                            where=where, method=method), fix)
+            message = self.message.format(names=names, verb=verb, where=where, method=method)
+            if mutation.patcher:
+                message = (f"{names} {verb} the environment by `{mutation.patcher}`, a "
+                           "`pytest.MonkeyPatch()` never undone, leaks into every later "
+                           "test; use the `monkeypatch` fixture")
+            yield hit_at(mutation.node, message, fix)

@@ -76,6 +76,73 @@ def test_message_of_putenv_names_the_environment_not_os_environ() -> None:
     ]
 
 
+MONKEYPATCH_INSTANCES = """\
+    import os
+
+    import pytest
+    from _pytest.monkeypatch import MonkeyPatch
+
+
+    def test_never_undone():
+        mp = pytest.MonkeyPatch()
+        mp.setenv("VLLM_A", "1")
+        mp.delenv(name="VLLM_B", raising=False)
+        mp.setattr(os, "sep", "/")
+
+
+    def test_chained():
+        MonkeyPatch().setenv("VLLM_C", "1")
+
+
+    def test_undone():
+        mp = pytest.MonkeyPatch()
+        mp.setenv("VLLM_D", "1")
+        mp.undo()
+
+
+    @pytest.fixture
+    def handed_on(request):
+        mp = pytest.MonkeyPatch()
+        request.addfinalizer(mp.undo)
+        mp.setenv("VLLM_E", "1")
+
+
+    @pytest.fixture
+    def yielded():
+        mp = pytest.MonkeyPatch()
+        mp.setenv("VLLM_F", "1")
+        yield mp
+
+
+    def test_the_fixture(monkeypatch):
+        mp = monkeypatch
+        mp.setenv("VLLM_G", "1")
+    """
+
+
+def test_a_monkeypatch_instance_that_nothing_undoes() -> None:
+    """``pytest.MonkeyPatch()`` restores nothing when dropped: its changes leak as hand-made
+    ones do, unless something undoes it (``undo()``, ``mp.undo`` handed on, the instance
+    yielded or returned), and they get no fix."""
+    found = check_source(textwrap.dedent(MONKEYPATCH_INSTANCES).encode(), "tests/test_x.py",
+                         Config())
+    why = ("`{0}` is a `pytest.MonkeyPatch()` that nothing undoes: {1}use the `monkeypatch` "
+           "fixture")
+    call = "call `mp.undo()` where the test (the fixture's teardown) ends, or "
+    assert [(v.location.row, v.location.column, v.message, v.fix and v.fix.applicability.value,
+             v.fix and v.fix.reason) for v in found] == [
+        (9, 5, "`VLLM_A` set in the environment by `mp`, a `pytest.MonkeyPatch()` never "
+               "undone, leaks into every later test; use the `monkeypatch` fixture", "none",
+         why.format("mp", call)),
+        (10, 5, "`VLLM_B` removed from the environment by `mp`, a `pytest.MonkeyPatch()` never "
+                "undone, leaks into every later test; use the `monkeypatch` fixture", "none",
+         why.format("mp", call)),
+        (15, 5, "`VLLM_C` set in the environment by `MonkeyPatch()`, a `pytest.MonkeyPatch()` "
+                "never undone, leaks into every later test; use the `monkeypatch` fixture",
+         "none", why.format("MonkeyPatch()", "")),
+    ]
+
+
 def test_only_configured_variables_with_known_names() -> None:
     source = """\
         import os
