@@ -32,8 +32,9 @@ of the enabled rules. What the two kinds of trigger mean, from the rules in
   the name an ``import`` gives it (``from os import environ as env``). So a file passes when
   ``environ`` is followed (past spaces, line continuations, closing parentheses and
   comments) by ``[``, by one of those methods or by ``as``, or when it names
-  ``putenv``/``unsetenv``, or calls ``MonkeyPatch(...)`` (an instance whose ``setenv``/``delenv``
-  nothing undoes leaks as a hand-made change does). A file that only reads ``os.environ.get(...)`` is not parsed. The
+  ``putenv``/``unsetenv``, or calls ``MonkeyPatch(...)`` (an instance whose
+  ``setenv``/``delenv`` nothing undoes leaks as a hand-made change does). A file that only
+  reads ``os.environ.get(...)`` is not parsed. The
   rule reports only variables the file names with a literal (or a module constant's), so the
   file must also write the literal part of one ``environment-variables`` pattern (``VLLM_``
   of ``VLLM_*``, :func:`names_variable`); the rule's first test asks the same, so a name
