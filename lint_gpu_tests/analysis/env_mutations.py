@@ -707,10 +707,12 @@ class _Finder:
             above = parent(node)
             if isinstance(node.ctx, ast.Store):
                 kept = isinstance(above, ast.Assign) and self._new_patcher(above.value)
-            else:
-                call = parent(above) if isinstance(above, ast.Attribute) else None
+            elif isinstance(above, ast.Attribute) and above.attr != "undo":
+                call = parent(above)
                 kept = isinstance(node.ctx, ast.Load) and isinstance(call, ast.Call) and \
-                    call.func is above and above.attr != "undo"  # type: ignore[union-attr]
+                    call.func is above
+            else:
+                kept = False
             if not kept:
                 bound.discard(node.id)
         found = self._patchers[id(func.node)] = frozenset(bound)
