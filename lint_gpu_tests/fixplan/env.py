@@ -92,6 +92,11 @@ MODULE_FIXTURE = "_module_environment"
 #: reads no environment): what is after them is named instead.
 _TRANSPARENT_CALLS = frozenset({"dict", "list", "tuple", "set", "frozenset", "range", "str",
                                 "int", "float", "bool", "len", "sorted", "enumerate", "zip"})
+#: Standard-library calls that build a value or a class and read no environment variable.
+_TRANSPARENT_QUALIFIED = frozenset({
+    "dataclasses.dataclass", "dataclasses.field", "collections.namedtuple",
+    "typing.NamedTuple", "typing.TypeVar", "os.path.join", "os.path.dirname",
+    "os.path.abspath", "os.path.basename", "pathlib.Path"})
 
 
 @dataclass(frozen=True)
@@ -284,13 +289,19 @@ def _import_time_readers(module: ModuleAnalysis, mutation: EnvMutation) -> str:
             items.append(f"the `__main__` block (line {later.lineno}) when the module runs as "
                          "a script, where no fixture runs")
             continue
-        items += [f"`{_shorten(ast.unparse(n))}` (line {n.lineno})"  # type: ignore[attr-defined]
+        items += [f"`{_shorten(_as_written(module, n))}` (line {n.lineno})"  # type: ignore[attr-defined]
                   for n in _import_time_calls(module, later, mutation.names)]
     if not items:
         return ""
     shown = ", ".join(items[:3]) + (f" and {len(items) - 3} more" if len(items) > 3 else "")
     return (f"code that runs after it at import no longer sees the change, which the "
             f"fixture makes only when the module's first test starts: {shown}")
+
+
+def _as_written(module: ModuleAnalysis, node: ast.AST) -> str:
+    """The source of ``node`` as the module writes it (``ast.unparse`` where the positions
+    do not give it)."""
+    return ast.get_source_segment(module.text, node) or ast.unparse(node)
 
 
 def _shorten(code: str) -> str:
@@ -303,10 +314,12 @@ def _import_time_calls(module: ModuleAnalysis, stmt: ast.stmt,
     """The outermost calls and reads of the environment that run when ``stmt`` (module or
     class level) runs: not in function bodies or lambdas; pytest's decorators
     (``pytest.mark.*``, ``pytest.fixture``, ``pytest.param``), plain builtins
-    (:data:`_TRANSPARENT_CALLS`) and changes of the environment are looked into instead.
+    (:data:`_TRANSPARENT_CALLS`), the record classes of the module (:func:`_record_classes`)
+    and changes of the environment are looked into instead.
     A read of a variable by a literal name counts when it is one of ``names``; any other
     use of ``os.environ`` counts."""
     constants = module_constants(module)
+    records = module.derived(_record_classes)
     out: list[ast.AST] = []
     stack: list[ast.AST] = [stmt]
     while stack:
@@ -336,8 +349,10 @@ def _import_time_calls(module: ModuleAnalysis, stmt: ast.stmt,
             continue
         if isinstance(node, ast.Call):
             qualified = module.qualified(node.func) or ""
-            if qualified.split(".")[0] != "pytest" and not (
-                    isinstance(node.func, ast.Name) and node.func.id in _TRANSPARENT_CALLS):
+            if qualified.split(".")[0] != "pytest" and \
+                    qualified not in _TRANSPARENT_QUALIFIED and not (
+                    isinstance(node.func, ast.Name) and (node.func.id in _TRANSPARENT_CALLS
+                                                         or node.func.id in records)):
                 out.append(node)
                 continue
             stack += reversed(node.args + [k.value for k in node.keywords])
@@ -348,6 +363,41 @@ def _import_time_calls(module: ModuleAnalysis, stmt: ast.stmt,
             continue
         stack += reversed(list(ast.iter_child_nodes(node)))
     return sorted(out, key=lambda n: (n.lineno, n.col_offset))  # type: ignore[attr-defined]
+
+
+#: Bases of a record class whose construction runs no code of the module.
+_RECORD_BASES = frozenset({"typing.NamedTuple", "typing.TypedDict", "typing_extensions.NamedTuple",
+                           "typing_extensions.TypedDict"})
+
+
+def _record_classes(module: ModuleAnalysis) -> frozenset[str]:
+    """The module's top-level classes whose construction runs no code of the module, and so
+    reads no environment: a body of fields, constants and its docstring only (no ``def``),
+    based on ``NamedTuple``/``TypedDict`` or on nothing, or decorated
+    ``@dataclasses.dataclass`` (with or without arguments); a name the module binds again
+    is left out."""
+    out: set[str] = set()
+    bound: dict[str, int] = {}
+    for stmt in module.tree.body:
+        for node in ast.walk(stmt) if not isinstance(stmt, ast.ClassDef) else [stmt]:
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                bound[node.id] = bound.get(node.id, 0) + 1
+        if not isinstance(stmt, ast.ClassDef):
+            continue
+        bound[stmt.name] = bound.get(stmt.name, 0) + 1
+        fields_only = all(isinstance(s, (ast.AnnAssign, ast.Assign, ast.Pass)) or
+                          isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+                          for s in stmt.body)
+        bases = {module.qualified(b) for b in stmt.bases}
+        decorators = {module.qualified(d.func if isinstance(d, ast.Call) else d)
+                      for d in stmt.decorator_list}
+        plain = not stmt.bases and not stmt.keywords and not stmt.decorator_list
+        if fields_only and (plain or (bases and bases <= _RECORD_BASES and
+                                      not stmt.decorator_list and not stmt.keywords)
+                            or (not stmt.bases and not stmt.keywords and
+                                decorators == {"dataclasses.dataclass"})):
+            out.add(stmt.name)
+    return frozenset(n for n in out if bound.get(n) == 1)
 
 
 def _add_cleanup_plan(module: ModuleAnalysis, mutation: EnvMutation, func: FunctionInfo,

@@ -666,10 +666,51 @@ def test_module_level_change_is_an_unsafe_fix_naming_what_ran_after_it() -> None
         (5, 1, "unsafe", "code that runs after it at import no longer sees the change, which "
                          "the fixture makes only when the module's first test starts: the "
                          "import of `vllm` (line 6), `get_models()` (line 9), "
-                         f"`os.environ.get('VLLM_USE_V1')` (line 13) and 2 more; {SCOPE}"),
+                         f"`os.environ.get(\"VLLM_USE_V1\")` (line 13) and 2 more; {SCOPE}"),
         (7, 1, "unsafe", "code that runs after it at import no longer sees the change, which "
                          "the fixture makes only when the module's first test starts: "
                          f"`get_models()` (line 9), `default_backend()` (line 14), {main}; "
+                         f"{SCOPE}"),
+    ]
+
+
+def test_building_a_record_class_of_the_module_reads_no_environment() -> None:
+    """A ``NamedTuple``, a dataclass or a class of fields only runs no code of the module
+    when built: the reason lists what may read the variable, as written."""
+    source = """\
+        import dataclasses
+        import os
+        from typing import NamedTuple
+
+        os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
+
+
+        class Case(NamedTuple):
+            prompt: str
+
+
+        @dataclasses.dataclass(frozen=True)
+        class Point:
+            x: int
+
+
+        class Checked(NamedTuple):
+            prompt: str
+
+            def check(self):
+                return os.environ["VLLM_WORKER_MULTIPROC_METHOD"]
+
+
+        CASES = [Case("The capital"), Point(1), Checked(prompt="x"), load( "cases" )]
+
+
+        def test_cases():
+            assert CASES
+        """
+    assert gpu008(source) == [
+        (5, 1, "unsafe", "code that runs after it at import no longer sees the change, which "
+                         "the fixture makes only when the module's first test starts: "
+                         "`Checked(prompt=\"x\")` (line 24), `load( \"cases\" )` (line 24); "
                          f"{SCOPE}"),
     ]
 
