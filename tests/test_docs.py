@@ -33,7 +33,7 @@ def test_readme_rules_table_has_a_row_per_registered_rule() -> None:
     rows = [line for line in docs.render_readme_rules().splitlines()
             if line.startswith("| [GPU")]
     assert [row.split("|")[2].strip() for row in rows] == [
-        *(rule.name for rule in ALL_RULES), "syntax-error"]
+        *(rule.name for rule in ALL_RULES), "syntax-error", "internal-error"]
 
 
 def test_update_readme_rewrites_only_between_the_markers(tmp_path: Path) -> None:

@@ -164,14 +164,16 @@ README_END = "<!-- End of the generated table of rules. -->"
 
 
 def render_readme_rules(rules: Sequence[type[Rule]] | None = None) -> str:
-    """The README's table of rules (Markdown, one row a rule plus ``GPU900``): code (linked
-    to its section of ``docs/rules.md``), name, summary and the fix's title."""
-    from lint_gpu_tests.codes import PARSE_ERROR_CODE, PARSE_ERROR_NAME
+    """The README's table of rules (Markdown, one row a rule plus ``GPU900`` and
+    ``GPU999``): code (linked to its section of ``docs/rules.md``), name, summary and the
+    fix's title."""
+    from lint_gpu_tests.codes import INTERNAL_ERROR_CODE, PARSE_ERROR_CODE, PARSE_ERROR_NAME
 
     rules = _rules() if rules is None else list(rules)
     rows = [(r.code, r.name, r.summary, r.fix_title or "none") for r in rules]
     rows.append((PARSE_ERROR_CODE, PARSE_ERROR_NAME, "The file does not parse (reported for "
                  "analysed files, never rewritten)", "none"))
+    rows.append((INTERNAL_ERROR_CODE, "internal-error", INTERNAL_ERROR_SUMMARY, "none"))
     out = ["| code | name | flags | fix |", "| --- | --- | --- | --- |"]
     out += [f"| [{code}](docs/rules.md#{code.lower()}) | {name} | {summary} | {fix} |"
             for code, name, summary, fix in rows]
