@@ -266,7 +266,7 @@ def test_a_function_handed_to_a_launcher_helper_is_isolated() -> None:
 
         def in_pool(*, job):
             with multiprocessing.Pool(1) as pool:
-                pool.apply(job)
+                pool.apply(functools.partial(job))
 
 
         def rebound(fn):

@@ -60,7 +60,8 @@ def process_targets(tree: ast.Module, text: str, imports: Mapping[str, str],
     helpers: dict[str, Launch] = {}
     for stmt, value in values:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                isinstance(value, ast.Name) and (launch := _parameter(stmt, value.id)):
+                (name := _function_name(value)) is not None and \
+                (launch := _parameter(stmt, name)):
             helpers.setdefault(stmt.name, launch)  # ``pool.map(fn, items)``: the first
     words = {*helpers, *(imported or {})}
     if not words:
