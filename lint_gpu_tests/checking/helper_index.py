@@ -361,16 +361,19 @@ def resolve_import(module: str, importer: str, root: str) -> str | None:
 
 def may_define_helpers(source: bytes, config: Config) -> bool:
     """Whether the module with the bytes ``source`` may define an engine helper: it names
-    an engine class, a cleanup call a cleanup helper is made of (:data:`CLEANUP_WORDS`,
-    the configured ``cleanup-functions``) or a process launcher a launcher helper calls
-    (``process-launchers``), and defines a class or a function not named ``test...`` at
-    its top level."""
+    an engine class or a cleanup call a cleanup helper is made of (:data:`CLEANUP_WORDS`,
+    the configured ``cleanup-functions``), or spells every part of a process launcher's
+    qualified name (``multiprocessing`` and ``Process``: what a launcher helper must write,
+    as :func:`~lint_gpu_tests.analysis.process_targets.process_targets` asks), and defines a
+    class or a function not named ``test...`` at its top level."""
     from lint_gpu_tests.parsing.prefilter import Prefilter
 
-    names = (*config.engine_classes, *CLEANUP_FUNCTIONS, *config.cleanup_functions,
-             *config.process_launchers)
+    if DEFINITION.search(source) is None:
+        return False
+    names = (*config.engine_classes, *CLEANUP_FUNCTIONS, *config.cleanup_functions)
     words = tuple(sorted({c.rsplit(".", 1)[-1].encode() for c in names} | CLEANUP_WORDS))
-    return DEFINITION.search(source) is not None and Prefilter(words, False).admits(source)
+    return Prefilter(words, False).admits(source) or any(
+        all(part.encode() in source for part in q.split(".")) for q in config.process_launchers)
 
 
 def summarise(source: bytes, path: str, config: Config) -> Summary:
