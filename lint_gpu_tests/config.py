@@ -31,6 +31,7 @@ DEFAULT_ISOLATION_DECORATORS = (
     "create_new_process_for_each_test",
     "fork_new_process_for_each_test",
     "spawn_new_process_for_each_test",
+    "forked",  # pytest-forked's ``@pytest.mark.forked``: the test item runs in a forked child
 )
 #: Calls that start a process running a function of the test module (its ``target=``, its
 #: first argument, or what is passed to the ``submit``/``map``/``Process``/``apply_async``
@@ -122,7 +123,9 @@ class Config:
             (``DPVllmRunner(VllmRunner)``), is a runner class too.
         runner_attribute: attribute of a runner holding the engine (``llm``; ``model`` in
             older copies such as vllm-ascend's).
-        isolation_decorators: decorator names whose tests run in their own process.
+        isolation_decorators: decorator names whose tests run in their own process (by
+            last name; a pytest mark among them, ``forked``, also counts from a class's
+            decorators or ``pytestmark`` and from the module's ``pytestmark``).
         process_launchers: qualified names of the calls that run a function in a new
             process (``multiprocessing.Process``, ``torch.multiprocessing.spawn``, ...):
             that function counts as isolated.

@@ -274,7 +274,7 @@ def test_show_settings_per_config_file(project: Path) -> None:
              "per-file-ignores = {{}}", "exclude = []", "extend-exclude = []",
              'engine-classes = ["vllm.LLM"]', 'runner-classes = ["VllmRunner"]',
              'isolation-decorators = ["create_new_process_for_each_test", '
-             '"fork_new_process_for_each_test", "spawn_new_process_for_each_test"]',
+             '"fork_new_process_for_each_test", "spawn_new_process_for_each_test", "forked"]',
              'process-launchers = ["multiprocessing.Process", "multiprocessing.Pool", '
              '"multiprocessing.get_context", "multiprocessing.pool.Pool", '
              '"torch.multiprocessing.Process", "torch.multiprocessing.Pool", '

@@ -299,6 +299,51 @@ def test_a_function_handed_to_a_launcher_helper_is_isolated() -> None:
     assert [line for line, _, _ in found(source)] == [30, 34]  # run_c, run_d
 
 
+def test_a_test_pytest_forked_runs_in_a_child_is_isolated() -> None:
+    # pytest-forked runs a marked test item (its function-scoped fixtures too) in a forked
+    # child: marked on the test, on its class (decorator or ``pytestmark``) or by the
+    # module's ``pytestmark``.
+    marked = """\
+        import pytest
+        from vllm import LLM
+
+
+        @pytest.mark.forked
+        def test_a():
+            LLM("a").generate(["x"])
+
+
+        @pytest.mark.forked
+        class TestB:
+            def test_b(self):
+                LLM("b").generate(["x"])
+
+
+        class TestC:
+            pytestmark = [pytest.mark.slow, pytest.mark.forked]
+
+            def test_c(self):
+                LLM("c").generate(["x"])
+
+
+        class TestD:
+            def test_d(self):
+                LLM("d").generate(["x"])
+        """
+    assert [line for line, _, _ in found(marked)] == [25]  # test_d
+    module_marked = """\
+        import pytest
+        from vllm import LLM
+
+        pytestmark = pytest.mark.forked
+
+
+        def test_e():
+            LLM("e").generate(["x"])
+        """
+    assert found(module_marked) == []
+
+
 def test_process_launchers_must_be_qualified_names() -> None:
     with pytest.raises(ConfigError, match=r"t: `process-launchers`: `Process` is not a "
                                           r"qualified name"):

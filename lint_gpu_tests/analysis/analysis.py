@@ -1746,6 +1746,7 @@ class _Walker(ast.NodeVisitor):
         self.raises_bodies: set[int] = set()
         self.main_depth = 0
         self.structural = False
+        self._module_marked: bool | None = None
 
     def visit(self, node: ast.AST) -> None:
         """:meth:`ast.NodeVisitor.visit`, with the method for each node class looked up once
@@ -1805,6 +1806,17 @@ class _Walker(ast.NodeVisitor):
         self.generic_visit(node)
         self.class_stack.pop()
 
+    def _marked_isolated(self, in_class: bool) -> bool:
+        """Whether pytest marks the test being visited with an isolation decorator
+        (``@pytest.mark.forked``) from above: a decorator or a ``pytestmark`` of its
+        classes (for a method), or the module's ``pytestmark``."""
+        config = self.module.config
+        if self._module_marked is None:
+            self._module_marked = _names_isolation(_pytestmarks(self.module.tree.body), config)
+        return self._module_marked or in_class and any(
+            _names_isolation([*cls.decorator_list, *_pytestmarks(cls.body)], config)
+            for cls in self.class_stack)
+
     def _visit_function(self, node: FunctionNode) -> None:
         module = self.module
         config = module.config
@@ -1823,10 +1835,8 @@ class _Walker(ast.NodeVisitor):
             kind = FunctionKind.METHOD
         else:
             kind = FunctionKind.HELPER
-        isolated = any(
-            last_name(d.func if isinstance(d, ast.Call) else d) in config.isolation_decorators
-            for d in node.decorator_list
-        )
+        isolated = _names_isolation(node.decorator_list, config) or (
+            kind is FunctionKind.TEST and self._marked_isolated(direct_in_class))
         info = FunctionInfo(
             node=node,
             kind=kind,
@@ -2034,6 +2044,25 @@ def guarded_with(module: ModuleAnalysis, call: ast.Call) -> ast.With | None:
             after.items[0].context_expr.id == stmt.targets[0].id:
         return after
     return None
+
+
+def _pytestmarks(body: list[ast.stmt]) -> list[ast.expr]:
+    """The marks ``pytestmark = ...`` gives in ``body`` (a module's or a class's): the value,
+    or the items of a list or tuple."""
+    out: list[ast.expr] = []
+    for stmt in body:
+        if isinstance(stmt, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "pytestmark" for t in stmt.targets):
+            value = stmt.value
+            out += value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
+    return out
+
+
+def _names_isolation(decorators: list[ast.expr], config: Config) -> bool:
+    """Whether one of ``decorators`` (or marks) is a configured isolation decorator, by its
+    last name (``create_new_process_for_each_test()``, ``pytest.mark.forked``)."""
+    return any(last_name(d.func if isinstance(d, ast.Call) else d) in config.isolation_decorators
+               for d in decorators)
 
 
 def is_isolated(func: FunctionInfo | None) -> bool:
