@@ -344,6 +344,25 @@ def test_a_test_pytest_forked_runs_in_a_child_is_isolated() -> None:
     assert found(module_marked) == []
 
 
+def test_a_script_named_like_a_test_module_is_isolated_unless_pytest_finds_tests() -> None:
+    script = """\
+        from vllm import LLM
+
+        ENGINE = LLM("top")
+
+
+        def main():
+            LLM("m").generate(["x"])
+
+
+        if __name__ == "__main__":
+            main()
+        """
+    assert [line for line, _, _ in found(script)] == [3]  # pytest imports it: the top level
+    with_a_test = textwrap.dedent(script) + "\n\ndef test_x():\n    main()\n"
+    assert [line for line, _, _ in found(with_a_test)] == [3, 7]
+
+
 def test_process_launchers_must_be_qualified_names() -> None:
     with pytest.raises(ConfigError, match=r"t: `process-launchers`: `Process` is not a "
                                           r"qualified name"):

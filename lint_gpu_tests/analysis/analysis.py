@@ -378,6 +378,7 @@ class ModuleAnalysis:
         module._collect_runner_classes()
         _Walker(module).visit(tree)
         module._mark_process_targets()
+        module._mark_script_functions()
         module._collect_engine_fixtures()
         return module
 
@@ -616,6 +617,23 @@ class ModuleAnalysis:
         for info in self.functions:
             if info.name in targets and not (info.kind is FunctionKind.TEST and collected):
                 info.isolated = True
+
+    def _mark_script_functions(self) -> None:
+        """A module named as a test module that pytest collects nothing from (no test
+        function or ``Test*`` class, no fixture, no xunit function) and that runs as a script
+        (a top-level ``if __name__ == "__main__":``), imported by no module of its tree: its
+        functions run in the script's own process, never in pytest's (``*_test.py``
+        examples with a ``main()``), so they count as isolated. Its top level still runs
+        when pytest imports it, so GPU008 still looks there."""
+        if self.imported_by_tree or not is_test_module(self.path) or \
+                self.defines_pytest_items():
+            return
+        body = self.tree.body
+        if any(isinstance(s, ast.ClassDef) and s.name.startswith("Test") for s in body) or \
+                not any(isinstance(s, ast.If) and is_main_guard(s) for s in body):
+            return
+        for info in self.functions:
+            info.isolated = True
 
     # ------------------------------------------------------------------ queries
     def qualified(self, node: ast.AST) -> str | None:

@@ -50,6 +50,11 @@ class EngineOutsideRunner(Rule):
         "Names resolve per scope, as in pyflakes: a parameter, local, class attribute or "
         "comprehension variable named like the engine class is not the engine, a local "
         "alias (`Engine = LLM`) is. A function that runs as its own process is skipped: "
+        "a function of a module named like a test module that defines no test, `Test*` "
+        "class, fixture or xunit function, runs as a script (`if __name__ == "
+        "\"__main__\":`) and is imported by no module of its tree (its engines are built "
+        "when it runs as a script, never in pytest's process; what its top level builds is "
+        "reported), or "
         "decorated with one of `isolation-decorators` (a test also when pytest-forked's "
         "`@pytest.mark.forked` marks it, its class or the module's `pytestmark`), or the "
         "target of one of "
@@ -766,6 +771,22 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--model")
     llm = LLM(parser.parse_args().model)
+    print(llm.generate(["hi"]))
+
+
+if __name__ == "__main__":
+    main()
+''',
+        ),
+        Example(
+            title="A script named like a test module, from which pytest collects nothing",
+            path="examples/offline_generate_test.py",
+            source='''\
+from vllm import LLM
+
+
+def main():
+    llm = LLM("facebook/opt-125m")
     print(llm.generate(["hi"]))
 
 
