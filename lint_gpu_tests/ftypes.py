@@ -57,13 +57,14 @@ class FixKind(enum.Enum):
     PROXY_ENGINE_REFERENCE = "proxy-engine-reference"
     REMOVE_MANUAL_CLEANUP = "remove-manual-cleanup"
     USE_MONKEYPATCH_ENV = "use-monkeypatch-env"
+    UNDO_MONKEYPATCH = "undo-monkeypatch"
     WITH_ANOTHER = "with-another-fix"
 
 
 class FixPlan:
     """What one fix rewrites, as data: the base class of the plans the rules make
     (``WrapPlan``, ``IsolatePlan``, ``ClassPlan``, ``FactoryPlan``, ``ProxyPlan``,
-    ``CleanupPlan``, ``EnvFixPlan`` of :mod:`lint_gpu_tests.fixplan`).
+    ``CleanupPlan``, ``EnvFixPlan``, ``UndoPlan`` of :mod:`lint_gpu_tests.fixplan`).
 
     A plan's class says which codemod applies it: each codemod of
     ``lint_gpu_tests/codemods/`` names the one plan class it applies (``GpuCodemod.PLAN``)

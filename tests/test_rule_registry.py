@@ -156,7 +156,7 @@ def test_the_driver_has_one_codemod_for_each_plan_class_in_the_kinds_order() -> 
     assert kinds == [kind for kind in FixKind if kind is not FixKind.WITH_ANOTHER]
     assert [command.PLAN.__name__ for command in ORDER] == [
         "WrapPlan", "IsolatePlan", "ClassPlan", "FactoryPlan", "XunitPlan", "ProxyPlan",
-        "CleanupPlan", "EnvFixPlan"]
+        "CleanupPlan", "EnvFixPlan", "UndoPlan"]
 
 
 def test_each_rule_declares_the_kinds_of_its_fixes() -> None:

@@ -6,7 +6,8 @@ with-statements (GPU005), then engines into runners (GPU001 with its GPU003/GPU0
 codemod, a pass each), tests into
 new processes (GPU001 under ``fix-strategy = "isolate"``), helper classes owning an engine
 into context managers (GPU001), weak proxies (GPU002/GPU006), leftover cleanup (GPU004),
-environment variables through monkeypatch (GPU008). Each command applies the plans of its
+environment variables through monkeypatch, then a fixture's ``MonkeyPatch()`` undone at its
+end (GPU008). Each command applies the plans of its
 :class:`~lint_gpu_tests.ftypes.FixPlan` class (``GpuCodemod.PLAN``) that the rules made: a
 command runs when a violation to fix carries a plan of that class. Only one command runs
 per pass so fixes never overlap; ``fix_source`` re-checks and calls again.

@@ -30,6 +30,7 @@ from lint_gpu_tests.analysis.env_mutations import (
 from lint_gpu_tests.analysis.mappings import parametrized_values
 from lint_gpu_tests.fixplan.planner import planner_for
 from lint_gpu_tests.ftypes import Applicability, FixInfo, FixKind, FixPlan
+from lint_gpu_tests.parsing.source import walk_breadth
 from lint_gpu_tests.parsing.syntax import (
     fixture_decorator,
     is_main_guard,
@@ -456,9 +457,74 @@ def _normalised_text(module: ModuleAnalysis) -> str:
     return unicodedata.normalize("NFKC", module.text)
 
 
+@dataclass(frozen=True)
+class UndoPlan(FixPlan):
+    """How the changes through a ``pytest.MonkeyPatch()`` that nothing undoes are undone when
+    the fixture that makes them ends (:mod:`lint_gpu_tests.codemods.undo_monkeypatch`
+    applies it; every change through the instance carries the same plan).
+
+    Attributes:
+        fix: the fix information the violation carries.
+        function_line: line of the fixture's ``def`` (``ast``'s, the ``def`` keyword).
+        receiver: the instance's name (``mp``).
+        add_yield: the fixture does not yield: a bare ``yield`` goes before the ``undo()``,
+            which makes it a generator fixture handing out ``None``, as its return did.
+    """
+
+    FIX_KIND = FixKind.UNDO_MONKEYPATCH
+    fix: FixInfo
+    function_line: int = 0
+    receiver: str = ""
+    add_yield: bool = False
+
+
+def undo_fix(module: ModuleAnalysis, mutation: EnvMutation) -> FixInfo:
+    """The fix of a change through a ``pytest.MonkeyPatch()`` bound in a fixture that
+    nothing undoes (:attr:`EnvMutation.patcher`): ``<mp>.undo()`` at the end of the
+    fixture's body (after a ``yield`` added where it has none), so the instance is undone
+    at the fixture's teardown. Safe in a session-scoped fixture (the variables stay set for
+    every test, as before) and in a function-scoped one but where another function reads
+    a variable (:func:`_read_problem`); unsafe in a class-, module-, package- or dynamically
+    scoped one (later modules no longer see the change). None in a test (no teardown runs
+    code after a failure), for an ``async`` fixture, one that returns or yields more than
+    once, or a name bound more than once or other than by a statement of the fixture's own
+    body (``undo()`` at its end would find it unbound)."""
+    func = mutation.function
+    name = mutation.patcher
+    title = f"Undo `{name}` when the fixture ends"
+    if func is None or func.kind is not FunctionKind.FIXTURE or not name.isidentifier():
+        return FixInfo.none(title, mutation.reason)
+    if isinstance(func.node, ast.AsyncFunctionDef):
+        return FixInfo.none(title, f"{mutation.reason} (an `async` fixture is not rewritten)")
+    nodes = module.nodes_of(func)
+    yields = [n for n in nodes if isinstance(n, (ast.Yield, ast.YieldFrom))]
+    binds = [n for n in walk_breadth(func.node) if isinstance(n, ast.Name) and n.id == name
+             and isinstance(n.ctx, ast.Store)]
+    if any(isinstance(n, ast.Return) for n in nodes) or len(yields) > 1 or len(binds) != 1 \
+            or not any(isinstance(s, ast.Assign) and binds[0] in s.targets
+                       for s in func.node.body):
+        return FixInfo.none(title, f"{mutation.reason} (the fixture returns, yields more "
+                                   f"than once, or binds `{name}` again or in a block)")
+    scope = func.fixture_scope or "function"
+    if scope == "session":
+        fix = FixInfo(Applicability.SAFE, title)
+    elif scope == "function":
+        read = _read_problem(module, mutation)
+        fix = FixInfo(Applicability.UNSAFE, title, read) if read else \
+            FixInfo(Applicability.SAFE, title)
+    else:
+        fix = FixInfo(Applicability.UNSAFE, title,
+                      f"a {scope}-scoped fixture: `{name}.undo()` restores the variables "
+                      "when it ends, where before they stayed set for the rest of the session")
+    plan = UndoPlan(fix, func.node.lineno, name, add_yield=not yields)
+    return replace(fix, kind=FixKind.UNDO_MONKEYPATCH, plan=plan)
+
+
 def env_fix(module: ModuleAnalysis, mutation: EnvMutation, title: str) -> FixInfo:
     """The fix of ``mutation`` that GPU008 reports (:func:`plan_fix`), carrying its plan for
     the codemod when there is one."""
+    if mutation.patcher:
+        return undo_fix(module, mutation)
     plan = plan_fix(module, mutation, title)
     if not plan.fix.available:
         return plan.fix

@@ -24,7 +24,7 @@ class EnvironmentMutatedWithoutIsolation(Rule):
     message = "{names} {verb} {where} by hand leaks into every later test; use " \
               "`monkeypatch.{method}`"
     fix_title = "Use `monkeypatch.setenv` / `monkeypatch.delenv`"
-    fix_kinds = (FixKind.USE_MONKEYPATCH_ENV,)
+    fix_kinds = (FixKind.USE_MONKEYPATCH_ENV, FixKind.UNDO_MONKEYPATCH)
     triggers = (Trigger.ENVIRONMENT,)
     what_it_does = (
         "Checks for tests, fixtures, xunit-style setup functions (a helper module's "
@@ -129,13 +129,21 @@ class EnvironmentMutatedWithoutIsolation(Rule):
         "ran after the change at import (the imports after it, which may read the "
         "environment, and the `skipif` conditions, parametrize values, other calls and "
         "reads of the variable in module-level code, which the reason names), nor for a "
-        "`__main__` block when the module runs as a script. Comments above a change go "
+        "`__main__` block when the module runs as a script. A change through a "
+        "`mp = pytest.MonkeyPatch()` of a fixture that nothing undoes: `mp.undo()` goes at "
+        "the end of the fixture's body, after a bare `yield` where it has none, so the "
+        "fixture undoes it at its teardown; safe in a session-scoped fixture (every test "
+        "still sees the change) and in a function-scoped one (unless another function "
+        "reads the variable, as above), unsafe in a class-, module- or package-scoped one "
+        "(the modules after it no longer see the change); no fix for an `async` fixture, "
+        "one that returns or yields more than once, or one that binds `mp` again or in a "
+        "block. Comments above a change go "
         "with its calls, or above the fixture when too long there. No fix for a "
         "module-level change "
         "inside an `if`, `try`, loop or class body, nor for a plain one whose variable "
         "such a change changes too (moving one would reorder them), for a change through "
-        "a `pytest.MonkeyPatch()` never undone (call its `undo()` where the test or the "
-        "fixture's teardown ends, or use the `monkeypatch` fixture), in pytest's "
+        "a `pytest.MonkeyPatch()` never undone in a test (use the `monkeypatch` fixture) or "
+        "through `pytest.MonkeyPatch()` itself, in pytest's "
         "xunit-style setup (no fixtures reach "
         "it: restore the variable in its teardown, or set it in an autouse fixture with "
         "`monkeypatch`), in a class whose bases are not known to be `unittest.TestCase`, "

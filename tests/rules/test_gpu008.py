@@ -143,6 +143,97 @@ def test_a_monkeypatch_instance_that_nothing_undoes() -> None:
     ]
 
 
+UNDONE_AT_TEARDOWN = """\
+    import pytest
+
+
+    @pytest.fixture(scope="session", autouse=True)
+    def session_env():
+        mp = pytest.MonkeyPatch()
+        mp.setenv("VLLM_A", "1")
+        mp.setenv("VLLM_B", "1")
+
+
+    @pytest.fixture(scope="module")
+    def module_env():
+        mp = pytest.MonkeyPatch()
+        mp.setenv("VLLM_C", "1")
+        yield "c"
+
+
+    @pytest.fixture
+    def function_env():
+        mp = pytest.MonkeyPatch()
+        mp.delenv("VLLM_D", raising=False)
+        yield
+
+
+    @pytest.fixture(scope="session")
+    def in_a_block(flag):
+        if flag:
+            mp = pytest.MonkeyPatch()
+            mp.setenv("VLLM_E", "1")
+    """
+
+
+def test_a_fixtures_monkeypatch_instance_is_undone_at_its_teardown() -> None:
+    """``mp.undo()`` at the end of the fixture (after a ``yield`` added where it returns):
+    safe where every test sees the same (session scope; function scope, as a hand-made
+    change there), unsafe where the modules after it no longer see the change, none where
+    ``mp`` may be unbound at the end."""
+    found = check_source(textwrap.dedent(UNDONE_AT_TEARDOWN).encode(), "tests/conftest.py",
+                         Config())
+    assert [(v.location.row, v.fix and v.fix.applicability.value, v.fix and v.fix.title,
+             v.fix and v.fix.reason) for v in found] == [
+        (7, "safe", "Undo `mp` when the fixture ends", ""),
+        (8, "safe", "Undo `mp` when the fixture ends", ""),
+        (14, "unsafe", "Undo `mp` when the fixture ends",
+         "a module-scoped fixture: `mp.undo()` restores the variables when it ends, where "
+         "before they stayed set for the rest of the session"),
+        (21, "safe", "Undo `mp` when the fixture ends", ""),
+        (29, "none", "Undo `mp` when the fixture ends",
+         "`mp` is a `pytest.MonkeyPatch()` that nothing undoes: call `mp.undo()` where the "
+         "test (the fixture's teardown) ends, or use the `monkeypatch` fixture (the fixture "
+         "returns, yields more than once, or binds `mp` again or in a block)"),
+    ]
+    assert fixed(UNDONE_AT_TEARDOWN, unsafe=True, path="tests/conftest.py") == \
+        textwrap.dedent("""\
+        import pytest
+
+
+        @pytest.fixture(scope="session", autouse=True)
+        def session_env():
+            mp = pytest.MonkeyPatch()
+            mp.setenv("VLLM_A", "1")
+            mp.setenv("VLLM_B", "1")
+            yield
+            mp.undo()
+
+
+        @pytest.fixture(scope="module")
+        def module_env():
+            mp = pytest.MonkeyPatch()
+            mp.setenv("VLLM_C", "1")
+            yield "c"
+            mp.undo()
+
+
+        @pytest.fixture
+        def function_env():
+            mp = pytest.MonkeyPatch()
+            mp.delenv("VLLM_D", raising=False)
+            yield
+            mp.undo()
+
+
+        @pytest.fixture(scope="session")
+        def in_a_block(flag):
+            if flag:
+                mp = pytest.MonkeyPatch()
+                mp.setenv("VLLM_E", "1")
+        """)
+
+
 def test_only_configured_variables_with_known_names() -> None:
     source = """\
         import os
