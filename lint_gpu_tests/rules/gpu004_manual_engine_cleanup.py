@@ -1126,7 +1126,9 @@ def _del_in_own_block_fix(module: ModuleAnalysis, func: FunctionInfo, node: ast.
             return FixInfo.none(title, "a closure captures the runner's name")
         if isinstance(sub, ast.Name) and sub.id in targets and \
                 (sub.lineno, sub.col_offset) >= end:
-            return FixInfo.none(title, f"`{sub.id}` is used again after the `del` (line "
+            again = "bound" if isinstance(sub.ctx, ast.Store) else \
+                "deleted" if isinstance(sub.ctx, ast.Del) else "read"
+            return FixInfo.none(title, f"`{sub.id}` is {again} again after the `del` (line "
                                    f"{sub.lineno})")
     if not _removable_alone(module, node, targets):
         return FixInfo.none(title, "not a statement of its own")

@@ -187,7 +187,7 @@ def test_del_of_the_runner_in_its_own_block() -> None:
     assert fix_reports(DEL_IN_BLOCK) == [
         (7, "GPU004", "safe", ""),
         (14, "GPU004", "safe", ""),
-        (20, "GPU004", "none", "`m` is used again after the `del` (line 21)"),
+        (20, "GPU004", "none", "`m` is bound again after the `del` (line 21)"),
         (29, "GPU004", "none", "the `del` is in a loop inside the with-block: a later "
                                "iteration would fail on the deleted name"),
         (35, "GPU004", "none", "a closure captures the runner's name"),
