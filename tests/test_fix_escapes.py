@@ -165,6 +165,56 @@ def test_a_project_runner_taking_the_model_under_another_name(tmp_path: Path) ->
         '        llm = weakref.proxy(runner.llm)\n        assert llm.generate(["hi"])\n')
 
 
+INSTANCE_RUNNER = """\
+import pytest
+
+from tests.models import ModelCache
+
+CACHE = ModelCache()
+
+
+@pytest.fixture
+def vllm_runner(request):
+    marker = request.node.get_closest_marker("model")
+    try:
+        runner = CACHE.get_or_create(marker.kwargs)
+    except Exception:
+        raise
+    yield runner
+"""
+
+
+@pytest.mark.parametrize(("target", "expected"), [
+    ("bundled", ("unsafe", "Wrap in `with VllmRunner(...)`",
+                 "the project's own `vllm_runner` fixture (in a conftest.py) hands out one "
+                 "runner it builds, not a factory a test can call: the fix enters the bundled "
+                 "`VllmRunner` (`lint_gpu_tests.runtime`), whose teardown is not the "
+                 "project's runner's")),
+    ("vllm", (None, None,
+              "the project's own `vllm_runner` fixture (in a conftest.py) hands out one "
+              "runner it builds, not vLLM's factory, so `target = \"vllm\"` cannot call it "
+              "(name the project's runner class with `runner = \"module:Class\"`)")),
+])
+def test_a_project_runner_fixture_handing_out_one_runner_is_not_called(
+        tmp_path: Path, target: str, expected: tuple[str | None, str | None, str]) -> None:
+    """The project's own ``vllm_runner`` fixture yields one runner it builds (from a cache,
+    by a marker), not a factory: a fix calling ``vllm_runner(...)`` would call that runner
+    (vllm-ascend's e2e conftest). The bundled target enters the bundled class instead; the
+    vLLM target, whose fixes call the fixture, has no fix."""
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tmp_path / "pyproject.toml").write_text(f'[tool.gpu-test-lint]\ntarget = "{target}"\n')
+    (tests / "conftest.py").write_text(INSTANCE_RUNNER)
+    (tests / "test_a.py").write_text(
+        'from vllm import LLM\n\n\ndef test_keyword():\n    llm = LLM(model="m")\n'
+        '    assert llm.generate(["hi"])\n')
+    result = CliRunner().invoke(cli.cli, ["check", "--output-format", "json", str(tmp_path)],
+                                catch_exceptions=False)
+    assert [(v["fix"]["applicability"], v["fix"]["message"], v["fix"]["reason"]) if v["fix"]
+            else (None, None, v["no_fix_reason"])
+            for v in json.loads(result.output) if v["code"] == "GPU001"] == [expected]
+
+
 @pytest.mark.parametrize(("body", "expected"), [
     ("import functools\n\n\n@functools.cache\ndef tok(engine):\n    return 1\n\n\n"
      "def test_t():\n    llm = LLM('m')\n    assert tok(engine=llm)\n",

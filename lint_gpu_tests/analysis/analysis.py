@@ -90,6 +90,10 @@ OWN_RUNNER_FIXTURE = "own-runner-fixture:"
 #: model first under another name, with no default (``own-runner-model:model_name``): a
 #: runner call passing ``model=`` would raise ``TypeError``.
 OWN_RUNNER_MODEL = "own-runner-model:"
+#: The entry of a conftest's index whose runner fixture (named like ``runner-fixture``)
+#: hands out one runner it builds (``yield runner`` after ``runner = cache.get(...)``), not
+#: a factory: a test calling ``vllm_runner(...)`` would call that runner.
+OWN_RUNNER_INSTANCE = "own-runner-instance"
 #: Prefix of the entries of a conftest's index naming the classes it defines that derive from
 #: a runner class (``runner-class:DPVllmRunner``: vllm-ascend's data-parallel
 #: ``DPVllmRunner(VllmRunner)``): a test module that imports one calls a runner. (A class
@@ -1015,6 +1019,15 @@ class ModuleAnalysis:
         return self._entries.factory_shares
 
     @property
+    def own_runner_instance(self) -> bool:
+        """Whether the project's own runner fixture (:attr:`own_runner_fixture`) hands out
+        one runner it builds rather than a factory (:func:`runner_fixture_hands_instance`,
+        :data:`OWN_RUNNER_INSTANCE`)."""
+        if self.own_runner_fixture == "this module":
+            return runner_fixture_hands_instance(self)
+        return self.own_runner_fixture is not None and self._entries.own_runner_instance
+
+    @property
     def own_runner_model(self) -> str | None:
         """The name the project's own runner fixture (:attr:`own_runner_fixture`) takes the
         model under, where it hands out a class of its module whose ``__init__`` takes it
@@ -1413,6 +1426,8 @@ class EntriesView:
             runners (:data:`FACTORY_SHARE`).
         own_runner_model: the name the project's runner fixture takes the model under
             (:data:`OWN_RUNNER_MODEL`), or ``None``.
+        own_runner_instance: the project's runner fixture hands out one runner it builds
+            (:data:`OWN_RUNNER_INSTANCE`).
         helpers: qualified name -> entry, of the engine helpers (:data:`ENGINE_HELPER`).
         under: a module's or a helper's qualified name, as an import binds it
             (``tests.utils``, ``tests``, ``tests.utils.setup_engine``) -> the helpers'
@@ -1426,6 +1441,7 @@ class EntriesView:
     factory_fixtures: frozenset[str] = frozenset()
     factory_shares: Mapping[str, str] = field(default_factory=dict)
     own_runner_model: str | None = None
+    own_runner_instance: bool = False
 
 
 _VIEWS: dict[frozenset[str], EntriesView] = {}
@@ -1455,7 +1471,8 @@ def _entries_view(entries: frozenset[str]) -> EntriesView:
         dict(n[len(FACTORY_SHARE):].split("|", 1) for n in entries
              if n.startswith(FACTORY_SHARE) and "|" in n),
         next((n[len(OWN_RUNNER_MODEL):] for n in entries if n.startswith(OWN_RUNNER_MODEL)),
-             None))
+             None),
+        OWN_RUNNER_INSTANCE in entries)
     if len(_VIEWS) >= MAX_VIEWS:
         _VIEWS.clear()
     _VIEWS[entries] = view
@@ -2314,6 +2331,30 @@ def runner_model_parameter(module: ModuleAnalysis) -> str | None:
     if not positional or required < 1 or positional[0].arg == "model":
         return None
     return positional[0].arg
+
+
+def runner_fixture_hands_instance(module: ModuleAnalysis) -> bool:
+    """Whether the runner fixture ``module`` defines (named like ``runner-fixture``) hands out
+    one runner it builds instead of a factory tests call (vLLM's returns its ``VllmRunner``
+    class): every value it returns or yields is a call (other than ``partial(...)``), or a
+    name the fixture binds to one or as a with-statement's target (``runner =
+    model_cache.get_or_create(config)``; ``with VllmRunner(...) as runner: yield runner``)."""
+    fixture = module.top_fixture(module.config.runner_fixture)
+    if fixture is None:
+        return False
+    nodes = module.nodes_of(fixture)
+
+    def built(value: ast.AST) -> bool:
+        return isinstance(value, ast.Call) and last_name(value.func) != "partial"
+
+    instances = {t.id for n in nodes if isinstance(n, ast.Assign) and built(n.value)
+                 for t in n.targets if isinstance(t, ast.Name)}
+    instances.update(i.optional_vars.id for n in nodes if isinstance(n, (ast.With, ast.AsyncWith))
+                     for i in n.items if isinstance(i.optional_vars, ast.Name))
+    handed = [n.value for n in nodes
+              if isinstance(n, (ast.Return, ast.Yield)) and n.value is not None]
+    return bool(handed) and all(
+        built(v) or isinstance(v, ast.Name) and v.id in instances for v in handed)
 
 
 def written_share(module: ModuleAnalysis, call: ast.Call) -> str:

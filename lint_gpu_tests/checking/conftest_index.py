@@ -413,10 +413,12 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
         FACTORY_FIXTURE,
         FACTORY_SHARE,
         OWN_RUNNER_FIXTURE,
+        OWN_RUNNER_INSTANCE,
         OWN_RUNNER_MODEL,
         RUNNER_CLASS,
         ModuleAnalysis,
         environment_reads,
+        runner_fixture_hands_instance,
         runner_model_parameter,
         written_share,
     )
@@ -444,6 +446,8 @@ def _parse_fixtures(conftest: str, source: bytes, config: Config, index: Conftes
         model = runner_model_parameter(module)
         if model is not None:
             names.add(OWN_RUNNER_MODEL + model)
+        if runner_fixture_hands_instance(module):
+            names.add(OWN_RUNNER_INSTANCE)
     names.update(RUNNER_CLASS + name for name in module.runner_subclasses
                  if name not in config.runner_classes)
     names.update(FACTORY_FIXTURE + name for name, line in module.factory_fixtures.items()

@@ -493,7 +493,16 @@ class Planner(CleanupRecognizer, SafetyChecks):
                     return cc_problem
                 if cc_problem is not None:
                     risks.append(cc_problem.reason)
-        if use_class and through_callers and config.runner_is_fixture:
+        # The project's runner fixture hands out one runner it builds, not a factory: a
+        # call of it would call that runner.
+        instance = module.own_runner_instance and not config.runner
+        if instance and config.target == "vllm":
+            return Blocked(
+                f"the project's own `{config.runner_fixture}` fixture (in "
+                f"{module.own_runner_fixture}) hands out one runner it builds, not vLLM's "
+                "factory, so `target = \"vllm\"` cannot call it (name the project's runner "
+                "class with `runner = \"module:Class\"`)")
+        if use_class and through_callers and config.runner_is_fixture and not instance:
             passed = runner_through_callers(module, func, config.runner_fixture)
             if isinstance(passed, str):
                 return Blocked(passed)
@@ -513,6 +522,13 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 f"{module.own_runner_fixture}) hands out a runner whose `__init__` takes the "
                 f"model as `{model}`, and this call gives it by keyword (the runner's call "
                 f"would raise `TypeError`): the fix enters the bundled `VllmRunner` "
+                "(`lint_gpu_tests.runtime`), whose teardown is not the project's runner's")
+        if instance and not use_class and config.target == "bundled":
+            use_class = True
+            risks.append(
+                f"the project's own `{config.runner_fixture}` fixture (in "
+                f"{module.own_runner_fixture}) hands out one runner it builds, not a factory "
+                "a test can call: the fix enters the bundled `VllmRunner` "
                 "(`lint_gpu_tests.runtime`), whose teardown is not the project's runner's")
         return RunnerArguments(tuple(risks), compilation, mapping_defaults, use_class,
                                helper_calls)
