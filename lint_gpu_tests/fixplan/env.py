@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import unicodedata
 from dataclasses import dataclass, replace
 
@@ -93,6 +94,11 @@ MODULE_FIXTURE = "_module_environment"
 #: reads no environment): what is after them is named instead.
 _TRANSPARENT_CALLS = frozenset({"dict", "list", "tuple", "set", "frozenset", "range", "str",
                                 "int", "float", "bool", "len", "sorted", "enumerate", "zip"})
+#: ``unittest.mock``'s patchers: at import they only build the patch, which applies when the
+#: test runs; nothing in them is looked into.
+_PATCHERS = frozenset({"unittest.mock.patch", "unittest.mock.patch.dict",
+                       "unittest.mock.patch.object", "unittest.mock.patch.multiple",
+                       "mock.patch", "mock.patch.dict", "mock.patch.object"})
 #: Standard-library calls that build a value or a class and read no environment variable.
 _TRANSPARENT_QUALIFIED = frozenset({
     "dataclasses.dataclass", "dataclasses.field", "collections.namedtuple",
@@ -299,6 +305,12 @@ def _import_time_readers(module: ModuleAnalysis, mutation: EnvMutation) -> str:
             f"fixture makes only when the module's first test starts: {shown}")
 
 
+#: Whitespace after an opening and before a closing bracket, which joining a call's lines
+#: leaves (``patch.dict( os.environ, {``).
+_OUTER_SPACE = re.compile(r"([(\[{]) ")
+_INNER_SPACE = re.compile(r" ([)\]}])")
+
+
 def _as_written(module: ModuleAnalysis, node: ast.AST) -> str:
     """The source of ``node`` as the module writes it (``ast.unparse`` where the positions
     do not give it)."""
@@ -306,7 +318,7 @@ def _as_written(module: ModuleAnalysis, node: ast.AST) -> str:
 
 
 def _shorten(code: str) -> str:
-    code = " ".join(code.split())
+    code = _INNER_SPACE.sub(r"\1", _OUTER_SPACE.sub(r"\1", " ".join(code.split())))
     return code if len(code) <= 40 else code[:37] + "..."
 
 
@@ -316,7 +328,8 @@ def _import_time_calls(module: ModuleAnalysis, stmt: ast.stmt,
     class level) runs: not in function bodies or lambdas; pytest's decorators
     (``pytest.mark.*``, ``pytest.fixture``, ``pytest.param``), plain builtins
     (:data:`_TRANSPARENT_CALLS`), the record classes of the module (:func:`_record_classes`)
-    and changes of the environment are looked into instead.
+    and changes of the environment are looked into instead; ``unittest.mock``'s patchers
+    (:data:`_PATCHERS`) are passed over.
     A read of a variable by a literal name counts when it is one of ``names``; any other
     use of ``os.environ`` counts."""
     constants = module_constants(module)
@@ -350,6 +363,8 @@ def _import_time_calls(module: ModuleAnalysis, stmt: ast.stmt,
             continue
         if isinstance(node, ast.Call):
             qualified = module.qualified(node.func) or ""
+            if qualified in _PATCHERS:
+                continue
             if qualified.split(".")[0] != "pytest" and \
                     qualified not in _TRANSPARENT_QUALIFIED and not (
                     isinstance(node.func, ast.Name) and (node.func.id in _TRANSPARENT_CALLS

@@ -801,8 +801,35 @@ def test_building_a_record_class_of_the_module_reads_no_environment() -> None:
     assert gpu008(source) == [
         (5, 1, "unsafe", "code that runs after it at import no longer sees the change, which "
                          "the fixture makes only when the module's first test starts: "
-                         "`Checked(prompt=\"x\")` (line 24), `load( \"cases\" )` (line 24); "
+                         "`Checked(prompt=\"x\")` (line 24), `load(\"cases\")` (line 24); "
                          f"{SCOPE}"),
+    ]
+
+
+def test_a_patcher_built_at_import_is_passed_over_and_calls_are_shown_compact() -> None:
+    """``@patch.dict(os.environ, {...})`` only builds the patch at import (it applies when
+    the test runs); a call written over several lines is shown on one, no space inside
+    its brackets."""
+    source = """\
+        import os
+        from unittest.mock import patch
+
+        os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
+
+
+        @patch.dict(
+            os.environ, {"HCCL_BUFFSIZE": "1024"}
+        )
+        @wait_free(
+            "npu"
+        )
+        def test_x():
+            assert True
+        """
+    assert gpu008(source) == [
+        (4, 1, "unsafe", "code that runs after it at import no longer sees the change, which "
+                         "the fixture makes only when the module's first test starts: "
+                         f"`wait_free(\"npu\")` (line 10); {SCOPE}"),
     ]
 
 
