@@ -124,6 +124,11 @@ def test_no_fix_names_what_is_missing(project: Path, utils: str | None, runner: 
     if utils is not None:
         (project / "tests" / "utils.py").write_text(utils)
     assert fixes(project, runner=runner)[1] == (14, "GPU001", "none", reason + ISOLATE)
+    # The missing fix is titled after the project's runner, as the message names it.
+    config = config_from_table({"runner": runner}, "", root=str(project))
+    result = check_paths([str(project / "tests")], config, cache=False, jobs=1)
+    assert {v.fix.title for v in result.violations if v.code == "GPU001" and v.fix} == {
+        "Wrap in `with managed_llm(...)`"}
 
 
 def test_a_default_of_the_runner_s_own_makes_the_fix_unsafe(project: Path) -> None:

@@ -171,7 +171,7 @@ class Planner(CleanupRecognizer, SafetyChecks):
         return self._runner_plans[key]
 
     def _title(self, kind: PlanKind, func: FunctionInfo | None, use_class: bool = False) -> str:
-        runner = self.module.config.runner_fixture
+        runner = self.module.config.runner_named
         if kind is PlanKind.RUNNER:
             return "Wrap in a with-statement"
         if self.module.config.runner_is_fixture and not use_class:
