@@ -734,6 +734,25 @@ def shape_environ_read_later(rng: random.Random, n: int, s: Style) -> Part:
     return Part(defs=defs, tests=tests)
 
 
+def shape_monkeypatch_instance(rng: random.Random, n: int, s: Style) -> Part:
+    """A fixture (function, module or session scope) setting a variable through its own
+    ``pytest.MonkeyPatch()`` that nothing undoes, returning or yielding; the test that
+    requests it builds an engine and reads the variable, and a later test may read it too
+    (it passes only while the change leaks: after a safe fix it must still pass)."""
+    scope = rng.choice(["", '(scope="module")', '(scope="session")'])
+    var = f"VLLM_INSTANCE_{n}"
+    name = f"env_instance_{n}"
+    ends = rng.choice(["", "    yield\n", "    yield\n    assert True\n"])
+    defs = (f"@pytest.fixture{scope}\ndef {name}():\n    mp = pytest.MonkeyPatch()\n"
+            f"    mp.setenv(\"{var}\", \"1\")\n" + ends)
+    tests = (_header(f"test_uses_{name}", name) + f"    assert os.environ[\"{var}\"] == \"1\"\n"
+             f"    llm = {s.llm}({_kwargs(rng)})\n" + _use(rng, "llm", s) + _cleanup(rng, "llm"))
+    if rng.random() < 0.5:
+        tests += ("\n\n" + _header(f"test_reads_after_{name}")
+                  + f"    assert os.environ.get(\"{var}\") == \"1\"\n")
+    return Part(defs=defs, tests=tests)
+
+
 #: Every shape of the default generator, by name.
 def shape_helper_try_finally(rng: random.Random, n: int, s: Style) -> Part:
     """A factory helper with keyword defaults returns the engine; the test that owns it shuts
@@ -864,6 +883,7 @@ SHAPES: dict[str, ShapeFn] = {
     "raises_rebound": shape_raises_rebound,
     "one_name_in_turn": shape_one_name_in_turn,
     "thread_after_del": shape_thread_after_del,
+    "monkeypatch_instance": shape_monkeypatch_instance,
 }
 
 #: Shapes a module holds once at most: they define module-level functions of fixed names
