@@ -71,6 +71,32 @@ def test_factory_fixture_without_fix_reasons() -> None:
     ]
 
 
+GENERATOR_FACTORY = b"""import gc
+
+import pytest
+from vllm import LLM
+
+
+@pytest.fixture
+def llm_generator(kwargs):
+    def generate():
+        llm = LLM(**kwargs)
+        yield llm
+        del llm
+        gc.collect()
+
+    return generate
+"""
+
+
+def test_a_factory_fixture_handing_out_a_generator_says_so() -> None:
+    # vLLM's older spec-decode conftests: tests iterate what the factory yields.
+    assert fixes(GENERATOR_FACTORY) == [
+        ("GPU001", 10, "none", "Wrap in `with VllmRunner(...)`",
+         "the factory is a generator (it yields its engine and cleans up after it), which "
+         "no fix rewrites")]
+
+
 NOT_GROUPS = {
     "container bound twice": '''
         engines = []

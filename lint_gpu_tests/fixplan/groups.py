@@ -376,6 +376,9 @@ def factory_fixture(module: ModuleAnalysis, call: ast.Call, stmt: ast.stmt,
     if bound is None or not any(s is stmt for s in node.body):
         return "the factory's engine is not bound to one name in its body"
     tail = node.body[-1]
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in module.nodes_of(func)):
+        return ("the factory is a generator (it yields its engine and cleans up after "
+                "it), which no fix rewrites")
     if not (isinstance(tail, ast.Return) and isinstance(tail.value, ast.Name)
             and tail.value.id == bound):
         return "the factory does not end with `return` of its engine"
