@@ -729,8 +729,8 @@ class _Finder:
             advice = "use the `monkeypatch` fixture"
         elif isinstance(receiver, ast.Name) and receiver.id in self.unreverted_patchers(func):
             spelled = receiver.id
-            advice = (f"call `{spelled}.undo()` where the test (the fixture's teardown) ends, "
-                      "or use the `monkeypatch` fixture")
+            advice = (f"call `{spelled}.undo()` where the fixture's teardown ends, or use the "
+                      "`monkeypatch` fixture in a test or a function-scoped fixture")
         else:
             return None
         key = node.args[0] if node.args else next(

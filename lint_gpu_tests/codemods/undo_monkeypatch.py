@@ -1,8 +1,9 @@
 """Codemod for GPU008: undo a fixture's ``pytest.MonkeyPatch()`` when the fixture ends.
 
 The rule module decides everything (:func:`lint_gpu_tests.fixplan.env.undo_fix`); this
-command appends ``<mp>.undo()`` to the end of each planned fixture's body, after a bare
-``yield`` where the fixture has none, so the instance is undone at the fixture's teardown.
+command appends ``<mp>.undo()`` to the end of each planned fixture's body (before a bare
+``return`` ending it), after a bare ``yield`` where the fixture has none, so the instance is
+undone at the fixture's teardown.
 """
 
 from __future__ import annotations
@@ -55,4 +56,7 @@ class _Undo(ReachedStatements):
             func=cst.Attribute(value=cst.Name(plan.receiver), attr=cst.Name("undo"))))]))
         self.changed = True
         body = updated_node.body
-        return updated_node.with_changes(body=body.with_changes(body=[*body.body, *added]))
+        statements = list(body.body)
+        at = len(statements) - 1 if plan.before_return else len(statements)
+        statements[at:at] = added
+        return updated_node.with_changes(body=body.with_changes(body=statements))

@@ -484,6 +484,8 @@ class UndoPlan(FixPlan):
         receiver: the instance's name (``mp``).
         add_yield: the fixture does not yield: a bare ``yield`` goes before the ``undo()``,
             which makes it a generator fixture handing out ``None``, as its return did.
+        before_return: the fixture's body ends with a bare ``return``: what is added goes
+            before it.
     """
 
     FIX_KIND = FixKind.UNDO_MONKEYPATCH
@@ -491,6 +493,7 @@ class UndoPlan(FixPlan):
     function_line: int = 0
     receiver: str = ""
     add_yield: bool = False
+    before_return: bool = False
 
 
 def undo_fix(module: ModuleAnalysis, mutation: EnvMutation) -> FixInfo:
@@ -501,7 +504,8 @@ def undo_fix(module: ModuleAnalysis, mutation: EnvMutation) -> FixInfo:
     every test, as before) and in a function-scoped one but where another function reads
     a variable (:func:`_read_problem`); unsafe in a class-, module-, package- or dynamically
     scoped one (later modules no longer see the change). None in a test (no teardown runs
-    code after a failure), for an ``async`` fixture, one that returns or yields more than
+    code after a failure), for an ``async`` fixture, one that returns a value or before its
+    end (a bare ``return`` ending it is kept after what the fix adds) or yields more than
     once, or a name bound more than once or other than by a statement of the fixture's own
     body (``undo()`` at its end would find it unbound)."""
     func = mutation.function
@@ -515,11 +519,20 @@ def undo_fix(module: ModuleAnalysis, mutation: EnvMutation) -> FixInfo:
     yields = [n for n in nodes if isinstance(n, (ast.Yield, ast.YieldFrom))]
     binds = [n for n in walk_breadth(func.node) if isinstance(n, ast.Name) and n.id == name
              and isinstance(n.ctx, ast.Store)]
-    if any(isinstance(n, ast.Return) for n in nodes) or len(yields) > 1 or len(binds) != 1 \
-            or not any(isinstance(s, ast.Assign) and binds[0] in s.targets
-                       for s in func.node.body):
-        return FixInfo.none(title, f"{mutation.reason} (the fixture returns, yields more "
-                                   f"than once, or binds `{name}` again or in a block)")
+    body = func.node.body
+    last = body[-1]
+    returns = [n for n in nodes if isinstance(n, ast.Return)]
+    problem = ""
+    if any(r is not last or r.value is not None for r in returns):
+        problem = "the fixture returns before its end or returns a value"
+    elif len(yields) > 1:
+        problem = "the fixture yields more than once"
+    elif len(binds) != 1 or not any(isinstance(s, ast.Assign) and binds[0] in s.targets
+                                    for s in body):
+        problem = f"the fixture binds `{name}` more than once or inside a block"
+    if problem:
+        return FixInfo.none(title, f"{mutation.reason}; {problem}, so `{name}.undo()` at its "
+                                   "end might not run")
     scope = func.fixture_scope or "function"
     if scope == "session":
         fix = FixInfo(Applicability.SAFE, title)
@@ -531,7 +544,8 @@ def undo_fix(module: ModuleAnalysis, mutation: EnvMutation) -> FixInfo:
         fix = FixInfo(Applicability.UNSAFE, title,
                       f"a {scope}-scoped fixture: `{name}.undo()` restores the variables "
                       "when it ends, where before they stayed set for the rest of the session")
-    plan = UndoPlan(fix, func.node.lineno, name, add_yield=not yields)
+    plan = UndoPlan(fix, func.node.lineno, name, add_yield=not yields,
+                    before_return=bool(returns))
     return replace(fix, kind=FixKind.UNDO_MONKEYPATCH, plan=plan)
 
 

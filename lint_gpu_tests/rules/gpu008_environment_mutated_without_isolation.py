@@ -136,7 +136,8 @@ class EnvironmentMutatedWithoutIsolation(Rule):
         "still sees the change) and in a function-scoped one (unless another function "
         "reads the variable, as above), unsafe in a class-, module- or package-scoped one "
         "(the modules after it no longer see the change); no fix for an `async` fixture, "
-        "one that returns or yields more than once, or one that binds `mp` again or in a "
+        "one that returns a value or before its end (a bare `return` ending it stays last) "
+        "or yields more than once, or one that binds `mp` again or in a "
         "block. Comments above a change go "
         "with its calls, or above the fixture when too long there. No fix for a "
         "module-level change "
@@ -439,7 +440,9 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
             fix = env_fix(module, mutation, self.fix_title)
             message = self.message.format(names=names, verb=verb, where=where, method=method)
             if mutation.patcher:
+                advice = f"undo it (`{mutation.patcher}.undo()`)" \
+                    if mutation.patcher.isidentifier() else "use the `monkeypatch` fixture"
                 message = (f"{names} {verb} the environment by `{mutation.patcher}`, a "
-                           "`pytest.MonkeyPatch()` never undone, leaks into every later "
-                           "test; use the `monkeypatch` fixture")
+                           f"`pytest.MonkeyPatch()` never undone, leaks into every later "
+                           f"test; {advice}")
             yield hit_at(mutation.node, message, fix)

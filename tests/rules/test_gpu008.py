@@ -126,20 +126,20 @@ def test_a_monkeypatch_instance_that_nothing_undoes() -> None:
     yielded or returned), and they get no fix."""
     found = check_source(textwrap.dedent(MONKEYPATCH_INSTANCES).encode(), "tests/test_x.py",
                          Config())
-    why = ("`{0}` is a `pytest.MonkeyPatch()` that nothing undoes: {1}use the `monkeypatch` "
-           "fixture")
-    call = "call `mp.undo()` where the test (the fixture's teardown) ends, or "
+    why = "`{0}` is a `pytest.MonkeyPatch()` that nothing undoes: {1}"
+    call = ("call `mp.undo()` where the fixture's teardown ends, or use the `monkeypatch` "
+            "fixture in a test or a function-scoped fixture")
     assert [(v.location.row, v.location.column, v.message, v.fix and v.fix.applicability.value,
              v.fix and v.fix.reason) for v in found] == [
         (9, 5, "`VLLM_A` set in the environment by `mp`, a `pytest.MonkeyPatch()` never "
-               "undone, leaks into every later test; use the `monkeypatch` fixture", "none",
+               "undone, leaks into every later test; undo it (`mp.undo()`)", "none",
          why.format("mp", call)),
         (10, 5, "`VLLM_B` removed from the environment by `mp`, a `pytest.MonkeyPatch()` never "
-                "undone, leaks into every later test; use the `monkeypatch` fixture", "none",
+                "undone, leaks into every later test; undo it (`mp.undo()`)", "none",
          why.format("mp", call)),
         (15, 5, "`VLLM_C` set in the environment by `MonkeyPatch()`, a `pytest.MonkeyPatch()` "
                 "never undone, leaks into every later test; use the `monkeypatch` fixture",
-         "none", why.format("MonkeyPatch()", "")),
+         "none", why.format("MonkeyPatch()", "use the `monkeypatch` fixture")),
     ]
 
 
@@ -173,6 +173,13 @@ UNDONE_AT_TEARDOWN = """\
         if flag:
             mp = pytest.MonkeyPatch()
             mp.setenv("VLLM_E", "1")
+
+
+    @pytest.fixture(scope="session")
+    def bare_return():
+        mp = pytest.MonkeyPatch()
+        mp.setenv("VLLM_F", "1")
+        return
     """
 
 
@@ -193,8 +200,10 @@ def test_a_fixtures_monkeypatch_instance_is_undone_at_its_teardown() -> None:
         (21, "safe", "Undo `mp` when the fixture ends", ""),
         (29, "none", "Undo `mp` when the fixture ends",
          "`mp` is a `pytest.MonkeyPatch()` that nothing undoes: call `mp.undo()` where the "
-         "test (the fixture's teardown) ends, or use the `monkeypatch` fixture (the fixture "
-         "returns, yields more than once, or binds `mp` again or in a block)"),
+         "fixture's teardown ends, or use the `monkeypatch` fixture in a test or a "
+         "function-scoped fixture; the fixture binds `mp` more than once or inside a block, "
+         "so `mp.undo()` at its end might not run"),
+        (35, "safe", "Undo `mp` when the fixture ends", ""),
     ]
     assert fixed(UNDONE_AT_TEARDOWN, unsafe=True, path="tests/conftest.py") == \
         textwrap.dedent("""\
@@ -231,6 +240,15 @@ def test_a_fixtures_monkeypatch_instance_is_undone_at_its_teardown() -> None:
             if flag:
                 mp = pytest.MonkeyPatch()
                 mp.setenv("VLLM_E", "1")
+
+
+        @pytest.fixture(scope="session")
+        def bare_return():
+            mp = pytest.MonkeyPatch()
+            mp.setenv("VLLM_F", "1")
+            yield
+            mp.undo()
+            return
         """)
 
 
