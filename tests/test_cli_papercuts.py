@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ENGINE_TEST = 'from vllm import LLM\n\n\ndef test_a():\n    llm = LLM("m")\n    assert llm\n'
 
@@ -169,3 +172,23 @@ def test_titles_of_fixes_that_wrap_nothing(tmp_path: Path) -> None:
         "help: Wrap in `with vllm_runner(...)`",
         "help: Yield a weak proxy of the engine of `with vllm_runner(...)`",
     ]
+
+
+def test_rule_prose_is_wrapped_for_a_terminal_and_left_whole_when_piped(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gpu-test-lint rule`` wraps its long prose lines to the terminal (at most 100
+    columns), code blocks, tables and headings as they are; piped, it prints the Markdown
+    of docs/rules.md unchanged."""
+    from lint_gpu_tests.interfaces.commands import _for_terminal
+
+    text = ("# title that is long " + "x" * 90 + "\n" + "word " * 40 + "\n"
+            "- " + "item " * 30 + "\n```python\n" + "y = 1  " * 30 + "\n```\n| a | b |")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
+    assert _for_terminal(text) == text
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setattr("shutil.get_terminal_size", lambda: os.terminal_size((60, 20)))
+    lines = _for_terminal(text).split("\n")
+    assert lines[0] == "# title that is long " + "x" * 90
+    assert lines[1:5] == [("word " * 12).strip()] * 3 + [("word " * 4).strip()]
+    assert lines[5] == "- " + ("item " * 11).strip() and lines[6].startswith("  item")
+    assert lines[-4:] == ["```python", ("y = 1  " * 30), "```", "| a | b |"]

@@ -5,7 +5,9 @@ them to its group): ``rule CODE``, ``rules``, ``prove`` and ``server``.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import textwrap
 
 import click
 
@@ -25,18 +27,41 @@ def rule_command(code: str | None, show_all: bool) -> None:
     from lint_gpu_tests.rules import ALL_RULES, rule_by_code
 
     if show_all:
-        click.echo("\n".join([*(render_rule(rule) for rule in ALL_RULES),
-                              *(pseudo_rule(code) for code in PSEUDO_RULES)]), nl=False)
+        click.echo(_for_terminal("\n".join([*(render_rule(rule) for rule in ALL_RULES),
+                                            *(pseudo_rule(code) for code in PSEUDO_RULES)])),
+                   nl=False)
         return
     if code is None:
         fail("give a rule code, e.g. `gpu-test-lint rule GPU001`, or --all")
     rule = rule_by_code(code)
     if rule is None:
         if code.upper() in PSEUDO_RULES:
-            click.echo(pseudo_rule(code), nl=False)
+            click.echo(_for_terminal(pseudo_rule(code)), nl=False)
             return
         fail(f"unknown rule code `{code}` (see `gpu-test-lint rules`)")
-    click.echo(render_rule(rule), nl=False)
+    click.echo(_for_terminal(render_rule(rule)), nl=False)
+
+
+def _for_terminal(text: str) -> str:
+    """``text`` (a rule's Markdown) with its prose wrapped to the terminal's width (at most
+    100 columns) when standard output is a terminal, as it is printed for reading; code
+    blocks, tables and headings as they are. Unchanged when piped (the Markdown of
+    docs/rules.md)."""
+    if not sys.stdout.isatty():
+        return text
+    width = min(shutil.get_terminal_size().columns, 100)
+    out: list[str] = []
+    fenced = False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced or len(line) <= width or line.startswith(("|", "#", "```")):
+            out.append(line)
+            continue
+        bullet = line[:2] if line.startswith(("- ", "* ")) else ""
+        out.append(textwrap.fill(line, width, subsequent_indent=" " * len(bullet),
+                                 break_long_words=False, break_on_hyphens=False))
+    return "\n".join(out)
 
 
 @click.command("rules")
