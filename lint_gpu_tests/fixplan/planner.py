@@ -511,25 +511,24 @@ class Planner(CleanupRecognizer, SafetyChecks):
                 risks.append(f"`{passed.name}()` is public: a module that imports it must now "
                              f"pass `{config.runner_fixture}` too ({ONE_MODULE} and does not "
                              "change callers in other modules)")
+        # Where the project's runner fixture cannot take this call, the bundled class,
+        # which takes ``LLM``'s arguments, is entered instead.
         model = module.own_runner_model
-        if model is not None and not use_class and config.target == "bundled" and \
-                not config.runner and not call.args:
-            # The engine call passes its model by keyword (or in a ``**mapping``), which the
-            # project's runner would not take: the bundled class takes ``LLM``'s arguments.
+        cannot: str | None = None
+        if model is not None and not config.runner and not call.args:
+            # The engine call passes its model by keyword (or in a ``**mapping``).
+            cannot = (f"hands out a runner whose `__init__` takes the model as `{model}`, and "
+                      "this call gives it by keyword (the runner's call would raise "
+                      "`TypeError`)")
+        elif instance:
+            cannot = "hands out one runner it builds, not a factory a test can call"
+        if cannot is not None and not use_class and config.target == "bundled":
             use_class = True
             risks.append(
                 f"the project's own `{config.runner_fixture}` fixture (in "
-                f"{module.own_runner_fixture}) hands out a runner whose `__init__` takes the "
-                f"model as `{model}`, and this call gives it by keyword (the runner's call "
-                f"would raise `TypeError`): the fix enters the bundled `VllmRunner` "
-                "(`lint_gpu_tests.runtime`), whose teardown is not the project's runner's")
-        if instance and not use_class and config.target == "bundled":
-            use_class = True
-            risks.append(
-                f"the project's own `{config.runner_fixture}` fixture (in "
-                f"{module.own_runner_fixture}) hands out one runner it builds, not a factory "
-                "a test can call: the fix enters the bundled `VllmRunner` "
-                "(`lint_gpu_tests.runtime`), whose teardown is not the project's runner's")
+                f"{module.own_runner_fixture}) {cannot}: the fix enters the bundled "
+                "`VllmRunner` (`lint_gpu_tests.runtime`), whose teardown is not the project's "
+                "runner's")
         return RunnerArguments(tuple(risks), compilation, mapping_defaults, use_class,
                                helper_calls)
 
