@@ -2310,16 +2310,24 @@ def _handed_out_factories(module: ModuleAnalysis) -> dict[str, ast.Call]:
     return out
 
 
+def _runner_fixture_handouts(module: ModuleAnalysis) -> tuple[list[ast.AST], list[ast.expr]]:
+    """The nodes of the runner fixture ``module`` defines (named like ``runner-fixture``),
+    and the values it returns or yields, in the order of those nodes; both empty where it
+    defines none."""
+    fixture = module.top_fixture(module.config.runner_fixture)
+    if fixture is None:
+        return [], []
+    nodes = module.nodes_of(fixture)
+    return nodes, [n.value for n in nodes
+                   if isinstance(n, (ast.Return, ast.Yield)) and n.value is not None]
+
+
 def runner_model_parameter(module: ModuleAnalysis) -> str | None:
     """The first parameter after ``self`` of the ``__init__`` of the class of ``module`` that
     its runner fixture (named like ``runner-fixture``) returns or yields, when it has no
     default and is not named ``model`` (:attr:`ModuleAnalysis.own_runner_model`); else
     ``None``."""
-    fixture = module.top_fixture(module.config.runner_fixture)
-    if fixture is None:
-        return None
-    handed = [n.value for n in module.nodes_of(fixture)
-              if isinstance(n, (ast.Return, ast.Yield)) and isinstance(n.value, ast.Name)]
+    handed = [v for v in _runner_fixture_handouts(module)[1] if isinstance(v, ast.Name)]
     cls = next((c for c in module.tree.body if isinstance(c, ast.ClassDef) and handed
                 and c.name == handed[0].id), None)
     init = next((f for f in cls.body if isinstance(f, ast.FunctionDef)
@@ -2339,10 +2347,7 @@ def runner_fixture_hands_instance(module: ModuleAnalysis) -> bool:
     class): every value it returns or yields is a call (other than ``partial(...)``), or a
     name the fixture binds to one or as a with-statement's target (``runner =
     model_cache.get_or_create(config)``; ``with VllmRunner(...) as runner: yield runner``)."""
-    fixture = module.top_fixture(module.config.runner_fixture)
-    if fixture is None:
-        return False
-    nodes = module.nodes_of(fixture)
+    nodes, handed = _runner_fixture_handouts(module)
 
     def built(value: ast.AST) -> bool:
         return isinstance(value, ast.Call) and last_name(value.func) != "partial"
@@ -2351,8 +2356,6 @@ def runner_fixture_hands_instance(module: ModuleAnalysis) -> bool:
                  for t in n.targets if isinstance(t, ast.Name)}
     instances.update(i.optional_vars.id for n in nodes if isinstance(n, (ast.With, ast.AsyncWith))
                      for i in n.items if isinstance(i.optional_vars, ast.Name))
-    handed = [n.value for n in nodes
-              if isinstance(n, (ast.Return, ast.Yield)) and n.value is not None]
     return bool(handed) and all(
         built(v) or isinstance(v, ast.Name) and v.id in instances for v in handed)
 
