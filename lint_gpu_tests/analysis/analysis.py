@@ -598,15 +598,14 @@ class ModuleAnalysis:
         :func:`lint_gpu_tests.analysis.process_targets.process_targets`), and find the
         module's launcher helpers (:attr:`launcher_helpers`). A test that pytest collects
         from a test file also runs in pytest's own process, so it is left as it is."""
-        imported: dict[str, Launch] = {}
+        # The names a call of an imported launcher helper may spell: its import's, its own.
+        imported: set[str] = set()
         if self._entries.helpers:
-            named = {h.key: h for h in self.imported_helpers.values() if h.kind == "p"}
-            for name, key in (*self.imports.items(), *self.relative_imports.items()):
-                if key in named and (launch := named[key].launch) is not None:
-                    imported[name] = launch
-            for helper in named.values():
-                if (launch := helper.launch) is not None:
-                    imported[helper.name] = launch
+            named = {h.key: h.name for h in self.imported_helpers.values() if h.kind == "p"}
+            imported.update(name for name, key in (*self.imports.items(),
+                                                   *self.relative_imports.items())
+                            if key in named)
+            imported.update(named.values())
 
         def imported_launch(func: ast.expr) -> Launch | None:
             helper = self.imported_helper(func)

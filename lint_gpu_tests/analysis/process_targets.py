@@ -13,7 +13,7 @@ another module of the tree (its summary, kind ``"p"``).
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 
 from lint_gpu_tests.parsing.source import walk_breadth, walk_nodes
 from lint_gpu_tests.parsing.syntax import last_name, lines_naming, spans_a_line
@@ -32,7 +32,7 @@ positional parameters (``-1`` for a keyword-only one) and its name."""
 def process_targets(tree: ast.Module, text: str, imports: Mapping[str, str],
                     qualified: Callable[[ast.AST], str | None],
                     launchers: frozenset[str],
-                    imported: Mapping[str, Launch] | None = None,
+                    imported: Collection[str] = (),
                     imported_launch: Callable[[ast.expr], Launch | None] | None = None
                     ) -> tuple[set[str], dict[str, Launch]]:
     """Names of the functions ``tree`` hands to a process launcher, and its launcher
@@ -45,8 +45,8 @@ def process_targets(tree: ast.Module, text: str, imports: Mapping[str, str],
         qualified: what an expression refers to in its scope
             (:meth:`lint_gpu_tests.analysis.analysis.ModuleAnalysis.qualified`).
         launchers: qualified names of the launching calls (config ``process-launchers``).
-        imported: the launcher helpers of other modules the module may call, by the names
-            a call may spell (local names of their imports and their own names).
+        imported: the names a call of a launcher helper of another module may spell (the
+            local names of their imports and their own names).
         imported_launch: which parameter of an imported launcher helper a call's ``func``
             names runs as a process, else ``None``.
 
@@ -63,7 +63,7 @@ def process_targets(tree: ast.Module, text: str, imports: Mapping[str, str],
                 (name := _function_name(value)) is not None and \
                 (launch := _parameter(stmt, name)):
             helpers.setdefault(stmt.name, launch)  # ``pool.map(fn, items)``: the first
-    words = {*helpers, *(imported or {})}
+    words = {*helpers, *imported}
     if not words:
         return targets, helpers
     spelled = lines_naming(text, tuple(sorted(words)))
@@ -84,6 +84,16 @@ def process_targets(tree: ast.Module, text: str, imports: Mapping[str, str],
             targets.update(name for value in values_at
                            if (name := _function_name(value)) is not None)
     return targets, helpers
+
+
+def spells_a_launcher(source: str | bytes, launchers: Iterable[str]) -> bool:
+    """Whether ``source`` (a module's text or bytes) spells every segment of one launcher's
+    qualified name: however it is imported or aliased, a call that resolves to a launcher
+    spells each somewhere (the import the module part, attributes the rest), so a module
+    lacking one cannot call it, nor define a launcher helper."""
+    if isinstance(source, bytes):
+        return any(all(part.encode() in source for part in q.split(".")) for q in launchers)
+    return any(all(part in source for part in q.split(".")) for q in launchers)
 
 
 def _function_name(value: ast.expr) -> str | None:
@@ -116,10 +126,7 @@ def _launched_values(tree: ast.Module, text: str, imports: Mapping[str, str],
                      launchers: frozenset[str]) -> Iterator[tuple[ast.stmt, ast.expr]]:
     """What ``tree`` hands to a launching call as the function to run, with the top-level
     statement holding the call."""
-    # However it is imported or aliased, a call that resolves to a launcher spells every
-    # segment of its qualified name somewhere (the import the module part, attributes
-    # the rest), so a module lacking one cannot call it.
-    if not any(all(part in text for part in q.split(".")) for q in launchers):
+    if not spells_a_launcher(text, launchers):
         return
     handles: set[str] = set()  # names bound to what a launcher returns
     # What ``a.b.X`` refers to ends in ``.X``: an attribute that is no launcher's last name

@@ -364,16 +364,17 @@ def may_define_helpers(source: bytes, config: Config) -> bool:
     an engine class or a cleanup call a cleanup helper is made of (:data:`CLEANUP_WORDS`,
     the configured ``cleanup-functions``), or spells every part of a process launcher's
     qualified name (``multiprocessing`` and ``Process``: what a launcher helper must write,
-    as :func:`~lint_gpu_tests.analysis.process_targets.process_targets` asks), and defines a
+    :func:`~lint_gpu_tests.analysis.process_targets.spells_a_launcher`), and defines a
     class or a function not named ``test...`` at its top level."""
+    from lint_gpu_tests.analysis.process_targets import spells_a_launcher
     from lint_gpu_tests.parsing.prefilter import Prefilter
 
     if DEFINITION.search(source) is None:
         return False
     names = (*config.engine_classes, *CLEANUP_FUNCTIONS, *config.cleanup_functions)
     words = tuple(sorted({c.rsplit(".", 1)[-1].encode() for c in names} | CLEANUP_WORDS))
-    return Prefilter(words, False).admits(source) or any(
-        all(part.encode() in source for part in q.split(".")) for q in config.process_launchers)
+    return Prefilter(words, False).admits(source) or \
+        spells_a_launcher(source, config.process_launchers)
 
 
 def summarise(source: bytes, path: str, config: Config) -> Summary:
