@@ -725,7 +725,7 @@ class _Finder:
         itself."""
         receiver = node.func.value  # type: ignore[attr-defined]
         if self._new_patcher(receiver):
-            spelled = f"{ast.unparse(receiver)}"
+            spelled = ast.unparse(receiver)
             advice = "use the `monkeypatch` fixture"
         elif isinstance(receiver, ast.Name) and receiver.id in self.unreverted_patchers(func):
             spelled = receiver.id
